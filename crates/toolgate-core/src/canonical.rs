@@ -1,0 +1,210 @@
+//! Canonical JSON and digests.
+//!
+//! Two spellings of the same JSON value — keys in another order, other whitespace, `1.0` for
+//! `1` — have one canonical text and therefore one digest. Approvals, descriptor pins and audit
+//! records all bind to these digests, so the canonical form must not depend on how a client
+//! happened to serialize its request.
+
+use std::fmt;
+use std::fmt::Write as _;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use sha2::{Digest as _, Sha256};
+
+/// A content digest, written `sha256:<64 lowercase hex digits>`.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Digest(String);
+
+impl Digest {
+    /// Parses `sha256:<hex>`; anything else is `None`.
+    pub fn parse(text: &str) -> Option<Digest> {
+        let hex = text.strip_prefix("sha256:")?;
+        let well_formed = hex.len() == 64
+            && hex
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+        well_formed.then(|| Digest(text.to_owned()))
+    }
+
+    /// The digest as text, `sha256:<hex>`.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for Digest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// SHA-256 of `bytes`, as a [`Digest`].
+pub fn sha256_digest(bytes: &[u8]) -> Digest {
+    let hash = Sha256::digest(bytes);
+    let mut text = String::with_capacity(7 + 64);
+    text.push_str("sha256:");
+    for byte in hash {
+        // Writing to a String cannot fail.
+        let _ = write!(text, "{byte:02x}");
+    }
+    Digest(text)
+}
+
+/// The canonical text of `value`: object keys sorted by their UTF-8 bytes, no insignificant
+/// whitespace, integral floats written as integers, strings escaped as serde_json escapes them.
+pub fn canonical_json(value: &Value) -> String {
+    let mut out = String::new();
+    write_canonical(value, &mut out);
+    out
+}
+
+fn write_canonical(value: &Value, out: &mut String) {
+    match value {
+        Value::Null | Value::Bool(_) | Value::String(_) => push_json(value, out),
+        Value::Number(number) => match number.as_f64() {
+            // 1.0 and 1 are the same JSON number; write the integer form. Beyond 2^53 an f64
+            // is not exact, so such values keep the text serde_json gives them.
+            Some(float)
+                if !number.is_i64()
+                    && !number.is_u64()
+                    && float.fract() == 0.0
+                    && float.abs() < 9_007_199_254_740_992.0 =>
+            {
+                #[expect(
+                    clippy::cast_possible_truncation,
+                    reason = "the value is integral and below 2^53, so the cast is exact"
+                )]
+                let integer = float as i64;
+                let _ = write!(out, "{integer}");
+            }
+            _ => push_json(value, out),
+        },
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_canonical(item, out);
+            }
+            out.push(']');
+        }
+        Value::Object(map) => {
+            let mut entries: Vec<_> = map.iter().collect();
+            entries.sort_unstable_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
+            out.push('{');
+            for (i, (key, item)) in entries.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                push_json(&Value::String(key.clone()), out);
+                out.push(':');
+                write_canonical(item, out);
+            }
+            out.push('}');
+        }
+    }
+}
+
+fn push_json(value: &Value, out: &mut String) {
+    // Serializing a `Value` into a String cannot fail: every key is a string.
+    if let Ok(text) = serde_json::to_string(value) {
+        out.push_str(&text);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    #[test]
+    fn key_order_and_whitespace_do_not_matter() {
+        let a: Value = serde_json::from_str(r#"{"b": 1, "a": [1, {"y": 2, "x": 1}]}"#).unwrap();
+        let b: Value = serde_json::from_str(r#"{"a":[1,{"x":1,"y":2}],"b":1}"#).unwrap();
+        assert_eq!(canonical_json(&a), canonical_json(&b));
+        assert_eq!(canonical_json(&a), r#"{"a":[1,{"x":1,"y":2}],"b":1}"#);
+    }
+
+    #[test]
+    fn integral_floats_are_integers() {
+        assert_eq!(canonical_json(&json!(1.0)), "1");
+        assert_eq!(canonical_json(&json!(-3.0)), "-3");
+        assert_eq!(canonical_json(&json!(1.5)), "1.5");
+    }
+
+    #[test]
+    fn digests_parse_only_their_own_form() {
+        let digest = sha256_digest(b"abc");
+        assert_eq!(
+            digest.as_str(),
+            "sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+        assert_eq!(Digest::parse(digest.as_str()), Some(digest.clone()));
+        assert_eq!(Digest::parse("sha256:BA78"), None);
+        assert_eq!(Digest::parse(&digest.as_str().to_uppercase()), None);
+        assert_eq!(Digest::parse("md5:ba7816bf"), None);
+    }
+
+    fn arb_json() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(|n| json!(n)),
+            "[a-z\\u{e9}\"\\\\]{0,6}".prop_map(Value::String),
+        ];
+        leaf.prop_recursive(4, 32, 6, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..5).prop_map(Value::Array),
+                prop::collection::btree_map("[a-e]{1,3}", inner, 0..5)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    /// Reverses the key order of every object and pretty-prints, as a differently-minded
+    /// client would.
+    fn respell(value: &Value) -> String {
+        fn reorder(value: &Value) -> String {
+            match value {
+                Value::Object(map) => {
+                    let parts: Vec<String> = map
+                        .iter()
+                        .rev()
+                        .map(|(k, v)| format!("\n  {} :  {}", json!(k), reorder(v)))
+                        .collect();
+                    format!("{{ {} }}", parts.join(" ,"))
+                }
+                Value::Array(items) => {
+                    let parts: Vec<String> = items.iter().map(reorder).collect();
+                    format!("[ {} ]", parts.join(" , "))
+                }
+                other => other.to_string(),
+            }
+        }
+        reorder(value)
+    }
+
+    proptest! {
+        #[test]
+        fn respelling_keeps_the_digest(value in arb_json()) {
+            let respelled: Value = serde_json::from_str(&respell(&value)).unwrap();
+            prop_assert_eq!(
+                sha256_digest(canonical_json(&value).as_bytes()),
+                sha256_digest(canonical_json(&respelled).as_bytes())
+            );
+        }
+
+        #[test]
+        fn any_value_change_changes_the_digest(value in arb_json(), other in arb_json()) {
+            prop_assume!(value != other);
+            prop_assert_ne!(
+                sha256_digest(canonical_json(&value).as_bytes()),
+                sha256_digest(canonical_json(&other).as_bytes())
+            );
+        }
+    }
+}

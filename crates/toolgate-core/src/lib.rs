@@ -1,0 +1,82 @@
+//! The fail-closed tool-dispatch pipeline.
+//!
+//! A model *proposes* a tool call; this crate decides whether it runs. Every call crosses the
+//! same eight stages, each consuming the previous stage's value:
+//!
+//! ```text
+//! RawCall ─normalize→ Invocation ─resolve→ Resolved ─validate→ Validated ─classify→ Classified
+//!         ─authorize→ Permitted ─approve→ Authorized ─execute→ Executed ─describe→ Outcome
+//! ```
+//!
+//! Any stage may instead return a [`Rejection`]; a rejected call never reaches an
+//! [`Executor`]. Executors accept only an [`Authorized`] call, whose constructor is private to
+//! the [`pipeline`] module, so running a tool without crossing stages 1–6 does not compile.
+//!
+//! The crate does no I/O of its own: tools, approvals and time come in through traits
+//! ([`Executor`], [`ApprovalBroker`], [`Clock`]).
+//!
+//! ```
+//! use std::sync::Arc;
+//! use serde_json::json;
+//! use toolgate_core::*;
+//!
+//! #[derive(Debug)]
+//! struct Echo;
+//! impl Executor for Echo {
+//!     fn execute(&self, call: &Authorized, _cx: &ExecContext) -> Result<ToolOutput, ToolError> {
+//!         Ok(ToolOutput::new(json!({ "echo": call.arguments() })))
+//!     }
+//! }
+//!
+//! let descriptor = Descriptor::new(
+//!     "echo",
+//!     "Echoes its arguments. Use it to test the boundary.",
+//!     json!({"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}),
+//! );
+//! let mut entry = ToolEntry::new("echo", "reads nothing");
+//! entry.effect = Some(EffectClass::ReadOnly);
+//! let mut registry = RegistryBuilder::new();
+//! registry.register(descriptor, entry, Arc::new(Echo)).unwrap();
+//! let pipeline = Pipeline::new(
+//!     Arc::new(registry.build().unwrap()),
+//!     Arc::new(PolicyEngine::default_policy().unwrap()),
+//!     Arc::new(HeadlessBroker),
+//!     WorkspaceId::new("/tmp/project"),
+//! );
+//!
+//! let done = pipeline.run(RawCall::text("echo", r#"{"text": "hi"}"#, Surface::Chat));
+//! assert_eq!(done.status, Status::Completed);
+//! let typo = pipeline.run(RawCall::text("echo", r#"{"txt": "hi"}"#, Surface::Chat));
+//! assert_eq!(typo.rejection.unwrap().code, RejectCode::UnknownArgument);
+//! ```
+
+pub mod approval;
+pub mod canonical;
+pub mod hint;
+pub mod invocation;
+pub mod outcome;
+pub mod pipeline;
+pub mod policy;
+pub mod redact;
+pub mod registry;
+pub mod rejection;
+pub mod schema;
+
+pub use approval::{
+    ApprovalBroker, ApprovalDigest, ApprovalRequest, ApprovalResponse, Clock, Grant, GrantLedger,
+    GrantRefusal, GrantScope, HeadlessBroker, SystemClock,
+};
+pub use canonical::{Digest, canonical_json, sha256_digest};
+pub use invocation::{Invocation, NormalizeBounds, RawArguments, RawCall, Surface};
+pub use outcome::{Evidence, Outcome, Status, ToolError, ToolOutput};
+pub use pipeline::{
+    Authorized, Classification, Classified, ExecContext, Executed, Executor, Normalized, Permitted,
+    Pipeline, Resolved, StageReport, Stopped, Validated, WorkspaceId,
+};
+pub use policy::{PolicyDecision, PolicyEngine, PolicyError};
+pub use registry::{
+    ApprovalMode, Availability, Descriptor, EffectClass, Limits, Registry, RegistryBuilder,
+    RegistryError, Tool, ToolEntry, Version,
+};
+pub use rejection::{FieldError, RejectCode, Rejection, Stage};
+pub use schema::{SchemaBounds, SchemaError, ToolSchema};

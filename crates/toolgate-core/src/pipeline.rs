@@ -1,0 +1,879 @@
+//! The eight stages as consuming functions over proof-carrying values.
+//!
+//! Each stage takes the previous stage's value by move and returns the next one or a
+//! [`Stopped`] (a [`Rejection`] plus the evidence gathered so far). [`Authorized`] has only
+//! private fields and no public constructor, and [`Executor::execute`] takes nothing else, so
+//! a tool cannot run unless stages 1–6 have passed — a compile-time fact, in the manner of
+//! rustls's handshake states.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+use crate::approval::{
+    ApprovalBroker, ApprovalDigest, ApprovalRequest, ApprovalResponse, Grant, GrantRefusal,
+    GrantScope,
+};
+use crate::canonical::{Digest, canonical_json, sha256_digest};
+use crate::invocation::{Invocation, NormalizeBounds, RawCall, Surface, normalize};
+use crate::outcome::{Evidence, Outcome, Status, ToolError, ToolOutput};
+use crate::policy::{PolicyContext, PolicyEngine};
+use crate::redact::redact_value;
+use crate::registry::{ApprovalMode, EffectClass, Limits, Registry, Tool};
+use crate::rejection::{RejectCode, Rejection, Stage};
+
+/// The owner of a tool: checks what the schema cannot, names what a call touches, and runs
+/// authorized calls.
+pub trait Executor: Send + Sync + std::fmt::Debug {
+    /// Stage 3, after the schema passed: semantic checks (paths inside the workspace, regexes
+    /// that compile, sensible ranges). Every problem, not just the first.
+    fn check(&self, _arguments: &Map<String, Value>) -> Vec<crate::rejection::FieldError> {
+        Vec::new()
+    }
+
+    /// Stage 4: the resources a call touches and, where the arguments make it more
+    /// consequential than the entry says, a stricter effect class.
+    fn classify(&self, _arguments: &Map<String, Value>) -> Classification {
+        Classification::default()
+    }
+
+    /// Stage 7: do it, within `call.limits()`, watching `cx` for cancellation.
+    fn execute(&self, call: &Authorized, cx: &ExecContext) -> Result<ToolOutput, ToolError>;
+}
+
+/// What stage 4 learned about a call.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Classification {
+    /// A stricter effect class than the entry's; a laxer one is ignored.
+    pub effect: Option<EffectClass>,
+    /// Resources touched, as `kind:value` (`path:src/lib.rs`).
+    pub resources: Vec<String>,
+    /// Workspace-relative paths touched; policies see these as `context.paths`.
+    pub paths: Vec<String>,
+    /// Digests of files as they are before the call, bound into approvals.
+    pub preimages: Vec<(String, Digest)>,
+    /// What a person should see before approving (a diff, an argv).
+    pub preview: Option<String>,
+}
+
+/// Identifies the workspace a pipeline serves, by a digest of its root, so that evidence and
+/// policies never carry an absolute path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkspaceId {
+    digest: String,
+}
+
+impl WorkspaceId {
+    pub fn new(root: &str) -> Self {
+        WorkspaceId {
+            digest: sha256_digest(root.as_bytes()).to_string(),
+        }
+    }
+
+    pub fn digest(&self) -> &str {
+        &self.digest
+    }
+}
+
+/// Cancellation and deadline for one execution.
+#[derive(Debug, Clone)]
+pub struct ExecContext {
+    cancelled: Arc<AtomicBool>,
+    deadline: Instant,
+}
+
+impl ExecContext {
+    /// A context that ends after `timeout` or when `cancelled` is set.
+    pub fn new(timeout: Duration, cancelled: Arc<AtomicBool>) -> Self {
+        ExecContext {
+            cancelled,
+            deadline: Instant::now() + timeout,
+        }
+    }
+
+    /// Whether the caller gave up or the deadline passed.
+    pub fn should_stop(&self) -> bool {
+        self.cancelled.load(Ordering::Relaxed) || Instant::now() >= self.deadline
+    }
+
+    pub fn deadline(&self) -> Instant {
+        self.deadline
+    }
+}
+
+/// Evidence gathered as a call moves through the stages.
+#[derive(Debug, Clone)]
+struct Trace {
+    started: Instant,
+    durations: [Option<Duration>; 8],
+    tool: String,
+    request_id: Option<String>,
+    surface: Surface,
+    actor: String,
+    profile: String,
+    resolved: Option<Arc<Tool>>,
+    argument_names: Vec<String>,
+    effect: Option<EffectClass>,
+    resources: Vec<String>,
+    policies: Vec<String>,
+    approval_id: Option<String>,
+    arguments: Option<Value>,
+}
+
+impl Trace {
+    fn record(&mut self, stage: Stage, since: Instant) {
+        if let Some(slot) = self.durations.get_mut(stage as usize) {
+            *slot = Some(since.elapsed());
+        }
+    }
+}
+
+/// A call stopped by a stage, with what was known when it stopped.
+#[derive(Debug)]
+pub struct Stopped {
+    pub rejection: Rejection,
+    trace: Box<Trace>,
+}
+
+/// After stage 1: a well-formed invocation, not yet matched to any tool.
+#[derive(Debug)]
+pub struct Normalized {
+    invocation: Invocation,
+    trace: Box<Trace>,
+}
+
+impl Normalized {
+    pub fn invocation(&self) -> &Invocation {
+        &self.invocation
+    }
+}
+
+/// After stage 2: the registry entry the call will use, fixed for the rest of the call even if
+/// the registry is replaced meanwhile.
+#[derive(Debug)]
+pub struct Resolved {
+    invocation: Invocation,
+    tool: Arc<Tool>,
+    trace: Box<Trace>,
+}
+
+/// After stage 3.
+#[derive(Debug)]
+pub struct Validated {
+    invocation: Invocation,
+    tool: Arc<Tool>,
+    arguments: Value,
+    trace: Box<Trace>,
+}
+
+/// After stage 4.
+#[derive(Debug)]
+pub struct Classified {
+    invocation: Invocation,
+    tool: Arc<Tool>,
+    arguments: Value,
+    effect: EffectClass,
+    classification: Classification,
+    trace: Box<Trace>,
+}
+
+/// After stage 5: the policy allows the call, perhaps only with approval.
+#[derive(Debug)]
+pub struct Permitted {
+    invocation: Invocation,
+    tool: Arc<Tool>,
+    arguments: Value,
+    effect: EffectClass,
+    classification: Classification,
+    approval_required: bool,
+    trace: Box<Trace>,
+}
+
+impl Permitted {
+    /// Whether stage 6 will ask a person.
+    pub fn approval_required(&self) -> bool {
+        self.approval_required
+    }
+}
+
+/// After stage 6: the only value an executor accepts. It cannot be built, cloned or altered
+/// outside this module.
+#[derive(Debug)]
+pub struct Authorized {
+    invocation: Invocation,
+    tool: Arc<Tool>,
+    arguments: Value,
+    effect: EffectClass,
+    classification: Classification,
+    grant: Option<(Grant, ApprovalDigest)>,
+    trace: Box<Trace>,
+}
+
+impl Authorized {
+    /// The validated arguments object.
+    pub fn arguments(&self) -> &Map<String, Value> {
+        // INVARIANT: normalize admits only objects and nothing later replaces them.
+        static EMPTY: std::sync::LazyLock<Map<String, Value>> = std::sync::LazyLock::new(Map::new);
+        self.arguments.as_object().unwrap_or(&EMPTY)
+    }
+
+    pub fn tool(&self) -> &Tool {
+        &self.tool
+    }
+
+    pub fn limits(&self) -> &Limits {
+        &self.tool.entry.limits
+    }
+
+    pub fn effect(&self) -> EffectClass {
+        self.effect
+    }
+
+    pub fn classification(&self) -> &Classification {
+        &self.classification
+    }
+
+    pub fn surface(&self) -> Surface {
+        self.invocation.surface
+    }
+
+    pub fn actor(&self) -> &str {
+        &self.invocation.actor
+    }
+}
+
+/// After stage 7: the executor's result.
+#[derive(Debug)]
+pub struct Executed {
+    result: Result<ToolOutput, ToolError>,
+    trace: Box<Trace>,
+}
+
+/// One line of `toolgate explain`: what a stage decided.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct StageReport {
+    pub stage: Stage,
+    /// `pass`, `reject`, `ask` (approval would be requested) or `skip` (not run).
+    pub decision: &'static str,
+    pub detail: String,
+}
+
+/// The pipeline for one workspace.
+#[derive(Debug, Clone)]
+pub struct Pipeline {
+    registry: Arc<Registry>,
+    policy: Arc<PolicyEngine>,
+    broker: Arc<dyn ApprovalBroker>,
+    workspace: WorkspaceId,
+    bounds: NormalizeBounds,
+}
+
+impl Pipeline {
+    pub fn new(
+        registry: Arc<Registry>,
+        policy: Arc<PolicyEngine>,
+        broker: Arc<dyn ApprovalBroker>,
+        workspace: WorkspaceId,
+    ) -> Self {
+        Pipeline {
+            registry,
+            policy,
+            broker,
+            workspace,
+            bounds: NormalizeBounds::default(),
+        }
+    }
+
+    /// The same pipeline with other normalize bounds.
+    #[must_use]
+    pub fn with_bounds(mut self, bounds: NormalizeBounds) -> Self {
+        self.bounds = bounds;
+        self
+    }
+
+    pub fn registry(&self) -> &Arc<Registry> {
+        &self.registry
+    }
+
+    /// Every stage, start to finish.
+    pub fn run(&self, raw: RawCall) -> Outcome {
+        self.run_cancellable(raw, Arc::new(AtomicBool::new(false)))
+    }
+
+    /// Every stage, with a flag the caller may set to cancel execution.
+    pub fn run_cancellable(&self, raw: RawCall, cancelled: Arc<AtomicBool>) -> Outcome {
+        let result = self.authorize_call(raw).and_then(|authorized| {
+            let timeout = Duration::from_millis(authorized.limits().timeout_ms);
+            self.execute(authorized, &ExecContext::new(timeout, cancelled))
+        });
+        self.describe(result)
+    }
+
+    /// Stages 1–6.
+    pub fn authorize_call(&self, raw: RawCall) -> Result<Authorized, Stopped> {
+        let invocation = self.normalize(raw)?;
+        let resolved = self.resolve(invocation)?;
+        let validated = self.validate(resolved)?;
+        let classified = self.classify(validated);
+        let permitted = self.authorize(classified)?;
+        self.approve(permitted)
+    }
+
+    /// Stage 1.
+    pub fn normalize(&self, raw: RawCall) -> Result<Normalized, Stopped> {
+        let started = Instant::now();
+        let mut trace = Box::new(Trace {
+            started,
+            durations: [None; 8],
+            tool: crate::invocation::escape(&raw.tool),
+            request_id: raw.request_id.clone(),
+            surface: raw.surface,
+            actor: crate::invocation::escape(&raw.actor),
+            profile: crate::invocation::escape(&raw.profile),
+            resolved: None,
+            argument_names: Vec::new(),
+            effect: None,
+            resources: Vec::new(),
+            policies: Vec::new(),
+            approval_id: None,
+            arguments: None,
+        });
+        let result = normalize(raw, &self.bounds);
+        trace.record(Stage::Normalize, started);
+        match result {
+            Ok(invocation) => {
+                trace.tool.clone_from(&invocation.tool);
+                Ok(Normalized { invocation, trace })
+            }
+            Err(rejection) => Err(Stopped { rejection, trace }),
+        }
+    }
+
+    /// Stage 2.
+    pub fn resolve(&self, normalized: Normalized) -> Result<Resolved, Stopped> {
+        let started = Instant::now();
+        let Normalized {
+            invocation,
+            mut trace,
+        } = normalized;
+        let result = self.registry.resolve(&invocation);
+        trace.record(Stage::Resolve, started);
+        match result {
+            Ok(tool) => {
+                trace.resolved = Some(Arc::clone(&tool));
+                Ok(Resolved {
+                    invocation,
+                    tool,
+                    trace,
+                })
+            }
+            Err(rejection) => Err(Stopped { rejection, trace }),
+        }
+    }
+
+    /// Stage 3.
+    pub fn validate(&self, resolved: Resolved) -> Result<Validated, Stopped> {
+        let started = Instant::now();
+        let Resolved {
+            mut invocation,
+            tool,
+            mut trace,
+        } = resolved;
+        let arguments = Value::Object(std::mem::take(&mut invocation.arguments));
+        let mut errors = tool.schema.check(&arguments);
+        if errors.is_empty()
+            && let Value::Object(map) = &arguments
+        {
+            errors = tool.executor.check(map);
+        }
+        trace.record(Stage::Validate, started);
+        if !errors.is_empty() {
+            return Err(Stopped {
+                rejection: Rejection::from_field_errors(errors),
+                trace,
+            });
+        }
+        if let Value::Object(map) = &arguments {
+            trace.argument_names = map.keys().cloned().collect();
+        }
+        Ok(Validated {
+            invocation,
+            tool,
+            arguments,
+            trace,
+        })
+    }
+
+    /// Stage 4. Classification cannot reject: it only learns.
+    pub fn classify(&self, validated: Validated) -> Classified {
+        let started = Instant::now();
+        let Validated {
+            invocation,
+            tool,
+            arguments,
+            mut trace,
+        } = validated;
+        let classification = match &arguments {
+            Value::Object(map) => tool.executor.classify(map),
+            _ => Classification::default(),
+        };
+        // Arguments may make a call more consequential than its entry, never less.
+        let effect = classification
+            .effect
+            .map_or(tool.entry.effect(), |refined| {
+                refined.max(tool.entry.effect())
+            });
+        trace.effect = Some(effect);
+        trace.resources.clone_from(&classification.resources);
+        trace.record(Stage::Classify, started);
+        Classified {
+            invocation,
+            tool,
+            arguments,
+            effect,
+            classification,
+            trace,
+        }
+    }
+
+    /// Stage 5.
+    pub fn authorize(&self, classified: Classified) -> Result<Permitted, Stopped> {
+        let started = Instant::now();
+        let Classified {
+            invocation,
+            tool,
+            arguments,
+            effect,
+            classification,
+            mut trace,
+        } = classified;
+        if !tool.entry.surfaces.contains(&invocation.surface) {
+            trace.record(Stage::Authorize, started);
+            let allowed: Vec<&str> = tool.entry.surfaces.iter().map(|s| s.as_str()).collect();
+            return Err(Stopped {
+                rejection: Rejection::new(
+                    RejectCode::SurfaceNotAllowed,
+                    format!(
+                        "tool `{}` may not be called from the {} surface",
+                        tool.entry.name, invocation.surface
+                    ),
+                )
+                .with_hint(Some(format!("allowed surfaces: {}", allowed.join(", ")))),
+                trace,
+            });
+        }
+        let decision = self.policy.decide(
+            &tool,
+            &PolicyContext {
+                actor: &invocation.actor,
+                surface: invocation.surface,
+                profile: &invocation.profile,
+                workspace: self.workspace.digest(),
+                paths: &classification.paths,
+            },
+        );
+        trace.policies.clone_from(&decision.policies);
+        trace.record(Stage::Authorize, started);
+        if !decision.allow {
+            let message = if !decision.errors.is_empty() {
+                format!(
+                    "policy evaluation failed, so the call is denied: {}",
+                    decision.errors.join("; ")
+                )
+            } else if decision.policies.is_empty() {
+                format!(
+                    "no policy permits `{}` ({effect}) for actor `{}` on the {} surface",
+                    tool.entry.name, invocation.actor, invocation.surface
+                )
+            } else {
+                format!(
+                    "`{}` is forbidden by policy {}",
+                    tool.entry.name,
+                    decision
+                        .policies
+                        .iter()
+                        .map(|p| format!("`{p}`"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            };
+            let mut rejection = Rejection::new(RejectCode::PolicyDenied, message).with_hint(Some(
+                "this is the operator's decision; do not retry the same call".into(),
+            ));
+            rejection.policies = decision.policies;
+            return Err(Stopped { rejection, trace });
+        }
+        let approval_required =
+            decision.approval_required || tool.entry.approval == ApprovalMode::EachCall;
+        Ok(Permitted {
+            invocation,
+            tool,
+            arguments,
+            effect,
+            classification,
+            approval_required,
+            trace,
+        })
+    }
+
+    /// Stage 6.
+    pub fn approve(&self, permitted: Permitted) -> Result<Authorized, Stopped> {
+        let started = Instant::now();
+        let Permitted {
+            invocation,
+            tool,
+            arguments,
+            effect,
+            classification,
+            approval_required,
+            mut trace,
+        } = permitted;
+        let grant = if approval_required {
+            let request =
+                self.approval_request(&invocation, &tool, &arguments, effect, &classification);
+            match self.obtain_grant(request, &tool) {
+                Ok(grant) => {
+                    trace.approval_id = Some(grant.0.id.clone());
+                    Some(grant)
+                }
+                Err(rejection) => {
+                    trace.record(Stage::Approve, started);
+                    return Err(Stopped { rejection, trace });
+                }
+            }
+        } else {
+            None
+        };
+        trace.record(Stage::Approve, started);
+        Ok(Authorized {
+            invocation,
+            tool,
+            arguments,
+            effect,
+            classification,
+            grant,
+            trace,
+        })
+    }
+
+    /// A standing workspace grant where one applies, else a person's answer.
+    fn obtain_grant(
+        &self,
+        request: ApprovalRequest,
+        tool: &Tool,
+    ) -> Result<(Grant, ApprovalDigest), Rejection> {
+        if request.scope_allowed == GrantScope::WorkspaceAction
+            && let Some(grant) = self
+                .broker
+                .standing(self.workspace.digest(), &tool.entry.name)
+        {
+            return Ok((grant, request.digest));
+        }
+        match self.broker.request(&request) {
+            ApprovalResponse::Grant(grant) => Ok((grant, request.digest)),
+            ApprovalResponse::Deny { reason } => Err(Rejection::new(
+                RejectCode::ApprovalDenied,
+                format!("the user refused this call: {reason}"),
+            )
+            .with_hint(Some(
+                "do not retry the same call; ask the user what they want instead".into(),
+            ))),
+            ApprovalResponse::Unanswered { reason } => Err(Rejection::new(
+                RejectCode::ApprovalRequired,
+                format!(
+                    "`{}` needs a person's approval and none could be obtained: {reason}",
+                    tool.entry.name
+                ),
+            )
+            .with_hint(Some(
+                "ask the user to approve it in toolgate's approval console, or to run it themselves"
+                    .into(),
+            ))),
+        }
+    }
+
+    fn approval_request(
+        &self,
+        invocation: &Invocation,
+        tool: &Tool,
+        arguments: &Value,
+        effect: EffectClass,
+        classification: &Classification,
+    ) -> ApprovalRequest {
+        let version = tool.entry.version.to_string();
+        let digest = ApprovalDigest::compute(
+            &tool.entry.name,
+            &version,
+            arguments,
+            self.workspace.digest(),
+            &classification.resources,
+            &classification.preimages,
+        );
+        // Only file edits may be remembered for the workspace; everything else asks each time.
+        let scope_allowed =
+            if effect == EffectClass::LocalWrite && tool.entry.approval == ApprovalMode::Policy {
+                GrantScope::WorkspaceAction
+            } else {
+                GrantScope::Once
+            };
+        ApprovalRequest {
+            digest,
+            tool: tool.entry.name.clone(),
+            version,
+            effect,
+            surface: invocation.surface,
+            actor: invocation.actor.clone(),
+            workspace: self.workspace.digest().to_owned(),
+            arguments: arguments.clone(),
+            resources: classification.resources.clone(),
+            preview: classification.preview.clone(),
+            scope_allowed,
+        }
+    }
+
+    /// Stage 7: re-checks the grant, then hands the call to its executor.
+    pub fn execute(&self, authorized: Authorized, cx: &ExecContext) -> Result<Executed, Stopped> {
+        let started = Instant::now();
+        if let Some((grant, digest)) = &authorized.grant {
+            // Re-checked here, not only when granted: expiry, revocation and the digest can
+            // all change between the two.
+            let redeemed = self.broker.redeem(
+                grant,
+                digest,
+                self.workspace.digest(),
+                &authorized.tool.entry.name,
+            );
+            if let Err(refusal) = redeemed {
+                let mut trace = authorized.trace;
+                trace.record(Stage::Execute, started);
+                let code = match refusal {
+                    GrantRefusal::Expired => RejectCode::ApprovalExpired,
+                    _ => RejectCode::ApprovalInvalid,
+                };
+                return Err(Stopped {
+                    rejection: Rejection::new(code, format!("{refusal}; the call did not run"))
+                        .with_hint(Some("request the call again to get a new approval".into())),
+                    trace,
+                });
+            }
+        }
+        let result = authorized.tool.executor.execute(&authorized, cx);
+        let mut trace = authorized.trace;
+        trace.arguments = Some(authorized.arguments);
+        trace.record(Stage::Execute, started);
+        Ok(Executed { result, trace })
+    }
+
+    /// Stage 8: the outcome, redacted and bounded, with evidence.
+    pub fn describe(&self, result: Result<Executed, Stopped>) -> Outcome {
+        let started = Instant::now();
+        let (status, rejection, output, error, mut trace, truncated, mut unknowns) = match result {
+            Err(Stopped { rejection, trace }) => (
+                Status::Rejected,
+                Some(rejection),
+                None,
+                None,
+                trace,
+                false,
+                Vec::new(),
+            ),
+            Ok(Executed {
+                result: Ok(output),
+                trace,
+            }) => (
+                Status::Completed,
+                None,
+                Some(output.value),
+                None,
+                trace,
+                output.truncated,
+                output.unknowns,
+            ),
+            Ok(Executed {
+                result: Err(error),
+                trace,
+            }) => {
+                let unknowns = error.unknowns.clone();
+                (
+                    Status::Failed,
+                    None,
+                    None,
+                    Some(error),
+                    trace,
+                    false,
+                    unknowns,
+                )
+            }
+        };
+        let mut output = output;
+        let mut error = error;
+        let mut status = status;
+        let redactions = output.as_mut().map_or(0, redact_value)
+            + error.as_mut().map_or(0, |e| {
+                let mut message = Value::String(std::mem::take(&mut e.message));
+                let n = redact_value(&mut message);
+                e.message = message.as_str().unwrap_or_default().to_owned();
+                n
+            });
+        let output_bytes = output.as_ref().map_or(0, |v| canonical_json(v).len());
+        let limit = trace
+            .resolved
+            .as_ref()
+            .map_or(usize::MAX, |t| t.entry.limits.max_output_bytes);
+        if output_bytes > limit {
+            // The executor broke its limit; fail closed rather than pass it on.
+            output = None;
+            status = Status::Failed;
+            error = Some(ToolError::new(
+                "output_too_large",
+                format!("the tool returned {output_bytes} bytes; the limit is {limit}"),
+            ));
+        }
+        if truncated {
+            unknowns.push("output was truncated to stay within limits".to_owned());
+        }
+        trace.record(Stage::Describe, started);
+        let argument_digest = trace
+            .arguments
+            .as_ref()
+            .map(|a| sha256_digest(canonical_json(a).as_bytes()));
+        let evidence = Evidence {
+            request_id: trace.request_id.clone(),
+            tool: trace.tool.clone(),
+            version: trace.resolved.as_ref().map(|t| t.entry.version.to_string()),
+            descriptor_digest: trace.resolved.as_ref().map(|t| t.digest.clone()),
+            surface: trace.surface,
+            actor: trace.actor.clone(),
+            profile: trace.profile.clone(),
+            workspace: self.workspace.digest().to_owned(),
+            effect: trace.effect,
+            argument_names: std::mem::take(&mut trace.argument_names),
+            argument_digest,
+            resources: std::mem::take(&mut trace.resources),
+            approval_id: trace.approval_id.take(),
+            policies: std::mem::take(&mut trace.policies),
+            durations_ns: Stage::ALL
+                .iter()
+                .zip(trace.durations.iter())
+                .filter_map(|(stage, d)| d.map(|d| (stage.as_str().to_owned(), nanos(d))))
+                .collect::<BTreeMap<_, _>>(),
+            total_ns: nanos(trace.started.elapsed()),
+            output_bytes: if output.is_some() { output_bytes } else { 0 },
+            truncated,
+            redactions,
+        };
+        Outcome {
+            status,
+            rejection,
+            output,
+            error,
+            evidence,
+            unknowns,
+        }
+    }
+
+    /// Stages 1–6 without asking anyone and without running anything: what each stage
+    /// decided, for `toolgate explain`.
+    pub fn explain(&self, raw: RawCall) -> Vec<StageReport> {
+        let mut reports = Vec::new();
+        let mut report = |stage, decision, detail: String| {
+            reports.push(StageReport {
+                stage,
+                decision,
+                detail,
+            });
+        };
+        let stopped = |reports: &mut dyn FnMut(Stage, &'static str, String), s: Stopped| {
+            reports(s.rejection.stage, "reject", s.rejection.to_string());
+        };
+        let normalized = match self.normalize(raw) {
+            Ok(n) => n,
+            Err(s) => {
+                stopped(&mut report, s);
+                return reports;
+            }
+        };
+        let invocation = &normalized.invocation;
+        report(
+            Stage::Normalize,
+            "pass",
+            format!(
+                "tool `{}`, {} argument(s)",
+                invocation.tool,
+                invocation.arguments.len()
+            ),
+        );
+        let resolved = match self.resolve(normalized) {
+            Ok(r) => r,
+            Err(s) => {
+                stopped(&mut report, s);
+                return reports;
+            }
+        };
+        report(
+            Stage::Resolve,
+            "pass",
+            format!(
+                "entry `{}` version {}, descriptor {}",
+                resolved.tool.entry.name, resolved.tool.entry.version, resolved.tool.digest
+            ),
+        );
+        let validated = match self.validate(resolved) {
+            Ok(v) => v,
+            Err(s) => {
+                stopped(&mut report, s);
+                return reports;
+            }
+        };
+        report(
+            Stage::Validate,
+            "pass",
+            format!("arguments {}", validated.trace.argument_names.join(", ")),
+        );
+        let classified = self.classify(validated);
+        report(
+            Stage::Classify,
+            "pass",
+            format!(
+                "effect {}; resources: {}",
+                classified.effect,
+                if classified.classification.resources.is_empty() {
+                    "none".to_owned()
+                } else {
+                    classified.classification.resources.join(", ")
+                }
+            ),
+        );
+        let permitted = match self.authorize(classified) {
+            Ok(p) => p,
+            Err(s) => {
+                stopped(&mut report, s);
+                return reports;
+            }
+        };
+        report(
+            Stage::Authorize,
+            "pass",
+            format!("permitted by {}", permitted.trace.policies.join(", ")),
+        );
+        if permitted.approval_required {
+            report(
+                Stage::Approve,
+                "ask",
+                format!("a person must approve this `{}` call", permitted.effect),
+            );
+        } else {
+            report(Stage::Approve, "pass", "no approval needed".to_owned());
+        }
+        report(Stage::Execute, "skip", "explain never executes".to_owned());
+        reports
+    }
+}
+
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}

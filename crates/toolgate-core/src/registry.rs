@@ -1,0 +1,548 @@
+//! Stage 2's ground truth: descriptors are candidates, registry entries make them callable.
+//!
+//! A [`Descriptor`] is what a tool *claims* (name, description, schemas, annotations). A
+//! [`ToolEntry`] is what the operator *allows* (version, pinned digest, effect class, surfaces,
+//! profiles, approval, limits, enabled). Only a descriptor with an entry is a [`Tool`]; the rest
+//! stay candidates, listed for the operator and never shown to a model.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::str::FromStr;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use thiserror::Error;
+
+use crate::canonical::{Digest, canonical_json, sha256_digest};
+use crate::hint::{did_you_mean, hint_for};
+use crate::invocation::Invocation;
+use crate::pipeline::Executor;
+use crate::rejection::{RejectCode, Rejection};
+use crate::schema::{SchemaBounds, SchemaError, ToolSchema};
+
+/// The profile every entry is in unless it says otherwise.
+pub const DEFAULT_PROFILE: &str = "default";
+/// The built-in profile for sub-agents: read, list, search and git inspection only.
+pub const READONLY_PROFILE: &str = "readonly";
+
+/// What a tool claims to be. Its digest covers every field.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Descriptor {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    pub description: String,
+    pub input_schema: Value,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_schema: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub annotations: Option<Value>,
+}
+
+impl Descriptor {
+    /// A descriptor with no title, output schema or annotations.
+    pub fn new(
+        name: impl Into<String>,
+        description: impl Into<String>,
+        input_schema: Value,
+    ) -> Self {
+        Descriptor {
+            name: name.into(),
+            title: None,
+            description: description.into(),
+            input_schema,
+            output_schema: None,
+            annotations: None,
+        }
+    }
+
+    /// SHA-256 of the canonical JSON of the whole descriptor.
+    pub fn digest(&self) -> Digest {
+        let value = serde_json::to_value(self).unwrap_or(Value::Null);
+        sha256_digest(canonical_json(&value).as_bytes())
+    }
+}
+
+/// What a call may do to the world. Ordered from least to most consequential.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EffectClass {
+    ReadOnly,
+    LocalWrite,
+    Network,
+    Irreversible,
+}
+
+impl EffectClass {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EffectClass::ReadOnly => "read_only",
+            EffectClass::LocalWrite => "local_write",
+            EffectClass::Network => "network",
+            EffectClass::Irreversible => "irreversible",
+        }
+    }
+}
+
+impl fmt::Display for EffectClass {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for EffectClass {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        [
+            EffectClass::ReadOnly,
+            EffectClass::LocalWrite,
+            EffectClass::Network,
+            EffectClass::Irreversible,
+        ]
+        .into_iter()
+        .find(|e| e.as_str() == s)
+        .ok_or_else(|| format!("unknown effect class `{s}`"))
+    }
+}
+
+/// How an entry asks for a person's approval.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ApprovalMode {
+    /// The policy decides; a workspace-scoped grant may be remembered for local writes.
+    #[default]
+    Policy,
+    /// Every call needs a fresh approval, whatever the policy says; nothing is remembered.
+    EachCall,
+}
+
+/// Bounds an executor must keep.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Limits {
+    /// Wall time for one call.
+    pub timeout_ms: u64,
+    /// Largest output, in bytes, after redaction.
+    pub max_output_bytes: usize,
+    /// Most results (matches, entries) one call may return.
+    pub max_results: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            timeout_ms: 30_000,
+            max_output_bytes: 512 * 1024,
+            max_results: 1_000,
+        }
+    }
+}
+
+/// An entry's version, `major.minor`. Invocations may name a major version.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct Version {
+    pub major: u32,
+    pub minor: u32,
+}
+
+impl fmt::Display for Version {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}.{}", self.major, self.minor)
+    }
+}
+
+impl FromStr for Version {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let (major, minor) = s.split_once('.').unwrap_or((s, "0"));
+        match (major.parse(), minor.parse()) {
+            (Ok(major), Ok(minor)) => Ok(Version { major, minor }),
+            _ => Err(format!(
+                "`{s}` is not a version; write `MAJOR` or `MAJOR.MINOR`"
+            )),
+        }
+    }
+}
+
+impl Serialize for Version {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for Version {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        text.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// Whether a tool can run right now, and if not, why.
+pub type Availability = Arc<dyn Fn() -> Result<(), String> + Send + Sync>;
+
+/// What the operator allows for one tool.
+#[derive(Clone)]
+pub struct ToolEntry {
+    pub name: String,
+    pub version: Version,
+    /// The descriptor digest this entry admits; `None` admits the descriptor registered with it
+    /// (builtin tools, whose descriptors ship with the binary).
+    pub pinned_digest: Option<Digest>,
+    /// What the tool is for, in the operator's words (`workspace_read`, `vcs_inspect`).
+    pub capability: String,
+    /// `None` is treated as [`EffectClass::Irreversible`].
+    pub effect: Option<EffectClass>,
+    pub surfaces: BTreeSet<crate::invocation::Surface>,
+    pub profiles: BTreeSet<String>,
+    pub approval: ApprovalMode,
+    pub limits: Limits,
+    pub enabled: bool,
+    /// Replaces the descriptor's description in listings shown to a model.
+    pub description: Option<String>,
+    pub availability: Option<Availability>,
+}
+
+impl fmt::Debug for ToolEntry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ToolEntry")
+            .field("name", &self.name)
+            .field("version", &self.version)
+            .field("pinned_digest", &self.pinned_digest)
+            .field("capability", &self.capability)
+            .field("effect", &self.effect)
+            .field("surfaces", &self.surfaces)
+            .field("profiles", &self.profiles)
+            .field("approval", &self.approval)
+            .field("limits", &self.limits)
+            .field("enabled", &self.enabled)
+            .field("description", &self.description)
+            .field("availability", &self.availability.is_some())
+            .finish()
+    }
+}
+
+impl ToolEntry {
+    /// An enabled entry, version 1.0, on every surface, in the default profile, with no effect
+    /// class (so treated as irreversible until the operator says otherwise).
+    pub fn new(name: impl Into<String>, capability: impl Into<String>) -> Self {
+        ToolEntry {
+            name: name.into(),
+            version: Version { major: 1, minor: 0 },
+            pinned_digest: None,
+            capability: capability.into(),
+            effect: None,
+            surfaces: crate::invocation::Surface::ALL.into_iter().collect(),
+            profiles: BTreeSet::from([DEFAULT_PROFILE.to_owned()]),
+            approval: ApprovalMode::Policy,
+            limits: Limits::default(),
+            enabled: true,
+            description: None,
+            availability: None,
+        }
+    }
+
+    /// The effect class that governs this entry: an entry without one is irreversible.
+    pub fn effect(&self) -> EffectClass {
+        self.effect.unwrap_or(EffectClass::Irreversible)
+    }
+}
+
+/// A registered tool: descriptor, entry, compiled schema and the executor that owns it.
+#[derive(Debug)]
+pub struct Tool {
+    pub descriptor: Descriptor,
+    pub entry: ToolEntry,
+    pub digest: Digest,
+    pub schema: ToolSchema,
+    pub executor: Arc<dyn Executor>,
+}
+
+impl Tool {
+    /// The descriptor no longer matches the digest the entry pinned.
+    pub fn is_stale(&self) -> bool {
+        self.entry
+            .pinned_digest
+            .as_ref()
+            .is_some_and(|pin| *pin != self.digest)
+    }
+
+    /// The description a model sees: the operator's rewrite, or the descriptor's own.
+    pub fn description(&self) -> &str {
+        self.entry
+            .description
+            .as_deref()
+            .unwrap_or(&self.descriptor.description)
+    }
+}
+
+/// Why a registry could not be built.
+#[derive(Debug, Error)]
+pub enum RegistryError {
+    #[error("entry `{entry}` names descriptor `{descriptor}`; they must match")]
+    NameMismatch { entry: String, descriptor: String },
+    #[error("tool `{name}` version {version} is registered twice")]
+    Duplicate { name: String, version: Version },
+    #[error("schema of tool `{name}`: {source}")]
+    Schema { name: String, source: SchemaError },
+    #[error("tool `{name}` is `{effect}` and cannot be in the `readonly` profile")]
+    NotReadOnly { name: String, effect: EffectClass },
+    #[error("tool name `{0}` must be 1–64 ASCII letters, digits, `_`, `-` or `.`")]
+    BadName(String),
+    #[error("tool `{0}` is allowed on no surface")]
+    NoSurface(String),
+}
+
+/// Collects descriptors, entries and executors, then builds an immutable [`Registry`].
+#[derive(Debug, Default)]
+pub struct RegistryBuilder {
+    tools: Vec<Tool>,
+    candidates: Vec<Descriptor>,
+    bounds: SchemaBounds,
+}
+
+impl RegistryBuilder {
+    pub fn new() -> Self {
+        RegistryBuilder::default()
+    }
+
+    /// Schema bounds for the descriptors registered after this call.
+    pub fn schema_bounds(&mut self, bounds: SchemaBounds) -> &mut Self {
+        self.bounds = bounds;
+        self
+    }
+
+    /// Admits `descriptor` under `entry`, owned by `executor`.
+    pub fn register(
+        &mut self,
+        descriptor: Descriptor,
+        entry: ToolEntry,
+        executor: Arc<dyn Executor>,
+    ) -> Result<&mut Self, RegistryError> {
+        if entry.name != descriptor.name {
+            return Err(RegistryError::NameMismatch {
+                entry: entry.name,
+                descriptor: descriptor.name,
+            });
+        }
+        let well_formed = (1..=64).contains(&entry.name.len())
+            && entry
+                .name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'));
+        if !well_formed {
+            return Err(RegistryError::BadName(entry.name));
+        }
+        if entry.surfaces.is_empty() {
+            return Err(RegistryError::NoSurface(entry.name));
+        }
+        if entry.profiles.contains(READONLY_PROFILE) && entry.effect() != EffectClass::ReadOnly {
+            return Err(RegistryError::NotReadOnly {
+                effect: entry.effect(),
+                name: entry.name,
+            });
+        }
+        if self
+            .tools
+            .iter()
+            .any(|t| t.entry.name == entry.name && t.entry.version.major == entry.version.major)
+        {
+            return Err(RegistryError::Duplicate {
+                name: entry.name,
+                version: entry.version,
+            });
+        }
+        let schema =
+            ToolSchema::compile(&descriptor.input_schema, &self.bounds).map_err(|source| {
+                RegistryError::Schema {
+                    name: entry.name.clone(),
+                    source,
+                }
+            })?;
+        self.tools.push(Tool {
+            digest: descriptor.digest(),
+            descriptor,
+            entry,
+            schema,
+            executor,
+        });
+        Ok(self)
+    }
+
+    /// Records a descriptor that has no entry: visible to the operator, never callable.
+    pub fn candidate(&mut self, descriptor: Descriptor) -> &mut Self {
+        self.candidates.push(descriptor);
+        self
+    }
+
+    pub fn build(self) -> Result<Registry, RegistryError> {
+        let mut by_name: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+        for (index, tool) in self.tools.iter().enumerate() {
+            by_name
+                .entry(tool.entry.name.clone())
+                .or_default()
+                .push(index);
+        }
+        Ok(Registry {
+            tools: self.tools.into_iter().map(Arc::new).collect(),
+            by_name,
+            candidates: self.candidates,
+        })
+    }
+}
+
+/// The operator's approved capability map. Immutable once built; swap the whole registry to
+/// change it, so that a call in flight keeps the entry it was resolved to.
+#[derive(Debug)]
+pub struct Registry {
+    tools: Vec<Arc<Tool>>,
+    by_name: BTreeMap<String, Vec<usize>>,
+    candidates: Vec<Descriptor>,
+}
+
+impl Registry {
+    /// Every registered tool, in registration order.
+    pub fn tools(&self) -> impl Iterator<Item = &Arc<Tool>> {
+        self.tools.iter()
+    }
+
+    /// Descriptors without an entry.
+    pub fn candidates(&self) -> &[Descriptor] {
+        &self.candidates
+    }
+
+    /// The tools a model in `profile` is shown: enabled, in the profile, not stale, available.
+    pub fn visible(&self, profile: &str) -> impl Iterator<Item = &Arc<Tool>> {
+        self.tools.iter().filter(move |t| {
+            t.entry.enabled
+                && t.entry.profiles.contains(profile)
+                && !t.is_stale()
+                && t.entry
+                    .availability
+                    .as_ref()
+                    .is_none_or(|available| available().is_ok())
+        })
+    }
+
+    /// Every profile some entry is in, plus the built-in two.
+    pub fn profiles(&self) -> BTreeSet<&str> {
+        let mut profiles: BTreeSet<&str> = [DEFAULT_PROFILE, READONLY_PROFILE].into();
+        for tool in &self.tools {
+            profiles.extend(tool.entry.profiles.iter().map(String::as_str));
+        }
+        profiles
+    }
+
+    /// Stage 2: exactly one enabled, compatible, current, available entry in the caller's
+    /// profile. Each filter that empties the set names itself in the rejection.
+    pub fn resolve(&self, invocation: &Invocation) -> Result<Arc<Tool>, Rejection> {
+        let name = &invocation.tool;
+        let profile = &invocation.profile;
+        let Some(indices) = self.by_name.get(name) else {
+            let visible: Vec<&str> = self
+                .visible(profile)
+                .map(|t| t.entry.name.as_str())
+                .collect();
+            return Err(Rejection::new(
+                RejectCode::UnknownTool,
+                format!("no tool `{name}` is registered"),
+            )
+            .with_hint(
+                hint_for(did_you_mean(name, visible.iter().copied())).or_else(|| {
+                    Some(format!(
+                        "available tools: {}",
+                        backticked(visible.iter().copied())
+                    ))
+                }),
+            ));
+        };
+        let mut matches: Vec<&Arc<Tool>> =
+            indices.iter().filter_map(|&i| self.tools.get(i)).collect();
+
+        if let Some(major) = invocation.version {
+            let majors: Vec<String> = matches
+                .iter()
+                .map(|t| t.entry.version.major.to_string())
+                .collect();
+            matches.retain(|t| t.entry.version.major == major);
+            if matches.is_empty() {
+                return Err(Rejection::new(
+                    RejectCode::VersionIncompatible,
+                    format!("tool `{name}` has no major version {major}"),
+                )
+                .with_hint(Some(format!(
+                    "registered major versions: {}",
+                    majors.join(", ")
+                ))));
+            }
+        }
+        matches.retain(|t| t.entry.profiles.contains(profile.as_str()));
+        if matches.is_empty() {
+            return Err(Rejection::new(
+                RejectCode::NotInProfile,
+                format!("tool `{name}` is not available in profile `{profile}`"),
+            ));
+        }
+        matches.retain(|t| t.entry.enabled);
+        if matches.is_empty() {
+            return Err(Rejection::new(
+                RejectCode::Disabled,
+                format!("tool `{name}` is disabled by the operator"),
+            ));
+        }
+        let tool = match matches[..] {
+            [tool] => tool,
+            [first, ..] => {
+                let versions: Vec<String> = matches
+                    .iter()
+                    .map(|t| t.entry.version.to_string())
+                    .collect();
+                return Err(Rejection::new(
+                    RejectCode::AmbiguousVersion,
+                    format!(
+                        "tool `{name}` has several enabled versions: {}",
+                        versions.join(", ")
+                    ),
+                )
+                .with_hint(Some(format!(
+                    "name one, as `{name}@{}`",
+                    first.entry.version.major
+                ))));
+            }
+            [] => {
+                return Err(Rejection::new(
+                    RejectCode::Disabled,
+                    format!("tool `{name}` has no enabled entry"),
+                ));
+            }
+        };
+        if tool.is_stale() {
+            return Err(Rejection::new(
+                RejectCode::StaleDescriptor,
+                format!("tool `{name}` changed since the operator pinned it and is quarantined"),
+            )
+            .with_hint(Some(
+                "ask the operator to review and re-pin the tool".into(),
+            )));
+        }
+        if let Some(available) = &tool.entry.availability
+            && let Err(reason) = available()
+        {
+            return Err(Rejection::new(
+                RejectCode::Unavailable,
+                format!("tool `{name}` is unavailable: {reason}"),
+            ));
+        }
+        Ok(Arc::clone(tool))
+    }
+}
+
+fn backticked<'a>(names: impl Iterator<Item = &'a str>) -> String {
+    let list: Vec<String> = names.map(|n| format!("`{n}`")).collect();
+    if list.is_empty() {
+        "none".to_owned()
+    } else {
+        list.join(", ")
+    }
+}

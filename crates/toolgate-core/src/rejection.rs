@@ -1,0 +1,316 @@
+//! Why a call stopped: the stage, a stable code, and words that help the caller fix it.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+/// The eight stages of the pipeline, in order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Stage {
+    Normalize,
+    Resolve,
+    Validate,
+    Classify,
+    Authorize,
+    Approve,
+    Execute,
+    Describe,
+}
+
+impl Stage {
+    /// Every stage, in pipeline order.
+    pub const ALL: [Stage; 8] = [
+        Stage::Normalize,
+        Stage::Resolve,
+        Stage::Validate,
+        Stage::Classify,
+        Stage::Authorize,
+        Stage::Approve,
+        Stage::Execute,
+        Stage::Describe,
+    ];
+
+    /// The stage's name as written in outcomes, `snake_case`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Stage::Normalize => "normalize",
+            Stage::Resolve => "resolve",
+            Stage::Validate => "validate",
+            Stage::Classify => "classify",
+            Stage::Authorize => "authorize",
+            Stage::Approve => "approve",
+            Stage::Execute => "execute",
+            Stage::Describe => "describe",
+        }
+    }
+}
+
+impl fmt::Display for Stage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A stable, machine-readable reason for a rejection. Each belongs to exactly one stage.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RejectCode {
+    // normalize
+    Malformed,
+    TooLarge,
+    // resolve
+    UnknownTool,
+    NotInProfile,
+    Disabled,
+    VersionIncompatible,
+    AmbiguousVersion,
+    StaleDescriptor,
+    Unavailable,
+    // validate
+    MissingInput,
+    InvalidType,
+    UnknownArgument,
+    ConstraintViolation,
+    PathOutsideWorkspace,
+    // authorize
+    SurfaceNotAllowed,
+    PolicyDenied,
+    // approve
+    ApprovalRequired,
+    ApprovalDenied,
+    ApprovalExpired,
+    ApprovalInvalid,
+}
+
+impl RejectCode {
+    /// Every code, for tables and tests.
+    pub const ALL: [RejectCode; 20] = [
+        RejectCode::Malformed,
+        RejectCode::TooLarge,
+        RejectCode::UnknownTool,
+        RejectCode::NotInProfile,
+        RejectCode::Disabled,
+        RejectCode::VersionIncompatible,
+        RejectCode::AmbiguousVersion,
+        RejectCode::StaleDescriptor,
+        RejectCode::Unavailable,
+        RejectCode::MissingInput,
+        RejectCode::InvalidType,
+        RejectCode::UnknownArgument,
+        RejectCode::ConstraintViolation,
+        RejectCode::PathOutsideWorkspace,
+        RejectCode::SurfaceNotAllowed,
+        RejectCode::PolicyDenied,
+        RejectCode::ApprovalRequired,
+        RejectCode::ApprovalDenied,
+        RejectCode::ApprovalExpired,
+        RejectCode::ApprovalInvalid,
+    ];
+
+    /// The stage that issues this code.
+    pub fn stage(self) -> Stage {
+        use RejectCode::*;
+        match self {
+            Malformed | TooLarge => Stage::Normalize,
+            UnknownTool | NotInProfile | Disabled | VersionIncompatible | AmbiguousVersion
+            | StaleDescriptor | Unavailable => Stage::Resolve,
+            MissingInput | InvalidType | UnknownArgument | ConstraintViolation
+            | PathOutsideWorkspace => Stage::Validate,
+            SurfaceNotAllowed | PolicyDenied => Stage::Authorize,
+            ApprovalRequired | ApprovalDenied | ApprovalExpired | ApprovalInvalid => Stage::Approve,
+        }
+    }
+
+    /// The code as written in outcomes, `snake_case`.
+    pub fn as_str(self) -> &'static str {
+        use RejectCode::*;
+        match self {
+            Malformed => "malformed",
+            TooLarge => "too_large",
+            UnknownTool => "unknown_tool",
+            NotInProfile => "not_in_profile",
+            Disabled => "disabled",
+            VersionIncompatible => "version_incompatible",
+            AmbiguousVersion => "ambiguous_version",
+            StaleDescriptor => "stale_descriptor",
+            Unavailable => "unavailable",
+            MissingInput => "missing_input",
+            InvalidType => "invalid_type",
+            UnknownArgument => "unknown_argument",
+            ConstraintViolation => "constraint_violation",
+            PathOutsideWorkspace => "path_outside_workspace",
+            SurfaceNotAllowed => "surface_not_allowed",
+            PolicyDenied => "policy_denied",
+            ApprovalRequired => "approval_required",
+            ApprovalDenied => "approval_denied",
+            ApprovalExpired => "approval_expired",
+            ApprovalInvalid => "approval_invalid",
+        }
+    }
+}
+
+impl fmt::Display for RejectCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One problem with one argument, located by a JSON pointer into the arguments object.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FieldError {
+    /// JSON pointer (RFC 6901) to the offending value, `""` for the arguments object itself.
+    pub pointer: String,
+    pub code: RejectCode,
+    pub message: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hint: Option<String>,
+}
+
+impl FieldError {
+    /// A field error at `pointer`.
+    pub fn new(pointer: impl Into<String>, code: RejectCode, message: impl Into<String>) -> Self {
+        FieldError {
+            pointer: pointer.into(),
+            code,
+            message: message.into(),
+            hint: None,
+        }
+    }
+
+    /// The same error with a hint.
+    #[must_use]
+    pub fn with_hint(mut self, hint: Option<String>) -> Self {
+        self.hint = hint;
+        self
+    }
+}
+
+/// A call that stopped before it ran.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Rejection {
+    pub stage: Stage,
+    pub code: RejectCode,
+    pub message: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hint: Option<String>,
+    /// Every argument problem found, when the stage is `validate`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub details: Vec<FieldError>,
+    /// The policies that decided, when the stage is `authorize`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub policies: Vec<String>,
+}
+
+impl Rejection {
+    /// A rejection with `code` at the code's own stage.
+    pub fn new(code: RejectCode, message: impl Into<String>) -> Self {
+        Rejection {
+            stage: code.stage(),
+            code,
+            message: message.into(),
+            hint: None,
+            details: Vec::new(),
+            policies: Vec::new(),
+        }
+    }
+
+    /// The same rejection with a hint.
+    #[must_use]
+    pub fn with_hint(mut self, hint: Option<String>) -> Self {
+        self.hint = hint;
+        self
+    }
+
+    /// A validation rejection from a non-empty list of field errors: the code is the most
+    /// actionable one present, the message lists every error.
+    pub fn from_field_errors(mut errors: Vec<FieldError>) -> Self {
+        // Order of precedence: a misspelt name explains a missing one, a missing one explains
+        // nothing else, a wrong type comes before a wrong value.
+        fn rank(code: RejectCode) -> u8 {
+            match code {
+                RejectCode::UnknownArgument => 0,
+                RejectCode::MissingInput => 1,
+                RejectCode::InvalidType => 2,
+                RejectCode::PathOutsideWorkspace => 3,
+                _ => 4,
+            }
+        }
+        errors.sort_by(|a, b| {
+            (rank(a.code), &a.pointer, &a.message).cmp(&(rank(b.code), &b.pointer, &b.message))
+        });
+        errors.dedup();
+        let Some(first) = errors.first() else {
+            return Rejection::new(RejectCode::ConstraintViolation, "arguments are invalid");
+        };
+        let code = first.code;
+        let hint = errors.iter().find_map(|e| e.hint.clone());
+        let message = errors
+            .iter()
+            .map(|e| {
+                if e.pointer.is_empty() {
+                    e.message.clone()
+                } else {
+                    format!("`{}`: {}", e.pointer, e.message)
+                }
+            })
+            .collect::<Vec<_>>()
+            .join("; ");
+        Rejection {
+            stage: Stage::Validate,
+            code,
+            message,
+            hint,
+            details: errors,
+            policies: Vec::new(),
+        }
+    }
+}
+
+impl fmt::Display for Rejection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "rejected at {} ({}): {}",
+            self.stage, self.code, self.message
+        )?;
+        if let Some(hint) = &self.hint {
+            write!(f, " — {hint}")?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_code_has_a_distinct_name_and_round_trips() {
+        let mut names: Vec<&str> = RejectCode::ALL.iter().map(|c| c.as_str()).collect();
+        for code in RejectCode::ALL {
+            let json = serde_json::to_string(&code).unwrap();
+            assert_eq!(json, format!("\"{}\"", code.as_str()));
+            assert_eq!(serde_json::from_str::<RejectCode>(&json).unwrap(), code);
+        }
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), RejectCode::ALL.len());
+    }
+
+    #[test]
+    fn field_errors_rank_misspellings_first() {
+        let rejection = Rejection::from_field_errors(vec![
+            FieldError::new("/path", RejectCode::MissingInput, "required"),
+            FieldError::new("/file_path", RejectCode::UnknownArgument, "unknown")
+                .with_hint(Some("did you mean `path`?".into())),
+        ]);
+        assert_eq!(rejection.code, RejectCode::UnknownArgument);
+        assert_eq!(rejection.stage, Stage::Validate);
+        assert_eq!(rejection.hint.as_deref(), Some("did you mean `path`?"));
+        assert_eq!(
+            rejection.message,
+            "`/file_path`: unknown; `/path`: required"
+        );
+    }
+}

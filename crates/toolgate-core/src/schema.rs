@@ -1,0 +1,505 @@
+//! Stage 3's structural half: a tool's input schema, bounded, compiled once, and its errors
+//! turned into [`FieldError`]s with JSON pointers and hints.
+//!
+//! Schemas come from descriptors, and an upstream descriptor is untrusted input too. Before
+//! compiling one we bound its size, depth, node count and enum values, and refuse any `$ref`
+//! that is not local to the schema, so a hostile descriptor can neither fetch anything nor make
+//! validation slow. Patterns compile with the linear-time `regex` engine.
+//!
+//! Extra arguments are rejected unless the schema itself allows them: where an object schema
+//! says nothing about extra properties we add `unevaluatedProperties: false`, which (unlike
+//! `additionalProperties`) sees through `allOf` and `$ref`.
+
+use jsonschema::{Draft, PatternOptions, ValidationError, Validator, error::ValidationErrorKind};
+use serde_json::{Map, Value};
+use thiserror::Error;
+
+use crate::hint::{did_you_mean, hint_for};
+use crate::rejection::{FieldError, RejectCode};
+
+/// Limits on a schema before it is compiled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SchemaBounds {
+    /// Canonical JSON size, in bytes.
+    pub max_bytes: usize,
+    /// Nesting of arrays and objects.
+    pub max_depth: usize,
+    /// JSON values in the schema, all told.
+    pub max_nodes: usize,
+    /// Values across every `enum` and `const` in the schema.
+    pub max_enum_values: usize,
+    /// Length of any one `pattern` or `patternProperties` key.
+    pub max_pattern_bytes: usize,
+}
+
+impl Default for SchemaBounds {
+    fn default() -> Self {
+        SchemaBounds {
+            max_bytes: 256 * 1024,
+            max_depth: 32,
+            max_nodes: 20_000,
+            max_enum_values: 4_096,
+            max_pattern_bytes: 1_024,
+        }
+    }
+}
+
+/// Why a schema was refused.
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum SchemaError {
+    #[error("schema is {actual} bytes; the limit is {limit}")]
+    TooLarge { actual: usize, limit: usize },
+    #[error("schema nests deeper than {limit} levels")]
+    TooDeep { limit: usize },
+    #[error("schema has more than {limit} values")]
+    TooManyNodes { limit: usize },
+    #[error("schema has more than {limit} enum values")]
+    TooManyEnumValues { limit: usize },
+    #[error("schema pattern at `{pointer}` is longer than {limit} bytes")]
+    PatternTooLong { pointer: String, limit: usize },
+    #[error("schema refers to `{reference}`; only references inside the schema (`#…`) are allowed")]
+    RemoteReference { reference: String },
+    #[error("an input schema must describe an object (`\"type\": \"object\"`)")]
+    NotAnObject,
+    #[error("schema does not compile: {0}")]
+    Invalid(String),
+}
+
+/// A compiled input schema.
+#[derive(Debug)]
+pub struct ToolSchema {
+    validator: Validator,
+    /// The schema as compiled (with extra properties closed).
+    effective: Value,
+}
+
+impl ToolSchema {
+    /// Checks `schema` against `bounds`, closes its objects and compiles it for draft 2020-12.
+    pub fn compile(schema: &Value, bounds: &SchemaBounds) -> Result<ToolSchema, SchemaError> {
+        check_bounds(schema, bounds)?;
+        let is_object = schema.get("type").is_some_and(|t| {
+            t == "object"
+                || t.as_array()
+                    .is_some_and(|ts| ts.len() == 1 && ts.first().is_some_and(|t| t == "object"))
+        });
+        if !is_object {
+            return Err(SchemaError::NotAnObject);
+        }
+        let mut effective = schema.clone();
+        close_objects(&mut effective);
+        let validator = jsonschema::options()
+            .with_draft(Draft::Draft202012)
+            .offline()
+            .with_pattern_options(PatternOptions::regex().size_limit(1 << 20))
+            .should_validate_formats(false)
+            .build(&effective)
+            .map_err(|e| SchemaError::Invalid(e.to_string()))?;
+        Ok(ToolSchema {
+            validator,
+            effective,
+        })
+    }
+
+    /// Every problem with `arguments`, as field errors; empty when they are valid.
+    pub fn check(&self, arguments: &Value) -> Vec<FieldError> {
+        if self.validator.is_valid(arguments) {
+            return Vec::new();
+        }
+        let mut errors = Vec::new();
+        for error in self.validator.iter_errors(arguments) {
+            self.convert(&error, arguments, &mut errors);
+        }
+        errors
+    }
+
+    /// The names of the top-level properties the schema declares.
+    pub fn property_names(&self) -> impl Iterator<Item = &str> {
+        properties_of(&self.effective)
+            .into_iter()
+            .flat_map(|p| p.keys().map(String::as_str))
+    }
+
+    fn convert(&self, error: &ValidationError<'_>, arguments: &Value, out: &mut Vec<FieldError>) {
+        let pointer = error.instance_path().as_str().to_owned();
+        match error.kind() {
+            ValidationErrorKind::AdditionalProperties { unexpected }
+            | ValidationErrorKind::UnevaluatedProperties { unexpected } => {
+                let declared = self.declared_at(&pointer);
+                let provided = provided_at(arguments, &pointer);
+                for name in unexpected {
+                    let missing: Vec<&str> = declared
+                        .iter()
+                        .copied()
+                        .filter(|d| !provided.contains(d))
+                        .collect();
+                    // Prefer a declared name the caller left out: `file_path` given and `path`
+                    // missing is almost surely one mistake, not two.
+                    let suggestion = did_you_mean(name, missing.iter().copied())
+                        .or_else(|| did_you_mean(name, declared.iter().copied()));
+                    let message = match &declared[..] {
+                        [] => format!("unknown argument `{}`", escape_name(name)),
+                        known => format!(
+                            "unknown argument `{}`; expected one of {}",
+                            escape_name(name),
+                            known
+                                .iter()
+                                .map(|k| format!("`{k}`"))
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        ),
+                    };
+                    out.push(
+                        FieldError::new(
+                            format!("{pointer}/{}", escape_pointer(name)),
+                            RejectCode::UnknownArgument,
+                            message,
+                        )
+                        .with_hint(hint_for(suggestion)),
+                    );
+                }
+            }
+            ValidationErrorKind::Required { property } => {
+                let name = property.as_str().unwrap_or_default();
+                out.push(FieldError::new(
+                    format!("{pointer}/{}", escape_pointer(name)),
+                    RejectCode::MissingInput,
+                    format!("missing required argument `{name}`"),
+                ));
+            }
+            ValidationErrorKind::Type { .. } => out.push(FieldError::new(
+                pointer,
+                RejectCode::InvalidType,
+                error.to_string(),
+            )),
+            _ => out.push(FieldError::new(
+                pointer,
+                RejectCode::ConstraintViolation,
+                error.to_string(),
+            )),
+        }
+    }
+
+    /// The properties declared for the object at `pointer`, found by walking `properties` and
+    /// `items` from the root.
+    fn declared_at(&self, pointer: &str) -> Vec<&str> {
+        let mut schema = &self.effective;
+        for segment in pointer.split('/').skip(1) {
+            let segment = unescape_pointer(segment);
+            let next = properties_of(schema)
+                .and_then(|p| p.get(&segment))
+                .or_else(|| {
+                    schema
+                        .get("items")
+                        .filter(|_| segment.parse::<usize>().is_ok())
+                });
+            match next {
+                Some(next) => schema = next,
+                None => return Vec::new(),
+            }
+        }
+        properties_of(schema)
+            .map(|p| p.keys().map(String::as_str).collect())
+            .unwrap_or_default()
+    }
+}
+
+fn properties_of(schema: &Value) -> Option<&Map<String, Value>> {
+    schema.get("properties").and_then(Value::as_object)
+}
+
+fn provided_at<'a>(arguments: &'a Value, pointer: &str) -> Vec<&'a str> {
+    arguments
+        .pointer(pointer)
+        .and_then(Value::as_object)
+        .map(|m| m.keys().map(String::as_str).collect())
+        .unwrap_or_default()
+}
+
+fn escape_pointer(segment: &str) -> String {
+    segment.replace('~', "~0").replace('/', "~1")
+}
+
+fn unescape_pointer(segment: &str) -> String {
+    segment.replace("~1", "/").replace("~0", "~")
+}
+
+fn escape_name(name: &str) -> String {
+    crate::invocation::escape(name)
+}
+
+fn check_bounds(schema: &Value, bounds: &SchemaBounds) -> Result<(), SchemaError> {
+    let size = crate::canonical::canonical_json(schema).len();
+    if size > bounds.max_bytes {
+        return Err(SchemaError::TooLarge {
+            actual: size,
+            limit: bounds.max_bytes,
+        });
+    }
+    let (mut nodes, mut enum_values) = (0usize, 0usize);
+    let mut stack: Vec<(&Value, usize, String)> = vec![(schema, 1, String::new())];
+    while let Some((value, depth, pointer)) = stack.pop() {
+        nodes += 1;
+        if nodes > bounds.max_nodes {
+            return Err(SchemaError::TooManyNodes {
+                limit: bounds.max_nodes,
+            });
+        }
+        match value {
+            Value::Array(items) => {
+                if depth > bounds.max_depth {
+                    return Err(SchemaError::TooDeep {
+                        limit: bounds.max_depth,
+                    });
+                }
+                for (i, item) in items.iter().enumerate() {
+                    stack.push((item, depth + 1, format!("{pointer}/{i}")));
+                }
+            }
+            Value::Object(map) => {
+                if depth > bounds.max_depth {
+                    return Err(SchemaError::TooDeep {
+                        limit: bounds.max_depth,
+                    });
+                }
+                for keyword in ["$ref", "$dynamicRef"] {
+                    if let Some(Value::String(reference)) = map.get(keyword)
+                        && !reference.starts_with('#')
+                    {
+                        return Err(SchemaError::RemoteReference {
+                            reference: reference.clone(),
+                        });
+                    }
+                }
+                if let Some(Value::String(pattern)) = map.get("pattern")
+                    && pattern.len() > bounds.max_pattern_bytes
+                {
+                    return Err(SchemaError::PatternTooLong {
+                        pointer: format!("{pointer}/pattern"),
+                        limit: bounds.max_pattern_bytes,
+                    });
+                }
+                if let Some(Value::Object(patterns)) = map.get("patternProperties")
+                    && patterns.keys().any(|k| k.len() > bounds.max_pattern_bytes)
+                {
+                    return Err(SchemaError::PatternTooLong {
+                        pointer: format!("{pointer}/patternProperties"),
+                        limit: bounds.max_pattern_bytes,
+                    });
+                }
+                enum_values += map
+                    .get("enum")
+                    .and_then(Value::as_array)
+                    .map_or(0, Vec::len);
+                enum_values += usize::from(map.contains_key("const"));
+                if enum_values > bounds.max_enum_values {
+                    return Err(SchemaError::TooManyEnumValues {
+                        limit: bounds.max_enum_values,
+                    });
+                }
+                for (key, item) in map {
+                    stack.push((
+                        item,
+                        depth + 1,
+                        format!("{pointer}/{}", escape_pointer(key)),
+                    ));
+                }
+            }
+            Value::Null | Value::Bool(_) | Value::Number(_) | Value::String(_) => {}
+        }
+    }
+    Ok(())
+}
+
+/// Adds `unevaluatedProperties: false` to the root and to object schemas reached through
+/// `properties`, `items` and `prefixItems` that say nothing about extra properties. Schemas
+/// inside combinators are left alone: closing one branch of an `allOf` would reject the
+/// properties its siblings declare.
+fn close_objects(schema: &mut Value) {
+    let Value::Object(map) = schema else { return };
+    let open_keywords = [
+        "additionalProperties",
+        "unevaluatedProperties",
+        "patternProperties",
+    ];
+    let describes_object = map.get("type").is_some_and(|t| {
+        t == "object"
+            || t.as_array()
+                .is_some_and(|ts| ts.iter().any(|t| t == "object"))
+    }) || map.contains_key("properties");
+    if describes_object && !open_keywords.iter().any(|k| map.contains_key(*k)) {
+        map.insert("unevaluatedProperties".to_owned(), Value::Bool(false));
+    }
+    if let Some(Value::Object(properties)) = map.get_mut("properties") {
+        properties.values_mut().for_each(close_objects);
+    }
+    if let Some(items) = map.get_mut("items") {
+        close_objects(items);
+    }
+    if let Some(Value::Array(items)) = map.get_mut("prefixItems") {
+        items.iter_mut().for_each(close_objects);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn read_schema() -> ToolSchema {
+        ToolSchema::compile(
+            &json!({
+                "type": "object",
+                "properties": {
+                    "path": {"type": "string"},
+                    "offset": {"type": "integer", "minimum": 1},
+                    "limit": {"type": "integer", "minimum": 1},
+                    "opts": {"type": "object", "properties": {"follow": {"type": "boolean"}}}
+                },
+                "required": ["path"]
+            }),
+            &SchemaBounds::default(),
+        )
+        .unwrap()
+    }
+
+    fn codes(errors: &[FieldError]) -> Vec<(&str, RejectCode)> {
+        errors
+            .iter()
+            .map(|e| (e.pointer.as_str(), e.code))
+            .collect()
+    }
+
+    #[test]
+    fn valid_arguments_have_no_errors() {
+        assert!(
+            read_schema()
+                .check(&json!({"path": "a", "offset": 2}))
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn misspelt_argument_gets_a_hint() {
+        let errors = read_schema().check(&json!({"file_path": "a"}));
+        let mut got = codes(&errors);
+        got.sort();
+        assert_eq!(
+            got,
+            [
+                ("/file_path", RejectCode::UnknownArgument),
+                ("/path", RejectCode::MissingInput)
+            ]
+        );
+        let unknown = errors
+            .iter()
+            .find(|e| e.code == RejectCode::UnknownArgument)
+            .unwrap();
+        assert_eq!(unknown.hint.as_deref(), Some("did you mean `path`?"));
+    }
+
+    #[test]
+    fn nested_objects_are_closed_and_hinted() {
+        let errors = read_schema().check(&json!({"path": "a", "opts": {"folow": true}}));
+        assert_eq!(
+            codes(&errors),
+            [("/opts/folow", RejectCode::UnknownArgument)]
+        );
+        assert_eq!(errors[0].hint.as_deref(), Some("did you mean `follow`?"));
+    }
+
+    #[test]
+    fn all_errors_are_reported_with_pointers() {
+        let errors = read_schema().check(&json!({"path": 3, "offset": 0, "limit": "x"}));
+        let mut got = codes(&errors);
+        got.sort();
+        assert_eq!(
+            got,
+            [
+                ("/limit", RejectCode::InvalidType),
+                ("/offset", RejectCode::ConstraintViolation),
+                ("/path", RejectCode::InvalidType),
+            ]
+        );
+    }
+
+    #[test]
+    fn schemas_that_allow_extras_keep_them() {
+        let schema = ToolSchema::compile(
+            &json!({"type": "object", "properties": {"a": {}}, "additionalProperties": true}),
+            &SchemaBounds::default(),
+        )
+        .unwrap();
+        assert!(schema.check(&json!({"a": 1, "b": 2})).is_empty());
+    }
+
+    #[test]
+    fn all_of_properties_are_not_extras() {
+        let schema = ToolSchema::compile(
+            &json!({
+                "type": "object",
+                "allOf": [{"properties": {"a": {"type": "string"}}}, {"properties": {"b": {}}}]
+            }),
+            &SchemaBounds::default(),
+        )
+        .unwrap();
+        assert!(schema.check(&json!({"a": "x", "b": 2})).is_empty());
+        assert_eq!(
+            codes(&schema.check(&json!({"a": "x", "c": 2}))),
+            [("/c", RejectCode::UnknownArgument)]
+        );
+    }
+
+    #[test]
+    fn hostile_schemas_are_refused() {
+        let bounds = SchemaBounds::default();
+        let compile = |s: Value| ToolSchema::compile(&s, &bounds).unwrap_err();
+        assert!(matches!(
+            compile(
+                json!({"type": "object", "properties": {"a": {"$ref": "https://evil.example/s.json"}}})
+            ),
+            SchemaError::RemoteReference { .. }
+        ));
+        assert!(matches!(
+            compile(json!({"type": "object", "properties": {"a": {"$ref": "file:///etc/passwd"}}})),
+            SchemaError::RemoteReference { .. }
+        ));
+        let mut deep = json!({"type": "string"});
+        for _ in 0..40 {
+            deep = json!({"type": "object", "properties": {"a": deep}});
+        }
+        assert!(matches!(compile(deep), SchemaError::TooDeep { .. }));
+        let many: Vec<Value> = (0..5000).map(|i| json!(i)).collect();
+        assert!(matches!(
+            compile(json!({"type": "object", "properties": {"a": {"enum": many}}})),
+            SchemaError::TooManyEnumValues { .. }
+        ));
+        let wide: Map<String, Value> = (0..25_000)
+            .map(|i| (format!("p{i}"), json!(true)))
+            .collect();
+        assert!(matches!(
+            compile(json!({"type": "object", "properties": wide})),
+            SchemaError::TooLarge { .. } | SchemaError::TooManyNodes { .. }
+        ));
+        assert!(matches!(
+            compile(json!({"type": "object", "properties": {"a": {"pattern": "a".repeat(2000)}}})),
+            SchemaError::PatternTooLong { .. }
+        ));
+        assert_eq!(compile(json!({"type": "string"})), SchemaError::NotAnObject);
+        assert!(matches!(
+            compile(json!({"type": "object", "properties": {"a": {"type": 7}}})),
+            SchemaError::Invalid(_)
+        ));
+    }
+
+    #[test]
+    fn patterns_use_a_linear_time_engine() {
+        // Catastrophic for a backtracking engine; linear for `regex`.
+        let schema = ToolSchema::compile(
+            &json!({"type": "object", "properties": {"a": {"type": "string", "pattern": "^(a+)+$"}}}),
+            &SchemaBounds::default(),
+        )
+        .unwrap();
+        let errors = schema.check(&json!({"a": format!("{}!", "a".repeat(5000))}));
+        assert_eq!(codes(&errors), [("/a", RejectCode::ConstraintViolation)]);
+    }
+}
