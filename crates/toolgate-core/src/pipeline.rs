@@ -244,6 +244,11 @@ impl Authorized {
     pub fn actor(&self) -> &str {
         &self.invocation.actor
     }
+
+    /// The id of the grant this call will redeem, if it needed approval.
+    pub fn approval_id(&self) -> Option<&str> {
+        self.grant.as_ref().map(|(grant, _)| grant.id.as_str())
+    }
 }
 
 /// After stage 7: the executor's result.
@@ -719,6 +724,10 @@ impl Pipeline {
                 e.message = message.as_str().unwrap_or_default().to_owned();
                 n
             });
+        // Resources are evidence, and evidence is kept: a secret-shaped path is hidden too.
+        let mut resources = Value::from(std::mem::take(&mut trace.resources));
+        let redactions = redactions + redact_value(&mut resources);
+        let resources: Vec<String> = serde_json::from_value(resources).unwrap_or_default();
         let output_bytes = output.as_ref().map_or(0, |v| canonical_json(v).len());
         let limit = trace
             .resolved
@@ -753,7 +762,7 @@ impl Pipeline {
             effect: trace.effect,
             argument_names: std::mem::take(&mut trace.argument_names),
             argument_digest,
-            resources: std::mem::take(&mut trace.resources),
+            resources,
             approval_id: trace.approval_id.take(),
             policies: std::mem::take(&mut trace.policies),
             durations_ns: Stage::ALL

@@ -1,0 +1,221 @@
+//! Policy decisions through the public API: defaults, operator policies, errors that deny,
+//! and slices that decide exactly as the whole set does.
+
+use std::sync::Arc;
+
+use serde_json::{Map, Value, json};
+use toolgate_core::*;
+
+#[derive(Debug)]
+struct Noop;
+impl Executor for Noop {
+    fn classify(&self, arguments: &Map<String, Value>) -> Classification {
+        let paths: Vec<String> = arguments
+            .get("path")
+            .and_then(Value::as_str)
+            .map(|p| vec![p.to_owned()])
+            .unwrap_or_default();
+        Classification {
+            paths,
+            ..Classification::default()
+        }
+    }
+    fn execute(&self, _: &Authorized, _: &ExecContext) -> Result<ToolOutput, ToolError> {
+        Ok(ToolOutput::new(json!("ok")))
+    }
+}
+
+const EFFECTS: [(&str, EffectClass); 4] = [
+    ("reader", EffectClass::ReadOnly),
+    ("writer", EffectClass::LocalWrite),
+    ("fetcher", EffectClass::Network),
+    ("runner", EffectClass::Irreversible),
+];
+
+fn registry() -> Registry {
+    let mut builder = RegistryBuilder::new();
+    for (name, effect) in EFFECTS {
+        let mut entry = ToolEntry::new(name, "test");
+        entry.effect = Some(effect);
+        let schema = json!({"type": "object", "properties": {"path": {"type": "string"}}});
+        builder
+            .register(Descriptor::new(name, "t", schema), entry, Arc::new(Noop))
+            .unwrap();
+    }
+    let mut bare = ToolEntry::new("bare", "no effect class given");
+    bare.effect = None;
+    builder
+        .register(
+            Descriptor::new("bare", "t", json!({"type": "object"})),
+            bare,
+            Arc::new(Noop),
+        )
+        .unwrap();
+    builder.build().unwrap()
+}
+
+fn pipeline(user_policy: Option<&str>, prepare: bool) -> Pipeline {
+    let registry = registry();
+    let mut sources = vec![("<default policy>", policy::DEFAULT_POLICY)];
+    if let Some(text) = user_policy {
+        sources.push(("operator.cedar", text));
+    }
+    let mut engine = PolicyEngine::from_sources(&sources).unwrap();
+    if prepare {
+        engine.prepare(&registry).unwrap();
+    }
+    Pipeline::new(
+        Arc::new(registry),
+        Arc::new(engine),
+        Arc::new(HeadlessBroker),
+        WorkspaceId::new("/w"),
+    )
+}
+
+/// (code or "ok") for each call.
+fn decide(pipeline: &Pipeline, tool: &str, args: &str, surface: Surface) -> String {
+    match pipeline.authorize_call(RawCall::text(tool, args, surface)) {
+        Ok(_) => "ok".into(),
+        Err(stopped) => stopped.rejection.code.to_string(),
+    }
+}
+
+#[test]
+fn default_policy_table() {
+    let p = pipeline(None, true);
+    for surface in Surface::ALL {
+        assert_eq!(decide(&p, "reader", "{}", surface), "ok");
+        assert_eq!(decide(&p, "writer", "{}", surface), "approval_required");
+        assert_eq!(decide(&p, "fetcher", "{}", surface), "policy_denied");
+        assert_eq!(decide(&p, "runner", "{}", surface), "approval_required");
+        // No effect class means irreversible.
+        assert_eq!(decide(&p, "bare", "{}", surface), "approval_required");
+    }
+}
+
+#[test]
+fn operator_policies_permit_and_forbid() {
+    let text = r#"
+        @id("allow-fetch-from-cli")
+        permit (principal, action in [Action::"call", Action::"call_unattended"], resource == Tool::"fetcher")
+        when { context.surface == "cli" };
+
+        @id("no-secrets")
+        forbid (principal, action, resource)
+        when { context.paths.contains(".env") };
+    "#;
+    let p = pipeline(Some(text), true);
+    assert_eq!(decide(&p, "fetcher", "{}", Surface::Cli), "ok");
+    assert_eq!(decide(&p, "fetcher", "{}", Surface::Chat), "policy_denied");
+    assert_eq!(
+        decide(&p, "reader", r#"{"path": ".env"}"#, Surface::Chat),
+        "policy_denied"
+    );
+    assert_eq!(
+        decide(&p, "reader", r#"{"path": "src/a.rs"}"#, Surface::Chat),
+        "ok"
+    );
+    let stopped = p
+        .authorize_call(RawCall::text(
+            "reader",
+            r#"{"path": ".env"}"#,
+            Surface::Chat,
+        ))
+        .unwrap_err();
+    assert_eq!(stopped.rejection.policies, ["no-secrets"]);
+    assert!(
+        stopped.rejection.message.contains("`no-secrets`"),
+        "{}",
+        stopped.rejection.message
+    );
+}
+
+#[test]
+fn evaluation_errors_deny_even_when_a_permit_matches() {
+    // `context.missing` does not exist: evaluating this forbid errors. Cedar alone would skip
+    // the erroring policy and let the default permit stand; toolgate denies.
+    let text = r#"
+        @id("broken")
+        forbid (principal, action, resource) when { context.missing == "x" };
+    "#;
+    let p = pipeline(Some(text), true);
+    let stopped = p
+        .authorize_call(RawCall::text("reader", "{}", Surface::Chat))
+        .unwrap_err();
+    assert_eq!(stopped.rejection.code, RejectCode::PolicyDenied);
+    assert!(
+        stopped.rejection.message.contains("evaluation failed"),
+        "{}",
+        stopped.rejection.message
+    );
+    // A missing entity attribute, in the approval question only, denies too.
+    let text = r#"
+        permit (principal, action == Action::"call_unattended", resource)
+        when { resource.owner == "me" };
+    "#;
+    let p = pipeline(Some(text), true);
+    assert_eq!(decide(&p, "writer", "{}", Surface::Chat), "policy_denied");
+}
+
+#[test]
+fn no_policies_deny_everything() {
+    let registry = registry();
+    let engine = PolicyEngine::from_sources(&[]).unwrap();
+    assert!(engine.is_empty());
+    let p = Pipeline::new(
+        Arc::new(registry),
+        Arc::new(engine),
+        Arc::new(HeadlessBroker),
+        WorkspaceId::new("/w"),
+    );
+    assert_eq!(decide(&p, "reader", "{}", Surface::Cli), "policy_denied");
+}
+
+#[test]
+fn parse_errors_name_file_line_and_reason() {
+    let text = "permit (principal, action, resource);\n\npermit (principal, action resource);\n";
+    let error = PolicyEngine::from_sources(&[("ops.cedar", text)]).unwrap_err();
+    let message = error.to_string();
+    assert!(message.starts_with("ops.cedar:3:"), "{message}");
+    let template = "permit (principal == ?principal, action, resource);";
+    let error = PolicyEngine::from_sources(&[("t.cedar", template)]).unwrap_err();
+    assert!(matches!(error, PolicyError::Template { .. }), "{error}");
+}
+
+#[test]
+fn slices_decide_exactly_as_the_whole_set() {
+    let text = r#"
+        @id("a") permit (principal, action == Action::"call", resource == Tool::"fetcher") when { context.surface == "cli" };
+        @id("b") forbid (principal == Actor::"intruder", action, resource);
+        @id("c") permit (principal, action in [Action::"call_unattended"], resource is Tool) when { resource.capability == "test" && context.profile == "trusted" };
+        @id("d") forbid (principal, action, resource in Tool::"runner") when { context.surface == "chat" };
+        @id("e") permit (principal, action, resource == Tool::"nonexistent");
+    "#;
+    let sliced = pipeline(Some(text), true);
+    let whole = pipeline(Some(text), false);
+    for (tool, _) in EFFECTS
+        .iter()
+        .chain([("bare", EffectClass::Irreversible)].iter())
+    {
+        for surface in Surface::ALL {
+            for actor in ["local", "intruder"] {
+                for profile in ["default", "trusted"] {
+                    let call = || {
+                        RawCall::text(*tool, "{}", surface)
+                            .by(actor)
+                            .in_profile(profile)
+                    };
+                    let a = sliced
+                        .authorize_call(call())
+                        .map(|_| ())
+                        .map_err(|s| s.rejection.code);
+                    let b = whole
+                        .authorize_call(call())
+                        .map(|_| ())
+                        .map_err(|s| s.rejection.code);
+                    assert_eq!(a, b, "{tool} {surface} {actor} {profile}");
+                }
+            }
+        }
+    }
+}

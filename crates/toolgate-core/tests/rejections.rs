@@ -1,0 +1,508 @@
+//! Every rejection code, driven through the public pipeline, with an executor that records
+//! whether it was entered. A rejected call must never reach it.
+
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{Map, Value, json};
+use toolgate_core::*;
+
+/// An executor that remembers being entered.
+#[derive(Debug, Default)]
+struct Recorder {
+    entered: AtomicBool,
+}
+
+impl Executor for Recorder {
+    fn check(&self, arguments: &Map<String, Value>) -> Vec<FieldError> {
+        match arguments.get("path").and_then(Value::as_str) {
+            Some(path) if path.starts_with('/') || path.contains("..") => vec![FieldError::new(
+                "/path",
+                RejectCode::PathOutsideWorkspace,
+                "path leads outside the workspace",
+            )],
+            _ => Vec::new(),
+        }
+    }
+
+    fn classify(&self, arguments: &Map<String, Value>) -> Classification {
+        let paths: Vec<String> = arguments
+            .get("path")
+            .and_then(Value::as_str)
+            .map(|p| vec![p.to_owned()])
+            .unwrap_or_default();
+        Classification {
+            resources: paths.iter().map(|p| format!("path:{p}")).collect(),
+            paths,
+            ..Classification::default()
+        }
+    }
+
+    fn execute(&self, call: &Authorized, _cx: &ExecContext) -> Result<ToolOutput, ToolError> {
+        self.entered.store(true, Ordering::SeqCst);
+        Ok(ToolOutput::new(json!({ "args": call.arguments() })))
+    }
+}
+
+#[derive(Debug, Default)]
+struct TestClock(AtomicU64);
+impl Clock for TestClock {
+    fn now_ms(&self) -> u64 {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+/// How the test broker answers.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Answer {
+    Allow,
+    Deny,
+    /// Grants, then lets the grant lapse before execution.
+    AllowExpiring,
+    /// Grants, then revokes before execution.
+    AllowRevoked,
+    /// Hands back a grant issued for other inputs.
+    AllowForOtherInputs,
+    /// Hands back the same grant every time.
+    AllowReplayed,
+}
+
+#[derive(Debug)]
+struct TestBroker {
+    answer: Answer,
+    ledger: GrantLedger,
+    clock: Arc<TestClock>,
+    replay: Mutex<Option<Grant>>,
+}
+
+impl TestBroker {
+    fn new(answer: Answer) -> Self {
+        let clock = Arc::new(TestClock::default());
+        TestBroker {
+            answer,
+            ledger: GrantLedger::new(clock.clone()),
+            clock,
+            replay: Mutex::new(None),
+        }
+    }
+}
+
+impl ApprovalBroker for TestBroker {
+    fn request(&self, request: &ApprovalRequest) -> ApprovalResponse {
+        let ttl = Duration::from_secs(60);
+        match self.answer {
+            Answer::Deny => ApprovalResponse::Deny {
+                reason: "not today".into(),
+            },
+            Answer::Allow => {
+                ApprovalResponse::Grant(self.ledger.issue(request, GrantScope::Once, ttl))
+            }
+            Answer::AllowExpiring => {
+                let grant = self.ledger.issue(request, GrantScope::Once, ttl);
+                self.clock.0.fetch_add(61_000, Ordering::SeqCst);
+                ApprovalResponse::Grant(grant)
+            }
+            Answer::AllowRevoked => {
+                let grant = self.ledger.issue(request, GrantScope::Once, ttl);
+                self.ledger.revoke(&grant.id);
+                ApprovalResponse::Grant(grant)
+            }
+            Answer::AllowForOtherInputs => {
+                let mut other = request.clone();
+                other.digest = ApprovalDigest::compute("edit", "1.0", &json!({}), "w", &[], &[]);
+                ApprovalResponse::Grant(self.ledger.issue(&other, GrantScope::Once, ttl))
+            }
+            Answer::AllowReplayed => {
+                let mut replay = self.replay.lock().unwrap();
+                let grant = replay
+                    .get_or_insert_with(|| self.ledger.issue(request, GrantScope::Once, ttl))
+                    .clone();
+                ApprovalResponse::Grant(grant)
+            }
+        }
+    }
+
+    fn redeem(
+        &self,
+        grant: &Grant,
+        digest: &ApprovalDigest,
+        workspace: &str,
+        tool: &str,
+    ) -> Result<(), GrantRefusal> {
+        self.ledger.redeem(grant, digest, workspace, tool)
+    }
+}
+
+struct Fixture {
+    pipeline: Pipeline,
+    recorder: Arc<Recorder>,
+}
+
+fn schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "path": {"type": "string", "maxLength": 64},
+            "count": {"type": "integer", "minimum": 0}
+        },
+        "required": ["path"]
+    })
+}
+
+fn entry(name: &str, effect: EffectClass) -> ToolEntry {
+    let mut entry = ToolEntry::new(name, "test");
+    entry.effect = Some(effect);
+    entry
+}
+
+fn fixture(answer: Answer) -> Fixture {
+    let recorder = Arc::new(Recorder::default());
+    let executor: Arc<dyn Executor> = recorder.clone();
+    let mut builder = RegistryBuilder::new();
+    let mut register = |entry: ToolEntry| {
+        let descriptor = Descriptor::new(entry.name.clone(), "a test tool", schema());
+        builder
+            .register(descriptor, entry, executor.clone())
+            .unwrap();
+    };
+    let mut read = entry("read", EffectClass::ReadOnly);
+    read.profiles.insert("readonly".into());
+    register(read);
+    register(entry("write", EffectClass::LocalWrite));
+    register(entry("fetch", EffectClass::Network));
+    let mut ops = entry("ops_only", EffectClass::ReadOnly);
+    ops.profiles = BTreeSet::from(["ops".to_owned()]);
+    register(ops);
+    let mut off = entry("off", EffectClass::ReadOnly);
+    off.enabled = false;
+    register(off);
+    let mut cli = entry("cli_only", EffectClass::ReadOnly);
+    cli.surfaces = BTreeSet::from([Surface::Cli]);
+    register(cli);
+    for major in [1, 2] {
+        let mut multi = entry("multi", EffectClass::ReadOnly);
+        multi.version = Version { major, minor: 0 };
+        register(multi);
+    }
+    let mut pinned = entry("pinned", EffectClass::ReadOnly);
+    pinned.pinned_digest = Some(sha256_digest(b"what the operator reviewed"));
+    register(pinned);
+    let mut gone = entry("gone", EffectClass::ReadOnly);
+    gone.availability = Some(Arc::new(|| Err("the service is down".into())));
+    register(gone);
+    let registry = builder.build().unwrap();
+    let mut policy = PolicyEngine::default_policy().unwrap();
+    policy.prepare(&registry).unwrap();
+    let pipeline = Pipeline::new(
+        Arc::new(registry),
+        Arc::new(policy),
+        Arc::new(TestBroker::new(answer)),
+        WorkspaceId::new("/work/project"),
+    );
+    Fixture { pipeline, recorder }
+}
+
+struct Row {
+    tool: &'static str,
+    args: &'static str,
+    surface: Surface,
+    profile: &'static str,
+    answer: Answer,
+    stage: Stage,
+    code: RejectCode,
+}
+
+const fn row(tool: &'static str, args: &'static str, code: RejectCode) -> Row {
+    Row {
+        tool,
+        args,
+        surface: Surface::Chat,
+        profile: "default",
+        answer: Answer::Allow,
+        stage: Stage::Normalize,
+        code,
+    }
+}
+
+fn rows() -> Vec<Row> {
+    let ok = r#"{"path": "a.txt"}"#;
+    let mut rows = vec![
+        row("bad name", ok, RejectCode::Malformed),
+        row("read", "[1, 2]", RejectCode::Malformed),
+        row("read", r#"{"path": "a.txt""#, RejectCode::Malformed),
+        row("read", "", RejectCode::TooLarge), // arguments replaced below
+        row("nope", ok, RejectCode::UnknownTool),
+        row("ops_only", ok, RejectCode::NotInProfile),
+        Row {
+            profile: "readonly",
+            ..row("write", ok, RejectCode::NotInProfile)
+        },
+        row("off", ok, RejectCode::Disabled),
+        row("read@2", ok, RejectCode::VersionIncompatible),
+        row("multi", ok, RejectCode::AmbiguousVersion),
+        row("pinned", ok, RejectCode::StaleDescriptor),
+        row("gone", ok, RejectCode::Unavailable),
+        row("read", "{}", RejectCode::MissingInput),
+        row("read", r#"{"path": 7}"#, RejectCode::InvalidType),
+        row(
+            "read",
+            r#"{"path": "a", "file_path": "b"}"#,
+            RejectCode::UnknownArgument,
+        ),
+        row(
+            "read",
+            r#"{"path": "a", "count": -1}"#,
+            RejectCode::ConstraintViolation,
+        ),
+        row(
+            "read",
+            r#"{"path": "../../etc/passwd"}"#,
+            RejectCode::PathOutsideWorkspace,
+        ),
+        row("cli_only", ok, RejectCode::SurfaceNotAllowed),
+        row("fetch", ok, RejectCode::PolicyDenied),
+        Row {
+            answer: Answer::Deny,
+            ..row("write", ok, RejectCode::ApprovalDenied)
+        },
+        Row {
+            answer: Answer::AllowExpiring,
+            ..row("write", ok, RejectCode::ApprovalExpired)
+        },
+        Row {
+            answer: Answer::AllowRevoked,
+            ..row("write", ok, RejectCode::ApprovalInvalid)
+        },
+        Row {
+            answer: Answer::AllowForOtherInputs,
+            ..row("write", ok, RejectCode::ApprovalInvalid)
+        },
+    ];
+    for row in &mut rows {
+        row.stage = row.code.stage();
+    }
+    rows
+}
+
+fn run_row(row: &Row) -> (Outcome, bool) {
+    let fixture = fixture(row.answer);
+    let args = if row.code == RejectCode::TooLarge {
+        format!(r#"{{"path": "{}"}}"#, "x".repeat(2 * 1024 * 1024))
+    } else {
+        row.args.to_owned()
+    };
+    let mut raw = RawCall::text(row.tool, args, row.surface).in_profile(row.profile);
+    raw.request_id = Some("req-1".into());
+    let outcome = fixture.pipeline.run(raw);
+    (outcome, fixture.recorder.entered.load(Ordering::SeqCst))
+}
+
+#[test]
+fn every_rejection_code_stops_before_the_executor() {
+    let mut seen = BTreeSet::new();
+    for row in rows() {
+        let (outcome, entered) = run_row(&row);
+        let rejection = outcome
+            .rejection
+            .as_ref()
+            .unwrap_or_else(|| panic!("{} {} was not rejected: {outcome:?}", row.tool, row.args));
+        assert_eq!(
+            (rejection.stage, rejection.code),
+            (row.stage, row.code),
+            "{} {}: {rejection}",
+            row.tool,
+            row.args
+        );
+        assert_eq!(outcome.status, Status::Rejected);
+        assert!(!entered, "{} {}: executor was entered", row.tool, row.args);
+        assert!(outcome.output.is_none());
+        assert_eq!(outcome.evidence.request_id.as_deref(), Some("req-1"));
+        seen.insert(row.code);
+    }
+    // The headless default covers approval_required; every other code is in the table.
+    seen.insert(RejectCode::ApprovalRequired);
+    let all: BTreeSet<RejectCode> = RejectCode::ALL.into_iter().collect();
+    assert_eq!(seen, all, "every rejection code needs a row");
+}
+
+#[test]
+fn headless_approval_is_required_and_refused() {
+    let recorder = Arc::new(Recorder::default());
+    let mut builder = RegistryBuilder::new();
+    builder
+        .register(
+            Descriptor::new("write", "writes", schema()),
+            entry("write", EffectClass::LocalWrite),
+            recorder.clone(),
+        )
+        .unwrap();
+    let pipeline = Pipeline::new(
+        Arc::new(builder.build().unwrap()),
+        Arc::new(PolicyEngine::default_policy().unwrap()),
+        Arc::new(HeadlessBroker),
+        WorkspaceId::new("/w"),
+    );
+    let outcome = pipeline.run(RawCall::text("write", r#"{"path": "a"}"#, Surface::Chat));
+    let rejection = outcome.rejection.unwrap();
+    assert_eq!(
+        (rejection.stage, rejection.code),
+        (Stage::Approve, RejectCode::ApprovalRequired)
+    );
+    assert!(!recorder.entered.load(Ordering::SeqCst));
+}
+
+#[test]
+fn an_approved_call_runs_once_and_a_replayed_grant_is_refused() {
+    let fixture = fixture(Answer::AllowReplayed);
+    let call = || RawCall::text("write", r#"{"path": "a.txt"}"#, Surface::Chat);
+    let first = fixture.pipeline.run(call());
+    assert_eq!(first.status, Status::Completed, "{first:?}");
+    assert!(first.evidence.approval_id.is_some());
+    assert!(fixture.recorder.entered.swap(false, Ordering::SeqCst));
+    let second = fixture.pipeline.run(call());
+    assert_eq!(second.rejection.unwrap().code, RejectCode::ApprovalInvalid);
+    assert!(!fixture.recorder.entered.load(Ordering::SeqCst));
+}
+
+#[test]
+fn grants_are_rechecked_immediately_before_execution() {
+    // The grant is valid when stage 6 passes and revoked before stage 7: the call must not run.
+    let broker = Arc::new(TestBroker::new(Answer::Allow));
+    let recorder = Arc::new(Recorder::default());
+    let mut builder = RegistryBuilder::new();
+    builder
+        .register(
+            Descriptor::new("write", "writes", schema()),
+            entry("write", EffectClass::LocalWrite),
+            recorder.clone(),
+        )
+        .unwrap();
+    let pipeline = Pipeline::new(
+        Arc::new(builder.build().unwrap()),
+        Arc::new(PolicyEngine::default_policy().unwrap()),
+        broker.clone(),
+        WorkspaceId::new("/w"),
+    );
+    let authorized = pipeline
+        .authorize_call(RawCall::text("write", r#"{"path": "a"}"#, Surface::Chat))
+        .unwrap();
+    let cx = ExecContext::new(Duration::from_secs(1), Arc::new(AtomicBool::new(false)));
+    let call = || RawCall::text("write", r#"{"path": "a"}"#, Surface::Chat);
+
+    // Revoked after approval, before execution.
+    let revoked = pipeline.authorize_call(call()).unwrap();
+    broker.ledger.revoke(revoked.approval_id().unwrap());
+    let outcome = pipeline.describe(pipeline.execute(revoked, &cx));
+    assert_eq!(outcome.rejection.unwrap().code, RejectCode::ApprovalInvalid);
+
+    // Expired after approval, before execution.
+    broker.clock.0.fetch_add(120_000, Ordering::SeqCst);
+    let outcome = pipeline.describe(pipeline.execute(authorized, &cx));
+    let rejection = outcome.rejection.unwrap();
+    assert_eq!(
+        (rejection.stage, rejection.code),
+        (Stage::Approve, RejectCode::ApprovalExpired)
+    );
+    assert!(!recorder.entered.load(Ordering::SeqCst));
+
+    // A fresh approval runs.
+    let fresh = pipeline.authorize_call(call()).unwrap();
+    assert_eq!(
+        pipeline.describe(pipeline.execute(fresh, &cx)).status,
+        Status::Completed
+    );
+    assert!(recorder.entered.load(Ordering::SeqCst));
+}
+
+#[test]
+fn misspelt_argument_hint_reaches_the_outcome() {
+    let fixture = fixture(Answer::Allow);
+    let outcome = fixture.pipeline.run(RawCall::text(
+        "read",
+        r#"{"file_path": "a"}"#,
+        Surface::Chat,
+    ));
+    let rejection = outcome.rejection.unwrap();
+    assert_eq!(rejection.code, RejectCode::UnknownArgument);
+    assert_eq!(rejection.hint.as_deref(), Some("did you mean `path`?"));
+    assert_eq!(
+        rejection.details.len(),
+        2,
+        "unknown and missing are both reported"
+    );
+}
+
+#[test]
+fn unknown_tool_hint_names_a_visible_tool() {
+    let fixture = fixture(Answer::Allow);
+    let outcome = fixture
+        .pipeline
+        .run(RawCall::text("reed", "{}", Surface::Chat));
+    assert_eq!(
+        outcome.rejection.unwrap().hint.as_deref(),
+        Some("did you mean `read`?")
+    );
+}
+
+#[test]
+fn completed_outcomes_carry_evidence_without_values() {
+    let fixture = fixture(Answer::Allow);
+    let secret_path = "secret-dir/AKIAIOSFODNN7EXAMPLE.txt";
+    let outcome = fixture.pipeline.run(RawCall::text(
+        "read",
+        json!({ "path": secret_path }).to_string(),
+        Surface::Chat,
+    ));
+    assert_eq!(outcome.status, Status::Completed);
+    let evidence = &outcome.evidence;
+    assert_eq!(evidence.tool, "read");
+    assert_eq!(evidence.version.as_deref(), Some("1.0"));
+    assert_eq!(evidence.effect, Some(EffectClass::ReadOnly));
+    assert_eq!(evidence.argument_names, ["path"]);
+    assert!(evidence.argument_digest.is_some());
+    assert_eq!(evidence.policies, ["default-read-only"]);
+    assert!(evidence.durations_ns.contains_key("execute"));
+    // The output echoes the key-shaped path and the resources name it: both are redacted and
+    // counted.
+    assert_eq!(evidence.redactions, 2);
+    assert_eq!(evidence.resources, ["path:secret-dir/[REDACTED].txt"]);
+    let text = serde_json::to_string(&outcome).unwrap();
+    assert!(!text.contains("AKIAIOSFODNN7EXAMPLE"), "{text}");
+    assert!(
+        !text.contains("/work/project"),
+        "no absolute workspace path in the outcome"
+    );
+}
+
+#[test]
+fn explain_reports_each_stage_and_never_executes() {
+    let fixture = fixture(Answer::Allow);
+    let reports =
+        fixture
+            .pipeline
+            .explain(RawCall::text("write", r#"{"path": "a"}"#, Surface::Chat));
+    let decisions: Vec<(Stage, &str)> = reports.iter().map(|r| (r.stage, r.decision)).collect();
+    assert_eq!(
+        decisions,
+        [
+            (Stage::Normalize, "pass"),
+            (Stage::Resolve, "pass"),
+            (Stage::Validate, "pass"),
+            (Stage::Classify, "pass"),
+            (Stage::Authorize, "pass"),
+            (Stage::Approve, "ask"),
+            (Stage::Execute, "skip"),
+        ]
+    );
+    assert!(!fixture.recorder.entered.load(Ordering::SeqCst));
+    let reports =
+        fixture
+            .pipeline
+            .explain(RawCall::text("fetch", r#"{"path": "a"}"#, Surface::Chat));
+    assert_eq!(
+        reports.last().map(|r| (r.stage, r.decision)),
+        Some((Stage::Authorize, "reject"))
+    );
+}
