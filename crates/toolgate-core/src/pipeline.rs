@@ -404,6 +404,7 @@ impl Pipeline {
         }
         if let Value::Object(map) = &arguments {
             trace.argument_names = map.keys().cloned().collect();
+            trace.argument_names.sort_unstable();
         }
         Ok(Validated {
             invocation,

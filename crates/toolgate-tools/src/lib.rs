@@ -1,1 +1,182 @@
-//! placeholder
+//! toolgate's builtin workspace tools: `read_file`, `list_dir` and `search_text`.
+//!
+//! Each tool is a [`Builtin`]: the descriptor a model sees, the entry the operator starts from
+//! (read-only, in the `default` and `readonly` profiles) and the [`Executor`] that owns it. An
+//! executor checks its `path` argument twice: in stage 3 (`check`, so an escape is a
+//! `path_outside_workspace` rejection before anything runs) and again when it executes, since
+//! the file system may have changed in between. File contents are only ever read through the
+//! workspace's capability ([`Workspace::read_file`], [`Workspace::open_file`]); directory walks
+//! start from a checked directory and never follow links.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use toolgate_core::*;
+//! use toolgate_workspace::Workspace;
+//!
+//! let dir = tempfile::tempdir().unwrap();
+//! std::fs::write(dir.path().join("a.txt"), "alpha\n").unwrap();
+//! let workspace = Arc::new(Workspace::open(dir.path()).unwrap());
+//!
+//! let mut registry = RegistryBuilder::new();
+//! for tool in toolgate_tools::builtin(Arc::clone(&workspace)) {
+//!     registry.register(tool.descriptor, tool.entry, tool.executor).unwrap();
+//! }
+//! let registry = registry.build().unwrap();
+//! let mut policy = PolicyEngine::default_policy().unwrap();
+//! policy.prepare(&registry).unwrap();
+//! let pipeline = Pipeline::new(
+//!     Arc::new(registry),
+//!     Arc::new(policy),
+//!     Arc::new(HeadlessBroker),
+//!     WorkspaceId::new(&workspace.root().to_string_lossy()),
+//! );
+//!
+//! let read = pipeline.run(RawCall::text("read_file", r#"{"path": "a.txt"}"#, Surface::Chat));
+//! assert_eq!(read.output.unwrap()["content"], "alpha\n");
+//! let escape = pipeline.run(RawCall::text("read_file", r#"{"path": "../x"}"#, Surface::Chat));
+//! assert_eq!(escape.rejection.unwrap().code, RejectCode::PathOutsideWorkspace);
+//! ```
+
+mod list_dir;
+mod path_argument;
+mod read_file;
+mod search_text;
+mod walk;
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde_json::{Map, Value};
+use toolgate_core::registry::{DEFAULT_PROFILE, READONLY_PROFILE};
+use toolgate_core::{Descriptor, EffectClass, ExecContext, Executor, Limits, ToolEntry, ToolError};
+use toolgate_workspace::Workspace;
+
+pub use list_dir::ListDir;
+pub use read_file::ReadFile;
+pub use search_text::SearchText;
+
+/// One builtin tool: what the model sees, what the operator starts from, and who runs it.
+#[derive(Debug)]
+pub struct Builtin {
+    pub descriptor: Descriptor,
+    pub entry: ToolEntry,
+    pub executor: Arc<dyn Executor>,
+}
+
+/// Every builtin tool, over `workspace`.
+pub fn builtin(workspace: Arc<Workspace>) -> Vec<Builtin> {
+    vec![
+        read_file::builtin(Arc::clone(&workspace)),
+        list_dir::builtin(Arc::clone(&workspace)),
+        search_text::builtin(workspace),
+    ]
+}
+
+/// Wall time every builtin gets.
+const TIMEOUT_MS: u64 = 10_000;
+
+/// Room kept in `max_output_bytes` for everything around the bulk of an output (field names,
+/// the path, the digest), so that the bulk can be budgeted on its own.
+const ENVELOPE_BYTES: usize = 16 * 1024;
+
+/// A read-only entry in the `default` and `readonly` profiles.
+fn read_only_entry(name: &str, capability: &str, max_output_bytes: usize) -> ToolEntry {
+    let mut entry = ToolEntry::new(name, capability);
+    entry.effect = Some(EffectClass::ReadOnly);
+    entry.profiles = BTreeSet::from([DEFAULT_PROFILE.to_owned(), READONLY_PROFILE.to_owned()]);
+    entry.limits = Limits {
+        timeout_ms: TIMEOUT_MS,
+        max_output_bytes,
+        ..Limits::default()
+    };
+    entry
+}
+
+/// The error for an execution that stopped early: the deadline passed or the caller gave up.
+fn stopped(cx: &ExecContext) -> ToolError {
+    if Instant::now() >= cx.deadline() {
+        ToolError::new("timeout", "the tool ran out of time and stopped")
+    } else {
+        ToolError::new("cancelled", "the call was cancelled")
+    }
+}
+
+/// The bytes `text` takes as a JSON string, quotes included, as serde_json writes it. Output
+/// budgets count these, not raw bytes, since control characters grow sixfold when escaped.
+fn json_len(text: &str) -> usize {
+    2 + text
+        .chars()
+        .map(|c| match c {
+            '"' | '\\' | '\n' | '\r' | '\t' | '\u{8}' | '\u{c}' => 2,
+            c if u32::from(c) < 0x20 => 6,
+            c => c.len_utf8(),
+        })
+        .sum::<usize>()
+}
+
+fn u64_argument(arguments: &Map<String, Value>, name: &str) -> Option<u64> {
+    arguments.get(name).and_then(Value::as_u64)
+}
+
+fn bool_argument(arguments: &Map<String, Value>, name: &str) -> Option<bool> {
+    arguments.get(name).and_then(Value::as_bool)
+}
+
+/// `value` as a `usize`, saturating on 32-bit targets.
+fn to_usize(value: u64) -> usize {
+    usize::try_from(value).unwrap_or(usize::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use toolgate_core::{RegistryBuilder, ToolSchema};
+
+    #[test]
+    fn json_len_matches_serde_json() {
+        for text in [
+            "",
+            "plain",
+            "quote\"back\\slash",
+            "tab\tnl\n",
+            "\u{1}\u{1f}\u{7f}",
+            "日本",
+        ] {
+            let written = serde_json::to_string(text).unwrap();
+            assert_eq!(json_len(text), written.len(), "{text:?}");
+        }
+    }
+
+    #[test]
+    fn builtins_register_and_their_schemas_are_closed_and_described() {
+        let dir = tempfile::tempdir().unwrap();
+        let workspace = Arc::new(Workspace::open(dir.path()).unwrap());
+        let builtins = builtin(workspace);
+        let names: Vec<&str> = builtins.iter().map(|b| b.entry.name.as_str()).collect();
+        assert_eq!(names, ["read_file", "list_dir", "search_text"]);
+        let mut registry = RegistryBuilder::new();
+        for tool in builtins {
+            let schema = &tool.descriptor.input_schema;
+            assert_eq!(schema["additionalProperties"], false, "{}", tool.entry.name);
+            assert!(schema["required"].is_array());
+            for (name, property) in schema["properties"].as_object().unwrap() {
+                assert!(
+                    property["description"]
+                        .as_str()
+                        .is_some_and(|d| d.len() > 20),
+                    "{}.{name} needs a description",
+                    tool.entry.name
+                );
+            }
+            ToolSchema::compile(schema, &Default::default()).unwrap();
+            assert!(tool.entry.profiles.contains(READONLY_PROFILE));
+            assert_eq!(tool.entry.effect, Some(EffectClass::ReadOnly));
+            assert_eq!(tool.entry.limits.timeout_ms, 10_000);
+            registry
+                .register(tool.descriptor, tool.entry, tool.executor)
+                .unwrap();
+        }
+        registry.build().unwrap();
+    }
+}

@@ -1,1 +1,279 @@
-fn main() {}
+//! The `toolgate` command.
+//!
+//! `main` is `run(parse())` with explicit exit codes: 0 completed, 1 the tool failed, 2 the
+//! call was rejected or denied, 3 bad usage or configuration.
+
+mod approve;
+mod cli;
+mod config;
+mod gate;
+
+use std::io::Read;
+use std::path::Path;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::Parser;
+use serde_json::json;
+use toolgate_core::{NormalizeBounds, Outcome, RawArguments, RawCall, Status};
+
+use crate::cli::{CallArgs, Cli, Command, ToolsCommand};
+use crate::config::Config;
+use crate::gate::{Gate, open_workspace};
+
+const EXIT_COMPLETED: u8 = 0;
+const EXIT_FAILED: u8 = 1;
+const EXIT_REJECTED: u8 = 2;
+const EXIT_USAGE: u8 = 3;
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() {
+                EXIT_USAGE
+            } else {
+                EXIT_COMPLETED
+            });
+        }
+    };
+    match run(cli) {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            eprintln!("toolgate: {e:#}");
+            ExitCode::from(EXIT_USAGE)
+        }
+    }
+}
+
+fn run(cli: Cli) -> anyhow::Result<u8> {
+    match cli.command {
+        Command::Call(args) => call(&args),
+        Command::Explain(args) => explain(&args),
+        Command::Tools {
+            command:
+                ToolsCommand::List {
+                    profile,
+                    candidates,
+                    json,
+                    config,
+                },
+        } => tools_list(config.config.as_deref(), &profile, candidates, json),
+        Command::Check { config } => check(config.config.as_deref()),
+    }
+}
+
+fn raw_call(args: &CallArgs, bounds: &NormalizeBounds) -> anyhow::Result<RawCall> {
+    let arguments = if args.args == "-" {
+        // Read one byte more than the bound, so that stage 1 sees the excess and rejects it
+        // without toolgate holding an unbounded input in memory.
+        let limit = u64::try_from(bounds.max_argument_bytes)
+            .unwrap_or(u64::MAX)
+            .saturating_add(1);
+        let mut text = String::new();
+        std::io::stdin()
+            .lock()
+            .take(limit)
+            .read_to_string(&mut text)
+            .map_err(|e| anyhow::anyhow!("cannot read arguments from standard input: {e}"))?;
+        text
+    } else {
+        args.args.clone()
+    };
+    Ok(RawCall {
+        tool: args.tool.clone(),
+        arguments: RawArguments::Text(arguments),
+        surface: args.surface,
+        actor: args.actor.clone(),
+        profile: args.profile.clone(),
+        request_id: None,
+    })
+}
+
+fn call(args: &CallArgs) -> anyhow::Result<u8> {
+    let workspace = open_workspace(&args.workspace)?;
+    let gate = Gate::build(
+        Config::load(args.config.config.as_deref())?,
+        Arc::clone(&workspace),
+    )?;
+    let pipeline = gate.pipeline(&workspace, Arc::new(approve::TerminalBroker::new()));
+    let outcome = pipeline.run(raw_call(args, &gate.config.bounds())?);
+    print_outcome(&outcome, args.json)?;
+    Ok(match outcome.status {
+        Status::Completed => EXIT_COMPLETED,
+        Status::Failed => EXIT_FAILED,
+        Status::Rejected => EXIT_REJECTED,
+    })
+}
+
+fn print_outcome(outcome: &Outcome, as_json: bool) -> anyhow::Result<()> {
+    if as_json {
+        println!("{}", serde_json::to_string_pretty(outcome)?);
+        return Ok(());
+    }
+    match (&outcome.output, outcome.status) {
+        (Some(output), Status::Completed) => println!("{}", serde_json::to_string_pretty(output)?),
+        _ => eprintln!("toolgate: {}", outcome.summary()),
+    }
+    for unknown in &outcome.unknowns {
+        eprintln!("toolgate: unknown: {unknown}");
+    }
+    Ok(())
+}
+
+fn explain(args: &CallArgs) -> anyhow::Result<u8> {
+    let workspace = open_workspace(&args.workspace)?;
+    let gate = Gate::build(
+        Config::load(args.config.config.as_deref())?,
+        Arc::clone(&workspace),
+    )?;
+    // Explaining never asks anyone: the headless broker is never consulted by `explain`.
+    let pipeline = gate.pipeline(&workspace, Arc::new(toolgate_core::HeadlessBroker));
+    let reports = pipeline.explain(raw_call(args, &gate.config.bounds())?);
+    let rejected = reports.iter().any(|r| r.decision == "reject");
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&reports)?);
+    } else {
+        for report in &reports {
+            println!(
+                "{:<10} {:<7} {}",
+                report.stage.as_str(),
+                report.decision,
+                report.detail
+            );
+        }
+    }
+    Ok(if rejected {
+        EXIT_REJECTED
+    } else {
+        EXIT_COMPLETED
+    })
+}
+
+/// The registry as configured, over the current directory (listing runs nothing).
+fn registry_for_listing(config: Option<&Path>) -> anyhow::Result<Gate> {
+    let workspace = open_workspace(Path::new("."))?;
+    Ok(Gate::build(Config::load(config)?, workspace)?)
+}
+
+fn tools_list(
+    config: Option<&Path>,
+    profile: &str,
+    candidates: bool,
+    as_json: bool,
+) -> anyhow::Result<u8> {
+    let gate = registry_for_listing(config)?;
+    let registry = &gate.registry;
+    if !registry.profiles().contains(profile) {
+        eprintln!(
+            "toolgate: unknown profile `{profile}`; profiles: {}",
+            registry
+                .profiles()
+                .into_iter()
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        return Ok(EXIT_USAGE);
+    }
+    let visible: Vec<_> = registry.visible(profile).collect();
+    let hidden: Vec<_> = registry
+        .tools()
+        .filter(|t| !visible.iter().any(|v| Arc::ptr_eq(v, t)))
+        .collect();
+    if as_json {
+        let tool_json = |t: &toolgate_core::Tool, state: &str| {
+            json!({
+                "name": t.entry.name,
+                "version": t.entry.version.to_string(),
+                "state": state,
+                "effect": t.entry.effect(),
+                "description": t.description(),
+                "inputSchema": t.descriptor.input_schema,
+                "digest": t.digest,
+            })
+        };
+        let mut tools: Vec<_> = visible.iter().map(|t| tool_json(t, "visible")).collect();
+        if candidates {
+            tools.extend(
+                hidden
+                    .iter()
+                    .map(|t| tool_json(t, hidden_state(t, profile))),
+            );
+            tools.extend(registry.candidates().iter().map(|d| {
+                json!({"name": d.name, "state": "candidate", "description": d.description, "digest": d.digest()})
+            }));
+        }
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&json!({ "profile": profile, "tools": tools }))?
+        );
+        return Ok(EXIT_COMPLETED);
+    }
+    for tool in &visible {
+        println!(
+            "{:<14} {:<5} {:<13} {}",
+            tool.entry.name,
+            tool.entry.version.to_string(),
+            tool.entry.effect().as_str(),
+            first_line(tool.description())
+        );
+    }
+    if candidates {
+        for tool in &hidden {
+            println!(
+                "{:<14} {:<5} {:<13} [{}]",
+                tool.entry.name,
+                tool.entry.version.to_string(),
+                tool.entry.effect().as_str(),
+                hidden_state(tool, profile)
+            );
+        }
+        for descriptor in registry.candidates() {
+            println!(
+                "{:<14} {:<5} {:<13} [candidate: no registry entry]",
+                descriptor.name, "-", "-"
+            );
+        }
+    }
+    Ok(EXIT_COMPLETED)
+}
+
+fn hidden_state(tool: &toolgate_core::Tool, profile: &str) -> &'static str {
+    if !tool.entry.enabled {
+        "disabled"
+    } else if tool.is_stale() {
+        "stale"
+    } else if !tool.entry.profiles.contains(profile) {
+        "not in profile"
+    } else {
+        "unavailable"
+    }
+}
+
+fn first_line(text: &str) -> &str {
+    text.lines().next().unwrap_or_default()
+}
+
+fn check(config: Option<&Path>) -> anyhow::Result<u8> {
+    let gate = registry_for_listing(config)?;
+    println!("configuration: {}", gate.config.display_path());
+    println!("policies: {} loaded", gate.policy.len());
+    for profile in gate.registry.profiles() {
+        let names: Vec<&str> = gate
+            .registry
+            .visible(profile)
+            .map(|t| t.entry.name.as_str())
+            .collect();
+        println!(
+            "profile {profile}: {}",
+            if names.is_empty() {
+                "no tools".to_owned()
+            } else {
+                names.join(", ")
+            }
+        );
+    }
+    println!("ok");
+    Ok(EXIT_COMPLETED)
+}

@@ -1,0 +1,329 @@
+//! `read_file`: lines of a UTF-8 text file, with a digest of the whole file.
+//!
+//! The digest covers every byte of the file, not just the lines returned, so that a later
+//! compare-and-swap write can prove the model saw the file as it is.
+
+use std::sync::Arc;
+
+use serde_json::{Map, Value, json};
+use toolgate_core::{
+    Authorized, Classification, Descriptor, ExecContext, Executor, FieldError, ToolError,
+    ToolOutput, sha256_digest,
+};
+use toolgate_workspace::{PathKind, Workspace};
+
+use crate::{
+    Builtin, ENVELOPE_BYTES, json_len, path_argument, read_only_entry, stopped, to_usize,
+    u64_argument,
+};
+
+pub(crate) const NAME: &str = "read_file";
+
+/// Largest file read at all; larger ones are refused rather than read in part, since the
+/// digest must cover the whole file.
+pub const MAX_FILE_BYTES: u64 = 16 * 1024 * 1024;
+
+/// Most text returned by one call.
+pub const MAX_CONTENT_BYTES: usize = 256 * 1024;
+
+/// How often, in lines, the line loop looks at the clock.
+const STOP_CHECK_LINES: usize = 4096;
+
+const DESCRIPTION: &str = "Read a UTF-8 text file in the workspace. Use it to look at a file \
+once you know its path (find paths with `list_dir` or `search_text`); it refuses directories \
+and binary files. `path` is relative to the workspace root, e.g. `src/main.rs`; absolute paths, \
+`..` and `~` are refused. For a long file pass `offset` (the 1-based first line) and `limit` \
+(how many lines). In the result, `content` holds the lines with their line endings, \
+`total_lines` is the file's length in lines, and `truncated: true` means the text was cut at \
+256 KiB: call again with `offset` set to `offset + lines_returned`. `digest` is the SHA-256 of \
+the whole file; it changes when the file does. Files over 16 MiB are refused.";
+
+pub(crate) fn builtin(workspace: Arc<Workspace>) -> Builtin {
+    let schema = json!({
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "type": "object",
+        "properties": {
+            "path": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": 4096,
+                "description": "The file to read, relative to the workspace root (`src/main.rs`)."
+            },
+            "offset": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": 1_000_000_000u64,
+                "description": "The 1-based line to start at. Default 1."
+            },
+            "limit": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": 1_000_000_000u64,
+                "description": "The most lines to return. Default: every line up to 256 KiB of text."
+            }
+        },
+        "required": ["path"],
+        "additionalProperties": false
+    });
+    let mut descriptor = Descriptor::new(NAME, DESCRIPTION, schema);
+    descriptor.title = Some("Read a file".to_owned());
+    Builtin {
+        descriptor,
+        // Content is escaped as JSON; a file of control characters grows sixfold, so the
+        // output limit is generous and the content is budgeted against it as escaped text.
+        entry: read_only_entry(NAME, "workspace_read", 1024 * 1024),
+        executor: Arc::new(ReadFile { workspace }),
+    }
+}
+
+/// The executor for `read_file`.
+#[derive(Debug)]
+pub struct ReadFile {
+    workspace: Arc<Workspace>,
+}
+
+impl Executor for ReadFile {
+    fn check(&self, arguments: &Map<String, Value>) -> Vec<FieldError> {
+        path_argument::check(&self.workspace, arguments, "path")
+    }
+
+    fn classify(&self, arguments: &Map<String, Value>) -> Classification {
+        path_argument::classify(&self.workspace, arguments, "path")
+    }
+
+    fn execute(&self, call: &Authorized, cx: &ExecContext) -> Result<ToolOutput, ToolError> {
+        let arguments = call.arguments();
+        let resolved = path_argument::resolve(&self.workspace, arguments, "path")?;
+        let shown = resolved.rel.as_str();
+        match resolved.kind {
+            PathKind::File => {}
+            PathKind::Dir => {
+                return Err(ToolError::new(
+                    "is_a_directory",
+                    format!("`{shown}` is a directory; use `list_dir` to see what it holds"),
+                ));
+            }
+            PathKind::Symlink | PathKind::Other => {
+                return Err(ToolError::new(
+                    "not_a_file",
+                    format!("`{shown}` is not a regular file"),
+                ));
+            }
+        }
+        if resolved.len > MAX_FILE_BYTES {
+            return Err(too_large(shown, resolved.len));
+        }
+        if cx.should_stop() {
+            return Err(stopped(cx));
+        }
+        let (bytes, _) = self
+            .workspace
+            .read_file(&resolved.rel, MAX_FILE_BYTES + 1)
+            .map_err(path_argument::tool_error)?;
+        let read = u64::try_from(bytes.len()).unwrap_or(u64::MAX);
+        if read > MAX_FILE_BYTES {
+            // It grew between the size check and the read.
+            return Err(too_large(shown, read));
+        }
+        let digest = sha256_digest(&bytes);
+        if let Some(at) = bytes.iter().position(|b| *b == 0) {
+            return Err(ToolError::new(
+                "not_utf8",
+                format!("`{shown}` looks binary (a NUL byte at offset {at}); read_file reads text"),
+            ));
+        }
+        let text = std::str::from_utf8(&bytes).map_err(|e| {
+            ToolError::new(
+                "not_utf8",
+                format!(
+                    "`{shown}` is not UTF-8 text (invalid byte at offset {})",
+                    e.valid_up_to()
+                ),
+            )
+        })?;
+
+        let offset = u64_argument(arguments, "offset").unwrap_or(1).max(1);
+        let limit = u64_argument(arguments, "limit").map_or(usize::MAX, to_usize);
+        let total_lines = count_lines(text);
+        if offset > 1 && to_usize(offset) > total_lines {
+            return Err(ToolError::new(
+                "offset_out_of_range",
+                format!(
+                    "offset {offset} is past the end of `{shown}`, which has {total_lines} line(s)"
+                ),
+            ));
+        }
+        let budget = Budget {
+            raw: MAX_CONTENT_BYTES,
+            escaped: call
+                .limits()
+                .max_output_bytes
+                .saturating_sub(ENVELOPE_BYTES),
+        };
+        let (content, lines_returned, truncated) =
+            select_lines(text, to_usize(offset - 1), limit, budget, cx)?;
+        let output = json!({
+            "path": shown,
+            "content": content,
+            "offset": offset,
+            "lines_returned": lines_returned,
+            "total_lines": total_lines,
+            "digest": digest,
+            "truncated": truncated,
+        });
+        Ok(ToolOutput::new(output).truncated(truncated))
+    }
+}
+
+fn too_large(shown: &str, len: u64) -> ToolError {
+    ToolError::new(
+        "too_large",
+        format!(
+            "`{shown}` is {len} bytes; read_file reads files up to {MAX_FILE_BYTES} bytes — use \
+             `search_text` to find the part you need"
+        ),
+    )
+}
+
+/// Lines as `str::lines` counts them: a final line without a newline counts, an empty file has
+/// none.
+fn count_lines(text: &str) -> usize {
+    let newlines = text.bytes().filter(|b| *b == b'\n').count();
+    newlines + usize::from(!text.is_empty() && !text.ends_with('\n'))
+}
+
+/// How much content one call may return: raw bytes, and bytes once escaped as JSON.
+#[derive(Debug, Clone, Copy)]
+struct Budget {
+    raw: usize,
+    escaped: usize,
+}
+
+/// Up to `limit` lines from line index `skip`, within `budget`. Lines are whole unless the
+/// first one alone is over budget, in which case it is cut at a character boundary.
+fn select_lines(
+    text: &str,
+    skip: usize,
+    limit: usize,
+    budget: Budget,
+    cx: &ExecContext,
+) -> Result<(String, usize, bool), ToolError> {
+    let mut content = String::new();
+    let (mut raw, mut escaped) = (0usize, 2usize);
+    let mut returned = 0usize;
+    for (i, line) in text
+        .split_inclusive('\n')
+        .skip(skip)
+        .take(limit)
+        .enumerate()
+    {
+        if i % STOP_CHECK_LINES == 0 && cx.should_stop() {
+            return Err(stopped(cx));
+        }
+        let line_escaped = json_len(line) - 2;
+        if raw + line.len() > budget.raw || escaped + line_escaped > budget.escaped {
+            if returned == 0 {
+                // One line longer than the whole budget (minified code): return its start.
+                for c in line.chars() {
+                    let c_escaped = json_len(c.encode_utf8(&mut [0; 4])) - 2;
+                    if raw + c.len_utf8() > budget.raw || escaped + c_escaped > budget.escaped {
+                        break;
+                    }
+                    raw += c.len_utf8();
+                    escaped += c_escaped;
+                    content.push(c);
+                }
+                return Ok((content, 1, true));
+            }
+            return Ok((content, returned, true));
+        }
+        raw += line.len();
+        escaped += line_escaped;
+        content.push_str(line);
+        returned += 1;
+    }
+    Ok((content, returned, false))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicBool;
+    use std::time::Duration;
+
+    fn cx() -> ExecContext {
+        ExecContext::new(Duration::from_secs(60), Arc::new(AtomicBool::new(false)))
+    }
+
+    const WIDE: Budget = Budget {
+        raw: usize::MAX,
+        escaped: usize::MAX,
+    };
+
+    #[test]
+    fn lines_are_counted_like_str_lines() {
+        for text in ["", "a", "a\n", "a\nb", "a\nb\n", "\n", "\n\n", "a\r\nb\r\n"] {
+            assert_eq!(count_lines(text), text.lines().count(), "{text:?}");
+        }
+    }
+
+    #[test]
+    fn offset_and_limit_select_whole_lines() {
+        let text = "one\ntwo\r\nthree\nfour";
+        assert_eq!(
+            select_lines(text, 0, usize::MAX, WIDE, &cx()).unwrap(),
+            (text.to_owned(), 4, false)
+        );
+        assert_eq!(
+            select_lines(text, 1, 2, WIDE, &cx()).unwrap(),
+            ("two\r\nthree\n".to_owned(), 2, false)
+        );
+        assert_eq!(
+            select_lines(text, 3, 10, WIDE, &cx()).unwrap(),
+            ("four".to_owned(), 1, false)
+        );
+    }
+
+    #[test]
+    fn the_budget_cuts_at_a_line_boundary() {
+        let text = "aaaa\nbbbb\ncccc\n";
+        let budget = Budget {
+            raw: 12,
+            escaped: usize::MAX,
+        };
+        assert_eq!(
+            select_lines(text, 0, usize::MAX, budget, &cx()).unwrap(),
+            ("aaaa\nbbbb\n".to_owned(), 2, true)
+        );
+        // Escaped size counts too: each control character takes six bytes.
+        let controls = "\u{1}\u{1}\n\u{1}\u{1}\n";
+        let budget = Budget {
+            raw: usize::MAX,
+            escaped: 2 + 14,
+        };
+        assert_eq!(
+            select_lines(controls, 0, usize::MAX, budget, &cx()).unwrap(),
+            ("\u{1}\u{1}\n".to_owned(), 1, true)
+        );
+    }
+
+    #[test]
+    fn an_overlong_first_line_is_cut_at_a_char_boundary() {
+        let text = "ééééé\nnext\n";
+        let budget = Budget {
+            raw: 5,
+            escaped: usize::MAX,
+        };
+        assert_eq!(
+            select_lines(text, 0, usize::MAX, budget, &cx()).unwrap(),
+            ("éé".to_owned(), 1, true)
+        );
+    }
+
+    #[test]
+    fn a_stopped_context_stops() {
+        let cancelled = ExecContext::new(Duration::from_secs(60), Arc::new(AtomicBool::new(true)));
+        let error = select_lines("a\n", 0, 1, WIDE, &cancelled).unwrap_err();
+        assert_eq!(error.code, "cancelled");
+    }
+}

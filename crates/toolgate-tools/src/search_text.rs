@@ -1,0 +1,420 @@
+//! `search_text`: ripgrep's walker, matcher and searcher over the workspace.
+//!
+//! The walker lists candidate files; each is then opened through the workspace's capability,
+//! not by the path the walker saw, so a file swapped for a link mid-search cannot be read from
+//! outside. Binary files (a NUL byte) are skipped whole, even where a match came before the NUL.
+
+use std::io;
+use std::ops::ControlFlow;
+use std::sync::Arc;
+
+use grep_regex::{RegexMatcher, RegexMatcherBuilder};
+use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkMatch};
+use ignore::overrides::{Override, OverrideBuilder};
+use serde_json::{Map, Value, json};
+use toolgate_core::{
+    Authorized, Classification, Descriptor, ExecContext, Executor, FieldError, RejectCode,
+    ToolError, ToolOutput,
+};
+use toolgate_workspace::{PathKind, RelPath, Workspace};
+
+use crate::walk::{WalkOptions, walk};
+use crate::{
+    Builtin, ENVELOPE_BYTES, bool_argument, json_len, path_argument, read_only_entry, stopped,
+    to_usize, u64_argument,
+};
+
+pub(crate) const NAME: &str = "search_text";
+
+pub const DEFAULT_MAX_RESULTS: u64 = 100;
+/// Characters of a matching line returned.
+pub const MAX_LINE_CHARS: usize = 500;
+/// Files larger than this are skipped (and counted in the outcome's unknowns).
+pub const MAX_FILE_BYTES: u64 = 16 * 1024 * 1024;
+/// Bounds on the compiled regex, so a pattern cannot take unbounded memory.
+const REGEX_SIZE_LIMIT: usize = 10 * 1024 * 1024;
+/// The longest line the searcher buffers; a longer one is skipped as unreadable.
+const HEAP_LIMIT: usize = 16 * 1024 * 1024;
+
+const DESCRIPTION: &str = "Search the contents of the workspace's files for a string or a \
+regular expression, like ripgrep: files ignored by `.gitignore`, the `.git` directory and binary \
+files are skipped. Use it to find where something is defined or used; then use `read_file` with \
+an `offset` near the match to see the code around it. To find files by name, use `list_dir`. \
+`pattern` is a literal string unless `regex` is true (Rust regex syntax; a match never spans \
+lines). Matching ignores case unless `case_sensitive` is true. `path` narrows the search to a \
+file or directory relative to the workspace root; `glob` to file names matching it (`*.rs`, \
+`src/**/*.toml`, or `!*.md` to exclude). Each match has the file's `path`, the 1-based `line` \
+number and the line's `text` (cut at 500 characters). `files_searched` counts the files looked \
+at. `truncated: true` means there were more matches than returned: narrow `path`, `glob` or \
+`pattern`.";
+
+pub(crate) fn builtin(workspace: Arc<Workspace>) -> Builtin {
+    let schema = json!({
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "type": "object",
+        "properties": {
+            "pattern": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": 1000,
+                "description": "The text to find: a literal string, or a regular expression when `regex` is true."
+            },
+            "path": {
+                "type": "string",
+                "maxLength": 4096,
+                "description": "A file or directory to search, relative to the workspace root. Default: the whole workspace."
+            },
+            "regex": {
+                "type": "boolean",
+                "description": "Treat `pattern` as a regular expression (Rust syntax). Default false: a literal string."
+            },
+            "case_sensitive": {
+                "type": "boolean",
+                "description": "Match case exactly. Default false: `Foo` also finds `foo` and `FOO`."
+            },
+            "glob": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": 256,
+                "description": "Only search files whose path matches this glob (`*.rs`, `src/**/*.toml`); a leading `!` excludes instead."
+            },
+            "max_results": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": 1000,
+                "description": "The most matching lines to return. Default 100, at most 1000."
+            }
+        },
+        "required": ["pattern"],
+        "additionalProperties": false
+    });
+    let mut descriptor = Descriptor::new(NAME, DESCRIPTION, schema);
+    descriptor.title = Some("Search file contents".to_owned());
+    Builtin {
+        descriptor,
+        entry: read_only_entry(NAME, "workspace_search", 512 * 1024),
+        executor: Arc::new(SearchText { workspace }),
+    }
+}
+
+/// The executor for `search_text`.
+#[derive(Debug)]
+pub struct SearchText {
+    workspace: Arc<Workspace>,
+}
+
+impl SearchText {
+    fn matcher(arguments: &Map<String, Value>) -> Result<RegexMatcher, String> {
+        let pattern = arguments
+            .get("pattern")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let regex = bool_argument(arguments, "regex").unwrap_or(false);
+        let case_sensitive = bool_argument(arguments, "case_sensitive").unwrap_or(false);
+        RegexMatcherBuilder::new()
+            .fixed_strings(!regex)
+            .case_insensitive(!case_sensitive)
+            .line_terminator(Some(b'\n'))
+            .size_limit(REGEX_SIZE_LIMIT)
+            .dfa_size_limit(REGEX_SIZE_LIMIT)
+            .build(pattern)
+            .map_err(|e| one_line(&e.to_string()))
+    }
+
+    fn overrides(&self, arguments: &Map<String, Value>) -> Result<Option<Override>, String> {
+        let Some(glob) = arguments.get("glob").and_then(Value::as_str) else {
+            return Ok(None);
+        };
+        let mut builder = OverrideBuilder::new(self.workspace.root());
+        builder.add(glob).map_err(|e| one_line(&e.to_string()))?;
+        builder
+            .build()
+            .map(Some)
+            .map_err(|e| one_line(&e.to_string()))
+    }
+}
+
+/// The gist of a multi-line error (regex-syntax draws a caret diagram): its last line.
+fn one_line(message: &str) -> String {
+    let line = message
+        .lines()
+        .map(str::trim)
+        .rfind(|l| !l.is_empty())
+        .unwrap_or(message);
+    line.strip_prefix("error: ").unwrap_or(line).to_owned()
+}
+
+impl Executor for SearchText {
+    fn check(&self, arguments: &Map<String, Value>) -> Vec<FieldError> {
+        let mut errors = path_argument::check(&self.workspace, arguments, "path");
+        if let Err(reason) = Self::matcher(arguments) {
+            let regex = bool_argument(arguments, "regex").unwrap_or(false);
+            let message = if regex {
+                format!("not a valid regular expression: {reason}")
+            } else {
+                format!("cannot be searched for: {reason}")
+            };
+            errors.push(FieldError::new(
+                "/pattern",
+                RejectCode::ConstraintViolation,
+                message,
+            ));
+        }
+        if let Err(reason) = self.overrides(arguments) {
+            errors.push(FieldError::new(
+                "/glob",
+                RejectCode::ConstraintViolation,
+                format!("not a valid glob: {reason}"),
+            ));
+        }
+        errors
+    }
+
+    fn classify(&self, arguments: &Map<String, Value>) -> Classification {
+        path_argument::classify(&self.workspace, arguments, "path")
+    }
+
+    fn execute(&self, call: &Authorized, cx: &ExecContext) -> Result<ToolOutput, ToolError> {
+        let arguments = call.arguments();
+        let matcher = Self::matcher(arguments).map_err(|e| ToolError::new("invalid_pattern", e))?;
+        let overrides = self
+            .overrides(arguments)
+            .map_err(|e| ToolError::new("invalid_glob", e))?;
+        let resolved = path_argument::resolve(&self.workspace, arguments, "path")?;
+        let max_results =
+            to_usize(u64_argument(arguments, "max_results").unwrap_or(DEFAULT_MAX_RESULTS))
+                .min(call.limits().max_results)
+                .max(1);
+        let mut search = Search {
+            workspace: &self.workspace,
+            matcher,
+            searcher: SearcherBuilder::new()
+                .binary_detection(BinaryDetection::quit(0))
+                .line_number(true)
+                .heap_limit(Some(HEAP_LIMIT))
+                .build(),
+            max_results,
+            budget: call
+                .limits()
+                .max_output_bytes
+                .saturating_sub(ENVELOPE_BYTES),
+            used: 0,
+            matches: Vec::new(),
+            files_searched: 0,
+            skipped_large: 0,
+            skipped_unreadable: 0,
+            lines_cut: false,
+            truncated: false,
+            cx,
+        };
+        match resolved.kind {
+            PathKind::File => {
+                // One file: whether it filled the results is already in `search.truncated`.
+                let _ = search.file(&resolved.rel)?;
+            }
+            PathKind::Dir => {
+                let options = WalkOptions {
+                    depth: None,
+                    overrides,
+                };
+                let mut failure = None;
+                let summary = walk(
+                    &self.workspace,
+                    &resolved.target,
+                    &options,
+                    cx,
+                    |entry, rel| {
+                        if !entry.file_type().is_some_and(|t| t.is_file()) {
+                            return ControlFlow::Continue(());
+                        }
+                        if entry.metadata().is_ok_and(|m| m.len() > MAX_FILE_BYTES) {
+                            search.skipped_large += 1;
+                            return ControlFlow::Continue(());
+                        }
+                        match search.file(&rel) {
+                            Ok(ControlFlow::Continue(())) => ControlFlow::Continue(()),
+                            Ok(ControlFlow::Break(())) => ControlFlow::Break(()),
+                            Err(error) => {
+                                failure = Some(error);
+                                ControlFlow::Break(())
+                            }
+                        }
+                    },
+                )?;
+                if let Some(error) = failure {
+                    return Err(error);
+                }
+                search.skipped_unreadable += summary.unreadable + summary.unnamed;
+            }
+            PathKind::Symlink | PathKind::Other => {
+                return Err(ToolError::new(
+                    "not_a_file",
+                    format!(
+                        "`{}` is a {}; it cannot be searched",
+                        resolved.rel, resolved.kind
+                    ),
+                ));
+            }
+        }
+        Ok(search.finish(arguments))
+    }
+}
+
+/// One search in progress.
+struct Search<'a> {
+    workspace: &'a Workspace,
+    matcher: RegexMatcher,
+    searcher: Searcher,
+    max_results: usize,
+    /// Escaped bytes the matches may take, and have taken.
+    budget: usize,
+    used: usize,
+    matches: Vec<Value>,
+    files_searched: usize,
+    skipped_large: usize,
+    skipped_unreadable: usize,
+    lines_cut: bool,
+    truncated: bool,
+    cx: &'a ExecContext,
+}
+
+impl Search<'_> {
+    /// Searches one file; breaks when no more matches fit.
+    fn file(&mut self, rel: &RelPath) -> Result<ControlFlow<()>, ToolError> {
+        if self.cx.should_stop() {
+            return Err(stopped(self.cx));
+        }
+        let file = match self.workspace.open_file(rel) {
+            Ok(file) => file,
+            Err(_) => {
+                // Gone, unreadable, or swapped for something that leads out since the walk
+                // saw it: not this search's business, but not silently either.
+                self.skipped_unreadable += 1;
+                return Ok(ControlFlow::Continue(()));
+            }
+        };
+        if file.metadata().is_ok_and(|m| m.len() > MAX_FILE_BYTES) {
+            self.skipped_large += 1;
+            return Ok(ControlFlow::Continue(()));
+        }
+        self.files_searched += 1;
+        let mut sink = FileSink {
+            // One more than fits, to know whether anything was left out.
+            room: self.max_results.saturating_sub(self.matches.len()) + 1,
+            lines: Vec::new(),
+            binary: false,
+            stopped: false,
+            cx: self.cx,
+        };
+        if self
+            .searcher
+            .search_file(&self.matcher, &file, &mut sink)
+            .is_err()
+        {
+            self.skipped_unreadable += 1;
+            return Ok(ControlFlow::Continue(()));
+        }
+        if sink.stopped {
+            return Err(stopped(self.cx));
+        }
+        if sink.binary {
+            return Ok(ControlFlow::Continue(()));
+        }
+        for (line, text, cut) in sink.lines {
+            let cost = json_len(rel.as_str()) + json_len(&text) + 40;
+            if self.matches.len() == self.max_results || self.used + cost > self.budget {
+                self.truncated = true;
+                return Ok(ControlFlow::Break(()));
+            }
+            self.used += cost;
+            self.lines_cut |= cut;
+            self.matches
+                .push(json!({ "path": rel.as_str(), "line": line, "text": text }));
+        }
+        Ok(ControlFlow::Continue(()))
+    }
+
+    fn finish(self, arguments: &Map<String, Value>) -> ToolOutput {
+        let output = json!({
+            "pattern": arguments.get("pattern").cloned().unwrap_or(Value::Null),
+            "matches": self.matches,
+            "files_searched": self.files_searched,
+            "truncated": self.truncated,
+        });
+        let mut output = ToolOutput::new(output).truncated(self.truncated);
+        if self.skipped_large > 0 {
+            output.unknowns.push(format!(
+                "{} file(s) larger than {MAX_FILE_BYTES} bytes were not searched",
+                self.skipped_large
+            ));
+        }
+        if self.skipped_unreadable > 0 {
+            output.unknowns.push(format!(
+                "{} file(s) or entries could not be read and were not searched",
+                self.skipped_unreadable
+            ));
+        }
+        if self.lines_cut {
+            output.unknowns.push(format!(
+                "some matching lines were cut to {MAX_LINE_CHARS} characters"
+            ));
+        }
+        output
+    }
+}
+
+/// Collects one file's matching lines, so that a file found to be binary can be dropped whole.
+struct FileSink<'a> {
+    room: usize,
+    /// Line number, text, whether the text was cut.
+    lines: Vec<(u64, String, bool)>,
+    binary: bool,
+    stopped: bool,
+    cx: &'a ExecContext,
+}
+
+impl Sink for FileSink<'_> {
+    type Error = io::Error;
+
+    fn matched(&mut self, _: &Searcher, found: &SinkMatch<'_>) -> Result<bool, io::Error> {
+        if self.cx.should_stop() {
+            self.stopped = true;
+            return Ok(false);
+        }
+        let first = found.line_number().unwrap_or(0);
+        for (i, line) in found.lines().enumerate() {
+            if self.lines.len() >= self.room {
+                return Ok(false);
+            }
+            let text = String::from_utf8_lossy(line);
+            let text = text.trim_end_matches(['\n', '\r']);
+            let cut = text.chars().count() > MAX_LINE_CHARS;
+            let text: String = text.chars().take(MAX_LINE_CHARS).collect();
+            self.lines
+                .push((first + u64::try_from(i).unwrap_or(0), text, cut));
+        }
+        Ok(self.lines.len() < self.room)
+    }
+
+    fn binary_data(&mut self, _: &Searcher, _: u64) -> Result<bool, io::Error> {
+        self.binary = true;
+        Ok(false)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn regex_errors_fit_on_one_line() {
+        let arguments: Map<String, Value> =
+            serde_json::from_str(r#"{"pattern": "(unclosed", "regex": true}"#).unwrap();
+        let error = SearchText::matcher(&arguments).unwrap_err();
+        assert!(!error.contains('\n'), "{error}");
+        assert!(error.contains("unclosed"), "{error}");
+        let literal: Map<String, Value> =
+            serde_json::from_str(r#"{"pattern": "(unclosed"}"#).unwrap();
+        assert!(SearchText::matcher(&literal).is_ok());
+    }
+}

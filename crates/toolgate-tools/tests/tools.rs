@@ -1,0 +1,555 @@
+//! The three builtin tools driven through a real pipeline over a temporary workspace: what
+//! they return, and what never reaches them.
+
+#![cfg(test)]
+
+use std::fs;
+use std::os::unix::fs::symlink;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
+use serde_json::{Value, json};
+use toolgate_core::*;
+use toolgate_workspace::Workspace;
+
+/// A temporary directory with `ws/` (the workspace) and `outside/` beside it.
+struct Fixture {
+    dir: tempfile::TempDir,
+    pipeline: Pipeline,
+}
+
+impl Fixture {
+    fn new() -> Fixture {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path().join("ws");
+        let outside = dir.path().join("outside");
+        for sub in ["src/nested", "ignored", "docs", ".git", "sub"] {
+            fs::create_dir_all(ws.join(sub)).unwrap();
+        }
+        fs::create_dir_all(&outside).unwrap();
+        fs::write(ws.join("small.txt"), "Hello, world!\nsecond line\n").unwrap();
+        let ten: String = (1..=10).map(|i| format!("line {i}\n")).collect();
+        fs::write(ws.join("ten.txt"), ten).unwrap();
+        fs::write(ws.join("no_newline.txt"), "one\ntwo").unwrap();
+        fs::write(ws.join(".gitignore"), "ignored/\n*.log\n").unwrap();
+        fs::write(ws.join("ignored/hidden_match.txt"), "needle in ignored\n").unwrap();
+        fs::write(ws.join("build.log"), "needle in log\n").unwrap();
+        fs::write(ws.join(".git/config"), "needle in git\n").unwrap();
+        fs::write(ws.join(".env"), "needle in dotfile\n").unwrap();
+        fs::write(
+            ws.join("src/lib.rs"),
+            "pub fn answer() -> u32 {\n    42 // Needle\n}\n",
+        )
+        .unwrap();
+        fs::write(ws.join("src/nested/deep.rs"), "fn deep() {} // needle\n").unwrap();
+        fs::write(ws.join("docs/guide.md"), "A NEEDLE in the docs\n").unwrap();
+        fs::write(ws.join("binary.bin"), b"needle\0\x9f\x92\x96").unwrap();
+        fs::write(ws.join("latin1.txt"), b"caf\xe9\n").unwrap();
+        fs::write(outside.join("secret.txt"), "needle outside the workspace\n").unwrap();
+        symlink("small.txt", ws.join("link_in")).unwrap();
+        symlink(outside.join("secret.txt"), ws.join("link_out")).unwrap();
+        symlink("link_out", ws.join("link_chain")).unwrap();
+        symlink(&outside, ws.join("dir_out")).unwrap();
+        symlink("../outside", ws.join("rel_out")).unwrap();
+        symlink("..", ws.join("sub/up")).unwrap();
+        symlink("../../outside/secret.txt", ws.join("sub/deep_out")).unwrap();
+        let pipeline = pipeline(&ws);
+        Fixture { dir, pipeline }
+    }
+
+    fn ws(&self) -> std::path::PathBuf {
+        self.dir.path().join("ws")
+    }
+
+    fn run(&self, tool: &str, arguments: Value) -> Outcome {
+        self.pipeline
+            .run(RawCall::text(tool, arguments.to_string(), Surface::Chat))
+    }
+
+    /// The output of a call that must complete.
+    fn output(&self, tool: &str, arguments: Value) -> Value {
+        let outcome = self.run(tool, arguments.clone());
+        assert_eq!(
+            outcome.status,
+            Status::Completed,
+            "{tool} {arguments}: {}",
+            outcome.summary()
+        );
+        outcome.output.unwrap()
+    }
+
+    /// The error code of a call that must fail in the tool.
+    fn error(&self, tool: &str, arguments: Value) -> String {
+        let outcome = self.run(tool, arguments.clone());
+        assert_eq!(
+            outcome.status,
+            Status::Failed,
+            "{tool} {arguments}: {}",
+            outcome.summary()
+        );
+        outcome.error.unwrap().code
+    }
+
+    /// The rejection of a call that must be stopped before it runs.
+    fn rejection(&self, tool: &str, arguments: Value) -> Rejection {
+        let outcome = self.run(tool, arguments.clone());
+        assert!(
+            !outcome.evidence.durations_ns.contains_key("execute"),
+            "{tool} {arguments} was executed"
+        );
+        outcome
+            .rejection
+            .unwrap_or_else(|| panic!("{tool} {arguments} was not rejected"))
+    }
+}
+
+fn pipeline(root: &Path) -> Pipeline {
+    let workspace = Arc::new(Workspace::open(root).unwrap());
+    let mut builder = RegistryBuilder::new();
+    for tool in toolgate_tools::builtin(Arc::clone(&workspace)) {
+        builder
+            .register(tool.descriptor, tool.entry, tool.executor)
+            .unwrap();
+    }
+    let registry = builder.build().unwrap();
+    let mut policy = PolicyEngine::default_policy().unwrap();
+    policy.prepare(&registry).unwrap();
+    Pipeline::new(
+        Arc::new(registry),
+        Arc::new(policy),
+        Arc::new(HeadlessBroker),
+        WorkspaceId::new(&workspace.root().to_string_lossy()),
+    )
+}
+
+fn paths(matches_or_entries: &Value) -> Vec<&str> {
+    matches_or_entries
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["path"].as_str().unwrap())
+        .collect()
+}
+
+// read_file
+
+#[test]
+fn read_file_returns_content_and_a_digest_of_the_whole_file() {
+    let fx = Fixture::new();
+    let output = fx.output("read_file", json!({"path": "small.txt"}));
+    let bytes = fs::read(fx.ws().join("small.txt")).unwrap();
+    assert_eq!(output["path"], "small.txt");
+    assert_eq!(output["content"], "Hello, world!\nsecond line\n");
+    assert_eq!(output["offset"], 1);
+    assert_eq!(output["lines_returned"], 2);
+    assert_eq!(output["total_lines"], 2);
+    assert_eq!(output["digest"], sha256_digest(&bytes).as_str());
+    assert_eq!(output["truncated"], false);
+}
+
+#[test]
+fn read_file_offset_and_limit_select_lines_and_keep_the_whole_digest() {
+    let fx = Fixture::new();
+    let output = fx.output(
+        "read_file",
+        json!({"path": "ten.txt", "offset": 3, "limit": 2}),
+    );
+    assert_eq!(output["content"], "line 3\nline 4\n");
+    assert_eq!(output["offset"], 3);
+    assert_eq!(output["lines_returned"], 2);
+    assert_eq!(output["total_lines"], 10);
+    let bytes = fs::read(fx.ws().join("ten.txt")).unwrap();
+    assert_eq!(output["digest"], sha256_digest(&bytes).as_str());
+
+    let tail = fx.output("read_file", json!({"path": "ten.txt", "offset": 9}));
+    assert_eq!(tail["content"], "line 9\nline 10\n");
+    let last = fx.output("read_file", json!({"path": "no_newline.txt", "offset": 2}));
+    assert_eq!(last["content"], "two");
+    assert_eq!(last["total_lines"], 2);
+
+    assert_eq!(
+        fx.error("read_file", json!({"path": "ten.txt", "offset": 11})),
+        "offset_out_of_range"
+    );
+}
+
+#[test]
+fn read_file_truncates_at_256_kib_on_a_line_boundary() {
+    let fx = Fixture::new();
+    // 300 KiB of 100-byte lines.
+    let line = format!("{}\n", "x".repeat(99));
+    let text = line.repeat(3 * 1024);
+    fs::write(fx.ws().join("big.txt"), &text).unwrap();
+    let outcome = fx.run("read_file", json!({"path": "big.txt"}));
+    assert_eq!(outcome.status, Status::Completed);
+    assert!(outcome.evidence.truncated);
+    let output = outcome.output.unwrap();
+    let content = output["content"].as_str().unwrap();
+    assert_eq!(output["truncated"], true);
+    assert!(content.len() <= 256 * 1024);
+    assert!(content.len() > 250 * 1024);
+    assert!(content.ends_with('\n'));
+    assert_eq!(output["lines_returned"], content.len() / 100);
+    assert_eq!(output["total_lines"], 3 * 1024);
+    assert_eq!(output["digest"], sha256_digest(text.as_bytes()).as_str());
+}
+
+#[test]
+fn read_file_refuses_what_is_not_text() {
+    let fx = Fixture::new();
+    assert_eq!(
+        fx.error("read_file", json!({"path": "src"})),
+        "is_a_directory"
+    );
+    assert_eq!(
+        fx.error("read_file", json!({"path": "."})),
+        "is_a_directory"
+    );
+    assert_eq!(
+        fx.error("read_file", json!({"path": "binary.bin"})),
+        "not_utf8"
+    );
+    assert_eq!(
+        fx.error("read_file", json!({"path": "latin1.txt"})),
+        "not_utf8"
+    );
+    assert_eq!(
+        fx.error("read_file", json!({"path": "missing.txt"})),
+        "not_found"
+    );
+    assert_eq!(
+        fx.error("read_file", json!({"path": "small.txt/below"})),
+        "not_found"
+    );
+    let huge = fs::File::create(fx.ws().join("huge.txt")).unwrap();
+    huge.set_len(17 * 1024 * 1024).unwrap();
+    assert_eq!(
+        fx.error("read_file", json!({"path": "huge.txt"})),
+        "too_large"
+    );
+}
+
+#[test]
+fn read_file_follows_links_that_stay_inside_and_names_their_target() {
+    let fx = Fixture::new();
+    let outcome = fx.run("read_file", json!({"path": "link_in"}));
+    assert_eq!(outcome.status, Status::Completed, "{}", outcome.summary());
+    assert_eq!(
+        outcome.output.unwrap()["content"],
+        "Hello, world!\nsecond line\n"
+    );
+    // A policy about `small.txt` sees it even when it is reached through a link.
+    assert_eq!(
+        outcome.evidence.resources,
+        ["path:link_in", "path:small.txt"]
+    );
+}
+
+#[test]
+fn read_file_is_in_the_readonly_profile() {
+    let fx = Fixture::new();
+    let outcome = fx.pipeline.run(
+        RawCall::text("read_file", r#"{"path": "small.txt"}"#, Surface::Chat)
+            .in_profile("readonly"),
+    );
+    assert_eq!(outcome.status, Status::Completed, "{}", outcome.summary());
+}
+
+#[test]
+fn a_cancelled_call_stops_with_cancelled() {
+    let fx = Fixture::new();
+    for (tool, arguments) in [
+        ("read_file", json!({"path": "small.txt"})),
+        ("list_dir", json!({})),
+        ("search_text", json!({"pattern": "needle"})),
+    ] {
+        let outcome = fx.pipeline.run_cancellable(
+            RawCall::text(tool, arguments.to_string(), Surface::Chat),
+            Arc::new(AtomicBool::new(true)),
+        );
+        assert_eq!(outcome.status, Status::Failed, "{tool}");
+        assert_eq!(outcome.error.unwrap().code, "cancelled", "{tool}");
+    }
+}
+
+// list_dir
+
+#[test]
+fn list_dir_respects_gitignore_and_hides_git_but_shows_dotfiles() {
+    let fx = Fixture::new();
+    let output = fx.output("list_dir", json!({}));
+    assert_eq!(output["path"], ".");
+    assert_eq!(output["truncated"], false);
+    assert_eq!(
+        paths(&output["entries"]),
+        [
+            ".env",
+            ".gitignore",
+            "binary.bin",
+            "dir_out",
+            "docs",
+            "latin1.txt",
+            "link_chain",
+            "link_in",
+            "link_out",
+            "no_newline.txt",
+            "rel_out",
+            "small.txt",
+            "src",
+            "sub",
+            "ten.txt",
+        ]
+    );
+    let entries = output["entries"].as_array().unwrap();
+    let entry = |path: &str| entries.iter().find(|e| e["path"] == path).unwrap().clone();
+    assert_eq!(
+        entry("small.txt"),
+        json!({"path": "small.txt", "kind": "file", "size": 26})
+    );
+    assert_eq!(entry("src"), json!({"path": "src", "kind": "dir"}));
+    assert_eq!(
+        entry("dir_out"),
+        json!({"path": "dir_out", "kind": "symlink"})
+    );
+}
+
+#[test]
+fn list_dir_descends_to_depth_and_reports_workspace_paths() {
+    let fx = Fixture::new();
+    let output = fx.output("list_dir", json!({"path": "src", "depth": 2}));
+    assert_eq!(
+        paths(&output["entries"]),
+        ["src/lib.rs", "src/nested", "src/nested/deep.rs"]
+    );
+    let shallow = fx.output("list_dir", json!({"path": "./src/"}));
+    assert_eq!(paths(&shallow["entries"]), ["src/lib.rs", "src/nested"]);
+    // Links are listed, never followed: nothing from outside appears at any depth.
+    let everything = fx.output("list_dir", json!({"depth": 8}));
+    for path in paths(&everything["entries"]) {
+        assert!(!path.contains("secret"), "{path}");
+    }
+}
+
+#[test]
+fn list_dir_bounds_entries_and_lists_an_ignored_directory_named_explicitly() {
+    let fx = Fixture::new();
+    let output = fx.output("list_dir", json!({"max_entries": 2}));
+    assert_eq!(paths(&output["entries"]), [".env", ".gitignore"]);
+    assert_eq!(output["truncated"], true);
+
+    let ignored = fx.output("list_dir", json!({"path": "ignored"}));
+    assert_eq!(paths(&ignored["entries"]), ["ignored/hidden_match.txt"]);
+
+    assert_eq!(
+        fx.error("list_dir", json!({"path": "small.txt"})),
+        "not_a_directory"
+    );
+    assert_eq!(fx.error("list_dir", json!({"path": "nope"})), "not_found");
+}
+
+// search_text
+
+#[test]
+fn search_text_finds_literals_ignoring_case_and_skips_ignored_git_and_binary_files() {
+    let fx = Fixture::new();
+    let output = fx.output("search_text", json!({"pattern": "needle"}));
+    assert_eq!(output["pattern"], "needle");
+    assert_eq!(output["truncated"], false);
+    assert_eq!(
+        output["matches"],
+        json!([
+            {"path": ".env", "line": 1, "text": "needle in dotfile"},
+            {"path": "docs/guide.md", "line": 1, "text": "A NEEDLE in the docs"},
+            {"path": "src/lib.rs", "line": 2, "text": "    42 // Needle"},
+            {"path": "src/nested/deep.rs", "line": 1, "text": "fn deep() {} // needle"},
+        ])
+    );
+    assert!(output["files_searched"].as_u64().unwrap() >= 5);
+}
+
+#[test]
+fn search_text_options_narrow_the_search() {
+    let fx = Fixture::new();
+    let sensitive = fx.output(
+        "search_text",
+        json!({"pattern": "Needle", "case_sensitive": true}),
+    );
+    assert_eq!(paths(&sensitive["matches"]), ["src/lib.rs"]);
+
+    let regex = fx.output(
+        "search_text",
+        json!({"pattern": r"fn \w+\(\)", "regex": true}),
+    );
+    assert_eq!(
+        paths(&regex["matches"]),
+        ["src/lib.rs", "src/nested/deep.rs"]
+    );
+    let literal = fx.output("search_text", json!({"pattern": r"fn \w+\(\)"}));
+    assert_eq!(paths(&literal["matches"]), Vec::<&str>::new());
+
+    let glob = fx.output("search_text", json!({"pattern": "needle", "glob": "*.md"}));
+    assert_eq!(paths(&glob["matches"]), ["docs/guide.md"]);
+    let excluded = fx.output("search_text", json!({"pattern": "needle", "glob": "!*.rs"}));
+    assert_eq!(paths(&excluded["matches"]), [".env", "docs/guide.md"]);
+
+    let under = fx.output(
+        "search_text",
+        json!({"pattern": "needle", "path": "src/nested"}),
+    );
+    assert_eq!(paths(&under["matches"]), ["src/nested/deep.rs"]);
+    let one_file = fx.output(
+        "search_text",
+        json!({"pattern": "needle", "path": "src/lib.rs"}),
+    );
+    assert_eq!(paths(&one_file["matches"]), ["src/lib.rs"]);
+    assert_eq!(one_file["files_searched"], 1);
+
+    let bounded = fx.output(
+        "search_text",
+        json!({"pattern": "needle", "max_results": 2}),
+    );
+    assert_eq!(paths(&bounded["matches"]), [".env", "docs/guide.md"]);
+    assert_eq!(bounded["truncated"], true);
+}
+
+#[test]
+fn search_text_cuts_long_lines() {
+    let fx = Fixture::new();
+    fs::write(
+        fx.ws().join("long.txt"),
+        format!("needle{}\n", "é".repeat(1000)),
+    )
+    .unwrap();
+    let output = fx.output(
+        "search_text",
+        json!({"pattern": "needle", "path": "long.txt"}),
+    );
+    let text = output["matches"][0]["text"].as_str().unwrap();
+    assert_eq!(text.chars().count(), 500);
+}
+
+#[test]
+fn search_text_rejects_bad_patterns_and_globs_before_running() {
+    let fx = Fixture::new();
+    let rejection = fx.rejection(
+        "search_text",
+        json!({"pattern": "(unclosed", "regex": true}),
+    );
+    assert_eq!(rejection.code, RejectCode::ConstraintViolation);
+    assert_eq!(rejection.stage, Stage::Validate);
+    assert_eq!(rejection.details[0].pointer, "/pattern");
+
+    let rejection = fx.rejection("search_text", json!({"pattern": "a", "glob": "[unclosed"}));
+    assert_eq!(rejection.code, RejectCode::ConstraintViolation);
+    assert_eq!(rejection.details[0].pointer, "/glob");
+}
+
+// Hostile paths
+
+#[test]
+fn hostile_paths_are_rejected_at_validate_for_every_tool() {
+    let fx = Fixture::new();
+    let outside = [
+        "../x",
+        "../outside/secret.txt",
+        "src/../../outside/secret.txt",
+        "src/../small.txt",
+        "/etc/passwd",
+        "//etc/passwd",
+        "%2e%2e/x",
+        "%2E%2E%2Foutside",
+        "..%2foutside",
+        "%252e%252e%252foutside",
+        "%c0%ae%c0%ae/outside",
+        "..\\outside\\secret.txt",
+        "．．/outside",
+        "．．\\outside",
+        "..／outside",
+        "\u{2024}\u{2024}/outside",
+        "\u{2025}/outside",
+        "C:\\Windows\\win.ini",
+        "c:/windows",
+        "\\\\server\\share",
+        "~/.ssh/id_rsa",
+        "file:///etc/passwd",
+        "link_out",
+        "link_chain",
+        "dir_out",
+        "dir_out/secret.txt",
+        "rel_out/secret.txt",
+        "sub/deep_out",
+        "sub/up/../outside",
+    ];
+    let invalid = ["a\u{0}b", "small.txt\u{0}.png", "a\u{1b}[2J", "a%00b"];
+    for tool in ["read_file", "list_dir", "search_text"] {
+        let arguments = |path: &str| match tool {
+            "search_text" => json!({"pattern": "needle", "path": path}),
+            _ => json!({"path": path}),
+        };
+        for path in outside {
+            let rejection = fx.rejection(tool, arguments(path));
+            assert_eq!(
+                (rejection.stage, rejection.code),
+                (Stage::Validate, RejectCode::PathOutsideWorkspace),
+                "{tool} `{path}`: {rejection}"
+            );
+            assert_eq!(rejection.details[0].pointer, "/path");
+        }
+        for path in invalid {
+            let rejection = fx.rejection(tool, arguments(path));
+            assert_eq!(
+                (rejection.stage, rejection.code),
+                (Stage::Validate, RejectCode::ConstraintViolation),
+                "{tool} `{}`: {rejection}",
+                path.escape_debug()
+            );
+        }
+    }
+}
+
+#[test]
+fn a_symlink_escape_is_explained() {
+    let fx = Fixture::new();
+    let rejection = fx.rejection("read_file", json!({"path": "dir_out/secret.txt"}));
+    assert!(
+        rejection.message.contains("`dir_out` is a symbolic link"),
+        "{}",
+        rejection.message
+    );
+    assert!(
+        rejection
+            .hint
+            .unwrap()
+            .contains("relative to the workspace root")
+    );
+}
+
+#[test]
+fn a_misspelt_argument_gets_a_suggestion() {
+    let fx = Fixture::new();
+    let rejection = fx.rejection("read_file", json!({"file_path": "small.txt"}));
+    assert_eq!(rejection.code, RejectCode::UnknownArgument);
+    assert_eq!(rejection.stage, Stage::Validate);
+    assert_eq!(rejection.hint.as_deref(), Some("did you mean `path`?"));
+}
+
+#[test]
+fn out_of_range_arguments_are_rejected_by_the_schema() {
+    let fx = Fixture::new();
+    for (tool, arguments) in [
+        ("read_file", json!({"path": "small.txt", "offset": 0})),
+        ("read_file", json!({"path": "small.txt", "limit": -1})),
+        ("list_dir", json!({"depth": 9})),
+        ("list_dir", json!({"max_entries": 0})),
+        ("search_text", json!({"pattern": ""})),
+        ("search_text", json!({"pattern": "a", "max_results": 1001})),
+    ] {
+        let rejection = fx.rejection(tool, arguments.clone());
+        assert_eq!(
+            rejection.code,
+            RejectCode::ConstraintViolation,
+            "{tool} {arguments}"
+        );
+    }
+}

@@ -1,0 +1,259 @@
+//! `toolgate.toml`: the operator's registry entries, profiles, policy file and bounds.
+//!
+//! Parsing is strict. An unknown key, an unknown tool, a profile naming a tool that does not
+//! exist, or the same tool twice is an error that names the file and line; toolgate refuses
+//! to start rather than guess. With no configuration at all the defaults apply, and they are
+//! safe: builtin read-only tools only, the default policy, approvals refused headlessly.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use thiserror::Error;
+use toml::Spanned;
+use toolgate_core::{ApprovalMode, EffectClass, NormalizeBounds, Surface, Version};
+
+/// A configuration problem, located in its file.
+#[derive(Debug, Error)]
+#[error("{file}:{line}: {message}")]
+pub struct ConfigError {
+    pub file: String,
+    pub line: usize,
+    pub message: String,
+}
+
+/// The file as written.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigFile {
+    /// An operator's Cedar policy file, relative to this file.
+    pub policy: Option<Spanned<String>>,
+    /// Whether the built-in default policy is loaded alongside the operator's (default true).
+    pub default_policy: Option<bool>,
+    #[serde(default)]
+    pub limits: BoundsSection,
+    #[serde(default, rename = "tool")]
+    pub tools: Vec<Spanned<ToolSection>>,
+    #[serde(default)]
+    pub profiles: BTreeMap<Spanned<String>, ProfileSection>,
+}
+
+/// Bounds on requests, before anything is parsed.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BoundsSection {
+    pub max_name_bytes: Option<usize>,
+    pub max_argument_bytes: Option<usize>,
+    pub max_depth: Option<usize>,
+}
+
+/// One `[[tool]]`: changes to a known tool's registry entry.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolSection {
+    pub name: Spanned<String>,
+    pub enabled: Option<bool>,
+    pub version: Option<Version>,
+    pub capability: Option<String>,
+    pub effect: Option<EffectClass>,
+    pub surfaces: Option<BTreeSet<Surface>>,
+    pub profiles: Option<BTreeSet<String>>,
+    pub approval: Option<ApprovalMode>,
+    pub description: Option<String>,
+    pub timeout_ms: Option<u64>,
+    pub max_output_bytes: Option<usize>,
+    pub max_results: Option<usize>,
+}
+
+/// One `[profiles.NAME]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProfileSection {
+    /// Tools added to this profile.
+    #[serde(default)]
+    pub tools: Vec<Spanned<String>>,
+}
+
+/// A loaded configuration, with where it came from.
+#[derive(Debug, Default)]
+pub struct Config {
+    /// The file, or `None` when running on defaults.
+    pub path: Option<PathBuf>,
+    pub file: ConfigFile,
+    text: String,
+}
+
+impl Config {
+    /// `--config F` if given; else the user's `toolgate/toolgate.toml` in the XDG config
+    /// directory if it exists; else the defaults.
+    pub fn load(explicit: Option<&Path>) -> Result<Config, ConfigError> {
+        let path = match explicit {
+            Some(path) => Some(path.to_owned()),
+            None => user_config_path().filter(|p| p.is_file()),
+        };
+        let Some(path) = path else {
+            return Ok(Config::default());
+        };
+        let text = std::fs::read_to_string(&path).map_err(|e| ConfigError {
+            file: path.display().to_string(),
+            line: 0,
+            message: format!("cannot read the configuration: {e}"),
+        })?;
+        Config::parse(&path, text)
+    }
+
+    /// Parses `text` as the file at `path`.
+    pub fn parse(path: &Path, text: String) -> Result<Config, ConfigError> {
+        let file: ConfigFile = toml::from_str(&text).map_err(|e| ConfigError {
+            file: path.display().to_string(),
+            line: e.span().map_or(0, |span| line_of(&text, span.start)),
+            message: e.message().trim().to_owned(),
+        })?;
+        let config = Config {
+            path: Some(path.to_owned()),
+            file,
+            text,
+        };
+        config.check_duplicates()?;
+        Ok(config)
+    }
+
+    /// An error at `span` in this file.
+    pub fn error_at(&self, span: Range<usize>, message: impl Into<String>) -> ConfigError {
+        ConfigError {
+            file: self.display_path(),
+            line: line_of(&self.text, span.start),
+            message: message.into(),
+        }
+    }
+
+    /// An error about the file as a whole.
+    pub fn error(&self, message: impl Into<String>) -> ConfigError {
+        ConfigError {
+            file: self.display_path(),
+            line: 0,
+            message: message.into(),
+        }
+    }
+
+    pub fn display_path(&self) -> String {
+        self.path
+            .as_ref()
+            .map_or_else(|| "<defaults>".to_owned(), |p| p.display().to_string())
+    }
+
+    /// The operator's policy file, resolved against the configuration's directory.
+    pub fn policy_path(&self) -> Option<(PathBuf, Range<usize>)> {
+        let policy = self.file.policy.as_ref()?;
+        let relative = Path::new(policy.get_ref());
+        let base = self
+            .path
+            .as_ref()
+            .and_then(|p| p.parent())
+            .unwrap_or(Path::new("."));
+        Some((base.join(relative), policy.span()))
+    }
+
+    /// Whether the built-in default policy applies.
+    pub fn default_policy(&self) -> bool {
+        self.file.default_policy.unwrap_or(true)
+    }
+
+    /// Normalize bounds: the defaults, overridden where the file says so.
+    pub fn bounds(&self) -> NormalizeBounds {
+        let mut bounds = NormalizeBounds::default();
+        let limits = &self.file.limits;
+        if let Some(v) = limits.max_name_bytes {
+            bounds.max_name_bytes = v;
+        }
+        if let Some(v) = limits.max_argument_bytes {
+            bounds.max_argument_bytes = v;
+        }
+        if let Some(v) = limits.max_depth {
+            bounds.max_depth = v;
+        }
+        bounds
+    }
+
+    fn check_duplicates(&self) -> Result<(), ConfigError> {
+        let mut seen = BTreeSet::new();
+        for tool in &self.file.tools {
+            let name = &tool.get_ref().name;
+            if !seen.insert(name.get_ref().as_str()) {
+                return Err(self.error_at(
+                    name.span(),
+                    format!("tool `{}` is configured twice", name.get_ref()),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn user_config_path() -> Option<PathBuf> {
+    let base = std::env::var_os("XDG_CONFIG_HOME")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".config")))?;
+    Some(base.join("toolgate").join("toolgate.toml"))
+}
+
+/// The 1-based line holding byte `offset` of `text`.
+fn line_of(text: &str, offset: usize) -> usize {
+    text.get(..offset).unwrap_or(text).matches('\n').count() + 1
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Config, ConfigError> {
+        Config::parse(Path::new("t.toml"), text.to_owned())
+    }
+
+    #[test]
+    fn empty_file_is_the_defaults() {
+        let config = parse("").unwrap();
+        assert!(config.file.tools.is_empty());
+        assert!(config.default_policy());
+        assert!(
+            Config::default().default_policy(),
+            "no file at all means the default policy"
+        );
+        assert_eq!(config.bounds(), NormalizeBounds::default());
+    }
+
+    #[test]
+    fn errors_name_file_and_line() {
+        let cases = [
+            ("\n\nbogus = 1\n", 3, "unknown field `bogus`"),
+            (
+                "[[tool]]\nname = \"read_file\"\nenabeld = false\n",
+                3,
+                "unknown field `enabeld`",
+            ),
+            (
+                "[[tool]]\nname = \"a\"\n[[tool]]\nname = \"a\"\n",
+                4,
+                "configured twice",
+            ),
+            (
+                "[[tool]]\nname = \"a\"\neffect = \"dangerous\"\n",
+                3,
+                "unknown variant",
+            ),
+            ("[limits]\nmax_depth = \"deep\"\n", 2, "invalid type"),
+            ("x = [\n", 1, "unclosed array"),
+        ];
+        for (text, line, needle) in cases {
+            let error = parse(text).unwrap_err();
+            assert_eq!(error.line, line, "{text:?}: {error}");
+            assert!(
+                error.to_string().starts_with(&format!("t.toml:{line}: ")),
+                "{error}"
+            );
+            assert!(error.message.contains(needle), "{text:?}: {error}");
+        }
+    }
+}

@@ -1,0 +1,186 @@
+//! Wiring: configuration + builtin tools + policy + approval channel → a [`Pipeline`].
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::sync::Arc;
+
+use toolgate_core::{
+    ApprovalBroker, Descriptor, PolicyEngine, Registry, RegistryBuilder, ToolEntry, WorkspaceId,
+    policy::DEFAULT_POLICY,
+};
+use toolgate_tools::Builtin;
+use toolgate_workspace::Workspace;
+
+use crate::config::{Config, ConfigError};
+
+/// Everything configured, before a workspace is chosen.
+#[derive(Debug)]
+pub struct Gate {
+    pub config: Config,
+    pub registry: Arc<Registry>,
+    pub policy: Arc<PolicyEngine>,
+}
+
+impl Gate {
+    /// Loads and checks the configuration and policy; builds the registry over `workspace`.
+    pub fn build(config: Config, workspace: Arc<Workspace>) -> Result<Gate, ConfigError> {
+        let registry = build_registry(&config, toolgate_tools::builtin(workspace))?;
+        let mut policy = load_policy(&config)?;
+        policy
+            .prepare(&registry)
+            .map_err(|e| config.error(e.to_string()))?;
+        Ok(Gate {
+            config,
+            registry: Arc::new(registry),
+            policy: Arc::new(policy),
+        })
+    }
+
+    /// The pipeline for `workspace`, asking `broker` for approvals.
+    pub fn pipeline(
+        &self,
+        workspace: &Workspace,
+        broker: Arc<dyn ApprovalBroker>,
+    ) -> toolgate_core::Pipeline {
+        toolgate_core::Pipeline::new(
+            Arc::clone(&self.registry),
+            Arc::clone(&self.policy),
+            broker,
+            WorkspaceId::new(&workspace.root().to_string_lossy()),
+        )
+        .with_bounds(self.config.bounds())
+    }
+}
+
+/// Applies the configuration's `[[tool]]` and `[profiles]` sections to the builtin entries.
+fn build_registry(config: &Config, builtins: Vec<Builtin>) -> Result<Registry, ConfigError> {
+    let known: BTreeSet<String> = builtins.iter().map(|b| b.entry.name.clone()).collect();
+    let mut entries: Vec<(Descriptor, ToolEntry, Arc<dyn toolgate_core::Executor>)> = builtins
+        .into_iter()
+        .map(|b| (b.descriptor, b.entry, b.executor))
+        .collect();
+
+    for section in &config.file.tools {
+        let section = section.get_ref();
+        let name = section.name.get_ref();
+        let Some((_, entry, _)) = entries.iter_mut().find(|(_, e, _)| e.name == *name) else {
+            return Err(config.error_at(
+                section.name.span(),
+                format!("unknown tool `{name}`; known tools: {}", list(&known)),
+            ));
+        };
+        apply(section, entry);
+    }
+
+    for (profile, section) in &config.file.profiles {
+        if profile.get_ref() == toolgate_core::registry::DEFAULT_PROFILE {
+            return Err(config.error_at(
+                profile.span(),
+                "the `default` profile is defined by each tool's `profiles`; it cannot be redefined",
+            ));
+        }
+        for tool in &section.tools {
+            let Some((_, entry, _)) = entries
+                .iter_mut()
+                .find(|(_, e, _)| e.name == *tool.get_ref())
+            else {
+                return Err(config.error_at(
+                    tool.span(),
+                    format!(
+                        "profile `{}` names unknown tool `{}`; known tools: {}",
+                        profile.get_ref(),
+                        tool.get_ref(),
+                        list(&known)
+                    ),
+                ));
+            };
+            entry.profiles.insert(profile.get_ref().clone());
+        }
+    }
+
+    let mut builder = RegistryBuilder::new();
+    for (descriptor, entry, executor) in entries {
+        builder
+            .register(descriptor, entry, executor)
+            .map_err(|e| config.error(e.to_string()))?;
+    }
+    builder.build().map_err(|e| config.error(e.to_string()))
+}
+
+fn apply(section: &crate::config::ToolSection, entry: &mut ToolEntry) {
+    if let Some(v) = section.enabled {
+        entry.enabled = v;
+    }
+    if let Some(v) = section.version {
+        entry.version = v;
+    }
+    if let Some(v) = &section.capability {
+        entry.capability.clone_from(v);
+    }
+    if let Some(v) = section.effect {
+        entry.effect = Some(v);
+    }
+    if let Some(v) = &section.surfaces {
+        entry.surfaces.clone_from(v);
+    }
+    if let Some(v) = &section.profiles {
+        entry.profiles.clone_from(v);
+    }
+    if let Some(v) = section.approval {
+        entry.approval = v;
+    }
+    if let Some(v) = &section.description {
+        entry.description = Some(v.clone());
+    }
+    if let Some(v) = section.timeout_ms {
+        entry.limits.timeout_ms = v;
+    }
+    if let Some(v) = section.max_output_bytes {
+        entry.limits.max_output_bytes = v;
+    }
+    if let Some(v) = section.max_results {
+        entry.limits.max_results = v;
+    }
+}
+
+/// The default policy (unless turned off) and the operator's file. A policy file that cannot
+/// be read or parsed stops toolgate from starting.
+fn load_policy(config: &Config) -> Result<PolicyEngine, ConfigError> {
+    let mut sources: Vec<(String, String)> = Vec::new();
+    if config.default_policy() {
+        sources.push(("<default policy>".to_owned(), DEFAULT_POLICY.to_owned()));
+    }
+    if let Some((path, span)) = config.policy_path() {
+        let text = std::fs::read_to_string(&path).map_err(|e| {
+            config.error_at(
+                span,
+                format!("cannot read policy file `{}`: {e}", path.display()),
+            )
+        })?;
+        sources.push((path.display().to_string(), text));
+    }
+    let borrowed: Vec<(&str, &str)> = sources
+        .iter()
+        .map(|(name, text)| (name.as_str(), text.as_str()))
+        .collect();
+    PolicyEngine::from_sources(&borrowed).map_err(|e| ConfigError {
+        file: config.display_path(),
+        line: 0,
+        message: format!("bad policy: {e}"),
+    })
+}
+
+fn list(names: &BTreeSet<String>) -> String {
+    names
+        .iter()
+        .map(|n| format!("`{n}`"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Opens `root` as a workspace, as a configuration-level error.
+pub fn open_workspace(root: &Path) -> Result<Arc<Workspace>, anyhow::Error> {
+    Workspace::open(root)
+        .map(Arc::new)
+        .map_err(|e| anyhow::anyhow!("workspace `{}`: {e}", root.display()))
+}

@@ -1,0 +1,412 @@
+//! The real `toolgate` binary, driven as a user would: exit codes, outcomes, configuration
+//! errors, and the shared hostile-input corpus.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
+
+#[path = "../../../tests/support/fixture.rs"]
+mod fixture;
+
+use std::fs;
+use std::path::Path;
+
+use assert_cmd::Command;
+use serde_json::Value;
+
+use fixture::{Fixture, corpus};
+
+fn toolgate() -> Command {
+    let mut cmd = Command::cargo_bin("toolgate").unwrap();
+    // Keep the user's own configuration out of the tests.
+    cmd.env("XDG_CONFIG_HOME", "/nonexistent-toolgate-test-config");
+    cmd
+}
+
+/// Runs `toolgate call --json`; arguments too long for argv go through standard input.
+fn call(ws: &Path, tool: &str, args: &str, extra: &[&str]) -> (i32, Value, String) {
+    let mut cmd = toolgate();
+    cmd.args(["call", "--json", "--workspace"])
+        .arg(ws)
+        .args(["--tool", tool]);
+    if args.len() > 64 * 1024 {
+        cmd.args(["--args", "-"]).write_stdin(args.to_owned());
+    } else {
+        cmd.args(["--args", args]);
+    }
+    let output = cmd.args(extra).output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout).to_string();
+    let outcome = serde_json::from_str(&stdout).unwrap_or(Value::Null);
+    (
+        output.status.code().unwrap_or(-1),
+        outcome,
+        String::from_utf8_lossy(&output.stderr).to_string(),
+    )
+}
+
+#[test]
+fn hostile_corpus_through_the_binary() {
+    let fx = Fixture::new();
+    let ws = fx.workspace();
+    for row in corpus() {
+        let mut extra = vec![
+            "--surface".to_owned(),
+            row.surface.clone(),
+            "--profile".to_owned(),
+            row.profile.clone(),
+        ];
+        if let Some(config) = fx.config(&row.config) {
+            extra.push("--config".to_owned());
+            extra.push(config.display().to_string());
+        }
+        let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
+        // argv cannot carry a NUL byte; the corpus's NUL rows use JSON escapes or are library-only.
+        if row.tool.contains('\0') {
+            continue;
+        }
+        let (code, outcome, stderr) = call(&ws, &row.tool, &row.args, &extra);
+        let name = &row.name;
+        match row.status.as_str() {
+            "rejected" => {
+                assert_eq!(code, 2, "{name}: exit code; stderr {stderr}; {outcome}");
+                assert_eq!(outcome["status"], "rejected", "{name}: {outcome}");
+                assert_eq!(
+                    outcome["rejection"]["stage"],
+                    row.stage.clone().unwrap(),
+                    "{name}: {outcome}"
+                );
+                assert_eq!(outcome["rejection"]["code"], row.code, "{name}: {outcome}");
+                assert!(
+                    outcome["evidence"]["durations_ns"].get("execute").is_none(),
+                    "{name}: the executor ran: {outcome}"
+                );
+            }
+            "failed" => {
+                assert_eq!(code, 1, "{name}: exit code; {outcome}");
+                assert_eq!(outcome["error"]["code"], row.code, "{name}: {outcome}");
+            }
+            other => panic!("{name}: unknown status {other}"),
+        }
+        // Nothing outside the workspace ever appears in an outcome.
+        assert!(
+            !outcome.to_string().contains("outside the workspace\\n"),
+            "{name}: leaked"
+        );
+    }
+}
+
+#[test]
+fn read_file_completes_with_digest_and_exit_zero() {
+    let fx = Fixture::new();
+    let (code, outcome, _) = call(
+        &fx.workspace(),
+        "read_file",
+        r#"{"path": "a.txt", "offset": 2}"#,
+        &[],
+    );
+    assert_eq!(code, 0, "{outcome}");
+    assert_eq!(outcome["status"], "completed");
+    let output = &outcome["output"];
+    assert_eq!(output["content"], "beta\ngamma\n");
+    assert_eq!(output["total_lines"], 3);
+    let expected = format!("sha256:{}", sha256_hex(b"alpha\nbeta\ngamma\n"));
+    assert_eq!(output["digest"], expected);
+    let evidence = &outcome["evidence"];
+    assert_eq!(evidence["surface"], "cli");
+    assert_eq!(evidence["effect"], "read_only");
+    assert_eq!(
+        evidence["argument_names"],
+        serde_json::json!(["offset", "path"])
+    );
+    assert!(
+        !outcome
+            .to_string()
+            .contains(&fx.workspace().display().to_string()),
+        "no absolute path"
+    );
+}
+
+#[test]
+fn human_output_and_hints() {
+    let fx = Fixture::new();
+    let ws = fx.workspace();
+    toolgate()
+        .args(["call", "--workspace"])
+        .arg(&ws)
+        .args(["--tool", "read_file", "--args", r#"{"path": "a.txt"}"#])
+        .assert()
+        .code(0)
+        .stdout(predicates::str::contains("alpha"));
+    toolgate()
+        .args(["call", "--workspace"])
+        .arg(&ws)
+        .args(["--tool", "read_file", "--args", r#"{"file_path": "a.txt"}"#])
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains("did you mean `path`?"));
+    toolgate()
+        .args(["call", "--workspace"])
+        .arg(&ws)
+        .args(["--tool", "raed_file", "--args", "{}"])
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains("did you mean `read_file`?"));
+}
+
+#[test]
+fn secrets_in_output_are_redacted_and_counted() {
+    let fx = Fixture::new();
+    let (code, outcome, _) = call(&fx.workspace(), "read_file", r#"{"path": ".env"}"#, &[]);
+    assert_eq!(code, 0, "{outcome}");
+    assert_eq!(outcome["output"]["content"], "API_KEY=[REDACTED]\n");
+    assert_eq!(outcome["evidence"]["redactions"], 1);
+}
+
+#[test]
+fn approval_is_refused_without_a_terminal() {
+    let fx = Fixture::new();
+    let config = fx.dir.path().join("approve.toml");
+    fs::write(
+        &config,
+        "[[tool]]\nname = \"read_file\"\napproval = \"each_call\"\n",
+    )
+    .unwrap();
+    let (code, outcome, _) = call(
+        &fx.workspace(),
+        "read_file",
+        r#"{"path": "a.txt"}"#,
+        &["--config", config.to_str().unwrap()],
+    );
+    assert_eq!(code, 2, "{outcome}");
+    assert_eq!(outcome["rejection"]["stage"], "approve");
+    assert_eq!(outcome["rejection"]["code"], "approval_required");
+    assert!(outcome["output"].is_null());
+}
+
+#[test]
+fn explain_prints_every_stage_and_runs_nothing() {
+    let fx = Fixture::new();
+    let output = toolgate()
+        .args(["explain", "--json", "--workspace"])
+        .arg(fx.workspace())
+        .args(["--tool", "read_file", "--args", r#"{"path": "a.txt"}"#])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0));
+    let reports: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let stages: Vec<&str> = reports
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["stage"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        stages,
+        [
+            "normalize",
+            "resolve",
+            "validate",
+            "classify",
+            "authorize",
+            "approve",
+            "execute"
+        ]
+    );
+    assert_eq!(reports[6]["decision"], "skip");
+    toolgate()
+        .args(["explain", "--workspace"])
+        .arg(fx.workspace())
+        .args([
+            "--tool",
+            "read_file",
+            "--args",
+            r#"{"path": "/etc/passwd"}"#,
+        ])
+        .assert()
+        .code(2)
+        .stdout(predicates::str::contains("path_outside_workspace"));
+}
+
+#[test]
+fn tools_list_by_profile_and_candidates() {
+    let fx = Fixture::new();
+    let list = |args: &[&str]| {
+        let output = toolgate()
+            .current_dir(fx.workspace())
+            .args(["tools", "list", "--json"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert_eq!(
+            output.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let value: Value = serde_json::from_slice(&output.stdout).unwrap();
+        value["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| {
+                format!(
+                    "{}:{}",
+                    t["name"].as_str().unwrap(),
+                    t["state"].as_str().unwrap()
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        list(&[]),
+        [
+            "read_file:visible",
+            "list_dir:visible",
+            "search_text:visible"
+        ]
+    );
+    assert_eq!(
+        list(&["--profile", "readonly"]),
+        [
+            "read_file:visible",
+            "list_dir:visible",
+            "search_text:visible"
+        ]
+    );
+    let restricted = fx.config("restricted").unwrap();
+    let restricted = restricted.to_str().unwrap();
+    assert_eq!(
+        list(&["--config", restricted, "--candidates"]),
+        [
+            "read_file:visible",
+            "list_dir:visible",
+            "search_text:disabled"
+        ]
+    );
+    toolgate()
+        .args(["tools", "list", "--profile", "nope"])
+        .assert()
+        .code(3);
+}
+
+#[test]
+fn configuration_errors_name_file_and_line_and_exit_three() {
+    let fx = Fixture::new();
+    let dir = fx.dir.path();
+    let cases = [
+        (
+            "unknown-key.toml",
+            "[[tool]]\nname = \"read_file\"\nenabeld = false\n",
+            ":3: unknown field `enabeld`",
+        ),
+        (
+            "unknown-tool.toml",
+            "\n[[tool]]\nname = \"rm_rf\"\n",
+            ":3: unknown tool `rm_rf`",
+        ),
+        (
+            "duplicate.toml",
+            "[[tool]]\nname = \"read_file\"\n[[tool]]\nname = \"read_file\"\n",
+            ":4: tool `read_file` is configured twice",
+        ),
+        (
+            "profile.toml",
+            "[profiles.ops]\ntools = [\"read_file\",\n  \"nuke\"]\n",
+            ":3: profile `ops` names unknown tool `nuke`",
+        ),
+        (
+            "readonly.toml",
+            "[[tool]]\nname = \"read_file\"\neffect = \"local_write\"\n",
+            "cannot be in the `readonly` profile",
+        ),
+        (
+            "missing-policy.toml",
+            "policy = \"nope.cedar\"\n",
+            ":1: cannot read policy file",
+        ),
+    ];
+    for (name, text, needle) in cases {
+        let path = dir.join(name);
+        fs::write(&path, text).unwrap();
+        toolgate()
+            .args(["check", "--config"])
+            .arg(&path)
+            .assert()
+            .code(3)
+            .stderr(predicates::str::contains(if needle.starts_with(':') {
+                format!("{name}{needle}")
+            } else {
+                needle.to_owned()
+            }));
+    }
+    // A policy file that does not parse: file, line and reason.
+    fs::write(
+        dir.join("bad.cedar"),
+        "permit (principal, action, resource);\n\nforbid (principal action, resource);\n",
+    )
+    .unwrap();
+    fs::write(dir.join("bad-policy.toml"), "policy = \"bad.cedar\"\n").unwrap();
+    toolgate()
+        .args(["check", "--config"])
+        .arg(dir.join("bad-policy.toml"))
+        .assert()
+        .code(3)
+        .stderr(predicates::str::contains("bad.cedar:3:"));
+    // The same error stops `call` before anything runs.
+    let (code, outcome, stderr) = call(
+        &fx.workspace(),
+        "read_file",
+        r#"{"path": "a.txt"}"#,
+        &["--config", dir.join("bad-policy.toml").to_str().unwrap()],
+    );
+    assert_eq!((code, outcome), (3, Value::Null), "{stderr}");
+}
+
+#[test]
+fn check_on_defaults_and_usage_errors() {
+    toolgate()
+        .arg("check")
+        .assert()
+        .code(0)
+        .stdout(predicates::str::contains("configuration: <defaults>"))
+        .stdout(predicates::str::contains(
+            "profile readonly: read_file, list_dir, search_text",
+        ));
+    toolgate()
+        .args(["call", "--tool", "read_file"])
+        .assert()
+        .code(3);
+    toolgate().arg("frobnicate").assert().code(3);
+    toolgate()
+        .args([
+            "call",
+            "--workspace",
+            "/nonexistent/dir",
+            "--tool",
+            "read_file",
+        ])
+        .assert()
+        .code(3);
+    toolgate()
+        .args([
+            "call",
+            "--workspace",
+            ".",
+            "--tool",
+            "read_file",
+            "--surface",
+            "telepathy",
+        ])
+        .assert()
+        .code(3);
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    toolgate_core::sha256_digest(bytes)
+        .as_str()
+        .trim_start_matches("sha256:")
+        .to_owned()
+}

@@ -1,0 +1,140 @@
+//! The workspace every hostile-input corpus row runs against, and the corpus itself.
+//!
+//! Shared by the library tests and the CLI tests (and later transports) through `#[path]`, so
+//! every entry point is held to the same table.
+
+#![allow(
+    dead_code,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+/// A temporary directory holding `ws/` (the workspace) and `outside/` (what must stay out of
+/// reach).
+pub struct Fixture {
+    pub dir: tempfile::TempDir,
+}
+
+impl Fixture {
+    pub fn new() -> Fixture {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path().join("ws");
+        let outside = dir.path().join("outside");
+        fs::create_dir_all(ws.join("src")).unwrap();
+        fs::create_dir_all(ws.join("target")).unwrap();
+        fs::create_dir_all(ws.join("sub")).unwrap();
+        fs::create_dir_all(&outside).unwrap();
+        fs::write(ws.join("a.txt"), "alpha\nbeta\ngamma\n").unwrap();
+        fs::write(
+            ws.join("src/lib.rs"),
+            "pub fn answer() -> u32 {\n    42\n}\n",
+        )
+        .unwrap();
+        fs::write(ws.join(".gitignore"), "target/\n").unwrap();
+        fs::write(ws.join("target/junk.txt"), "build output\n").unwrap();
+        fs::write(ws.join(".env"), "API_KEY=supersecret\n").unwrap();
+        fs::write(ws.join("binary.bin"), [0u8, 159, 146, 150, 0, 1]).unwrap();
+        fs::write(outside.join("secret.txt"), "outside the workspace\n").unwrap();
+        std::os::unix::fs::symlink("a.txt", ws.join("link_in")).unwrap();
+        std::os::unix::fs::symlink(outside.join("secret.txt"), ws.join("link_out")).unwrap();
+        std::os::unix::fs::symlink("link_out", ws.join("link_chain")).unwrap();
+        std::os::unix::fs::symlink(&outside, ws.join("dir_out")).unwrap();
+        std::os::unix::fs::symlink("../outside", ws.join("rel_out")).unwrap();
+        std::os::unix::fs::symlink("..", ws.join("sub/up")).unwrap();
+        std::os::unix::fs::symlink("../../outside/secret.txt", ws.join("sub/deep_out")).unwrap();
+        Fixture { dir }
+    }
+
+    pub fn workspace(&self) -> PathBuf {
+        self.dir.path().join("ws")
+    }
+
+    /// Writes the named configuration (and its policy file) beside the workspace and returns
+    /// its path; `default` means no configuration.
+    pub fn config(&self, name: &str) -> Option<PathBuf> {
+        match name {
+            "default" => None,
+            "restricted" => {
+                let path = self.dir.path().join("restricted.toml");
+                fs::write(
+                    &path,
+                    concat!(
+                        "policy = \"restricted.cedar\"\n",
+                        "[[tool]]\nname = \"list_dir\"\nsurfaces = [\"cli\", \"console\"]\n",
+                        "[[tool]]\nname = \"search_text\"\nenabled = false\n",
+                    ),
+                )
+                .unwrap();
+                fs::write(
+                    self.dir.path().join("restricted.cedar"),
+                    "@id(\"no-dotenv\")\nforbid (principal, action, resource)\nwhen { context.paths.contains(\".env\") };\n",
+                )
+                .unwrap();
+                Some(path)
+            }
+            other => panic!("unknown fixture configuration `{other}`"),
+        }
+    }
+}
+
+/// One row of `tests/corpus/hostile.jsonl`.
+#[derive(Debug, Clone)]
+pub struct Row {
+    pub name: String,
+    pub tool: String,
+    /// Raw argument text, with `@huge` and `@deep` expanded.
+    pub args: String,
+    pub surface: String,
+    pub profile: String,
+    pub config: String,
+    /// `rejected` (with stage and code) or `failed` (with the tool error code).
+    pub status: String,
+    pub stage: Option<String>,
+    pub code: String,
+}
+
+pub fn corpus() -> Vec<Row> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/corpus/hostile.jsonl");
+    let text = fs::read_to_string(&path).unwrap();
+    text.lines()
+        .filter(|line| !line.trim().is_empty() && !line.starts_with("//"))
+        .map(|line| {
+            let v: Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{line}: {e}"));
+            let s = |key: &str, default: &str| {
+                v.get(key)
+                    .and_then(Value::as_str)
+                    .unwrap_or(default)
+                    .to_owned()
+            };
+            let args = match v.get("args") {
+                Some(Value::String(text)) if text == "@huge" => {
+                    format!("{{\"path\": \"{}\"}}", "a".repeat(2 * 1024 * 1024))
+                }
+                Some(Value::String(text)) if text == "@deep" => {
+                    format!("{{\"path\": {}1{}}}", "[".repeat(200), "]".repeat(200))
+                }
+                Some(Value::String(text)) => text.clone(),
+                Some(other) => other.to_string(),
+                None => "{}".to_owned(),
+            };
+            Row {
+                name: s("name", "?"),
+                tool: s("tool", ""),
+                args,
+                surface: s("surface", "chat"),
+                profile: s("profile", "default"),
+                config: s("config", "default"),
+                status: s("status", "rejected"),
+                stage: v.get("stage").and_then(Value::as_str).map(str::to_owned),
+                code: s("code", ""),
+            }
+        })
+        .collect()
+}
