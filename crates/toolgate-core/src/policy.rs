@@ -20,7 +20,8 @@ use std::str::FromStr;
 
 use cedar_policy::{
     ActionConstraint, Authorizer, Context, Decision, Entities, Entity, EntityId, EntityTypeName,
-    EntityUid, Policy, PolicyId, PolicySet, Request, ResourceConstraint, RestrictedExpression,
+    EntityUid, Policy, PolicyId, PolicySet, PrincipalConstraint, Request, ResourceConstraint,
+    RestrictedExpression,
 };
 use miette::Diagnostic;
 use thiserror::Error;
@@ -109,6 +110,13 @@ pub struct PolicyContext<'a> {
 #[derive(Debug)]
 pub struct PolicyEngine {
     all: Vec<Policy>,
+    /// Each policy's name for messages: its `@id` annotation, or its generated id. Looked up
+    /// once here because reading an annotation parses its key.
+    names: HashMap<PolicyId, String>,
+    /// `Action::"call"` and `Action::"call_unattended"`, parsed once.
+    actions: [EntityUid; 2],
+    /// The `Actor` entity type, parsed once.
+    actor_type: EntityTypeName,
     /// For each tool name: the sliced sets for `call` and `call_unattended`, and the tool's
     /// entity. Built by [`PolicyEngine::prepare`].
     slices: HashMap<String, ToolSlice>,
@@ -117,10 +125,27 @@ pub struct PolicyEngine {
 
 #[derive(Debug)]
 struct ToolSlice {
-    sets: [PolicySet; 2],
+    /// For `call` and `call_unattended`.
+    actions: [ActionSlice; 2],
     entities: Entities,
     uid: EntityUid,
 }
+
+/// The policies that can apply to one tool and one action, split in two. A *static* policy
+/// reads neither `principal` nor `context` and has no principal scope, so for this tool and
+/// action its result is the same on every call: it is evaluated once, when the slice is built.
+/// Only the *dynamic* rest goes to Cedar per call.
+#[derive(Debug)]
+struct ActionSlice {
+    dynamic: PolicySet,
+    has_dynamic: bool,
+    static_permits: Vec<String>,
+    static_forbids: Vec<String>,
+    static_errors: Vec<String>,
+}
+
+/// One action's verdict: allowed, the deciding policies, evaluation errors.
+type Verdict = (bool, Vec<String>, Vec<String>);
 
 impl PolicyEngine {
     /// The built-in policy alone.
@@ -142,8 +167,20 @@ impl PolicyEngine {
                 all.push(policy.new_id(PolicyId::new(format!("s{index}p{n}"))));
             }
         }
+        let names = all
+            .iter()
+            .map(|p| {
+                let name = p
+                    .annotation("id")
+                    .map_or_else(|| p.id().to_string(), str::to_owned);
+                (p.id().clone(), name)
+            })
+            .collect();
         Ok(PolicyEngine {
             all,
+            names,
+            actions: PolicyAction::ALL.map(|action| entity_uid("Action", action.id())),
+            actor_type: entity_type("Actor"),
             slices: HashMap::new(),
             authorizer: Authorizer::new(),
         })
@@ -160,7 +197,7 @@ impl PolicyEngine {
     }
 
     /// Slices the policies for every tool in `registry`. Calls to tools not prepared are
-    /// evaluated against the whole set.
+    /// sliced on the fly, with the same result.
     pub fn prepare(&mut self, registry: &Registry) -> Result<(), PolicyError> {
         for tool in registry.tools() {
             let slice = self.slice_for(tool)?;
@@ -171,19 +208,6 @@ impl PolicyEngine {
 
     fn slice_for(&self, tool: &Tool) -> Result<ToolSlice, PolicyError> {
         let uid = entity_uid("Tool", &tool.entry.name);
-        let sets = PolicyAction::ALL.map(|action| {
-            let action_uid = entity_uid("Action", action.id());
-            let mut set = PolicySet::new();
-            for policy in &self.all {
-                if action_matches(&policy.action_constraint(), &action_uid)
-                    && resource_matches(&policy.resource_constraint(), &uid)
-                {
-                    // Ids are unique in `all`, so adding cannot collide.
-                    let _ = set.add(policy.clone());
-                }
-            }
-            set
-        });
         let attrs = HashMap::from([
             (
                 "name".to_owned(),
@@ -202,21 +226,75 @@ impl PolicyEngine {
                 RestrictedExpression::new_long(i64::from(tool.entry.version.major)),
             ),
         ]);
+        let invalid = |reason: String| PolicyError::Invalid {
+            file: tool.entry.name.clone(),
+            reason,
+        };
         let entity =
-            Entity::new(uid.clone(), attrs, HashSet::new()).map_err(|e| PolicyError::Invalid {
-                file: tool.entry.name.clone(),
-                reason: e.to_string(),
-            })?;
+            Entity::new(uid.clone(), attrs, HashSet::new()).map_err(|e| invalid(e.to_string()))?;
         let entities =
-            Entities::from_entities([entity], None).map_err(|e| PolicyError::Invalid {
-                file: tool.entry.name.clone(),
-                reason: e.to_string(),
-            })?;
+            Entities::from_entities([entity], None).map_err(|e| invalid(e.to_string()))?;
+        let actions = self
+            .actions
+            .clone()
+            .map(|action| self.slice_action(&action, &uid, &entities));
         Ok(ToolSlice {
-            sets,
+            actions,
             entities,
             uid,
         })
+    }
+
+    fn slice_action(
+        &self,
+        action: &EntityUid,
+        tool: &EntityUid,
+        entities: &Entities,
+    ) -> ActionSlice {
+        let mut slice = ActionSlice {
+            dynamic: PolicySet::new(),
+            has_dynamic: false,
+            static_permits: Vec::new(),
+            static_forbids: Vec::new(),
+            static_errors: Vec::new(),
+        };
+        let anyone = EntityUid::from_type_name_and_id(self.actor_type.clone(), EntityId::new(""));
+        for policy in &self.all {
+            if !action_matches(&policy.action_constraint(), action)
+                || !resource_matches(&policy.resource_constraint(), tool)
+            {
+                continue;
+            }
+            if !is_static(policy) {
+                // Ids are unique in `all`, so adding cannot collide.
+                let _ = slice.dynamic.add(policy.clone());
+                slice.has_dynamic = true;
+                continue;
+            }
+            // Evaluate it alone, once: neither principal nor context can change its result.
+            let mut alone = PolicySet::new();
+            let _ = alone.add(policy.clone());
+            let (allowed, reasons, errors) =
+                self.evaluate(action, &anyone, tool, entities, &alone, &Context::empty());
+            let name = self.name(policy.id());
+            if !errors.is_empty() {
+                slice.static_errors.extend(errors);
+            } else if reasons.is_empty() {
+                // Not satisfied: it can never apply to this tool and action.
+            } else if allowed {
+                slice.static_permits.push(name);
+            } else {
+                slice.static_forbids.push(name);
+            }
+        }
+        slice
+    }
+
+    fn name(&self, id: &PolicyId) -> String {
+        self.names
+            .get(id)
+            .cloned()
+            .unwrap_or_else(|| id.to_string())
     }
 
     /// Decides a call to `tool` in `context`. Never fails: every error is a denial.
@@ -232,25 +310,25 @@ impl PolicyEngine {
                 Err(e) => return deny_with_error(e.to_string()),
             },
         };
-        let cedar_context = match build_context(context) {
-            Ok(c) => c,
-            Err(e) => return deny_with_error(e),
-        };
-        let principal = entity_uid("Actor", context.actor);
-        let [call_set, unattended_set] = &slice.sets;
+        let principal =
+            EntityUid::from_type_name_and_id(self.actor_type.clone(), EntityId::new(context.actor));
+        // The context is built only if a dynamic policy will read it.
+        let mut cedar_context = None;
+        let [call_slice, unattended_slice] = &slice.actions;
+        let [call_uid, unattended_uid] = &self.actions;
 
-        let call = self.evaluate(
-            PolicyAction::Call,
+        let (allow, mut policies, mut errors) = self.verdict(
+            call_slice,
+            call_uid,
             &principal,
             slice,
-            call_set,
-            &cedar_context,
+            context,
+            &mut cedar_context,
         );
         //  decision  errors   → result
         //  Allow     none     → go on to the approval question
         //  Allow     some     → deny: a policy that could not be evaluated might have forbidden it
         //  Deny      any      → deny
-        let (allow, mut policies, mut errors) = call;
         if !allow || !errors.is_empty() {
             return PolicyDecision {
                 allow: false,
@@ -259,12 +337,13 @@ impl PolicyEngine {
                 errors,
             };
         }
-        let (unattended, unattended_policies, unattended_errors) = self.evaluate(
-            PolicyAction::CallUnattended,
+        let (unattended, unattended_policies, unattended_errors) = self.verdict(
+            unattended_slice,
+            unattended_uid,
             &principal,
             slice,
-            unattended_set,
-            &cedar_context,
+            context,
+            &mut cedar_context,
         );
         // An error while deciding whether approval may be skipped denies the call outright:
         // the operator's policy is broken, and asking a person would hide that.
@@ -288,35 +367,109 @@ impl PolicyEngine {
         }
     }
 
+    /// Combines a slice's static results with Cedar's verdict on its dynamic policies, as
+    /// Cedar would on the whole slice: any error denies, a satisfied forbid denies, else a
+    /// satisfied permit allows, else deny.
+    fn verdict(
+        &self,
+        slice: &ActionSlice,
+        action: &EntityUid,
+        principal: &EntityUid,
+        tool: &ToolSlice,
+        context: &PolicyContext<'_>,
+        cedar_context: &mut Option<Result<Context, String>>,
+    ) -> Verdict {
+        if !slice.static_errors.is_empty() {
+            return (false, Vec::new(), slice.static_errors.clone());
+        }
+        if !slice.static_forbids.is_empty() {
+            return (false, slice.static_forbids.clone(), Vec::new());
+        }
+        if !slice.has_dynamic {
+            return (
+                !slice.static_permits.is_empty(),
+                slice.static_permits.clone(),
+                Vec::new(),
+            );
+        }
+        let built = cedar_context.get_or_insert_with(|| build_context(context));
+        let cedar_context = match built {
+            Ok(c) => c,
+            Err(e) => return (false, Vec::new(), vec![e.clone()]),
+        };
+        let (allowed, reasons, errors) = self.evaluate(
+            action,
+            principal,
+            &tool.uid,
+            &tool.entities,
+            &slice.dynamic,
+            cedar_context,
+        );
+        if !errors.is_empty() {
+            return (false, reasons, errors);
+        }
+        match (allowed, reasons.is_empty()) {
+            // A dynamic permit matched.
+            (true, _) => {
+                let mut policies = reasons;
+                policies.extend(slice.static_permits.iter().cloned());
+                (true, policies, Vec::new())
+            }
+            // A dynamic forbid matched.
+            (false, false) => (false, reasons, Vec::new()),
+            // Nothing dynamic matched: the static permits decide.
+            (false, true) => (
+                !slice.static_permits.is_empty(),
+                slice.static_permits.clone(),
+                Vec::new(),
+            ),
+        }
+    }
+
     fn evaluate(
         &self,
-        action: PolicyAction,
+        action: &EntityUid,
         principal: &EntityUid,
-        slice: &ToolSlice,
+        resource: &EntityUid,
+        entities: &Entities,
         set: &PolicySet,
         context: &Context,
-    ) -> (bool, Vec<String>, Vec<String>) {
+    ) -> Verdict {
         let request = match Request::new(
             principal.clone(),
-            entity_uid("Action", action.id()),
-            slice.uid.clone(),
+            action.clone(),
+            resource.clone(),
             context.clone(),
             None,
         ) {
             Ok(request) => request,
             Err(e) => return (false, Vec::new(), vec![e.to_string()]),
         };
-        let response = self
-            .authorizer
-            .is_authorized(&request, set, &slice.entities);
+        let response = self.authorizer.is_authorized(&request, set, entities);
         let diagnostics = response.diagnostics();
-        let policies = diagnostics
-            .reason()
-            .map(|id| display_name(set, id))
-            .collect();
+        let policies = diagnostics.reason().map(|id| self.name(id)).collect();
         let errors = diagnostics.errors().map(ToString::to_string).collect();
         (response.decision() == Decision::Allow, policies, errors)
     }
+}
+
+/// Whether a policy's result cannot depend on the principal or the context: its principal
+/// scope is open and its conditions never read `principal` or `context`. Anything we cannot
+/// tell is dynamic.
+fn is_static(policy: &Policy) -> bool {
+    fn reads_request(value: &serde_json::Value) -> bool {
+        match value {
+            serde_json::Value::Object(map) => map.iter().any(|(key, item)| {
+                (key == "Var" && (item == "principal" || item == "context")) || reads_request(item)
+            }),
+            serde_json::Value::Array(items) => items.iter().any(reads_request),
+            _ => false,
+        }
+    }
+    matches!(policy.principal_constraint(), PrincipalConstraint::Any)
+        && policy.to_json().is_ok_and(|est| {
+            !reads_request(est.get("conditions").unwrap_or(&serde_json::Value::Null))
+        })
 }
 
 fn deny_with_error(error: String) -> PolicyDecision {
@@ -328,16 +481,13 @@ fn deny_with_error(error: String) -> PolicyDecision {
     }
 }
 
-fn display_name(set: &PolicySet, id: &PolicyId) -> String {
-    set.policy(id)
-        .and_then(|p| p.annotation("id").map(str::to_owned))
-        .unwrap_or_else(|| id.to_string())
+fn entity_uid(kind: &str, id: &str) -> EntityUid {
+    EntityUid::from_type_name_and_id(entity_type(kind), EntityId::new(id))
 }
 
-fn entity_uid(kind: &str, id: &str) -> EntityUid {
+fn entity_type(kind: &str) -> EntityTypeName {
     // The type names used here are fixed identifiers that always parse.
-    let kind = EntityTypeName::from_str(kind).unwrap_or_else(|_| unreachable_type());
-    EntityUid::from_type_name_and_id(kind, EntityId::new(id))
+    EntityTypeName::from_str(kind).unwrap_or_else(|_| unreachable_type())
 }
 
 #[expect(
@@ -420,5 +570,128 @@ fn parse_error(file: &str, text: &str, errors: &cedar_policy::ParseErrors) -> Po
         line,
         column,
         reason,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::registry::{EffectClass, RegistryBuilder, ToolEntry};
+    use crate::{Authorized, Descriptor, ExecContext, Executor, ToolError, ToolOutput};
+    use std::sync::Arc;
+
+    #[derive(Debug)]
+    struct Noop;
+    impl Executor for Noop {
+        fn execute(&self, _: &Authorized, _: &ExecContext) -> Result<ToolOutput, ToolError> {
+            Ok(ToolOutput::new(serde_json::Value::Null))
+        }
+    }
+
+    /// Cedar on the whole, unsliced set, with toolgate's stricter error rule: the reference the
+    /// sliced, pre-evaluated engine must agree with.
+    fn reference(
+        engine: &PolicyEngine,
+        all: &PolicySet,
+        slice: &ToolSlice,
+        context: &PolicyContext<'_>,
+    ) -> (bool, bool) {
+        let principal = entity_uid("Actor", context.actor);
+        let cedar_context = build_context(context).unwrap();
+        let ask = |action: &EntityUid| {
+            let (allowed, _, errors) = engine.evaluate(
+                action,
+                &principal,
+                &slice.uid,
+                &slice.entities,
+                all,
+                &cedar_context,
+            );
+            allowed && errors.is_empty()
+        };
+        let [call, unattended] = &engine.actions;
+        let allow = ask(call);
+        (allow, allow && !ask(unattended))
+    }
+
+    const OPERATOR: &str = r#"
+        @id("static-forbid") forbid (principal, action, resource == Tool::"fetcher");
+        @id("static-permit") permit (principal, action, resource) when { resource.capability == "special" };
+        @id("static-error") permit (principal, action == Action::"call", resource == Tool::"broken") when { resource.owner == "me" };
+        @id("principal-scope") permit (principal == Actor::"admin", action, resource);
+        @id("principal-var") forbid (principal, action, resource) when { principal == Actor::"intruder" };
+        @id("context") forbid (principal, action == Action::"call_unattended", resource) when { context.surface == "chat" && resource.effect == "read_only" };
+        @id("paths") forbid (principal, action, resource) when { context.paths.contains(".env") };
+        @id("in-list") permit (principal, action in [Action::"call_unattended"], resource is Tool) when { context.profile == "trusted" };
+        @id("cli-write") permit (principal, action == Action::"call_unattended", resource) when { resource.effect == "local_write" && context.surface == "cli" };
+    "#;
+
+    #[test]
+    fn static_policies_are_recognised() {
+        let engine = PolicyEngine::from_sources(&[("o", OPERATOR)]).unwrap();
+        let statics: Vec<String> = engine
+            .all
+            .iter()
+            .filter(|p| is_static(p))
+            .map(|p| engine.name(p.id()))
+            .collect();
+        assert_eq!(statics, ["static-forbid", "static-permit", "static-error"]);
+    }
+
+    #[test]
+    fn sliced_and_pre_evaluated_decisions_equal_whole_set_decisions() {
+        let mut engine =
+            PolicyEngine::from_sources(&[("d", DEFAULT_POLICY), ("o", OPERATOR)]).unwrap();
+        let mut builder = RegistryBuilder::new();
+        let tools = [
+            ("reader", Some(EffectClass::ReadOnly), "plain"),
+            ("writer", Some(EffectClass::LocalWrite), "plain"),
+            ("fetcher", Some(EffectClass::Network), "plain"),
+            ("runner", None, "plain"),
+            ("special", Some(EffectClass::Network), "special"),
+            ("broken", Some(EffectClass::ReadOnly), "plain"),
+        ];
+        for (name, effect, capability) in tools {
+            let mut entry = ToolEntry::new(name, capability);
+            entry.effect = effect;
+            let descriptor = Descriptor::new(name, "t", serde_json::json!({"type": "object"}));
+            builder.register(descriptor, entry, Arc::new(Noop)).unwrap();
+        }
+        let registry = builder.build().unwrap();
+        engine.prepare(&registry).unwrap();
+        let mut all = PolicySet::new();
+        for policy in &engine.all {
+            all.add(policy.clone()).unwrap();
+        }
+        let mut checked = 0;
+        for tool in registry.tools() {
+            let slice = engine.slice_for(tool).unwrap();
+            for surface in Surface::ALL {
+                for actor in ["local", "admin", "intruder"] {
+                    for profile in ["default", "trusted"] {
+                        for paths in [vec![], vec![".env".to_owned()], vec!["a".to_owned()]] {
+                            let context = PolicyContext {
+                                actor,
+                                surface,
+                                profile,
+                                workspace: "w",
+                                paths: &paths,
+                            };
+                            let decision = engine.decide(tool, &context);
+                            let got =
+                                (decision.allow, decision.allow && decision.approval_required);
+                            assert_eq!(
+                                got,
+                                reference(&engine, &all, &slice, &context),
+                                "{} {surface} {actor} {profile} {paths:?}: {decision:?}",
+                                tool.entry.name
+                            );
+                            checked += 1;
+                        }
+                    }
+                }
+            }
+        }
+        assert_eq!(checked, 6 * 3 * 3 * 2 * 3);
     }
 }
