@@ -729,7 +729,7 @@ impl Pipeline {
         let mut resources = Value::from(std::mem::take(&mut trace.resources));
         let redactions = redactions + redact_value(&mut resources);
         let resources: Vec<String> = serde_json::from_value(resources).unwrap_or_default();
-        let output_bytes = output.as_ref().map_or(0, |v| canonical_json(v).len());
+        let output_bytes = output.as_ref().map_or(0, json_size);
         let limit = trace
             .resolved
             .as_ref()
@@ -882,6 +882,24 @@ impl Pipeline {
         report(Stage::Execute, "skip", "explain never executes".to_owned());
         reports
     }
+}
+
+/// The size of `value` serialized compactly, counted without building the text.
+fn json_size(value: &Value) -> usize {
+    struct Counter(usize);
+    impl std::io::Write for Counter {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0 += bytes.len();
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut counter = Counter(0);
+    // Writing to a counter cannot fail.
+    let _ = serde_json::to_writer(&mut counter, value);
+    counter.0
 }
 
 fn nanos(d: Duration) -> u64 {

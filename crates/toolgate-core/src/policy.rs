@@ -110,6 +110,8 @@ pub struct PolicyContext<'a> {
 #[derive(Debug)]
 pub struct PolicyEngine {
     all: Vec<Policy>,
+    /// Whether each policy in `all` is static (see [`ActionSlice`]), decided once at load.
+    statics: Vec<bool>,
     /// Each policy's name for messages: its `@id` annotation, or its generated id. Looked up
     /// once here because reading an annotation parses its key.
     names: HashMap<PolicyId, String>,
@@ -176,8 +178,10 @@ impl PolicyEngine {
                 (p.id().clone(), name)
             })
             .collect();
+        let statics = all.iter().map(is_static).collect();
         Ok(PolicyEngine {
             all,
+            statics,
             names,
             actions: PolicyAction::ALL.map(|action| entity_uid("Action", action.id())),
             actor_type: entity_type("Actor"),
@@ -259,13 +263,13 @@ impl PolicyEngine {
             static_errors: Vec::new(),
         };
         let anyone = EntityUid::from_type_name_and_id(self.actor_type.clone(), EntityId::new(""));
-        for policy in &self.all {
+        for (policy, &is_static) in self.all.iter().zip(&self.statics) {
             if !action_matches(&policy.action_constraint(), action)
                 || !resource_matches(&policy.resource_constraint(), tool)
             {
                 continue;
             }
-            if !is_static(policy) {
+            if !is_static {
                 // Ids are unique in `all`, so adding cannot collide.
                 let _ = slice.dynamic.add(policy.clone());
                 slice.has_dynamic = true;

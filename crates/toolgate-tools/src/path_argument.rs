@@ -78,11 +78,21 @@ pub(crate) fn resolve(
     arguments: &Map<String, Value>,
     field: &str,
 ) -> Result<ResolvedPath, ToolError> {
-    let rel = match arguments.get(field).and_then(Value::as_str) {
-        Some(raw) => workspace.check_path(raw).map_err(tool_error)?,
-        None => RelPath::root(),
-    };
-    workspace.resolve(&rel).map_err(tool_error)
+    workspace
+        .resolve(&rel(workspace, arguments, field)?)
+        .map_err(tool_error)
+}
+
+/// The argument `field` as a workspace-relative path, or the root when it is absent.
+pub(crate) fn rel(
+    workspace: &Workspace,
+    arguments: &Map<String, Value>,
+    field: &str,
+) -> Result<RelPath, ToolError> {
+    match arguments.get(field).and_then(Value::as_str) {
+        Some(raw) => workspace.check_path(raw).map_err(tool_error),
+        None => Ok(RelPath::root()),
+    }
 }
 
 /// A path error as the tool's error, with a stable code.

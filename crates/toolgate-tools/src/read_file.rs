@@ -10,7 +10,7 @@ use toolgate_core::{
     Authorized, Classification, Descriptor, ExecContext, Executor, FieldError, ToolError,
     ToolOutput, sha256_digest,
 };
-use toolgate_workspace::{PathKind, Workspace};
+use toolgate_workspace::{PathError, PathKind, Workspace};
 
 use crate::{
     Builtin, ENVELOPE_BYTES, json_len, path_argument, read_only_entry, stopped, to_usize,
@@ -93,32 +93,31 @@ impl Executor for ReadFile {
 
     fn execute(&self, call: &Authorized, cx: &ExecContext) -> Result<ToolOutput, ToolError> {
         let arguments = call.arguments();
-        let resolved = path_argument::resolve(&self.workspace, arguments, "path")?;
-        let shown = resolved.rel.as_str();
-        match resolved.kind {
-            PathKind::File => {}
-            PathKind::Dir => {
-                return Err(ToolError::new(
-                    "is_a_directory",
-                    format!("`{shown}` is a directory; use `list_dir` to see what it holds"),
-                ));
+        // Stage 3 checked the path; opening it checks again, beneath the root, and refuses
+        // anything but a regular file.
+        let rel = path_argument::rel(&self.workspace, arguments, "path")?;
+        let shown = rel.as_str();
+        let file = self.workspace.open_file(&rel).map_err(|e| match e {
+            PathError::NotAFile {
+                kind: PathKind::Dir,
+                ..
+            } => ToolError::new(
+                "is_a_directory",
+                format!("`{shown}` is a directory; use `list_dir` to see what it holds"),
+            ),
+            PathError::NotAFile { .. } => {
+                ToolError::new("not_a_file", format!("`{shown}` is not a regular file"))
             }
-            PathKind::Symlink | PathKind::Other => {
-                return Err(ToolError::new(
-                    "not_a_file",
-                    format!("`{shown}` is not a regular file"),
-                ));
-            }
-        }
-        if resolved.len > MAX_FILE_BYTES {
-            return Err(too_large(shown, resolved.len));
+            other => path_argument::tool_error(other),
+        })?;
+        if file.len > MAX_FILE_BYTES {
+            return Err(too_large(shown, file.len));
         }
         if cx.should_stop() {
             return Err(stopped(cx));
         }
-        let (bytes, _) = self
-            .workspace
-            .read_file(&resolved.rel, MAX_FILE_BYTES + 1)
+        let bytes = file
+            .read(&rel, MAX_FILE_BYTES + 1)
             .map_err(path_argument::tool_error)?;
         let read = u64::try_from(bytes.len()).unwrap_or(u64::MAX);
         if read > MAX_FILE_BYTES {
@@ -208,6 +207,14 @@ fn select_lines(
     budget: Budget,
     cx: &ExecContext,
 ) -> Result<(String, usize, bool), ToolError> {
+    // The common case: the whole file is wanted and fits; one pass, one copy.
+    if skip == 0
+        && limit == usize::MAX
+        && text.len() <= budget.raw
+        && json_len(text) <= budget.escaped
+    {
+        return Ok((text.to_owned(), count_lines(text), false));
+    }
     let mut content = String::new();
     let (mut raw, mut escaped) = (0usize, 2usize);
     let mut returned = 0usize;

@@ -293,7 +293,7 @@ impl Search<'_> {
                 return Ok(ControlFlow::Continue(()));
             }
         };
-        if file.metadata().is_ok_and(|m| m.len() > MAX_FILE_BYTES) {
+        if file.len > MAX_FILE_BYTES {
             self.skipped_large += 1;
             return Ok(ControlFlow::Continue(()));
         }
@@ -308,7 +308,7 @@ impl Search<'_> {
         };
         if self
             .searcher
-            .search_file(&self.matcher, &file, &mut sink)
+            .search_file(&self.matcher, &file.file, &mut sink)
             .is_err()
         {
             self.skipped_unreadable += 1;

@@ -176,6 +176,26 @@ pub struct Workspace {
     dir: Dir,
 }
 
+/// A regular file opened beneath the root, with its size when it was opened.
+#[derive(Debug)]
+pub struct OpenFile {
+    pub file: std::fs::File,
+    pub len: u64,
+}
+
+impl OpenFile {
+    /// Reads at most `max_bytes`.
+    pub fn read(self, rel: &RelPath, max_bytes: u64) -> Result<Vec<u8>, PathError> {
+        let capacity = usize::try_from(self.len.min(max_bytes)).unwrap_or(0);
+        let mut bytes = Vec::with_capacity(capacity);
+        self.file
+            .take(max_bytes)
+            .read_to_end(&mut bytes)
+            .map_err(|e| PathError::io(rel, &e))?;
+        Ok(bytes)
+    }
+}
+
 impl Workspace {
     /// Canonicalizes `root` and opens it as a capability. This is the only place the process's
     /// ambient file-system authority is used.
@@ -315,7 +335,7 @@ impl Workspace {
     }
 
     /// Opens a regular file for reading, beneath the root.
-    pub fn open_file(&self, rel: &RelPath) -> Result<std::fs::File, PathError> {
+    pub fn open_file(&self, rel: &RelPath) -> Result<OpenFile, PathError> {
         // Refuse FIFOs and devices before opening: opening a FIFO blocks until a writer comes.
         let resolved = self.resolve(rel)?;
         if resolved.kind != PathKind::File {
@@ -335,20 +355,18 @@ impl Workspace {
                 kind: PathKind::of(metadata.file_type()),
             });
         }
-        Ok(file.into_std())
+        Ok(OpenFile {
+            len: metadata.len(),
+            file: file.into_std(),
+        })
     }
 
     /// Reads at most `max_bytes` of a regular file; returns them and the file's size when
     /// opened.
     pub fn read_file(&self, rel: &RelPath, max_bytes: u64) -> Result<(Vec<u8>, u64), PathError> {
         let file = self.open_file(rel)?;
-        let total = file.metadata().map_err(|e| PathError::io(rel, &e))?.len();
-        let capacity = usize::try_from(total.min(max_bytes)).unwrap_or(0);
-        let mut bytes = Vec::with_capacity(capacity);
-        file.take(max_bytes)
-            .read_to_end(&mut bytes)
-            .map_err(|e| PathError::io(rel, &e))?;
-        Ok((bytes, total))
+        let total = file.len;
+        Ok((file.read(rel, max_bytes)?, total))
     }
 
     /// The entries of a directory, sorted by name. Links are reported as links.
