@@ -108,6 +108,42 @@ fn write_canonical(value: &Value, out: &mut String) {
     }
 }
 
+/// The bytes `value` takes serialized compactly, as serde_json writes it, counted without
+/// writing it: output bounds are checked on every call, and large outputs are mostly strings.
+pub fn json_len(value: &Value) -> usize {
+    match value {
+        Value::Null => 4,
+        Value::Bool(true) => 4,
+        Value::Bool(false) => 5,
+        Value::Number(number) => number.to_string().len(),
+        Value::String(text) => json_string_len(text),
+        Value::Array(items) => {
+            2 + items.len().saturating_sub(1) + items.iter().map(json_len).sum::<usize>()
+        }
+        Value::Object(map) => {
+            2 + map.len().saturating_sub(1)
+                + map
+                    .iter()
+                    .map(|(key, item)| json_string_len(key) + 1 + json_len(item))
+                    .sum::<usize>()
+        }
+    }
+}
+
+/// The bytes `text` takes as a JSON string, quotes included, as serde_json escapes it.
+pub fn json_string_len(text: &str) -> usize {
+    // Byte by byte: every byte of a multi-byte UTF-8 character is 0x80 or above and is written
+    // as is, so counting bytes gives the same total as counting characters, and vectorises.
+    2 + text
+        .bytes()
+        .map(|b| match b {
+            b'"' | b'\\' | b'\n' | b'\r' | b'\t' | 0x08 | 0x0c => 2,
+            0x00..=0x1f => 6,
+            _ => 1,
+        })
+        .sum::<usize>()
+}
+
 fn push_json(value: &Value, out: &mut String) {
     // Serializing a `Value` into a String cannot fail: every key is a string.
     if let Ok(text) = serde_json::to_string(value) {
@@ -134,6 +170,30 @@ mod tests {
         assert_eq!(canonical_json(&json!(1.0)), "1");
         assert_eq!(canonical_json(&json!(-3.0)), "-3");
         assert_eq!(canonical_json(&json!(1.5)), "1.5");
+    }
+
+    #[test]
+    fn json_len_matches_serde_json() {
+        let values = [
+            json!(null),
+            json!(true),
+            json!(false),
+            json!(-12.5),
+            json!(18446744073709551615u64),
+            json!(""),
+            json!("quote\"back\\slash tab\tnl\n\u{1}\u{1f}\u{7f} 日本 \u{8}\u{c}\r"),
+            json!([]),
+            json!([1, "a", [null]]),
+            json!({}),
+            json!({"a\"": {"b": [1, 2, {"c": "d"}]}, "e": false}),
+        ];
+        for value in values {
+            assert_eq!(
+                json_len(&value),
+                serde_json::to_string(&value).unwrap().len(),
+                "{value}"
+            );
+        }
     }
 
     #[test]

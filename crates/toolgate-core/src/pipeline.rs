@@ -18,7 +18,7 @@ use crate::approval::{
     ApprovalBroker, ApprovalDigest, ApprovalRequest, ApprovalResponse, Grant, GrantRefusal,
     GrantScope,
 };
-use crate::canonical::{Digest, canonical_json, sha256_digest};
+use crate::canonical::{Digest, canonical_json, json_len, sha256_digest};
 use crate::invocation::{Invocation, NormalizeBounds, RawCall, Surface, normalize};
 use crate::outcome::{Evidence, Outcome, Status, ToolError, ToolOutput};
 use crate::policy::{PolicyContext, PolicyEngine};
@@ -475,6 +475,7 @@ impl Pipeline {
         let decision = self.policy.decide(
             &tool,
             &PolicyContext {
+                effect,
                 actor: &invocation.actor,
                 surface: invocation.surface,
                 profile: &invocation.profile,
@@ -729,7 +730,7 @@ impl Pipeline {
         let mut resources = Value::from(std::mem::take(&mut trace.resources));
         let redactions = redactions + redact_value(&mut resources);
         let resources: Vec<String> = serde_json::from_value(resources).unwrap_or_default();
-        let output_bytes = output.as_ref().map_or(0, json_size);
+        let output_bytes = output.as_ref().map_or(0, json_len);
         let limit = trace
             .resolved
             .as_ref()
@@ -882,24 +883,6 @@ impl Pipeline {
         report(Stage::Execute, "skip", "explain never executes".to_owned());
         reports
     }
-}
-
-/// The size of `value` serialized compactly, counted without building the text.
-fn json_size(value: &Value) -> usize {
-    struct Counter(usize);
-    impl std::io::Write for Counter {
-        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-            self.0 += bytes.len();
-            Ok(bytes.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let mut counter = Counter(0);
-    // Writing to a counter cannot fail.
-    let _ = serde_json::to_writer(&mut counter, value);
-    counter.0
 }
 
 fn nanos(d: Duration) -> u64 {

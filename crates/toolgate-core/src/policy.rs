@@ -6,7 +6,7 @@
 //! |------------|-------|
 //! | principal  | `Actor::"<actor>"` |
 //! | action     | `Action::"call"` (may the call happen at all), then `Action::"call_unattended"` (may it happen without a person's approval) |
-//! | resource   | `Tool::"<name>"` with attributes `name`, `capability`, `effect` (`"read_only"`, `"local_write"`, `"network"`, `"irreversible"`) and `major` (a Long) |
+//! | resource   | `Tool::"<name>"` with attributes `name`, `capability`, `effect` (`"read_only"`, `"local_write"`, `"network"`, `"irreversible"`: the call's class after classification, which arguments can make stricter than the entry's) and `major` (a Long) |
 //! | context    | `surface`, `profile`, `workspace` (a digest) and `paths` (the workspace-relative paths the call touches, a Set of Strings) |
 //!
 //! Decisions are values and never errors: any evaluation error — a missing attribute, a type
@@ -27,7 +27,7 @@ use miette::Diagnostic;
 use thiserror::Error;
 
 use crate::invocation::Surface;
-use crate::registry::{Registry, Tool};
+use crate::registry::{EffectClass, Registry, Tool};
 
 /// The policy toolgate runs with when the operator adds none.
 pub const DEFAULT_POLICY: &str = r#"
@@ -99,6 +99,9 @@ pub struct PolicyDecision {
 /// The context of one call, as policies see it.
 #[derive(Debug, Clone, Copy)]
 pub struct PolicyContext<'a> {
+    /// The call's effect class after classification, which may be stricter than the entry's;
+    /// policies see it as `resource.effect`.
+    pub effect: EffectClass,
     pub actor: &'a str,
     pub surface: Surface,
     pub profile: &'a str,
@@ -127,6 +130,8 @@ pub struct PolicyEngine {
 
 #[derive(Debug)]
 struct ToolSlice {
+    /// The effect class the tool entity carries in this slice.
+    effect: EffectClass,
     /// For `call` and `call_unattended`.
     actions: [ActionSlice; 2],
     entities: Entities,
@@ -204,13 +209,13 @@ impl PolicyEngine {
     /// sliced on the fly, with the same result.
     pub fn prepare(&mut self, registry: &Registry) -> Result<(), PolicyError> {
         for tool in registry.tools() {
-            let slice = self.slice_for(tool)?;
+            let slice = self.slice_for(tool, tool.entry.effect())?;
             self.slices.insert(tool.entry.name.clone(), slice);
         }
         Ok(())
     }
 
-    fn slice_for(&self, tool: &Tool) -> Result<ToolSlice, PolicyError> {
+    fn slice_for(&self, tool: &Tool, effect: EffectClass) -> Result<ToolSlice, PolicyError> {
         let uid = entity_uid("Tool", &tool.entry.name);
         let attrs = HashMap::from([
             (
@@ -223,7 +228,7 @@ impl PolicyEngine {
             ),
             (
                 "effect".to_owned(),
-                RestrictedExpression::new_string(tool.entry.effect().as_str().to_owned()),
+                RestrictedExpression::new_string(effect.as_str().to_owned()),
             ),
             (
                 "major".to_owned(),
@@ -243,6 +248,7 @@ impl PolicyEngine {
             .clone()
             .map(|action| self.slice_action(&action, &uid, &entities));
         Ok(ToolSlice {
+            effect,
             actions,
             entities,
             uid,
@@ -304,9 +310,11 @@ impl PolicyEngine {
     /// Decides a call to `tool` in `context`. Never fails: every error is a denial.
     pub fn decide(&self, tool: &Tool, context: &PolicyContext<'_>) -> PolicyDecision {
         let built;
+        // A call whose arguments made it more consequential than its entry is decided as what
+        // it is: that slice is built for it, here.
         let slice = match self.slices.get(&tool.entry.name) {
-            Some(slice) => slice,
-            None => match self.slice_for(tool) {
+            Some(slice) if slice.effect == context.effect => slice,
+            _ => match self.slice_for(tool, context.effect) {
                 Ok(slice) => {
                     built = slice;
                     &built
@@ -580,7 +588,7 @@ fn parse_error(file: &str, text: &str, errors: &cedar_policy::ParseErrors) -> Po
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::registry::{EffectClass, RegistryBuilder, ToolEntry};
+    use crate::registry::{RegistryBuilder, ToolEntry};
     use crate::{Authorized, Descriptor, ExecContext, Executor, ToolError, ToolOutput};
     use std::sync::Arc;
 
@@ -669,12 +677,13 @@ mod tests {
         }
         let mut checked = 0;
         for tool in registry.tools() {
-            let slice = engine.slice_for(tool).unwrap();
+            let slice = engine.slice_for(tool, tool.entry.effect()).unwrap();
             for surface in Surface::ALL {
                 for actor in ["local", "admin", "intruder"] {
                     for profile in ["default", "trusted"] {
                         for paths in [vec![], vec![".env".to_owned()], vec!["a".to_owned()]] {
                             let context = PolicyContext {
+                                effect: tool.entry.effect(),
                                 actor,
                                 surface,
                                 profile,

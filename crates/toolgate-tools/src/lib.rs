@@ -102,19 +102,10 @@ fn stopped(cx: &ExecContext) -> ToolError {
     }
 }
 
-/// The bytes `text` takes as a JSON string, quotes included, as serde_json writes it. Output
-/// budgets count these, not raw bytes, since control characters grow sixfold when escaped.
+/// The bytes `text` takes as a JSON string, quotes included. Output budgets count these, not
+/// raw bytes, since control characters grow sixfold when escaped.
 fn json_len(text: &str) -> usize {
-    // Byte by byte: every byte of a multi-byte UTF-8 character is 0x80 or above and is written
-    // as is, so counting bytes gives the same total as counting characters, and is much faster.
-    2 + text
-        .bytes()
-        .map(|b| match b {
-            b'"' | b'\\' | b'\n' | b'\r' | b'\t' | 0x08 | 0x0c => 2,
-            0x00..=0x1f => 6,
-            _ => 1,
-        })
-        .sum::<usize>()
+    toolgate_core::canonical::json_string_len(text)
 }
 
 fn u64_argument(arguments: &Map<String, Value>, name: &str) -> Option<u64> {

@@ -410,3 +410,73 @@ fn sha256_hex(bytes: &[u8]) -> String {
         .trim_start_matches("sha256:")
         .to_owned()
 }
+
+/// Runs `toolgate` on a pseudo-terminal (util-linux `script`) and types `answer` at it.
+fn on_a_terminal(args: &str, answer: &str) -> (i32, String) {
+    let bin = assert_cmd::cargo::cargo_bin("toolgate");
+    let command = format!("{} {args}", bin.display());
+    let output = std::process::Command::new("script")
+        .args(["-qec", &command, "/dev/null"])
+        .env("XDG_CONFIG_HOME", "/nonexistent-toolgate-test-config")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut child| {
+            use std::io::Write;
+            child.stdin.take().unwrap().write_all(answer.as_bytes())?;
+            child.wait_with_output()
+        })
+        .expect("util-linux `script` runs");
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&output.stdout).to_string(),
+    )
+}
+
+#[test]
+fn a_person_at_a_terminal_approves_or_refuses() {
+    let fx = Fixture::new();
+    let config = fx.dir.path().join("approve.toml");
+    fs::write(
+        &config,
+        "[[tool]]\nname = \"read_file\"\napproval = \"each_call\"\n",
+    )
+    .unwrap();
+    let args = format!(
+        "call --workspace {} --tool read_file --args '{{\"path\": \"a.txt\"}}' --config {}",
+        fx.workspace().display(),
+        config.display()
+    );
+    let (code, screen) = on_a_terminal(&args, "y\n");
+    assert_eq!(code, 0, "{screen}");
+    assert!(screen.contains("Allow this call once? [y/N]"), "{screen}");
+    assert!(screen.contains("resources: path:a.txt"), "{screen}");
+    assert!(screen.contains("alpha"), "{screen}");
+    let (code, screen) = on_a_terminal(&args, "n\n");
+    assert_eq!(code, 2, "{screen}");
+    assert!(screen.contains("approval_denied"), "{screen}");
+    assert!(!screen.contains("alpha"), "{screen}");
+}
+
+#[test]
+fn the_user_configuration_applies_without_config_flag() {
+    let fx = Fixture::new();
+    let home = fx.dir.path().join("xdg");
+    fs::create_dir_all(home.join("toolgate")).unwrap();
+    fs::write(
+        home.join("toolgate/toolgate.toml"),
+        "[[tool]]\nname = \"read_file\"\nenabled = false\n",
+    )
+    .unwrap();
+    let output = Command::cargo_bin("toolgate")
+        .unwrap()
+        .env("XDG_CONFIG_HOME", &home)
+        .args(["call", "--json", "--workspace"])
+        .arg(fx.workspace())
+        .args(["--tool", "read_file", "--args", r#"{"path": "a.txt"}"#])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let outcome: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(outcome["rejection"]["code"], "disabled");
+}
