@@ -635,8 +635,17 @@ mod tests {
         @id("context") forbid (principal, action == Action::"call_unattended", resource) when { context.surface == "chat" && resource.effect == "read_only" };
         @id("paths") forbid (principal, action, resource) when { context.paths.contains(".env") };
         @id("in-list") permit (principal, action in [Action::"call_unattended"], resource is Tool) when { context.profile == "trusted" };
+        @id("is-in") permit (principal, action == Action::"call", resource is Tool in Tool::"fetcher") when { context.surface == "cli" };
         @id("cli-write") permit (principal, action == Action::"call_unattended", resource) when { resource.effect == "local_write" && context.surface == "cli" };
     "#;
+
+    #[test]
+    fn counts() {
+        let engine = PolicyEngine::default_policy().unwrap();
+        assert_eq!((engine.len(), engine.is_empty()), (3, false));
+        let none = PolicyEngine::from_sources(&[]).unwrap();
+        assert_eq!((none.len(), none.is_empty()), (0, true));
+    }
 
     #[test]
     fn static_policies_are_recognised() {

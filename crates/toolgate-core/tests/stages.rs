@@ -213,3 +213,232 @@ fn exec_context_stops_on_cancel_or_deadline_only() {
     assert!(late.should_stop());
     assert!(late.deadline() <= std::time::Instant::now());
 }
+
+/// Remembers every request; grants once, or stands a workspace grant when offered one.
+#[derive(Debug)]
+struct Recording {
+    ledger: GrantLedger,
+    requests: Mutex<Vec<ApprovalRequest>>,
+}
+
+impl ApprovalBroker for Recording {
+    fn request(&self, request: &ApprovalRequest) -> ApprovalResponse {
+        self.requests.lock().unwrap().push(request.clone());
+        let scope = request.scope_allowed;
+        ApprovalResponse::Grant(self.ledger.issue(request, scope, Duration::from_secs(60)))
+    }
+    fn redeem(&self, g: &Grant, d: &ApprovalDigest, w: &str, t: &str) -> Result<(), GrantRefusal> {
+        self.ledger.redeem(g, d, w, t)
+    }
+    fn standing(&self, workspace: &str, tool: &str) -> Option<Grant> {
+        self.ledger.standing(workspace, tool)
+    }
+}
+
+fn recording_pipeline(entries: Vec<ToolEntry>) -> (Pipeline, Arc<Recording>) {
+    let broker = Arc::new(Recording {
+        ledger: GrantLedger::new(Arc::new(SystemClock)),
+        requests: Mutex::new(Vec::new()),
+    });
+    let schema = json!({"type": "object", "properties": {"path": {"type": "string"}}});
+    let mut builder = RegistryBuilder::new();
+    for entry in entries {
+        let descriptor = Descriptor::new(entry.name.clone(), "t", schema.clone());
+        builder
+            .register(descriptor, entry, Arc::new(Witness::default()))
+            .unwrap();
+    }
+    let p = Pipeline::new(
+        Arc::new(builder.build().unwrap()),
+        Arc::new(PolicyEngine::default_policy().unwrap()),
+        broker.clone(),
+        WorkspaceId::new(ROOT),
+    );
+    (p, broker)
+}
+
+fn entry(name: &str, effect: EffectClass, approval: ApprovalMode) -> ToolEntry {
+    let mut entry = ToolEntry::new(name, "test");
+    entry.effect = Some(effect);
+    entry.approval = approval;
+    entry
+}
+
+#[test]
+fn only_file_edits_may_be_remembered_for_the_workspace() {
+    let (p, broker) = recording_pipeline(vec![
+        entry("edit", EffectClass::LocalWrite, ApprovalMode::Policy),
+        entry("edit_each", EffectClass::LocalWrite, ApprovalMode::EachCall),
+        entry("run", EffectClass::Irreversible, ApprovalMode::Policy),
+    ]);
+    for tool in ["edit", "edit_each", "run"] {
+        for path in ["a", "b"] {
+            let outcome = p.run(RawCall::text(
+                tool,
+                json!({ "path": path }).to_string(),
+                Surface::Chat,
+            ));
+            assert_eq!(outcome.status, Status::Completed, "{tool}: {outcome:?}");
+        }
+    }
+    let asked: Vec<(String, GrantScope)> = broker
+        .requests
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|r| (r.tool.clone(), r.scope_allowed))
+        .collect();
+    // `edit` was asked once, with a workspace scope that then stood for the second call;
+    // `edit_each` and `run` were asked every time, for that call only.
+    assert_eq!(
+        asked,
+        [
+            ("edit".to_owned(), GrantScope::WorkspaceAction),
+            ("edit_each".to_owned(), GrantScope::Once),
+            ("edit_each".to_owned(), GrantScope::Once),
+            ("run".to_owned(), GrantScope::Once),
+            ("run".to_owned(), GrantScope::Once),
+        ]
+    );
+}
+
+#[test]
+fn standing_grants_never_cover_commands() {
+    // A workspace grant standing for `run` (say, left by an older version) is not used: every
+    // irreversible call is asked afresh.
+    let (p, broker) = recording_pipeline(vec![entry(
+        "run",
+        EffectClass::Irreversible,
+        ApprovalMode::Policy,
+    )]);
+    let request = ApprovalRequest {
+        digest: ApprovalDigest::compute("run", "1.0", &json!({}), "w", &[], &[]),
+        tool: "run".into(),
+        version: "1.0".into(),
+        effect: EffectClass::LocalWrite,
+        surface: Surface::Chat,
+        actor: "local".into(),
+        workspace: WorkspaceId::new(ROOT).digest().to_owned(),
+        arguments: json!({}),
+        resources: vec![],
+        preview: None,
+        scope_allowed: GrantScope::WorkspaceAction,
+    };
+    broker.ledger.issue(
+        &request,
+        GrantScope::WorkspaceAction,
+        Duration::from_secs(60),
+    );
+    assert!(
+        broker
+            .standing(WorkspaceId::new(ROOT).digest(), "run")
+            .is_some()
+    );
+    let outcome = p.run(RawCall::text("run", r#"{"path": "a"}"#, Surface::Chat));
+    assert_eq!(outcome.status, Status::Completed);
+    assert_eq!(
+        broker.requests.lock().unwrap().len(),
+        1,
+        "asked, not waved through"
+    );
+}
+
+/// Fails with a secret in its message, or returns `size` bytes of JSON, or sleeps.
+#[derive(Debug)]
+enum Scripted {
+    FailWithSecret,
+    Output(usize),
+    Sleep(Duration),
+}
+
+impl Executor for Scripted {
+    fn execute(&self, _call: &Authorized, _cx: &ExecContext) -> Result<ToolOutput, ToolError> {
+        match self {
+            Scripted::FailWithSecret => Err(ToolError::new(
+                "boom",
+                "connecting with token ghp_0123456789abcdefghijABCDEFGHIJ012345 failed",
+            )),
+            // A JSON string of `size` bytes: the quotes and size - 2 letters.
+            Scripted::Output(size) => Ok(ToolOutput::new(json!("x".repeat(size - 2)))),
+            Scripted::Sleep(d) => {
+                std::thread::sleep(*d);
+                Ok(ToolOutput::new(json!(null)))
+            }
+        }
+    }
+}
+
+fn scripted(executor: Scripted, max_output_bytes: usize) -> Pipeline {
+    let mut entry = ToolEntry::new("s", "test");
+    entry.effect = Some(EffectClass::ReadOnly);
+    entry.limits.max_output_bytes = max_output_bytes;
+    let mut builder = RegistryBuilder::new();
+    builder
+        .register(
+            Descriptor::new("s", "t", json!({"type": "object"})),
+            entry,
+            Arc::new(executor),
+        )
+        .unwrap();
+    Pipeline::new(
+        Arc::new(builder.build().unwrap()),
+        Arc::new(PolicyEngine::default_policy().unwrap()),
+        Arc::new(HeadlessBroker),
+        WorkspaceId::new(ROOT),
+    )
+}
+
+#[test]
+fn tool_errors_are_redacted_and_counted() {
+    let outcome =
+        scripted(Scripted::FailWithSecret, 1000).run(RawCall::text("s", "{}", Surface::Chat));
+    assert_eq!(outcome.status, Status::Failed);
+    let error = outcome.error.unwrap();
+    assert_eq!(error.message, "connecting with token [REDACTED] failed");
+    assert_eq!(outcome.evidence.redactions, 1);
+}
+
+#[test]
+fn output_over_the_limit_fails_closed() {
+    let at = scripted(Scripted::Output(100), 100).run(RawCall::text("s", "{}", Surface::Chat));
+    assert_eq!(at.status, Status::Completed, "{at:?}");
+    assert_eq!(at.evidence.output_bytes, 100);
+    let over = scripted(Scripted::Output(101), 100).run(RawCall::text("s", "{}", Surface::Chat));
+    assert_eq!(over.status, Status::Failed);
+    assert!(over.output.is_none());
+    assert_eq!(over.error.unwrap().code, "output_too_large");
+    let under = scripted(Scripted::Output(99), 100).run(RawCall::text("s", "{}", Surface::Chat));
+    assert_eq!(under.status, Status::Completed);
+}
+
+#[test]
+fn durations_are_measured() {
+    let outcome = scripted(Scripted::Sleep(Duration::from_millis(5)), 1000).run(RawCall::text(
+        "s",
+        "{}",
+        Surface::Chat,
+    ));
+    let execute = outcome.evidence.durations_ns["execute"];
+    assert!(execute >= 5_000_000, "{execute}");
+    assert!(outcome.evidence.total_ns >= execute);
+    assert!(outcome.evidence.total_ns < 5_000_000_000);
+    let stages: Vec<&str> = outcome
+        .evidence
+        .durations_ns
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(
+        stages,
+        [
+            "approve",
+            "authorize",
+            "classify",
+            "describe",
+            "execute",
+            "normalize",
+            "resolve",
+            "validate"
+        ]
+    );
+}
