@@ -546,3 +546,252 @@ fn backticked<'a>(names: impl Iterator<Item = &'a str>) -> String {
         list.join(", ")
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::invocation::{NormalizeBounds, RawCall, Surface, normalize};
+    use crate::outcome::{ToolError, ToolOutput};
+    use crate::pipeline::{Authorized, ExecContext};
+    use serde_json::json;
+
+    #[derive(Debug)]
+    struct Noop;
+    impl Executor for Noop {
+        fn execute(&self, _: &Authorized, _: &ExecContext) -> Result<ToolOutput, ToolError> {
+            Ok(ToolOutput::new(Value::Null))
+        }
+    }
+
+    fn descriptor(name: &str) -> Descriptor {
+        Descriptor::new(name, format!("the {name} tool"), json!({"type": "object"}))
+    }
+
+    fn read_only(name: &str) -> ToolEntry {
+        let mut entry = ToolEntry::new(name, "test");
+        entry.effect = Some(EffectClass::ReadOnly);
+        entry
+    }
+
+    fn resolve(registry: &Registry, tool: &str, profile: &str) -> Result<Arc<Tool>, Rejection> {
+        let raw = RawCall::text(tool, "{}", Surface::Chat).in_profile(profile);
+        registry.resolve(&normalize(raw, &NormalizeBounds::default()).unwrap())
+    }
+
+    #[test]
+    fn effect_classes_round_trip_and_order_by_consequence() {
+        let all = [
+            EffectClass::ReadOnly,
+            EffectClass::LocalWrite,
+            EffectClass::Network,
+            EffectClass::Irreversible,
+        ];
+        for effect in all {
+            assert_eq!(effect.to_string().parse::<EffectClass>(), Ok(effect));
+            assert_eq!(
+                serde_json::to_value(effect).unwrap(),
+                json!(effect.as_str())
+            );
+        }
+        assert!(all.windows(2).all(|w| w[0] < w[1]));
+        assert_eq!(
+            "dangerous".parse::<EffectClass>(),
+            Err("unknown effect class `dangerous`".to_owned())
+        );
+        assert_eq!(ToolEntry::new("x", "y").effect(), EffectClass::Irreversible);
+    }
+
+    #[test]
+    fn versions_parse_and_deserialize() {
+        assert_eq!("2".parse(), Ok(Version { major: 2, minor: 0 }));
+        assert_eq!("1.3".parse(), Ok(Version { major: 1, minor: 3 }));
+        assert!("1.x".parse::<Version>().is_err());
+        assert!("".parse::<Version>().is_err());
+        let version: Version = serde_json::from_value(json!("4.2")).unwrap();
+        assert_eq!(version, Version { major: 4, minor: 2 });
+        assert_eq!(serde_json::to_value(version).unwrap(), json!("4.2"));
+        assert!(serde_json::from_value::<Version>(json!("four")).is_err());
+    }
+
+    #[test]
+    fn entries_debug_without_their_closure() {
+        let mut entry = read_only("dbg");
+        entry.availability = Some(Arc::new(|| Ok(())));
+        let text = format!("{entry:?}");
+        assert!(text.starts_with("ToolEntry { name: \"dbg\""), "{text}");
+        assert!(text.contains("availability: true"), "{text}");
+    }
+
+    #[test]
+    fn the_model_sees_the_operators_description() {
+        let mut builder = RegistryBuilder::new();
+        let mut rewritten = read_only("a");
+        rewritten.description = Some("Use this to read.".into());
+        builder
+            .register(descriptor("a"), rewritten, Arc::new(Noop))
+            .unwrap();
+        builder
+            .register(descriptor("b"), read_only("b"), Arc::new(Noop))
+            .unwrap();
+        let registry = builder.build().unwrap();
+        let descriptions: Vec<&str> = registry.tools().map(|t| t.description()).collect();
+        assert_eq!(descriptions, ["Use this to read.", "the b tool"]);
+    }
+
+    #[test]
+    fn registration_rules() {
+        let mut builder = RegistryBuilder::new();
+        // Writes may be in the default profile, not in `readonly`.
+        let mut write = read_only("w");
+        write.effect = Some(EffectClass::LocalWrite);
+        builder
+            .register(descriptor("w"), write.clone(), Arc::new(Noop))
+            .unwrap();
+        let mut sneaky = write.clone();
+        sneaky.name = "w2".into();
+        sneaky.profiles.insert(READONLY_PROFILE.into());
+        let error = builder
+            .register(descriptor("w2"), sneaky, Arc::new(Noop))
+            .unwrap_err();
+        assert!(
+            matches!(error, RegistryError::NotReadOnly { .. }),
+            "{error}"
+        );
+        let error = builder
+            .register(descriptor("w"), write.clone(), Arc::new(Noop))
+            .unwrap_err();
+        assert!(matches!(error, RegistryError::Duplicate { .. }), "{error}");
+        let mut next = write.clone();
+        next.version = Version { major: 2, minor: 0 };
+        builder
+            .register(descriptor("w"), next, Arc::new(Noop))
+            .unwrap();
+        let error = builder
+            .register(descriptor("v"), write.clone(), Arc::new(Noop))
+            .unwrap_err();
+        assert!(
+            matches!(error, RegistryError::NameMismatch { .. }),
+            "{error}"
+        );
+        let mut nowhere = read_only("n");
+        nowhere.surfaces.clear();
+        let error = builder
+            .register(descriptor("n"), nowhere, Arc::new(Noop))
+            .unwrap_err();
+        assert!(matches!(error, RegistryError::NoSurface(_)), "{error}");
+        for bad in ["", "has space", "ünïcode", &"x".repeat(65)] {
+            let error = builder
+                .register(descriptor(bad), read_only(bad), Arc::new(Noop))
+                .unwrap_err();
+            assert!(matches!(error, RegistryError::BadName(_)), "{bad}: {error}");
+        }
+        builder
+            .register(
+                descriptor(&"x".repeat(64)),
+                read_only(&"x".repeat(64)),
+                Arc::new(Noop),
+            )
+            .unwrap();
+    }
+
+    #[test]
+    fn schema_bounds_apply_to_later_registrations() {
+        let mut builder = RegistryBuilder::new();
+        let schema = json!({"type": "object", "properties": {"a": {"enum": [1, 2, 3]}}});
+        let mut tight = SchemaBounds::default();
+        tight.max_enum_values = 2;
+        builder.schema_bounds(tight);
+        let error = builder
+            .register(
+                Descriptor::new("e", "d", schema),
+                read_only("e"),
+                Arc::new(Noop),
+            )
+            .unwrap_err();
+        assert!(matches!(error, RegistryError::Schema { .. }), "{error}");
+    }
+
+    #[test]
+    fn candidates_are_listed_but_never_resolved() {
+        let mut builder = RegistryBuilder::new();
+        builder.candidate(descriptor("upstream__delete"));
+        let registry = builder.build().unwrap();
+        assert_eq!(registry.candidates(), [descriptor("upstream__delete")]);
+        assert_eq!(
+            resolve(&registry, "upstream__delete", "default")
+                .unwrap_err()
+                .code,
+            RejectCode::UnknownTool
+        );
+        assert_eq!(registry.visible("default").count(), 0);
+    }
+
+    #[test]
+    fn visibility_needs_every_condition() {
+        let mut builder = RegistryBuilder::new();
+        builder
+            .register(descriptor("shown"), read_only("shown"), Arc::new(Noop))
+            .unwrap();
+        let mut off = read_only("off");
+        off.enabled = false;
+        builder
+            .register(descriptor("off"), off, Arc::new(Noop))
+            .unwrap();
+        let mut elsewhere = read_only("elsewhere");
+        elsewhere.profiles = ["ops".to_owned()].into();
+        builder
+            .register(descriptor("elsewhere"), elsewhere, Arc::new(Noop))
+            .unwrap();
+        let mut stale = read_only("stale");
+        stale.pinned_digest = Some(descriptor("something else").digest());
+        builder
+            .register(descriptor("stale"), stale, Arc::new(Noop))
+            .unwrap();
+        let mut pinned = read_only("pinned");
+        pinned.pinned_digest = Some(descriptor("pinned").digest());
+        builder
+            .register(descriptor("pinned"), pinned, Arc::new(Noop))
+            .unwrap();
+        let mut down = read_only("down");
+        down.availability = Some(Arc::new(|| Err("offline".into())));
+        builder
+            .register(descriptor("down"), down, Arc::new(Noop))
+            .unwrap();
+        let registry = builder.build().unwrap();
+        let visible: Vec<&str> = registry
+            .visible("default")
+            .map(|t| t.entry.name.as_str())
+            .collect();
+        assert_eq!(visible, ["shown", "pinned"]);
+        let ops: Vec<&str> = registry
+            .visible("ops")
+            .map(|t| t.entry.name.as_str())
+            .collect();
+        assert_eq!(ops, ["elsewhere"]);
+        assert_eq!(
+            registry.profiles().into_iter().collect::<Vec<_>>(),
+            ["default", "ops", "readonly"]
+        );
+    }
+
+    #[test]
+    fn unknown_tools_list_what_is_there() {
+        let mut builder = RegistryBuilder::new();
+        builder
+            .register(descriptor("alpha"), read_only("alpha"), Arc::new(Noop))
+            .unwrap();
+        builder
+            .register(descriptor("beta"), read_only("beta"), Arc::new(Noop))
+            .unwrap();
+        let registry = builder.build().unwrap();
+        let rejection = resolve(&registry, "zzz", "default").unwrap_err();
+        assert_eq!(rejection.message, "no tool `zzz` is registered");
+        assert_eq!(
+            rejection.hint.as_deref(),
+            Some("available tools: `alpha`, `beta`")
+        );
+        let empty = RegistryBuilder::new().build().unwrap();
+        let rejection = resolve(&empty, "zzz", "default").unwrap_err();
+        assert_eq!(rejection.hint.as_deref(), Some("available tools: none"));
+    }
+}

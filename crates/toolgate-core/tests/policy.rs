@@ -183,7 +183,11 @@ fn parse_errors_name_file_line_and_reason() {
     let text = "permit (principal, action, resource);\n\npermit (principal, action resource);\n";
     let error = PolicyEngine::from_sources(&[("ops.cedar", text)]).unwrap_err();
     let message = error.to_string();
-    assert!(message.starts_with("ops.cedar:3:"), "{message}");
+    // Line 3, column 27: the `resource` that should have followed a comma.
+    assert!(message.starts_with("ops.cedar:3:27: "), "{message}");
+    let first_line = "permit (principal, action resource);";
+    let error = PolicyEngine::from_sources(&[("one.cedar", first_line)]).unwrap_err();
+    assert!(error.to_string().starts_with("one.cedar:1:27: "), "{error}");
     let template = "permit (principal == ?principal, action, resource);";
     let error = PolicyEngine::from_sources(&[("t.cedar", template)]).unwrap_err();
     assert!(matches!(error, PolicyError::Template { .. }), "{error}");
