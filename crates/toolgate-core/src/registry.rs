@@ -698,9 +698,10 @@ mod tests {
     fn schema_bounds_apply_to_later_registrations() {
         let mut builder = RegistryBuilder::new();
         let schema = json!({"type": "object", "properties": {"a": {"enum": [1, 2, 3]}}});
-        let mut tight = SchemaBounds::default();
-        tight.max_enum_values = 2;
-        builder.schema_bounds(tight);
+        builder.schema_bounds(SchemaBounds {
+            max_enum_values: 2,
+            ..SchemaBounds::default()
+        });
         let error = builder
             .register(
                 Descriptor::new("e", "d", schema),
