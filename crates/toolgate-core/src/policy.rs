@@ -635,7 +635,7 @@ mod tests {
         @id("context") forbid (principal, action == Action::"call_unattended", resource) when { context.surface == "chat" && resource.effect == "read_only" };
         @id("paths") forbid (principal, action, resource) when { context.paths.contains(".env") };
         @id("in-list") permit (principal, action in [Action::"call_unattended"], resource is Tool) when { context.profile == "trusted" };
-        @id("is-in") permit (principal, action == Action::"call", resource is Tool in Tool::"fetcher") when { context.surface == "cli" };
+        @id("is-in") forbid (principal, action == Action::"call", resource is Tool in Tool::"reader") when { context.surface == "cli" };
         @id("cli-write") permit (principal, action == Action::"call_unattended", resource) when { resource.effect == "local_write" && context.surface == "cli" };
     "#;
 
