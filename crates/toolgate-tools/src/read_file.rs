@@ -125,7 +125,10 @@ impl Executor for ReadFile {
             return Err(too_large(shown, read));
         }
         let digest = sha256_digest(&bytes);
-        if let Some(at) = bytes.iter().position(|b| *b == 0) {
+        // `contains` on bytes is a vectorised search; the position is only needed for the message.
+        if bytes.contains(&0)
+            && let Some(at) = bytes.iter().position(|b| *b == 0)
+        {
             return Err(ToolError::new(
                 "not_utf8",
                 format!("`{shown}` looks binary (a NUL byte at offset {at}); read_file reads text"),
