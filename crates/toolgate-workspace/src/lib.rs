@@ -34,6 +34,7 @@ use std::io::{self, Read as _};
 use std::path::{Component, Path, PathBuf};
 
 use cap_std::fs::Dir;
+use cap_std::fs::OpenOptionsExt as _;
 use thiserror::Error;
 
 pub use rel_path::RelPath;
@@ -88,7 +89,11 @@ impl PathError {
     }
 
     fn io(rel: &RelPath, error: &io::Error) -> Self {
-        if error.kind() == io::ErrorKind::NotFound {
+        // `a.txt/below`: a file where a directory should be means there is no such path.
+        if matches!(
+            error.kind(),
+            io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
+        ) {
             return PathError::NotFound {
                 path: rel.to_string(),
             };
@@ -336,17 +341,16 @@ impl Workspace {
 
     /// Opens a regular file for reading, beneath the root.
     pub fn open_file(&self, rel: &RelPath) -> Result<OpenFile, PathError> {
-        // Refuse FIFOs and devices before opening: opening a FIFO blocks until a writer comes.
-        let resolved = self.resolve(rel)?;
-        if resolved.kind != PathKind::File {
-            return Err(PathError::NotAFile {
-                path: rel.to_string(),
-                kind: resolved.kind,
-            });
-        }
+        // Non-blocking, so that a FIFO (or a file swapped for one since it was checked) cannot
+        // hang the open waiting for a writer; it is refused below like any non-file. Reads of
+        // a regular file are unaffected by the flag.
+        let mut options = cap_std::fs::OpenOptions::new();
+        options
+            .read(true)
+            .custom_flags(rustix::fs::OFlags::NONBLOCK.bits().cast_signed());
         let file = self
             .dir
-            .open(target_path(rel))
+            .open_with(target_path(rel), &options)
             .map_err(|e| self.open_error(rel, &e))?;
         let metadata = file.metadata().map_err(|e| PathError::io(rel, &e))?;
         if !metadata.is_file() {
@@ -491,6 +495,23 @@ mod tests {
     fn resolve(f: &Fixture, raw: &str) -> Result<ResolvedPath, PathError> {
         let rel = f.workspace.check_path(raw)?;
         f.workspace.resolve(&rel)
+    }
+
+    #[test]
+    fn a_fifo_is_refused_without_blocking() {
+        let f = fixture();
+        let status = std::process::Command::new("mkfifo")
+            .arg(f.workspace.root().join("pipe"))
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let rel = f.workspace.check_path("pipe").unwrap();
+        // Nobody writes to the pipe: a blocking open would hang this test forever.
+        let error = f.workspace.open_file(&rel).unwrap_err();
+        assert!(
+            matches!(error, PathError::NotAFile { kind: PathKind::Other, .. }),
+            "{error}"
+        );
     }
 
     #[test]
