@@ -509,7 +509,13 @@ mod tests {
         // Nobody writes to the pipe: a blocking open would hang this test forever.
         let error = f.workspace.open_file(&rel).unwrap_err();
         assert!(
-            matches!(error, PathError::NotAFile { kind: PathKind::Other, .. }),
+            matches!(
+                error,
+                PathError::NotAFile {
+                    kind: PathKind::Other,
+                    ..
+                }
+            ),
             "{error}"
         );
     }
