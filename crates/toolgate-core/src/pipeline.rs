@@ -125,9 +125,10 @@ struct Trace {
 }
 
 impl Trace {
+    /// Adds the time since `since` to `stage`.
     fn record(&mut self, stage: Stage, since: Instant) {
         if let Some(slot) = self.durations.get_mut(stage as usize) {
-            *slot = Some(since.elapsed());
+            *slot = Some(slot.unwrap_or_default() + since.elapsed());
         }
     }
 }
@@ -459,6 +460,8 @@ impl Pipeline {
         } = classified;
         if !tool.entry.surfaces.contains(&invocation.surface) {
             trace.record(Stage::Authorize, started);
+            // Validated arguments go into the evidence of every later rejection, as a digest.
+            trace.arguments = Some(arguments);
             let allowed: Vec<&str> = tool.entry.surfaces.iter().map(|s| s.as_str()).collect();
             return Err(Stopped {
                 rejection: Rejection::new(
@@ -512,6 +515,7 @@ impl Pipeline {
                 "this is the operator's decision; do not retry the same call".into(),
             ));
             rejection.policies = decision.policies;
+            trace.arguments = Some(arguments);
             return Err(Stopped { rejection, trace });
         }
         let approval_required =
@@ -549,6 +553,7 @@ impl Pipeline {
                 }
                 Err(rejection) => {
                     trace.record(Stage::Approve, started);
+                    trace.arguments = Some(arguments);
                     return Err(Stopped { rejection, trace });
                 }
             }
@@ -656,7 +661,10 @@ impl Pipeline {
             );
             if let Err(refusal) = redeemed {
                 let mut trace = authorized.trace;
-                trace.record(Stage::Execute, started);
+                // Redeeming is the last act of approval: its time counts there, and no
+                // execution is recorded for a call that never ran.
+                trace.record(Stage::Approve, started);
+                trace.arguments = Some(authorized.arguments);
                 let code = match refusal {
                     GrantRefusal::Expired => RejectCode::ApprovalExpired,
                     _ => RejectCode::ApprovalInvalid,

@@ -324,6 +324,20 @@ fn every_rejection_code_stops_before_the_executor() {
         );
         assert_eq!(outcome.status, Status::Rejected);
         assert!(!entered, "{} {}: executor was entered", row.tool, row.args);
+        assert!(
+            !outcome.evidence.durations_ns.contains_key("execute"),
+            "{} {}: evidence records an execution",
+            row.tool,
+            row.args
+        );
+        // Arguments that passed validation are in the evidence as a digest, never as values.
+        assert_eq!(
+            outcome.evidence.argument_digest.is_some(),
+            row.stage > Stage::Validate,
+            "{} {}",
+            row.tool,
+            row.args
+        );
         assert!(outcome.output.is_none());
         assert_eq!(outcome.evidence.request_id.as_deref(), Some("req-1"));
         seen.insert(row.code);
