@@ -263,12 +263,95 @@ fn parse_arguments(text: &str, bounds: &NormalizeBounds) -> Result<Value, Reject
     if depth > bounds.max_depth {
         return Err(too_deep(bounds));
     }
-    serde_json::from_str(text).map_err(|e| {
+    let mut deserializer = serde_json::Deserializer::from_str(text);
+    let value = serde::Deserializer::deserialize_any(&mut deserializer, StrictValue)
+        .and_then(|value| deserializer.end().map(|()| value));
+    value.map_err(|e| {
         Rejection::new(
             RejectCode::Malformed,
             format!("arguments are not valid JSON: {e}"),
         )
     })
+}
+
+/// Builds a [`Value`] like serde_json does, but refuses an object that names a key twice.
+/// `{"path": "a", "path": "/etc/passwd"}` means one thing to one parser and another to the
+/// next; toolgate takes neither.
+struct StrictValue;
+
+impl<'de> serde::de::Visitor<'de> for StrictValue {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
+        Ok(Value::Bool(v))
+    }
+
+    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+
+    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+
+    fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+
+    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+        Ok(Value::String(v.to_owned()))
+    }
+
+    fn visit_string<E>(self, v: String) -> Result<Value, E> {
+        Ok(Value::String(v))
+    }
+
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_none<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_some<D: serde::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+        d.deserialize_any(StrictValue)
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut items = Vec::new();
+        while let Some(item) = seq.next_element_seed(StrictValue)? {
+            items.push(item);
+        }
+        Ok(Value::Array(items))
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut object = Map::new();
+        while let Some(key) = map.next_key::<String>()? {
+            let value = map.next_value_seed(StrictValue)?;
+            if object.contains_key(&key) {
+                return Err(serde::de::Error::custom(format_args!(
+                    "the key `{}` appears twice",
+                    escape(&key)
+                )));
+            }
+            object.insert(key, value);
+        }
+        Ok(Value::Object(object))
+    }
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for StrictValue {
+    type Value = Value;
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+        d.deserialize_any(self)
+    }
 }
 
 /// The deepest bracket nesting in JSON text, ignoring brackets inside strings. Runs before the
@@ -419,6 +502,36 @@ mod tests {
         );
         let huge = format!("{{\"a\": \"{}\"}}", "x".repeat(1024 * 1024));
         assert_eq!(code("x", &huge), RejectCode::TooLarge);
+    }
+
+    #[test]
+    fn duplicate_keys_are_refused_at_any_depth() {
+        assert_eq!(
+            code("x", r#"{"path": "a", "path": "/etc/passwd"}"#),
+            RejectCode::Malformed
+        );
+        assert_eq!(
+            code("x", r#"{"o": {"k": 1, "k": 2}}"#),
+            RejectCode::Malformed
+        );
+        assert_eq!(
+            code("x", r#"{"a": [{"k": 1, "\u006b": 2}]}"#),
+            RejectCode::Malformed
+        );
+        let message = run("x", r#"{"path": 1, "path": 2}"#).unwrap_err().message;
+        assert!(
+            message.contains("the key `path` appears twice"),
+            "{message}"
+        );
+        let ok = run(
+            "x",
+            r#"{"a": {"k": 1}, "b": {"k": [1, 2.5, -3, true, null, "s"]}}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            ok.arguments["b"],
+            json!({"k": [1, 2.5, -3, true, null, "s"]})
+        );
     }
 
     #[test]
