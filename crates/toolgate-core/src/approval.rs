@@ -110,18 +110,26 @@ pub trait ApprovalBroker: Send + Sync + std::fmt::Debug {
     /// Asks for a decision on `request`, blocking until there is one or none can be had.
     fn request(&self, request: &ApprovalRequest) -> ApprovalResponse;
 
-    /// Redeems `grant` for `digest` immediately before execution.
+    /// The ledger that holds this broker's grants; `None` for a broker that never grants.
+    fn ledger(&self) -> Option<&GrantLedger>;
+
+    /// Redeems `grant` for `digest` immediately before execution. Without a ledger every
+    /// grant is unknown.
     fn redeem(
         &self,
         grant: &Grant,
         digest: &ApprovalDigest,
         workspace: &str,
         tool: &str,
-    ) -> Result<(), GrantRefusal>;
+    ) -> Result<(), GrantRefusal> {
+        self.ledger()
+            .ok_or(GrantRefusal::Unknown)?
+            .redeem(grant, digest, workspace, tool)
+    }
 
     /// A remembered workspace-scoped grant for this tool, if one is standing.
-    fn standing(&self, _workspace: &str, _tool: &str) -> Option<Grant> {
-        None
+    fn standing(&self, workspace: &str, tool: &str) -> Option<Grant> {
+        self.ledger()?.standing(workspace, tool)
     }
 }
 
@@ -136,8 +144,8 @@ impl ApprovalBroker for HeadlessBroker {
         }
     }
 
-    fn redeem(&self, _: &Grant, _: &ApprovalDigest, _: &str, _: &str) -> Result<(), GrantRefusal> {
-        Err(GrantRefusal::Unknown)
+    fn ledger(&self) -> Option<&GrantLedger> {
+        None
     }
 }
 

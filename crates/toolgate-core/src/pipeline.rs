@@ -22,7 +22,7 @@ use crate::canonical::{Digest, canonical_json, json_len, sha256_digest};
 use crate::invocation::{Invocation, NormalizeBounds, RawCall, Surface, normalize};
 use crate::outcome::{Evidence, Outcome, Status, ToolError, ToolOutput};
 use crate::policy::{PolicyContext, PolicyEngine};
-use crate::redact::redact_value;
+use crate::redact::{redact_string, redact_value};
 use crate::registry::{ApprovalMode, EffectClass, Limits, Registry, Tool};
 use crate::rejection::{RejectCode, Rejection, Stage};
 
@@ -686,58 +686,50 @@ impl Pipeline {
     /// Stage 8: the outcome, redacted and bounded, with evidence.
     pub fn describe(&self, result: Result<Executed, Stopped>) -> Outcome {
         let started = Instant::now();
-        let (status, rejection, output, error, mut trace, truncated, mut unknowns) = match result {
-            Err(Stopped { rejection, trace }) => (
-                Status::Rejected,
-                Some(rejection),
-                None,
-                None,
-                trace,
-                false,
-                Vec::new(),
-            ),
-            Ok(Executed {
-                result: Ok(output),
-                trace,
-            }) => (
-                Status::Completed,
-                None,
-                Some(output.value),
-                None,
-                trace,
-                output.truncated,
-                output.unknowns,
-            ),
-            Ok(Executed {
-                result: Err(error),
-                trace,
-            }) => {
-                let unknowns = error.unknowns.clone();
-                (
-                    Status::Failed,
+        let (mut status, rejection, mut output, mut error, mut trace, truncated, mut unknowns) =
+            match result {
+                Err(Stopped { rejection, trace }) => (
+                    Status::Rejected,
+                    Some(rejection),
                     None,
                     None,
-                    Some(error),
                     trace,
                     false,
-                    unknowns,
-                )
-            }
-        };
-        let mut output = output;
-        let mut error = error;
-        let mut status = status;
-        let redactions = output.as_mut().map_or(0, redact_value)
-            + error.as_mut().map_or(0, |e| {
-                let mut message = Value::String(std::mem::take(&mut e.message));
-                let n = redact_value(&mut message);
-                e.message = message.as_str().unwrap_or_default().to_owned();
-                n
-            });
+                    Vec::new(),
+                ),
+                Ok(Executed {
+                    result: Ok(output),
+                    trace,
+                }) => (
+                    Status::Completed,
+                    None,
+                    Some(output.value),
+                    None,
+                    trace,
+                    output.truncated,
+                    output.unknowns,
+                ),
+                Ok(Executed {
+                    result: Err(error),
+                    trace,
+                }) => {
+                    let unknowns = error.unknowns.clone();
+                    (
+                        Status::Failed,
+                        None,
+                        None,
+                        Some(error),
+                        trace,
+                        false,
+                        unknowns,
+                    )
+                }
+            };
         // Resources are evidence, and evidence is kept: a secret-shaped path is hidden too.
-        let mut resources = Value::from(std::mem::take(&mut trace.resources));
-        let redactions = redactions + redact_value(&mut resources);
-        let resources: Vec<String> = serde_json::from_value(resources).unwrap_or_default();
+        let mut resources = std::mem::take(&mut trace.resources);
+        let redactions = output.as_mut().map_or(0, redact_value)
+            + error.as_mut().map_or(0, |e| redact_string(&mut e.message))
+            + resources.iter_mut().map(redact_string).sum::<usize>();
         let output_bytes = output.as_ref().map_or(0, json_len);
         let limit = trace
             .resolved

@@ -111,16 +111,19 @@ pub fn redact_text(text: &str) -> (Option<String>, usize) {
     (current, count)
 }
 
+/// Redacts `text` in place; returns the number of secrets.
+pub fn redact_string(text: &mut String) -> usize {
+    let (replaced, count) = redact_text(text);
+    if let Some(replaced) = replaced {
+        *text = replaced;
+    }
+    count
+}
+
 /// Redacts every string in `value`, keys included; returns the number of secrets.
 pub fn redact_value(value: &mut Value) -> usize {
     match value {
-        Value::String(text) => {
-            let (replaced, count) = redact_text(text);
-            if let Some(replaced) = replaced {
-                *text = replaced;
-            }
-            count
-        }
+        Value::String(text) => redact_string(text),
         Value::Array(items) => items.iter_mut().map(redact_value).sum(),
         Value::Object(map) => {
             let mut count: usize = map.values_mut().map(redact_value).sum();

@@ -131,14 +131,8 @@ impl ApprovalBroker for TestBroker {
         }
     }
 
-    fn redeem(
-        &self,
-        grant: &Grant,
-        digest: &ApprovalDigest,
-        workspace: &str,
-        tool: &str,
-    ) -> Result<(), GrantRefusal> {
-        self.ledger.redeem(grant, digest, workspace, tool)
+    fn ledger(&self) -> Option<&GrantLedger> {
+        Some(&self.ledger)
     }
 }
 

@@ -77,8 +77,8 @@ impl ApprovalBroker for Yes {
                 .issue(request, GrantScope::Once, Duration::from_secs(60)),
         )
     }
-    fn redeem(&self, g: &Grant, d: &ApprovalDigest, w: &str, t: &str) -> Result<(), GrantRefusal> {
-        self.0.redeem(g, d, w, t)
+    fn ledger(&self) -> Option<&GrantLedger> {
+        Some(&self.0)
     }
 }
 
@@ -227,11 +227,8 @@ impl ApprovalBroker for Recording {
         let scope = request.scope_allowed;
         ApprovalResponse::Grant(self.ledger.issue(request, scope, Duration::from_secs(60)))
     }
-    fn redeem(&self, g: &Grant, d: &ApprovalDigest, w: &str, t: &str) -> Result<(), GrantRefusal> {
-        self.ledger.redeem(g, d, w, t)
-    }
-    fn standing(&self, workspace: &str, tool: &str) -> Option<Grant> {
-        self.ledger.standing(workspace, tool)
+    fn ledger(&self) -> Option<&GrantLedger> {
+        Some(&self.ledger)
     }
 }
 

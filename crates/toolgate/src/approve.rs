@@ -9,8 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use toolgate_core::{
-    ApprovalBroker, ApprovalDigest, ApprovalRequest, ApprovalResponse, Grant, GrantLedger,
-    GrantRefusal, GrantScope, SystemClock,
+    ApprovalBroker, ApprovalRequest, ApprovalResponse, GrantLedger, GrantScope, SystemClock,
 };
 
 /// How long an approval given at the prompt stays redeemable.
@@ -76,13 +75,7 @@ impl ApprovalBroker for TerminalBroker {
         }
     }
 
-    fn redeem(
-        &self,
-        grant: &Grant,
-        digest: &ApprovalDigest,
-        workspace: &str,
-        tool: &str,
-    ) -> Result<(), GrantRefusal> {
-        self.ledger.redeem(grant, digest, workspace, tool)
+    fn ledger(&self) -> Option<&GrantLedger> {
+        Some(&self.ledger)
     }
 }
