@@ -122,8 +122,12 @@ pub enum ApprovalMode {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Limits {
-    /// Wall time for one call.
+    /// Wall time for one call: the most any call may have.
     pub timeout_ms: u64,
+    /// Wall time a call gets when it does not ask for less (tools whose arguments may ask for a
+    /// time, like `run_command`); `None` means `timeout_ms`. Never more than `timeout_ms`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_timeout_ms: Option<u64>,
     /// Largest output, in bytes, after redaction.
     pub max_output_bytes: usize,
     /// Most results (matches, entries) one call may return.
@@ -134,6 +138,7 @@ impl Default for Limits {
     fn default() -> Self {
         Limits {
             timeout_ms: 30_000,
+            default_timeout_ms: None,
             max_output_bytes: 512 * 1024,
             max_results: 1_000,
         }
@@ -292,6 +297,8 @@ pub enum RegistryError {
     BadName(String),
     #[error("tool `{0}` is allowed on no surface")]
     NoSurface(String),
+    #[error("tool `{name}`: default_timeout_ms {default} exceeds timeout_ms {max}")]
+    DefaultTimeout { name: String, default: u64, max: u64 },
 }
 
 /// Collects descriptors, entries and executors, then builds an immutable [`Registry`].
@@ -336,6 +343,15 @@ impl RegistryBuilder {
         }
         if entry.surfaces.is_empty() {
             return Err(RegistryError::NoSurface(entry.name));
+        }
+        if let Some(default) = entry.limits.default_timeout_ms
+            && default > entry.limits.timeout_ms
+        {
+            return Err(RegistryError::DefaultTimeout {
+                default,
+                max: entry.limits.timeout_ms,
+                name: entry.name,
+            });
         }
         if entry.profiles.contains(READONLY_PROFILE) && entry.effect() != EffectClass::ReadOnly {
             return Err(RegistryError::NotReadOnly {

@@ -73,6 +73,8 @@ pub enum RejectCode {
     UnknownArgument,
     ConstraintViolation,
     PathOutsideWorkspace,
+    ReadRequired,
+    StaleWrite,
     // authorize
     SurfaceNotAllowed,
     PolicyDenied,
@@ -85,7 +87,7 @@ pub enum RejectCode {
 
 impl RejectCode {
     /// Every code, for tables and tests.
-    pub const ALL: [RejectCode; 20] = [
+    pub const ALL: [RejectCode; 22] = [
         RejectCode::Malformed,
         RejectCode::TooLarge,
         RejectCode::UnknownTool,
@@ -100,6 +102,8 @@ impl RejectCode {
         RejectCode::UnknownArgument,
         RejectCode::ConstraintViolation,
         RejectCode::PathOutsideWorkspace,
+        RejectCode::ReadRequired,
+        RejectCode::StaleWrite,
         RejectCode::SurfaceNotAllowed,
         RejectCode::PolicyDenied,
         RejectCode::ApprovalRequired,
@@ -116,7 +120,7 @@ impl RejectCode {
             UnknownTool | NotInProfile | Disabled | VersionIncompatible | AmbiguousVersion
             | StaleDescriptor | Unavailable => Stage::Resolve,
             MissingInput | InvalidType | UnknownArgument | ConstraintViolation
-            | PathOutsideWorkspace => Stage::Validate,
+            | PathOutsideWorkspace | ReadRequired | StaleWrite => Stage::Validate,
             SurfaceNotAllowed | PolicyDenied => Stage::Authorize,
             ApprovalRequired | ApprovalDenied | ApprovalExpired | ApprovalInvalid => Stage::Approve,
         }
@@ -140,6 +144,8 @@ impl RejectCode {
             UnknownArgument => "unknown_argument",
             ConstraintViolation => "constraint_violation",
             PathOutsideWorkspace => "path_outside_workspace",
+            ReadRequired => "read_required",
+            StaleWrite => "stale_write",
             SurfaceNotAllowed => "surface_not_allowed",
             PolicyDenied => "policy_denied",
             ApprovalRequired => "approval_required",

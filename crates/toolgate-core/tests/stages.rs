@@ -95,6 +95,7 @@ fn pipeline(witness: Arc<Witness>, policy: Option<&str>) -> Pipeline {
         entry.effect = Some(effect);
         entry.limits = Limits {
             timeout_ms: 1234,
+            default_timeout_ms: None,
             max_output_bytes: 5678,
             max_results: 9,
         };
@@ -135,6 +136,7 @@ fn the_executor_sees_the_authorized_call_and_nothing_else() {
             arguments: json!({"path": "src/a.rs"}).as_object().unwrap().clone(),
             limits: Limits {
                 timeout_ms: 1234,
+                default_timeout_ms: None,
                 max_output_bytes: 5678,
                 max_results: 9
             },

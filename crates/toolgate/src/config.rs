@@ -62,6 +62,7 @@ pub struct ToolSection {
     pub approval: Option<ApprovalMode>,
     pub description: Option<String>,
     pub timeout_ms: Option<u64>,
+    pub default_timeout_ms: Option<u64>,
     pub max_output_bytes: Option<usize>,
     pub max_results: Option<usize>,
 }

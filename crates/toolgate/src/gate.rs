@@ -135,6 +135,9 @@ fn apply(section: &crate::config::ToolSection, entry: &mut ToolEntry) {
     if let Some(v) = section.timeout_ms {
         entry.limits.timeout_ms = v;
     }
+    if let Some(v) = section.default_timeout_ms {
+        entry.limits.default_timeout_ms = Some(v);
+    }
     if let Some(v) = section.max_output_bytes {
         entry.limits.max_output_bytes = v;
     }
