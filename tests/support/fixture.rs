@@ -56,6 +56,34 @@ impl Fixture {
         self.dir.path().join("ws")
     }
 
+    /// Everything under the fixture directory, workspace and outside alike: each path with its
+    /// kind, mode, and contents or link target. A row that was rejected or failed must leave
+    /// this unchanged.
+    pub fn snapshot(&self) -> Vec<(String, String)> {
+        fn visit(root: &Path, dir: &Path, out: &mut Vec<(String, String)>) {
+            let mut entries: Vec<_> = fs::read_dir(dir).unwrap().map(|e| e.unwrap()).collect();
+            entries.sort_by_key(|e| e.file_name());
+            for entry in entries {
+                let path = entry.path();
+                let name = path.strip_prefix(root).unwrap().display().to_string();
+                let metadata = fs::symlink_metadata(&path).unwrap();
+                let mode = std::os::unix::fs::PermissionsExt::mode(&metadata.permissions());
+                let what = if metadata.file_type().is_symlink() {
+                    format!("link {}", fs::read_link(&path).unwrap().display())
+                } else if metadata.is_dir() {
+                    visit(root, &path, out);
+                    format!("dir {mode:o}")
+                } else {
+                    format!("file {mode:o} {:?}", fs::read(&path).unwrap())
+                };
+                out.push((name, what));
+            }
+        }
+        let mut out = Vec::new();
+        visit(self.dir.path(), self.dir.path(), &mut out);
+        out
+    }
+
     /// Writes the named configuration (and its policy file) beside the workspace and returns
     /// its path; `default` means no configuration.
     pub fn config(&self, name: &str) -> Option<PathBuf> {

@@ -61,6 +61,7 @@ pub mod redact;
 pub mod registry;
 pub mod rejection;
 pub mod schema;
+pub mod sensitive;
 
 pub use approval::{
     ApprovalBroker, ApprovalDigest, ApprovalRequest, ApprovalResponse, Clock, Grant, GrantLedger,
@@ -80,3 +81,4 @@ pub use registry::{
 };
 pub use rejection::{FieldError, RejectCode, Rejection, Stage};
 pub use schema::{SchemaBounds, SchemaError, ToolSchema};
+pub use sensitive::Sensitivity;

@@ -25,6 +25,7 @@ use crate::policy::{PolicyContext, PolicyEngine};
 use crate::redact::{redact_string, redact_value};
 use crate::registry::{ApprovalMode, EffectClass, Limits, Registry, Tool};
 use crate::rejection::{RejectCode, Rejection, Stage};
+use crate::sensitive::Sensitivity;
 
 /// The owner of a tool: checks what the schema cannot, names what a call touches, and runs
 /// authorized calls.
@@ -179,6 +180,8 @@ pub struct Classified {
     arguments: Value,
     effect: EffectClass,
     classification: Classification,
+    /// The kinds of sensitive file the call's paths touch.
+    sensitive: Vec<&'static str>,
     trace: Box<Trace>,
 }
 
@@ -276,6 +279,7 @@ pub struct Pipeline {
     broker: Arc<dyn ApprovalBroker>,
     workspace: WorkspaceId,
     bounds: NormalizeBounds,
+    sensitivity: Arc<Sensitivity>,
 }
 
 impl Pipeline {
@@ -291,7 +295,15 @@ impl Pipeline {
             broker,
             workspace,
             bounds: NormalizeBounds::default(),
+            sensitivity: Arc::default(),
         }
+    }
+
+    /// The same pipeline, treating `sensitivity`'s configuration paths as sensitive too.
+    #[must_use]
+    pub fn with_sensitivity(mut self, sensitivity: Sensitivity) -> Self {
+        self.sensitivity = Arc::new(sensitivity);
+        self
     }
 
     /// The same pipeline with other normalize bounds.
@@ -434,6 +446,7 @@ impl Pipeline {
             .map_or(tool.entry.effect(), |refined| {
                 refined.max(tool.entry.effect())
             });
+        let sensitive = self.sensitivity.kinds(&classification.paths);
         trace.effect = Some(effect);
         trace.resources.clone_from(&classification.resources);
         trace.record(Stage::Classify, started);
@@ -443,6 +456,7 @@ impl Pipeline {
             arguments,
             effect,
             classification,
+            sensitive,
             trace,
         }
     }
@@ -456,6 +470,7 @@ impl Pipeline {
             arguments,
             effect,
             classification,
+            sensitive,
             mut trace,
         } = classified;
         if !tool.entry.surfaces.contains(&invocation.surface) {
@@ -484,6 +499,7 @@ impl Pipeline {
                 profile: &invocation.profile,
                 workspace: self.workspace.digest(),
                 paths: &classification.paths,
+                sensitive: &sensitive,
             },
         );
         trace.policies.clone_from(&decision.policies);
@@ -500,15 +516,18 @@ impl Pipeline {
                     tool.entry.name, invocation.actor, invocation.surface
                 )
             } else {
+                let named: Vec<String> = decision
+                    .policies
+                    .iter()
+                    .map(|p| match self.policy.reason(p) {
+                        Some(reason) => format!("`{p}` ({reason})"),
+                        None => format!("`{p}`"),
+                    })
+                    .collect();
                 format!(
                     "`{}` is forbidden by policy {}",
                     tool.entry.name,
-                    decision
-                        .policies
-                        .iter()
-                        .map(|p| format!("`{p}`"))
-                        .collect::<Vec<_>>()
-                        .join(", ")
+                    named.join(", ")
                 )
             };
             let mut rejection = Rejection::new(RejectCode::PolicyDenied, message).with_hint(Some(

@@ -47,6 +47,40 @@ permit (principal, action == Action::"call", resource)
 when { resource.effect == "irreversible" };
 
 // Network effects have no permit: denied unless an operator's policy allows them.
+
+// Sensitive files: denied to every tool, read or write, unless an operator replaces the rule
+// (a policy with the same @id in the operator's file takes its place).
+@id("sensitive-dotenv")
+@reason("`.env*` files often hold secrets")
+forbid (principal, action, resource) when { context.sensitive.contains("dotenv") };
+
+@id("sensitive-pem")
+@reason("`*.pem` files hold certificates and private keys")
+forbid (principal, action, resource) when { context.sensitive.contains("pem") };
+
+@id("sensitive-key")
+@reason("`*.key` files hold private keys")
+forbid (principal, action, resource) when { context.sensitive.contains("key") };
+
+@id("sensitive-ssh-key")
+@reason("`id_rsa*` and other SSH key files hold private keys")
+forbid (principal, action, resource) when { context.sensitive.contains("ssh_key") };
+
+@id("sensitive-git-internals")
+@reason("`.git/` internals are git's own state; its hooks and config run code")
+forbid (principal, action, resource) when { context.sensitive.contains("git_internals") };
+
+@id("sensitive-ssh-dir")
+@reason("`.ssh/` holds keys and the hosts they open")
+forbid (principal, action, resource) when { context.sensitive.contains("ssh_dir") };
+
+@id("sensitive-aws-dir")
+@reason("`.aws/` holds cloud credentials")
+forbid (principal, action, resource) when { context.sensitive.contains("aws_dir") };
+
+@id("sensitive-toolgate-config")
+@reason("toolgate's own configuration decides what tools may do; a model must not change it")
+forbid (principal, action, resource) when { context.sensitive.contains("toolgate_config") };
 "#;
 
 /// The two Cedar actions, as an index.
@@ -107,6 +141,8 @@ pub struct PolicyContext<'a> {
     pub profile: &'a str,
     pub workspace: &'a str,
     pub paths: &'a [String],
+    /// The kinds of sensitive file the paths touch (see [`crate::sensitive`]).
+    pub sensitive: &'a [&'static str],
 }
 
 /// A loaded policy set, sliced per tool.
@@ -118,6 +154,8 @@ pub struct PolicyEngine {
     /// Each policy's name for messages: its `@id` annotation, or its generated id. Looked up
     /// once here because reading an annotation parses its key.
     names: HashMap<PolicyId, String>,
+    /// Each named policy's `@reason` annotation, where it has one.
+    reasons: HashMap<String, String>,
     /// `Action::"call"` and `Action::"call_unattended"`, parsed once.
     actions: [EntityUid; 2],
     /// The `Actor` entity type, parsed once.
@@ -161,8 +199,13 @@ impl PolicyEngine {
     }
 
     /// Policies from several named sources, e.g. the default policy and an operator's file.
+    ///
+    /// A policy whose `@id` an earlier source already used *replaces* the earlier one: that is
+    /// how an operator narrows or lifts one default rule (`sensitive-dotenv`, say) without
+    /// turning the whole default policy off. Within one source an `@id` may appear only once.
     pub fn from_sources(sources: &[(&str, &str)]) -> Result<Self, PolicyError> {
-        let mut all = Vec::new();
+        // (policy, its name, the index of its source)
+        let mut loaded: Vec<(Policy, String, usize)> = Vec::new();
         for (index, (file, text)) in sources.iter().enumerate() {
             let set = PolicySet::from_str(text).map_err(|e| parse_error(file, text, &e))?;
             if set.templates().next().is_some() {
@@ -170,29 +213,48 @@ impl PolicyEngine {
                     file: (*file).to_owned(),
                 });
             }
+            let mut ids_here = HashSet::new();
             for (n, policy) in set.policies().enumerate() {
-                all.push(policy.new_id(PolicyId::new(format!("s{index}p{n}"))));
+                let id = policy.annotation("id").map(str::to_owned);
+                if let Some(id) = &id {
+                    if !ids_here.insert(id.clone()) {
+                        return Err(PolicyError::Invalid {
+                            file: (*file).to_owned(),
+                            reason: format!("policy id `{id}` is used twice"),
+                        });
+                    }
+                    loaded.retain(|(_, name, source)| !(name == id && *source < index));
+                }
+                let policy = policy.new_id(PolicyId::new(format!("s{index}p{n}")));
+                let name = id.unwrap_or_else(|| policy.id().to_string());
+                loaded.push((policy, name, index));
             }
         }
-        let names = all
+        let reasons = loaded
             .iter()
-            .map(|p| {
-                let name = p
-                    .annotation("id")
-                    .map_or_else(|| p.id().to_string(), str::to_owned);
-                (p.id().clone(), name)
-            })
+            .filter_map(|(p, name, _)| Some((name.clone(), p.annotation("reason")?.to_owned())))
             .collect();
+        let names = loaded
+            .iter()
+            .map(|(p, name, _)| (p.id().clone(), name.clone()))
+            .collect();
+        let all: Vec<Policy> = loaded.into_iter().map(|(p, _, _)| p).collect();
         let statics = all.iter().map(is_static).collect();
         Ok(PolicyEngine {
             all,
             statics,
             names,
+            reasons,
             actions: PolicyAction::ALL.map(|action| entity_uid("Action", action.id())),
             actor_type: entity_type("Actor"),
             slices: HashMap::new(),
             authorizer: Authorizer::new(),
         })
+    }
+
+    /// Why the policy named `name` exists, from its `@reason` annotation.
+    pub fn reason(&self, name: &str) -> Option<&str> {
+        self.reasons.get(name).map(String::as_str)
     }
 
     /// Number of policies loaded.
@@ -552,6 +614,15 @@ fn build_context(context: &PolicyContext<'_>) -> Result<Context, String> {
                     .map(|p| RestrictedExpression::new_string(p.clone())),
             ),
         ),
+        (
+            "sensitive".to_owned(),
+            RestrictedExpression::new_set(
+                context
+                    .sensitive
+                    .iter()
+                    .map(|kind| RestrictedExpression::new_string((*kind).to_owned())),
+            ),
+        ),
     ])
     .map_err(|e| e.to_string())
 }
@@ -642,9 +713,37 @@ mod tests {
     #[test]
     fn counts() {
         let engine = PolicyEngine::default_policy().unwrap();
-        assert_eq!((engine.len(), engine.is_empty()), (3, false));
+        assert_eq!((engine.len(), engine.is_empty()), (11, false));
         let none = PolicyEngine::from_sources(&[]).unwrap();
         assert_eq!((none.len(), none.is_empty()), (0, true));
+    }
+
+    #[test]
+    fn a_later_source_replaces_a_policy_by_its_id_and_a_source_may_not_repeat_one() {
+        let operator = r#"
+            @id("sensitive-dotenv")
+            @reason("only the example file")
+            forbid (principal, action, resource)
+            when { context.sensitive.contains("dotenv") && !context.paths.contains(".env.example") };
+        "#;
+        let engine =
+            PolicyEngine::from_sources(&[("default", DEFAULT_POLICY), ("operator", operator)])
+                .unwrap();
+        assert_eq!(engine.len(), 11);
+        assert_eq!(
+            engine.reason("sensitive-dotenv"),
+            Some("only the example file")
+        );
+        assert_eq!(
+            engine.reason("sensitive-pem"),
+            Some("`*.pem` files hold certificates and private keys")
+        );
+        let twice = r#"
+            @id("a") permit (principal, action, resource);
+            @id("a") forbid (principal, action, resource);
+        "#;
+        let error = PolicyEngine::from_sources(&[("ops.cedar", twice)]).unwrap_err();
+        assert_eq!(error.to_string(), "ops.cedar: policy id `a` is used twice");
     }
 
     #[test]
@@ -698,6 +797,7 @@ mod tests {
                                 profile,
                                 workspace: "w",
                                 paths: &paths,
+                                sensitive: &[],
                             };
                             let decision = engine.decide(tool, &context);
                             let got =

@@ -298,7 +298,11 @@ pub enum RegistryError {
     #[error("tool `{0}` is allowed on no surface")]
     NoSurface(String),
     #[error("tool `{name}`: default_timeout_ms {default} exceeds timeout_ms {max}")]
-    DefaultTimeout { name: String, default: u64, max: u64 },
+    DefaultTimeout {
+        name: String,
+        default: u64,
+        max: u64,
+    },
 }
 
 /// Collects descriptors, entries and executors, then builds an immutable [`Registry`].

@@ -109,13 +109,18 @@ fn operator_policies_permit_and_forbid() {
 
         @id("no-secrets")
         forbid (principal, action, resource)
-        when { context.paths.contains(".env") };
+        when { context.paths.contains("notes/private.txt") };
     "#;
     let p = pipeline(Some(text), true);
     assert_eq!(decide(&p, "fetcher", "{}", Surface::Cli), "ok");
     assert_eq!(decide(&p, "fetcher", "{}", Surface::Chat), "policy_denied");
     assert_eq!(
-        decide(&p, "reader", r#"{"path": ".env"}"#, Surface::Chat),
+        decide(
+            &p,
+            "reader",
+            r#"{"path": "notes/private.txt"}"#,
+            Surface::Chat
+        ),
         "policy_denied"
     );
     assert_eq!(
@@ -125,7 +130,7 @@ fn operator_policies_permit_and_forbid() {
     let stopped = p
         .authorize_call(RawCall::text(
             "reader",
-            r#"{"path": ".env"}"#,
+            r#"{"path": "notes/private.txt"}"#,
             Surface::Chat,
         ))
         .unwrap_err();
@@ -134,6 +139,63 @@ fn operator_policies_permit_and_forbid() {
         stopped.rejection.message.contains("`no-secrets`"),
         "{}",
         stopped.rejection.message
+    );
+}
+
+#[test]
+fn sensitive_files_are_denied_by_a_named_rule_that_an_operator_can_replace() {
+    let p = pipeline(None, true);
+    for (path, rule) in [
+        (".env", "sensitive-dotenv"),
+        ("config/.ENV.local", "sensitive-dotenv"),
+        ("certs/site.pem", "sensitive-pem"),
+        ("tls/site.key", "sensitive-key"),
+        ("backup/id_rsa", "sensitive-ssh-key"),
+        (".git/config", "sensitive-git-internals"),
+        (".ssh/known_hosts", "sensitive-ssh-dir"),
+        (".aws/credentials", "sensitive-aws-dir"),
+        ("toolgate.toml", "sensitive-toolgate-config"),
+    ] {
+        for tool in ["reader", "writer"] {
+            let stopped = p
+                .authorize_call(RawCall::text(
+                    tool,
+                    &json!({ "path": path }).to_string(),
+                    Surface::Cli,
+                ))
+                .unwrap_err();
+            assert_eq!(stopped.rejection.code, RejectCode::PolicyDenied, "{path}");
+            assert_eq!(stopped.rejection.policies, [rule], "{tool} {path}");
+            assert!(
+                stopped.rejection.message.contains(&format!("`{rule}` (")),
+                "the message names the rule and why: {}",
+                stopped.rejection.message
+            );
+        }
+    }
+    assert_eq!(
+        decide(&p, "reader", r#"{"path": ".envoy/x"}"#, Surface::Chat),
+        "ok"
+    );
+
+    // The operator lifts the rule for the example file only.
+    let operator = r#"
+        @id("sensitive-dotenv")
+        forbid (principal, action, resource)
+        when { context.sensitive.contains("dotenv") && !(context.paths == [".env.example"]) };
+    "#;
+    let p = pipeline(Some(operator), true);
+    assert_eq!(
+        decide(&p, "reader", r#"{"path": ".env.example"}"#, Surface::Chat),
+        "ok"
+    );
+    assert_eq!(
+        decide(&p, "reader", r#"{"path": ".env"}"#, Surface::Chat),
+        "policy_denied"
+    );
+    assert_eq!(
+        decide(&p, "reader", r#"{"path": "site.pem"}"#, Surface::Chat),
+        "policy_denied"
     );
 }
 

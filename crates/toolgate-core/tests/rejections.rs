@@ -30,6 +30,17 @@ impl Executor for Recorder {
                 RejectCode::PathOutsideWorkspace,
                 "path leads outside the workspace",
             )],
+            // Stand-ins for a write tool's compare-and-swap checks.
+            Some("unread.txt") => vec![FieldError::new(
+                "/expected_digest",
+                RejectCode::ReadRequired,
+                "read it first",
+            )],
+            Some("changed.txt") => vec![FieldError::new(
+                "/expected_digest",
+                RejectCode::StaleWrite,
+                "it changed since it was read",
+            )],
             _ => Vec::new(),
         }
     }
@@ -262,6 +273,8 @@ fn rows() -> Vec<Row> {
             r#"{"path": "../../etc/passwd"}"#,
             RejectCode::PathOutsideWorkspace,
         ),
+        row("write", r#"{"path": "unread.txt"}"#, RejectCode::ReadRequired),
+        row("write", r#"{"path": "changed.txt"}"#, RejectCode::StaleWrite),
         row("cli_only", ok, RejectCode::SurfaceNotAllowed),
         row("fetch", ok, RejectCode::PolicyDenied),
         Row {

@@ -37,9 +37,10 @@ const REGEX_SIZE_LIMIT: usize = 10 * 1024 * 1024;
 const HEAP_LIMIT: usize = 16 * 1024 * 1024;
 
 const DESCRIPTION: &str = "Search the contents of the workspace's files for a string or a \
-regular expression, like ripgrep: files ignored by `.gitignore`, the `.git` directory and binary \
-files are skipped. Use it to find where something is defined or used; then use `read_file` with \
-an `offset` near the match to see the code around it. To find files by name, use `list_dir`. \
+regular expression, like ripgrep: files ignored by `.gitignore`, the `.git` directory, binary \
+files and files that commonly hold secrets (`.env*`, `*.pem`, `*.key`, SSH keys) are skipped. \
+Use it to find where something is defined or used; then use `read_file` with an `offset` near \
+the match to see the code around it. To find files by name, use `list_dir`. \
 `pattern` is a literal string unless `regex` is true (Rust regex syntax; a match never spans \
 lines). Matching ignores case unless `case_sensitive` is true. `path` narrows the search to a \
 file or directory relative to the workspace root; `glob` to file names matching it (`*.rs`, \
@@ -203,6 +204,7 @@ impl Executor for SearchText {
             files_searched: 0,
             skipped_large: 0,
             skipped_unreadable: 0,
+            skipped_sensitive: 0,
             lines_cut: false,
             truncated: false,
             cx,
@@ -225,6 +227,12 @@ impl Executor for SearchText {
                     cx,
                     |entry, rel| {
                         if !entry.file_type().is_some_and(|t| t.is_file()) {
+                            return ControlFlow::Continue(());
+                        }
+                        // Files the default policy keeps from every tool (`.env`, keys) are not
+                        // searched either; a search must not read what a read may not.
+                        if toolgate_core::sensitive::rule_for(rel.as_str()).is_some() {
+                            search.skipped_sensitive += 1;
                             return ControlFlow::Continue(());
                         }
                         if entry.metadata().is_ok_and(|m| m.len() > MAX_FILE_BYTES) {
@@ -273,6 +281,7 @@ struct Search<'a> {
     files_searched: usize,
     skipped_large: usize,
     skipped_unreadable: usize,
+    skipped_sensitive: usize,
     lines_cut: bool,
     truncated: bool,
     cx: &'a ExecContext,
@@ -339,6 +348,7 @@ impl Search<'_> {
             "pattern": arguments.get("pattern").cloned().unwrap_or(Value::Null),
             "matches": self.matches,
             "files_searched": self.files_searched,
+            "sensitive_files_skipped": self.skipped_sensitive,
             "truncated": self.truncated,
         });
         let mut output = ToolOutput::new(output).truncated(self.truncated);

@@ -72,8 +72,10 @@ fn hostile_corpus_through_the_library() {
         let surface: Surface = row.surface.parse().unwrap();
         let raw = RawCall::text(row.tool.clone(), row.args.clone(), surface)
             .in_profile(row.profile.clone());
+        let before = fx.snapshot();
         let outcome = pipeline.run(raw);
         let name = &row.name;
+        assert_eq!(fx.snapshot(), before, "{name}: the world changed");
         match row.status.as_str() {
             "rejected" => {
                 let rejection = outcome

@@ -27,6 +27,7 @@
 //! ```
 
 pub mod rel_path;
+mod write;
 
 use std::collections::VecDeque;
 use std::fmt;
@@ -38,6 +39,7 @@ use cap_std::fs::OpenOptionsExt as _;
 use thiserror::Error;
 
 pub use rel_path::RelPath;
+pub use write::{WriteError, WriteTarget};
 
 /// Most symbolic links followed while resolving one path, as Linux's `MAXSYMLINKS`.
 const MAX_SYMLINK_HOPS: usize = 40;

@@ -67,7 +67,9 @@ fn hostile_corpus_through_the_binary() {
         if row.tool.contains('\0') {
             continue;
         }
+        let before = fx.snapshot();
         let (code, outcome, stderr) = call(&ws, &row.tool, &row.args, &extra);
+        assert_eq!(fx.snapshot(), before, "{}: the world changed", row.name);
         let name = &row.name;
         match row.status.as_str() {
             "rejected" => {

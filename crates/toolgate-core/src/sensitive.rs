@@ -1,0 +1,221 @@
+//! Files that commonly hold secrets or steer toolgate itself, named by kind.
+//!
+//! Stage 4 tags each call with the kinds of sensitive file its paths touch; Cedar policies see
+//! them as `context.sensitive`, a set of strings. The default policy forbids each kind with a
+//! rule of its own (`sensitive-dotenv`, …), so a rejection names the rule, and an operator who
+//! needs, say, `.env.example` replaces that one rule in a policy file (a policy with the same
+//! `@id` replaces the default one).
+//!
+//! Matching is on workspace-relative paths, component by component and ignoring ASCII case,
+//! since `.ENV` is `.env` on a case-insensitive file system. Paths reach here already decoded
+//! and checked by the workspace (no `..`, no percent-encoding), and stage 4 lists a link's
+//! target beside the link, so `notes -> .env` is caught by its target.
+
+/// One kind of sensitive file: how policies name it, and why it is sensitive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SensitiveKind {
+    /// The value in `context.sensitive`.
+    pub kind: &'static str,
+    /// The `@id` of the default rule that forbids it.
+    pub rule: &'static str,
+    /// What it matches, for people.
+    pub matches: &'static str,
+}
+
+/// Every kind, in the order they are checked.
+pub const KINDS: [SensitiveKind; 8] = [
+    SensitiveKind {
+        kind: "dotenv",
+        rule: "sensitive-dotenv",
+        matches: "`.env*` files (environment files often hold secrets)",
+    },
+    SensitiveKind {
+        kind: "pem",
+        rule: "sensitive-pem",
+        matches: "`*.pem` files (certificates and private keys)",
+    },
+    SensitiveKind {
+        kind: "key",
+        rule: "sensitive-key",
+        matches: "`*.key` files (private keys)",
+    },
+    SensitiveKind {
+        kind: "ssh_key",
+        rule: "sensitive-ssh-key",
+        matches: "`id_rsa*`, `id_dsa*`, `id_ecdsa*`, `id_ed25519*` (SSH keys)",
+    },
+    SensitiveKind {
+        kind: "git_internals",
+        rule: "sensitive-git-internals",
+        matches: "`.git/` and everything in it (hooks there run code)",
+    },
+    SensitiveKind {
+        kind: "ssh_dir",
+        rule: "sensitive-ssh-dir",
+        matches: "`.ssh/` directories",
+    },
+    SensitiveKind {
+        kind: "aws_dir",
+        rule: "sensitive-aws-dir",
+        matches: "`.aws/` directories (cloud credentials)",
+    },
+    SensitiveKind {
+        kind: "toolgate_config",
+        rule: "sensitive-toolgate-config",
+        matches: "toolgate's own configuration (`toolgate.toml`, `.toolgate/`, the policy file)",
+    },
+];
+
+/// Sensitive-path matching for one workspace: the fixed kinds plus the workspace-relative
+/// paths of toolgate's own configuration and policy files when they live in the workspace.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Sensitivity {
+    /// Lowercased workspace-relative paths that are toolgate's configuration.
+    config_paths: Vec<String>,
+}
+
+impl Sensitivity {
+    /// Also treats `paths` (workspace-relative, `/`-separated) as toolgate configuration.
+    pub fn with_config_paths(paths: impl IntoIterator<Item = String>) -> Self {
+        Sensitivity {
+            config_paths: paths.into_iter().map(|p| p.to_ascii_lowercase()).collect(),
+        }
+    }
+
+    /// The kinds `paths` touch, each once, in [`KINDS`] order.
+    pub fn kinds(&self, paths: &[String]) -> Vec<&'static str> {
+        let mut found = [false; KINDS.len()];
+        for path in paths {
+            let lower = path.to_ascii_lowercase();
+            for (slot, kind) in found.iter_mut().zip(KINDS) {
+                *slot = *slot || self.matches(kind.kind, &lower);
+            }
+        }
+        KINDS
+            .iter()
+            .zip(found)
+            .filter(|(_, hit)| *hit)
+            .map(|(kind, _)| kind.kind)
+            .collect()
+    }
+
+    /// The first kind `path` matches, if any.
+    pub fn kind_of(&self, path: &str) -> Option<&'static SensitiveKind> {
+        let lower = path.to_ascii_lowercase();
+        KINDS.iter().find(|kind| self.matches(kind.kind, &lower))
+    }
+
+    fn matches(&self, kind: &str, lower: &str) -> bool {
+        let mut components = lower.split('/').filter(|c| !c.is_empty() && *c != ".");
+        let name = lower.rsplit('/').next().unwrap_or(lower);
+        match kind {
+            "dotenv" => name.starts_with(".env"),
+            "pem" => name.ends_with(".pem"),
+            "key" => name.ends_with(".key"),
+            "ssh_key" => ["id_rsa", "id_dsa", "id_ecdsa", "id_ed25519"]
+                .iter()
+                .any(|prefix| name.starts_with(prefix)),
+            "git_internals" => components.any(|c| c == ".git"),
+            "ssh_dir" => components.any(|c| c == ".ssh"),
+            "aws_dir" => components.any(|c| c == ".aws"),
+            "toolgate_config" => {
+                name == "toolgate.toml"
+                    || components.any(|c| c == ".toolgate")
+                    || self.config_paths.iter().any(|p| p == lower)
+            }
+            _ => false,
+        }
+    }
+}
+
+/// The rule that makes `path` sensitive by default, for tools that filter what they show
+/// (`search_text`, `git_diff`) rather than refuse.
+pub fn rule_for(path: &str) -> Option<&'static str> {
+    Sensitivity::default().kind_of(path).map(|kind| kind.rule)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::DEFAULT_POLICY;
+
+    #[test]
+    fn each_kind_by_its_spellings() {
+        let table: &[(&str, Option<&str>)] = &[
+            (".env", Some("dotenv")),
+            (".env.local", Some("dotenv")),
+            ("app/.ENV.production", Some("dotenv")),
+            (".envrc", Some("dotenv")),
+            ("env.example", None),
+            ("docs/environment.md", None),
+            ("certs/server.pem", Some("pem")),
+            ("certs/SERVER.PEM", Some("pem")),
+            ("tls/server.key", Some("key")),
+            ("keyboard.rs", None),
+            ("id_rsa", Some("ssh_key")),
+            ("backup/id_rsa.pub", Some("ssh_key")),
+            ("id_ed25519", Some("ssh_key")),
+            (".git", Some("git_internals")),
+            (".git/config", Some("git_internals")),
+            ("sub/.git/hooks/pre-commit", Some("git_internals")),
+            (".gitignore", None),
+            (".github/workflows/ci.yml", None),
+            (".ssh/config", Some("ssh_dir")),
+            ("home/.aws/credentials", Some("aws_dir")),
+            ("toolgate.toml", Some("toolgate_config")),
+            ("deploy/TOOLGATE.toml", Some("toolgate_config")),
+            (".toolgate/policy.cedar", Some("toolgate_config")),
+            ("src/main.rs", None),
+            ("", None),
+        ];
+        let sensitivity = Sensitivity::default();
+        for (path, kind) in table {
+            assert_eq!(sensitivity.kind_of(path).map(|k| k.kind), *kind, "{path:?}");
+        }
+    }
+
+    #[test]
+    fn configured_paths_are_toolgate_config() {
+        let sensitivity = Sensitivity::with_config_paths(["ops/gate.cedar".to_owned()]);
+        assert_eq!(
+            sensitivity.kinds(&["ops/Gate.cedar".to_owned()]),
+            ["toolgate_config"]
+        );
+        assert!(
+            sensitivity
+                .kinds(&["ops/other.cedar".to_owned()])
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn kinds_of_several_paths_are_listed_once_in_order() {
+        let paths = [
+            ".ssh/id_rsa".to_owned(),
+            "a/.env".to_owned(),
+            "b/.env".to_owned(),
+        ];
+        assert_eq!(
+            Sensitivity::default().kinds(&paths),
+            ["dotenv", "ssh_key", "ssh_dir"]
+        );
+    }
+
+    #[test]
+    fn every_kind_has_its_default_rule() {
+        for kind in KINDS {
+            assert!(
+                DEFAULT_POLICY.contains(&format!("@id(\"{}\")", kind.rule)),
+                "{}",
+                kind.rule
+            );
+            assert!(
+                DEFAULT_POLICY.contains(&format!("context.sensitive.contains(\"{}\")", kind.kind)),
+                "{}",
+                kind.kind
+            );
+        }
+        assert_eq!(rule_for("x/.env"), Some("sensitive-dotenv"));
+        assert_eq!(rule_for("src/lib.rs"), None);
+    }
+}

@@ -1,0 +1,105 @@
+//! `write_file`: create a file, or replace one the caller has read.
+
+use std::sync::Arc;
+
+use serde_json::{Map, Value, json};
+use toolgate_core::{
+    Authorized, Classification, Descriptor, ExecContext, Executor, FieldError, ToolError,
+    ToolOutput,
+};
+use toolgate_workspace::Workspace;
+
+use crate::file_write::{self, str_argument};
+use crate::{Builtin, write_entry};
+
+pub(crate) const NAME: &str = "write_file";
+
+/// Largest `content`, in bytes.
+pub const MAX_CONTENT_BYTES: usize = 4 * 1024 * 1024;
+
+const DESCRIPTION: &str = "Create a UTF-8 text file in the workspace, or replace the whole of \
+an existing one. To change part of a file prefer `edit_file`. `path` is relative to the \
+workspace root; missing parent directories are created. Replacing an existing file requires \
+proof that you read it: pass the `digest` that `read_file` returned as `expected_digest` (or \
+the exact current text as `expected_content`); if the file changed since you read it the call \
+fails with `stale_write` and nothing is written — read it again. A person approves each write \
+after seeing its diff. Symbolic links, directories and paths outside the workspace are \
+refused. The result gives the new `digest`, for a following edit.";
+
+pub(crate) fn builtin(workspace: Arc<Workspace>) -> Builtin {
+    let schema = json!({
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "type": "object",
+        "properties": {
+            "path": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": 4096,
+                "description": "The file to write, relative to the workspace root (`src/new.rs`)."
+            },
+            "content": {
+                "type": "string",
+                "maxLength": MAX_CONTENT_BYTES,
+                "description": "The complete new contents of the file, as UTF-8 text (at most 4 MiB)."
+            },
+            "expected_digest": {
+                "type": "string",
+                "pattern": "^sha256:[0-9a-f]{64}$",
+                "description": "Required to replace an existing file: the `digest` from your `read_file` of it."
+            },
+            "expected_content": {
+                "type": "string",
+                "maxLength": MAX_CONTENT_BYTES,
+                "description": "Instead of `expected_digest`: the file's exact current text."
+            }
+        },
+        "required": ["path", "content"],
+        "additionalProperties": false
+    });
+    let mut descriptor = Descriptor::new(NAME, DESCRIPTION, schema);
+    descriptor.title = Some("Write a file".to_owned());
+    Builtin {
+        descriptor,
+        entry: write_entry(NAME),
+        executor: Arc::new(WriteFile { workspace }),
+    }
+}
+
+/// The executor for `write_file`.
+#[derive(Debug)]
+pub struct WriteFile {
+    workspace: Arc<Workspace>,
+}
+
+/// The new bytes: `content`, whatever is there.
+fn plan(
+    arguments: &Map<String, Value>,
+    _current: Option<&[u8]>,
+) -> Result<Vec<u8>, Vec<FieldError>> {
+    let content = str_argument(arguments, "content");
+    if content.len() > MAX_CONTENT_BYTES {
+        return Err(vec![FieldError::new(
+            "/content",
+            toolgate_core::RejectCode::ConstraintViolation,
+            format!(
+                "`content` is {} bytes; write_file writes at most {MAX_CONTENT_BYTES}",
+                content.len()
+            ),
+        )]);
+    }
+    Ok(content.as_bytes().to_vec())
+}
+
+impl Executor for WriteFile {
+    fn check(&self, arguments: &Map<String, Value>) -> Vec<FieldError> {
+        file_write::check(&self.workspace, arguments, plan)
+    }
+
+    fn classify(&self, arguments: &Map<String, Value>) -> Classification {
+        file_write::classify(&self.workspace, arguments, plan)
+    }
+
+    fn execute(&self, call: &Authorized, _cx: &ExecContext) -> Result<ToolOutput, ToolError> {
+        file_write::execute(&self.workspace, call, plan)
+    }
+}
