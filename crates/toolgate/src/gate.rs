@@ -5,8 +5,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 use toolgate_core::{
-    ApprovalBroker, Descriptor, PolicyEngine, Registry, RegistryBuilder, ToolEntry, WorkspaceId,
-    policy::DEFAULT_POLICY,
+    ApprovalBroker, Descriptor, PolicyEngine, Registry, RegistryBuilder, Sensitivity, ToolEntry,
+    WorkspaceId, policy::DEFAULT_POLICY,
 };
 use toolgate_tools::Builtin;
 use toolgate_workspace::Workspace;
@@ -49,6 +49,24 @@ impl Gate {
             WorkspaceId::new(&workspace.root().to_string_lossy()),
         )
         .with_bounds(self.config.bounds())
+        .with_sensitivity(self.sensitivity(workspace))
+    }
+
+    /// The configuration and policy files, where they live inside `workspace`, join the
+    /// sensitive paths: a model must not rewrite the rules it runs under.
+    fn sensitivity(&self, workspace: &Workspace) -> Sensitivity {
+        let files = self
+            .config
+            .path
+            .iter()
+            .cloned()
+            .chain(self.config.policy_path().map(|(path, _)| path));
+        let inside = files.filter_map(|file| {
+            let file = std::fs::canonicalize(file).ok()?;
+            let rel = file.strip_prefix(workspace.root()).ok()?;
+            Some(rel.to_str()?.to_owned())
+        });
+        Sensitivity::with_config_paths(inside.collect::<Vec<_>>())
     }
 }
 

@@ -10,14 +10,17 @@
 
 #[path = "../../../tests/support/fixture.rs"]
 mod fixture;
+#[path = "../../../tests/support/terminal.rs"]
+mod terminal;
 
 use std::fs;
 use std::path::Path;
 
 use assert_cmd::Command;
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use fixture::{Fixture, corpus};
+use terminal::on_a_terminal;
 
 fn toolgate() -> Command {
     let mut cmd = Command::cargo_bin("toolgate").unwrap();
@@ -161,10 +164,47 @@ fn human_output_and_hints() {
 #[test]
 fn secrets_in_output_are_redacted_and_counted() {
     let fx = Fixture::new();
-    let (code, outcome, _) = call(&fx.workspace(), "read_file", r#"{"path": ".env"}"#, &[]);
+    fs::write(fx.workspace().join("settings.ini"), "API_KEY=supersecret\n").unwrap();
+    let (code, outcome, _) = call(
+        &fx.workspace(),
+        "read_file",
+        r#"{"path": "settings.ini"}"#,
+        &[],
+    );
     assert_eq!(code, 0, "{outcome}");
     assert_eq!(outcome["output"]["content"], "API_KEY=[REDACTED]\n");
     assert_eq!(outcome["evidence"]["redactions"], 1);
+}
+
+#[test]
+fn sensitive_files_and_the_configuration_in_use_are_denied_by_rule() {
+    let fx = Fixture::new();
+    let ws = fx.workspace();
+    let (code, outcome, _) = call(&ws, "read_file", r#"{"path": ".env"}"#, &[]);
+    assert_eq!(code, 2, "{outcome}");
+    assert_eq!(
+        outcome["rejection"]["policies"],
+        json!(["sensitive-dotenv"])
+    );
+    // A configuration and policy file kept inside the workspace, under any name, are
+    // toolgate's own configuration while they are in use.
+    fs::create_dir_all(ws.join("ops")).unwrap();
+    fs::write(ws.join("ops/gate.toml"), "policy = \"rules.cedar\"\n").unwrap();
+    fs::write(ws.join("ops/rules.cedar"), "").unwrap();
+    let config = ws.join("ops/gate.toml").display().to_string();
+    for path in ["ops/gate.toml", "ops/rules.cedar"] {
+        let args = json!({ "path": path }).to_string();
+        let (code, outcome, _) = call(&ws, "read_file", &args, &["--config", &config]);
+        assert_eq!(code, 2, "{path}: {outcome}");
+        assert_eq!(
+            outcome["rejection"]["policies"],
+            json!(["sensitive-toolgate-config"]),
+            "{path}"
+        );
+    }
+    // Without that configuration in use they are ordinary files.
+    let (code, outcome, _) = call(&ws, "read_file", r#"{"path": "ops/rules.cedar"}"#, &[]);
+    assert_eq!(code, 0, "{outcome}");
 }
 
 #[test]
@@ -262,32 +302,32 @@ fn tools_list_by_profile_and_candidates() {
             })
             .collect::<Vec<_>>()
     };
-    assert_eq!(
-        list(&[]),
-        [
-            "read_file:visible",
-            "list_dir:visible",
-            "search_text:visible"
-        ]
-    );
-    assert_eq!(
-        list(&["--profile", "readonly"]),
-        [
-            "read_file:visible",
-            "list_dir:visible",
-            "search_text:visible"
-        ]
-    );
+    let inspect = [
+        "read_file:visible",
+        "list_dir:visible",
+        "search_text:visible",
+        "git_status:visible",
+        "git_diff:visible",
+    ];
+    let change = [
+        "write_file:visible",
+        "edit_file:visible",
+        "run_command:visible",
+        "run_script:visible",
+    ];
+    assert_eq!(list(&[]), [&inspect[..], &change[..]].concat());
+    // Sub-agents get inspection only.
+    assert_eq!(list(&["--profile", "readonly"]), inspect);
     let restricted = fx.config("restricted").unwrap();
     let restricted = restricted.to_str().unwrap();
-    assert_eq!(
-        list(&["--config", restricted, "--candidates"]),
-        [
-            "read_file:visible",
-            "list_dir:visible",
-            "search_text:disabled"
-        ]
-    );
+    let listed = list(&["--config", restricted, "--candidates"]);
+    for state in [
+        "read_file:visible",
+        "list_dir:visible",
+        "search_text:disabled",
+    ] {
+        assert!(listed.contains(&state.to_owned()), "{state} in {listed:?}");
+    }
     toolgate()
         .args(["tools", "list", "--profile", "nope"])
         .assert()
@@ -411,28 +451,6 @@ fn sha256_hex(bytes: &[u8]) -> String {
         .as_str()
         .trim_start_matches("sha256:")
         .to_owned()
-}
-
-/// Runs `toolgate` on a pseudo-terminal (util-linux `script`) and types `answer` at it.
-fn on_a_terminal(args: &str, answer: &str) -> (i32, String) {
-    let bin = assert_cmd::cargo::cargo_bin("toolgate");
-    let command = format!("{} {args}", bin.display());
-    let output = std::process::Command::new("script")
-        .args(["-qec", &command, "/dev/null"])
-        .env("XDG_CONFIG_HOME", "/nonexistent-toolgate-test-config")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .and_then(|mut child| {
-            use std::io::Write;
-            child.stdin.take().unwrap().write_all(answer.as_bytes())?;
-            child.wait_with_output()
-        })
-        .expect("util-linux `script` runs");
-    (
-        output.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&output.stdout).to_string(),
-    )
 }
 
 #[test]
