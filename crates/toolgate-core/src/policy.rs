@@ -149,8 +149,8 @@ pub struct PolicyContext<'a> {
 #[derive(Debug)]
 pub struct PolicyEngine {
     all: Vec<Policy>,
-    /// Whether each policy in `all` is static (see [`ActionSlice`]), decided once at load.
-    statics: Vec<bool>,
+    /// What each policy in `all` depends on (see [`ActionSlice`]), decided once at load.
+    dependence: Vec<Dependence>,
     /// Each policy's name for messages: its `@id` annotation, or its generated id. Looked up
     /// once here because reading an annotation parses its key.
     names: HashMap<PolicyId, String>,
@@ -170,8 +170,10 @@ pub struct PolicyEngine {
 struct ToolSlice {
     /// The effect class the tool entity carries in this slice.
     effect: EffectClass,
-    /// For `call` and `call_unattended`.
-    actions: [ActionSlice; 2],
+    /// For `call` and `call_unattended`, when the call touches no sensitive file (`quiet`)
+    /// and when it does.
+    quiet: [ActionSlice; 2],
+    touched: [ActionSlice; 2],
     entities: Entities,
     uid: EntityUid,
 }
@@ -179,7 +181,9 @@ struct ToolSlice {
 /// The policies that can apply to one tool and one action, split in two. A *static* policy
 /// reads neither `principal` nor `context` and has no principal scope, so for this tool and
 /// action its result is the same on every call: it is evaluated once, when the slice is built.
-/// Only the *dynamic* rest goes to Cedar per call.
+/// Only the *dynamic* rest goes to Cedar per call. A policy that reads only
+/// `context.sensitive` (the default sensitive-file rules) is static in the slice for calls
+/// that touch no sensitive file, and dynamic in the one for calls that do.
 #[derive(Debug)]
 struct ActionSlice {
     dynamic: PolicySet,
@@ -239,10 +243,10 @@ impl PolicyEngine {
             .map(|(p, name, _)| (p.id().clone(), name.clone()))
             .collect();
         let all: Vec<Policy> = loaded.into_iter().map(|(p, _, _)| p).collect();
-        let statics = all.iter().map(is_static).collect();
+        let dependence = all.iter().map(Dependence::of).collect();
         Ok(PolicyEngine {
             all,
-            statics,
+            dependence,
             names,
             reasons,
             actions: PolicyAction::ALL.map(|action| entity_uid("Action", action.id())),
@@ -305,13 +309,18 @@ impl PolicyEngine {
             Entity::new(uid.clone(), attrs, HashSet::new()).map_err(|e| invalid(e.to_string()))?;
         let entities =
             Entities::from_entities([entity], None).map_err(|e| invalid(e.to_string()))?;
-        let actions = self
+        let quiet = self
             .actions
             .clone()
-            .map(|action| self.slice_action(&action, &uid, &entities));
+            .map(|action| self.slice_action(&action, &uid, &entities, true));
+        let touched = self
+            .actions
+            .clone()
+            .map(|action| self.slice_action(&action, &uid, &entities, false));
         Ok(ToolSlice {
             effect,
-            actions,
+            quiet,
+            touched,
             entities,
             uid,
         })
@@ -322,6 +331,7 @@ impl PolicyEngine {
         action: &EntityUid,
         tool: &EntityUid,
         entities: &Entities,
+        quiet: bool,
     ) -> ActionSlice {
         let mut slice = ActionSlice {
             dynamic: PolicySet::new(),
@@ -331,23 +341,27 @@ impl PolicyEngine {
             static_errors: Vec::new(),
         };
         let anyone = EntityUid::from_type_name_and_id(self.actor_type.clone(), EntityId::new(""));
-        for (policy, &is_static) in self.all.iter().zip(&self.statics) {
+        for (policy, dependence) in self.all.iter().zip(&self.dependence) {
             if !action_matches(&policy.action_constraint(), action)
                 || !resource_matches(&policy.resource_constraint(), tool)
             {
                 continue;
             }
-            if !is_static {
-                // Ids are unique in `all`, so adding cannot collide.
-                let _ = slice.dynamic.add(policy.clone());
-                slice.has_dynamic = true;
-                continue;
-            }
-            // Evaluate it alone, once: neither principal nor context can change its result.
+            let context = match dependence {
+                Dependence::Static => Context::empty(),
+                Dependence::Sensitive if quiet => no_sensitive_context(),
+                Dependence::Sensitive | Dependence::Dynamic => {
+                    // Ids are unique in `all`, so adding cannot collide.
+                    let _ = slice.dynamic.add(policy.clone());
+                    slice.has_dynamic = true;
+                    continue;
+                }
+            };
+            // Evaluate it alone, once: nothing else about a call can change its result.
             let mut alone = PolicySet::new();
             let _ = alone.add(policy.clone());
             let (allowed, reasons, errors) =
-                self.evaluate(action, &anyone, tool, entities, &alone, &Context::empty());
+                self.evaluate(action, &anyone, tool, entities, &alone, &context);
             let name = self.name(policy.id());
             if !errors.is_empty() {
                 slice.static_errors.extend(errors);
@@ -388,7 +402,11 @@ impl PolicyEngine {
             EntityUid::from_type_name_and_id(self.actor_type.clone(), EntityId::new(context.actor));
         // The context is built only if a dynamic policy will read it.
         let mut cedar_context = None;
-        let [call_slice, unattended_slice] = &slice.actions;
+        let [call_slice, unattended_slice] = if context.sensitive.is_empty() {
+            &slice.quiet
+        } else {
+            &slice.touched
+        };
         let [call_uid, unattended_uid] = &self.actions;
 
         let (allow, mut policies, mut errors) = self.verdict(
@@ -527,23 +545,67 @@ impl PolicyEngine {
     }
 }
 
-/// Whether a policy's result cannot depend on the principal or the context: its principal
-/// scope is open and its conditions never read `principal` or `context`. Anything we cannot
-/// tell is dynamic.
-fn is_static(policy: &Policy) -> bool {
-    fn reads_request(value: &serde_json::Value) -> bool {
-        match value {
-            serde_json::Value::Object(map) => map.iter().any(|(key, item)| {
-                (key == "Var" && (item == "principal" || item == "context")) || reads_request(item)
-            }),
-            serde_json::Value::Array(items) => items.iter().any(reads_request),
-            _ => false,
+/// What a policy's result can depend on besides the tool and action. Anything we cannot tell
+/// is dynamic.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Dependence {
+    /// Nothing: its principal scope is open and its conditions read neither `principal` nor
+    /// `context`.
+    Static,
+    /// Only `context.sensitive`: decided in advance for calls that touch no sensitive file.
+    Sensitive,
+    /// Anything else about the call.
+    Dynamic,
+}
+
+impl Dependence {
+    fn of(policy: &Policy) -> Dependence {
+        /// (reads `principal` or any of `context` but `sensitive`, reads `context.sensitive`)
+        fn reads(value: &serde_json::Value) -> (bool, bool) {
+            match value {
+                serde_json::Value::Object(map) => {
+                    if let Some(access) = map.get(".")
+                        && access.get("left") == Some(&serde_json::json!({"Var": "context"}))
+                        && access.get("attr") == Some(&serde_json::json!("sensitive"))
+                    {
+                        return (false, true);
+                    }
+                    map.iter()
+                        .fold((false, false), |(other, sensitive), (key, item)| {
+                            let direct = key == "Var" && (item == "principal" || item == "context");
+                            let (o, s) = reads(item);
+                            (other || direct || o, sensitive || s)
+                        })
+                }
+                serde_json::Value::Array(items) => items
+                    .iter()
+                    .map(reads)
+                    .fold((false, false), |(a, b), (c, d)| (a || c, b || d)),
+                _ => (false, false),
+            }
+        }
+        if !matches!(policy.principal_constraint(), PrincipalConstraint::Any) {
+            return Dependence::Dynamic;
+        }
+        let Ok(est) = policy.to_json() else {
+            return Dependence::Dynamic;
+        };
+        match reads(est.get("conditions").unwrap_or(&serde_json::Value::Null)) {
+            (false, false) => Dependence::Static,
+            (false, true) => Dependence::Sensitive,
+            (true, _) => Dependence::Dynamic,
         }
     }
-    matches!(policy.principal_constraint(), PrincipalConstraint::Any)
-        && policy.to_json().is_ok_and(|est| {
-            !reads_request(est.get("conditions").unwrap_or(&serde_json::Value::Null))
-        })
+}
+
+/// The context a call that touches no sensitive file has, as far as a
+/// [`Dependence::Sensitive`] policy can see.
+fn no_sensitive_context() -> Context {
+    Context::from_pairs([(
+        "sensitive".to_owned(),
+        RestrictedExpression::new_set(std::iter::empty()),
+    )])
+    .unwrap_or_else(|_| Context::empty())
 }
 
 fn deny_with_error(error: String) -> PolicyDecision {
@@ -708,6 +770,9 @@ mod tests {
         @id("in-list") permit (principal, action in [Action::"call_unattended"], resource is Tool) when { context.profile == "trusted" };
         @id("is-in") forbid (principal, action == Action::"call", resource is Tool in Tool::"reader") when { context.surface == "cli" };
         @id("cli-write") permit (principal, action == Action::"call_unattended", resource) when { resource.effect == "local_write" && context.surface == "cli" };
+        @id("sensitive-permit") permit (principal, action == Action::"call_unattended", resource) when { context.sensitive.contains("pem") };
+        @id("sensitive-error") forbid (principal, action, resource == Tool::"special") when { context.sensitive.isEmpty() && resource.owner == "me" };
+        @id("sensitive-mixed") forbid (principal, action, resource) when { context.sensitive.contains("dotenv") && context.surface == "cli" };
     "#;
 
     #[test]
@@ -749,13 +814,33 @@ mod tests {
     #[test]
     fn static_policies_are_recognised() {
         let engine = PolicyEngine::from_sources(&[("o", OPERATOR)]).unwrap();
-        let statics: Vec<String> = engine
-            .all
-            .iter()
-            .filter(|p| is_static(p))
-            .map(|p| engine.name(p.id()))
-            .collect();
-        assert_eq!(statics, ["static-forbid", "static-permit", "static-error"]);
+        let of = |dependence: Dependence| -> Vec<String> {
+            engine
+                .all
+                .iter()
+                .zip(&engine.dependence)
+                .filter(|(_, d)| **d == dependence)
+                .map(|(p, _)| engine.name(p.id()))
+                .collect()
+        };
+        assert_eq!(
+            of(Dependence::Static),
+            ["static-forbid", "static-permit", "static-error"]
+        );
+        assert_eq!(
+            of(Dependence::Sensitive),
+            ["sensitive-permit", "sensitive-error"]
+        );
+        let defaults = PolicyEngine::default_policy().unwrap();
+        assert!(
+            defaults
+                .all
+                .iter()
+                .zip(&defaults.dependence)
+                .all(|(p, d)| (*d == Dependence::Sensitive)
+                    == defaults.name(p.id()).starts_with("sensitive-")),
+            "every default sensitive rule is decided in advance for quiet calls"
+        );
     }
 
     #[test]
@@ -789,7 +874,13 @@ mod tests {
             for surface in Surface::ALL {
                 for actor in ["local", "admin", "intruder"] {
                     for profile in ["default", "trusted"] {
-                        for paths in [vec![], vec![".env".to_owned()], vec!["a".to_owned()]] {
+                        for paths in [
+                            vec![],
+                            vec![".env".to_owned()],
+                            vec!["a".to_owned()],
+                            vec!["k.pem".to_owned(), ".env.local".to_owned()],
+                        ] {
+                            let sensitive = crate::Sensitivity::default().kinds(&paths);
                             let context = PolicyContext {
                                 effect: tool.entry.effect(),
                                 actor,
@@ -797,7 +888,7 @@ mod tests {
                                 profile,
                                 workspace: "w",
                                 paths: &paths,
-                                sensitive: &[],
+                                sensitive: &sensitive,
                             };
                             let decision = engine.decide(tool, &context);
                             let got =
@@ -814,6 +905,6 @@ mod tests {
                 }
             }
         }
-        assert_eq!(checked, 6 * 3 * 3 * 2 * 3);
+        assert_eq!(checked, 6 * 3 * 3 * 2 * 4);
     }
 }

@@ -5,6 +5,9 @@
 //!   resolve, validate (schema and path checks against the file system), classify, authorize,
 //!   approve — without executing.
 //! - `read_file_4k_end_to_end`: `run` reading a 4 KiB file, all eight stages.
+//! - `edit_file_100k_end_to_end`: `run` of one `edit_file` on a 100 KiB file, approved at
+//!   once: the compare-and-swap checks, the diff, the grant, and the atomic write with its
+//!   two fsyncs.
 //!
 //! Run with `cargo bench -p toolgate-tools --bench pipeline`.
 
@@ -36,12 +39,30 @@ impl Executor for Noop {
     }
 }
 
+/// A person who allows every call once, at once.
+#[derive(Debug)]
+struct Allow(GrantLedger);
+
+impl ApprovalBroker for Allow {
+    fn request(&self, request: &ApprovalRequest) -> ApprovalResponse {
+        ApprovalResponse::Grant(self.0.issue(
+            request,
+            GrantScope::Once,
+            std::time::Duration::from_secs(60),
+        ))
+    }
+    fn ledger(&self) -> Option<&GrantLedger> {
+        Some(&self.0)
+    }
+}
+
 /// The workspace directory (kept alive by the caller) and the pipeline over it.
 fn fixture() -> (tempfile::TempDir, Pipeline) {
     let dir = tempfile::tempdir().expect("a temporary directory");
     std::fs::write(dir.path().join("small.txt"), "hello\n").expect("small.txt");
     let line = format!("{}\n", "x".repeat(63));
     std::fs::write(dir.path().join("4k.txt"), line.repeat(64)).expect("4k.txt");
+    std::fs::write(dir.path().join("100k.rs"), edit_state(0)).expect("100k.rs");
     let workspace = Arc::new(Workspace::open(dir.path()).expect("the workspace"));
 
     let mut registry = RegistryBuilder::new();
@@ -107,10 +128,17 @@ fn fixture() -> (tempfile::TempDir, Pipeline) {
     let pipeline = Pipeline::new(
         Arc::new(registry),
         Arc::new(policy),
-        Arc::new(HeadlessBroker),
+        Arc::new(Allow(GrantLedger::new(Arc::new(SystemClock)))),
         WorkspaceId::new(&workspace.root().to_string_lossy()),
     );
     (dir, pipeline)
+}
+
+/// 100 KiB of source with one marker line in the middle, in one of two states.
+fn edit_state(state: usize) -> String {
+    let line = format!("    let value = compute({});\n", "x".repeat(32));
+    let half = line.repeat(100 * 1024 / line.len() / 2);
+    format!("fn main() {{\n{half}    // marker {state}\n{half}}}\n")
 }
 
 fn benches(c: &mut Criterion) {
@@ -153,5 +181,35 @@ fn benches(c: &mut Criterion) {
     });
 }
 
-criterion_group!(pipeline_benches, benches);
+fn edit_bench(c: &mut Criterion) {
+    let (_dir, pipeline) = fixture();
+    let edit = |from: usize| {
+        json!({
+            "path": "100k.rs",
+            "expected_digest": sha256_digest(edit_state(from).as_bytes()),
+            "edits": [{"old_text": format!("// marker {from}"), "new_text": format!("// marker {}", 1 - from)}]
+        })
+        .to_string()
+    };
+    // The file flips between its two states, so each call's digest is known in advance.
+    let (forward, back) = (edit(0), edit(1));
+    let mut state = 0;
+    c.bench_function("edit_file_100k_end_to_end", |b| {
+        b.iter(|| {
+            let outcome = pipeline.run(black_box(RawCall::text(
+                "edit_file",
+                if state == 0 {
+                    forward.as_str()
+                } else {
+                    back.as_str()
+                },
+                Surface::Chat,
+            )));
+            assert_eq!(outcome.status, Status::Completed, "{}", outcome.summary());
+            state = 1 - state;
+        });
+    });
+}
+
+criterion_group!(pipeline_benches, benches, edit_bench);
 criterion_main!(pipeline_benches);
