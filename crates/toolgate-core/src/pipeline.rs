@@ -869,12 +869,17 @@ impl Pipeline {
             Stage::Classify,
             "pass",
             format!(
-                "effect {}; resources: {}",
+                "effect {}; resources: {}{}",
                 classified.effect,
                 if classified.classification.resources.is_empty() {
                     "none".to_owned()
                 } else {
                     classified.classification.resources.join(", ")
+                },
+                if classified.sensitive.is_empty() {
+                    String::new()
+                } else {
+                    format!("; sensitive: {}", classified.sensitive.join(", "))
                 }
             ),
         );
@@ -891,10 +896,19 @@ impl Pipeline {
             format!("permitted by {}", permitted.trace.policies.join(", ")),
         );
         if permitted.approval_required {
+            // What the person would be shown: the diff of a write, the argv of a command.
+            let preview = permitted
+                .classification
+                .preview
+                .as_deref()
+                .map_or_else(String::new, |p| format!(", seeing:\n{p}"));
             report(
                 Stage::Approve,
                 "ask",
-                format!("a person must approve this `{}` call", permitted.effect),
+                format!(
+                    "a person must approve this `{}` call{preview}",
+                    permitted.effect
+                ),
             );
         } else {
             report(Stage::Approve, "pass", "no approval needed".to_owned());

@@ -3,13 +3,10 @@
 use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
-use toolgate_core::{
-    Authorized, Classification, Descriptor, ExecContext, Executor, FieldError, RejectCode,
-    ToolError, ToolOutput,
-};
+use toolgate_core::{Descriptor, FieldError, RejectCode};
 use toolgate_workspace::Workspace;
 
-use crate::file_write::{self, str_argument};
+use crate::file_write::{FileWriter, str_argument};
 use crate::{Builtin, write_entry};
 
 pub(crate) const NAME: &str = "edit_file";
@@ -78,14 +75,8 @@ pub(crate) fn builtin(workspace: Arc<Workspace>) -> Builtin {
     Builtin {
         descriptor,
         entry: write_entry(NAME),
-        executor: Arc::new(EditFile { workspace }),
+        executor: Arc::new(FileWriter::new(workspace, plan)),
     }
-}
-
-/// The executor for `edit_file`.
-#[derive(Debug)]
-pub struct EditFile {
-    workspace: Arc<Workspace>,
 }
 
 /// The file with every edit applied in order, or one error per edit that does not apply.
@@ -192,20 +183,6 @@ fn occurrences(haystack: &str, needle: &str) -> (usize, Option<usize>) {
                 .map_or(1, char::len_utf8);
     }
     (count, first)
-}
-
-impl Executor for EditFile {
-    fn check(&self, arguments: &Map<String, Value>) -> Vec<FieldError> {
-        file_write::check(&self.workspace, arguments, plan)
-    }
-
-    fn classify(&self, arguments: &Map<String, Value>) -> Classification {
-        file_write::classify(&self.workspace, arguments, plan)
-    }
-
-    fn execute(&self, call: &Authorized, _cx: &ExecContext) -> Result<ToolOutput, ToolError> {
-        file_write::execute(&self.workspace, call, plan)
-    }
 }
 
 #[cfg(test)]

@@ -8,10 +8,13 @@
 //! untouched. Edits are pure functions of (file, arguments), so the same pre-image always
 //! gives the same diff.
 
+use std::sync::Arc;
+
 use serde_json::{Map, Value, json};
 use similar::TextDiff;
 use toolgate_core::{
-    Authorized, Classification, FieldError, RejectCode, ToolError, ToolOutput, sha256_digest,
+    Authorized, Classification, ExecContext, Executor, FieldError, RejectCode, ToolError,
+    ToolOutput, sha256_digest,
 };
 use toolgate_workspace::{PathError, PathKind, RelPath, Workspace, WriteError};
 
@@ -30,12 +33,35 @@ const READ_FIRST: &str = "call `read_file` on it first and pass the `digest` it 
 /// What a tool makes of the file: the new bytes, or what is wrong with the arguments.
 pub(crate) type Plan = fn(&Map<String, Value>, Option<&[u8]>) -> Result<Vec<u8>, Vec<FieldError>>;
 
-/// Stage 3 for both tools.
-pub(crate) fn check(
-    workspace: &Workspace,
-    arguments: &Map<String, Value>,
+/// The executor of both tools: the same checks and write around each tool's plan.
+#[derive(Debug)]
+pub struct FileWriter {
+    workspace: Arc<Workspace>,
     plan: Plan,
-) -> Vec<FieldError> {
+}
+
+impl FileWriter {
+    pub(crate) fn new(workspace: Arc<Workspace>, plan: Plan) -> Self {
+        FileWriter { workspace, plan }
+    }
+}
+
+impl Executor for FileWriter {
+    fn check(&self, arguments: &Map<String, Value>) -> Vec<FieldError> {
+        check(&self.workspace, arguments, self.plan)
+    }
+
+    fn classify(&self, arguments: &Map<String, Value>) -> Classification {
+        classify(&self.workspace, arguments, self.plan)
+    }
+
+    fn execute(&self, call: &Authorized, _cx: &ExecContext) -> Result<ToolOutput, ToolError> {
+        execute(&self.workspace, call, self.plan)
+    }
+}
+
+/// Stage 3 for both tools.
+fn check(workspace: &Workspace, arguments: &Map<String, Value>, plan: Plan) -> Vec<FieldError> {
     let errors = path_argument::check(workspace, arguments, "path");
     if !errors.is_empty() {
         return errors;
@@ -71,11 +97,7 @@ pub(crate) fn check(
 }
 
 /// Stage 4: the file and its link target, the pre-image digest, and the diff.
-pub(crate) fn classify(
-    workspace: &Workspace,
-    arguments: &Map<String, Value>,
-    plan: Plan,
-) -> Classification {
+fn classify(workspace: &Workspace, arguments: &Map<String, Value>, plan: Plan) -> Classification {
     let mut classification = path_argument::classify(workspace, arguments, "path");
     let Some(path) = classification.paths.first().cloned() else {
         return classification;
@@ -102,11 +124,7 @@ pub(crate) fn classify(
 }
 
 /// Stage 7 for both tools: the file must still be the approved pre-image.
-pub(crate) fn execute(
-    workspace: &Workspace,
-    call: &Authorized,
-    plan: Plan,
-) -> Result<ToolOutput, ToolError> {
+fn execute(workspace: &Workspace, call: &Authorized, plan: Plan) -> Result<ToolOutput, ToolError> {
     let arguments = call.arguments();
     let rel = path_argument::rel(workspace, arguments, "path")?;
     let target = workspace

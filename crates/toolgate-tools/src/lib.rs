@@ -37,11 +37,17 @@
 //! assert_eq!(escape.rejection.unwrap().code, RejectCode::PathOutsideWorkspace);
 //! ```
 
+mod edit_file;
+mod file_write;
+mod git;
 mod list_dir;
 mod path_argument;
 mod read_file;
+mod run_command;
+mod run_script;
 mod search_text;
 mod walk;
+mod write_file;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -52,8 +58,12 @@ use toolgate_core::registry::{DEFAULT_PROFILE, READONLY_PROFILE};
 use toolgate_core::{Descriptor, EffectClass, ExecContext, Executor, Limits, ToolEntry, ToolError};
 use toolgate_workspace::Workspace;
 
+pub use file_write::FileWriter;
+pub use git::{GitDiff, GitStatus};
 pub use list_dir::ListDir;
 pub use read_file::ReadFile;
+pub use run_command::RunCommand;
+pub use run_script::RunScript;
 pub use search_text::SearchText;
 
 /// One builtin tool: what the model sees, what the operator starts from, and who runs it.
@@ -69,7 +79,13 @@ pub fn builtin(workspace: Arc<Workspace>) -> Vec<Builtin> {
     vec![
         read_file::builtin(Arc::clone(&workspace)),
         list_dir::builtin(Arc::clone(&workspace)),
-        search_text::builtin(workspace),
+        search_text::builtin(Arc::clone(&workspace)),
+        git::status_builtin(Arc::clone(&workspace)),
+        git::diff_builtin(Arc::clone(&workspace)),
+        write_file::builtin(Arc::clone(&workspace)),
+        edit_file::builtin(Arc::clone(&workspace)),
+        run_command::builtin(Arc::clone(&workspace)),
+        run_script::builtin(Arc::clone(&workspace)),
     ]
 }
 
@@ -88,6 +104,20 @@ fn read_only_entry(name: &str, capability: &str, max_output_bytes: usize) -> Too
     entry.limits = Limits {
         timeout_ms: TIMEOUT_MS,
         max_output_bytes,
+        ..Limits::default()
+    };
+    entry
+}
+
+/// A file-writing entry: `local_write`, in the `default` profile only, approved by policy
+/// (which lets a person allow the tool for the whole workspace).
+fn write_entry(name: &str) -> ToolEntry {
+    let mut entry = ToolEntry::new(name, "workspace_write");
+    entry.effect = Some(EffectClass::LocalWrite);
+    entry.profiles = BTreeSet::from([DEFAULT_PROFILE.to_owned()]);
+    entry.limits = Limits {
+        timeout_ms: TIMEOUT_MS,
+        max_output_bytes: ENVELOPE_BYTES,
         ..Limits::default()
     };
     entry
@@ -146,8 +176,24 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let workspace = Arc::new(Workspace::open(dir.path()).unwrap());
         let builtins = builtin(workspace);
-        let names: Vec<&str> = builtins.iter().map(|b| b.entry.name.as_str()).collect();
-        assert_eq!(names, ["read_file", "list_dir", "search_text"]);
+        let names: BTreeSet<&str> = builtins.iter().map(|b| b.entry.name.as_str()).collect();
+        // The read-only profile is for sub-agents: inspection only.
+        let inspect = BTreeSet::from([
+            "read_file",
+            "list_dir",
+            "search_text",
+            "git_status",
+            "git_diff",
+        ]);
+        for name in [
+            "read_file",
+            "list_dir",
+            "search_text",
+            "write_file",
+            "edit_file",
+        ] {
+            assert!(names.contains(name), "{name} is builtin");
+        }
         let mut registry = RegistryBuilder::new();
         for tool in builtins {
             let schema = &tool.descriptor.input_schema;
@@ -163,9 +209,20 @@ mod tests {
                 );
             }
             ToolSchema::compile(schema, &Default::default()).unwrap();
-            assert!(tool.entry.profiles.contains(READONLY_PROFILE));
-            assert_eq!(tool.entry.effect, Some(EffectClass::ReadOnly));
-            assert_eq!(tool.entry.limits.timeout_ms, 10_000);
+            let read_only = inspect.contains(tool.entry.name.as_str());
+            assert_eq!(
+                tool.entry.profiles.contains(READONLY_PROFILE),
+                read_only,
+                "{}",
+                tool.entry.name
+            );
+            assert_eq!(
+                tool.entry.effect == Some(EffectClass::ReadOnly),
+                read_only,
+                "{}",
+                tool.entry.name
+            );
+            assert!(tool.entry.profiles.contains(DEFAULT_PROFILE));
             registry
                 .register(tool.descriptor, tool.entry, tool.executor)
                 .unwrap();

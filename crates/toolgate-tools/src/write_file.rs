@@ -3,13 +3,10 @@
 use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
-use toolgate_core::{
-    Authorized, Classification, Descriptor, ExecContext, Executor, FieldError, ToolError,
-    ToolOutput,
-};
+use toolgate_core::{Descriptor, FieldError};
 use toolgate_workspace::Workspace;
 
-use crate::file_write::{self, str_argument};
+use crate::file_write::{FileWriter, str_argument};
 use crate::{Builtin, write_entry};
 
 pub(crate) const NAME: &str = "write_file";
@@ -61,14 +58,8 @@ pub(crate) fn builtin(workspace: Arc<Workspace>) -> Builtin {
     Builtin {
         descriptor,
         entry: write_entry(NAME),
-        executor: Arc::new(WriteFile { workspace }),
+        executor: Arc::new(FileWriter::new(workspace, plan)),
     }
-}
-
-/// The executor for `write_file`.
-#[derive(Debug)]
-pub struct WriteFile {
-    workspace: Arc<Workspace>,
 }
 
 /// The new bytes: `content`, whatever is there.
@@ -88,18 +79,4 @@ fn plan(
         )]);
     }
     Ok(content.as_bytes().to_vec())
-}
-
-impl Executor for WriteFile {
-    fn check(&self, arguments: &Map<String, Value>) -> Vec<FieldError> {
-        file_write::check(&self.workspace, arguments, plan)
-    }
-
-    fn classify(&self, arguments: &Map<String, Value>) -> Classification {
-        file_write::classify(&self.workspace, arguments, plan)
-    }
-
-    fn execute(&self, call: &Authorized, _cx: &ExecContext) -> Result<ToolOutput, ToolError> {
-        file_write::execute(&self.workspace, call, plan)
-    }
 }

@@ -36,7 +36,8 @@ impl Fixture {
         fs::write(ws.join("ignored/hidden_match.txt"), "needle in ignored\n").unwrap();
         fs::write(ws.join("build.log"), "needle in log\n").unwrap();
         fs::write(ws.join(".git/config"), "needle in git\n").unwrap();
-        fs::write(ws.join(".env"), "needle in dotfile\n").unwrap();
+        fs::write(ws.join(".env"), "needle in a secret file\n").unwrap();
+        fs::write(ws.join(".hidden_notes"), "needle in dotfile\n").unwrap();
         fs::write(
             ws.join("src/lib.rs"),
             "pub fn answer() -> u32 {\n    42 // Needle\n}\n",
@@ -286,6 +287,7 @@ fn list_dir_respects_gitignore_and_hides_git_but_shows_dotfiles() {
         [
             ".env",
             ".gitignore",
+            ".hidden_notes",
             "binary.bin",
             "dir_out",
             "docs",
@@ -359,13 +361,15 @@ fn search_text_finds_literals_ignoring_case_and_skips_ignored_git_and_binary_fil
     assert_eq!(
         output["matches"],
         json!([
-            {"path": ".env", "line": 1, "text": "needle in dotfile"},
+            {"path": ".hidden_notes", "line": 1, "text": "needle in dotfile"},
             {"path": "docs/guide.md", "line": 1, "text": "A NEEDLE in the docs"},
             {"path": "src/lib.rs", "line": 2, "text": "    42 // Needle"},
             {"path": "src/nested/deep.rs", "line": 1, "text": "fn deep() {} // needle"},
         ])
     );
     assert!(output["files_searched"].as_u64().unwrap() >= 5);
+    // `.env` holds a needle too, but a search must not read what a read may not.
+    assert_eq!(output["sensitive_files_skipped"], 1);
 }
 
 #[test]
@@ -391,7 +395,10 @@ fn search_text_options_narrow_the_search() {
     let glob = fx.output("search_text", json!({"pattern": "needle", "glob": "*.md"}));
     assert_eq!(paths(&glob["matches"]), ["docs/guide.md"]);
     let excluded = fx.output("search_text", json!({"pattern": "needle", "glob": "!*.rs"}));
-    assert_eq!(paths(&excluded["matches"]), [".env", "docs/guide.md"]);
+    assert_eq!(
+        paths(&excluded["matches"]),
+        [".hidden_notes", "docs/guide.md"]
+    );
 
     let under = fx.output(
         "search_text",
@@ -409,7 +416,10 @@ fn search_text_options_narrow_the_search() {
         "search_text",
         json!({"pattern": "needle", "max_results": 2}),
     );
-    assert_eq!(paths(&bounded["matches"]), [".env", "docs/guide.md"]);
+    assert_eq!(
+        paths(&bounded["matches"]),
+        [".hidden_notes", "docs/guide.md"]
+    );
     assert_eq!(bounded["truncated"], true);
 }
 

@@ -1,6 +1,7 @@
 //! The command line as typed: flags close to the raw text. `gate` turns them into a working
 //! pipeline.
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
@@ -25,6 +26,8 @@ pub enum Command {
         #[command(subcommand)]
         command: ToolsCommand,
     },
+    /// Serve MCP over standard input and output, or over streamable HTTP with --http.
+    Serve(ServeArgs),
     /// Check the configuration and policy files, then print what they register.
     Check {
         #[command(flatten)]
@@ -80,6 +83,33 @@ pub struct CallArgs {
     /// Print the outcome as JSON.
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub config: ConfigArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// The workspace directory every path is confined to.
+    #[arg(long, value_name = "DIR")]
+    pub workspace: PathBuf,
+    /// Profile of the stdio session (with --http: of the generated token, or of requests
+    /// without one under --dangerous-no-auth).
+    #[arg(long, value_name = "P", default_value = "default")]
+    pub profile: String,
+    /// Who the stdio session acts for, as policies see it (with --http: as for --profile).
+    #[arg(long, value_name = "A", default_value = "local")]
+    pub actor: String,
+    /// Serve streamable HTTP at http://ADDR/mcp instead of stdio; a loopback address
+    /// such as 127.0.0.1:8787.
+    #[arg(long, value_name = "ADDR")]
+    pub http: Option<SocketAddr>,
+    /// Allow --http to listen on an address that is not loopback.
+    #[arg(long, requires = "http")]
+    pub dangerous_bind_any: bool,
+    /// Serve HTTP requests that carry no token, as actor `anonymous` in --profile. Loopback
+    /// only; for test rigs that cannot send a header.
+    #[arg(long, requires = "http")]
+    pub dangerous_no_auth: bool,
     #[command(flatten)]
     pub config: ConfigArgs,
 }

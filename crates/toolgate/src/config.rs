@@ -37,6 +37,8 @@ pub struct ConfigFile {
     pub tools: Vec<Spanned<ToolSection>>,
     #[serde(default)]
     pub profiles: BTreeMap<Spanned<String>, ProfileSection>,
+    #[serde(default)]
+    pub serve: ServeSection,
 }
 
 /// Bounds on requests, before anything is parsed.
@@ -74,6 +76,31 @@ pub struct ProfileSection {
     /// Tools added to this profile.
     #[serde(default)]
     pub tools: Vec<Spanned<String>>,
+}
+
+/// `[serve]`: how `toolgate serve --http` accepts requests.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServeSection {
+    /// Listen on a non-loopback address (as `--dangerous-bind-any`).
+    #[serde(default)]
+    pub dangerous_bind_any: bool,
+    /// `Host` values accepted beyond the bound address and `localhost`, as `host:port`.
+    #[serde(default)]
+    pub allowed_hosts: Vec<String>,
+    /// Bearer tokens and whom they stand for.
+    #[serde(default, rename = "token")]
+    pub tokens: Vec<Spanned<TokenSection>>,
+}
+
+/// One `[[serve.token]]`. The token itself is never written in the file: `env` names the
+/// environment variable that holds it.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TokenSection {
+    pub env: Spanned<String>,
+    pub actor: String,
+    pub profile: Spanned<String>,
 }
 
 /// A loaded configuration, with where it came from.
@@ -245,6 +272,11 @@ mod tests {
                 "unknown variant",
             ),
             ("[limits]\nmax_depth = \"deep\"\n", 2, "invalid type"),
+            (
+                "[serve]\n\n[[serve.token]]\nenv = \"T\"\nactor = \"a\"\ntoken = \"secret\"\n",
+                6,
+                "unknown field `token`",
+            ),
             ("x = [\n", 1, "unclosed array"),
         ];
         for (text, line, needle) in cases {

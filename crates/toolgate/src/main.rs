@@ -7,6 +7,7 @@ mod approve;
 mod cli;
 mod config;
 mod gate;
+mod serve;
 
 use std::io::Read;
 use std::path::Path;
@@ -60,6 +61,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
                     config,
                 },
         } => tools_list(config.config.as_deref(), &profile, candidates, json),
+        Command::Serve(args) => serve::serve(&args),
         Command::Check { config } => check(config.config.as_deref()),
     }
 }

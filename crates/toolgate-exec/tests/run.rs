@@ -1,0 +1,411 @@
+//! The runner against real programs: timeouts, process trees that resist, floods, stdin, the
+//! environment. Every test that starts background processes records their pids and proves
+//! afterwards that none is still running.
+//!
+//! The API is argv-only; these tests start `sh -c` on purpose, as the program, to build the
+//! hostile process trees.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use toolgate_exec::{
+    CommandSpec, ExecError, Exit, RunOutcome, StopReason, ambient_env, resolve_program, run,
+    scrub_env, unknown,
+};
+
+/// The scrubbed environment of this process.
+fn env() -> Vec<(String, String)> {
+    scrub_env(ambient_env())
+}
+
+fn program(name: &str) -> PathBuf {
+    let env = env();
+    let path = env
+        .iter()
+        .find(|(k, _)| k == "PATH")
+        .map(|(_, v)| v.as_str());
+    resolve_program(name, path, Path::new("/")).unwrap()
+}
+
+/// `sh -c script` in `cwd`, with the scrubbed environment.
+fn sh(cwd: &Path, script: &str) -> CommandSpec {
+    CommandSpec::new(program("sh"), cwd)
+        .args(["-c", script])
+        .env(env())
+}
+
+fn never() -> AtomicBool {
+    AtomicBool::new(false)
+}
+
+/// Whether `pid` is a running (not zombie) process.
+fn running(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => {
+            let after = &stat[stat.rfind(')').unwrap() + 1..];
+            !matches!(after.split_whitespace().next(), Some("Z" | "X"))
+        }
+        Err(_) => false,
+    }
+}
+
+/// The pids a script wrote to `file`, one a line.
+fn pids(file: &Path) -> Vec<u32> {
+    std::fs::read_to_string(file)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect()
+}
+
+fn assert_none_running(file: &Path) {
+    let pids = pids(file);
+    assert!(!pids.is_empty(), "the script recorded no pids");
+    let alive: Vec<u32> = pids.into_iter().filter(|&p| running(p)).collect();
+    assert!(alive.is_empty(), "still running: {alive:?}");
+}
+
+#[test]
+fn exit_codes_signals_and_plain_arguments() {
+    let dir = tempfile::tempdir().unwrap();
+    let outcome = run(&sh(dir.path(), "exit 7"), &never()).unwrap();
+    assert_eq!(outcome.exit, Exit::Code(7));
+    assert!(!outcome.success() && outcome.stopped.is_none());
+    let outcome = run(&sh(dir.path(), "kill -9 $$"), &never()).unwrap();
+    assert_eq!(outcome.exit, Exit::Signal(9));
+    assert!(outcome.stopped.is_none() && outcome.unknowns.is_empty());
+
+    // Shell syntax in arguments is text: printf prints each argument on its own line.
+    let hostile = [
+        ";",
+        "|",
+        "$(touch marker)",
+        "`touch marker`",
+        "&&",
+        ">",
+        "*",
+        "a b",
+    ];
+    let spec = CommandSpec::new(program("printf"), dir.path())
+        .args(["%s\n"])
+        .args(hostile)
+        .env(env());
+    let outcome = run(&spec, &never()).unwrap();
+    assert!(outcome.success(), "{outcome:?}");
+    assert_eq!(outcome.stdout.text(), format!("{}\n", hostile.join("\n")));
+    assert!(!dir.path().join("marker").exists());
+}
+
+#[test]
+fn the_program_sees_the_name_it_was_called_by() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = CommandSpec::new(program("cat"), dir.path())
+        .arg0("kitty")
+        .args(["/proc/self/cmdline"]);
+    let outcome = run(&spec, &never()).unwrap();
+    assert_eq!(outcome.stdout.text(), "kitty\0/proc/self/cmdline\0");
+    let spec = CommandSpec::new(program("cat"), dir.path()).args(["/proc/self/cmdline"]);
+    let outcome = run(&spec, &never()).unwrap();
+    assert!(
+        outcome
+            .stdout
+            .text()
+            .starts_with(&format!("{}\0", program("cat").display()))
+    );
+}
+
+#[test]
+fn the_working_directory_is_the_one_given() {
+    let dir = tempfile::tempdir().unwrap();
+    let cwd = std::fs::canonicalize(dir.path()).unwrap();
+    let outcome = run(&CommandSpec::new(program("pwd"), &cwd).env(env()), &never()).unwrap();
+    assert_eq!(outcome.stdout.text().trim_end(), cwd.to_str().unwrap());
+}
+
+#[test]
+fn specs_must_be_absolute_and_spawnable() {
+    let error = run(&CommandSpec::new("sh", "/"), &never()).unwrap_err();
+    assert!(matches!(
+        error,
+        ExecError::NotAbsolute {
+            what: "program",
+            ..
+        }
+    ));
+    assert_eq!(
+        error.to_string(),
+        "the program `sh` is not an absolute path"
+    );
+    let error = run(&CommandSpec::new(program("sh"), "tmp"), &never()).unwrap_err();
+    assert_eq!(error.code(), "invalid_command");
+    let error = run(&CommandSpec::new("/nonexistent/program", "/"), &never()).unwrap_err();
+    assert_eq!(error.code(), "spawn_failed");
+    let missing_cwd = CommandSpec::new(program("true"), "/nonexistent/dir");
+    assert_eq!(
+        run(&missing_cwd, &never()).unwrap_err().code(),
+        "spawn_failed"
+    );
+}
+
+#[test]
+fn a_timeout_kills_the_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = CommandSpec::new(program("sleep"), dir.path())
+        .args(["100"])
+        .timeout(Duration::from_millis(200));
+    let started = Instant::now();
+    let outcome = run(&spec, &never()).unwrap();
+    assert!(started.elapsed() < Duration::from_secs(3), "{outcome:?}");
+    assert!(outcome.timed_out());
+    assert_eq!(outcome.exit, Exit::Signal(15), "SIGTERM was enough");
+    assert_eq!(outcome.unknowns, [unknown::KILLED_ON_TIMEOUT]);
+    assert!(outcome.duration >= Duration::from_millis(200));
+}
+
+#[test]
+fn a_grandchild_that_ignores_sigterm_dies_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let pidfile = dir.path().join("pids");
+    // The ignored SIGTERM is inherited through fork and exec, by the subshell and by sleep.
+    let script = "trap '' TERM; sleep 100 & echo $! >> pids; \
+                  (trap '' TERM; sleep 100) & echo $! >> pids; echo $$ >> pids; wait";
+    let spec = sh(dir.path(), script)
+        .timeout(Duration::from_millis(300))
+        .kill_grace(Duration::from_millis(200));
+    let started = Instant::now();
+    let outcome = run(&spec, &never()).unwrap();
+    let took = started.elapsed();
+    assert!(outcome.timed_out(), "{outcome:?}");
+    assert_eq!(outcome.exit, Exit::Signal(9), "only SIGKILL ended it");
+    assert!(
+        took >= Duration::from_millis(500),
+        "the grace was given: {took:?}"
+    );
+    assert!(took < Duration::from_secs(4), "{took:?}");
+    assert_eq!(pids(&pidfile).len(), 3);
+    assert_none_running(&pidfile);
+}
+
+#[test]
+fn a_fork_loop_under_a_timeout_is_killed_to_the_last_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let pidfile = dir.path().join("pids");
+    // Each round starts a subshell that itself keeps forking sleepers.
+    let script = r#"echo $$ >> pids
+        while :; do
+          sh -c 'echo $$ >> pids; while :; do sleep 100 & echo $! >> pids; sleep 0.02; done' &
+          echo $! >> pids
+          sleep 0.01
+        done"#;
+    let spec = sh(dir.path(), script).timeout(Duration::from_millis(500));
+    let outcome = run(&spec, &never()).unwrap();
+    assert!(outcome.timed_out(), "{outcome:?}");
+    assert!(
+        pids(&pidfile).len() > 10,
+        "the loop forked: {}",
+        pids(&pidfile).len()
+    );
+    assert_none_running(&pidfile);
+}
+
+#[test]
+fn cancelling_kills_the_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let pidfile = dir.path().join("pids");
+    let cancelled = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&cancelled);
+    let setter = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(200));
+        flag.store(true, Ordering::Relaxed);
+    });
+    let spec = sh(dir.path(), "sleep 100 & echo $! >> pids; wait");
+    let started = Instant::now();
+    let outcome = run(&spec, &*cancelled).unwrap();
+    setter.join().unwrap();
+    assert!(outcome.cancelled(), "{outcome:?}");
+    assert_eq!(outcome.stopped, Some(StopReason::Cancelled));
+    assert_eq!(outcome.unknowns, [unknown::KILLED_ON_CANCEL]);
+    assert!(started.elapsed() < Duration::from_secs(3));
+    assert_none_running(&pidfile);
+    // A closure works as well as a flag.
+    let outcome = run(&sh(dir.path(), "sleep 100"), &|| true).unwrap();
+    assert!(outcome.cancelled());
+}
+
+#[test]
+fn processes_left_behind_by_a_finished_command_are_killed() {
+    let dir = tempfile::tempdir().unwrap();
+    let pidfile = dir.path().join("pids");
+    // The sleeper holds stdout open: without the group kill the run would wait 100 s.
+    let spec = sh(dir.path(), "sleep 100 & echo $! >> pids; echo done");
+    let started = Instant::now();
+    let outcome = run(&spec, &never()).unwrap();
+    assert!(started.elapsed() < Duration::from_secs(3));
+    assert!(outcome.success(), "{outcome:?}");
+    assert_eq!(outcome.stdout.text(), "done\n");
+    assert_eq!(outcome.unknowns, [unknown::LEFT_RUNNING]);
+    assert_none_running(&pidfile);
+}
+
+#[test]
+fn a_process_that_left_the_group_cannot_hold_the_run_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let pidfile = dir.path().join("pids");
+    let spec = sh(
+        dir.path(),
+        "setsid sh -c 'echo $$ >> pids; exec sleep 30' & sleep 0.2; echo leader done",
+    );
+    let started = Instant::now();
+    let outcome = run(&spec, &never()).unwrap();
+    let took = started.elapsed();
+    let escaped = pids(&pidfile);
+    // Clean up what the runner, by design, could not reach.
+    for pid in &escaped {
+        let _ = std::process::Command::new(program("kill"))
+            .args(["-9", &pid.to_string()])
+            .status();
+    }
+    assert!(took < Duration::from_secs(3), "{took:?}");
+    assert!(outcome.success(), "{outcome:?}");
+    assert_eq!(outcome.stdout.text(), "leader done\n");
+    assert!(
+        outcome.unknowns.iter().any(|u| u == unknown::ESCAPED),
+        "{:?}",
+        outcome.unknowns
+    );
+    assert_eq!(escaped.len(), 1);
+}
+
+/// Peak resident memory of this process, in KiB.
+fn peak_rss_kib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+#[test]
+fn a_one_gib_flood_is_drained_in_bounded_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let before = peak_rss_kib();
+    let spec = CommandSpec::new(program("head"), dir.path())
+        .args(["-c", "1073741824", "/dev/zero"])
+        .capture_bytes(64 * 1024)
+        .timeout(Duration::from_secs(60));
+    let outcome = run(&spec, &never()).unwrap();
+    assert!(outcome.success(), "{outcome:?}");
+    assert_eq!(outcome.stdout.total_bytes(), 1 << 30);
+    assert_eq!(
+        outcome.stdout.head().len() + outcome.stdout.tail().len(),
+        64 * 1024
+    );
+    assert_eq!(outcome.stdout.elided_bytes(), (1 << 30) - 64 * 1024);
+    assert!(outcome.stdout.head().iter().all(|&b| b == 0));
+    assert!(outcome.unknowns.is_empty());
+    // Other tests run in this process too; 64 MiB of slack is still far below 1 GiB.
+    let grown = peak_rss_kib().saturating_sub(before);
+    assert!(grown < 64 * 1024, "peak memory grew by {grown} KiB");
+    eprintln!("1 GiB drained in {:?}", outcome.duration);
+}
+
+#[test]
+fn a_flood_that_never_ends_still_times_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = CommandSpec::new(program("cat"), dir.path())
+        .args(["/dev/zero"])
+        .timeout(Duration::from_millis(300));
+    let started = Instant::now();
+    let outcome = run(&spec, &never()).unwrap();
+    assert!(outcome.timed_out());
+    assert!(started.elapsed() < Duration::from_secs(3));
+    assert!(outcome.stdout.total_bytes() > 0);
+    assert!(outcome.stdout.elided_bytes() > 0);
+}
+
+#[test]
+fn stdin_is_delivered_and_then_closed() {
+    let dir = tempfile::tempdir().unwrap();
+    let outcome = run(
+        &CommandSpec::new(program("cat"), dir.path()).stdin("hello\nworld\n"),
+        &never(),
+    )
+    .unwrap();
+    assert_eq!(outcome.stdout.text(), "hello\nworld\n");
+    // More than a pipe holds: written as the command reads.
+    let big = vec![b'x'; 4 << 20];
+    let outcome = run(
+        &CommandSpec::new(program("wc"), dir.path())
+            .args(["-c"])
+            .stdin(big.clone()),
+        &never(),
+    )
+    .unwrap();
+    assert_eq!(outcome.stdout.text().trim(), (4 << 20).to_string());
+    // A command that never reads its stdin does not block the run.
+    let outcome = run(
+        &CommandSpec::new(program("true"), dir.path()).stdin(big),
+        &never(),
+    )
+    .unwrap();
+    assert!(outcome.success());
+    // Without stdin bytes, stdin is /dev/null: cat ends at once.
+    let outcome = run(&CommandSpec::new(program("cat"), dir.path()), &never()).unwrap();
+    assert!(outcome.success());
+    assert_eq!(outcome.stdout.total_bytes(), 0);
+}
+
+#[test]
+fn the_command_sees_exactly_the_environment_given() {
+    let dir = tempfile::tempdir().unwrap();
+    let ambient = ambient_env().chain(
+        [
+            ("FAKE_API_TOKEN", "tok-123"),
+            ("AWS_SECRET_ACCESS_KEY", "aws-456"),
+            ("LD_PRELOAD", "/tmp/evil.so"),
+            ("BASH_ENV", "/tmp/evil.sh"),
+            ("LC_ALL", "C"),
+        ]
+        .map(|(k, v)| (k.to_owned(), v.to_owned())),
+    );
+    let scrubbed = scrub_env(ambient);
+    let outcome = run(
+        &CommandSpec::new(program("env"), dir.path()).env(scrubbed.clone()),
+        &never(),
+    )
+    .unwrap();
+    let text = outcome.stdout.text();
+    for secret in ["tok-123", "aws-456", "evil", "FAKE_API_TOKEN", "LD_PRELOAD"] {
+        assert!(!text.contains(secret), "{secret} leaked: {text}");
+    }
+    let mut seen: Vec<String> = text.lines().map(str::to_owned).collect();
+    seen.sort();
+    let mut expected: Vec<String> = scrubbed.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    expected.sort();
+    assert_eq!(seen, expected);
+    assert!(expected.iter().any(|l| l == "LC_ALL=C"));
+    // And an empty environment is empty.
+    let outcome = run(&CommandSpec::new(program("env"), dir.path()), &never()).unwrap();
+    assert_eq!(outcome.stdout.total_bytes(), 0);
+}
+
+#[test]
+fn output_is_kept_as_head_and_tail() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = CommandSpec::new(program("seq"), dir.path())
+        .args(["1", "100000"])
+        .capture_bytes(20);
+    let outcome: RunOutcome = run(&spec, &never()).unwrap();
+    let text = outcome.stdout.text();
+    assert!(text.starts_with("1\n2\n3\n4\n5\n"), "{text}");
+    assert!(text.ends_with("99\n100000\n"), "{text}");
+    assert!(outcome.stdout.elided_bytes() > 500_000);
+    assert_eq!(outcome.stderr.total_bytes(), 0);
+}

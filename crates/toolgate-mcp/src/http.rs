@@ -1,0 +1,450 @@
+//! MCP over streamable HTTP, for several sessions at once, each with its own principal.
+//!
+//! Every request passes these checks, in this order, before rmcp sees it:
+//!
+//! 1. `Host` must name the bound address or `localhost`, with the port (DNS rebinding: a
+//!    hostile page whose name resolves to 127.0.0.1 still sends its own name), and a present
+//!    `Origin` must be a loopback origin — else 403;
+//! 2. the path must be `/mcp` — else 404;
+//! 3. `Authorization: Bearer <token>` must name a configured token — else 401;
+//! 4. a request in a session must carry the token that began it — else 404.
+//!
+//! The server binds loopback addresses only, unless told otherwise in so many words
+//! ([`bind`]'s `dangerous_bind_any`). When the response stream of a call closes early, the
+//! call is cancelled.
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::header::{AUTHORIZATION, CONTENT_TYPE, HOST, ORIGIN, WWW_AUTHENTICATE};
+use http::{HeaderMap, Method, Request, Response, StatusCode};
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use rmcp::model::{ClientJsonRpcMessage, GetExtensions};
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use tokio_util::sync::CancellationToken;
+
+use crate::auth::{Principal, TokenTable};
+use crate::gateway::Gateway;
+use crate::session::{AnswerWatch, Session};
+use crate::wire::{ArgumentText, Decoded, decode};
+
+/// The one path toolgate answers.
+pub const MCP_PATH: &str = "/mcp";
+const SESSION_HEADER: &str = "mcp-session-id";
+
+type Body = BoxBody<Bytes, Infallible>;
+
+/// Why the HTTP server would not start or stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum HttpError {
+    #[error(
+        "refusing to listen on `{0}`, which is not a loopback address; pass --dangerous-bind-any (or set `dangerous_bind_any = true` under [serve]) if you mean it"
+    )]
+    NotLoopback(SocketAddr),
+    #[error("refusing to serve `{0}` without tokens: unauthenticated serving is for loopback addresses only")]
+    AnonymousNotLoopback(SocketAddr),
+    #[error("no bearer token is configured, so no request could be served")]
+    NoTokens,
+    #[error("cannot listen on `{addr}`: {source}")]
+    Bind {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("the listening socket failed: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// Who may call, and what the server accepts.
+#[derive(Debug, Clone)]
+pub struct HttpOptions {
+    /// Bearer tokens and their principals.
+    pub tokens: TokenTable,
+    /// The principal of a request that carries no token at all; `None` (the default) refuses
+    /// such requests with 401. For loopback test rigs that cannot send a header.
+    pub dangerous_anonymous: Option<Principal>,
+    /// `Host` values accepted beyond the bound address and `localhost` (a reverse proxy's
+    /// name), as `host:port`.
+    pub allowed_hosts: Vec<String>,
+    /// The largest request body.
+    pub max_message_bytes: usize,
+    /// How often an idle event stream carries a keep-alive comment; a client that went away
+    /// is noticed, and its call cancelled, by the next one at the latest.
+    pub keep_alive: Duration,
+}
+
+impl HttpOptions {
+    pub fn new(tokens: TokenTable) -> Self {
+        HttpOptions {
+            tokens,
+            dangerous_anonymous: None,
+            allowed_hosts: Vec::new(),
+            max_message_bytes: 4 * 1024 * 1024,
+            keep_alive: Duration::from_secs(5),
+        }
+    }
+}
+
+/// Binds `addr`: a loopback address, or any address with `dangerous_bind_any`.
+pub fn bind(addr: SocketAddr, dangerous_bind_any: bool) -> Result<std::net::TcpListener, HttpError> {
+    if !addr.ip().is_loopback() && !dangerous_bind_any {
+        return Err(HttpError::NotLoopback(addr));
+    }
+    let listener =
+        std::net::TcpListener::bind(addr).map_err(|source| HttpError::Bind { addr, source })?;
+    listener.set_nonblocking(true)?;
+    Ok(listener)
+}
+
+/// [`serve_http`] on a single-threaded runtime of its own until SIGINT or SIGTERM, for a
+/// synchronous `main`.
+pub fn run_http(
+    gateway: Arc<Gateway>,
+    listener: std::net::TcpListener,
+    options: HttpOptions,
+) -> Result<(), HttpError> {
+    let runtime = crate::runtime()?;
+    let shutdown = CancellationToken::new();
+    let result = runtime.block_on(async {
+        let stop = shutdown.clone();
+        tokio::spawn(async move {
+            interrupted().await;
+            stop.cancel();
+        });
+        serve_http(gateway, listener, options, shutdown).await
+    });
+    runtime.shutdown_timeout(crate::SHUTDOWN_GRACE);
+    result
+}
+
+/// Returns when the process is asked to stop.
+async fn interrupted() {
+    #[cfg(unix)]
+    if let Ok(mut terminate) =
+        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+    {
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = terminate.recv() => {}
+        }
+        return;
+    }
+    if tokio::signal::ctrl_c().await.is_err() {
+        std::future::pending::<()>().await;
+    }
+}
+
+/// Serves MCP on `listener` until `shutdown` is cancelled.
+pub async fn serve_http(
+    gateway: Arc<Gateway>,
+    listener: std::net::TcpListener,
+    options: HttpOptions,
+    shutdown: CancellationToken,
+) -> Result<(), HttpError> {
+    let local = listener.local_addr()?;
+    if options.tokens.is_empty() && options.dangerous_anonymous.is_none() {
+        return Err(HttpError::NoTokens);
+    }
+    if options.dangerous_anonymous.is_some() && !local.ip().is_loopback() {
+        return Err(HttpError::AnonymousNotLoopback(local));
+    }
+    let listener = tokio::net::TcpListener::from_std(listener)?;
+    let config = StreamableHttpServerConfig::default()
+        // Host and Origin are checked before rmcp sees the request, by the rules above.
+        .disable_allowed_hosts()
+        .with_max_request_body_bytes(options.max_message_bytes)
+        .with_sse_keep_alive(Some(options.keep_alive))
+        .with_cancellation_token(shutdown.child_token());
+    let sessions_gateway = Arc::clone(&gateway);
+    let mcp = StreamableHttpService::new(
+        move || Ok(Session::bound_by_request(Arc::clone(&sessions_gateway))),
+        Arc::new(LocalSessionManager::default()),
+        config,
+    );
+    let front = Arc::new(Front {
+        hosts: allowed_hosts(local, &options.allowed_hosts),
+        options,
+        owners: Mutex::new(HashMap::new()),
+        mcp,
+    });
+    loop {
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            () = shutdown.cancelled() => return Ok(()),
+        };
+        let stream = match accepted {
+            Ok((stream, _)) => stream,
+            // Out of descriptors, a connection reset before accept: wait a moment, go on.
+            Err(_) => {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let front = Arc::clone(&front);
+        tokio::spawn(async move {
+            let service = hyper::service::service_fn(move |request| {
+                let front = Arc::clone(&front);
+                async move { Ok::<_, Infallible>(front.handle(request).await) }
+            });
+            let _ = hyper::server::conn::http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(Duration::from_secs(10))
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
+        });
+    }
+}
+
+/// The checks in front of rmcp's service.
+struct Front {
+    hosts: Vec<String>,
+    options: HttpOptions,
+    /// Which principal began each session.
+    owners: Mutex<HashMap<String, Principal>>,
+    mcp: StreamableHttpService<Session, LocalSessionManager>,
+}
+
+impl Front {
+    async fn handle(&self, request: Request<Incoming>) -> Response<Body> {
+        if !self.host_allowed(request.headers()) {
+            return plain(StatusCode::FORBIDDEN, "forbidden: the Host header is not this server");
+        }
+        if !origin_allowed(request.headers()) {
+            return plain(StatusCode::FORBIDDEN, "forbidden: the Origin is not a loopback origin");
+        }
+        if request.uri().path() != MCP_PATH {
+            return plain(StatusCode::NOT_FOUND, "not found: toolgate serves MCP at /mcp");
+        }
+        let Some(principal) = self.principal(request.headers()) else {
+            let mut response = plain(
+                StatusCode::UNAUTHORIZED,
+                "unauthorized: send a configured token as `Authorization: Bearer <token>`",
+            );
+            response.headers_mut().insert(
+                WWW_AUTHENTICATE,
+                http::HeaderValue::from_static("Bearer realm=\"toolgate\""),
+            );
+            return response;
+        };
+        let session = request
+            .headers()
+            .get(SESSION_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        if let Some(session) = &session
+            && self
+                .owners()
+                .get(session)
+                .is_some_and(|owner| *owner != principal)
+        {
+            // The same answer as for a session that does not exist: nothing to learn here.
+            return plain(StatusCode::NOT_FOUND, "not found: no such session");
+        }
+        let (mut parts, body) = request.into_parts();
+        let bytes = if parts.method == Method::POST {
+            match Limited::new(body, self.options.max_message_bytes).collect().await {
+                Ok(collected) => collected.to_bytes(),
+                Err(_) => {
+                    return plain(
+                        StatusCode::PAYLOAD_TOO_LARGE,
+                        "payload too large, or the body could not be read",
+                    );
+                }
+            }
+        } else {
+            Bytes::new()
+        };
+        if parts.method == Method::POST {
+            match decode(&bytes) {
+                Decoded::Reply(reply) => {
+                    let body = serde_json::to_vec(&*reply).unwrap_or_default();
+                    let mut response = Response::new(Full::new(Bytes::from(body)).boxed());
+                    *response.status_mut() = StatusCode::BAD_REQUEST;
+                    response.headers_mut().insert(
+                        CONTENT_TYPE,
+                        http::HeaderValue::from_static("application/json"),
+                    );
+                    return response;
+                }
+                Decoded::Message(message) => {
+                    if let ClientJsonRpcMessage::Request(mut request) = *message
+                        && let Some(text) = request.request.extensions_mut().remove::<ArgumentText>()
+                    {
+                        parts.extensions.insert(text);
+                    }
+                }
+                Decoded::Ignore => {}
+            }
+        }
+        let method = parts.method.clone();
+        let answer = AnswerWatch::default();
+        parts.extensions.insert(principal.clone());
+        parts.extensions.insert(answer.clone());
+        let response = self
+            .mcp
+            .handle(Request::from_parts(parts, Full::new(bytes)))
+            .await;
+        match (&session, response.headers().get(SESSION_HEADER)) {
+            (None, Some(begun)) => {
+                if let Ok(begun) = begun.to_str() {
+                    self.owners().insert(begun.to_owned(), principal);
+                }
+            }
+            (Some(ended), _) if method == Method::DELETE && response.status().is_success() => {
+                self.owners().remove(ended);
+            }
+            _ => {}
+        }
+        // The response stream carries the call's answer: when the client drops it, the call
+        // is cancelled (its executor kills what it started).
+        let guard = answer.0.drop_guard();
+        response.map(|body| {
+            body.map_frame(move |frame| {
+                let _alive = &guard;
+                frame
+            })
+            .boxed()
+        })
+    }
+
+    fn owners(&self) -> std::sync::MutexGuard<'_, HashMap<String, Principal>> {
+        self.owners.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn host_allowed(&self, headers: &HeaderMap) -> bool {
+        let Some(host) = headers.get(HOST).and_then(|h| h.to_str().ok()) else {
+            return false;
+        };
+        self.hosts.iter().any(|allowed| allowed.eq_ignore_ascii_case(host))
+    }
+
+    /// The request's principal: its token's, or the anonymous one for a request without any.
+    fn principal(&self, headers: &HeaderMap) -> Option<Principal> {
+        match headers.get(AUTHORIZATION) {
+            Some(value) => self.options.tokens.authorize(Some(value.as_bytes())).cloned(),
+            None => self.options.dangerous_anonymous.clone(),
+        }
+    }
+}
+
+/// `Host` values naming this server: the bound address, and `localhost` for loopback ones.
+fn allowed_hosts(local: SocketAddr, extra: &[String]) -> Vec<String> {
+    let port = local.port();
+    let mut hosts = Vec::new();
+    let mut add_ip = |ip: IpAddr| match ip {
+        IpAddr::V4(v4) => hosts.push(format!("{v4}:{port}")),
+        IpAddr::V6(v6) => hosts.push(format!("[{v6}]:{port}")),
+    };
+    if local.ip().is_unspecified() {
+        add_ip(IpAddr::from([127, 0, 0, 1]));
+        add_ip(IpAddr::from(std::net::Ipv6Addr::LOCALHOST));
+    } else {
+        add_ip(local.ip());
+    }
+    if local.ip().is_loopback() || local.ip().is_unspecified() {
+        hosts.push(format!("localhost:{port}"));
+    }
+    hosts.extend(extra.iter().cloned());
+    hosts
+}
+
+/// An absent `Origin`, or one on a loopback host (any port): `http://localhost:6274`.
+fn origin_allowed(headers: &HeaderMap) -> bool {
+    let Some(origin) = headers.get(ORIGIN) else {
+        return true;
+    };
+    let Ok(origin) = origin.to_str() else {
+        return false;
+    };
+    let Some(rest) = origin
+        .strip_prefix("http://")
+        .or_else(|| origin.strip_prefix("https://"))
+    else {
+        return false;
+    };
+    let host = match rest.strip_prefix('[') {
+        Some(v6) => v6.split_once(']').map(|(h, _)| h),
+        None => Some(rest.split_once(':').map_or(rest, |(h, _)| h)),
+    };
+    match host {
+        Some(host) if host.eq_ignore_ascii_case("localhost") => true,
+        Some(host) => host.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback()),
+        None => false,
+    }
+}
+
+fn plain(status: StatusCode, text: &'static str) -> Response<Body> {
+    let mut response = Response::new(Full::new(Bytes::from_static(text.as_bytes())).boxed());
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        CONTENT_TYPE,
+        http::HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn origin(value: &str) -> bool {
+        let mut headers = HeaderMap::new();
+        headers.insert(ORIGIN, value.parse().unwrap());
+        origin_allowed(&headers)
+    }
+
+    #[test]
+    fn only_loopback_origins_pass() {
+        assert!(origin_allowed(&HeaderMap::new()));
+        for ok in [
+            "http://localhost:6274",
+            "http://127.0.0.1:8080",
+            "https://LOCALHOST",
+            "http://[::1]:3000",
+            "http://127.8.9.1",
+        ] {
+            assert!(origin(ok), "{ok}");
+        }
+        for bad in [
+            "null",
+            "http://evil.example.com",
+            "http://localhost.evil.example.com:80",
+            "http://127.0.0.1.nip.io",
+            "file://",
+            "http://[::2]:1",
+            "ftp://localhost",
+        ] {
+            assert!(!origin(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn hosts_are_the_bound_address_and_localhost() {
+        let v4: SocketAddr = "127.0.0.1:4000".parse().unwrap();
+        assert_eq!(allowed_hosts(v4, &[]), ["127.0.0.1:4000", "localhost:4000"]);
+        let v6: SocketAddr = "[::1]:4000".parse().unwrap();
+        assert_eq!(allowed_hosts(v6, &[]), ["[::1]:4000", "localhost:4000"]);
+        let any: SocketAddr = "0.0.0.0:4000".parse().unwrap();
+        assert_eq!(
+            allowed_hosts(any, &["gate.internal:443".into()]),
+            ["127.0.0.1:4000", "[::1]:4000", "localhost:4000", "gate.internal:443"]
+        );
+        let lan: SocketAddr = "192.0.2.7:4000".parse().unwrap();
+        assert_eq!(allowed_hosts(lan, &[]), ["192.0.2.7:4000"]);
+    }
+
+    #[test]
+    fn non_loopback_binds_are_refused_unless_dangerous() {
+        let lan: SocketAddr = "192.0.2.7:0".parse().unwrap();
+        assert!(matches!(bind(lan, false), Err(HttpError::NotLoopback(_))));
+        let listener = bind("127.0.0.1:0".parse().unwrap(), false).unwrap();
+        assert!(listener.local_addr().unwrap().ip().is_loopback());
+    }
+}

@@ -1,0 +1,120 @@
+//! Outcomes as MCP tool results: what a model reads, and what a program can parse.
+//!
+//! A completed call returns its output as text (compact JSON) and, when it is an object, as
+//! `structuredContent`. A rejected or failed call is a result with `isError: true` — never a
+//! JSON-RPC error, which clients tend to hide from the model — whose text says where the call
+//! stopped and what to change, and whose `structuredContent` is the whole outcome (status,
+//! rejection or error, evidence, unknowns).
+
+use std::fmt::Write as _;
+
+use rmcp::model::{CallToolResult, ContentBlock};
+use serde_json::Value;
+use toolgate_core::{Outcome, Rejection, Status};
+
+/// The tool result for `outcome`.
+pub fn tool_result(outcome: Outcome) -> CallToolResult {
+    if outcome.status == Status::Completed {
+        return completed(outcome);
+    }
+    let text = explain(&outcome);
+    let mut result = CallToolResult::error(vec![ContentBlock::text(text)]);
+    result.structured_content = serde_json::to_value(&outcome).ok();
+    result
+}
+
+/// The tool result for a call refused before the pipeline could describe it.
+pub fn refused(rejection: &Rejection) -> CallToolResult {
+    let mut text = String::new();
+    explain_rejection(&mut text, rejection);
+    let mut result = CallToolResult::error(vec![ContentBlock::text(text)]);
+    result.structured_content =
+        serde_json::to_value(rejection).ok().map(|r| serde_json::json!({"status": "rejected", "rejection": r}));
+    result
+}
+
+fn completed(outcome: Outcome) -> CallToolResult {
+    let output = outcome.output.unwrap_or(Value::Null);
+    let mut text = serde_json::to_string(&output).unwrap_or_default();
+    for unknown in &outcome.unknowns {
+        let _ = write!(text, "\n[toolgate] unknown: {unknown}");
+    }
+    let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
+    if output.is_object() {
+        result.structured_content = Some(output);
+    }
+    result
+}
+
+/// A rejection or failure in words a model can act on.
+fn explain(outcome: &Outcome) -> String {
+    let mut text = String::new();
+    match (&outcome.rejection, &outcome.error) {
+        (Some(rejection), _) => explain_rejection(&mut text, rejection),
+        (None, Some(error)) => {
+            let _ = write!(
+                text,
+                "`{}` ran and failed ({}): {}",
+                outcome.evidence.tool, error.code, error.message
+            );
+        }
+        (None, None) => text.push_str(&outcome.summary()),
+    }
+    for unknown in &outcome.unknowns {
+        let _ = write!(text, "\nUnknown: {unknown}");
+    }
+    text
+}
+
+fn explain_rejection(text: &mut String, rejection: &Rejection) {
+    let _ = write!(
+        text,
+        "toolgate rejected this call at the {} stage ({}); nothing ran.\n{}",
+        rejection.stage, rejection.code, rejection.message
+    );
+    if rejection.details.len() > 1 {
+        for detail in &rejection.details {
+            let _ = write!(text, "\n- `{}` ({}): {}", detail.pointer, detail.code, detail.message);
+            if let Some(hint) = &detail.hint {
+                let _ = write!(text, " — {hint}");
+            }
+        }
+    }
+    if let Some(hint) = &rejection.hint {
+        let _ = write!(text, "\nHint: {hint}");
+    }
+    if !rejection.policies.is_empty() {
+        let _ = write!(text, "\nPolicies: {}", rejection.policies.join(", "));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use toolgate_core::{FieldError, RejectCode};
+
+    #[test]
+    fn rejections_say_stage_code_and_what_to_change() {
+        let rejection = Rejection::from_field_errors(vec![
+            FieldError::new("/file_path", RejectCode::UnknownArgument, "unknown argument")
+                .with_hint(Some("did you mean `path`?".into())),
+            FieldError::new("/path", RejectCode::MissingInput, "required"),
+        ]);
+        let result = refused(&rejection);
+        assert_eq!(result.is_error, Some(true));
+        let text = serde_json::to_value(&result.content).unwrap()[0]["text"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        assert!(
+            text.starts_with("toolgate rejected this call at the validate stage (unknown_argument)"),
+            "{text}"
+        );
+        assert!(text.contains("Hint: did you mean `path`?"), "{text}");
+        assert!(text.contains("- `/path` (missing_input): required"), "{text}");
+        assert_eq!(
+            result.structured_content.unwrap()["rejection"]["code"],
+            "unknown_argument"
+        );
+    }
+}

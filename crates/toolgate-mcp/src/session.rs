@@ -1,0 +1,546 @@
+//! One MCP session: the tools it was shown, and its calls through the pipeline.
+//!
+//! A session resolves a tool name only against the tools it has been shown: those of its last
+//! `tools/list`, or, before it ever listed, those visible when it began. A tool that became
+//! visible since is refused until the session lists again; a tool that was hidden since, or
+//! whose entry changed, is refused too. A call in flight keeps the entry it resolved to (the
+//! pipeline holds it), whatever happens to the registry meanwhile.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::time::Duration;
+
+use rmcp::ErrorData as McpError;
+use rmcp::RoleServer;
+use rmcp::ServerHandler;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, InitializeRequestParams,
+    InitializeResult, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
+    ProgressToken, ServerConfig, Tool as McpTool, ToolAnnotations,
+};
+use rmcp::service::{NotificationContext, Peer, RequestContext};
+use serde_json::{Map, Value};
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+use toolgate_core::hint::{did_you_mean, hint_for};
+use toolgate_core::{
+    EffectClass, ExecContext, Invocation, Outcome, Pipeline, RawArguments, RawCall, Registry,
+    RejectCode, Rejection, Status, Surface, Tool,
+};
+
+use crate::auth::Principal;
+use crate::gateway::Gateway;
+use crate::logging::LogLevel;
+use crate::reply;
+use crate::wire::{ArgumentText, ClientRequestId};
+
+/// Set by a transport that can tell when the client stopped listening for one call's answer
+/// (an HTTP response stream that closed): the call is then cancelled.
+#[derive(Debug, Clone, Default)]
+pub struct AnswerWatch(pub CancellationToken);
+
+/// One MCP session, as rmcp's server handler.
+#[derive(Debug)]
+pub struct Session {
+    gateway: Arc<Gateway>,
+    identity: Identity,
+    shown: Mutex<Option<Arc<Shown>>>,
+    log: LogLevel,
+}
+
+/// Where a session's principal comes from.
+#[derive(Debug)]
+enum Identity {
+    /// Fixed when the session started (stdio: the `--profile` the server was started with).
+    Fixed(Principal),
+    /// Bound by the first request, from the [`Principal`] the HTTP layer attached to it after
+    /// checking its bearer token; every later request must carry the same one.
+    Bound(OnceLock<Principal>),
+}
+
+impl Session {
+    /// A session whose calls all run as `principal`.
+    pub fn new(gateway: Arc<Gateway>, principal: Principal) -> Self {
+        Session {
+            gateway,
+            identity: Identity::Fixed(principal),
+            shown: Mutex::new(None),
+            log: LogLevel::default(),
+        }
+    }
+
+    /// A session whose principal the first request's [`Principal`] extension decides.
+    pub fn bound_by_request(gateway: Arc<Gateway>) -> Self {
+        Session {
+            gateway,
+            identity: Identity::Bound(OnceLock::new()),
+            shown: Mutex::new(None),
+            log: LogLevel::default(),
+        }
+    }
+
+    fn principal(&self, ctx: &RequestContext<RoleServer>) -> Result<Principal, McpError> {
+        match &self.identity {
+            Identity::Fixed(principal) => Ok(principal.clone()),
+            Identity::Bound(bound) => {
+                let Some(presented) = request_extension::<Principal>(ctx) else {
+                    return Err(McpError::internal_error(
+                        "the request reached the session without a principal",
+                        None,
+                    ));
+                };
+                let principal = bound.get_or_init(|| presented.clone());
+                if *principal == presented {
+                    Ok(presented)
+                } else {
+                    Err(McpError::invalid_request(
+                        "this session belongs to another token",
+                        None,
+                    ))
+                }
+            }
+        }
+    }
+
+    /// What the session may call: its last listing, or what was visible when it began.
+    fn shown(&self, pipeline: &Pipeline, principal: &Principal) -> Arc<Shown> {
+        let mut shown = self.shown.lock().unwrap_or_else(PoisonError::into_inner);
+        Arc::clone(
+            shown.get_or_insert_with(|| Arc::new(Shown::of(pipeline.registry(), &principal.profile))),
+        )
+    }
+
+    fn list(&self, pipeline: &Pipeline, principal: &Principal) -> Arc<Shown> {
+        let listed = Arc::new(Shown::of(pipeline.registry(), &principal.profile));
+        *self.shown.lock().unwrap_or_else(PoisonError::into_inner) = Some(Arc::clone(&listed));
+        listed
+    }
+}
+
+impl ServerHandler for Session {
+    fn get_info(&self) -> ServerConfig {
+        self.gateway.info()
+    }
+
+    async fn initialize(
+        &self,
+        request: InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<InitializeResult, McpError> {
+        let principal = self.principal(&context)?;
+        context.peer.set_peer_info(request.clone());
+        // The session begins here: what it may call until it lists is what is visible now.
+        self.shown(&self.gateway.pipeline(), &principal);
+        self.negotiate_initialize(&request)
+    }
+
+    #[expect(
+        deprecated,
+        reason = "MCP logging is deprecated by SEP-2577, and clients of the 2025 revisions still use it"
+    )]
+    async fn set_level(
+        &self,
+        request: rmcp::model::SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.log.set(&request);
+        Ok(())
+    }
+
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        let mut changes = self.gateway.changes();
+        let peer = context.peer;
+        tokio::spawn(async move {
+            while changes.changed().await.is_ok() {
+                if peer.notify_tool_list_changed().await.is_err() {
+                    break;
+                }
+            }
+        });
+    }
+
+    async fn list_tools(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        if request.and_then(|r| r.cursor).is_some() {
+            return Err(McpError::invalid_params(
+                "unknown cursor: toolgate lists every tool in one page",
+                None,
+            ));
+        }
+        let principal = self.principal(&context)?;
+        let listed = self.list(&self.gateway.pipeline(), &principal);
+        let tools = listed.tools.iter().map(|tool| mcp_tool(tool)).collect();
+        // The list depends on the session's principal: rmcp marks it private, uncached, for
+        // clients of the revisions that have cache hints.
+        Ok(ListToolsResult::with_all_items(tools))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        mut context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let principal = self.principal(&context)?;
+        let pipeline = self.gateway.pipeline();
+        let shown = self.shown(&pipeline, &principal);
+        // The text as sent, when the transport kept it, so that stage 1 sees duplicate keys.
+        let arguments = match context.extensions.remove::<ArgumentText>() {
+            Some(ArgumentText(text)) => RawArguments::Text(text),
+            None => match request_extension::<ArgumentText>(&context) {
+                Some(ArgumentText(text)) => RawArguments::Text(text),
+                None => RawArguments::Value(request.arguments.map_or(Value::Null, Value::Object)),
+            },
+        };
+        let request_id = request_extension::<ClientRequestId>(&context)
+            .map_or_else(|| context.id.to_string(), |id| id.0.to_string());
+        let raw = RawCall {
+            tool: request.name.into_owned(),
+            arguments,
+            surface: Surface::Chat,
+            actor: principal.actor,
+            profile: principal.profile,
+            request_id: Some(request_id),
+        };
+        let tool = raw.tool.clone();
+        let cancelled = Arc::new(AtomicBool::new(false));
+        let (phase_tx, phase_rx) = watch::channel(Phase::Deciding);
+        let task = tokio::task::spawn_blocking({
+            let cancelled = Arc::clone(&cancelled);
+            move || run_call(&pipeline, &shown, raw, cancelled, &phase_tx)
+        });
+        let progress = context
+            .meta
+            .get_progress_token()
+            .map(|token| Progress::new(token, context.peer.clone(), tool));
+        let answer = request_extension::<AnswerWatch>(&context).unwrap_or_default();
+        let ended = watch_call(
+            task,
+            &context.ct,
+            &answer.0,
+            &cancelled,
+            phase_rx,
+            progress,
+            self.gateway.progress_interval(),
+        )
+        .await;
+        let (result, summary) = match ended {
+            Ok(CallEnd::Described(outcome)) => {
+                let summary = (outcome.status != Status::Completed).then(|| outcome.summary());
+                (reply::tool_result(*outcome), summary)
+            }
+            Ok(CallEnd::Refused(rejection)) => (reply::refused(&rejection), Some(rejection.to_string())),
+            Err(e) => {
+                return Err(McpError::internal_error(
+                    format!("the call's worker failed: {e}"),
+                    None,
+                ));
+            }
+        };
+        if let Some(summary) = summary {
+            self.log.warn(&context.peer, summary).await;
+        }
+        Ok(CallToolResponse::from(result))
+    }
+}
+
+/// A request extension, from the request itself (stdio) or the HTTP request it came in.
+fn request_extension<T: Clone + Send + Sync + 'static>(
+    context: &RequestContext<RoleServer>,
+) -> Option<T> {
+    context.extensions.get::<T>().cloned().or_else(|| {
+        context
+            .extensions
+            .get::<http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<T>().cloned())
+    })
+}
+
+/// The tools a session was shown, in registry order, one entry per name.
+#[derive(Debug, Default)]
+pub(crate) struct Shown {
+    tools: Vec<Arc<Tool>>,
+}
+
+impl Shown {
+    /// The tools visible in `profile`; where several versions of a name are visible, the
+    /// newest.
+    pub(crate) fn of(registry: &Registry, profile: &str) -> Shown {
+        let mut tools: Vec<Arc<Tool>> = Vec::new();
+        for tool in registry.visible(profile) {
+            match tools.iter_mut().find(|t| t.entry.name == tool.entry.name) {
+                Some(listed) if listed.entry.version < tool.entry.version => {
+                    *listed = Arc::clone(tool);
+                }
+                Some(_) => {}
+                None => tools.push(Arc::clone(tool)),
+            }
+        }
+        Shown { tools }
+    }
+
+    fn get(&self, name: &str) -> Option<&Arc<Tool>> {
+        self.tools.iter().find(|t| t.entry.name == name)
+    }
+
+    /// Refuses a call to a tool this session was not shown, or whose entry changed since.
+    fn check(&self, registry: &Registry, invocation: &Invocation) -> Result<(), Rejection> {
+        let name = invocation.tool.as_str();
+        let Some(listed) = self.get(name) else {
+            let names = self.tools.iter().map(|t| t.entry.name.as_str());
+            let newly_visible = registry
+                .visible(&invocation.profile)
+                .any(|t| t.entry.name == name);
+            let hint = if newly_visible {
+                Some(format!(
+                    "`{name}` became available after this session last listed its tools; list them again (tools/list) before calling it"
+                ))
+            } else {
+                hint_for(did_you_mean(name, names.clone())).or_else(|| {
+                    let names: Vec<String> = names.map(|n| format!("`{n}`")).collect();
+                    Some(if names.is_empty() {
+                        "this session has no tools".to_owned()
+                    } else {
+                        format!("available tools: {}", names.join(", "))
+                    })
+                })
+            };
+            return Err(Rejection::new(
+                RejectCode::UnknownTool,
+                format!("no tool `{name}` in this session's tool list"),
+            )
+            .with_hint(hint));
+        };
+        if let Some(major) = invocation.version
+            && major != listed.entry.version.major
+        {
+            return Err(Rejection::new(
+                RejectCode::VersionIncompatible,
+                format!(
+                    "this session was shown `{name}` version {}, not major version {major}",
+                    listed.entry.version
+                ),
+            )
+            .with_hint(Some(format!("call it as `{name}`"))));
+        }
+        match registry.resolve(invocation) {
+            Ok(now) if same_entry(listed, &now) => Ok(()),
+            Ok(_) => Err(Rejection::new(
+                RejectCode::StaleDescriptor,
+                format!("tool `{name}` changed since this session listed it"),
+            )
+            .with_hint(Some(
+                "list the tools again (tools/list) and read its description and schema".into(),
+            ))),
+            // Hidden since, disabled, unavailable: the pipeline's own resolve says which.
+            Err(_) => Ok(()),
+        }
+    }
+}
+
+/// The same tool as far as a model can tell: same version, descriptor and description.
+fn same_entry(a: &Arc<Tool>, b: &Arc<Tool>) -> bool {
+    Arc::ptr_eq(a, b)
+        || (a.entry.name == b.entry.name
+            && a.entry.version == b.entry.version
+            && a.digest == b.digest
+            && a.description() == b.description())
+}
+
+/// A registry entry as an MCP tool. Annotations come from the operator's effect class, never
+/// from the tool's own claims.
+fn mcp_tool(tool: &Tool) -> McpTool {
+    let mut listed = McpTool::new_with_raw(
+        tool.entry.name.clone(),
+        Some(tool.description().to_owned().into()),
+        schema_object(&tool.descriptor.input_schema),
+    );
+    listed.title.clone_from(&tool.descriptor.title);
+    listed.output_schema = tool
+        .descriptor
+        .output_schema
+        .as_ref()
+        .map(|schema| Arc::new(schema_object(schema)));
+    let effect = tool.entry.effect();
+    let mut annotations = ToolAnnotations::new();
+    annotations.title.clone_from(&tool.descriptor.title);
+    annotations.read_only_hint = Some(effect == EffectClass::ReadOnly);
+    annotations.destructive_hint = Some(effect == EffectClass::Irreversible);
+    annotations.open_world_hint = Some(effect == EffectClass::Network);
+    listed.annotations = Some(annotations);
+    listed
+}
+
+fn schema_object(schema: &Value) -> Map<String, Value> {
+    match schema {
+        Value::Object(map) => map.clone(),
+        // `true` (and an absent schema) admit anything; MCP wants an object schema.
+        _ => Map::from_iter([("type".to_owned(), Value::from("object"))]),
+    }
+}
+
+/// Where a call is, for progress reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Deciding,
+    AwaitingApproval,
+    Running,
+}
+
+/// How a call ended.
+#[derive(Debug)]
+enum CallEnd {
+    Described(Box<Outcome>),
+    /// Refused before the pipeline could describe it (see [`refused_outcome`]).
+    Refused(Rejection),
+}
+
+/// One call, stages 1 to 8, on a blocking thread. The stages are the pipeline's own; this
+/// only adds the session's check between normalize and resolve, and tells `phase` when the
+/// call waits for a person or runs.
+fn run_call(
+    pipeline: &Pipeline,
+    shown: &Shown,
+    raw: RawCall,
+    cancelled: Arc<AtomicBool>,
+    phase: &watch::Sender<Phase>,
+) -> CallEnd {
+    let normalized = match pipeline.normalize(raw) {
+        Ok(normalized) => normalized,
+        Err(stopped) => return CallEnd::Described(Box::new(pipeline.describe(Err(stopped)))),
+    };
+    if let Err(rejection) = shown.check(pipeline.registry(), normalized.invocation()) {
+        return refused_outcome(pipeline, normalized.invocation(), rejection);
+    }
+    // The same sequence as `Pipeline::run_cancellable`, stage by stage.
+    let result = pipeline
+        .resolve(normalized)
+        .and_then(|resolved| pipeline.validate(resolved))
+        .map(|validated| pipeline.classify(validated))
+        .and_then(|classified| pipeline.authorize(classified))
+        .and_then(|permitted| {
+            if permitted.approval_required() {
+                phase.send_replace(Phase::AwaitingApproval);
+            }
+            pipeline.approve(permitted)
+        })
+        .and_then(|authorized| {
+            phase.send_replace(Phase::Running);
+            let timeout = Duration::from_millis(authorized.limits().timeout_ms);
+            pipeline.execute(authorized, &ExecContext::new(timeout, cancelled))
+        });
+    CallEnd::Described(Box::new(pipeline.describe(result)))
+}
+
+/// An outcome for a call the session refused after stage 1. The pipeline describes only
+/// calls it stopped itself, so it is handed one it stops at once — the same caller, no tool
+/// name — and the rejection put in place of its own before it is described.
+fn refused_outcome(pipeline: &Pipeline, invocation: &Invocation, rejection: Rejection) -> CallEnd {
+    let probe = RawCall {
+        tool: String::new(),
+        arguments: RawArguments::Text(String::new()),
+        surface: invocation.surface,
+        actor: invocation.actor.clone(),
+        profile: invocation.profile.clone(),
+        request_id: invocation.request_id.clone(),
+    };
+    match pipeline.normalize(probe) {
+        Err(mut stopped) => {
+            stopped.rejection = rejection;
+            let mut outcome = pipeline.describe(Err(stopped));
+            outcome.evidence.tool.clone_from(&invocation.tool);
+            CallEnd::Described(Box::new(outcome))
+        }
+        // INVARIANT: normalize refuses an empty tool name. Were that ever to change, the call
+        // is still refused, only without evidence.
+        Ok(_) => CallEnd::Refused(rejection),
+    }
+}
+
+/// Progress notifications for one call, to a client that sent a progress token.
+struct Progress {
+    token: ProgressToken,
+    peer: Peer<RoleServer>,
+    tool: String,
+    sent: u32,
+}
+
+impl Progress {
+    fn new(token: ProgressToken, peer: Peer<RoleServer>, tool: String) -> Self {
+        Progress {
+            token,
+            peer,
+            tool,
+            sent: 0,
+        }
+    }
+
+    async fn report(&mut self, phase: Phase, waited: Duration) {
+        let message = match phase {
+            Phase::Deciding => return,
+            Phase::AwaitingApproval => format!(
+                "`{}` is waiting for a person's approval ({}s)",
+                self.tool,
+                waited.as_secs()
+            ),
+            Phase::Running => format!("`{}` is running ({}s)", self.tool, waited.as_secs()),
+        };
+        self.sent += 1;
+        let mut params = ProgressNotificationParam::new(self.token.clone(), f64::from(self.sent));
+        params.message = Some(message);
+        // A client that stopped listening for progress does not stop the call.
+        let _ = self.peer.notify_progress(params).await;
+    }
+}
+
+/// Waits for a call to end, cancelling it when the client asks (`notifications/cancelled`),
+/// stops listening (`answer` closed) or the session ends, and reporting progress meanwhile.
+async fn watch_call(
+    mut task: tokio::task::JoinHandle<CallEnd>,
+    request: &CancellationToken,
+    answer: &CancellationToken,
+    cancelled: &AtomicBool,
+    mut phase: watch::Receiver<Phase>,
+    mut progress: Option<Progress>,
+    interval: Duration,
+) -> Result<CallEnd, tokio::task::JoinError> {
+    let started = tokio::time::Instant::now();
+    let mut ticker = tokio::time::interval_at(started + interval, interval);
+    let mut since = started;
+    let mut phases_open = progress.is_some();
+    let mut cancel_sent = false;
+    loop {
+        tokio::select! {
+            ended = &mut task => return ended,
+            () = request.cancelled(), if !cancel_sent => {
+                cancelled.store(true, Ordering::Relaxed);
+                cancel_sent = true;
+            }
+            () = answer.cancelled(), if !cancel_sent => {
+                cancelled.store(true, Ordering::Relaxed);
+                cancel_sent = true;
+            }
+            changed = phase.changed(), if phases_open => {
+                if changed.is_err() {
+                    phases_open = false;
+                } else if let Some(progress) = &mut progress {
+                    since = tokio::time::Instant::now();
+                    let now = *phase.borrow_and_update();
+                    // Approval may take long: say so at once. A run reports on the next tick.
+                    if now == Phase::AwaitingApproval {
+                        progress.report(now, Duration::ZERO).await;
+                    }
+                    ticker.reset();
+                }
+            }
+            _ = ticker.tick(), if progress.is_some() => {
+                if let Some(progress) = &mut progress {
+                    let now = *phase.borrow();
+                    progress.report(now, since.elapsed()).await;
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,133 @@
+//! What the boundary costs a command: `run_command ["true"]` through all eight stages (with a
+//! broker that grants at once) against spawning `/usr/bin/true` directly.
+//!
+//! - `run_command_true_pipeline`: `Pipeline::run`, from raw arguments to outcome: resolving
+//!   `true` in PATH (three times: check, classify, execute), approval digest, grant, own
+//!   process group, scrubbed environment, captured stdout and stderr, group check at exit.
+//! - `exec_run_true`: `toolgate_exec::run` alone, the same command without the pipeline.
+//! - `std_command_true_output`: `std::process::Command::new("/usr/bin/true").output()`, which
+//!   also pipes stdout and stderr.
+//!
+//! After criterion's report, the medians of the first and last are measured again side by
+//! side and printed with their ratio.
+//!
+//! Run with `cargo bench -p toolgate-tools --bench commands -- --warm-up-time 1
+//! --measurement-time 5`.
+
+#![expect(
+    clippy::expect_used,
+    reason = "a benchmark whose fixture cannot be built must stop loudly, not measure nothing"
+)]
+
+use std::hint::black_box;
+use std::process::Command;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::{Duration, Instant};
+
+use criterion::{Criterion, criterion_group};
+use toolgate_core::*;
+use toolgate_workspace::Workspace;
+
+/// Grants every request at once, as a person who always says yes would.
+#[derive(Debug)]
+struct Yes(GrantLedger);
+
+impl ApprovalBroker for Yes {
+    fn request(&self, request: &ApprovalRequest) -> ApprovalResponse {
+        ApprovalResponse::Grant(
+            self.0
+                .issue(request, GrantScope::Once, Duration::from_secs(60)),
+        )
+    }
+
+    fn ledger(&self) -> Option<&GrantLedger> {
+        Some(&self.0)
+    }
+}
+
+/// The workspace directory (kept alive by the caller) and a granting pipeline over it.
+fn fixture() -> (tempfile::TempDir, Pipeline) {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let workspace = Arc::new(Workspace::open(dir.path()).expect("the workspace"));
+    let mut registry = RegistryBuilder::new();
+    for tool in toolgate_tools::builtin(Arc::clone(&workspace)) {
+        registry
+            .register(tool.descriptor, tool.entry, tool.executor)
+            .expect("a builtin");
+    }
+    let registry = registry.build().expect("the registry");
+    let mut policy = PolicyEngine::default_policy().expect("the default policy");
+    policy.prepare(&registry).expect("policy slices");
+    let pipeline = Pipeline::new(
+        Arc::new(registry),
+        Arc::new(policy),
+        Arc::new(Yes(GrantLedger::new(Arc::new(SystemClock)))),
+        WorkspaceId::new(&workspace.root().to_string_lossy()),
+    );
+    (dir, pipeline)
+}
+
+fn run_true(pipeline: &Pipeline) -> Outcome {
+    let outcome = pipeline.run(RawCall::text(
+        "run_command",
+        r#"{"argv": ["true"]}"#,
+        Surface::Chat,
+    ));
+    assert_eq!(outcome.status, Status::Completed, "{outcome:?}");
+    outcome
+}
+
+fn direct_true() -> std::process::Output {
+    Command::new("/usr/bin/true")
+        .output()
+        .expect("/usr/bin/true runs")
+}
+
+fn benches(c: &mut Criterion) {
+    let (_dir, pipeline) = fixture();
+    let spec = toolgate_exec::CommandSpec::new("/usr/bin/true", "/")
+        .env(toolgate_exec::scrub_env(toolgate_exec::ambient_env()));
+    let never = AtomicBool::new(false);
+    c.bench_function("run_command_true_pipeline", |b| {
+        b.iter(|| black_box(run_true(&pipeline)));
+    });
+    c.bench_function("exec_run_true", |b| {
+        b.iter(|| black_box(toolgate_exec::run(&spec, &never).expect("true runs")));
+    });
+    c.bench_function("std_command_true_output", |b| {
+        b.iter(|| black_box(direct_true()));
+    });
+}
+
+criterion_group!(commands, benches);
+
+/// Median wall time of `f` over `n` calls, the two measured in alternation so both see the
+/// same machine.
+fn side_by_side(n: usize) {
+    let (_dir, pipeline) = fixture();
+    let (mut through, mut direct) = (Vec::with_capacity(n), Vec::with_capacity(n));
+    for _ in 0..n {
+        let started = Instant::now();
+        black_box(run_true(&pipeline));
+        through.push(started.elapsed());
+        let started = Instant::now();
+        black_box(direct_true());
+        direct.push(started.elapsed());
+    }
+    through.sort_unstable();
+    direct.sort_unstable();
+    let median = |times: &[Duration]| times.get(n / 2).copied().expect("at least one run");
+    let (t, d) = (median(&through), median(&direct));
+    println!(
+        "side by side, {n} runs each: run_command [\"true\"] median {t:?}, \
+         /usr/bin/true direct median {d:?}, ratio {:.2}",
+        t.as_secs_f64() / d.as_secs_f64()
+    );
+}
+
+fn main() {
+    commands();
+    Criterion::default().configure_from_args().final_summary();
+    side_by_side(500);
+}

@@ -1,0 +1,723 @@
+//! `run_command`: one program with its arguments, never through a shell, in the workspace.
+//!
+//! The program is resolved to an absolute, canonical path in stage 4, before policy and
+//! approval see the call; that path is a resource, so it is bound into the approval digest and
+//! shown in the preview with every argument, the working directory and the environment's
+//! names. Stage 7 resolves it again and refuses to run anything else. A program that lives
+//! inside the workspace (a script the model may have written) is also bound by the digest of
+//! its contents. The run itself is `toolgate-exec`'s: own process group, scrubbed
+//! environment, bounded capture, the whole tree killed on timeout or cancellation.
+//!
+//! The pieces shared with `run_script` — a [`Plan`] (what will run), its classification, its
+//! re-check and its execution — live here.
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::{Map, Value, json};
+use toolgate_core::registry::DEFAULT_PROFILE;
+use toolgate_core::{
+    ApprovalMode, Authorized, Classification, Descriptor, Digest, EffectClass, ExecContext,
+    Executor, FieldError, Limits, RejectCode, ToolEntry, ToolError, ToolOutput, sha256_digest,
+};
+use toolgate_exec::{
+    CommandSpec, ExecError, Exit, RunOutcome, StopReason, ambient_env, resolve_program, scrub_env,
+};
+use toolgate_workspace::{PathError, PathKind, RelPath, Workspace};
+
+use crate::{Builtin, path_argument, stopped, u64_argument};
+
+pub(crate) const NAME: &str = "run_command";
+
+/// Most items in `argv`, program included.
+pub const MAX_ARGS: usize = 256;
+/// Largest single `argv` item, in bytes.
+pub const MAX_ARG_BYTES: usize = 16 * 1024;
+/// Largest `argv` in all, in bytes.
+pub const MAX_ARGV_BYTES: usize = 64 * 1024;
+/// Largest `stdin`, in bytes.
+pub const MAX_STDIN_BYTES: usize = 256 * 1024;
+/// Bytes kept of each of stdout and stderr: the first half and the last half.
+pub const CAPTURE_BYTES: usize = 64 * 1024;
+/// The time a command gets unless it asks for less.
+pub const DEFAULT_TIMEOUT_MS: u64 = 60_000;
+/// The most time any command gets.
+pub const MAX_TIMEOUT_MS: u64 = 600_000;
+/// A program inside the workspace larger than this is not bound by a content digest.
+const MAX_DIGESTED_PROGRAM_BYTES: u64 = 16 * 1024 * 1024;
+/// Output bytes of each stream quoted in a timeout's message.
+const SUMMARY_BYTES: usize = 2 * 1024;
+
+const DESCRIPTION: &str = "Run one program with arguments in the workspace, without a shell. \
+Use it to build, test, lint or inspect the project (`[\"cargo\", \"test\", \"--lib\"]`, \
+`[\"git\", \"log\", \"-n\", \"5\"]`, `[\"python3\", \"-m\", \"pytest\", \"-x\"]`); for the \
+project's standard test/build/lint commands `run_script` is simpler. `argv` is the program \
+followed by its arguments, one string per argument, exactly as the program should receive \
+them. There is NO shell: `|`, `;`, `&&`, `>`, `<`, `$(...)`, backticks, `*`, `~` and `$VAR` \
+are passed to the program as plain text, not interpreted — run separate calls instead of a \
+pipeline, and pass file names literally. `argv[0]` is looked up in PATH, or, if it contains a \
+`/`, taken relative to `cwd` (`./scripts/check.sh`). `cwd` is a directory relative to the \
+workspace root (default: the root). `stdin` is text for the program's standard input \
+(default: none). `timeout_ms` can only shorten the limit (default 60 s, at most 10 min); on \
+timeout the program and everything it started are killed and the call fails with `timeout`. \
+Every call needs the user's approval, each time: they see the resolved program path, every \
+argument, the directory and the names of the environment variables. If they refuse, the call \
+fails with `approval_denied`; do not repeat it unchanged. The environment is reduced to \
+harmless variables (PATH, HOME, locale, toolchain homes); tokens, keys and passwords are never \
+passed. The result has `exit_code` (a non-zero exit, e.g. failing tests, is a normal result to \
+read, not an error), `stdout` and `stderr` (each at most 64 KiB: the first and last 32 KiB, \
+`stdout_elided`/`stderr_elided` counting the bytes left out in between) and `duration_ms`.";
+
+pub(crate) fn builtin(workspace: Arc<Workspace>) -> Builtin {
+    let schema = json!({
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "type": "object",
+        "properties": {
+            "argv": {
+                "type": "array",
+                "minItems": 1,
+                "maxItems": MAX_ARGS,
+                "items": {"type": "string", "maxLength": MAX_ARG_BYTES},
+                "description": "The program and its arguments, one string each: [\"cargo\", \"test\", \"--lib\"]. No shell syntax is interpreted."
+            },
+            "cwd": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": 4096,
+                "description": "The directory to run in, relative to the workspace root (`crates/core`). Default: the root."
+            },
+            "timeout_ms": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": MAX_TIMEOUT_MS,
+                "description": "A shorter time limit in milliseconds. Default 60000; it can never exceed the operator's maximum."
+            },
+            "stdin": {
+                "type": "string",
+                "maxLength": MAX_STDIN_BYTES,
+                "description": "Text written to the program's standard input, which is then closed. Default: no input."
+            }
+        },
+        "required": ["argv"],
+        "additionalProperties": false
+    });
+    let mut descriptor = Descriptor::new(NAME, DESCRIPTION, schema);
+    descriptor.title = Some("Run a command".to_owned());
+    Builtin {
+        descriptor,
+        entry: command_entry(NAME, Some(DEFAULT_TIMEOUT_MS)),
+        executor: Arc::new(RunCommand { workspace }),
+    }
+}
+
+/// An entry that runs processes: irreversible, approved call by call, never in `readonly`.
+pub(crate) fn command_entry(name: &str, default_timeout_ms: Option<u64>) -> ToolEntry {
+    let mut entry = ToolEntry::new(name, "process_exec");
+    entry.effect = Some(EffectClass::Irreversible);
+    entry.approval = ApprovalMode::EachCall;
+    entry.profiles = [DEFAULT_PROFILE.to_owned()].into();
+    entry.limits = Limits {
+        timeout_ms: MAX_TIMEOUT_MS,
+        default_timeout_ms,
+        // Two captures of 64 KiB, escaped as JSON (a control character takes six bytes),
+        // plus the envelope.
+        max_output_bytes: 1024 * 1024,
+        ..Limits::default()
+    };
+    entry
+}
+
+/// The executor for `run_command`.
+#[derive(Debug)]
+pub struct RunCommand {
+    workspace: Arc<Workspace>,
+}
+
+impl Executor for RunCommand {
+    fn check(&self, arguments: &Map<String, Value>) -> Vec<FieldError> {
+        let argv = strings(arguments, "argv");
+        let mut errors = check_argv(&argv);
+        let cwd_errors = path_argument::check(&self.workspace, arguments, "cwd");
+        let cwd = if cwd_errors.is_empty() {
+            match working_dir(&self.workspace, str_argument(arguments, "cwd")) {
+                Ok(dir) => Some(dir),
+                Err(error) => {
+                    errors.push(
+                        FieldError::new("/cwd", RejectCode::ConstraintViolation, error.message)
+                            .with_hint(Some(CWD_HINT.to_owned())),
+                    );
+                    None
+                }
+            }
+        } else {
+            errors.extend(cwd_errors);
+            None
+        };
+        if let Some(stdin) = str_argument(arguments, "stdin")
+            && stdin.len() > MAX_STDIN_BYTES
+        {
+            errors.push(FieldError::new(
+                "/stdin",
+                RejectCode::ConstraintViolation,
+                format!(
+                    "stdin is {} bytes; the limit is {MAX_STDIN_BYTES}",
+                    stdin.len()
+                ),
+            ));
+        }
+        if errors.is_empty()
+            && let (Some(argv0), Some((_, cwd_abs))) = (argv.first(), cwd)
+        {
+            let env = scrub_env(ambient_env());
+            if let Err(error) = resolve_program(argv0, path_of(&env), &cwd_abs) {
+                errors.push(program_field_error("/argv/0", argv0, &error));
+            }
+        }
+        errors
+    }
+
+    fn classify(&self, arguments: &Map<String, Value>) -> Classification {
+        let argv = strings(arguments, "argv");
+        let heading = "run_command: no shell; each argument below reaches the program exactly as \
+                       shown"
+            .to_owned();
+        match Plan::new(&self.workspace, &argv, str_argument(arguments, "cwd")) {
+            Ok(plan) => plan.classification(
+                &self.workspace,
+                heading,
+                u64_argument(arguments, "timeout_ms"),
+                str_argument(arguments, "stdin").map(str::len),
+            ),
+            // Stage 3 resolved it a moment ago; if it no longer resolves, execution will
+            // refuse, since no program is named here.
+            Err(error) => unresolved(&error),
+        }
+    }
+
+    fn execute(&self, call: &Authorized, cx: &ExecContext) -> Result<ToolOutput, ToolError> {
+        if cx.should_stop() {
+            return Err(stopped(cx));
+        }
+        let arguments = call.arguments();
+        let argv = strings(arguments, "argv");
+        let plan = Plan::new(&self.workspace, &argv, str_argument(arguments, "cwd"))?;
+        plan.verify(&self.workspace, call.classification())?;
+        plan.run(
+            call,
+            cx,
+            u64_argument(arguments, "timeout_ms"),
+            str_argument(arguments, "stdin"),
+        )
+    }
+}
+
+const CWD_HINT: &str = "`cwd` is an existing directory relative to the workspace root, e.g. `src`; omit it for the root";
+
+/// Stage 3's checks of the `argv` array that the schema cannot make: bytes, not characters,
+/// and NUL bytes, which no program can receive.
+fn check_argv(argv: &[&str]) -> Vec<FieldError> {
+    let mut errors = Vec::new();
+    if argv.len() > MAX_ARGS {
+        errors.push(FieldError::new(
+            "/argv",
+            RejectCode::ConstraintViolation,
+            format!("argv has {} items; the limit is {MAX_ARGS}", argv.len()),
+        ));
+    }
+    let total: usize = argv.iter().map(|a| a.len()).sum();
+    if total > MAX_ARGV_BYTES {
+        errors.push(FieldError::new(
+            "/argv",
+            RejectCode::ConstraintViolation,
+            format!("argv is {total} bytes in all; the limit is {MAX_ARGV_BYTES}"),
+        ));
+    }
+    for (i, arg) in argv.iter().enumerate() {
+        let pointer = format!("/argv/{i}");
+        if arg.len() > MAX_ARG_BYTES {
+            errors.push(FieldError::new(
+                pointer.clone(),
+                RejectCode::ConstraintViolation,
+                format!(
+                    "argument {i} is {} bytes; the limit is {MAX_ARG_BYTES}",
+                    arg.len()
+                ),
+            ));
+        }
+        if arg.contains('\0') {
+            errors.push(FieldError::new(
+                pointer.clone(),
+                RejectCode::ConstraintViolation,
+                format!("argument {i} contains a NUL byte, which no program can receive"),
+            ));
+        }
+    }
+    if argv.first().is_some_and(|p| p.is_empty()) {
+        errors.push(
+            FieldError::new(
+                "/argv/0",
+                RejectCode::ConstraintViolation,
+                "argv[0], the program, is empty",
+            )
+            .with_hint(Some(PROGRAM_HINT.to_owned())),
+        );
+    }
+    errors
+}
+
+const PROGRAM_HINT: &str = "name a program installed on PATH (`cargo`, `python3`, `git`), or a \
+path to an executable file relative to `cwd` (`./scripts/check.sh`); there is no shell, so \
+shell built-ins such as `cd` or `export` cannot be run";
+
+/// The field error for an `argv[0]` (or a script's program) that does not resolve.
+pub(crate) fn program_field_error(pointer: &str, program: &str, error: &ExecError) -> FieldError {
+    FieldError::new(
+        pointer,
+        RejectCode::ConstraintViolation,
+        format!("cannot run `{program}`: {error}"),
+    )
+    .with_hint(Some(PROGRAM_HINT.to_owned()))
+}
+
+/// What a call will run: the resolved program and arguments, where, and with what
+/// environment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Plan {
+    /// The program's absolute, canonical path.
+    pub(crate) program: PathBuf,
+    /// `argv[0]` as given.
+    pub(crate) program_name: String,
+    /// The arguments after `argv[0]`.
+    pub(crate) args: Vec<String>,
+    /// The working directory, workspace-relative, with links followed.
+    pub(crate) cwd: RelPath,
+    pub(crate) cwd_abs: PathBuf,
+    pub(crate) env: Vec<(String, String)>,
+}
+
+impl Plan {
+    /// Resolves `argv` in `cwd` (workspace-relative, default the root).
+    pub(crate) fn new(
+        workspace: &Workspace,
+        argv: &[&str],
+        cwd: Option<&str>,
+    ) -> Result<Plan, ToolError> {
+        let (cwd, cwd_abs) = working_dir(workspace, cwd)?;
+        let Some((program_name, args)) = argv.split_first() else {
+            return Err(ToolError::new("invalid_command", "argv is empty"));
+        };
+        let env = scrub_env(ambient_env());
+        let program = resolve_program(program_name, path_of(&env), &cwd_abs)
+            .map_err(|e| exec_tool_error(&e))?;
+        Ok(Plan {
+            program,
+            program_name: (*program_name).to_owned(),
+            args: args.iter().map(|a| (*a).to_owned()).collect(),
+            cwd,
+            cwd_abs,
+            env,
+        })
+    }
+
+    /// The program's absolute path as text.
+    pub(crate) fn program_text(&self) -> String {
+        self.program.display().to_string()
+    }
+
+    /// The argv that runs: the resolved program, then the arguments.
+    pub(crate) fn argv_resolved(&self) -> Vec<String> {
+        std::iter::once(self.program_text())
+            .chain(self.args.iter().cloned())
+            .collect()
+    }
+
+    /// The program as a resource: its workspace-relative path when it lives inside the
+    /// workspace (evidence never holds the workspace's absolute root), else its absolute path.
+    /// The two cannot be confused: only the second starts with `/`.
+    pub(crate) fn program_resource(&self, workspace: &Workspace) -> String {
+        self.program_in_workspace(workspace)
+            .map_or_else(|| self.program_text(), |rel| rel.to_string())
+    }
+
+    /// The program's path relative to the workspace, if it lives inside.
+    fn program_in_workspace(&self, workspace: &Workspace) -> Option<RelPath> {
+        let inside = self.program.strip_prefix(workspace.root()).ok()?;
+        let components: Option<Vec<&str>> = inside
+            .components()
+            .map(|c| c.as_os_str().to_str())
+            .collect();
+        RelPath::from_components(components?)
+    }
+
+    /// The digest of the program's contents, when it lives inside the workspace (and so may
+    /// have been written by the model) and is small enough to hash.
+    fn program_preimage(&self, workspace: &Workspace) -> Option<(String, Digest)> {
+        let rel = self.program_in_workspace(workspace)?;
+        let (bytes, total) = workspace.read_file(&rel, MAX_DIGESTED_PROGRAM_BYTES).ok()?;
+        if total > MAX_DIGESTED_PROGRAM_BYTES {
+            return None;
+        }
+        Some((format!("program:{rel}"), sha256_digest(&bytes)))
+    }
+
+    /// Stage 4: the resources (bound into the approval digest) and what the approver sees.
+    pub(crate) fn classification(
+        &self,
+        workspace: &Workspace,
+        heading: String,
+        timeout_ms: Option<u64>,
+        stdin_bytes: Option<usize>,
+    ) -> Classification {
+        let mut paths = vec![self.cwd.to_string()];
+        if let Some(rel) = self.program_in_workspace(workspace) {
+            paths.push(rel.to_string());
+        }
+        let mut preview = heading;
+        let _ = write!(preview, "\nprogram: {}", self.program_text());
+        if self.program_name != self.program_text() {
+            let _ = write!(
+                preview,
+                "\nargv[0]: {:?} (the name the program is given)",
+                self.program_name
+            );
+        }
+        for (i, arg) in self.args.iter().enumerate() {
+            // Debug quoting shows spaces, quotes, control and invisible characters for what
+            // they are.
+            let _ = write!(preview, "\nargv[{}]: {arg:?}", i + 1);
+        }
+        let _ = write!(preview, "\ncwd: {} (in the workspace)", self.cwd);
+        let names: Vec<&str> = self.env.iter().map(|(k, _)| k.as_str()).collect();
+        let _ = write!(
+            preview,
+            "\nenvironment (names only): {}",
+            if names.is_empty() {
+                "none".to_owned()
+            } else {
+                names.join(", ")
+            }
+        );
+        match timeout_ms {
+            Some(ms) => {
+                let _ = write!(
+                    preview,
+                    "\ntimeout: {ms} ms, or the operator's maximum if lower"
+                );
+            }
+            None => preview.push_str("\ntimeout: the tool's default"),
+        }
+        if let Some(bytes) = stdin_bytes {
+            let _ = write!(preview, "\nstdin: {bytes} bytes");
+        }
+        Classification {
+            effect: None,
+            resources: vec![
+                format!("program:{}", self.program_resource(workspace)),
+                format!("cwd:{}", self.cwd),
+            ],
+            paths,
+            preimages: self.program_preimage(workspace).into_iter().collect(),
+            preview: Some(preview),
+        }
+    }
+
+    /// Stage 7: refuses to run unless the program, directory and (for a program inside the
+    /// workspace) its contents are still what stage 4 classified and the user approved.
+    pub(crate) fn verify(
+        &self,
+        workspace: &Workspace,
+        classified: &Classification,
+    ) -> Result<(), ToolError> {
+        let approved = resource(classified, "program:");
+        if approved != Some(self.program_resource(workspace).as_str()) {
+            return Err(ToolError::new(
+                "program_changed",
+                format!(
+                    "`{}` now resolves to `{}`, not to {} as classified and approved; the call \
+                     did not run",
+                    self.program_name,
+                    self.program_text(),
+                    approved.map_or("nothing".to_owned(), |p| format!("`{p}`"))
+                ),
+            ));
+        }
+        if resource(classified, "cwd:") != Some(self.cwd.as_str()) {
+            return Err(ToolError::new(
+                "cwd_changed",
+                format!(
+                    "the working directory now leads to `{}`, not to what was approved; the call \
+                     did not run",
+                    self.cwd
+                ),
+            ));
+        }
+        let approved_image = classified
+            .preimages
+            .iter()
+            .find(|(name, _)| name.starts_with("program:"));
+        if approved_image != self.program_preimage(workspace).as_ref() {
+            return Err(ToolError::new(
+                "program_changed",
+                format!(
+                    "`{}` changed since it was approved; the call did not run",
+                    self.program_text()
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Stage 7: runs the plan within the call's limits.
+    pub(crate) fn run(
+        self,
+        call: &Authorized,
+        cx: &ExecContext,
+        timeout_ms: Option<u64>,
+        stdin: Option<&str>,
+    ) -> Result<ToolOutput, ToolError> {
+        let timeout = effective_timeout(call.limits(), timeout_ms, cx);
+        let mut spec = CommandSpec::new(self.program.clone(), self.cwd_abs.clone())
+            .arg0(self.program_name.clone())
+            .args(self.args.iter().cloned())
+            .env(self.env.clone())
+            .timeout(timeout)
+            .capture_bytes(CAPTURE_BYTES);
+        if let Some(text) = stdin {
+            spec = spec.stdin(text.as_bytes());
+        }
+        // The context's own deadline is the entry's maximum, never sooner than ours; only a
+        // real cancellation should read as one.
+        let cancelled = || cx.should_stop() && Instant::now() < cx.deadline();
+        let outcome = toolgate_exec::run(&spec, &cancelled).map_err(|e| exec_tool_error(&e))?;
+        self.outcome(outcome, timeout)
+    }
+
+    fn outcome(&self, outcome: RunOutcome, timeout: Duration) -> Result<ToolOutput, ToolError> {
+        if let Some(reason) = outcome.stopped {
+            let (code, what) = match reason {
+                StopReason::Timeout => (
+                    "timeout",
+                    format!("did not finish within {} ms", timeout.as_millis()),
+                ),
+                StopReason::Cancelled => ("cancelled", "was cancelled".to_owned()),
+            };
+            let summary = |name: &str, capture: &toolgate_exec::Capture| {
+                format!(
+                    "{name} ({} bytes) ended with: {:?}",
+                    capture.total_bytes(),
+                    capture.last_text(SUMMARY_BYTES)
+                )
+            };
+            let mut error = ToolError::new(
+                code,
+                format!(
+                    "`{}` {what}; it and every process it started were killed. {}; {}",
+                    self.program_text(),
+                    summary("stdout", &outcome.stdout),
+                    summary("stderr", &outcome.stderr),
+                ),
+            );
+            error.unknowns = outcome.unknowns;
+            return Err(error);
+        }
+        let (exit_code, signal) = match outcome.exit {
+            Exit::Code(code) => (Some(code), None),
+            Exit::Signal(signal) => (None, Some(signal)),
+            Exit::Unknown => (None, None),
+        };
+        let truncated = outcome.stdout.elided_bytes() > 0 || outcome.stderr.elided_bytes() > 0;
+        let value = json!({
+            "argv_resolved": self.argv_resolved(),
+            "cwd": self.cwd.as_str(),
+            "exit_code": exit_code,
+            "signal": signal,
+            "timed_out": false,
+            "cancelled": false,
+            "duration_ms": u64::try_from(outcome.duration.as_millis()).unwrap_or(u64::MAX),
+            "stdout": outcome.stdout.text(),
+            "stderr": outcome.stderr.text(),
+            "stdout_bytes": outcome.stdout.total_bytes(),
+            "stderr_bytes": outcome.stderr.total_bytes(),
+            "stdout_elided": outcome.stdout.elided_bytes(),
+            "stderr_elided": outcome.stderr.elided_bytes(),
+        });
+        let mut output = ToolOutput::new(value).truncated(truncated);
+        output.unknowns = outcome.unknowns;
+        Ok(output)
+    }
+}
+
+/// The classification of a call whose program or directory no longer resolves: it names no
+/// program, so stage 7 refuses it.
+pub(crate) fn unresolved(error: &ToolError) -> Classification {
+    Classification {
+        preview: Some(format!(
+            "this command cannot be resolved and will not run: {}",
+            error.message
+        )),
+        ..Classification::default()
+    }
+}
+
+/// The value of the first resource with `prefix`, without the prefix.
+pub(crate) fn resource<'a>(classified: &'a Classification, prefix: &str) -> Option<&'a str> {
+    classified
+        .resources
+        .iter()
+        .find_map(|r| r.strip_prefix(prefix))
+}
+
+/// The time a call gets: what it asked for or the entry's default, never more than the entry's
+/// maximum nor than the context has left.
+fn effective_timeout(limits: &Limits, requested_ms: Option<u64>, cx: &ExecContext) -> Duration {
+    let ms = requested_ms
+        .or(limits.default_timeout_ms)
+        .unwrap_or(limits.timeout_ms)
+        .min(limits.timeout_ms);
+    Duration::from_millis(ms).min(cx.deadline().saturating_duration_since(Instant::now()))
+}
+
+/// Why a working directory is refused.
+#[derive(Debug)]
+struct CwdError {
+    code: &'static str,
+    message: String,
+}
+
+impl From<CwdError> for ToolError {
+    fn from(error: CwdError) -> ToolError {
+        ToolError::new(error.code, error.message)
+    }
+}
+
+/// The working directory `raw` names (default the root): workspace-relative with links
+/// followed, and its absolute path.
+fn working_dir(workspace: &Workspace, raw: Option<&str>) -> Result<(RelPath, PathBuf), CwdError> {
+    let as_error = |error: PathError| {
+        let tool = path_argument::tool_error(error);
+        CwdError {
+            code: match tool.code.as_str() {
+                "outside_workspace" => "outside_workspace",
+                "not_found" => "not_found",
+                _ => "invalid_cwd",
+            },
+            message: tool.message,
+        }
+    };
+    let rel = match raw {
+        Some(raw) => workspace.check_path(raw).map_err(as_error)?,
+        None => RelPath::root(),
+    };
+    let resolved = workspace.resolve(&rel).map_err(as_error)?;
+    if resolved.kind != PathKind::Dir {
+        return Err(CwdError {
+            code: "not_a_directory",
+            message: format!("cwd `{rel}` is a {}, not a directory", resolved.kind),
+        });
+    }
+    let abs = workspace.ambient_path(&resolved.target);
+    Ok((resolved.target, abs))
+}
+
+/// The `PATH` of an environment.
+pub(crate) fn path_of(env: &[(String, String)]) -> Option<&str> {
+    env.iter()
+        .find(|(k, _)| k == "PATH")
+        .map(|(_, v)| v.as_str())
+}
+
+/// A runner's refusal as the tool's error.
+fn exec_tool_error(error: &ExecError) -> ToolError {
+    ToolError::new(error.code(), error.to_string())
+}
+
+fn str_argument<'a>(arguments: &'a Map<String, Value>, name: &str) -> Option<&'a str> {
+    arguments.get(name).and_then(Value::as_str)
+}
+
+/// The strings of an array argument; the schema has checked the types.
+fn strings<'a>(arguments: &'a Map<String, Value>, name: &str) -> Vec<&'a str> {
+    arguments
+        .get(name)
+        .and_then(Value::as_array)
+        .map(|items| items.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+    use std::sync::atomic::AtomicBool;
+
+    #[test]
+    fn argv_checks_count_bytes_and_nul() {
+        assert!(check_argv(&["echo", "hi"]).is_empty());
+        let errors = check_argv(&["", "a\0b"]);
+        let pointers: Vec<&str> = errors.iter().map(|e| e.pointer.as_str()).collect();
+        assert_eq!(pointers, ["/argv/1", "/argv/0"]);
+        let long = "é".repeat(MAX_ARG_BYTES / 2 + 1);
+        let errors = check_argv(&["echo", &long]);
+        assert_eq!(errors.len(), 1);
+        assert!(errors[0].message.contains("bytes"), "{}", errors[0].message);
+        let many = vec!["x"; MAX_ARGS + 1];
+        assert_eq!(check_argv(&many)[0].pointer, "/argv");
+        let big = "y".repeat(MAX_ARG_BYTES);
+        let total: Vec<&str> = std::iter::repeat_n(big.as_str(), 5).collect();
+        assert!(check_argv(&total)[0].message.contains("in all"));
+    }
+
+    #[test]
+    fn the_timeout_can_only_shrink() {
+        let limits = Limits {
+            timeout_ms: 10_000,
+            default_timeout_ms: Some(3_000),
+            ..Limits::default()
+        };
+        let cx = ExecContext::new(Duration::from_secs(60), Arc::new(AtomicBool::new(false)));
+        let ms = |requested| effective_timeout(&limits, requested, &cx).as_millis();
+        assert_eq!(ms(None), 3_000);
+        assert_eq!(ms(Some(500)), 500);
+        assert_eq!(ms(Some(50_000)), 10_000);
+        let no_default = Limits {
+            default_timeout_ms: None,
+            ..limits
+        };
+        assert_eq!(
+            effective_timeout(&no_default, None, &cx).as_millis(),
+            10_000
+        );
+        let short = ExecContext::new(Duration::from_millis(100), Arc::new(AtomicBool::new(false)));
+        assert!(effective_timeout(&limits, None, &short) <= Duration::from_millis(100));
+    }
+
+    #[test]
+    fn working_directories_stay_inside_and_are_directories() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("src")).unwrap();
+        std::fs::write(dir.path().join("file"), "x").unwrap();
+        std::os::unix::fs::symlink("src", dir.path().join("alias")).unwrap();
+        let workspace = Workspace::open(dir.path()).unwrap();
+        let (rel, abs) = working_dir(&workspace, Some("alias")).unwrap();
+        assert_eq!(rel.as_str(), "src");
+        assert_eq!(
+            abs.strip_prefix(workspace.root()).unwrap(),
+            Path::new("src")
+        );
+        assert_eq!(working_dir(&workspace, None).unwrap().0.as_str(), ".");
+        for (raw, code) in [
+            ("file", "not_a_directory"),
+            ("missing", "not_found"),
+            ("..", "outside_workspace"),
+            ("/etc", "outside_workspace"),
+        ] {
+            assert_eq!(
+                working_dir(&workspace, Some(raw)).unwrap_err().code,
+                code,
+                "{raw}"
+            );
+        }
+    }
+}

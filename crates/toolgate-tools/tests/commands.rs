@@ -1,0 +1,681 @@
+//! `run_command` and `run_script` in a real pipeline: the hostile table
+//! `tests/corpus/commands.jsonl`, what the person approving sees and what the approval binds,
+//! changes between approval and execution, and real Cargo and npm projects.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use toolgate_core::policy::DEFAULT_POLICY;
+use toolgate_core::*;
+use toolgate_workspace::Workspace;
+
+/// Grants every request once, as a person who always says yes would.
+#[derive(Debug)]
+struct Yes(GrantLedger);
+
+impl ApprovalBroker for Yes {
+    fn request(&self, request: &ApprovalRequest) -> ApprovalResponse {
+        ApprovalResponse::Grant(
+            self.0
+                .issue(request, GrantScope::Once, Duration::from_secs(60)),
+        )
+    }
+    fn ledger(&self) -> Option<&GrantLedger> {
+        Some(&self.0)
+    }
+}
+
+/// Refuses everything, as a person who always says no would.
+#[derive(Debug)]
+struct No;
+
+impl ApprovalBroker for No {
+    fn request(&self, _request: &ApprovalRequest) -> ApprovalResponse {
+        ApprovalResponse::Deny {
+            reason: "not this".into(),
+        }
+    }
+    fn ledger(&self) -> Option<&GrantLedger> {
+        None
+    }
+}
+
+type Meddle = Box<dyn Fn() + Send + Sync>;
+
+/// Records each request, offers the widest scope the request allows, and may change the world
+/// while "the person" looks at the request.
+struct Recording {
+    ledger: GrantLedger,
+    requests: Mutex<Vec<ApprovalRequest>>,
+    meddle: Option<Meddle>,
+}
+
+impl std::fmt::Debug for Recording {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Recording")
+    }
+}
+
+impl Recording {
+    fn new(meddle: Option<Meddle>) -> Arc<Recording> {
+        Arc::new(Recording {
+            ledger: GrantLedger::new(Arc::new(SystemClock)),
+            requests: Mutex::new(Vec::new()),
+            meddle,
+        })
+    }
+
+    fn requests(&self) -> Vec<ApprovalRequest> {
+        self.requests.lock().unwrap().clone()
+    }
+}
+
+impl ApprovalBroker for Recording {
+    fn request(&self, request: &ApprovalRequest) -> ApprovalResponse {
+        self.requests.lock().unwrap().push(request.clone());
+        if let Some(meddle) = &self.meddle {
+            meddle();
+        }
+        ApprovalResponse::Grant(self.ledger.issue(
+            request,
+            GrantScope::WorkspaceAction,
+            Duration::from_secs(60),
+        ))
+    }
+    fn ledger(&self) -> Option<&GrantLedger> {
+        Some(&self.ledger)
+    }
+}
+
+/// Every builtin over `root`, the default policy, and `broker`.
+fn pipeline(root: &Path, broker: Arc<dyn ApprovalBroker>) -> Pipeline {
+    let workspace = Arc::new(Workspace::open(root).unwrap());
+    let mut builder = RegistryBuilder::new();
+    for tool in toolgate_tools::builtin(Arc::clone(&workspace)) {
+        builder
+            .register(tool.descriptor, tool.entry, tool.executor)
+            .unwrap();
+    }
+    let registry = builder.build().unwrap();
+    let mut policy = PolicyEngine::from_sources(&[("<default policy>", DEFAULT_POLICY)]).unwrap();
+    policy.prepare(&registry).unwrap();
+    Pipeline::new(
+        Arc::new(registry),
+        Arc::new(policy),
+        broker,
+        WorkspaceId::new(&workspace.root().to_string_lossy()),
+    )
+}
+
+fn yes() -> Arc<Yes> {
+    Arc::new(Yes(GrantLedger::new(Arc::new(SystemClock))))
+}
+
+fn call(pipeline: &Pipeline, tool: &str, args: &Value) -> Outcome {
+    pipeline.run(RawCall::text(tool, args.to_string(), Surface::Chat))
+}
+
+fn executable(path: &Path, text: &str) {
+    fs::write(path, text).unwrap();
+    fs::set_permissions(path, fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+/// A temporary directory holding `ws/` (the workspace) and `outside/`.
+struct World {
+    dir: tempfile::TempDir,
+}
+
+impl World {
+    fn new() -> World {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path().join("ws");
+        let outside = dir.path().join("outside");
+        fs::create_dir_all(ws.join("src")).unwrap();
+        fs::create_dir_all(ws.join("bin")).unwrap();
+        fs::create_dir_all(&outside).unwrap();
+        fs::write(ws.join("a.txt"), "alpha\n").unwrap();
+        executable(&ws.join("bin/hello.sh"), "#!/bin/sh\necho hello\n");
+        // Named like one program, leading to another: the approval must show the other.
+        std::os::unix::fs::symlink("/usr/bin/env", ws.join("bin/echo")).unwrap();
+        std::os::unix::fs::symlink(&outside, ws.join("dir_out")).unwrap();
+        std::os::unix::fs::symlink("src", ws.join("src_link")).unwrap();
+        executable(&outside.join("tool.sh"), "#!/bin/sh\ntouch marker\n");
+        World { dir }
+    }
+
+    /// The workspace root, canonical.
+    fn ws(&self) -> PathBuf {
+        fs::canonicalize(self.dir.path().join("ws")).unwrap()
+    }
+
+    /// No `marker` anywhere; no process recorded in `pids` still running (the file is then
+    /// removed for the next row).
+    fn assert_unchanged(&self, name: &str, expect_pids: bool) {
+        let mut stack = vec![self.dir.path().to_path_buf()];
+        while let Some(dir) = stack.pop() {
+            for entry in fs::read_dir(&dir).unwrap() {
+                let entry = entry.unwrap();
+                let kind = entry.file_type().unwrap();
+                assert_ne!(entry.file_name(), "marker", "{name}: a marker was made");
+                if kind.is_dir() {
+                    stack.push(entry.path());
+                }
+            }
+        }
+        let pidfile = self.ws().join("pids");
+        let pids: Vec<u32> = fs::read_to_string(&pidfile)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| l.trim().parse().ok())
+            .collect();
+        assert_eq!(
+            !pids.is_empty(),
+            expect_pids,
+            "{name}: pids recorded {pids:?}"
+        );
+        let alive: Vec<u32> = pids.into_iter().filter(|&p| running(p)).collect();
+        assert!(alive.is_empty(), "{name}: still running: {alive:?}");
+        let _ = fs::remove_file(pidfile);
+    }
+}
+
+/// Whether `pid` is a running (not zombie) process.
+fn running(pid: u32) -> bool {
+    match fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => {
+            let after = &stat[stat.rfind(')').unwrap() + 1..];
+            !matches!(after.split_whitespace().next(), Some("Z" | "X"))
+        }
+        Err(_) => false,
+    }
+}
+
+/// The arguments of a corpus row, with the `@` shorthands expanded.
+fn corpus_args(args: &Value) -> Value {
+    match args.as_str() {
+        Some("@many") => json!({"argv": vec!["echo"; 300]}),
+        Some("@long_item") => json!({"argv": ["echo", "a".repeat(20_000)]}),
+        Some("@wide_item") => json!({"argv": ["echo", "é".repeat(9_000)]}),
+        Some("@total") => json!({"argv": ["echo", "b".repeat(16_000), "b".repeat(16_000),
+            "b".repeat(16_000), "b".repeat(16_000), "b".repeat(16_000)]}),
+        Some(other) => panic!("unknown shorthand {other}"),
+        None => args.clone(),
+    }
+}
+
+fn strs(row: &Value, key: &str, ws: &str) -> Vec<String> {
+    row.get(key)
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .map(|v| v.as_str().unwrap().replace("@ws", ws))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn check_row(row: &Value, pipelines: &[(&str, Pipeline)], ws: &str) {
+    let name = row["name"].as_str().unwrap();
+    let tool = row
+        .get("tool")
+        .and_then(Value::as_str)
+        .unwrap_or("run_command");
+    let profile = row
+        .get("profile")
+        .and_then(Value::as_str)
+        .unwrap_or("default");
+    let broker = row.get("broker").and_then(Value::as_str).unwrap_or("grant");
+    let pipeline = &pipelines.iter().find(|(b, _)| *b == broker).unwrap().1;
+    let args = corpus_args(&row["args"]);
+    let outcome =
+        pipeline.run(RawCall::text(tool, args.to_string(), Surface::Chat).in_profile(profile));
+    let code = row.get("code").and_then(Value::as_str);
+    match row["expect"].as_str().unwrap() {
+        "rejected" => {
+            let rejection = outcome
+                .rejection
+                .as_ref()
+                .unwrap_or_else(|| panic!("{name}: not rejected: {outcome:?}"));
+            assert_eq!(
+                (rejection.stage.as_str(), rejection.code.as_str()),
+                (row["stage"].as_str().unwrap(), code.unwrap()),
+                "{name}: {rejection}"
+            );
+            assert!(
+                !outcome.evidence.durations_ns.contains_key("execute"),
+                "{name}: executed"
+            );
+        }
+        "failed" => {
+            assert_eq!(outcome.status, Status::Failed, "{name}: {outcome:?}");
+            let error = outcome.error.as_ref().unwrap();
+            assert_eq!(Some(error.code.as_str()), code, "{name}: {error:?}");
+        }
+        "completed" => {
+            assert_eq!(outcome.status, Status::Completed, "{name}: {outcome:?}");
+            let output = outcome.output.as_ref().unwrap();
+            let stdout = output["stdout"].as_str().unwrap();
+            if let Some(exit) = row.get("exit_code") {
+                assert_eq!(&output["exit_code"], exit, "{name}: {output}");
+            }
+            if let Some(expected) = row.get("stdout").and_then(Value::as_str) {
+                assert_eq!(stdout, expected.replace("@ws", ws), "{name}");
+            }
+            for fragment in strs(row, "stdout_contains", ws) {
+                assert!(
+                    stdout.contains(&fragment),
+                    "{name}: {fragment} not in {stdout}"
+                );
+            }
+            for fragment in strs(row, "stdout_lacks", ws) {
+                assert!(
+                    !stdout.contains(&fragment),
+                    "{name}: {fragment} in {stdout}"
+                );
+            }
+            for key in ["stdout_bytes", "stdout_elided"] {
+                if let Some(expected) = row.get(key) {
+                    assert_eq!(&output[key], expected, "{name}: {key}");
+                }
+            }
+        }
+        other => panic!("{name}: unknown expectation {other}"),
+    }
+    for unknown in strs(row, "unknowns", ws) {
+        assert!(
+            outcome.unknowns.contains(&unknown),
+            "{name}: no unknown {unknown:?} in {:?}",
+            outcome.unknowns
+        );
+    }
+    for resource in strs(row, "resources", ws) {
+        assert!(
+            outcome.evidence.resources.contains(&resource),
+            "{name}: no resource {resource} in {:?}",
+            outcome.evidence.resources
+        );
+    }
+}
+
+const CORPUS_CHILD: &str = "TOOLGATE_COMMANDS_CORPUS_CHILD";
+
+/// The corpus runs in a child test process whose environment holds secrets and loader
+/// variables, since this process cannot set its own environment without `unsafe`.
+#[test]
+fn hostile_command_corpus() {
+    let output = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "corpus_in_a_secret_laden_environment",
+            "--nocapture",
+            "--test-threads",
+            "1",
+        ])
+        .env(CORPUS_CHILD, "1")
+        .env("FAKE_API_TOKEN", "tok-123")
+        .env("AWS_SECRET_ACCESS_KEY", "aws-456")
+        .env("LD_PRELOAD", "/nonexistent/evil.so")
+        .env("BASH_ENV", "/nonexistent/evil.sh")
+        .env("GIT_CONFIG_COUNT", "1")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stdout}\n{stderr}");
+    assert!(stdout.contains("corpus rows passed"), "{stdout}\n{stderr}");
+}
+
+/// Runs only as `hostile_command_corpus`'s child; on its own it has nothing to do.
+#[test]
+fn corpus_in_a_secret_laden_environment() {
+    if std::env::var_os(CORPUS_CHILD).is_none() {
+        return;
+    }
+    assert_eq!(std::env::var("FAKE_API_TOKEN").unwrap(), "tok-123");
+    let world = World::new();
+    let ws = world.ws();
+    let pipelines = [
+        ("grant", pipeline(&ws, yes())),
+        ("headless", pipeline(&ws, Arc::new(HeadlessBroker))),
+        ("deny", pipeline(&ws, Arc::new(No))),
+    ];
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/corpus/commands.jsonl");
+    let text = fs::read_to_string(path).unwrap();
+    let rows: Vec<Value> = text
+        .lines()
+        .filter(|l| !l.trim().is_empty() && !l.starts_with("//"))
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l}: {e}")))
+        .collect();
+    assert!(rows.len() > 50, "the corpus is all there");
+    let ws_text = ws.to_str().unwrap();
+    for row in &rows {
+        check_row(row, &pipelines, ws_text);
+        let expect_pids = row.get("pids").and_then(Value::as_bool).unwrap_or(false);
+        world.assert_unchanged(row["name"].as_str().unwrap(), expect_pids);
+    }
+    println!("{} corpus rows passed", rows.len());
+}
+
+fn canonical_program(name: &str) -> String {
+    let env = toolgate_exec::scrub_env(toolgate_exec::ambient_env());
+    let path = env
+        .iter()
+        .find(|(k, _)| k == "PATH")
+        .map(|(_, v)| v.as_str());
+    toolgate_exec::resolve_program(name, path, Path::new("/"))
+        .unwrap()
+        .display()
+        .to_string()
+}
+
+#[test]
+fn the_approval_shows_the_resolved_program_and_binds_the_arguments() {
+    let world = World::new();
+    let broker = Recording::new(None);
+    let pipeline = pipeline(&world.ws(), broker.clone());
+    for args in [
+        json!({"argv": ["echo", "hi"]}),
+        json!({"argv": ["echo", "hi there"]}),
+        json!({"argv": ["echo", "hi"]}),
+        json!({"argv": ["echo", "hi"], "cwd": "src"}),
+    ] {
+        let outcome = call(&pipeline, "run_command", &args);
+        assert_eq!(outcome.status, Status::Completed, "{outcome:?}");
+    }
+    let requests = broker.requests();
+    // Every call asked, even the repeated one: nothing is remembered for commands.
+    assert_eq!(requests.len(), 4);
+    let first = &requests[0];
+    assert_eq!(first.resources, ["program:/usr/bin/echo", "cwd:."]);
+    assert_eq!(first.effect, EffectClass::Irreversible);
+    assert_eq!(first.scope_allowed, GrantScope::Once);
+    let preview = first.preview.as_deref().unwrap();
+    assert!(preview.contains("program: /usr/bin/echo"), "{preview}");
+    assert!(preview.contains("argv[0]: \"echo\""), "{preview}");
+    assert!(preview.contains("argv[1]: \"hi\""), "{preview}");
+    assert!(preview.contains("no shell"), "{preview}");
+    assert!(preview.contains("cwd: . (in the workspace)"), "{preview}");
+    assert!(
+        preview.contains("environment (names only): ") && preview.contains("PATH"),
+        "{preview}"
+    );
+    let path_value = std::env::var("PATH").unwrap();
+    assert!(
+        !preview.contains(&path_value),
+        "environment values are not shown"
+    );
+    // A changed argument or directory is another operation; the same one is the same digest.
+    assert_ne!(requests[1].digest, first.digest);
+    assert_eq!(requests[2].digest, first.digest);
+    assert_ne!(requests[3].digest, first.digest);
+    assert_eq!(requests[3].resources, ["program:/usr/bin/echo", "cwd:src"]);
+}
+
+#[test]
+fn the_result_has_every_field_and_the_canonical_argv() {
+    let world = World::new();
+    let pipeline = pipeline(&world.ws(), yes());
+    let outcome = call(
+        &pipeline,
+        "run_command",
+        &json!({"argv": ["sh", "-c", "echo out; echo err >&2; exit 2"]}),
+    );
+    assert_eq!(outcome.status, Status::Completed, "{outcome:?}");
+    let output = outcome.output.unwrap();
+    let mut keys: Vec<&str> = output
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    keys.sort_unstable();
+    assert_eq!(
+        keys,
+        [
+            "argv_resolved",
+            "cancelled",
+            "cwd",
+            "duration_ms",
+            "exit_code",
+            "signal",
+            "stderr",
+            "stderr_bytes",
+            "stderr_elided",
+            "stdout",
+            "stdout_bytes",
+            "stdout_elided",
+            "timed_out",
+        ]
+    );
+    assert_eq!(
+        output["argv_resolved"],
+        json!([
+            canonical_program("sh"),
+            "-c",
+            "echo out; echo err >&2; exit 2"
+        ])
+    );
+    assert_eq!(
+        (&output["exit_code"], &output["signal"]),
+        (&json!(2), &Value::Null)
+    );
+    assert_eq!(
+        (&output["stdout"], &output["stderr"]),
+        (&json!("out\n"), &json!("err\n"))
+    );
+    assert_eq!(
+        (&output["stdout_bytes"], &output["stdout_elided"]),
+        (&json!(4), &json!(0))
+    );
+    assert_eq!(output["cwd"], ".");
+    assert!(outcome.unknowns.is_empty());
+}
+
+#[test]
+fn a_program_changed_after_approval_does_not_run() {
+    let world = World::new();
+    let ws = world.ws();
+    // A link re-pointed while the person looks at the request.
+    std::os::unix::fs::symlink("/usr/bin/true", ws.join("bin/tool")).unwrap();
+    let link = ws.join("bin/tool");
+    let repoint: Meddle = Box::new(move || {
+        fs::remove_file(&link).unwrap();
+        std::os::unix::fs::symlink("/usr/bin/false", &link).unwrap();
+    });
+    let broker = Recording::new(Some(repoint));
+    let outcome = call(
+        &pipeline(&ws, broker.clone()),
+        "run_command",
+        &json!({"argv": ["./bin/tool"]}),
+    );
+    assert_eq!(broker.requests()[0].resources[0], "program:/usr/bin/true");
+    assert_eq!(outcome.status, Status::Failed, "{outcome:?}");
+    let error = outcome.error.unwrap();
+    assert_eq!(error.code, "program_changed", "{error:?}");
+    assert!(
+        error.message.contains("/usr/bin/false"),
+        "{}",
+        error.message
+    );
+
+    // A script inside the workspace rewritten while the person looks at it.
+    let script = ws.join("bin/hello.sh");
+    let rewrite: Meddle = Box::new(move || {
+        fs::write(&script, "#!/bin/sh\ntouch marker\n").unwrap();
+    });
+    let broker = Recording::new(Some(rewrite));
+    let outcome = call(
+        &pipeline(&ws, broker.clone()),
+        "run_command",
+        &json!({"argv": ["bin/hello.sh"]}),
+    );
+    let request = &broker.requests()[0];
+    assert_eq!(request.resources[0], "program:bin/hello.sh");
+    assert!(
+        request
+            .preview
+            .as_deref()
+            .unwrap()
+            .contains(&format!("program: {}/bin/hello.sh", ws.display()))
+    );
+    assert_eq!(outcome.error.unwrap().code, "program_changed");
+    world.assert_unchanged("rewritten script", false);
+}
+
+#[test]
+fn cancelling_kills_the_command() {
+    let world = World::new();
+    let pipeline = pipeline(&world.ws(), yes());
+    let cancelled = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&cancelled);
+    let setter = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(300));
+        flag.store(true, Ordering::Relaxed);
+    });
+    let raw = RawCall::text(
+        "run_command",
+        json!({"argv": ["sh", "-c", "sleep 100 & echo $! >> pids; wait"]}).to_string(),
+        Surface::Chat,
+    );
+    let outcome = pipeline.run_cancellable(raw, cancelled);
+    setter.join().unwrap();
+    assert_eq!(outcome.status, Status::Failed, "{outcome:?}");
+    assert_eq!(outcome.error.as_ref().unwrap().code, "cancelled");
+    assert!(
+        outcome
+            .unknowns
+            .contains(&"killed on cancellation: side effects unknown".to_owned())
+    );
+    world.assert_unchanged("cancelled", true);
+}
+
+#[test]
+fn an_npm_project_runs_its_own_test_script() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path();
+    fs::write(
+        ws.join("package.json"),
+        r#"{"name": "tiny", "version": "1.0.0", "scripts": {"test": "node -e \"console.log('npm test ran')\""}}"#,
+    )
+    .unwrap();
+    fs::write(ws.join(".npmrc"), "update-notifier=false\nfund=false\n").unwrap();
+    let broker = Recording::new(None);
+    let pipeline = pipeline(ws, broker.clone());
+    let outcome = call(&pipeline, "run_script", &json!({"script": "test"}));
+    assert_eq!(outcome.status, Status::Completed, "{outcome:?}");
+    let output = outcome.output.unwrap();
+    assert_eq!(output["exit_code"], 0, "{output}");
+    assert!(
+        output["stdout"].as_str().unwrap().contains("npm test ran"),
+        "{output}"
+    );
+    let request = &broker.requests()[0];
+    let preview = request.preview.as_deref().unwrap();
+    assert!(
+        preview.contains("package.json script `test`") && preview.contains("console.log"),
+        "{preview}"
+    );
+    assert!(
+        request.resources.contains(&"script:test".to_owned())
+            && request
+                .resources
+                .contains(&"source:package.json".to_owned()),
+        "{:?}",
+        request.resources
+    );
+    assert_eq!(
+        request.resources[0],
+        format!("program:{}", canonical_program("npm"))
+    );
+
+    // A script the project does not define is refused before anyone is asked.
+    let outcome = call(&pipeline, "run_script", &json!({"script": "lint"}));
+    let rejection = outcome.rejection.unwrap();
+    assert_eq!(
+        (rejection.stage, rejection.code),
+        (Stage::Validate, RejectCode::ConstraintViolation)
+    );
+    let hint = rejection.hint.clone().unwrap_or_default();
+    assert!(
+        rejection.message.contains("`lint`")
+            && hint.contains("`test` (package.json: `npm run test`)"),
+        "{rejection:?} {hint}"
+    );
+    assert_eq!(broker.requests().len(), 1);
+}
+
+#[test]
+fn a_project_file_changed_after_approval_does_not_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().to_path_buf();
+    let manifest = ws.join("package.json");
+    fs::write(&manifest, r#"{"scripts": {"test": "node -e 0"}}"#).unwrap();
+    let swap: Meddle = Box::new(move || {
+        fs::write(&manifest, r#"{"scripts": {"test": "touch marker"}}"#).unwrap();
+    });
+    let outcome = call(
+        &pipeline(&ws, Recording::new(Some(swap))),
+        "run_script",
+        &json!({"script": "test"}),
+    );
+    assert_eq!(outcome.status, Status::Failed, "{outcome:?}");
+    assert_eq!(outcome.error.unwrap().code, "script_changed");
+    assert!(!ws.join("marker").exists());
+}
+
+#[test]
+fn a_cargo_project_builds_and_tests_through_run_script() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path();
+    fs::write(
+        ws.join("Cargo.toml"),
+        "[package]\nname = \"tiny\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[workspace]\n",
+    )
+    .unwrap();
+    fs::create_dir(ws.join("src")).unwrap();
+    fs::write(
+        ws.join("src/main.rs"),
+        "fn main() { println!(\"tiny\"); }\n#[test]\nfn works() { assert_eq!(1 + 1, 2); }\n",
+    )
+    .unwrap();
+    let broker = Recording::new(None);
+    let pipeline = pipeline(ws, broker.clone());
+    // The scrubbed environment drops CARGO_TARGET_DIR, so the build lands in the project.
+    let outcome = call(&pipeline, "run_script", &json!({"script": "build"}));
+    assert_eq!(outcome.status, Status::Completed, "{outcome:?}");
+    let output = outcome.output.unwrap();
+    assert_eq!(output["exit_code"], 0, "{output}");
+    assert!(ws.join("target/debug/tiny").exists(), "{output}");
+    let outcome = call(&pipeline, "run_script", &json!({"script": "test"}));
+    let output = outcome.output.unwrap();
+    assert_eq!(output["exit_code"], 0, "{output}");
+    assert!(
+        output["stdout"]
+            .as_str()
+            .unwrap()
+            .contains("test works ... ok"),
+        "{output}"
+    );
+    let request = &broker.requests()[0];
+    let preview = request.preview.as_deref().unwrap();
+    assert!(
+        preview.contains("run_script `build`: Cargo.toml, so `cargo build`")
+            && preview.contains("argv[0]: \"cargo\"")
+            && preview.contains("argv[1]: \"build\""),
+        "{preview}"
+    );
+    assert!(request.resources.contains(&"source:Cargo.toml".to_owned()));
+}

@@ -1,0 +1,117 @@
+//! `toolgate serve`: the configured pipeline behind an MCP server, on stdio or HTTP.
+//!
+//! Approvals are refused headlessly for now (the approval console is not part of the binary
+//! yet): read-only tools run, and anything that needs a person's consent comes back to the
+//! model as `approval_required`. Over HTTP every request needs a bearer token from
+//! `[[serve.token]]`; with none configured, a fresh token is generated and printed to standard
+//! error, so the server never runs open by accident.
+
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use toolgate_core::HeadlessBroker;
+use toolgate_mcp::{Gateway, HttpOptions, Principal, TokenTable};
+
+use crate::cli::ServeArgs;
+use crate::config::Config;
+use crate::gate::{Gate, open_workspace};
+
+/// The smallest message limit; above it, room for the largest argument text twice over, so
+/// that an oversized argument is refused by stage 1 (`too_large`, as a tool error) rather than
+/// by the transport.
+const MIN_MESSAGE_BYTES: usize = 4 << 20;
+
+pub fn serve(args: &ServeArgs) -> anyhow::Result<u8> {
+    let workspace = open_workspace(&args.workspace)?;
+    let gate = Gate::build(
+        Config::load(args.config.config.as_deref())?,
+        Arc::clone(&workspace),
+    )?;
+    check_profile(&gate, &args.profile, "--profile")?;
+    let max_message_bytes = gate
+        .config
+        .bounds()
+        .max_argument_bytes
+        .saturating_mul(2)
+        .saturating_add(64 << 10)
+        .max(MIN_MESSAGE_BYTES);
+    let pipeline = gate.pipeline(&workspace, Arc::new(HeadlessBroker));
+    let gateway = Arc::new(Gateway::new(
+        pipeline,
+        "toolgate",
+        env!("CARGO_PKG_VERSION"),
+    ));
+    let Some(addr) = args.http else {
+        let principal = Principal::new(&args.actor, &args.profile);
+        toolgate_mcp::run_stdio(gateway, principal, max_message_bytes)?;
+        return Ok(0);
+    };
+    let mut options = HttpOptions::new(tokens(&gate)?);
+    options.max_message_bytes = max_message_bytes;
+    options.allowed_hosts = gate.config.file.serve.allowed_hosts.clone();
+    if args.dangerous_no_auth {
+        options.dangerous_anonymous = Some(Principal::new("anonymous", &args.profile));
+    } else if options.tokens.is_empty() {
+        let token = toolgate_mcp::generate_token()
+            .map_err(|e| anyhow::anyhow!("cannot generate a token: {e}"))?;
+        options
+            .tokens
+            .insert(&token, Principal::new(&args.actor, &args.profile))
+            .map_err(|e| anyhow::anyhow!("generated token: {e}"))?;
+        eprintln!(
+            "toolgate: no [[serve.token]] is configured; this run's token (actor `{}`, profile `{}`) is\ntoolgate: {token}\ntoolgate: send it as `Authorization: Bearer <token>`",
+            args.actor, args.profile
+        );
+    }
+    let listener = toolgate_mcp::bind(
+        addr,
+        args.dangerous_bind_any || gate.config.file.serve.dangerous_bind_any,
+    )?;
+    eprintln!(
+        "toolgate: serving MCP at http://{}/mcp",
+        listener.local_addr()?
+    );
+    toolgate_mcp::run_http(gateway, listener, options)?;
+    Ok(0)
+}
+
+/// The configured tokens, read from the environment variables `[[serve.token]]` names. A
+/// variable that is unset or holds a weak token stops the server from starting.
+fn tokens(gate: &Gate) -> anyhow::Result<TokenTable> {
+    let config = &gate.config;
+    let mut table = TokenTable::new();
+    for section in &config.file.serve.tokens {
+        let section = section.get_ref();
+        let name = section.env.get_ref();
+        let token = std::env::var(name).ok().filter(|t| !t.is_empty());
+        let Some(token) = token else {
+            return Err(config
+                .error_at(
+                    section.env.span(),
+                    format!("the environment variable `{name}` that should hold this token is not set"),
+                )
+                .into());
+        };
+        check_profile(gate, section.profile.get_ref(), "[[serve.token]] profile").map_err(
+            |e| config.error_at(section.profile.span(), e.to_string()),
+        )?;
+        let principal = Principal::new(&section.actor, section.profile.get_ref());
+        table
+            .insert(token.trim(), principal)
+            .map_err(|e| config.error_at(section.env.span(), format!("`{name}`: {e}")))?;
+    }
+    Ok(table)
+}
+
+fn check_profile(gate: &Gate, profile: &str, what: &str) -> anyhow::Result<()> {
+    let profiles = gate.registry.profiles();
+    if profiles.contains(profile) {
+        return Ok(());
+    }
+    let known: Vec<&str> = profiles.into_iter().collect();
+    Err(anyhow::anyhow!(
+        "{what}: unknown profile `{profile}`; profiles: {}",
+        known.join(", ")
+    ))
+    .context("cannot serve")
+}

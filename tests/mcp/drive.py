@@ -1,0 +1,134 @@
+"""Drive `toolgate serve` with the official Python MCP SDK and report what happened.
+
+Usage: python drive.py PLAN.json
+
+PLAN is {"sessions": [SESSION, ...]}; every session runs concurrently in its own
+`ClientSession`. A SESSION is
+
+    {"transport": "stdio", "command": "...", "args": [...], "env": {...}, "steps": [...]}
+    {"transport": "http", "url": "http://127.0.0.1:PORT/mcp", "token": "...", "steps": [...]}
+
+and each STEP one of
+
+    {"op": "list"}
+    {"op": "call", "tool": "read_file", "arguments": {...}}
+    {"op": "cancel", "tool": "run_command", "arguments": {...}, "after": 0.5}
+        starts the call with a progress callback, abandons it once a progress notification
+        arrived (or after `after` seconds), which makes the SDK send
+        `notifications/cancelled` (or, at 2026-07-28 over HTTP, close the stream)
+    {"op": "sleep", "seconds": 0.2}
+
+The report, printed to standard output as JSON, is {"sessions": [{"init": ..., "steps":
+[...]}, ...]} with one result per step. Assertions live in the Rust test that runs this
+(crates/toolgate/tests/mcp.rs); this script only drives and records.
+"""
+
+import json
+import sys
+import time
+
+import anyio
+
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+
+
+def dump(model):
+    return model.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+def result_of(result):
+    text = "\n".join(c.text for c in result.content if getattr(c, "type", None) == "text")
+    return {
+        "isError": bool(result.is_error),
+        "text": text,
+        "structured": result.structured_content,
+    }
+
+
+async def run_steps(session, steps):
+    report = []
+    for step in steps:
+        op = step["op"]
+        if op == "list":
+            listed = await session.list_tools()
+            report.append({"tools": [dump(t) for t in listed.tools]})
+        elif op == "call":
+            try:
+                result = await session.call_tool(step["tool"], step.get("arguments", {}))
+                report.append(result_of(result))
+            except Exception as e:  # a JSON-RPC error: record it, go on
+                report.append({"error": str(e)})
+        elif op == "cancel":
+            progress = []
+            got_progress = anyio.Event()
+
+            async def on_progress(value, total, message):
+                progress.append({"progress": value, "message": message})
+                got_progress.set()
+
+            started = time.monotonic()
+            outcome = {"completed": None}
+
+            async def call():
+                result = await session.call_tool(
+                    step["tool"], step.get("arguments", {}), progress_callback=on_progress
+                )
+                outcome["completed"] = result_of(result)
+
+            async with anyio.create_task_group() as group:
+                group.start_soon(call)
+                with anyio.move_on_after(step.get("after", 5.0)):
+                    await got_progress.wait()
+                group.cancel_scope.cancel()
+            report.append(
+                {
+                    "cancelled_after": time.monotonic() - started,
+                    "progress": progress,
+                    "completed": outcome["completed"],
+                }
+            )
+        elif op == "sleep":
+            await anyio.sleep(step["seconds"])
+        else:
+            raise ValueError(f"unknown step {op!r}")
+    return report
+
+
+async def run_session(spec):
+    if spec["transport"] == "stdio":
+        params = StdioServerParameters(
+            command=spec["command"], args=spec.get("args", []), env=spec.get("env")
+        )
+        async with stdio_client(params) as (read, write):
+            async with ClientSession(read, write) as session:
+                init = await session.initialize()
+                steps = await run_steps(session, spec["steps"])
+    else:
+        headers = {"Authorization": f"Bearer {spec['token']}"} if spec.get("token") else {}
+        async with create_mcp_http_client(headers=headers) as http:
+            async with streamable_http_client(spec["url"], http_client=http) as (read, write):
+                async with ClientSession(read, write) as session:
+                    init = await session.initialize()
+                    steps = await run_steps(session, spec["steps"])
+    return {"init": dump(init), "steps": steps}
+
+
+async def main(plan):
+    sessions = plan["sessions"]
+    reports = [None] * len(sessions)
+
+    async def one(i, spec):
+        reports[i] = await run_session(spec)
+
+    async with anyio.create_task_group() as group:
+        for i, spec in enumerate(sessions):
+            group.start_soon(one, i, spec)
+    print(json.dumps({"sessions": reports}))
+
+
+if __name__ == "__main__":
+    with open(sys.argv[1]) as f:
+        anyio.run(main, json.load(f))
