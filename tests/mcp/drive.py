@@ -8,7 +8,11 @@ PLAN is {"sessions": [SESSION, ...]}; every session runs concurrently in its own
     {"transport": "stdio", "command": "...", "args": [...], "env": {...}, "steps": [...]}
     {"transport": "http", "url": "http://127.0.0.1:PORT/mcp", "token": "...", "steps": [...]}
 
-and each STEP one of
+With `"client": "modern"` a session uses the SDK's high-level `Client`, which speaks the
+2026-07-28 revision (no `initialize`, metadata on every request) when the server offers it;
+such a session takes only `list` and `call` steps.
+
+Each STEP is one of
 
     {"op": "list"}
     {"op": "call", "tool": "read_file", "arguments": {...}}
@@ -29,7 +33,7 @@ import time
 
 import anyio
 
-from mcp import ClientSession, StdioServerParameters
+from mcp import Client, ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
@@ -92,12 +96,30 @@ async def run_steps(session, steps):
             )
         elif op == "sleep":
             await anyio.sleep(step["seconds"])
+            report.append({"slept": step["seconds"]})
         else:
             raise ValueError(f"unknown step {op!r}")
     return report
 
 
+async def run_modern(spec):
+    if spec["transport"] == "stdio":
+        server = StdioServerParameters(
+            command=spec["command"], args=spec.get("args", []), env=spec.get("env")
+        )
+        async with Client(server) as client:
+            return {"init": {"protocolVersion": client.session.protocol_version},
+                    "steps": await run_steps(client, spec["steps"])}
+    headers = {"Authorization": f"Bearer {spec['token']}"} if spec.get("token") else {}
+    async with create_mcp_http_client(headers=headers) as http:
+        async with Client(streamable_http_client(spec["url"], http_client=http)) as client:
+            return {"init": {"protocolVersion": client.session.protocol_version},
+                    "steps": await run_steps(client, spec["steps"])}
+
+
 async def run_session(spec):
+    if spec.get("client") == "modern":
+        return await run_modern(spec)
     if spec["transport"] == "stdio":
         params = StdioServerParameters(
             command=spec["command"], args=spec.get("args", []), env=spec.get("env")

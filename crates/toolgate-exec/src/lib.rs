@@ -15,6 +15,10 @@
 //! [`resolve_program`] turns an `argv[0]` into the canonical path that a person approves and
 //! that then runs.
 //!
+//! Linux only (`/proc`, pidfds, process groups). Writing stdin to a command that stopped
+//! reading raises `SIGPIPE`; Rust programs ignore it from `main` on, a host written in another
+//! language must too.
+//!
 //! ```
 //! use std::sync::atomic::AtomicBool;
 //! use std::time::Duration;

@@ -81,6 +81,10 @@ enum Candidate {
 
 /// What `path` is, once every link is followed.
 fn candidate_kind(path: &Path) -> Candidate {
+    // Most PATH entries miss: one stat says so, where canonicalizing takes one per component.
+    if std::fs::metadata(path).is_err() {
+        return Candidate::Missing;
+    }
     let Ok(canonical) = std::fs::canonicalize(path) else {
         return Candidate::Missing;
     };

@@ -8,8 +8,8 @@
 //! - `std_command_true_output`: `std::process::Command::new("/usr/bin/true").output()`, which
 //!   also pipes stdout and stderr.
 //!
-//! After criterion's report, the medians of the first and last are measured again side by
-//! side and printed with their ratio.
+//! After criterion's report, the three are measured again in alternation and their medians
+//! printed, with the ratio of the first to the last.
 //!
 //! Run with `cargo bench -p toolgate-tools --bench commands -- --warm-up-time 1
 //! --measurement-time 5`.
@@ -102,27 +102,34 @@ fn benches(c: &mut Criterion) {
 
 criterion_group!(commands, benches);
 
-/// Median wall time of `f` over `n` calls, the two measured in alternation so both see the
-/// same machine.
+/// Medians of the pipeline, the runner alone and the direct spawn over `n` rounds, measured in
+/// alternation so that all three see the same machine.
 fn side_by_side(n: usize) {
     let (_dir, pipeline) = fixture();
-    let (mut through, mut direct) = (Vec::with_capacity(n), Vec::with_capacity(n));
+    let spec = toolgate_exec::CommandSpec::new("/usr/bin/true", "/")
+        .env(toolgate_exec::scrub_env(toolgate_exec::ambient_env()));
+    let never = AtomicBool::new(false);
+    let mut times: [Vec<Duration>; 3] = Default::default();
     for _ in 0..n {
         let started = Instant::now();
         black_box(run_true(&pipeline));
-        through.push(started.elapsed());
+        times[0].push(started.elapsed());
+        let started = Instant::now();
+        black_box(toolgate_exec::run(&spec, &never).expect("true runs"));
+        times[1].push(started.elapsed());
         let started = Instant::now();
         black_box(direct_true());
-        direct.push(started.elapsed());
+        times[2].push(started.elapsed());
     }
-    through.sort_unstable();
-    direct.sort_unstable();
-    let median = |times: &[Duration]| times.get(n / 2).copied().expect("at least one run");
-    let (t, d) = (median(&through), median(&direct));
+    let [through, runner, direct] = times.map(|mut t| {
+        t.sort_unstable();
+        t.get(n / 2).copied().expect("at least one run")
+    });
     println!(
-        "side by side, {n} runs each: run_command [\"true\"] median {t:?}, \
-         /usr/bin/true direct median {d:?}, ratio {:.2}",
-        t.as_secs_f64() / d.as_secs_f64()
+        "side by side, {n} rounds: median run_command [\"true\"] {through:?}, \
+         toolgate_exec::run {runner:?}, /usr/bin/true direct {direct:?}; \
+         ratio pipeline/direct {:.2}",
+        through.as_secs_f64() / direct.as_secs_f64()
     );
 }
 
