@@ -1,7 +1,10 @@
-//! toolgate's builtin workspace tools: `read_file`, `list_dir` and `search_text`.
+//! toolgate's builtin workspace tools: `read_file`, `list_dir`, `search_text`, `git_status`
+//! and `git_diff` (read-only, in the `default` and `readonly` profiles); `write_file` and
+//! `edit_file` (local writes, approved by policy); `run_command` and `run_script` (irreversible,
+//! a fresh approval every call).
 //!
 //! Each tool is a [`Builtin`]: the descriptor a model sees, the entry the operator starts from
-//! (read-only, in the `default` and `readonly` profiles) and the [`Executor`] that owns it. An
+//! and the [`Executor`] that owns it. An
 //! executor checks its `path` argument twice: in stage 3 (`check`, so an escape is a
 //! `path_outside_workspace` rejection before anything runs) and again when it executes, since
 //! the file system may have changed in between. File contents are only ever read through the

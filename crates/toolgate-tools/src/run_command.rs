@@ -12,6 +12,7 @@
 //! re-check and its execution — live here.
 
 use std::fmt::Write as _;
+use std::os::fd::AsRawFd as _;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -205,6 +206,7 @@ impl Executor for RunCommand {
         let plan = Plan::new(&self.workspace, &argv, str_argument(arguments, "cwd"))?;
         plan.verify(&self.workspace, call.classification())?;
         plan.run(
+            &self.workspace,
             call,
             cx,
             u64_argument(arguments, "timeout_ms"),
@@ -472,13 +474,21 @@ impl Plan {
     /// Stage 7: runs the plan within the call's limits.
     pub(crate) fn run(
         self,
+        workspace: &Workspace,
         call: &Authorized,
         cx: &ExecContext,
         timeout_ms: Option<u64>,
         stdin: Option<&str>,
     ) -> Result<ToolOutput, ToolError> {
         let timeout = effective_timeout(call.limits(), timeout_ms, cx);
-        let mut spec = CommandSpec::new(self.program.clone(), self.cwd_abs.clone())
+        // The working directory is entered through a handle opened beneath the root, not by
+        // its path: a directory swapped for a link that leads out since it was checked is
+        // refused by the kernel here, or entered as it was when opened.
+        let dir = workspace
+            .open_dir(&self.cwd)
+            .map_err(path_argument::tool_error)?;
+        let cwd = PathBuf::from(format!("/proc/self/fd/{}", dir.as_raw_fd()));
+        let mut spec = CommandSpec::new(self.program.clone(), cwd)
             .arg0(self.program_name.clone())
             .args(self.args.iter().cloned())
             .env(self.env.clone())

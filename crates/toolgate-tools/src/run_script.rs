@@ -152,7 +152,7 @@ impl Executor for RunScript {
         let plan = definition.plan(&self.workspace)?;
         definition.verify(&self.workspace, &plan, call.classification())?;
         plan.verify(&self.workspace, call.classification())?;
-        plan.run(call, cx, None, None)
+        plan.run(&self.workspace, call, cx, None, None)
     }
 }
 

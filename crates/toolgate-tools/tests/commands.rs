@@ -536,6 +536,27 @@ fn a_program_changed_after_approval_does_not_run() {
 }
 
 #[test]
+fn a_working_directory_swapped_for_a_link_out_is_not_entered() {
+    let world = World::new();
+    let ws = world.ws();
+    let outside = world.dir.path().join("outside");
+    let src = ws.join("src");
+    let swap: Meddle = Box::new(move || {
+        fs::remove_dir_all(&src).unwrap();
+        std::os::unix::fs::symlink(&outside, &src).unwrap();
+    });
+    let broker = Recording::new(Some(swap));
+    let outcome = call(
+        &pipeline(&ws, broker.clone()),
+        "run_command",
+        &json!({"argv": ["touch", "marker"], "cwd": "src"}),
+    );
+    assert_eq!(broker.requests().len(), 1);
+    assert_eq!(outcome.status, Status::Failed, "{outcome:?}");
+    world.assert_unchanged("swapped cwd", false);
+}
+
+#[test]
 fn cancelling_kills_the_command() {
     let world = World::new();
     let pipeline = pipeline(&world.ws(), yes());

@@ -367,6 +367,18 @@ impl Workspace {
         })
     }
 
+    /// Opens a directory beneath the root. A process started with `/proc/self/fd/<fd>` of it as
+    /// its working directory enters exactly this directory, even if the path has been swapped
+    /// for a link since it was checked.
+    pub fn open_dir(&self, rel: &RelPath) -> Result<Dir, PathError> {
+        if rel.is_root() {
+            return self.dir.try_clone().map_err(|e| PathError::io(rel, &e));
+        }
+        self.dir
+            .open_dir(target_path(rel))
+            .map_err(|e| self.open_error(rel, &e))
+    }
+
     /// Reads at most `max_bytes` of a regular file; returns them and the file's size when
     /// opened.
     pub fn read_file(&self, rel: &RelPath, max_bytes: u64) -> Result<(Vec<u8>, u64), PathError> {
