@@ -160,7 +160,7 @@ fn sensitive_files_are_denied_by_a_named_rule_that_an_operator_can_replace() {
             let stopped = p
                 .authorize_call(RawCall::text(
                     tool,
-                    &json!({ "path": path }).to_string(),
+                    json!({ "path": path }).to_string(),
                     Surface::Cli,
                 ))
                 .unwrap_err();

@@ -273,8 +273,16 @@ fn rows() -> Vec<Row> {
             r#"{"path": "../../etc/passwd"}"#,
             RejectCode::PathOutsideWorkspace,
         ),
-        row("write", r#"{"path": "unread.txt"}"#, RejectCode::ReadRequired),
-        row("write", r#"{"path": "changed.txt"}"#, RejectCode::StaleWrite),
+        row(
+            "write",
+            r#"{"path": "unread.txt"}"#,
+            RejectCode::ReadRequired,
+        ),
+        row(
+            "write",
+            r#"{"path": "changed.txt"}"#,
+            RejectCode::StaleWrite,
+        ),
         row("cli_only", ok, RejectCode::SurfaceNotAllowed),
         row("fetch", ok, RejectCode::PolicyDenied),
         Row {

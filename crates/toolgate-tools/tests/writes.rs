@@ -266,7 +266,8 @@ fn edits_apply_once_each_and_chain_through_the_returned_digest() {
     );
     let preview = s.requests()[0].preview.clone().unwrap();
     assert!(
-        preview.contains("-pub fn answer() -> u32 {\n") && preview.contains("+pub fn reply() -> u32 {\n"),
+        preview.contains("-pub fn answer() -> u32 {\n")
+            && preview.contains("+pub fn reply() -> u32 {\n"),
         "{preview}"
     );
 
