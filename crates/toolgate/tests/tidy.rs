@@ -29,7 +29,7 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
 fn ci_runs_the_test_command_the_readme_gives() {
     let readme = fs::read_to_string(root().join("README.md")).unwrap();
     let ci = fs::read_to_string(root().join(".ci/run")).unwrap();
-    let command = "cargo test --workspace";
+    let command = "scripts/test";
     assert!(readme.contains(command), "README must show `{command}`");
     assert!(
         ci.lines().any(|l| l.trim() == command),
