@@ -57,7 +57,10 @@ impl Gateway {
     /// Replaces the pipeline for calls that start from now on, and tells every session that its
     /// tool list changed.
     pub fn replace_pipeline(&self, pipeline: Pipeline) {
-        *self.pipeline.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(pipeline);
+        *self
+            .pipeline
+            .write()
+            .unwrap_or_else(PoisonError::into_inner) = Arc::new(pipeline);
         self.generation.send_modify(|g| *g += 1);
     }
 

@@ -49,7 +49,9 @@ pub enum HttpError {
         "refusing to listen on `{0}`, which is not a loopback address; pass --dangerous-bind-any (or set `dangerous_bind_any = true` under [serve]) if you mean it"
     )]
     NotLoopback(SocketAddr),
-    #[error("refusing to serve `{0}` without tokens: unauthenticated serving is for loopback addresses only")]
+    #[error(
+        "refusing to serve `{0}` without tokens: unauthenticated serving is for loopback addresses only"
+    )]
     AnonymousNotLoopback(SocketAddr),
     #[error("no bearer token is configured, so no request could be served")]
     NoTokens,
@@ -93,7 +95,10 @@ impl HttpOptions {
 }
 
 /// Binds `addr`: a loopback address, or any address with `dangerous_bind_any`.
-pub fn bind(addr: SocketAddr, dangerous_bind_any: bool) -> Result<std::net::TcpListener, HttpError> {
+pub fn bind(
+    addr: SocketAddr,
+    dangerous_bind_any: bool,
+) -> Result<std::net::TcpListener, HttpError> {
     if !addr.ip().is_loopback() && !dangerous_bind_any {
         return Err(HttpError::NotLoopback(addr));
     }
@@ -214,13 +219,22 @@ struct Front {
 impl Front {
     async fn handle(&self, request: Request<Incoming>) -> Response<Body> {
         if !self.host_allowed(request.headers()) {
-            return plain(StatusCode::FORBIDDEN, "forbidden: the Host header is not this server");
+            return plain(
+                StatusCode::FORBIDDEN,
+                "forbidden: the Host header is not this server",
+            );
         }
         if !origin_allowed(request.headers()) {
-            return plain(StatusCode::FORBIDDEN, "forbidden: the Origin is not a loopback origin");
+            return plain(
+                StatusCode::FORBIDDEN,
+                "forbidden: the Origin is not a loopback origin",
+            );
         }
         if request.uri().path() != MCP_PATH {
-            return plain(StatusCode::NOT_FOUND, "not found: toolgate serves MCP at /mcp");
+            return plain(
+                StatusCode::NOT_FOUND,
+                "not found: toolgate serves MCP at /mcp",
+            );
         }
         let Some(principal) = self.principal(request.headers()) else {
             let mut response = plain(
@@ -249,7 +263,10 @@ impl Front {
         }
         let (mut parts, body) = request.into_parts();
         let bytes = if parts.method == Method::POST {
-            match Limited::new(body, self.options.max_message_bytes).collect().await {
+            match Limited::new(body, self.options.max_message_bytes)
+                .collect()
+                .await
+            {
                 Ok(collected) => collected.to_bytes(),
                 Err(_) => {
                     return plain(
@@ -275,7 +292,8 @@ impl Front {
                 }
                 Decoded::Message(message) => {
                     if let ClientJsonRpcMessage::Request(mut request) = *message
-                        && let Some(text) = request.request.extensions_mut().remove::<ArgumentText>()
+                        && let Some(text) =
+                            request.request.extensions_mut().remove::<ArgumentText>()
                     {
                         parts.extensions.insert(text);
                     }
@@ -322,13 +340,19 @@ impl Front {
         let Some(host) = headers.get(HOST).and_then(|h| h.to_str().ok()) else {
             return false;
         };
-        self.hosts.iter().any(|allowed| allowed.eq_ignore_ascii_case(host))
+        self.hosts
+            .iter()
+            .any(|allowed| allowed.eq_ignore_ascii_case(host))
     }
 
     /// The request's principal: its token's, or the anonymous one for a request without any.
     fn principal(&self, headers: &HeaderMap) -> Option<Principal> {
         match headers.get(AUTHORIZATION) {
-            Some(value) => self.options.tokens.authorize(Some(value.as_bytes())).cloned(),
+            Some(value) => self
+                .options
+                .tokens
+                .authorize(Some(value.as_bytes()))
+                .cloned(),
             None => self.options.dangerous_anonymous.clone(),
         }
     }
@@ -434,7 +458,12 @@ mod tests {
         let any: SocketAddr = "0.0.0.0:4000".parse().unwrap();
         assert_eq!(
             allowed_hosts(any, &["gate.internal:443".into()]),
-            ["127.0.0.1:4000", "[::1]:4000", "localhost:4000", "gate.internal:443"]
+            [
+                "127.0.0.1:4000",
+                "[::1]:4000",
+                "localhost:4000",
+                "gate.internal:443"
+            ]
         );
         let lan: SocketAddr = "192.0.2.7:4000".parse().unwrap();
         assert_eq!(allowed_hosts(lan, &[]), ["192.0.2.7:4000"]);

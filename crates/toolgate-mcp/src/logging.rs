@@ -38,7 +38,8 @@ impl LogLevel {
     pub(crate) async fn warn(&self, peer: &Peer<RoleServer>, text: String) {
         let wanted = *self.0.lock().unwrap_or_else(PoisonError::into_inner);
         if wanted.is_some_and(|least| rank(LoggingLevel::Warning) >= least) {
-            let mut params = LoggingMessageNotificationParam::new(LoggingLevel::Warning, Value::String(text));
+            let mut params =
+                LoggingMessageNotificationParam::new(LoggingLevel::Warning, Value::String(text));
             params.logger = Some("toolgate".to_owned());
             // Logging is a courtesy: a client that stopped listening does not fail the call.
             let _ = peer.notify_logging_message(params).await;

@@ -28,8 +28,9 @@ pub fn refused(rejection: &Rejection) -> CallToolResult {
     let mut text = String::new();
     explain_rejection(&mut text, rejection);
     let mut result = CallToolResult::error(vec![ContentBlock::text(text)]);
-    result.structured_content =
-        serde_json::to_value(rejection).ok().map(|r| serde_json::json!({"status": "rejected", "rejection": r}));
+    result.structured_content = serde_json::to_value(rejection)
+        .ok()
+        .map(|r| serde_json::json!({"status": "rejected", "rejection": r}));
     result
 }
 
@@ -74,7 +75,11 @@ fn explain_rejection(text: &mut String, rejection: &Rejection) {
     );
     if rejection.details.len() > 1 {
         for detail in &rejection.details {
-            let _ = write!(text, "\n- `{}` ({}): {}", detail.pointer, detail.code, detail.message);
+            let _ = write!(
+                text,
+                "\n- `{}` ({}): {}",
+                detail.pointer, detail.code, detail.message
+            );
             if let Some(hint) = &detail.hint {
                 let _ = write!(text, " — {hint}");
             }
@@ -96,8 +101,12 @@ mod tests {
     #[test]
     fn rejections_say_stage_code_and_what_to_change() {
         let rejection = Rejection::from_field_errors(vec![
-            FieldError::new("/file_path", RejectCode::UnknownArgument, "unknown argument")
-                .with_hint(Some("did you mean `path`?".into())),
+            FieldError::new(
+                "/file_path",
+                RejectCode::UnknownArgument,
+                "unknown argument",
+            )
+            .with_hint(Some("did you mean `path`?".into())),
             FieldError::new("/path", RejectCode::MissingInput, "required"),
         ]);
         let result = refused(&rejection);
@@ -107,11 +116,16 @@ mod tests {
             .unwrap()
             .to_owned();
         assert!(
-            text.starts_with("toolgate rejected this call at the validate stage (unknown_argument)"),
+            text.starts_with(
+                "toolgate rejected this call at the validate stage (unknown_argument)"
+            ),
             "{text}"
         );
         assert!(text.contains("Hint: did you mean `path`?"), "{text}");
-        assert!(text.contains("- `/path` (missing_input): required"), "{text}");
+        assert!(
+            text.contains("- `/path` (missing_input): required"),
+            "{text}"
+        );
         assert_eq!(
             result.structured_content.unwrap()["rejection"]["code"],
             "unknown_argument"

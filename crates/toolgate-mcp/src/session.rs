@@ -14,9 +14,9 @@ use rmcp::ErrorData as McpError;
 use rmcp::RoleServer;
 use rmcp::ServerHandler;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, InitializeRequestParams,
-    InitializeResult, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
-    ProgressToken, ServerConfig, Tool as McpTool, ToolAnnotations,
+    CallToolRequestParams, CallToolResponse, InitializeRequestParams, InitializeResult,
+    ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ProgressToken,
+    ServerConfig, Tool as McpTool, ToolAnnotations,
 };
 use rmcp::service::{NotificationContext, Peer, RequestContext};
 use serde_json::{Map, Value};
@@ -46,6 +46,14 @@ pub struct Session {
     identity: Identity,
     shown: Mutex<Option<Arc<Shown>>>,
     log: LogLevel,
+    /// Cancelled when the session ends, to stop what it started in the background.
+    ended: CancellationToken,
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        self.ended.cancel();
+    }
 }
 
 /// Where a session's principal comes from.
@@ -66,6 +74,7 @@ impl Session {
             identity: Identity::Fixed(principal),
             shown: Mutex::new(None),
             log: LogLevel::default(),
+            ended: CancellationToken::new(),
         }
     }
 
@@ -76,6 +85,7 @@ impl Session {
             identity: Identity::Bound(OnceLock::new()),
             shown: Mutex::new(None),
             log: LogLevel::default(),
+            ended: CancellationToken::new(),
         }
     }
 
@@ -106,7 +116,9 @@ impl Session {
     fn shown(&self, pipeline: &Pipeline, principal: &Principal) -> Arc<Shown> {
         let mut shown = self.shown.lock().unwrap_or_else(PoisonError::into_inner);
         Arc::clone(
-            shown.get_or_insert_with(|| Arc::new(Shown::of(pipeline.registry(), &principal.profile))),
+            shown.get_or_insert_with(|| {
+                Arc::new(Shown::of(pipeline.registry(), &principal.profile))
+            }),
         )
     }
 
@@ -150,10 +162,16 @@ impl ServerHandler for Session {
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
         let mut changes = self.gateway.changes();
         let peer = context.peer;
+        let ended = self.ended.clone();
         tokio::spawn(async move {
-            while changes.changed().await.is_ok() {
-                if peer.notify_tool_list_changed().await.is_err() {
-                    break;
+            loop {
+                tokio::select! {
+                    changed = changes.changed() => {
+                        if changed.is_err() || peer.notify_tool_list_changed().await.is_err() {
+                            return;
+                        }
+                    }
+                    () = ended.cancelled() => return,
                 }
             }
         });
@@ -231,7 +249,9 @@ impl ServerHandler for Session {
                 let summary = (outcome.status != Status::Completed).then(|| outcome.summary());
                 (reply::tool_result(*outcome), summary)
             }
-            Ok(CallEnd::Refused(rejection)) => (reply::refused(&rejection), Some(rejection.to_string())),
+            Ok(CallEnd::Refused(rejection)) => {
+                (reply::refused(&rejection), Some(rejection.to_string()))
+            }
             Err(e) => {
                 return Err(McpError::internal_error(
                     format!("the call's worker failed: {e}"),

@@ -14,6 +14,7 @@
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, BufWriter, Read, Write};
+use std::os::fd::AsFd as _;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use rmcp::ServiceExt as _;
@@ -23,6 +24,8 @@ use rmcp::model::{
 };
 use rmcp::service::{RoleServer, ServerInitializeError};
 use rmcp::transport::Transport;
+use tokio::io::{AsyncBufRead, AsyncBufReadExt as _, AsyncRead, AsyncWrite, AsyncWriteExt as _};
+use tokio::net::unix::pipe;
 use tokio::sync::mpsc;
 
 use crate::auth::Principal;
@@ -62,19 +65,41 @@ pub fn run_stdio(
 
 /// Serves one MCP session on standard input and output until the client closes its end.
 /// Messages longer than `max_message_bytes` are refused.
+///
+/// When both are pipes (as MCP clients start servers) they are read and written without
+/// blocking, on the runtime itself; anything else (a terminal, a file) is served by two
+/// threads doing blocking I/O.
 pub async fn serve_stdio(
     gateway: Arc<Gateway>,
     principal: Principal,
     max_message_bytes: usize,
 ) -> Result<(), StdioError> {
-    serve_streams(
-        gateway,
-        principal,
-        std::io::stdin(),
-        std::io::stdout(),
-        max_message_bytes,
-    )
-    .await
+    match stdio_pipes() {
+        Ok((input, output)) => {
+            let transport = LineTransport::spawn_async(input, output, max_message_bytes);
+            serve_transport(gateway, principal, transport).await
+        }
+        Err(_) => {
+            serve_streams(
+                gateway,
+                principal,
+                std::io::stdin(),
+                std::io::stdout(),
+                max_message_bytes,
+            )
+            .await
+        }
+    }
+}
+
+/// Standard input and output as non-blocking pipes, if that is what they are.
+fn stdio_pipes() -> std::io::Result<(pipe::Receiver, pipe::Sender)> {
+    let input = std::fs::File::from(std::io::stdin().as_fd().try_clone_to_owned()?);
+    let output = std::fs::File::from(std::io::stdout().as_fd().try_clone_to_owned()?);
+    Ok((
+        pipe::Receiver::from_file(input)?,
+        pipe::Sender::from_file(output)?,
+    ))
 }
 
 /// Serves one MCP session over `input` and `output` (pipes, sockets, standard streams).
@@ -90,6 +115,14 @@ where
     W: Write + Send + 'static,
 {
     let transport = LineTransport::spawn(input, output, max_message_bytes);
+    serve_transport(gateway, principal, transport).await
+}
+
+async fn serve_transport(
+    gateway: Arc<Gateway>,
+    principal: Principal,
+    transport: LineTransport,
+) -> Result<(), StdioError> {
     loop {
         let session = Session::new(Arc::clone(&gateway), principal.clone());
         match session.serve(transport.clone()).await {
@@ -156,6 +189,28 @@ impl LineTransport {
         }
     }
 
+    /// Starts reading and writing as tasks on the runtime.
+    fn spawn_async<R, W>(input: R, output: W, max_message_bytes: usize) -> Self
+    where
+        R: AsyncRead + Unpin + Send + 'static,
+        W: AsyncWrite + Unpin + Send + 'static,
+    {
+        let (in_tx, in_rx) = mpsc::channel(INBOUND_CAPACITY);
+        let (out_tx, out_rx) = mpsc::channel(OUTBOUND_CAPACITY);
+        tokio::spawn(read_lines_async(
+            tokio::io::BufReader::new(input),
+            max_message_bytes,
+            in_tx,
+        ));
+        tokio::spawn(write_lines_async(output, out_rx));
+        LineTransport {
+            inbound: Arc::new(tokio::sync::Mutex::new(in_rx)),
+            outbound: out_tx,
+            ids: Arc::new(Mutex::new(IdMap::default())),
+            max_message_bytes,
+        }
+    }
+
     /// Queues a reply of the transport's own. Dropped if the writer is that far behind: a
     /// client that does not read its answers loses some error replies, not the session.
     fn reply(&self, message: &ServerJsonRpcMessage) {
@@ -176,7 +231,10 @@ impl LineTransport {
                 let Some(internal) = self.ids().admit(&request.id) else {
                     self.reply(&ServerJsonRpcMessage::error(
                         ErrorData::invalid_request(
-                            format!("request id `{}` is already in use by a request in progress", request.id),
+                            format!(
+                                "request id `{}` is already in use by a request in progress",
+                                request.id
+                            ),
                             None,
                         ),
                         Some(request.id),
@@ -309,42 +367,82 @@ impl IdMap {
     }
 }
 
-/// The reader thread: lines of at most `max` bytes, until end of input.
-fn read_lines<R: BufRead>(mut input: R, max: usize, lines: &mpsc::Sender<Inbound>) {
-    let mut line = Vec::new();
-    let mut discarding = false;
-    loop {
-        let (used, complete) = match input.fill_buf() {
-            Ok([]) | Err(_) => return,
-            Ok(available) => match available.iter().position(|&b| b == b'\n') {
-                Some(end) => {
-                    if !discarding {
-                        line.extend_from_slice(available.get(..end).unwrap_or_default());
-                    }
-                    (end + 1, true)
-                }
-                None => {
-                    if !discarding {
-                        line.extend_from_slice(available);
-                    }
-                    (available.len(), false)
-                }
-            },
-        };
-        input.consume(used);
-        if line.len() > max {
-            line = Vec::new();
-            discarding = true;
+/// Splits a byte stream into lines of at most `max` bytes; a longer one is dropped as it
+/// arrives and reported once its end is seen.
+struct LineSplitter {
+    line: Vec<u8>,
+    discarding: bool,
+    max: usize,
+}
+
+impl LineSplitter {
+    fn new(max: usize) -> Self {
+        LineSplitter {
+            line: Vec::new(),
+            discarding: false,
+            max,
         }
-        if complete {
-            let event = if std::mem::take(&mut discarding) {
+    }
+
+    /// Takes bytes from `available` up to and including the first newline: how many it took,
+    /// and the line they completed.
+    fn take(&mut self, available: &[u8]) -> (usize, Option<Inbound>) {
+        let (used, complete) = match available.iter().position(|&b| b == b'\n') {
+            Some(end) => (end + 1, Some(available.get(..end).unwrap_or_default())),
+            None => (available.len(), None),
+        };
+        if !self.discarding {
+            self.line.extend_from_slice(complete.unwrap_or(available));
+            if self.line.len() > self.max {
+                self.line = Vec::new();
+                self.discarding = true;
+            }
+        }
+        let event = complete.map(|_| {
+            if std::mem::take(&mut self.discarding) {
                 Inbound::TooLong
             } else {
-                Inbound::Line(std::mem::take(&mut line))
-            };
-            if lines.blocking_send(event).is_err() {
-                return;
+                Inbound::Line(std::mem::take(&mut self.line))
             }
+        });
+        (used, event)
+    }
+}
+
+/// The reader thread: lines until end of input.
+fn read_lines<R: BufRead>(mut input: R, max: usize, lines: &mpsc::Sender<Inbound>) {
+    let mut splitter = LineSplitter::new(max);
+    loop {
+        let (used, event) = match input.fill_buf() {
+            Ok([]) | Err(_) => return,
+            Ok(available) => splitter.take(available),
+        };
+        input.consume(used);
+        if let Some(event) = event
+            && lines.blocking_send(event).is_err()
+        {
+            return;
+        }
+    }
+}
+
+/// The reading task: lines until end of input.
+async fn read_lines_async<R: AsyncBufRead + Unpin>(
+    mut input: R,
+    max: usize,
+    lines: mpsc::Sender<Inbound>,
+) {
+    let mut splitter = LineSplitter::new(max);
+    loop {
+        let (used, event) = match input.fill_buf().await {
+            Ok([]) | Err(_) => return,
+            Ok(available) => splitter.take(available),
+        };
+        input.consume(used);
+        if let Some(event) = event
+            && lines.send(event).await.is_err()
+        {
+            return;
         }
     }
 }
@@ -366,6 +464,21 @@ fn write_lines<W: Write>(mut output: W, mut lines: mpsc::Receiver<Vec<u8>>) {
     }
 }
 
+/// The writing task: what is waiting, in one write.
+async fn write_lines_async<W: AsyncWrite + Unpin>(
+    mut output: W,
+    mut lines: mpsc::Receiver<Vec<u8>>,
+) {
+    while let Some(mut batch) = lines.recv().await {
+        while let Ok(line) = lines.try_recv() {
+            batch.extend_from_slice(&line);
+        }
+        if output.write_all(&batch).await.is_err() || output.flush().await.is_err() {
+            return;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -382,7 +495,11 @@ mod tests {
         assert_eq!(ids.cancel(&id(1)), Some(first.clone()));
         let second = ids.admit(&id(1)).unwrap();
         assert_ne!(first, second);
-        assert_eq!(ids.finish(&first), None, "the cancelled call's late answer goes nowhere");
+        assert_eq!(
+            ids.finish(&first),
+            None,
+            "the cancelled call's late answer goes nowhere"
+        );
         assert_eq!(ids.finish(&second), Some(id(1)));
         assert_eq!(ids.finish(&second), None);
         assert_eq!(ids.cancel(&id(9)), None);
@@ -395,6 +512,9 @@ mod tests {
         read_lines(std::io::Cursor::new(input.into_bytes()), 10, &tx);
         assert!(matches!(rx.try_recv(), Ok(Inbound::TooLong)));
         assert!(matches!(rx.try_recv(), Ok(Inbound::Line(l)) if l == b"{}"));
-        assert!(rx.try_recv().is_err(), "an unterminated last line is not a message");
+        assert!(
+            rx.try_recv().is_err(),
+            "an unterminated last line is not a message"
+        );
     }
 }

@@ -10,8 +10,8 @@
 use std::borrow::Cow;
 
 use rmcp::model::{
-    CallToolRequest, CallToolRequestParams, ClientJsonRpcMessage, ClientRequest, ErrorData, GetExtensions, RequestId,
-    ServerJsonRpcMessage,
+    CallToolRequest, CallToolRequestParams, ClientJsonRpcMessage, ClientRequest, ErrorData,
+    GetExtensions, JsonObject, JsonRpcRequest, RequestId, RequestMetaObject, ServerJsonRpcMessage,
 };
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -41,6 +41,8 @@ pub enum Decoded {
 #[derive(Deserialize)]
 struct Envelope<'a> {
     #[serde(borrow, default)]
+    jsonrpc: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
     id: Option<&'a RawValue>,
     #[serde(borrow, default)]
     method: Option<Cow<'a, str>>,
@@ -48,13 +50,21 @@ struct Envelope<'a> {
     params: Option<&'a RawValue>,
 }
 
-/// The parts of `tools/call` params toolgate reads itself.
+/// `tools/call` params as toolgate reads them: the arguments stay text, for stage 1 to parse
+/// once, strictly; nothing else about them is parsed here.
 #[derive(Deserialize)]
 struct CallParams<'a> {
-    #[serde(borrow, default, rename = "name")]
-    _name: Option<&'a RawValue>,
+    #[serde(borrow)]
+    name: Cow<'a, str>,
     #[serde(borrow, default)]
     arguments: Option<&'a RawValue>,
+    #[serde(rename = "_meta", default)]
+    meta: Option<JsonObject>,
+    #[serde(rename = "requestState", default)]
+    request_state: Option<String>,
+    /// Answers to input requests toolgate never makes; a call that has them goes the long way.
+    #[serde(rename = "inputResponses", borrow, default)]
+    input_responses: Option<&'a RawValue>,
 }
 
 /// Request methods MCP defines; a malformed one of these is answered "invalid params".
@@ -104,7 +114,10 @@ pub fn decode(bytes: &[u8]) -> Decoded {
             );
         }
     };
-    let id = match envelope.id.map(|raw| serde_json::from_str::<RequestId>(raw.get())) {
+    let id = match envelope
+        .id
+        .map(|raw| serde_json::from_str::<RequestId>(raw.get()))
+    {
         None => None,
         Some(Ok(id)) => Some(id),
         Some(Err(_)) => {
@@ -114,58 +127,62 @@ pub fn decode(bytes: &[u8]) -> Decoded {
             );
         }
     };
+    if envelope.jsonrpc.as_deref() != Some("2.0") {
+        return match (envelope.method, id) {
+            (Some(_), None) => Decoded::Ignore,
+            (_, id) => reply(
+                ErrorData::invalid_request("`jsonrpc` must be \"2.0\"", None),
+                id,
+            ),
+        };
+    }
+    if let (Some("tools/call"), Some(id)) = (envelope.method.as_deref(), &id) {
+        match tool_call(envelope.params) {
+            Ok(Some(call)) => {
+                let mut message =
+                    ClientJsonRpcMessage::Request(JsonRpcRequest::new(id.clone(), call));
+                if let ClientJsonRpcMessage::Request(request) = &mut message {
+                    request
+                        .request
+                        .extensions_mut()
+                        .insert(ClientRequestId(id.clone()));
+                }
+                return Decoded::Message(Box::new(message));
+            }
+            Ok(None) => {}
+            Err(e) => {
+                return reply(
+                    ErrorData::invalid_params(format!("invalid `tools/call` params: {e}"), None),
+                    Some(id.clone()),
+                );
+            }
+        }
+    }
     let mut message: ClientJsonRpcMessage = match serde_json::from_slice(bytes) {
         Ok(message) => message,
         Err(e) => return malformed(&envelope, id, &e),
     };
     if let ClientJsonRpcMessage::Request(request) = &mut message {
+        // rmcp reads a known method whose params do not fit as a custom request; answer it as
+        // what it is, a malformed known request.
         if let ClientRequest::CustomRequest(custom) = &request.request
             && REQUEST_METHODS.contains(&custom.method.as_str())
         {
-            // rmcp reads a known method whose params do not fit as a custom request. A
-            // `tools/call` whose only fault is its arguments goes on, for stage 1 to refuse
-            // them in words a model can use; anything else is answered as malformed.
-            match (custom.method.as_str(), envelope.params) {
-                ("tools/call", params) => match call_with_odd_arguments(params) {
-                    Ok(call) => request.request = call,
-                    Err(detail) => {
-                        return reply(
-                            ErrorData::invalid_params(
-                                format!("invalid `tools/call` params: {detail}"),
-                                None,
-                            ),
-                            Some(request.id.clone()),
-                        );
-                    }
-                },
-                (method, _) => {
-                    return reply(
-                        ErrorData::invalid_params(format!("invalid `{method}` params"), None),
-                        Some(request.id.clone()),
-                    );
-                }
-            }
+            return reply(
+                ErrorData::invalid_params(format!("invalid `{}` params", custom.method), None),
+                Some(request.id.clone()),
+            );
         }
-        if matches!(request.request, ClientRequest::CallToolRequest(_)) {
-            let params = envelope.params.map_or("{}", RawValue::get);
-            match serde_json::from_str::<CallParams<'_>>(params) {
-                Ok(CallParams {
-                    arguments: Some(text),
-                    ..
-                }) => {
-                    request
-                        .request
-                        .extensions_mut()
-                        .insert(ArgumentText(text.get().to_owned()));
-                }
-                Ok(_) => {}
-                Err(e) => {
-                    return reply(
-                        ErrorData::invalid_params(format!("invalid `tools/call` params: {e}"), None),
-                        Some(request.id.clone()),
-                    );
-                }
-            }
+        if matches!(request.request, ClientRequest::CallToolRequest(_))
+            && let Ok(params) = serde_json::from_str::<CallParams<'_>>(
+                envelope.params.map_or("null", RawValue::get),
+            )
+            && let Some(text) = params.arguments
+        {
+            request
+                .request
+                .extensions_mut()
+                .insert(ArgumentText(text.get().to_owned()));
         }
         request
             .request
@@ -175,18 +192,27 @@ pub fn decode(bytes: &[u8]) -> Decoded {
     Decoded::Message(Box::new(message))
 }
 
-/// A `tools/call` whose params are well formed except for an `arguments` that is not an
-/// object: the call without its arguments (their text travels beside it), or what is wrong.
-fn call_with_odd_arguments(params: Option<&RawValue>) -> Result<ClientRequest, String> {
-    let params = params.map_or("null", RawValue::get);
-    serde_json::from_str::<CallParams<'_>>(params).map_err(|e| e.to_string())?;
-    let mut value: serde_json::Value = serde_json::from_str(params).map_err(|e| e.to_string())?;
-    if let Some(object) = value.as_object_mut() {
-        object.remove("arguments");
+/// A `tools/call` read the short way: the name and metadata parsed, the arguments kept as
+/// their text (rmcp would parse them into a map, losing a repeated key, and refuse some that
+/// stage 1 should refuse in words a model can use). `None` for a call that needs rmcp's own
+/// reading.
+fn tool_call(params: Option<&RawValue>) -> Result<Option<ClientRequest>, serde_json::Error> {
+    let params: CallParams<'_> = serde_json::from_str(params.map_or("null", RawValue::get))?;
+    if params.input_responses.is_some() {
+        return Ok(None);
     }
-    let params: CallToolRequestParams =
-        serde_json::from_value(value).map_err(|e| e.to_string())?;
-    Ok(ClientRequest::CallToolRequest(CallToolRequest::new(params)))
+    let mut call = CallToolRequestParams::new(params.name.into_owned());
+    call.request_state = params.request_state;
+    let mut request = CallToolRequest::new(call);
+    if let Some(meta) = params.meta {
+        request.extensions.insert(RequestMetaObject::from(meta));
+    }
+    if let Some(text) = params.arguments {
+        request
+            .extensions
+            .insert(ArgumentText(text.get().to_owned()));
+    }
+    Ok(Some(ClientRequest::CallToolRequest(request)))
 }
 
 /// A well-formed envelope whose content rmcp could not read.
@@ -245,8 +271,7 @@ mod tests {
         assert_eq!(error_of("[]").0, ErrorCode::INVALID_REQUEST);
         assert_eq!(error_of("42").0, ErrorCode::INVALID_REQUEST);
         assert_eq!(error_of("{}").0, ErrorCode::INVALID_REQUEST);
-        let (code, id, message) =
-            error_of(r#"{"jsonrpc":"2.0","id":1,"id":2,"method":"ping"}"#);
+        let (code, id, message) = error_of(r#"{"jsonrpc":"2.0","id":1,"id":2,"method":"ping"}"#);
         assert_eq!((code, id), (ErrorCode::INVALID_REQUEST, None));
         assert!(message.contains("duplicate field `id`"), "{message}");
         assert_eq!(
@@ -274,7 +299,10 @@ mod tests {
             r#"{"jsonrpc":"2.0","method":"notifications/whatever"}"#,
             r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":7}"#,
         ] {
-            assert!(!matches!(decode(line.as_bytes()), Decoded::Reply(_)), "{line}");
+            assert!(
+                !matches!(decode(line.as_bytes()), Decoded::Reply(_)),
+                "{line}"
+            );
         }
     }
 

@@ -94,7 +94,11 @@ fn pipeline(sleep: &Arc<Sleep>, toggle: &Arc<AtomicBool>, echo_description: &str
         .unwrap();
     builder
         .register(
-            Descriptor::new("sleep", "Sleeps until cancelled.", json!({"type": "object"})),
+            Descriptor::new(
+                "sleep",
+                "Sleeps until cancelled.",
+                json!({"type": "object"}),
+            ),
             entry("sleep", EffectClass::ReadOnly, &["default"]),
             Arc::clone(sleep) as Arc<dyn Executor>,
         )
@@ -168,7 +172,11 @@ impl Client {
                 .unwrap();
             runtime
                 .block_on(toolgate_mcp::serve_streams(
-                    gateway, principal, server_in, server_out, 1 << 20,
+                    gateway,
+                    principal,
+                    server_in,
+                    server_out,
+                    1 << 20,
                 ))
                 .unwrap();
         });
@@ -176,8 +184,9 @@ impl Client {
         std::thread::spawn(move || {
             for line in BufReader::new(output).lines() {
                 let Ok(line) = line else { return };
-                let value = serde_json::from_str(&line)
-                    .unwrap_or_else(|e| panic!("server wrote a line that is not JSON ({e}): {line}"));
+                let value = serde_json::from_str(&line).unwrap_or_else(|e| {
+                    panic!("server wrote a line that is not JSON ({e}): {line}")
+                });
                 if tx.send(value).is_err() {
                     return;
                 }
@@ -208,7 +217,11 @@ impl Client {
 
     /// The answer to request `id`, keeping everything else that arrives meanwhile.
     fn answer(&mut self, id: &Value) -> Value {
-        if let Some(at) = self.seen.iter().position(|m| m.get("id") == Some(id) && m.get("method").is_none()) {
+        if let Some(at) = self
+            .seen
+            .iter()
+            .position(|m| m.get("id") == Some(id) && m.get("method").is_none())
+        {
             return self.seen.remove(at);
         }
         loop {
@@ -291,15 +304,24 @@ fn lists_by_profile_and_annotates_from_the_operators_effect_class() {
     assert_eq!(names, ["echo", "sleep", "write"], "toggled is unavailable");
     assert_eq!(tools[0]["annotations"]["readOnlyHint"], true);
     assert_eq!(tools[2]["annotations"]["readOnlyHint"], false);
-    assert_eq!(tools[0]["inputSchema"]["properties"]["text"]["type"], "string");
+    assert_eq!(
+        tools[0]["inputSchema"]["properties"]["text"]["type"],
+        "string"
+    );
 
     let mut sub_agent = Client::start(&rig.gateway, "readonly");
     sub_agent.initialize();
     assert_eq!(sub_agent.list(1), ["echo"]);
     let refused = sub_agent.call(2, "write", "{}");
     assert_eq!(refused["isError"], true);
-    assert_eq!(refused["structuredContent"]["rejection"]["code"], "unknown_tool");
-    assert!(text(&refused).contains("no tool `write` in this session's tool list"), "{refused}");
+    assert_eq!(
+        refused["structuredContent"]["rejection"]["code"],
+        "unknown_tool"
+    );
+    assert!(
+        text(&refused).contains("no tool `write` in this session's tool list"),
+        "{refused}"
+    );
 
     let bad_cursor = client.request(json!(9), "tools/list", json!({"cursor": "x"}));
     assert_eq!(bad_cursor["error"]["code"], -32602, "{bad_cursor}");
@@ -317,23 +339,38 @@ fn calls_run_the_pipeline_and_rejections_are_tool_errors() {
 
     let twice = client.call(2, "echo", r#"{"text": "a", "text": "b"}"#);
     assert_eq!(twice["isError"], true);
-    assert_eq!(twice["structuredContent"]["rejection"]["code"], "malformed", "{twice}");
-    assert!(text(&twice).contains("the key `text` appears twice"), "{twice}");
+    assert_eq!(
+        twice["structuredContent"]["rejection"]["code"], "malformed",
+        "{twice}"
+    );
+    assert!(
+        text(&twice).contains("the key `text` appears twice"),
+        "{twice}"
+    );
 
     let typo = client.call(3, "echo", r#"{"txt": "a"}"#);
-    assert_eq!(typo["structuredContent"]["rejection"]["code"], "unknown_argument");
+    assert_eq!(
+        typo["structuredContent"]["rejection"]["code"],
+        "unknown_argument"
+    );
     assert!(text(&typo).contains("did you mean `text`?"), "{typo}");
     assert!(text(&typo).starts_with("toolgate rejected this call at the validate stage"));
 
     let unknown = client.call(4, "ecko", "{}");
     assert_eq!(unknown["isError"], true);
-    assert_eq!(unknown["structuredContent"]["rejection"]["code"], "unknown_tool");
+    assert_eq!(
+        unknown["structuredContent"]["rejection"]["code"],
+        "unknown_tool"
+    );
     assert!(text(&unknown).contains("did you mean `echo`?"), "{unknown}");
     assert_eq!(unknown["structuredContent"]["evidence"]["tool"], "ecko");
     assert_eq!(unknown["structuredContent"]["evidence"]["request_id"], "4");
 
     let not_object = client.call(5, "echo", "[1]");
-    assert_eq!(not_object["structuredContent"]["rejection"]["code"], "malformed");
+    assert_eq!(
+        not_object["structuredContent"]["rejection"]["code"],
+        "malformed"
+    );
 
     // Writes need a person; nobody answers here, and the model is told so.
     let write = client.call(6, "write", "{}");
@@ -405,7 +442,10 @@ fn cancelled_calls_stop_and_are_never_answered() {
     });
     // The id is free again; its answer is the new call's, not the cancelled one's.
     let fresh = client.call(1, "echo", r#"{"text": "after"}"#);
-    assert_eq!(fresh["structuredContent"], json!({"echo": {"text": "after"}}));
+    assert_eq!(
+        fresh["structuredContent"],
+        json!({"echo": {"text": "after"}})
+    );
     let ping = client.request(json!(2), "ping", json!({}));
     assert_eq!(ping["result"], json!({}));
     let stale: Vec<&Value> = client
@@ -446,6 +486,33 @@ fn approval_waits_are_reported() {
 }
 
 #[test]
+fn sessions_that_ask_for_logs_hear_of_refused_calls() {
+    let rig = rig();
+    let mut client = Client::start(&rig.gateway, "default");
+    client.initialize();
+    assert_eq!(client.call(1, "echo", "{}")["isError"], false);
+    let set = client.request(json!(2), "logging/setLevel", json!({"level": "info"}));
+    assert_eq!(set["result"], json!({}), "{set}");
+    assert_eq!(client.call(3, "ecko", "{}")["isError"], true);
+    let logs: Vec<&Value> = client
+        .seen
+        .iter()
+        .filter(|m| m["method"] == "notifications/message")
+        .collect();
+    assert_eq!(logs.len(), 1, "{:?}", client.seen);
+    assert_eq!(logs[0]["params"]["level"], "warning");
+    assert_eq!(logs[0]["params"]["logger"], "toolgate");
+    assert!(
+        logs[0]["params"]["data"]
+            .as_str()
+            .unwrap()
+            .contains("rejected at resolve (unknown_tool)"),
+        "{}",
+        logs[0]
+    );
+}
+
+#[test]
 fn sessions_call_only_what_they_were_shown() {
     let rig = rig();
     let mut client = Client::start(&rig.gateway, "default");
@@ -455,15 +522,24 @@ fn sessions_call_only_what_they_were_shown() {
     // Visible since the last listing: refused until the session lists again.
     rig.toggle.store(true, Ordering::SeqCst);
     let early = client.call(2, "toggled", "{}");
-    assert_eq!(early["structuredContent"]["rejection"]["code"], "unknown_tool");
-    assert!(text(&early).contains("became available after this session last listed"), "{early}");
+    assert_eq!(
+        early["structuredContent"]["rejection"]["code"],
+        "unknown_tool"
+    );
+    assert!(
+        text(&early).contains("became available after this session last listed"),
+        "{early}"
+    );
     assert_eq!(client.list(3), ["echo", "sleep", "toggled", "write"]);
     assert_eq!(client.call(4, "toggled", "{}")["isError"], false);
 
     // Hidden since the last listing: refused.
     rig.toggle.store(false, Ordering::SeqCst);
     let hidden = client.call(5, "toggled", "{}");
-    assert_eq!(hidden["structuredContent"]["rejection"]["code"], "unavailable", "{hidden}");
+    assert_eq!(
+        hidden["structuredContent"]["rejection"]["code"], "unavailable",
+        "{hidden}"
+    );
 
     // A new registry whose `echo` says something else: the session is told, and must list
     // again before calling it.
@@ -495,7 +571,10 @@ fn sessions_call_only_what_they_were_shown() {
 const ALICE: &str = "alice-0123456789abcdef0123456789abcdef";
 const BOB: &str = "bob-0123456789abcdef0123456789abcdef00";
 
-fn http_server(gateway: &Arc<Gateway>, anonymous: Option<Principal>) -> (SocketAddr, CancellationToken) {
+fn http_server(
+    gateway: &Arc<Gateway>,
+    anonymous: Option<Principal>,
+) -> (SocketAddr, CancellationToken) {
     let mut tokens = TokenTable::new();
     tokens
         .insert(ALICE, Principal::new("alice", "readonly"))
@@ -539,7 +618,12 @@ fn http(addr: SocketAddr, head: &[(&str, String)], body: &str) -> (u16, String, 
     let mut head = Vec::new();
     let mut byte = [0u8; 1];
     while !head.ends_with(b"\r\n\r\n") {
-        assert_eq!(stream.read(&mut byte).unwrap(), 1, "{}", String::from_utf8_lossy(&head));
+        assert_eq!(
+            stream.read(&mut byte).unwrap(),
+            1,
+            "{}",
+            String::from_utf8_lossy(&head)
+        );
         head.push(byte[0]);
     }
     let head = String::from_utf8(head).unwrap();
@@ -573,11 +657,17 @@ fn http_refuses_foreign_hosts_and_origins_then_missing_tokens() {
     let (addr, shutdown) = http_server(&rig.gateway, None);
     let ok = || vec![host(addr), bearer(ALICE)];
     assert_eq!(http(addr, &ok(), INITIALIZE).0, 200);
-    let evil_host = vec![("host", format!("evil.example.com:{}", addr.port())), bearer(ALICE)];
+    let evil_host = vec![
+        ("host", format!("evil.example.com:{}", addr.port())),
+        bearer(ALICE),
+    ];
     assert_eq!(http(addr, &evil_host, INITIALIZE).0, 403);
     let no_port = vec![("host", "127.0.0.1".to_owned()), bearer(ALICE)];
     assert_eq!(http(addr, &no_port, INITIALIZE).0, 403);
-    let localhost = vec![("host", format!("localhost:{}", addr.port())), bearer(ALICE)];
+    let localhost = vec![
+        ("host", format!("localhost:{}", addr.port())),
+        bearer(ALICE),
+    ];
     assert_eq!(http(addr, &localhost, INITIALIZE).0, 200);
     let mut evil_origin = ok();
     evil_origin.push(("origin", "http://evil.example.com".into()));
@@ -590,9 +680,29 @@ fn http_refuses_foreign_hosts_and_origins_then_missing_tokens() {
 
     let (status, head, _) = http(addr, &[host(addr)], INITIALIZE);
     assert_eq!(status, 401);
-    assert!(head.to_ascii_lowercase().contains("www-authenticate: bearer"), "{head}");
-    assert_eq!(http(addr, &[host(addr), bearer("x".repeat(40).as_str())], INITIALIZE).0, 401);
-    assert_eq!(http(addr, &[host(addr), ("authorization", ALICE.into())], INITIALIZE).0, 401);
+    assert!(
+        head.to_ascii_lowercase()
+            .contains("www-authenticate: bearer"),
+        "{head}"
+    );
+    assert_eq!(
+        http(
+            addr,
+            &[host(addr), bearer("x".repeat(40).as_str())],
+            INITIALIZE
+        )
+        .0,
+        401
+    );
+    assert_eq!(
+        http(
+            addr,
+            &[host(addr), ("authorization", ALICE.into())],
+            INITIALIZE
+        )
+        .0,
+        401
+    );
     // Even garbage is refused with 401, before anything reads it as MCP.
     assert_eq!(http(addr, &[host(addr)], "not json").0, 401);
     assert_eq!(http(addr, &ok(), "not json").0, 400);
@@ -640,13 +750,23 @@ fn http_closing_the_answer_stream_cancels_the_call() {
     ];
     let (status, _, stream) = http(addr, &headers, call);
     assert_eq!(status, 200);
-    wait_for("the call started", || rig.sleep.started.load(Ordering::SeqCst) == 1);
+    wait_for("the call started", || {
+        rig.sleep.started.load(Ordering::SeqCst) == 1
+    });
     drop(stream);
     wait_for("the call was cancelled", || {
         rig.sleep.stopped.load(Ordering::SeqCst) == 1
     });
     // A presented but wrong token is still refused, anonymous mode or not.
-    assert_eq!(http(addr, &[host(addr), bearer(BOB.trim_end_matches('0'))], INITIALIZE).0, 401);
+    assert_eq!(
+        http(
+            addr,
+            &[host(addr), bearer(BOB.trim_end_matches('0'))],
+            INITIALIZE
+        )
+        .0,
+        401
+    );
     shutdown.cancel();
 }
 
@@ -678,6 +798,9 @@ fn anonymous_serving_is_for_loopback_only() {
             CancellationToken::new(),
         ))
         .unwrap_err();
-    assert!(matches!(error, toolgate_mcp::HttpError::NoTokens), "{error}");
+    assert!(
+        matches!(error, toolgate_mcp::HttpError::NoTokens),
+        "{error}"
+    );
     let _ = HeadlessBroker;
 }

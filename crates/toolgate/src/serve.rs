@@ -88,13 +88,14 @@ fn tokens(gate: &Gate) -> anyhow::Result<TokenTable> {
             return Err(config
                 .error_at(
                     section.env.span(),
-                    format!("the environment variable `{name}` that should hold this token is not set"),
+                    format!(
+                        "the environment variable `{name}` that should hold this token is not set"
+                    ),
                 )
                 .into());
         };
-        check_profile(gate, section.profile.get_ref(), "[[serve.token]] profile").map_err(
-            |e| config.error_at(section.profile.span(), e.to_string()),
-        )?;
+        check_profile(gate, section.profile.get_ref(), "[[serve.token]] profile")
+            .map_err(|e| config.error_at(section.profile.span(), e.to_string()))?;
         let principal = Principal::new(&section.actor, section.profile.get_ref());
         table
             .insert(token.trim(), principal)
