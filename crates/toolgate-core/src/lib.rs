@@ -71,8 +71,8 @@ pub use canonical::{Digest, canonical_json, sha256_digest};
 pub use invocation::{Invocation, NormalizeBounds, RawArguments, RawCall, Surface};
 pub use outcome::{Evidence, Outcome, Status, ToolError, ToolOutput};
 pub use pipeline::{
-    Authorized, Classification, Classified, ExecContext, Executed, Executor, Normalized, Permitted,
-    Pipeline, Resolved, StageReport, Stopped, Validated, WorkspaceId,
+    Admit, Authorized, Classification, Classified, ExecContext, Executed, Executor, Normalized,
+    Permitted, Pipeline, Resolved, RunHooks, StageReport, Stopped, Validated, WorkspaceId,
 };
 pub use policy::{PolicyDecision, PolicyEngine, PolicyError};
 pub use registry::{

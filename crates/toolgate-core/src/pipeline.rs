@@ -271,6 +271,38 @@ pub struct StageReport {
     pub detail: String,
 }
 
+/// A caller's further condition on stage 2: given the entry the registry resolved (`None` when
+/// the registry refused the call), `Ok` to let the registry's answer stand, or its own
+/// rejection. It can turn an entry into a refusal, or say *why* a name is refused (an MCP
+/// session answers `unknown_tool` for a tool it never showed rather than reveal that the tool
+/// exists in another profile), but it can never make a refused call resolve.
+pub type Admit<'a> = dyn Fn(&Invocation, Option<&Arc<Tool>>) -> Result<(), Rejection> + 'a;
+
+/// What a transport adds to a run without changing its stages: a further condition on the
+/// entry resolved ([`Pipeline::resolve_within`]), and word of when the call starts waiting
+/// for a person and when it starts executing (for progress reports).
+pub struct RunHooks<'a> {
+    pub admit: &'a Admit<'a>,
+    pub awaiting_approval: &'a (dyn Fn() + 'a),
+    pub executing: &'a (dyn Fn() + 'a),
+}
+
+impl Default for RunHooks<'_> {
+    fn default() -> Self {
+        RunHooks {
+            admit: &|_, _| Ok(()),
+            awaiting_approval: &|| {},
+            executing: &|| {},
+        }
+    }
+}
+
+impl std::fmt::Debug for RunHooks<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("RunHooks")
+    }
+}
+
 /// The pipeline for one workspace.
 #[derive(Debug, Clone)]
 pub struct Pipeline {
@@ -324,10 +356,28 @@ impl Pipeline {
 
     /// Every stage, with a flag the caller may set to cancel execution.
     pub fn run_cancellable(&self, raw: RawCall, cancelled: Arc<AtomicBool>) -> Outcome {
-        let result = self.authorize_call(raw).and_then(|authorized| {
-            let timeout = Duration::from_millis(authorized.limits().timeout_ms);
-            self.execute(authorized, &ExecContext::new(timeout, cancelled))
-        });
+        self.run_with(raw, cancelled, &RunHooks::default())
+    }
+
+    /// Every stage, with what a transport adds to them (see [`RunHooks`]).
+    pub fn run_with(&self, raw: RawCall, cancelled: Arc<AtomicBool>, hooks: &RunHooks) -> Outcome {
+        let result = self
+            .normalize(raw)
+            .and_then(|normalized| self.resolve_within(normalized, hooks.admit))
+            .and_then(|resolved| self.validate(resolved))
+            .map(|validated| self.classify(validated))
+            .and_then(|classified| self.authorize(classified))
+            .and_then(|permitted| {
+                if permitted.approval_required {
+                    (hooks.awaiting_approval)();
+                }
+                self.approve(permitted)
+            })
+            .and_then(|authorized| {
+                (hooks.executing)();
+                let timeout = Duration::from_millis(authorized.limits().timeout_ms);
+                self.execute(authorized, &ExecContext::new(timeout, cancelled))
+            });
         self.describe(result)
     }
 
@@ -373,12 +423,25 @@ impl Pipeline {
 
     /// Stage 2.
     pub fn resolve(&self, normalized: Normalized) -> Result<Resolved, Stopped> {
+        self.resolve_within(normalized, &|_, _| Ok(()))
+    }
+
+    /// Stage 2 with the caller's further condition (see [`Admit`]): an MCP session admits
+    /// only the tools it was shown. It can narrow what resolves, never widen it.
+    pub fn resolve_within(
+        &self,
+        normalized: Normalized,
+        admit: &Admit<'_>,
+    ) -> Result<Resolved, Stopped> {
         let started = Instant::now();
         let Normalized {
             invocation,
             mut trace,
         } = normalized;
-        let result = self.registry.resolve(&invocation);
+        let result = match self.registry.resolve(&invocation) {
+            Ok(tool) => admit(&invocation, Some(&tool)).map(|()| tool),
+            Err(refused) => Err(admit(&invocation, None).err().unwrap_or(refused)),
+        };
         trace.record(Stage::Resolve, started);
         match result {
             Ok(tool) => {

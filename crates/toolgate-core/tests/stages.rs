@@ -441,3 +441,88 @@ fn durations_are_measured() {
         ]
     );
 }
+
+#[test]
+fn a_caller_may_narrow_what_resolves_never_widen_it_and_hears_of_approval_and_execution() {
+    let witness = Arc::new(Witness::default());
+    let p = pipeline(witness.clone(), None);
+    let events = Mutex::new(Vec::new());
+    let only_look = |invocation: &Invocation, tool: Option<&Arc<Tool>>| {
+        if let Some(tool) = tool {
+            assert_eq!(
+                invocation.tool, tool.entry.name,
+                "admit sees the resolved entry"
+            );
+        }
+        match invocation.tool.as_str() {
+            // Says nothing: the registry's answer stands.
+            "look" | "nothing" => Ok(()),
+            _ => Err(Rejection::new(
+                RejectCode::UnknownTool,
+                "not shown to this caller",
+            )),
+        }
+    };
+    let hooks = RunHooks {
+        admit: &only_look,
+        awaiting_approval: &|| events.lock().unwrap().push("approval"),
+        executing: &|| events.lock().unwrap().push("executing"),
+    };
+    let run = |tool: &str| {
+        p.run_with(
+            RawCall::text(tool, r#"{"path": "a"}"#, Surface::Chat),
+            Arc::default(),
+            &hooks,
+        )
+    };
+
+    let refused = run("change");
+    let rejection = refused.rejection.unwrap();
+    assert_eq!(
+        (rejection.stage, rejection.code, rejection.message.as_str()),
+        (
+            Stage::Resolve,
+            RejectCode::UnknownTool,
+            "not shown to this caller"
+        )
+    );
+    assert_eq!(
+        refused.evidence.tool, "change",
+        "the refusal has its evidence"
+    );
+    assert!(refused.evidence.durations_ns.contains_key("resolve"));
+    assert!(witness.seen.lock().unwrap().is_none(), "never executed");
+    assert!(events.lock().unwrap().is_empty());
+
+    // A name the registry refuses stays refused when admit lets it pass, with the registry's
+    // own words; admit may only put its own refusal in their place.
+    let unknown = run("nothing");
+    let rejection = unknown.rejection.unwrap();
+    assert_eq!(rejection.code, RejectCode::UnknownTool);
+    assert_ne!(rejection.message, "not shown to this caller");
+    let renamed = run("absent");
+    assert_eq!(
+        renamed.rejection.unwrap().message,
+        "not shown to this caller"
+    );
+
+    let looked = run("look");
+    assert_eq!(looked.status, Status::Completed, "{looked:?}");
+    assert_eq!(*events.lock().unwrap(), ["executing"]);
+
+    // The same pipeline without hooks: `change` resolves, waits for approval, runs.
+    let changed = p.run_with(
+        RawCall::text("change", r#"{"path": "a"}"#, Surface::Chat),
+        Arc::default(),
+        &RunHooks {
+            awaiting_approval: &|| events.lock().unwrap().push("approval"),
+            executing: &|| events.lock().unwrap().push("executing"),
+            ..RunHooks::default()
+        },
+    );
+    assert_eq!(changed.status, Status::Completed, "{changed:?}");
+    assert_eq!(
+        *events.lock().unwrap(),
+        ["executing", "approval", "executing"]
+    );
+}

@@ -23,17 +23,6 @@ pub fn tool_result(outcome: Outcome) -> CallToolResult {
     result
 }
 
-/// The tool result for a call refused before the pipeline could describe it.
-pub fn refused(rejection: &Rejection) -> CallToolResult {
-    let mut text = String::new();
-    explain_rejection(&mut text, rejection);
-    let mut result = CallToolResult::error(vec![ContentBlock::text(text)]);
-    result.structured_content = serde_json::to_value(rejection)
-        .ok()
-        .map(|r| serde_json::json!({"status": "rejected", "rejection": r}));
-    result
-}
-
 fn completed(outcome: Outcome) -> CallToolResult {
     let output = outcome.output.unwrap_or(Value::Null);
     let mut text = serde_json::to_string(&output).unwrap_or_default();
@@ -109,12 +98,8 @@ mod tests {
             .with_hint(Some("did you mean `path`?".into())),
             FieldError::new("/path", RejectCode::MissingInput, "required"),
         ]);
-        let result = refused(&rejection);
-        assert_eq!(result.is_error, Some(true));
-        let text = serde_json::to_value(&result.content).unwrap()[0]["text"]
-            .as_str()
-            .unwrap()
-            .to_owned();
+        let mut text = String::new();
+        explain_rejection(&mut text, &rejection);
         assert!(
             text.starts_with(
                 "toolgate rejected this call at the validate stage (unknown_argument)"
@@ -125,10 +110,6 @@ mod tests {
         assert!(
             text.contains("- `/path` (missing_input): required"),
             "{text}"
-        );
-        assert_eq!(
-            result.structured_content.unwrap()["rejection"]["code"],
-            "unknown_argument"
         );
     }
 }

@@ -24,8 +24,8 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use toolgate_core::hint::{did_you_mean, hint_for};
 use toolgate_core::{
-    EffectClass, ExecContext, Invocation, Outcome, Pipeline, RawArguments, RawCall, Registry,
-    RejectCode, Rejection, Status, Surface, Tool,
+    EffectClass, Invocation, Outcome, Pipeline, RawArguments, RawCall, Registry, RejectCode,
+    Rejection, RunHooks, Status, Surface, Tool,
 };
 
 use crate::auth::Principal;
@@ -245,12 +245,9 @@ impl ServerHandler for Session {
         )
         .await;
         let (result, summary) = match ended {
-            Ok(CallEnd::Described(outcome)) => {
+            Ok(outcome) => {
                 let summary = (outcome.status != Status::Completed).then(|| outcome.summary());
-                (reply::tool_result(*outcome), summary)
-            }
-            Ok(CallEnd::Refused(rejection)) => {
-                (reply::refused(&rejection), Some(rejection.to_string()))
+                (reply::tool_result(outcome), summary)
             }
             Err(e) => {
                 return Err(McpError::internal_error(
@@ -305,19 +302,25 @@ impl Shown {
         self.tools.iter().find(|t| t.entry.name == name)
     }
 
-    /// Refuses a call to a tool this session was not shown, or whose entry changed since.
-    fn check(&self, registry: &Registry, invocation: &Invocation) -> Result<(), Rejection> {
+    /// Stage 2's further condition for this session (see [`toolgate_core::Admit`]): a tool
+    /// the session was not shown is unknown to it, whatever the registry holds; one whose entry
+    /// changed since it was shown is stale. A tool hidden since, disabled or unavailable the
+    /// registry refuses with its own code.
+    fn admit(
+        &self,
+        invocation: &Invocation,
+        resolved: Option<&Arc<Tool>>,
+    ) -> Result<(), Rejection> {
         let name = invocation.tool.as_str();
         let Some(listed) = self.get(name) else {
-            let names = self.tools.iter().map(|t| t.entry.name.as_str());
-            let newly_visible = registry
-                .visible(&invocation.profile)
-                .any(|t| t.entry.name == name);
-            let hint = if newly_visible {
+            let hint = if resolved.is_some() {
+                // The registry resolved it in this profile, so it became visible after the
+                // session's listing.
                 Some(format!(
                     "`{name}` became available after this session last listed its tools; list them again (tools/list) before calling it"
                 ))
             } else {
+                let names = self.tools.iter().map(|t| t.entry.name.as_str());
                 hint_for(did_you_mean(name, names.clone())).or_else(|| {
                     let names: Vec<String> = names.map(|n| format!("`{n}`")).collect();
                     Some(if names.is_empty() {
@@ -333,6 +336,9 @@ impl Shown {
             )
             .with_hint(hint));
         };
+        let Some(resolved) = resolved else {
+            return Ok(());
+        };
         if let Some(major) = invocation.version
             && major != listed.entry.version.major
         {
@@ -345,17 +351,16 @@ impl Shown {
             )
             .with_hint(Some(format!("call it as `{name}`"))));
         }
-        match registry.resolve(invocation) {
-            Ok(now) if same_entry(listed, &now) => Ok(()),
-            Ok(_) => Err(Rejection::new(
+        if same_entry(listed, resolved) {
+            Ok(())
+        } else {
+            Err(Rejection::new(
                 RejectCode::StaleDescriptor,
                 format!("tool `{name}` changed since this session listed it"),
             )
             .with_hint(Some(
                 "list the tools again (tools/list) and read its description and schema".into(),
-            ))),
-            // Hidden since, disabled, unavailable: the pipeline's own resolve says which.
-            Err(_) => Ok(()),
+            )))
         }
     }
 }
@@ -409,74 +414,25 @@ enum Phase {
     Running,
 }
 
-/// How a call ended.
-#[derive(Debug)]
-enum CallEnd {
-    Described(Box<Outcome>),
-    /// Refused before the pipeline could describe it (see [`refused_outcome`]).
-    Refused(Rejection),
-}
-
-/// One call, stages 1 to 8, on a blocking thread. The stages are the pipeline's own; this
-/// only adds the session's check between normalize and resolve, and tells `phase` when the
-/// call waits for a person or runs.
+/// One call, stages 1 to 8, on a blocking thread: the pipeline's own run, with the session's
+/// admission in stage 2 and `phase` told when the call waits for a person or runs.
 fn run_call(
     pipeline: &Pipeline,
     shown: &Shown,
     raw: RawCall,
     cancelled: Arc<AtomicBool>,
     phase: &watch::Sender<Phase>,
-) -> CallEnd {
-    let normalized = match pipeline.normalize(raw) {
-        Ok(normalized) => normalized,
-        Err(stopped) => return CallEnd::Described(Box::new(pipeline.describe(Err(stopped)))),
-    };
-    if let Err(rejection) = shown.check(pipeline.registry(), normalized.invocation()) {
-        return refused_outcome(pipeline, normalized.invocation(), rejection);
-    }
-    // The same sequence as `Pipeline::run_cancellable`, stage by stage.
-    let result = pipeline
-        .resolve(normalized)
-        .and_then(|resolved| pipeline.validate(resolved))
-        .map(|validated| pipeline.classify(validated))
-        .and_then(|classified| pipeline.authorize(classified))
-        .and_then(|permitted| {
-            if permitted.approval_required() {
-                phase.send_replace(Phase::AwaitingApproval);
-            }
-            pipeline.approve(permitted)
-        })
-        .and_then(|authorized| {
+) -> Outcome {
+    let hooks = RunHooks {
+        admit: &|invocation, tool| shown.admit(invocation, tool),
+        awaiting_approval: &|| {
+            phase.send_replace(Phase::AwaitingApproval);
+        },
+        executing: &|| {
             phase.send_replace(Phase::Running);
-            let timeout = Duration::from_millis(authorized.limits().timeout_ms);
-            pipeline.execute(authorized, &ExecContext::new(timeout, cancelled))
-        });
-    CallEnd::Described(Box::new(pipeline.describe(result)))
-}
-
-/// An outcome for a call the session refused after stage 1. The pipeline describes only
-/// calls it stopped itself, so it is handed one it stops at once — the same caller, no tool
-/// name — and the rejection put in place of its own before it is described.
-fn refused_outcome(pipeline: &Pipeline, invocation: &Invocation, rejection: Rejection) -> CallEnd {
-    let probe = RawCall {
-        tool: String::new(),
-        arguments: RawArguments::Text(String::new()),
-        surface: invocation.surface,
-        actor: invocation.actor.clone(),
-        profile: invocation.profile.clone(),
-        request_id: invocation.request_id.clone(),
+        },
     };
-    match pipeline.normalize(probe) {
-        Err(mut stopped) => {
-            stopped.rejection = rejection;
-            let mut outcome = pipeline.describe(Err(stopped));
-            outcome.evidence.tool.clone_from(&invocation.tool);
-            CallEnd::Described(Box::new(outcome))
-        }
-        // INVARIANT: normalize refuses an empty tool name. Were that ever to change, the call
-        // is still refused, only without evidence.
-        Ok(_) => CallEnd::Refused(rejection),
-    }
+    pipeline.run_with(raw, cancelled, &hooks)
 }
 
 /// Progress notifications for one call, to a client that sent a progress token.
@@ -518,14 +474,14 @@ impl Progress {
 /// Waits for a call to end, cancelling it when the client asks (`notifications/cancelled`),
 /// stops listening (`answer` closed) or the session ends, and reporting progress meanwhile.
 async fn watch_call(
-    mut task: tokio::task::JoinHandle<CallEnd>,
+    mut task: tokio::task::JoinHandle<Outcome>,
     request: &CancellationToken,
     answer: &CancellationToken,
     cancelled: &AtomicBool,
     mut phase: watch::Receiver<Phase>,
     mut progress: Option<Progress>,
     interval: Duration,
-) -> Result<CallEnd, tokio::task::JoinError> {
+) -> Result<Outcome, tokio::task::JoinError> {
     let started = tokio::time::Instant::now();
     let mut ticker = tokio::time::interval_at(started + interval, interval);
     let mut since = started;
