@@ -11,15 +11,30 @@
 //! and checked by the workspace (no `..`, no percent-encoding), and stage 4 lists a link's
 //! target beside the link, so `notes -> .env` is caught by its target.
 
-/// One kind of sensitive file: how policies name it, and why it is sensitive.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// One kind of sensitive file: how policies name it, the rule that forbids it, and which
+/// paths it covers.
+#[derive(Debug, Clone, Copy)]
 pub struct SensitiveKind {
     /// The value in `context.sensitive`.
     pub kind: &'static str,
-    /// The `@id` of the default rule that forbids it.
+    /// The `@id` of the default rule that forbids it (its `@reason` says why).
     pub rule: &'static str,
-    /// What it matches, for people.
-    pub matches: &'static str,
+    covers: fn(&PathParts<'_>) -> bool,
+}
+
+/// A lowercased workspace-relative path, split once for every kind to look at.
+struct PathParts<'a> {
+    whole: &'a str,
+    /// The last component.
+    name: &'a str,
+    /// Every component, the last included.
+    components: Vec<&'a str>,
+}
+
+impl PathParts<'_> {
+    fn has_component(&self, wanted: &str) -> bool {
+        self.components.contains(&wanted)
+    }
 }
 
 /// Every kind, in the order they are checked.
@@ -27,44 +42,51 @@ pub const KINDS: [SensitiveKind; 8] = [
     SensitiveKind {
         kind: "dotenv",
         rule: "sensitive-dotenv",
-        matches: "`.env*` files (environment files often hold secrets)",
+        covers: |p| p.name.starts_with(".env"),
     },
     SensitiveKind {
         kind: "pem",
         rule: "sensitive-pem",
-        matches: "`*.pem` files (certificates and private keys)",
+        covers: |p| p.name.ends_with(".pem"),
     },
     SensitiveKind {
         kind: "key",
         rule: "sensitive-key",
-        matches: "`*.key` files (private keys)",
+        covers: |p| p.name.ends_with(".key"),
     },
     SensitiveKind {
         kind: "ssh_key",
         rule: "sensitive-ssh-key",
-        matches: "`id_rsa*`, `id_dsa*`, `id_ecdsa*`, `id_ed25519*` (SSH keys)",
+        covers: |p| {
+            ["id_rsa", "id_dsa", "id_ecdsa", "id_ed25519"]
+                .iter()
+                .any(|prefix| p.name.starts_with(prefix))
+        },
     },
     SensitiveKind {
         kind: "git_internals",
         rule: "sensitive-git-internals",
-        matches: "`.git/` and everything in it (hooks there run code)",
+        covers: |p| p.has_component(".git"),
     },
     SensitiveKind {
         kind: "ssh_dir",
         rule: "sensitive-ssh-dir",
-        matches: "`.ssh/` directories",
+        covers: |p| p.has_component(".ssh"),
     },
     SensitiveKind {
         kind: "aws_dir",
         rule: "sensitive-aws-dir",
-        matches: "`.aws/` directories (cloud credentials)",
+        covers: |p| p.has_component(".aws"),
     },
+    // The configuration and policy files in use are added per workspace by `Sensitivity`.
     SensitiveKind {
-        kind: "toolgate_config",
+        kind: TOOLGATE_CONFIG,
         rule: "sensitive-toolgate-config",
-        matches: "toolgate's own configuration (`toolgate.toml`, `.toolgate/`, the policy file)",
+        covers: |p| p.name == "toolgate.toml" || p.has_component(".toolgate"),
     },
 ];
+
+const TOOLGATE_CONFIG: &str = "toolgate_config";
 
 /// Sensitive-path matching for one workspace: the fixed kinds plus the workspace-relative
 /// paths of toolgate's own configuration and policy files when they live in the workspace.
@@ -87,8 +109,9 @@ impl Sensitivity {
         let mut found = [false; KINDS.len()];
         for path in paths {
             let lower = path.to_ascii_lowercase();
-            for (slot, kind) in found.iter_mut().zip(KINDS) {
-                *slot = *slot || self.matches(kind.kind, &lower);
+            let parts = parts(&lower);
+            for (slot, kind) in found.iter_mut().zip(&KINDS) {
+                *slot = *slot || self.covers(kind, &parts);
             }
         }
         KINDS
@@ -102,29 +125,25 @@ impl Sensitivity {
     /// The first kind `path` matches, if any.
     pub fn kind_of(&self, path: &str) -> Option<&'static SensitiveKind> {
         let lower = path.to_ascii_lowercase();
-        KINDS.iter().find(|kind| self.matches(kind.kind, &lower))
+        let parts = parts(&lower);
+        KINDS.iter().find(|kind| self.covers(kind, &parts))
     }
 
-    fn matches(&self, kind: &str, lower: &str) -> bool {
-        let mut components = lower.split('/').filter(|c| !c.is_empty() && *c != ".");
-        let name = lower.rsplit('/').next().unwrap_or(lower);
-        match kind {
-            "dotenv" => name.starts_with(".env"),
-            "pem" => name.ends_with(".pem"),
-            "key" => name.ends_with(".key"),
-            "ssh_key" => ["id_rsa", "id_dsa", "id_ecdsa", "id_ed25519"]
-                .iter()
-                .any(|prefix| name.starts_with(prefix)),
-            "git_internals" => components.any(|c| c == ".git"),
-            "ssh_dir" => components.any(|c| c == ".ssh"),
-            "aws_dir" => components.any(|c| c == ".aws"),
-            "toolgate_config" => {
-                name == "toolgate.toml"
-                    || components.any(|c| c == ".toolgate")
-                    || self.config_paths.iter().any(|p| p == lower)
-            }
-            _ => false,
-        }
+    fn covers(&self, kind: &SensitiveKind, parts: &PathParts<'_>) -> bool {
+        (kind.covers)(parts)
+            || (kind.kind == TOOLGATE_CONFIG && self.config_paths.iter().any(|p| p == parts.whole))
+    }
+}
+
+fn parts(lower: &str) -> PathParts<'_> {
+    let components: Vec<&str> = lower
+        .split('/')
+        .filter(|c| !c.is_empty() && *c != ".")
+        .collect();
+    PathParts {
+        whole: lower,
+        name: components.last().copied().unwrap_or_default(),
+        components,
     }
 }
 
