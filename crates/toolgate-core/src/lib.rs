@@ -57,6 +57,7 @@ pub mod invocation;
 pub mod outcome;
 pub mod pipeline;
 pub mod policy;
+pub mod record;
 pub mod redact;
 pub mod registry;
 pub mod rejection;
@@ -75,6 +76,7 @@ pub use pipeline::{
     Permitted, Pipeline, Resolved, RunHooks, StageReport, Stopped, Validated, WorkspaceId,
 };
 pub use policy::{PolicyDecision, PolicyEngine, PolicyError};
+pub use record::{RecordError, Recorder};
 pub use registry::{
     ApprovalMode, Availability, Descriptor, EffectClass, Limits, Registry, RegistryBuilder,
     RegistryError, Tool, ToolEntry, Version,

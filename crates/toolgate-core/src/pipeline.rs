@@ -22,6 +22,7 @@ use crate::canonical::{Digest, canonical_json, json_len, sha256_digest};
 use crate::invocation::{Invocation, NormalizeBounds, RawCall, Surface, normalize};
 use crate::outcome::{Evidence, Outcome, Status, ToolError, ToolOutput};
 use crate::policy::{PolicyContext, PolicyEngine};
+use crate::record::Recorder;
 use crate::redact::{redact_string, redact_value};
 use crate::registry::{ApprovalMode, EffectClass, Limits, Registry, Tool};
 use crate::rejection::{RejectCode, Rejection, Stage};
@@ -312,6 +313,7 @@ pub struct Pipeline {
     workspace: WorkspaceId,
     bounds: NormalizeBounds,
     sensitivity: Arc<Sensitivity>,
+    recorders: Vec<Arc<dyn Recorder>>,
 }
 
 impl Pipeline {
@@ -328,7 +330,16 @@ impl Pipeline {
             workspace,
             bounds: NormalizeBounds::default(),
             sensitivity: Arc::default(),
+            recorders: Vec::new(),
         }
+    }
+
+    /// The same pipeline, also handing every outcome to `recorder` before returning it (see
+    /// [`Recorder`]).
+    #[must_use]
+    pub fn with_recorder(mut self, recorder: Arc<dyn Recorder>) -> Self {
+        self.recorders.push(recorder);
+        self
     }
 
     /// The same pipeline, treating `sensitivity`'s configuration paths as sensitive too.
@@ -859,14 +870,32 @@ impl Pipeline {
             truncated,
             redactions,
         };
-        Outcome {
+        self.recorded(Outcome {
             status,
             rejection,
             output,
             error,
             evidence,
             unknowns,
+        })
+    }
+
+    /// `outcome`, once every recorder has kept it; else a failure that carries no output.
+    fn recorded(&self, mut outcome: Outcome) -> Outcome {
+        for recorder in &self.recorders {
+            if let Err(error) = recorder.record(&outcome) {
+                outcome.status = Status::Failed;
+                outcome.output = None;
+                outcome.evidence.output_bytes = 0;
+                outcome.unknowns.push(match outcome.rejection.take() {
+                    Some(rejection) => format!("the call was rejected ({})", rejection.code),
+                    None => "the tool ran; its result is withheld".to_owned(),
+                });
+                outcome.error = Some(ToolError::new("audit_unavailable", error.to_string()));
+                return outcome;
+            }
         }
+        outcome
     }
 
     /// Stages 1–6 without asking anyone and without running anything: what each stage

@@ -1,0 +1,111 @@
+//! Where every outcome goes before its caller sees it.
+//!
+//! Stage 8 hands each [`Outcome`] to the pipeline's [`Recorder`]s, in order, before returning
+//! it. A recorder that cannot keep an outcome makes the call fail closed: the caller gets a
+//! failure with code `audit_unavailable` and no tool output, because a result that is not on
+//! the record must not be acted on.
+
+use crate::outcome::Outcome;
+
+/// Keeps outcomes: a durable audit log, a console's list of recent calls.
+pub trait Recorder: Send + Sync + std::fmt::Debug {
+    /// Records `outcome`. Returns only once the record is kept as durably as this recorder
+    /// promises; an error fails the call closed.
+    fn record(&self, outcome: &Outcome) -> Result<(), RecordError>;
+}
+
+/// Why an outcome could not be recorded.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the outcome could not be recorded: {0}")]
+pub struct RecordError(pub String);
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use serde_json::json;
+
+    use super::*;
+    use crate::*;
+
+    #[derive(Debug)]
+    struct Echo;
+    impl Executor for Echo {
+        fn execute(&self, call: &Authorized, _cx: &ExecContext) -> Result<ToolOutput, ToolError> {
+            Ok(ToolOutput::new(json!({ "echo": call.arguments() })))
+        }
+    }
+
+    #[derive(Debug, Default)]
+    struct Kept(Mutex<Vec<Outcome>>);
+    impl Recorder for Kept {
+        fn record(&self, outcome: &Outcome) -> Result<(), RecordError> {
+            self.0
+                .lock()
+                .map_err(|e| RecordError(e.to_string()))?
+                .push(outcome.clone());
+            Ok(())
+        }
+    }
+
+    #[derive(Debug)]
+    struct Broken;
+    impl Recorder for Broken {
+        fn record(&self, _: &Outcome) -> Result<(), RecordError> {
+            Err(RecordError("disk full".to_owned()))
+        }
+    }
+
+    fn pipeline() -> Pipeline {
+        let descriptor = Descriptor::new(
+            "echo",
+            "Echoes its arguments.",
+            json!({"type": "object", "properties": {"text": {"type": "string"}}}),
+        );
+        let mut entry = ToolEntry::new("echo", "reads nothing");
+        entry.effect = Some(EffectClass::ReadOnly);
+        let mut registry = RegistryBuilder::new();
+        registry
+            .register(descriptor, entry, Arc::new(Echo))
+            .unwrap();
+        Pipeline::new(
+            Arc::new(registry.build().unwrap()),
+            Arc::new(PolicyEngine::default_policy().unwrap()),
+            Arc::new(HeadlessBroker),
+            WorkspaceId::new("/tmp/project"),
+        )
+    }
+
+    #[test]
+    fn every_outcome_is_recorded_before_it_is_returned() {
+        let kept = Arc::new(Kept::default());
+        let pipeline = pipeline().with_recorder(kept.clone());
+        let done = pipeline.run(RawCall::text("echo", r#"{"text": "hi"}"#, Surface::Chat));
+        let refused = pipeline.run(RawCall::text("echo", r#"{"txt": "hi"}"#, Surface::Chat));
+        assert_eq!(*kept.0.lock().unwrap(), vec![done, refused]);
+    }
+
+    #[test]
+    fn an_outcome_that_cannot_be_recorded_fails_closed_without_its_output() {
+        let kept = Arc::new(Kept::default());
+        let pipeline = pipeline()
+            .with_recorder(Arc::new(Broken))
+            .with_recorder(kept.clone());
+        let done = pipeline.run(RawCall::text("echo", r#"{"text": "hi"}"#, Surface::Chat));
+        assert_eq!(done.status, Status::Failed);
+        assert_eq!(done.output, None);
+        assert_eq!(done.error.unwrap().code, "audit_unavailable");
+        let refused = pipeline.run(RawCall::text("echo", r#"{"txt": "hi"}"#, Surface::Chat));
+        assert_eq!(refused.status, Status::Failed);
+        assert!(
+            refused
+                .unknowns
+                .iter()
+                .any(|u| u.contains("unknown_argument"))
+        );
+        assert!(
+            kept.0.lock().unwrap().is_empty(),
+            "a later recorder is not asked"
+        );
+    }
+}
