@@ -441,7 +441,7 @@ impl Connection {
     /// read from the part kept; otherwise nobody can be told, and the stream is in doubt.
     fn oversized(&self, head: &[u8], tail: &[u8], length: usize, max: usize) -> Result<(), Fault> {
         let message = format!(
-            "upstream `{}` sent a message of more than {length} bytes; toolgate reads at most {max}",
+            "upstream `{}` sent a message of {length} bytes; toolgate reads at most {max}",
             self.upstream
         );
         let pending = lock(&self.pending);

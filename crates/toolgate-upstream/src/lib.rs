@@ -118,6 +118,11 @@ impl Upstreams {
         }
     }
 
+    /// The upstreams, as configured, in order.
+    pub fn specs(&self) -> impl Iterator<Item = &UpstreamSpec> {
+        self.supervisors.iter().map(|s| &s.spec)
+    }
+
     pub fn statuses(&self) -> Vec<UpstreamStatus> {
         self.supervisors.iter().map(|s| s.status()).collect()
     }
@@ -181,8 +186,13 @@ impl Upstreams {
         for supervisor in &self.supervisors {
             supervisor.shutdown();
         }
+        let current = std::thread::current().id();
         for thread in lock(&self.threads).drain(..) {
-            let _ = thread.join();
+            // The last owner may be a supervisor's own change callback; it cannot wait for
+            // itself, and returns right after.
+            if thread.thread().id() != current {
+                let _ = thread.join();
+            }
         }
     }
 }

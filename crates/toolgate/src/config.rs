@@ -39,6 +39,9 @@ pub struct ConfigFile {
     pub profiles: BTreeMap<Spanned<String>, ProfileSection>,
     #[serde(default)]
     pub serve: ServeSection,
+    /// Upstream MCP servers whose tools may be admitted (see `toolgate_upstream`).
+    #[serde(default, rename = "upstream")]
+    pub upstreams: Vec<Spanned<toolgate_upstream::UpstreamSection>>,
 }
 
 /// Bounds on requests, before anything is parsed.
@@ -212,6 +215,16 @@ impl Config {
                 return Err(self.error_at(
                     name.span(),
                     format!("tool `{}` is configured twice", name.get_ref()),
+                ));
+            }
+        }
+        let mut upstreams = BTreeSet::new();
+        for upstream in &self.file.upstreams {
+            let name = &upstream.get_ref().name;
+            if !upstreams.insert(name.as_str()) {
+                return Err(self.error_at(
+                    upstream.span(),
+                    format!("upstream `{name}` is configured twice"),
                 ));
             }
         }
