@@ -339,13 +339,11 @@ impl Connection {
                         Err(fault) => fault,
                     }
                 }
-                Ok(Line::End) => {
-                    let status = lock(&self.child).try_wait().ok().flatten().map_or_else(
-                        || "closed its output".to_owned(),
-                        |s| format!("exited ({s})"),
-                    );
-                    Fault::Unavailable(format!("upstream `{}` {status}", self.upstream))
-                }
+                Ok(Line::End) => Fault::Unavailable(format!(
+                    "upstream `{}` {}",
+                    self.upstream,
+                    self.exit_status()
+                )),
                 Err(e) => Fault::Unavailable(format!(
                     "cannot read from upstream `{}`: {e}",
                     self.upstream
@@ -354,6 +352,18 @@ impl Connection {
             self.fail(fault, events);
             return;
         }
+    }
+
+    /// How the process ended, once its output closed: it usually exits right after, so wait a
+    /// moment for the status that says why.
+    fn exit_status(&self) -> String {
+        for _ in 0..25 {
+            if let Ok(Some(status)) = lock(&self.child).try_wait() {
+                return format!("exited ({status})");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        "closed its output".to_owned()
     }
 
     /// Kills the process, fails every pending call with `fault`, and tells the supervisor.
