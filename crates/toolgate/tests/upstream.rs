@@ -79,10 +79,6 @@ impl Setup {
         self.dir.path().join("ws")
     }
 
-    fn path(&self, name: &str) -> PathBuf {
-        self.dir.path().join(name)
-    }
-
     fn toolgate(&self, args: &[&str]) -> Output {
         Command::new(toolgate_bin())
             .args(args)
