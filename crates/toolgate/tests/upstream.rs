@@ -619,3 +619,146 @@ fn reference_servers_behind_the_gateway() {
         "hello from the filesystem server\n"
     );
 }
+
+/// `toolgate serve --http` on a free loopback port, without tokens (the conformance suite
+/// sends none).
+struct HttpServer {
+    child: std::process::Child,
+    url: String,
+}
+
+impl HttpServer {
+    fn start(setup: &Setup) -> HttpServer {
+        use std::io::BufRead as _;
+        let mut child = Command::new(toolgate_bin())
+            .args([
+                "serve",
+                "--http",
+                "127.0.0.1:0",
+                "--dangerous-no-auth",
+                "--workspace",
+            ])
+            .arg(setup.ws())
+            .arg("--config")
+            .arg(&setup.config)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
+        let mut banner = Vec::new();
+        let url = loop {
+            let line = lines
+                .next()
+                .unwrap_or_else(|| panic!("the server stopped: {banner:?}"))
+                .unwrap();
+            if let Some(rest) = line.strip_prefix("toolgate: serving MCP at ") {
+                break rest.to_owned();
+            }
+            banner.push(line);
+        };
+        std::thread::spawn(move || lines.for_each(drop));
+        HttpServer { child, url }
+    }
+}
+
+impl Drop for HttpServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The MCP conformance suite against `toolgate serve --http` in front of an upstream that
+/// offers the suite's fixture tools, each admitted under the name the suite calls. Scenarios
+/// expected to fail are listed, with a reason each, in `tests/upstream/conformance-baseline.txt`;
+/// every other scenario must pass, and a listed one that passes fails the run.
+#[test]
+fn upstream_conformance_suite() {
+    let toml = format!(
+        "[[upstream]]\nname = \"conformance\"\ncommand = [{}, {}]\n",
+        quoted(&python()),
+        quoted(&root().join("tests/upstream/conformance_upstream.py")),
+    );
+    let setup = Setup::new(&toml);
+    for tool in [
+        "test_simple_text",
+        "test_image_content",
+        "test_audio_content",
+        "test_embedded_resource",
+        "test_multiple_content_types",
+        "test_error_handling",
+        "json_schema_2020_12_tool",
+    ] {
+        setup.admit(
+            "conformance",
+            tool,
+            &["--effect", "read_only", "--name", tool],
+        );
+    }
+    let server = HttpServer::start(&setup);
+    let baseline =
+        fs::read_to_string(root().join("tests/upstream/conformance-baseline.txt")).unwrap();
+    let mut yaml = String::from("server:\n");
+    for line in baseline
+        .lines()
+        .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
+    {
+        let (scenario, reason) = line.split_once(':').unwrap_or((line, ""));
+        assert!(
+            !reason.trim().is_empty(),
+            "no reason given for `{scenario}`"
+        );
+        yaml.push_str(&format!("  - {}\n", scenario.trim()));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let expected = dir.path().join("baseline.yml");
+    fs::write(&expected, yaml).unwrap();
+    let output = Command::new(node())
+        .current_dir(dir.path())
+        .arg(test_dep(
+            "node/node_modules/@modelcontextprotocol/conformance/dist/index.js",
+        ))
+        .args([
+            "server",
+            "--suite",
+            "all",
+            "--url",
+            &server.url,
+            "--expected-failures",
+        ])
+        .arg(&expected)
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let summary = text
+        .split("=== SUMMARY ===")
+        .nth(1)
+        .unwrap_or(&text)
+        .to_owned();
+    assert!(
+        output.status.success(),
+        "conformance suite failed:\n{summary}"
+    );
+    for scenario in [
+        "server-initialize",
+        "tools-list",
+        "tools-call-simple-text",
+        "tools-call-error",
+        "json-schema-2020-12",
+        "tools-call-image",
+        "tools-call-audio",
+        "tools-call-embedded-resource",
+        "tools-call-mixed-content",
+    ] {
+        assert!(
+            summary.contains(&format!("✓ {scenario}:")),
+            "`{scenario}` must pass:\n{summary}"
+        );
+    }
+}
