@@ -78,6 +78,10 @@ pub struct AdmittedSection {
 #[derive(Debug, Clone)]
 pub struct UpstreamSpec {
     pub name: String,
+    /// A streamable-HTTP endpoint; `None` runs `command`.
+    pub url: Option<String>,
+    /// Request headers for `url`, with their values.
+    pub headers: Vec<(String, String)>,
     pub command: Vec<String>,
     pub cwd: Option<PathBuf>,
     /// The environment the command gets, resolved from the gateway's own.
@@ -114,15 +118,10 @@ impl UpstreamSection {
         lookup: impl Fn(&str) -> Option<String>,
     ) -> Result<UpstreamSpec, UpstreamError> {
         check_upstream_name(&self.name)?;
-        if self.url.is_some() || !self.headers.is_empty() {
+        let headers = self.check_url(&lookup)?;
+        if self.url.is_none() && self.command.first().is_none_or(String::is_empty) {
             return Err(UpstreamError::Config(format!(
-                "upstream `{}`: `url` upstreams are not supported by this build; run the server as a `command`",
-                self.name
-            )));
-        }
-        if self.command.first().is_none_or(String::is_empty) {
-            return Err(UpstreamError::Config(format!(
-                "upstream `{}` needs a `command` (program and arguments)",
+                "upstream `{}` needs a `command` (program and arguments) or a `url`",
                 self.name
             )));
         }
@@ -165,6 +164,8 @@ impl UpstreamSection {
         }
         Ok(UpstreamSpec {
             name: self.name.clone(),
+            url: self.url.clone(),
+            headers,
             command: self.command.clone(),
             cwd: self.cwd.as_ref().map(|cwd| base.join(cwd)),
             env,
@@ -180,6 +181,65 @@ impl UpstreamSection {
             max_message_bytes: self.max_message_bytes.unwrap_or(DEFAULT_MAX_MESSAGE_BYTES),
             admitted,
         })
+    }
+}
+
+impl UpstreamSection {
+    /// For a `url` upstream: the URL checked, and the headers with their values read from the
+    /// environment variables they name. A variable that is not set stops the check: sending the
+    /// request without its credential would only fail later, less clearly.
+    fn check_url(
+        &self,
+        lookup: &impl Fn(&str) -> Option<String>,
+    ) -> Result<Vec<(String, String)>, UpstreamError> {
+        let name = &self.name;
+        let Some(url) = &self.url else {
+            if !self.headers.is_empty() {
+                return Err(UpstreamError::Config(format!(
+                    "upstream `{name}`: `headers` go with a `url`"
+                )));
+            }
+            return Ok(Vec::new());
+        };
+        if !self.command.is_empty() || self.cwd.is_some() || !self.env.is_empty() {
+            return Err(UpstreamError::Config(format!(
+                "upstream `{name}` has both a `url` and a `command`; choose one"
+            )));
+        }
+        let Some(rest) = url.strip_prefix("http://") else {
+            return Err(UpstreamError::Config(format!(
+                "upstream `{name}`: `{url}` must be an `http://` URL (this build has no TLS; put a local proxy in front of an https server)"
+            )));
+        };
+        if rest.is_empty() || rest.starts_with('/') || rest.contains(char::is_whitespace) {
+            return Err(UpstreamError::Config(format!(
+                "upstream `{name}`: `{url}` has no host"
+            )));
+        }
+        let mut headers = Vec::new();
+        for (header, variable) in &self.headers {
+            let token = !header.is_empty()
+                && header
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+            if !token {
+                return Err(UpstreamError::Config(format!(
+                    "upstream `{name}`: `{header}` is not a header name"
+                )));
+            }
+            let value = lookup(variable).filter(|v| !v.is_empty()).ok_or_else(|| {
+                UpstreamError::Config(format!(
+                    "upstream `{name}`: the environment variable `{variable}` that should hold header `{header}` is not set"
+                ))
+            })?;
+            if value.contains(['\r', '\n']) {
+                return Err(UpstreamError::Config(format!(
+                    "upstream `{name}`: the value of `{variable}` holds a line break"
+                )));
+            }
+            headers.push((header.clone(), value));
+        }
+        Ok(headers)
     }
 }
 
@@ -326,8 +386,20 @@ mod tests {
             (r#"{"name": "", "command": ["x"]}"#, "upstream name ``"),
             (r#"{"name": "a", "command": []}"#, "needs a `command`"),
             (
-                r#"{"name": "a", "url": "http://x/mcp"}"#,
-                "`url` upstreams are not supported",
+                r#"{"name": "a", "url": "https://x/mcp"}"#,
+                "must be an `http://` URL",
+            ),
+            (
+                r#"{"name": "a", "url": "http://x/mcp", "command": ["y"]}"#,
+                "both a `url` and a `command`",
+            ),
+            (
+                r#"{"name": "a", "url": "http://x/mcp", "headers": {"Authorization": "UNSET"}}"#,
+                "`UNSET` that should hold header `Authorization` is not set",
+            ),
+            (
+                r#"{"name": "a", "command": ["x"], "headers": {"A": "B"}}"#,
+                "`headers` go with a `url`",
             ),
             (
                 r#"{"name": "a", "command": ["x"], "env": ["A=B"]}"#,
@@ -342,6 +414,19 @@ mod tests {
             let error = section(text).unwrap_err();
             assert!(error.contains(needle), "{text}: {error}");
         }
+    }
+
+    #[test]
+    fn http_headers_come_from_the_environment() {
+        let spec = section(
+            r#"{"name": "api", "url": "http://127.0.0.1:3001/mcp", "headers": {"Authorization": "TOKEN"}}"#,
+        )
+        .unwrap();
+        assert_eq!(spec.url.as_deref(), Some("http://127.0.0.1:3001/mcp"));
+        assert_eq!(
+            spec.headers,
+            [("Authorization".to_owned(), "value of TOKEN".to_owned())]
+        );
     }
 
     #[test]

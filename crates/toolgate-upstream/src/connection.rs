@@ -82,7 +82,91 @@ pub enum Event {
 
 type Waiter = mpsc::Sender<Result<Value, Fault>>;
 
-/// A running upstream.
+/// What the supervisor and the executors need of a connection, whatever carries it.
+pub trait Rpc: Send + Sync + std::fmt::Debug {
+    /// The upstream's name, for messages.
+    fn upstream(&self) -> &str;
+
+    /// Sends a request and waits for its result, giving up (and cancelling it upstream) once
+    /// `stop` says so. A well-formed JSON-RPC `error` is returned as `Ok` with an `error`
+    /// member, for the caller to interpret.
+    fn request_until(
+        &self,
+        method: &str,
+        params: Value,
+        timeout: Duration,
+        stop: &dyn Fn() -> bool,
+    ) -> Result<Value, Fault>;
+
+    fn notify(&self, method: &str, params: Value) -> Result<(), Fault>;
+
+    /// Whether the connection was found broken; a dead one is replaced, never repaired.
+    fn is_dead(&self) -> bool;
+
+    /// Ends the connection (and for a process, kills its group).
+    fn kill(&self);
+
+    /// The MCP handshake: `initialize`, then `notifications/initialized`.
+    fn initialize(&self, timeout: Duration) -> Result<Value, Fault> {
+        let params = json!({
+            "protocolVersion": PROTOCOL_VERSION,
+            "capabilities": {},
+            "clientInfo": {"name": "toolgate", "version": env!("CARGO_PKG_VERSION")},
+        });
+        let result = self.request("initialize", params, timeout)?;
+        self.notify("notifications/initialized", json!({}))?;
+        Ok(result)
+    }
+
+    /// Every page of `tools/list`, as the upstream's raw tool objects.
+    fn list_tools(&self, timeout: Duration) -> Result<Vec<Value>, Fault> {
+        let deadline = Instant::now() + timeout;
+        let mut tools = Vec::new();
+        let mut cursor: Option<String> = None;
+        // A cursor that never ends would list forever; no real server has this many pages.
+        for _ in 0..1000 {
+            let params = match &cursor {
+                Some(cursor) => json!({"cursor": cursor}),
+                None => json!({}),
+            };
+            let remaining = deadline.saturating_duration_since(Instant::now());
+            let result = self.request("tools/list", params, remaining)?;
+            let page = result
+                .get("tools")
+                .and_then(Value::as_array)
+                .ok_or_else(|| {
+                    protocol(
+                        self.upstream(),
+                        "`tools/list` answered without a `tools` array",
+                    )
+                })?;
+            tools.extend(page.iter().cloned());
+            match result.get("nextCursor") {
+                Some(Value::String(next)) => cursor = Some(next.clone()),
+                None | Some(Value::Null) => return Ok(tools),
+                Some(_) => return Err(protocol(self.upstream(), "`nextCursor` is not a string")),
+            }
+        }
+        Err(protocol(
+            self.upstream(),
+            "`tools/list` did not stop paging after 1000 pages",
+        ))
+    }
+
+    /// Sends a request and waits for its result (`result`, or the upstream's JSON-RPC error as
+    /// `Err(Protocol)` only when malformed: a well-formed `error` is returned as `Ok` with the
+    /// whole message, for the caller to interpret).
+    fn request(&self, method: &str, params: Value, timeout: Duration) -> Result<Value, Fault> {
+        self.request_until(method, params, timeout, &|| false)
+    }
+}
+
+/// A protocol fault of `upstream`.
+pub fn protocol(upstream: &str, what: &str) -> Fault {
+    Fault::Protocol(format!("upstream `{upstream}` broke the protocol: {what}"))
+}
+
+/// A running upstream process.
 #[derive(Debug)]
 pub struct Connection {
     upstream: String,
@@ -156,55 +240,14 @@ impl Connection {
             })?;
         Ok(connection)
     }
+}
 
-    /// The MCP handshake: `initialize`, then `notifications/initialized`.
-    pub fn initialize(&self, timeout: Duration) -> Result<Value, Fault> {
-        let params = json!({
-            "protocolVersion": PROTOCOL_VERSION,
-            "capabilities": {},
-            "clientInfo": {"name": "toolgate", "version": env!("CARGO_PKG_VERSION")},
-        });
-        let result = self.request("initialize", params, timeout)?;
-        self.notify("notifications/initialized", json!({}))?;
-        Ok(result)
+impl Rpc for Connection {
+    fn upstream(&self) -> &str {
+        &self.upstream
     }
 
-    /// Every page of `tools/list`, as the upstream's raw tool objects.
-    pub fn list_tools(&self, timeout: Duration) -> Result<Vec<Value>, Fault> {
-        let deadline = Instant::now() + timeout;
-        let mut tools = Vec::new();
-        let mut cursor: Option<String> = None;
-        // A cursor that never ends would list forever; no real server has this many pages.
-        for _ in 0..1000 {
-            let params = match &cursor {
-                Some(cursor) => json!({"cursor": cursor}),
-                None => json!({}),
-            };
-            let remaining = deadline.saturating_duration_since(Instant::now());
-            let result = self.request("tools/list", params, remaining)?;
-            let page = result
-                .get("tools")
-                .and_then(Value::as_array)
-                .ok_or_else(|| self.protocol("`tools/list` answered without a `tools` array"))?;
-            tools.extend(page.iter().cloned());
-            match result.get("nextCursor") {
-                Some(Value::String(next)) => cursor = Some(next.clone()),
-                None | Some(Value::Null) => return Ok(tools),
-                Some(_) => return Err(self.protocol("`nextCursor` is not a string")),
-            }
-        }
-        Err(self.protocol("`tools/list` did not stop paging after 1000 pages"))
-    }
-
-    /// Sends a request and waits for its result (`result`, or the upstream's JSON-RPC error as
-    /// `Err(Protocol)` only when malformed: a well-formed `error` is returned as `Ok` with the
-    /// whole message, for the caller to interpret).
-    pub fn request(&self, method: &str, params: Value, timeout: Duration) -> Result<Value, Fault> {
-        self.request_until(method, params, timeout, &|| false)
-    }
-
-    /// [`Connection::request`], given up (and cancelled upstream) once `stop` says so.
-    pub fn request_until(
+    fn request_until(
         &self,
         method: &str,
         params: Value,
@@ -254,27 +297,11 @@ impl Connection {
         }
     }
 
-    /// A JSON-RPC `error` is passed to the caller as a value with an `error` member; a message
-    /// with neither `result` nor `error` cannot be.
-    fn result_of(&self, mut message: Value) -> Result<Value, Fault> {
-        if let Some(result) = message.get_mut("result") {
-            return Ok(result.take());
-        }
-        if let Some(error) = message.get("error")
-            && error.is_object()
-        {
-            return Ok(json!({"error": error}));
-        }
-        Err(self.protocol("a response with neither `result` nor an `error` object"))
-    }
-
-    /// Whether the reader found this connection dead.
-    pub fn is_dead(&self) -> bool {
+    fn is_dead(&self) -> bool {
         self.dead.load(Ordering::SeqCst)
     }
 
-    /// Kills the process group, then reaps the leader.
-    pub fn kill(&self) {
+    fn kill(&self) {
         self.dead.store(true, Ordering::SeqCst);
         // Closing its input first lets a well-behaved server see EOF even if a signal is lost.
         drop(lock(&self.stdin).take());
@@ -288,6 +315,22 @@ impl Connection {
 
     fn notify(&self, method: &str, params: Value) -> Result<(), Fault> {
         self.send(&json!({"jsonrpc": "2.0", "method": method, "params": params}))
+    }
+}
+
+impl Connection {
+    /// A JSON-RPC `error` is passed to the caller as a value with an `error` member; a message
+    /// with neither `result` nor `error` cannot be.
+    fn result_of(&self, mut message: Value) -> Result<Value, Fault> {
+        if let Some(result) = message.get_mut("result") {
+            return Ok(result.take());
+        }
+        if let Some(error) = message.get("error")
+            && error.is_object()
+        {
+            return Ok(json!({"error": error}));
+        }
+        Err(self.protocol("a response with neither `result` nor an `error` object"))
     }
 
     fn abandon(&self, id: u64, reason: &str) {
@@ -320,10 +363,7 @@ impl Connection {
     }
 
     fn protocol(&self, what: &str) -> Fault {
-        Fault::Protocol(format!(
-            "upstream `{}` broke the protocol: {what}",
-            self.upstream
-        ))
+        protocol(&self.upstream, what)
     }
 
     fn read_loop(&self, mut reader: impl BufRead, max: usize, events: &mpsc::Sender<Event>) {
@@ -478,12 +518,12 @@ impl Drop for Connection {
     }
 }
 
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// The first characters of a line, for an error message.
-fn preview(line: &[u8]) -> String {
+pub(crate) fn preview(line: &[u8]) -> String {
     let text = String::from_utf8_lossy(line.get(..80).unwrap_or(line));
     text.chars()
         .filter(|c| !c.is_control())
@@ -494,7 +534,7 @@ fn preview(line: &[u8]) -> String {
 /// How many bytes of an oversized line are kept at each end, to find its id.
 const KEPT: usize = 256;
 
-enum Line {
+pub(crate) enum Line {
     Full(Vec<u8>),
     Oversized {
         head: Vec<u8>,
@@ -507,7 +547,7 @@ enum Line {
 /// One newline-terminated line of at most `max` bytes. A longer one is read to its end and
 /// dropped, keeping only its first and last bytes, so memory stays bounded whatever the
 /// upstream writes.
-fn read_line(reader: &mut impl BufRead, max: usize) -> std::io::Result<Line> {
+pub(crate) fn read_line(reader: &mut impl BufRead, max: usize) -> std::io::Result<Line> {
     let mut line = Vec::new();
     let mut oversized: Option<(Vec<u8>, VecDeque<u8>, usize)> = None;
     loop {
@@ -569,7 +609,7 @@ fn read_line(reader: &mut impl BufRead, max: usize) -> std::io::Result<Line> {
 }
 
 /// The numeric `"id"` member in a fragment of a JSON-RPC message, if there is one.
-fn find_id(fragment: &[u8]) -> Option<u64> {
+pub(crate) fn find_id(fragment: &[u8]) -> Option<u64> {
     let text = String::from_utf8_lossy(fragment);
     let at = text.find("\"id\"")?;
     let rest = text

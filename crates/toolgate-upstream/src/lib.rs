@@ -29,6 +29,7 @@ pub mod config;
 pub mod connection;
 pub mod descriptor;
 pub mod executor;
+pub mod http;
 pub mod supervisor;
 
 use std::sync::{Arc, Mutex, PoisonError};

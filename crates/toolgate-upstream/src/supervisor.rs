@@ -14,7 +14,7 @@ use serde_json::Value;
 use toolgate_core::Descriptor;
 
 use crate::config::UpstreamSpec;
-use crate::connection::{Connection, Event, Fault};
+use crate::connection::{Connection, Event, Fault, Rpc};
 
 /// The first wait before a restart; it doubles up to [`MAX_BACKOFF`] while starts keep failing.
 const FIRST_BACKOFF: Duration = Duration::from_millis(250);
@@ -51,7 +51,7 @@ impl UpstreamStatus {
 #[derive(Debug, Default)]
 struct State {
     status: UpstreamStatus,
-    connection: Option<Arc<Connection>>,
+    connection: Option<Arc<dyn Rpc>>,
     attempted: bool,
 }
 
@@ -127,7 +127,7 @@ impl Supervisor {
     }
 
     /// The running connection, or why there is none.
-    pub(crate) fn connection(&self) -> Result<Arc<Connection>, Fault> {
+    pub(crate) fn connection(&self) -> Result<Arc<dyn Rpc>, Fault> {
         let state = lock(&self.state);
         match &state.connection {
             Some(connection) if !connection.is_dead() => Ok(Arc::clone(connection)),
@@ -188,9 +188,12 @@ impl Supervisor {
 
     /// Starts the process, shakes hands and lists its tools; the connection is published only
     /// once its tool list is known, so no call reaches a tool whose descriptor is unchecked.
-    fn connect(&self) -> Result<Arc<Connection>, Fault> {
+    fn connect(&self) -> Result<Arc<dyn Rpc>, Fault> {
         let sender = lock(&self.events).clone();
-        let connection = Connection::spawn(&self.spec, sender)?;
+        let connection: Arc<dyn Rpc> = match &self.spec.url {
+            Some(url) => crate::http::HttpConnection::open(&self.spec, url, sender)?,
+            None => Connection::spawn(&self.spec, sender)?,
+        };
         let deadline = Instant::now() + self.spec.startup_timeout;
         let listed = connection
             .initialize(self.spec.startup_timeout)
@@ -218,18 +221,18 @@ impl Supervisor {
     }
 
     /// Watches a running connection. `false` when the gateway is stopping.
-    fn serve(&self, connection: &Arc<Connection>, events: &mpsc::Receiver<Event>) -> bool {
+    fn serve(&self, connection: &Arc<dyn Rpc>, events: &mpsc::Receiver<Event>) -> bool {
         let refresh = self.spec.refresh.unwrap_or(Duration::from_secs(3600));
         let mut next_refresh = Instant::now() + refresh;
         loop {
             let wait = next_refresh.saturating_duration_since(Instant::now());
             let event = events.recv_timeout(wait);
             match event {
-                Ok(Event::ListChanged) => self.refresh(connection, "list_changed"),
+                Ok(Event::ListChanged) => self.refresh(connection.as_ref(), "list_changed"),
                 Err(RecvTimeoutError::Timeout) => {
                     next_refresh = Instant::now() + refresh;
                     if self.spec.refresh.is_some() {
-                        self.refresh(connection, "periodic refresh");
+                        self.refresh(connection.as_ref(), "periodic refresh");
                     }
                 }
                 // A death notice from an earlier connection is old news.
@@ -247,7 +250,7 @@ impl Supervisor {
         }
     }
 
-    fn refresh(&self, connection: &Connection, why: &str) {
+    fn refresh(&self, connection: &dyn Rpc, why: &str) {
         match connection.list_tools(self.spec.call_timeout) {
             Ok(tools) => {
                 if self.update_tools(&tools) {

@@ -762,3 +762,85 @@ fn upstream_conformance_suite() {
         );
     }
 }
+
+/// A streamable-HTTP upstream: `server-everything` in its HTTP mode, reached by URL, with a
+/// header whose value comes from an environment variable.
+#[test]
+fn http_upstream_behind_the_gateway() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut everything = Command::new(node())
+        .arg(test_dep(
+            "node/node_modules/@modelcontextprotocol/server-everything/dist/index.js",
+        ))
+        .arg("streamableHttp")
+        .env("PORT", port.to_string())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_until("server-everything listens", Duration::from_secs(20), || {
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+    });
+    let toml = format!(
+        "[[upstream]]\nname = \"everything\"\nurl = \"http://127.0.0.1:{port}/mcp\"\nheaders = {{ X-Upstream-Token = \"UPSTREAM_TOKEN\" }}\n"
+    );
+    let setup = Setup::new(&toml);
+    // The header's variable must be set, or the configuration does not load.
+    let output = setup.toolgate(&["tools", "list", "--candidates", "--json"]);
+    assert_eq!(output.status.code(), Some(3), "{output:?}");
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains("`UPSTREAM_TOKEN`"),
+        "{output:?}"
+    );
+    let with_token = |args: &[&str]| {
+        Command::new(toolgate_bin())
+            .args(args)
+            .arg("--config")
+            .arg(&setup.config)
+            .env("UPSTREAM_TOKEN", "not-a-real-token")
+            .output()
+            .unwrap()
+    };
+    let output = with_token(&[
+        "tools",
+        "admit",
+        "everything",
+        "echo",
+        "--effect",
+        "read_only",
+    ]);
+    assert!(output.status.success(), "{output:?}");
+    let args = vec![
+        "serve".to_owned(),
+        "--workspace".to_owned(),
+        setup.ws().display().to_string(),
+        "--config".to_owned(),
+        setup.config.display().to_string(),
+    ];
+    let plan = json!({"sessions": [{
+        "transport": "stdio", "command": toolgate_bin(), "args": args,
+        "env": {"UPSTREAM_TOKEN": "not-a-real-token", "PATH": std::env::var("PATH").unwrap()},
+        "steps": [
+            {"op": "list"},
+            {"op": "call", "tool": "everything__echo", "arguments": {"message": "over http"}},
+            {"op": "call", "tool": "everything__echo", "arguments": {"message": 5}},
+        ],
+    }]});
+    let report = drive(&plan)["sessions"][0]["steps"].clone();
+    let _ = everything.kill();
+    let _ = everything.wait();
+    assert!(names(&report[0]).contains(&"everything__echo".to_owned()));
+    assert!(
+        ok(&report[1])["text"]
+            .as_str()
+            .unwrap()
+            .contains("Echo: over http"),
+        "{}",
+        report[1]
+    );
+    assert_eq!(rejected(&report[2]), "invalid_type");
+}
