@@ -12,6 +12,7 @@ Usage: python test_upstream.py STATE_DIR [--fail-start]
 - `fault` misbehaves as its `kind` says: `exit` (dies mid-call), `hang` (never answers),
   `garbage` (writes a line that is not JSON), `huge` (answers with a 100 MB line), `wrong_id`
   (answers another id).
+- SIGUSR2 makes every later `tools/list` fail with a JSON-RPC error (a broken refresh).
 - `--fail-start` exits at once, as a server that cannot start.
 """
 
@@ -90,6 +91,10 @@ def on_usr1(signum, frame):
     write({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
 
 
+def on_usr2(signum, frame):
+    open(os.path.join(STATE, "list_fails"), "w").close()
+
+
 def call(id, params):
     with open(os.path.join(STATE, "calls.log"), "a") as log:
         log.write(json.dumps(params) + "\n")
@@ -141,6 +146,7 @@ def main():
     with open(os.path.join(STATE, "pid"), "w") as f:
         f.write(str(os.getpid()))
     signal.signal(signal.SIGUSR1, on_usr1)
+    signal.signal(signal.SIGUSR2, on_usr2)
     for line in sys.stdin:
         if not line.strip():
             continue
@@ -153,6 +159,8 @@ def main():
                 "capabilities": {"tools": {"listChanged": True}},
                 "serverInfo": {"name": "toolgate-test-upstream", "version": "1.0"},
             }})
+        elif method == "tools/list" and os.path.exists(os.path.join(STATE, "list_fails")):
+            write({"jsonrpc": "2.0", "id": id, "error": {"code": -32603, "message": "listing is broken"}})
         elif method == "tools/list":
             write({"jsonrpc": "2.0", "id": id, "result": {"tools": tools()}})
         elif method == "tools/call":

@@ -131,6 +131,13 @@ pub trait Rpc: Send + Sync + std::fmt::Debug {
             };
             let remaining = deadline.saturating_duration_since(Instant::now());
             let result = self.request("tools/list", params, remaining)?;
+            if let Some(error) = result.get("error") {
+                let message = error.get("message").and_then(Value::as_str).unwrap_or("");
+                return Err(Fault::Unavailable(format!(
+                    "upstream `{}` could not list its tools: {message}",
+                    self.upstream()
+                )));
+            }
             let page = result
                 .get("tools")
                 .and_then(Value::as_array)
