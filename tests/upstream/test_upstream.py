@@ -9,7 +9,8 @@ Usage: python test_upstream.py STATE_DIR [--fail-start]
 - SIGUSR1 changes the description of `echo` (and remembers it in STATE_DIR/changed, so a
   restarted server keeps serving the changed one), then sends
   `notifications/tools/list_changed`.
-- `fault` misbehaves as its `kind` says: `exit` (dies mid-call), `hang` (never answers),
+- `fault` misbehaves as its `kind` says: `exit` (dies mid-call), `hang` (never answers this
+  call), `freeze` (stops answering anything, even `ping`),
   `garbage` (writes a line that is not JSON), `huge` (answers with a 100 MB line), `wrong_id`
   (answers another id).
 - SIGUSR2 makes every later `tools/list` fail with a JSON-RPC error (a broken refresh).
@@ -59,7 +60,7 @@ def tools():
             "inputSchema": {
                 "type": "object",
                 "properties": {
-                    "kind": {"enum": ["exit", "hang", "garbage", "huge", "wrong_id"]}
+                    "kind": {"enum": ["exit", "hang", "freeze", "garbage", "huge", "wrong_id"]}
                 },
                 "required": ["kind"],
             },
@@ -163,6 +164,10 @@ def main():
             write({"jsonrpc": "2.0", "id": id, "error": {"code": -32603, "message": "listing is broken"}})
         elif method == "tools/list":
             write({"jsonrpc": "2.0", "id": id, "result": {"tools": tools()}})
+        elif method == "tools/call" and message["params"].get("arguments", {}).get("kind") == "freeze":
+            with open(os.path.join(STATE, "calls.log"), "a") as log:
+                log.write(json.dumps(message["params"]) + "\n")
+            time.sleep(3600)
         elif method == "tools/call":
             threading.Thread(target=call, args=(id, message["params"]), daemon=True).start()
         elif method == "ping":

@@ -150,7 +150,12 @@ impl Executor for UpstreamExecutor {
         let stop = || cx.should_stop() && Instant::now() + Duration::from_millis(5) < cx.deadline();
         let result = connection
             .request_until("tools/call", params, timeout, &stop)
-            .map_err(|fault| self.failure(&fault))?;
+            .map_err(|fault| {
+                if matches!(fault, Fault::Timeout(_)) {
+                    self.supervisor.probe(Arc::clone(&connection));
+                }
+                self.failure(&fault)
+            })?;
         if let Some(error) = result.get("error") {
             let message = error
                 .get("message")

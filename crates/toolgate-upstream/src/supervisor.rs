@@ -19,6 +19,8 @@ use crate::connection::{Connection, Event, Fault, Rpc};
 /// The first wait before a restart; it doubles up to [`MAX_BACKOFF`] while starts keep failing.
 const FIRST_BACKOFF: Duration = Duration::from_millis(250);
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
+/// How long an upstream has to answer `ping` after one of its calls timed out.
+const PING_TIMEOUT: Duration = Duration::from_secs(2);
 /// How many recent events an upstream's status keeps.
 const RECENT_EVENTS: usize = 16;
 
@@ -148,6 +150,28 @@ impl Supervisor {
     /// Something happened worth showing in the outcomes of calls to this upstream.
     pub(crate) fn record(&self, event: String) {
         lock(&self.state).status.record(event);
+    }
+
+    /// After a call timed out: an upstream that does not answer `ping` either is hung as a
+    /// whole, not just busy with that call, and is restarted, so later calls do not all wait
+    /// out their timeouts. Runs on its own thread; the timed-out call has already returned.
+    pub(crate) fn probe(self: &Arc<Self>, connection: Arc<dyn Rpc>) {
+        let supervisor = Arc::clone(self);
+        let _ = std::thread::Builder::new()
+            .name(format!("probe-{}", self.spec.name))
+            .spawn(move || {
+                let answered = connection.request("ping", serde_json::json!({}), PING_TIMEOUT);
+                if let Err(fault) = answered
+                    && !connection.is_dead()
+                {
+                    connection.kill();
+                    let reason = format!(
+                        "did not answer `ping` after a call timed out ({})",
+                        fault.message()
+                    );
+                    let _ = lock(&supervisor.events).send(Event::Died(reason));
+                }
+            });
     }
 
     pub(crate) fn shutdown(&self) {

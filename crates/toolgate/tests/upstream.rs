@@ -436,7 +436,7 @@ fn upstream_faults_are_classified_and_the_gateway_keeps_serving() {
     let echo =
         json!({"op": "call", "tool": "test__echo", "arguments": {"text": "back"}, "until_ok": 15});
     let mut steps = vec![json!({"op": "call", "tool": "broken__echo", "arguments": {"text": "x"}})];
-    let kinds = ["hang", "exit", "garbage", "wrong_id", "huge"];
+    let kinds = ["hang", "freeze", "exit", "garbage", "wrong_id", "huge"];
     for kind in kinds {
         steps.extend([fault(kind), builtin.clone(), echo.clone()]);
     }
@@ -452,6 +452,7 @@ fn upstream_faults_are_classified_and_the_gateway_keeps_serving() {
     );
     assert!(message.contains("start failed"), "{message}");
     let expected = [
+        "upstream_timeout",
         "upstream_timeout",
         "upstream_unavailable",
         "upstream_protocol_error",
@@ -490,7 +491,7 @@ fn upstream_faults_are_classified_and_the_gateway_keeps_serving() {
         "faults were slow to classify: {:?}",
         started.elapsed()
     );
-    let crashed = &report[4]["structured"]["error"]["message"];
+    let crashed = &report[7]["structured"]["error"]["message"];
     assert!(
         crashed
             .as_str()
