@@ -541,7 +541,9 @@ pub(crate) fn preview(line: &[u8]) -> String {
 /// How many bytes of an oversized line are kept at each end, to find its id.
 const KEPT: usize = 256;
 
-pub(crate) enum Line {
+/// One line as read by [`read_line`].
+#[derive(Debug, PartialEq, Eq)]
+pub enum Line {
     Full(Vec<u8>),
     Oversized {
         head: Vec<u8>,
@@ -551,10 +553,10 @@ pub(crate) enum Line {
     End,
 }
 
-/// One newline-terminated line of at most `max` bytes. A longer one is read to its end and
-/// dropped, keeping only its first and last bytes, so memory stays bounded whatever the
-/// upstream writes.
-pub(crate) fn read_line(reader: &mut impl BufRead, max: usize) -> std::io::Result<Line> {
+/// One newline-terminated line of at most `max` bytes (the newline not included). A longer one
+/// is read to its end and dropped, keeping only its first and last bytes, so memory stays
+/// bounded whatever the upstream writes.
+pub fn read_line(reader: &mut impl BufRead, max: usize) -> std::io::Result<Line> {
     let mut line = Vec::new();
     let mut oversized: Option<(Vec<u8>, VecDeque<u8>, usize)> = None;
     loop {
