@@ -440,6 +440,8 @@ fn upstream_faults_are_classified_and_the_gateway_keeps_serving() {
     for kind in kinds {
         steps.extend([fault(kind), builtin.clone(), echo.clone()]);
     }
+    // Results are redacted like builtin ones.
+    steps.push(json!({"op": "call", "tool": "test__echo", "arguments": {"text": "key AKIAIOSFODNN7EXAMPLE here"}}));
     let started = Instant::now();
     let report = setup.session(Value::Array(steps));
     assert_eq!(failed(&report[0]), "upstream_unavailable");
@@ -491,6 +493,9 @@ fn upstream_faults_are_classified_and_the_gateway_keeps_serving() {
         "faults were slow to classify: {:?}",
         started.elapsed()
     );
+    let redacted = ok(&report[1 + 3 * kinds.len()])["text"].as_str().unwrap();
+    assert!(redacted.contains("key [REDACTED] here"), "{redacted}");
+    assert!(!redacted.contains("AKIA"), "{redacted}");
     let crashed = &report[7]["structured"]["error"]["message"];
     assert!(
         crashed
