@@ -229,6 +229,14 @@ pub fn admit(
     entry.insert("pinned", toml_edit::value(pinned));
     admitted.push(entry);
     write_document(&path, &document)?;
+    if let Err(e) = toolgate_core::ToolSchema::compile(
+        &descriptor.input_schema,
+        &toolgate_core::SchemaBounds::default(),
+    ) {
+        eprintln!(
+            "toolgate: warning: the input schema of `{tool}` does not compile ({e}); `{name}` stays unavailable, since it is never called unvalidated"
+        );
+    }
     let hints = toolgate_upstream::hints(descriptor);
     println!(
         "admitted `{name}` (upstream `{upstream}`, tool `{tool}`), effect {}, pinned {digest}",
