@@ -212,3 +212,69 @@ fn a_failed_refresh_keeps_the_last_list_and_a_crash_restarts() {
             .unwrap_or(true)
     });
 }
+
+#[test]
+fn a_pinned_schema_that_does_not_compile_makes_the_tool_unavailable() {
+    let state = tempfile::tempdir().unwrap();
+    let mut config = section(state.path(), 0);
+    // An upstream that never starts: the pins stay in force, and calls find it unavailable.
+    config.command = vec![state.path().join("no-such-server").display().to_string()];
+    let mut good = admit(state.path(), "echo");
+    good.name = Some("good".into());
+    let broken =
+        toolgate_core::Descriptor::new("count", "counts", serde_json::json!({"type": "string"}));
+    let (digest, pinned) = pin_of(&broken);
+    let mut bad = good.clone();
+    bad.tool = "count".into();
+    bad.name = Some("bad".into());
+    bad.digest = digest.to_string();
+    bad.pinned = pinned;
+    config.tools = vec![good, bad];
+    let upstreams = Upstreams::start(vec![spec(&config)]).unwrap();
+    upstreams.wait_started();
+    let status = upstreams.statuses().remove(0);
+    assert!(!status.connected);
+    assert!(
+        status.events.iter().any(|e| e.contains("could not start")),
+        "{status:?}"
+    );
+    assert_eq!(
+        admitted(&upstreams),
+        [("good".to_owned(), true), ("bad".to_owned(), false)]
+    );
+
+    let mut builder = toolgate_core::RegistryBuilder::new();
+    for (descriptor, entry, executor) in upstreams.tools().admitted {
+        builder.register(descriptor, entry, executor).unwrap();
+    }
+    let registry = std::sync::Arc::new(builder.build().unwrap());
+    let policy = std::sync::Arc::new(
+        toolgate_core::PolicyEngine::from_sources(&[("p", "permit(principal, action, resource);")])
+            .unwrap(),
+    );
+    let pipeline = toolgate_core::Pipeline::new(
+        registry,
+        policy,
+        std::sync::Arc::new(toolgate_core::HeadlessBroker),
+        toolgate_core::WorkspaceId::new("/w"),
+    );
+    let call = |tool: &str, args: &str| {
+        pipeline.run(toolgate_core::RawCall::text(
+            tool,
+            args,
+            toolgate_core::Surface::Cli,
+        ))
+    };
+    let outcome = call("bad", "{}");
+    let rejection = outcome.rejection.unwrap();
+    assert_eq!(rejection.code, toolgate_core::RejectCode::Unavailable);
+    assert!(
+        rejection
+            .message
+            .contains("pinned input schema does not compile"),
+        "{}",
+        rejection.message
+    );
+    let outcome = call("good", r#"{"text": "hi"}"#);
+    assert_eq!(outcome.error.unwrap().code, "upstream_unavailable");
+}
