@@ -149,9 +149,11 @@ fn candidates_pins_and_a_change_announced_with_list_changed() {
         ["test__fault", "test__count", "test__delete_everything"]
     );
 
+    // The first listing may have been reported already; count from here.
+    let before = changes.load(std::sync::atomic::Ordering::SeqCst);
     signal(state.path(), "USR1");
     wait_until("the change is seen", || {
-        changes.load(std::sync::atomic::Ordering::SeqCst) > 0
+        changes.load(std::sync::atomic::Ordering::SeqCst) > before
     });
     assert_eq!(admitted(&upstreams), [("test__echo".to_owned(), false)]);
     let (admission, current) = upstreams.admission("test__echo").unwrap();
@@ -277,4 +279,27 @@ fn a_pinned_schema_that_does_not_compile_makes_the_tool_unavailable() {
     );
     let outcome = call("good", r#"{"text": "hi"}"#);
     assert_eq!(outcome.error.unwrap().code, "upstream_unavailable");
+}
+
+#[test]
+fn a_change_without_list_changed_is_caught_by_the_periodic_refresh() {
+    let state = tempfile::tempdir().unwrap();
+    let mut config = section(state.path(), 1);
+    config.tools.push(admit(state.path(), "echo"));
+    let upstreams = Upstreams::start(vec![spec(&config)]).unwrap();
+    upstreams.wait_started();
+    assert_eq!(admitted(&upstreams), [("test__echo".to_owned(), true)]);
+    // The test upstream serves the changed description from now on, and says nothing.
+    std::fs::write(state.path().join("changed"), "").unwrap();
+    wait_until("the refresh quarantines the tool", || {
+        admitted(&upstreams) == [("test__echo".to_owned(), false)]
+    });
+    assert!(
+        upstreams.statuses()[0]
+            .events
+            .iter()
+            .any(|e| e == "tool list changed (periodic refresh)"),
+        "{:?}",
+        upstreams.statuses()[0].events
+    );
 }

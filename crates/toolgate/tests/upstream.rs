@@ -330,7 +330,7 @@ fn a_changed_descriptor_is_quarantined_until_re_pinned() {
         {"op": "list"},
         {"op": "call", "tool": "test__echo", "arguments": {"text": "before"}},
         {"op": "signal", "pidfile": state.join("pid"), "signal": "SIGUSR1"},
-        {"op": "sleep", "seconds": 1.5},
+        {"op": "sleep", "seconds": 3},
         {"op": "call", "tool": "test__echo", "arguments": {"text": "after"}},
         {"op": "list"},
         {"op": "call", "tool": "test__echo", "arguments": {"text": "after listing"}},
