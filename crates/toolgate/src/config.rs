@@ -291,6 +291,16 @@ mod tests {
                 "unknown field `token`",
             ),
             ("x = [\n", 1, "unclosed array"),
+            (
+                "[[upstream]]\nname = \"a\"\ncommand = [\"x\"]\n\n[[upstream]]\nname = \"a\"\ncommand = [\"y\"]\n",
+                5,
+                "upstream `a` is configured twice",
+            ),
+            (
+                "[[upstream]]\nname = \"a\"\ncomand = [\"x\"]\n",
+                3,
+                "unknown field `comand`",
+            ),
         ];
         for (text, line, needle) in cases {
             let error = parse(text).unwrap_err();
