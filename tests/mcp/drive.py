@@ -21,6 +21,7 @@ Each STEP is one of
         arrived (or after `after` seconds), which makes the SDK send
         `notifications/cancelled` (or, at 2026-07-28 over HTTP, close the stream)
     {"op": "sleep", "seconds": 0.2}
+    {"op": "signal", "pidfile": "...", "signal": "SIGUSR1"}
 
 The report, printed to standard output as JSON, is {"sessions": [{"init": ..., "steps":
 [...]}, ...]} with one result per step. Assertions live in the Rust test that runs this
@@ -28,6 +29,8 @@ The report, printed to standard output as JSON, is {"sessions": [{"init": ..., "
 """
 
 import json
+import os
+import signal
 import sys
 import time
 
@@ -60,11 +63,19 @@ async def run_steps(session, steps):
             listed = await session.list_tools()
             report.append({"tools": [dump(t) for t in listed.tools]})
         elif op == "call":
-            try:
-                result = await session.call_tool(step["tool"], step.get("arguments", {}))
-                report.append(result_of(result))
-            except Exception as e:  # a JSON-RPC error: record it, go on
-                report.append({"error": str(e)})
+            # With "until_ok": SECONDS, the call is repeated until it succeeds or time runs out
+            # (an upstream coming back after a restart); the last result is reported.
+            deadline = time.monotonic() + step.get("until_ok", 0)
+            while True:
+                try:
+                    result = await session.call_tool(step["tool"], step.get("arguments", {}))
+                    outcome = result_of(result)
+                except Exception as e:  # a JSON-RPC error: record it, go on
+                    outcome = {"error": str(e)}
+                if not outcome.get("isError", True) or time.monotonic() >= deadline:
+                    break
+                await anyio.sleep(0.2)
+            report.append(outcome)
         elif op == "cancel":
             progress = []
             got_progress = anyio.Event()
@@ -94,6 +105,12 @@ async def run_steps(session, steps):
                     "completed": outcome["completed"],
                 }
             )
+        elif op == "signal":
+            # Sends a signal to the process whose pid is in `pidfile` (an upstream behind the
+            # server under test).
+            with open(step["pidfile"]) as f:
+                os.kill(int(f.read().strip()), getattr(signal, step["signal"]))
+            report.append({"signalled": step["signal"]})
         elif op == "sleep":
             await anyio.sleep(step["seconds"])
             report.append({"slept": step["seconds"]})

@@ -543,7 +543,7 @@ impl Registry {
                 format!("tool `{name}` changed since the operator pinned it and is quarantined"),
             )
             .with_hint(Some(
-                "ask the operator to review and re-pin the tool".into(),
+                format!("the operator can review the change with `toolgate tools diff {name}` and re-pin it with `toolgate tools pin {name}`"),
             )));
         }
         if let Some(available) = &tool.entry.availability

@@ -25,6 +25,12 @@ pub fn tool_result(outcome: Outcome) -> CallToolResult {
 
 fn completed(outcome: Outcome) -> CallToolResult {
     let output = outcome.output.unwrap_or(Value::Null);
+    if let Some(mut blocks) = content_blocks(&output) {
+        for unknown in &outcome.unknowns {
+            blocks.push(ContentBlock::text(format!("[toolgate] unknown: {unknown}")));
+        }
+        return CallToolResult::success(blocks);
+    }
     let mut text = serde_json::to_string(&output).unwrap_or_default();
     for unknown in &outcome.unknowns {
         let _ = write!(text, "\n[toolgate] unknown: {unknown}");
@@ -34,6 +40,18 @@ fn completed(outcome: Outcome) -> CallToolResult {
         result.structured_content = Some(output);
     }
     result
+}
+
+/// An output that is MCP content already: `{"content": [blocks]}` and nothing else, as an
+/// upstream server's result without structured content. Its blocks are passed on as they are
+/// (after stage 8 bounded and redacted them), so images, audio and embedded resources reach the
+/// client as such rather than as JSON text.
+fn content_blocks(output: &Value) -> Option<Vec<ContentBlock>> {
+    let object = output.as_object()?;
+    if object.len() != 1 {
+        return None;
+    }
+    serde_json::from_value(object.get("content")?.clone()).ok()
 }
 
 /// A rejection or failure in words a model can act on.
@@ -86,6 +104,21 @@ fn explain_rejection(text: &mut String, rejection: &Rejection) {
 mod tests {
     use super::*;
     use toolgate_core::{FieldError, RejectCode};
+
+    #[test]
+    fn mcp_content_passes_through_and_other_objects_do_not() {
+        let image = serde_json::json!({"type": "image", "data": "AAAA", "mimeType": "image/png"});
+        let blocks = content_blocks(&serde_json::json!({"content": [image]})).unwrap();
+        assert_eq!(
+            serde_json::to_value(&blocks).unwrap(),
+            serde_json::json!([image])
+        );
+        assert!(
+            content_blocks(&serde_json::json!({"content": "text", "total_lines": 1})).is_none()
+        );
+        assert!(content_blocks(&serde_json::json!({"content": "a file's text"})).is_none());
+        assert!(content_blocks(&serde_json::json!({"content": [{"type": "bogus"}]})).is_none());
+    }
 
     #[test]
     fn rejections_say_stage_code_and_what_to_change() {

@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
-use toolgate_core::Surface;
+use toolgate_core::{EffectClass, Surface};
 
 /// toolgate: a fail-closed boundary between the tool calls a model proposes and what runs.
 #[derive(Debug, Parser)]
@@ -48,6 +48,36 @@ pub enum ToolsCommand {
         /// Print JSON.
         #[arg(long)]
         json: bool,
+        #[command(flatten)]
+        config: ConfigArgs,
+    },
+    /// Admit an upstream's tool: write its entry, with the pin of its current descriptor, into
+    /// the configuration file.
+    Admit {
+        /// The upstream, as named in `[[upstream]]`.
+        upstream: String,
+        /// The tool, as the upstream names it.
+        tool: String,
+        /// Its effect class (default: irreversible; upstream annotations never decide this).
+        #[arg(long, value_name = "E", value_parser = parse_effect)]
+        effect: Option<EffectClass>,
+        /// The name a model sees (default: UPSTREAM__TOOL).
+        #[arg(long, value_name = "N")]
+        name: Option<String>,
+        #[command(flatten)]
+        config: ConfigArgs,
+    },
+    /// Show how an admitted upstream tool's current descriptor differs from its pin.
+    Diff {
+        /// The admitted name.
+        name: String,
+        #[command(flatten)]
+        config: ConfigArgs,
+    },
+    /// Re-pin an admitted upstream tool to the descriptor its upstream serves now.
+    Pin {
+        /// The admitted name.
+        name: String,
         #[command(flatten)]
         config: ConfigArgs,
     },
@@ -115,5 +145,9 @@ pub struct ServeArgs {
 }
 
 fn parse_surface(text: &str) -> Result<Surface, String> {
+    text.parse()
+}
+
+fn parse_effect(text: &str) -> Result<EffectClass, String> {
     text.parse()
 }

@@ -39,6 +39,9 @@ pub struct ConfigFile {
     pub profiles: BTreeMap<Spanned<String>, ProfileSection>,
     #[serde(default)]
     pub serve: ServeSection,
+    /// Upstream MCP servers whose tools may be admitted (see `toolgate_upstream`).
+    #[serde(default, rename = "upstream")]
+    pub upstreams: Vec<Spanned<toolgate_upstream::UpstreamSection>>,
 }
 
 /// Bounds on requests, before anything is parsed.
@@ -215,6 +218,16 @@ impl Config {
                 ));
             }
         }
+        let mut upstreams = BTreeSet::new();
+        for upstream in &self.file.upstreams {
+            let name = &upstream.get_ref().name;
+            if !upstreams.insert(name.as_str()) {
+                return Err(self.error_at(
+                    upstream.span(),
+                    format!("upstream `{name}` is configured twice"),
+                ));
+            }
+        }
         Ok(())
     }
 }
@@ -278,6 +291,16 @@ mod tests {
                 "unknown field `token`",
             ),
             ("x = [\n", 1, "unclosed array"),
+            (
+                "[[upstream]]\nname = \"a\"\ncommand = [\"x\"]\n\n[[upstream]]\nname = \"a\"\ncommand = [\"y\"]\n",
+                5,
+                "upstream `a` is configured twice",
+            ),
+            (
+                "[[upstream]]\nname = \"a\"\ncomand = [\"x\"]\n",
+                3,
+                "unknown field `comand`",
+            ),
         ];
         for (text, line, needle) in cases {
             let error = parse(text).unwrap_err();

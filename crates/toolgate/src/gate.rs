@@ -9,6 +9,7 @@ use toolgate_core::{
     WorkspaceId, policy::DEFAULT_POLICY,
 };
 use toolgate_tools::Builtin;
+use toolgate_upstream::{UpstreamSpec, UpstreamTools, Upstreams};
 use toolgate_workspace::Workspace;
 
 use crate::config::{Config, ConfigError};
@@ -19,21 +20,48 @@ pub struct Gate {
     pub config: Config,
     pub registry: Arc<Registry>,
     pub policy: Arc<PolicyEngine>,
+    /// The configured upstream MCP servers, running; `None` when there are none.
+    pub upstreams: Option<Upstreams>,
+    workspace: Arc<Workspace>,
 }
 
 impl Gate {
-    /// Loads and checks the configuration and policy; builds the registry over `workspace`.
+    /// Loads and checks the configuration and policy; starts the upstreams and waits for their
+    /// first tool lists; builds the registry over `workspace`.
     pub fn build(config: Config, workspace: Arc<Workspace>) -> Result<Gate, ConfigError> {
-        let registry = build_registry(&config, toolgate_tools::builtin(workspace))?;
-        let mut policy = load_policy(&config)?;
-        policy
-            .prepare(&registry)
-            .map_err(|e| config.error(e.to_string()))?;
+        let specs = upstream_specs(&config)?;
+        let upstreams = if specs.is_empty() {
+            None
+        } else {
+            let upstreams = Upstreams::start(specs).map_err(|e| config.error(e.to_string()))?;
+            upstreams.wait_started();
+            Some(upstreams)
+        };
+        let (registry, policy) = assemble(&config, &workspace, upstreams.as_ref())?;
         Ok(Gate {
             config,
             registry: Arc::new(registry),
             policy: Arc::new(policy),
+            upstreams,
+            workspace,
         })
+    }
+
+    /// A pipeline over the registry as it stands now: upstream tool lists change while the
+    /// gate runs, and an entry whose upstream changed its descriptor becomes stale.
+    pub fn current_pipeline(
+        &self,
+        broker: Arc<dyn ApprovalBroker>,
+    ) -> Result<toolgate_core::Pipeline, ConfigError> {
+        let (registry, policy) = assemble(&self.config, &self.workspace, self.upstreams.as_ref())?;
+        Ok(toolgate_core::Pipeline::new(
+            Arc::new(registry),
+            Arc::new(policy),
+            broker,
+            WorkspaceId::new(&self.workspace.root().to_string_lossy()),
+        )
+        .with_bounds(self.config.bounds())
+        .with_sensitivity(self.sensitivity(&self.workspace)))
     }
 
     /// The pipeline for `workspace`, asking `broker` for approvals.
@@ -70,8 +98,52 @@ impl Gate {
     }
 }
 
-/// Applies the configuration's `[[tool]]` and `[profiles]` sections to the builtin entries.
-fn build_registry(config: &Config, builtins: Vec<Builtin>) -> Result<Registry, ConfigError> {
+/// The registry and the policy prepared for it.
+fn assemble(
+    config: &Config,
+    workspace: &Arc<Workspace>,
+    upstreams: Option<&Upstreams>,
+) -> Result<(Registry, PolicyEngine), ConfigError> {
+    let upstream_tools = upstreams.map(Upstreams::tools).unwrap_or_default();
+    let registry = build_registry(
+        config,
+        toolgate_tools::builtin(Arc::clone(workspace)),
+        upstream_tools,
+    )?;
+    let mut policy = load_policy(config)?;
+    policy
+        .prepare(&registry)
+        .map_err(|e| config.error(e.to_string()))?;
+    Ok((registry, policy))
+}
+
+/// The `[[upstream]]` sections, checked, with their environment read from toolgate's own.
+pub fn upstream_specs(config: &Config) -> Result<Vec<UpstreamSpec>, ConfigError> {
+    let base = config
+        .path
+        .as_ref()
+        .and_then(|p| p.parent())
+        .unwrap_or(Path::new("."));
+    config
+        .file
+        .upstreams
+        .iter()
+        .map(|section| {
+            section
+                .get_ref()
+                .check(base, |name| std::env::var(name).ok())
+                .map_err(|e| config.error_at(section.span(), e.to_string()))
+        })
+        .collect()
+}
+
+/// Applies the configuration's `[[tool]]` and `[profiles]` sections to the builtin entries,
+/// and adds the admitted upstream tools and the upstream candidates.
+fn build_registry(
+    config: &Config,
+    builtins: Vec<Builtin>,
+    upstream: UpstreamTools,
+) -> Result<Registry, ConfigError> {
     let known: BTreeSet<String> = builtins.iter().map(|b| b.entry.name.clone()).collect();
     let mut entries: Vec<(Descriptor, ToolEntry, Arc<dyn toolgate_core::Executor>)> = builtins
         .into_iter()
@@ -89,6 +161,7 @@ fn build_registry(config: &Config, builtins: Vec<Builtin>) -> Result<Registry, C
         };
         apply(section, entry);
     }
+    entries.extend(upstream.admitted);
 
     for (profile, section) in &config.file.profiles {
         if profile.get_ref() == toolgate_core::registry::DEFAULT_PROFILE {
@@ -117,6 +190,9 @@ fn build_registry(config: &Config, builtins: Vec<Builtin>) -> Result<Registry, C
     }
 
     let mut builder = RegistryBuilder::new();
+    for candidate in upstream.candidates {
+        builder.candidate(candidate);
+    }
     for (descriptor, entry, executor) in entries {
         builder
             .register(descriptor, entry, executor)

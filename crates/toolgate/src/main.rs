@@ -8,6 +8,7 @@ mod cli;
 mod config;
 mod gate;
 mod serve;
+mod upstream;
 
 use std::io::Read;
 use std::path::Path;
@@ -61,6 +62,22 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
                     config,
                 },
         } => tools_list(config.config.as_deref(), &profile, candidates, json),
+        Command::Tools {
+            command:
+                ToolsCommand::Admit {
+                    upstream,
+                    tool,
+                    effect,
+                    name,
+                    config,
+                },
+        } => upstream::admit(config.config.as_deref(), &upstream, &tool, effect, name),
+        Command::Tools {
+            command: ToolsCommand::Diff { name, config },
+        } => upstream::diff(config.config.as_deref(), &name),
+        Command::Tools {
+            command: ToolsCommand::Pin { name, config },
+        } => upstream::pin(config.config.as_deref(), &name),
         Command::Serve(args) => serve::serve(&args),
         Command::Check { config } => check(config.config.as_deref()),
     }
@@ -206,10 +223,14 @@ fn tools_list(
                 json!({"name": d.name, "state": "candidate", "description": d.description, "digest": d.digest()})
             }));
         }
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&json!({ "profile": profile, "tools": tools }))?
-        );
+        let mut listing = json!({ "profile": profile, "tools": tools });
+        if candidates
+            && let Some(upstreams) = &gate.upstreams
+            && let Some(listing) = listing.as_object_mut()
+        {
+            listing.insert("upstreams".into(), upstream::listing_json(upstreams));
+        }
+        println!("{}", serde_json::to_string_pretty(&listing)?);
         return Ok(EXIT_COMPLETED);
     }
     for tool in &visible {
@@ -236,6 +257,9 @@ fn tools_list(
                 "{:<14} {:<5} {:<13} [candidate: no registry entry]",
                 descriptor.name, "-", "-"
             );
+        }
+        if let Some(upstreams) = &gate.upstreams {
+            upstream::print_listing(upstreams);
         }
     }
     Ok(EXIT_COMPLETED)

@@ -41,6 +41,8 @@ pub fn serve(args: &ServeArgs) -> anyhow::Result<u8> {
         "toolgate",
         env!("CARGO_PKG_VERSION"),
     ));
+    let gate = Arc::new(gate);
+    follow_upstreams(&gate, &gateway);
     let Some(addr) = args.http else {
         let principal = Principal::new(&args.actor, &args.profile);
         toolgate_mcp::run_stdio(gateway, principal, max_message_bytes)?;
@@ -73,6 +75,32 @@ pub fn serve(args: &ServeArgs) -> anyhow::Result<u8> {
     );
     toolgate_mcp::run_http(gateway, listener, options)?;
     Ok(0)
+}
+
+/// Rebuilds the pipeline whenever an upstream's tool list changes, so that sessions are told
+/// (`list_changed`) and a changed tool is quarantined at once. If the rebuild fails, the last
+/// pipeline stays in force.
+fn follow_upstreams(gate: &Arc<Gate>, gateway: &Arc<Gateway>) {
+    let Some(upstreams) = &gate.upstreams else {
+        return;
+    };
+    // Weak references: the gate owns the upstreams, which own this callback.
+    let weak_gate = Arc::downgrade(gate);
+    let weak_gateway = Arc::downgrade(gateway);
+    let rebuild = Arc::new(move || {
+        let (Some(gate), Some(gateway)) = (weak_gate.upgrade(), weak_gateway.upgrade()) else {
+            return;
+        };
+        match gate.current_pipeline(Arc::new(HeadlessBroker)) {
+            Ok(pipeline) => gateway.replace_pipeline(pipeline),
+            Err(e) => eprintln!(
+                "toolgate: an upstream's tools changed, but the registry cannot be rebuilt; the last one stays in force: {e}"
+            ),
+        }
+    });
+    upstreams.on_change(rebuild.clone());
+    // A change between the first listing and now would otherwise go unnoticed.
+    rebuild();
 }
 
 /// The configured tokens, read from the environment variables `[[serve.token]]` names. A

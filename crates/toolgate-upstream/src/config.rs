@@ -1,0 +1,463 @@
+//! `[[upstream]]` and `[[upstream.tool]]` as the operator writes them, and the checked values
+//! the rest of the crate runs on.
+//!
+//! An upstream is a child process: its argv, its working directory, and the names of the
+//! environment variables it may see. Nothing else of the gateway's environment is passed on
+//! except `PATH` and `HOME` (see [`PASSED_THROUGH`]), so a secret in the gateway's environment
+//! reaches an upstream only when the operator names it.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::Deserialize;
+use toolgate_core::{ApprovalMode, Descriptor, Digest, EffectClass, Limits, Surface, ToolEntry};
+
+use crate::UpstreamError;
+
+/// Variables every upstream gets, when the gateway has them: programs need `PATH` to find
+/// their interpreter and `HOME` to find their own caches (`npx`, `uv`).
+pub const PASSED_THROUGH: [&str; 2] = ["PATH", "HOME"];
+
+/// The separator between an upstream's name and its tool's in a namespaced name.
+pub const NAMESPACE_SEPARATOR: &str = "__";
+
+/// One `[[upstream]]` as written.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UpstreamSection {
+    pub name: String,
+    /// Program and arguments; the program is looked up on `PATH` if it has no slash.
+    #[serde(default)]
+    pub command: Vec<String>,
+    /// A streamable-HTTP endpoint instead of a command.
+    pub url: Option<String>,
+    /// Request headers for `url`, each taken from the named environment variable.
+    #[serde(default)]
+    pub headers: std::collections::BTreeMap<String, String>,
+    /// Working directory of the command, relative to the configuration file.
+    pub cwd: Option<PathBuf>,
+    /// Names of environment variables passed to the command, beyond `PATH` and `HOME`.
+    #[serde(default)]
+    pub env: Vec<String>,
+    pub startup_timeout_ms: Option<u64>,
+    pub call_timeout_ms: Option<u64>,
+    /// How often the tool list is fetched again even without `list_changed`; 0 never.
+    pub refresh_secs: Option<u64>,
+    /// The longest line the upstream may write; a longer one is refused without being held.
+    pub max_message_bytes: Option<usize>,
+    /// The operator's admitted tools.
+    #[serde(default, rename = "tool")]
+    pub tools: Vec<AdmittedSection>,
+}
+
+/// One `[[upstream.tool]]`: an upstream tool the operator admitted, with its pin.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AdmittedSection {
+    /// The tool's name on the upstream.
+    pub tool: String,
+    /// The name a model sees; default `<upstream>__<tool>`.
+    pub name: Option<String>,
+    /// Missing means `irreversible`: upstream annotations never decide this.
+    pub effect: Option<EffectClass>,
+    pub enabled: Option<bool>,
+    pub capability: Option<String>,
+    pub surfaces: Option<std::collections::BTreeSet<Surface>>,
+    pub profiles: Option<std::collections::BTreeSet<String>>,
+    pub approval: Option<ApprovalMode>,
+    pub description: Option<String>,
+    pub timeout_ms: Option<u64>,
+    pub max_output_bytes: Option<usize>,
+    /// Digest of the pinned descriptor, as the upstream named it.
+    pub digest: String,
+    /// The pinned descriptor, as canonical JSON.
+    pub pinned: String,
+}
+
+/// A checked upstream.
+#[derive(Debug, Clone)]
+pub struct UpstreamSpec {
+    pub name: String,
+    /// A streamable-HTTP endpoint; `None` runs `command`.
+    pub url: Option<String>,
+    /// Request headers for `url`, with their values.
+    pub headers: Vec<(String, String)>,
+    pub command: Vec<String>,
+    pub cwd: Option<PathBuf>,
+    /// The environment the command gets, resolved from the gateway's own.
+    pub env: Vec<(String, String)>,
+    pub startup_timeout: Duration,
+    pub call_timeout: Duration,
+    pub refresh: Option<Duration>,
+    pub max_message_bytes: usize,
+    pub admitted: Vec<Admission>,
+}
+
+/// An admitted tool: the operator's entry and the descriptor it pinned.
+#[derive(Debug, Clone)]
+pub struct Admission {
+    pub upstream: String,
+    pub tool: String,
+    pub entry: ToolEntry,
+    /// The descriptor as the upstream served it when it was pinned (upstream's own name).
+    pub pinned: Descriptor,
+    pub digest: Digest,
+}
+
+const DEFAULT_STARTUP_TIMEOUT_MS: u64 = 20_000;
+const DEFAULT_CALL_TIMEOUT_MS: u64 = 30_000;
+const DEFAULT_REFRESH_SECS: u64 = 300;
+const DEFAULT_MAX_MESSAGE_BYTES: usize = 16 << 20;
+
+impl UpstreamSection {
+    /// Checks the section; `base` is the configuration file's directory, `lookup` reads the
+    /// gateway's environment.
+    pub fn check(
+        &self,
+        base: &std::path::Path,
+        lookup: impl Fn(&str) -> Option<String>,
+    ) -> Result<UpstreamSpec, UpstreamError> {
+        check_upstream_name(&self.name)?;
+        let headers = self.check_url(&lookup)?;
+        if self.url.is_none() && self.command.first().is_none_or(String::is_empty) {
+            return Err(UpstreamError::Config(format!(
+                "upstream `{}` needs a `command` (program and arguments) or a `url`",
+                self.name
+            )));
+        }
+        let mut env = Vec::new();
+        for name in PASSED_THROUGH
+            .iter()
+            .copied()
+            .chain(self.env.iter().map(String::as_str))
+        {
+            let well_formed =
+                !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+            if !well_formed {
+                return Err(UpstreamError::Config(format!(
+                    "upstream `{}`: `{name}` is not an environment variable name",
+                    self.name
+                )));
+            }
+            if env.iter().any(|(n, _)| n == name) {
+                continue;
+            }
+            if let Some(value) = lookup(name) {
+                env.push((name.to_owned(), value));
+            }
+        }
+        let call_timeout =
+            Duration::from_millis(self.call_timeout_ms.unwrap_or(DEFAULT_CALL_TIMEOUT_MS));
+        let mut admitted = Vec::new();
+        for section in &self.tools {
+            let admission = section.check(&self.name, call_timeout)?;
+            if admitted
+                .iter()
+                .any(|a: &Admission| a.entry.name == admission.entry.name)
+            {
+                return Err(UpstreamError::Config(format!(
+                    "upstream `{}` admits `{}` twice",
+                    self.name, admission.entry.name
+                )));
+            }
+            admitted.push(admission);
+        }
+        Ok(UpstreamSpec {
+            name: self.name.clone(),
+            url: self.url.clone(),
+            headers,
+            command: self.command.clone(),
+            cwd: self.cwd.as_ref().map(|cwd| base.join(cwd)),
+            env,
+            startup_timeout: Duration::from_millis(
+                self.startup_timeout_ms
+                    .unwrap_or(DEFAULT_STARTUP_TIMEOUT_MS),
+            ),
+            call_timeout,
+            refresh: match self.refresh_secs.unwrap_or(DEFAULT_REFRESH_SECS) {
+                0 => None,
+                secs => Some(Duration::from_secs(secs)),
+            },
+            max_message_bytes: self.max_message_bytes.unwrap_or(DEFAULT_MAX_MESSAGE_BYTES),
+            admitted,
+        })
+    }
+}
+
+impl UpstreamSection {
+    /// For a `url` upstream: the URL checked, and the headers with their values read from the
+    /// environment variables they name. A variable that is not set stops the check: sending the
+    /// request without its credential would only fail later, less clearly.
+    fn check_url(
+        &self,
+        lookup: &impl Fn(&str) -> Option<String>,
+    ) -> Result<Vec<(String, String)>, UpstreamError> {
+        let name = &self.name;
+        let Some(url) = &self.url else {
+            if !self.headers.is_empty() {
+                return Err(UpstreamError::Config(format!(
+                    "upstream `{name}`: `headers` go with a `url`"
+                )));
+            }
+            return Ok(Vec::new());
+        };
+        if !self.command.is_empty() || self.cwd.is_some() || !self.env.is_empty() {
+            return Err(UpstreamError::Config(format!(
+                "upstream `{name}` has both a `url` and a `command`; choose one"
+            )));
+        }
+        let Some(rest) = url.strip_prefix("http://") else {
+            return Err(UpstreamError::Config(format!(
+                "upstream `{name}`: `{url}` must be an `http://` URL (this build has no TLS; put a local proxy in front of an https server)"
+            )));
+        };
+        if rest.is_empty() || rest.starts_with('/') || rest.contains(char::is_whitespace) {
+            return Err(UpstreamError::Config(format!(
+                "upstream `{name}`: `{url}` has no host"
+            )));
+        }
+        let mut headers = Vec::new();
+        for (header, variable) in &self.headers {
+            let token = !header.is_empty()
+                && header
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+            if !token {
+                return Err(UpstreamError::Config(format!(
+                    "upstream `{name}`: `{header}` is not a header name"
+                )));
+            }
+            let value = lookup(variable).filter(|v| !v.is_empty()).ok_or_else(|| {
+                UpstreamError::Config(format!(
+                    "upstream `{name}`: the environment variable `{variable}` that should hold header `{header}` is not set"
+                ))
+            })?;
+            if value.contains(['\r', '\n']) {
+                return Err(UpstreamError::Config(format!(
+                    "upstream `{name}`: the value of `{variable}` holds a line break"
+                )));
+            }
+            headers.push((header.clone(), value));
+        }
+        Ok(headers)
+    }
+}
+
+impl AdmittedSection {
+    fn check(&self, upstream: &str, call_timeout: Duration) -> Result<Admission, UpstreamError> {
+        let name = self
+            .name
+            .clone()
+            .unwrap_or_else(|| namespaced(upstream, &self.tool));
+        check_tool_name(&name)?;
+        let digest = Digest::parse(&self.digest).ok_or_else(|| {
+            UpstreamError::Config(format!(
+                "tool `{name}`: `{}` is not a digest (`sha256:<64 hex digits>`)",
+                self.digest
+            ))
+        })?;
+        let pinned: Descriptor = serde_json::from_str(&self.pinned).map_err(|e| {
+            UpstreamError::Config(format!("tool `{name}`: `pinned` is not a descriptor: {e}"))
+        })?;
+        if pinned.name != self.tool {
+            return Err(UpstreamError::Config(format!(
+                "tool `{name}`: the pinned descriptor is of `{}`, not `{}`",
+                pinned.name, self.tool
+            )));
+        }
+        if pinned.digest() != digest {
+            return Err(UpstreamError::Config(format!(
+                "tool `{name}`: the pinned descriptor does not match its digest `{digest}`; re-pin with `toolgate tools pin {name}`"
+            )));
+        }
+        let mut entry = ToolEntry::new(&name, self.capability.as_deref().unwrap_or("upstream"));
+        entry.effect = self.effect;
+        entry.limits = Limits {
+            timeout_ms: self.timeout_ms.unwrap_or(
+                u64::try_from(call_timeout.as_millis()).unwrap_or(DEFAULT_CALL_TIMEOUT_MS),
+            ),
+            ..Limits::default()
+        };
+        if let Some(v) = self.max_output_bytes {
+            entry.limits.max_output_bytes = v;
+        }
+        if let Some(v) = self.enabled {
+            entry.enabled = v;
+        }
+        if let Some(v) = &self.surfaces {
+            entry.surfaces.clone_from(v);
+        }
+        if let Some(v) = &self.profiles {
+            entry.profiles.clone_from(v);
+        }
+        if let Some(v) = self.approval {
+            entry.approval = v;
+        }
+        entry.description.clone_from(&self.description);
+        Ok(Admission {
+            upstream: upstream.to_owned(),
+            tool: self.tool.clone(),
+            entry,
+            pinned,
+            digest,
+        })
+    }
+}
+
+/// `<upstream>__<tool>`.
+pub fn namespaced(upstream: &str, tool: &str) -> String {
+    format!("{upstream}{NAMESPACE_SEPARATOR}{tool}")
+}
+
+/// An upstream name: ASCII letters, digits and `-`, so that `__` in a namespaced name can only
+/// be the separator.
+pub fn check_upstream_name(name: &str) -> Result<(), UpstreamError> {
+    let well_formed = !name.is_empty()
+        && name.len() <= 32
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-');
+    if well_formed {
+        Ok(())
+    } else {
+        Err(UpstreamError::Config(format!(
+            "upstream name `{name}` must be 1–32 ASCII letters, digits or `-`"
+        )))
+    }
+}
+
+/// A name a model API accepts: `^[a-zA-Z0-9_-]{1,64}$`.
+pub fn check_tool_name(name: &str) -> Result<(), UpstreamError> {
+    let well_formed = (1..=64).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-'));
+    if well_formed {
+        Ok(())
+    } else {
+        Err(UpstreamError::Config(format!(
+            "tool name `{name}` must match `^[a-zA-Z0-9_-]{{1,64}}$`; choose one with `--name`"
+        )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn section(text: &str) -> Result<UpstreamSpec, String> {
+        let parsed: UpstreamSection = serde_json::from_value(
+            serde_json::from_str::<serde_json::Value>(text).map_err(|e| e.to_string())?,
+        )
+        .map_err(|e| e.to_string())?;
+        parsed
+            .check(std::path::Path::new("/etc/toolgate"), |name| {
+                (name != "UNSET").then(|| format!("value of {name}"))
+            })
+            .map_err(|e| e.to_string())
+    }
+
+    fn pinned() -> (String, String) {
+        let descriptor = Descriptor::new("echo", "echoes", json!({"type": "object"}));
+        (
+            descriptor.digest().to_string(),
+            serde_json::to_string(&descriptor).unwrap(),
+        )
+    }
+
+    #[test]
+    fn environment_is_an_allowlist() {
+        let spec = section(
+            r#"{"name": "fs", "command": ["server"], "env": ["TOKEN", "UNSET", "PATH"], "cwd": "data"}"#,
+        )
+        .unwrap();
+        let names: Vec<&str> = spec.env.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["PATH", "HOME", "TOKEN"]);
+        assert_eq!(spec.cwd, Some(PathBuf::from("/etc/toolgate/data")));
+        assert_eq!(spec.refresh, Some(Duration::from_secs(300)));
+    }
+
+    #[test]
+    fn bad_sections_say_what_is_wrong() {
+        let cases = [
+            (
+                r#"{"name": "a__b", "command": ["x"]}"#,
+                "upstream name `a__b`",
+            ),
+            (r#"{"name": "", "command": ["x"]}"#, "upstream name ``"),
+            (r#"{"name": "a", "command": []}"#, "needs a `command`"),
+            (
+                r#"{"name": "a", "url": "https://x/mcp"}"#,
+                "must be an `http://` URL",
+            ),
+            (
+                r#"{"name": "a", "url": "http://x/mcp", "command": ["y"]}"#,
+                "both a `url` and a `command`",
+            ),
+            (
+                r#"{"name": "a", "url": "http://x/mcp", "headers": {"Authorization": "UNSET"}}"#,
+                "`UNSET` that should hold header `Authorization` is not set",
+            ),
+            (
+                r#"{"name": "a", "command": ["x"], "headers": {"A": "B"}}"#,
+                "`headers` go with a `url`",
+            ),
+            (
+                r#"{"name": "a", "command": ["x"], "env": ["A=B"]}"#,
+                "`A=B` is not an environment variable name",
+            ),
+            (
+                r#"{"name": "a", "command": ["x"], "bogus": 1}"#,
+                "unknown field",
+            ),
+        ];
+        for (text, needle) in cases {
+            let error = section(text).unwrap_err();
+            assert!(error.contains(needle), "{text}: {error}");
+        }
+    }
+
+    #[test]
+    fn http_headers_come_from_the_environment() {
+        let spec = section(
+            r#"{"name": "api", "url": "http://127.0.0.1:3001/mcp", "headers": {"Authorization": "TOKEN"}}"#,
+        )
+        .unwrap();
+        assert_eq!(spec.url.as_deref(), Some("http://127.0.0.1:3001/mcp"));
+        assert_eq!(
+            spec.headers,
+            [("Authorization".to_owned(), "value of TOKEN".to_owned())]
+        );
+    }
+
+    #[test]
+    fn admissions_check_name_and_pin() {
+        let (digest, descriptor) = pinned();
+        let admitted = |extra: serde_json::Value| {
+            let mut tool = json!({"tool": "echo", "digest": digest, "pinned": descriptor});
+            if let (Some(tool), Some(extra)) = (tool.as_object_mut(), extra.as_object()) {
+                tool.extend(extra.clone());
+            }
+            section(&json!({"name": "t", "command": ["x"], "tool": [tool]}).to_string())
+        };
+        let spec = admitted(json!({})).unwrap();
+        let admission = spec.admitted.first().unwrap();
+        assert_eq!(admission.entry.name, "t__echo");
+        assert_eq!(admission.entry.effect(), EffectClass::Irreversible);
+        assert_eq!(admission.entry.limits.timeout_ms, 30_000);
+
+        let error = admitted(json!({"name": "has.dot"})).unwrap_err();
+        assert!(
+            error.contains("must match `^[a-zA-Z0-9_-]{1,64}$`"),
+            "{error}"
+        );
+        let error = admitted(json!({"digest": "sha256:00"})).unwrap_err();
+        assert!(error.contains("is not a digest"), "{error}");
+        let other = Descriptor::new("echo", "changed", json!({"type": "object"}));
+        let error = admitted(json!({"digest": other.digest().to_string()})).unwrap_err();
+        assert!(error.contains("does not match its digest"), "{error}");
+        let error = admitted(json!({"tool": "other"})).unwrap_err();
+        assert!(error.contains("is of `echo`, not `other`"), "{error}");
+        let error = admitted(json!({"pinned": "{"})).unwrap_err();
+        assert!(error.contains("`pinned` is not a descriptor"), "{error}");
+    }
+}

@@ -1,0 +1,693 @@
+//! One running upstream process and the JSON-RPC spoken with it over its standard streams.
+//!
+//! This is a small client of its own rather than rmcp's, because a gateway needs control an
+//! SDK client does not give: lines are read with a cap, so a 100 MB line is never held; a
+//! response whose id nobody is waiting for, or a line that is not JSON-RPC, is a protocol
+//! fault that fails every waiting call at once instead of being dropped while the calls time
+//! out; and the process runs in its own process group, which is killed whole.
+//!
+//! A connection is never repaired. Any fault that leaves the stream in doubt (garbage, a wrong
+//! id, an oversized line nobody can be blamed for, the process exiting) kills the group, fails
+//! every pending call with the fault, and tells the supervisor, which starts a new one.
+
+use std::collections::{HashMap, VecDeque};
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::config::UpstreamSpec;
+
+/// The protocol revision toolgate asks for; upstreams answer with the one they speak.
+pub const PROTOCOL_VERSION: &str = "2025-06-18";
+
+/// How many ids of calls given up on (timed out, cancelled) are remembered, so that their late
+/// answers are not mistaken for a wrong id.
+const ABANDONED_IDS: usize = 1024;
+
+/// How often a waiting call looks at its cancel flag.
+const CANCEL_POLL: Duration = Duration::from_millis(20);
+
+/// Why a request to an upstream got no usable answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Fault {
+    /// Not running, could not start, or exited.
+    Unavailable(String),
+    /// No answer in time.
+    Timeout(String),
+    /// It wrote something that is not the answer JSON-RPC requires.
+    Protocol(String),
+    /// Its answer was longer than toolgate reads.
+    TooLarge(String),
+    /// The caller gave up.
+    Cancelled,
+}
+
+impl Fault {
+    /// The tool error code a call failing with this fault gets.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Fault::Unavailable(_) => "upstream_unavailable",
+            Fault::Timeout(_) => "upstream_timeout",
+            Fault::Protocol(_) => "upstream_protocol_error",
+            Fault::TooLarge(_) => "output_too_large",
+            Fault::Cancelled => "cancelled",
+        }
+    }
+
+    pub fn message(&self) -> &str {
+        match self {
+            Fault::Unavailable(m) | Fault::Timeout(m) | Fault::Protocol(m) | Fault::TooLarge(m) => {
+                m
+            }
+            Fault::Cancelled => "the call was cancelled",
+        }
+    }
+}
+
+/// What the reader tells the supervisor.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    /// `notifications/tools/list_changed`.
+    ListChanged,
+    /// The connection is dead; the supervisor should start another.
+    Died(String),
+    /// The gateway is stopping.
+    Shutdown,
+}
+
+type Waiter = mpsc::Sender<Result<Value, Fault>>;
+
+/// What the supervisor and the executors need of a connection, whatever carries it.
+pub trait Rpc: Send + Sync + std::fmt::Debug {
+    /// The upstream's name, for messages.
+    fn upstream(&self) -> &str;
+
+    /// Sends a request and waits for its result, giving up (and cancelling it upstream) once
+    /// `stop` says so. A well-formed JSON-RPC `error` is returned as `Ok` with an `error`
+    /// member, for the caller to interpret.
+    fn request_until(
+        &self,
+        method: &str,
+        params: Value,
+        timeout: Duration,
+        stop: &dyn Fn() -> bool,
+    ) -> Result<Value, Fault>;
+
+    fn notify(&self, method: &str, params: Value) -> Result<(), Fault>;
+
+    /// Whether the connection was found broken; a dead one is replaced, never repaired.
+    fn is_dead(&self) -> bool;
+
+    /// Ends the connection (and for a process, kills its group).
+    fn kill(&self);
+
+    /// The MCP handshake: `initialize`, then `notifications/initialized`.
+    fn initialize(&self, timeout: Duration) -> Result<Value, Fault> {
+        let params = json!({
+            "protocolVersion": PROTOCOL_VERSION,
+            "capabilities": {},
+            "clientInfo": {"name": "toolgate", "version": env!("CARGO_PKG_VERSION")},
+        });
+        let result = self.request("initialize", params, timeout)?;
+        self.notify("notifications/initialized", json!({}))?;
+        Ok(result)
+    }
+
+    /// Every page of `tools/list`, as the upstream's raw tool objects.
+    fn list_tools(&self, timeout: Duration) -> Result<Vec<Value>, Fault> {
+        let deadline = Instant::now() + timeout;
+        let mut tools = Vec::new();
+        let mut cursor: Option<String> = None;
+        // A cursor that never ends would list forever; no real server has this many pages.
+        for _ in 0..1000 {
+            let params = match &cursor {
+                Some(cursor) => json!({"cursor": cursor}),
+                None => json!({}),
+            };
+            let remaining = deadline.saturating_duration_since(Instant::now());
+            let result = self.request("tools/list", params, remaining)?;
+            if let Some(error) = result.get("error") {
+                let message = error.get("message").and_then(Value::as_str).unwrap_or("");
+                return Err(Fault::Unavailable(format!(
+                    "upstream `{}` could not list its tools: {message}",
+                    self.upstream()
+                )));
+            }
+            let page = result
+                .get("tools")
+                .and_then(Value::as_array)
+                .ok_or_else(|| {
+                    protocol(
+                        self.upstream(),
+                        "`tools/list` answered without a `tools` array",
+                    )
+                })?;
+            tools.extend(page.iter().cloned());
+            match result.get("nextCursor") {
+                Some(Value::String(next)) => cursor = Some(next.clone()),
+                None | Some(Value::Null) => return Ok(tools),
+                Some(_) => return Err(protocol(self.upstream(), "`nextCursor` is not a string")),
+            }
+        }
+        Err(protocol(
+            self.upstream(),
+            "`tools/list` did not stop paging after 1000 pages",
+        ))
+    }
+
+    /// Sends a request and waits for its result (`result`, or the upstream's JSON-RPC error as
+    /// `Err(Protocol)` only when malformed: a well-formed `error` is returned as `Ok` with the
+    /// whole message, for the caller to interpret).
+    fn request(&self, method: &str, params: Value, timeout: Duration) -> Result<Value, Fault> {
+        self.request_until(method, params, timeout, &|| false)
+    }
+}
+
+/// A protocol fault of `upstream`.
+pub fn protocol(upstream: &str, what: &str) -> Fault {
+    Fault::Protocol(format!("upstream `{upstream}` broke the protocol: {what}"))
+}
+
+/// A running upstream process.
+#[derive(Debug)]
+pub struct Connection {
+    upstream: String,
+    stdin: Mutex<Option<ChildStdin>>,
+    pending: Mutex<HashMap<u64, Waiter>>,
+    abandoned: Mutex<VecDeque<u64>>,
+    next_id: AtomicU64,
+    child: Mutex<Child>,
+    group: Option<rustix::process::Pid>,
+    dead: AtomicBool,
+}
+
+impl Connection {
+    /// Starts the upstream in its own process group and a thread that reads what it writes.
+    /// Nothing is sent yet; see [`Connection::initialize`].
+    pub fn spawn(spec: &UpstreamSpec, events: mpsc::Sender<Event>) -> Result<Arc<Self>, Fault> {
+        let Some((program, args)) = spec.command.split_first() else {
+            return Err(Fault::Unavailable(format!(
+                "upstream `{}` has no command",
+                spec.name
+            )));
+        };
+        let mut command = Command::new(program);
+        command
+            .args(args)
+            .env_clear()
+            .envs(spec.env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
+        if let Some(cwd) = &spec.cwd {
+            command.current_dir(cwd);
+        }
+        std::os::unix::process::CommandExt::process_group(&mut command, 0);
+        let mut child = command.spawn().map_err(|e| {
+            Fault::Unavailable(format!(
+                "upstream `{}` could not start `{program}`: {e}",
+                spec.name
+            ))
+        })?;
+        let group = i32::try_from(child.id())
+            .ok()
+            .filter(|pid| *pid > 1)
+            .and_then(rustix::process::Pid::from_raw);
+        let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(Fault::Unavailable(format!(
+                "upstream `{}` started without pipes",
+                spec.name
+            )));
+        };
+        let connection = Arc::new(Connection {
+            upstream: spec.name.clone(),
+            stdin: Mutex::new(Some(stdin)),
+            pending: Mutex::new(HashMap::new()),
+            abandoned: Mutex::new(VecDeque::new()),
+            next_id: AtomicU64::new(1),
+            child: Mutex::new(child),
+            group,
+            dead: AtomicBool::new(false),
+        });
+        let reader = Arc::clone(&connection);
+        let max = spec.max_message_bytes;
+        std::thread::Builder::new()
+            .name(format!("upstream-{}", spec.name))
+            .spawn(move || reader.read_loop(BufReader::new(stdout), max, &events))
+            .map_err(|e| {
+                connection.kill();
+                Fault::Unavailable(format!("cannot start a reader for `{}`: {e}", spec.name))
+            })?;
+        Ok(connection)
+    }
+}
+
+impl Rpc for Connection {
+    fn upstream(&self) -> &str {
+        &self.upstream
+    }
+
+    fn request_until(
+        &self,
+        method: &str,
+        params: Value,
+        timeout: Duration,
+        stop: &dyn Fn() -> bool,
+    ) -> Result<Value, Fault> {
+        if self.dead.load(Ordering::SeqCst) {
+            return Err(Fault::Unavailable(format!(
+                "upstream `{}` is not running",
+                self.upstream
+            )));
+        }
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = mpsc::channel();
+        lock(&self.pending).insert(id, tx);
+        let message = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        if let Err(fault) = self.send(&message) {
+            lock(&self.pending).remove(&id);
+            return Err(fault);
+        }
+        let deadline = Instant::now() + timeout;
+        loop {
+            let now = Instant::now();
+            if now >= deadline {
+                self.abandon(id, "timeout");
+                return Err(Fault::Timeout(format!(
+                    "upstream `{}` did not answer `{method}` within {} ms",
+                    self.upstream,
+                    timeout.as_millis()
+                )));
+            }
+            if stop() {
+                self.abandon(id, "cancelled by the client");
+                return Err(Fault::Cancelled);
+            }
+            match rx.recv_timeout(CANCEL_POLL.min(deadline - now)) {
+                Ok(Ok(message)) => return self.result_of(message),
+                Ok(Err(fault)) => return Err(fault),
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => {
+                    return Err(Fault::Unavailable(format!(
+                        "upstream `{}` stopped while `{method}` was pending",
+                        self.upstream
+                    )));
+                }
+            }
+        }
+    }
+
+    fn is_dead(&self) -> bool {
+        self.dead.load(Ordering::SeqCst)
+    }
+
+    fn kill(&self) {
+        self.dead.store(true, Ordering::SeqCst);
+        // Closing its input first lets a well-behaved server see EOF even if a signal is lost.
+        drop(lock(&self.stdin).take());
+        if let Some(group) = self.group {
+            let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
+        }
+        let mut child = lock(&self.child);
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+
+    fn notify(&self, method: &str, params: Value) -> Result<(), Fault> {
+        self.send(&json!({"jsonrpc": "2.0", "method": method, "params": params}))
+    }
+}
+
+impl Connection {
+    /// A JSON-RPC `error` is passed to the caller as a value with an `error` member; a message
+    /// with neither `result` nor `error` cannot be.
+    fn result_of(&self, mut message: Value) -> Result<Value, Fault> {
+        if let Some(result) = message.get_mut("result") {
+            return Ok(result.take());
+        }
+        if let Some(error) = message.get("error")
+            && error.is_object()
+        {
+            return Ok(json!({"error": error}));
+        }
+        Err(self.protocol("a response with neither `result` nor an `error` object"))
+    }
+
+    fn abandon(&self, id: u64, reason: &str) {
+        lock(&self.pending).remove(&id);
+        let mut abandoned = lock(&self.abandoned);
+        abandoned.push_back(id);
+        if abandoned.len() > ABANDONED_IDS {
+            abandoned.pop_front();
+        }
+        drop(abandoned);
+        // Tell the upstream to stop working on it; if this fails the reader will find out.
+        let _ = self.notify(
+            "notifications/cancelled",
+            json!({"requestId": id, "reason": reason}),
+        );
+    }
+
+    fn send(&self, message: &Value) -> Result<(), Fault> {
+        let mut line = serde_json::to_vec(message)
+            .map_err(|e| self.protocol(&format!("cannot encode a request: {e}")))?;
+        line.push(b'\n');
+        let mut stdin = lock(&self.stdin);
+        let written = match stdin.as_mut() {
+            Some(stdin) => stdin.write_all(&line).and_then(|()| stdin.flush()),
+            None => Err(std::io::Error::from(std::io::ErrorKind::BrokenPipe)),
+        };
+        written.map_err(|e| {
+            Fault::Unavailable(format!("cannot write to upstream `{}`: {e}", self.upstream))
+        })
+    }
+
+    fn protocol(&self, what: &str) -> Fault {
+        protocol(&self.upstream, what)
+    }
+
+    fn read_loop(&self, mut reader: impl BufRead, max: usize, events: &mpsc::Sender<Event>) {
+        loop {
+            let fault = match read_line(&mut reader, max) {
+                Ok(Line::Full(line)) => match self.dispatch(&line, events) {
+                    Ok(()) => continue,
+                    Err(fault) => fault,
+                },
+                Ok(Line::Oversized { head, tail, length }) => {
+                    match self.oversized(&head, &tail, length, max) {
+                        Ok(()) => continue,
+                        Err(fault) => fault,
+                    }
+                }
+                Ok(Line::End) => Fault::Unavailable(format!(
+                    "upstream `{}` {}",
+                    self.upstream,
+                    self.exit_status()
+                )),
+                Err(e) => Fault::Unavailable(format!(
+                    "cannot read from upstream `{}`: {e}",
+                    self.upstream
+                )),
+            };
+            self.fail(fault, events);
+            return;
+        }
+    }
+
+    /// How the process ended, once its output closed: it usually exits right after, so wait a
+    /// moment for the status that says why.
+    fn exit_status(&self) -> String {
+        for _ in 0..25 {
+            if let Ok(Some(status)) = lock(&self.child).try_wait() {
+                return format!("exited ({status})");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        "closed its output".to_owned()
+    }
+
+    /// Kills the process, fails every pending call with `fault`, and tells the supervisor.
+    fn fail(&self, fault: Fault, events: &mpsc::Sender<Event>) {
+        let was_dead = self.dead.swap(true, Ordering::SeqCst);
+        let waiters: Vec<Waiter> = lock(&self.pending).drain().map(|(_, w)| w).collect();
+        for waiter in waiters {
+            let _ = waiter.send(Err(fault.clone()));
+        }
+        self.kill();
+        if !was_dead {
+            let _ = events.send(Event::Died(fault.message().to_owned()));
+        }
+    }
+
+    fn dispatch(&self, line: &[u8], events: &mpsc::Sender<Event>) -> Result<(), Fault> {
+        if line.iter().all(u8::is_ascii_whitespace) {
+            return Ok(());
+        }
+        let message: Value = serde_json::from_slice(line).map_err(|_| {
+            self.protocol(&format!(
+                "it wrote a line that is not JSON: `{}`",
+                preview(line)
+            ))
+        })?;
+        let Some(object) = message.as_object() else {
+            return Err(self.protocol(&format!(
+                "it wrote JSON that is not a JSON-RPC message: `{}`",
+                preview(line)
+            )));
+        };
+        if object.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+            return Err(self.protocol(&format!(
+                "it wrote a message without `\"jsonrpc\": \"2.0\"`: `{}`",
+                preview(line)
+            )));
+        }
+        let id = object.get("id");
+        match (object.get("method").and_then(Value::as_str), id) {
+            (Some(method), None) => {
+                if method == "notifications/tools/list_changed" {
+                    let _ = events.send(Event::ListChanged);
+                }
+                Ok(())
+            }
+            (Some(method), Some(id)) => {
+                // Requests from the upstream: toolgate offers no client capabilities, so only
+                // `ping` has an answer.
+                let answer = if method == "ping" {
+                    json!({"jsonrpc": "2.0", "id": id, "result": {}})
+                } else {
+                    json!({"jsonrpc": "2.0", "id": id, "error": {
+                        "code": -32601,
+                        "message": format!("toolgate does not offer `{method}` to upstreams"),
+                    }})
+                };
+                self.send(&answer)
+            }
+            (None, Some(id)) => {
+                let waiter = id.as_u64().and_then(|n| lock(&self.pending).remove(&n));
+                match waiter {
+                    Some(waiter) => {
+                        let _ = waiter.send(Ok(message));
+                        Ok(())
+                    }
+                    None if id
+                        .as_u64()
+                        .is_some_and(|n| lock(&self.abandoned).contains(&n)) =>
+                    {
+                        Ok(())
+                    }
+                    None => {
+                        Err(self.protocol(&format!("it answered id `{id}`, which no request has")))
+                    }
+                }
+            }
+            (None, None) => Err(self.protocol(&format!(
+                "it wrote a message with neither `method` nor `id`: `{}`",
+                preview(line)
+            ))),
+        }
+    }
+
+    /// A line over the cap: the call it answers fails with `output_too_large`, if its id can be
+    /// read from the part kept; otherwise nobody can be told, and the stream is in doubt.
+    fn oversized(&self, head: &[u8], tail: &[u8], length: usize, max: usize) -> Result<(), Fault> {
+        let message = format!(
+            "upstream `{}` sent a message of {length} bytes; toolgate reads at most {max}",
+            self.upstream
+        );
+        let pending = lock(&self.pending);
+        let id = [head, tail]
+            .into_iter()
+            .filter_map(find_id)
+            .find(|id| pending.contains_key(id));
+        drop(pending);
+        match id.and_then(|id| lock(&self.pending).remove(&id)) {
+            Some(waiter) => {
+                let _ = waiter.send(Err(Fault::TooLarge(message)));
+                Ok(())
+            }
+            None => Err(Fault::TooLarge(message)),
+        }
+    }
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        if !self.dead.load(Ordering::SeqCst) {
+            self.kill();
+        }
+    }
+}
+
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The first characters of a line, for an error message.
+pub(crate) fn preview(line: &[u8]) -> String {
+    let text = String::from_utf8_lossy(line.get(..80).unwrap_or(line));
+    text.chars()
+        .filter(|c| !c.is_control())
+        .collect::<String>()
+        .replace('`', "'")
+}
+
+/// How many bytes of an oversized line are kept at each end, to find its id.
+const KEPT: usize = 256;
+
+/// One line as read by [`read_line`].
+#[derive(Debug, PartialEq, Eq)]
+pub enum Line {
+    Full(Vec<u8>),
+    Oversized {
+        head: Vec<u8>,
+        tail: Vec<u8>,
+        length: usize,
+    },
+    End,
+}
+
+/// One newline-terminated line of at most `max` bytes (the newline not included). A longer one
+/// is read to its end and dropped, keeping only its first and last bytes, so memory stays
+/// bounded whatever the upstream writes.
+pub fn read_line(reader: &mut impl BufRead, max: usize) -> std::io::Result<Line> {
+    let mut line = Vec::new();
+    let mut oversized: Option<(Vec<u8>, VecDeque<u8>, usize)> = None;
+    loop {
+        let buffer = reader.fill_buf()?;
+        if buffer.is_empty() {
+            return Ok(match oversized {
+                Some((head, tail, length)) => Line::Oversized {
+                    head,
+                    tail: tail.into(),
+                    length,
+                },
+                None if line.is_empty() => Line::End,
+                None => Line::Full(line),
+            });
+        }
+        let (chunk, done) = match buffer.iter().position(|b| *b == b'\n') {
+            Some(end) => (buffer.get(..end).unwrap_or_default(), Some(end + 1)),
+            None => (buffer, None),
+        };
+        let used = done.unwrap_or(chunk.len());
+        match &mut oversized {
+            Some((_, tail, length)) => {
+                *length += chunk.len();
+                tail.extend(
+                    chunk
+                        .get(chunk.len().saturating_sub(KEPT)..)
+                        .unwrap_or_default(),
+                );
+                while tail.len() > KEPT {
+                    tail.pop_front();
+                }
+            }
+            None if line.len() + chunk.len() > max => {
+                line.extend_from_slice(chunk);
+                let head = line.iter().take(KEPT).copied().collect();
+                let tail = line
+                    .get(line.len().saturating_sub(KEPT)..)
+                    .unwrap_or_default()
+                    .iter()
+                    .copied()
+                    .collect();
+                oversized = Some((head, tail, line.len()));
+                line = Vec::new();
+            }
+            None => line.extend_from_slice(chunk),
+        }
+        reader.consume(used);
+        if done.is_some() {
+            return Ok(match oversized {
+                Some((head, tail, length)) => Line::Oversized {
+                    head,
+                    tail: tail.into(),
+                    length,
+                },
+                None => Line::Full(line),
+            });
+        }
+    }
+}
+
+/// The numeric `"id"` member in a fragment of a JSON-RPC message, if there is one.
+pub(crate) fn find_id(fragment: &[u8]) -> Option<u64> {
+    let text = String::from_utf8_lossy(fragment);
+    let at = text.find("\"id\"")?;
+    let rest = text
+        .get(at + 4..)?
+        .trim_start()
+        .strip_prefix(':')?
+        .trim_start();
+    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    digits.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lines(input: &[u8], max: usize) -> Vec<String> {
+        let mut reader = BufReader::with_capacity(7, input);
+        let mut out = Vec::new();
+        loop {
+            match read_line(&mut reader, max).unwrap() {
+                Line::End => return out,
+                Line::Full(line) => out.push(String::from_utf8(line).unwrap()),
+                Line::Oversized { head, tail, length } => out.push(format!(
+                    "oversized {length} {}..{}",
+                    String::from_utf8_lossy(&head),
+                    String::from_utf8_lossy(&tail)
+                )),
+            }
+        }
+    }
+
+    #[test]
+    fn lines_are_read_with_a_cap() {
+        assert_eq!(lines(b"ab\ncd\n\nlast", 10), ["ab", "cd", "", "last"]);
+        let long = format!("{{\"id\":7,{}}}\nnext\n", "x".repeat(600));
+        let read = lines(long.as_bytes(), 100);
+        assert_eq!(read.len(), 2);
+        assert!(
+            read[0].starts_with("oversized 609 {\"id\":7,xx"),
+            "{}",
+            read[0]
+        );
+        assert!(read[0].ends_with("xx}"), "{}", read[0]);
+        assert_eq!(read[1], "next");
+    }
+
+    #[test]
+    fn ids_are_found_at_either_end() {
+        assert_eq!(
+            find_id(br#"{"jsonrpc":"2.0","id": 42,"result":{"#),
+            Some(42)
+        );
+        assert_eq!(find_id(br#"xxxx"}]},"jsonrpc":"2.0","id":9}"#), Some(9));
+        assert_eq!(find_id(br#"{"id":"abc"}"#), None);
+        assert_eq!(find_id(b"no id here"), None);
+    }
+
+    #[test]
+    fn faults_have_codes() {
+        assert_eq!(Fault::Timeout("t".into()).code(), "upstream_timeout");
+        assert_eq!(
+            Fault::Protocol("p".into()).code(),
+            "upstream_protocol_error"
+        );
+        assert_eq!(
+            Fault::Unavailable("u".into()).code(),
+            "upstream_unavailable"
+        );
+        assert_eq!(Fault::TooLarge("b".into()).code(), "output_too_large");
+        assert_eq!(Fault::Cancelled.message(), "the call was cancelled");
+    }
+}

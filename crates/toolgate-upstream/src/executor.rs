@@ -1,0 +1,177 @@
+//! Stage 7 for an admitted upstream tool: forward the validated arguments, check the answer.
+//!
+//! The arguments reaching this executor already passed stage 3 against the *pinned* input
+//! schema. The answer is checked here against the pinned output schema; stage 8 then bounds
+//! and redacts it like any builtin result.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use toolgate_core::{Authorized, ExecContext, Executor, ToolError, ToolOutput};
+
+use crate::connection::Fault;
+use crate::supervisor::Supervisor;
+
+/// Forwards calls to one tool of one upstream.
+pub struct UpstreamExecutor {
+    supervisor: Arc<Supervisor>,
+    tool: String,
+    output_schema: Option<Arc<jsonschema::Validator>>,
+}
+
+impl std::fmt::Debug for UpstreamExecutor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UpstreamExecutor")
+            .field("upstream", &self.supervisor.spec.name)
+            .field("tool", &self.tool)
+            .field("output_schema", &self.output_schema.is_some())
+            .finish()
+    }
+}
+
+impl UpstreamExecutor {
+    pub(crate) fn new(
+        supervisor: Arc<Supervisor>,
+        tool: String,
+        output_schema: Option<Arc<jsonschema::Validator>>,
+    ) -> Self {
+        UpstreamExecutor {
+            supervisor,
+            tool,
+            output_schema,
+        }
+    }
+
+    fn failure(&self, fault: &Fault) -> ToolError {
+        let mut error = ToolError::new(fault.code(), fault.message());
+        let unknown = match fault {
+            Fault::Timeout(_) => Some(
+                "the upstream may still be working on the call; it was sent `notifications/cancelled`",
+            ),
+            Fault::Cancelled => Some(
+                "the upstream was sent `notifications/cancelled`; what it had done by then is unknown",
+            ),
+            Fault::Unavailable(m) if m.contains("while") || m.contains("exited") => Some(
+                "the upstream stopped while the call was pending; whether it took effect is unknown",
+            ),
+            Fault::Protocol(_) | Fault::TooLarge(_) => {
+                Some("the upstream's answer was not used; whether the call took effect is unknown")
+            }
+            Fault::Unavailable(_) => None,
+        };
+        error.unknowns.extend(unknown.map(str::to_owned));
+        let status = self.supervisor.status();
+        error.unknowns.extend(
+            status
+                .events
+                .iter()
+                .rev()
+                .take(3)
+                .rev()
+                .map(|e| format!("upstream `{}`: {e}", status.name)),
+        );
+        if !matches!(fault, Fault::Cancelled | Fault::Timeout(_)) {
+            self.supervisor.record(format!(
+                "call to `{}` failed: {}",
+                self.tool,
+                fault.message()
+            ));
+        }
+        error
+    }
+
+    /// The tool result as a toolgate output, or why it cannot be one.
+    fn output(&self, result: Value) -> Result<ToolOutput, Fault> {
+        let protocol = |what: String| {
+            Fault::Protocol(format!(
+                "upstream `{}` broke the protocol: {what}",
+                self.supervisor.spec.name
+            ))
+        };
+        let Value::Object(mut result) = result else {
+            return Err(protocol("`tools/call` answered with a non-object".into()));
+        };
+        let content = result.remove("content").unwrap_or(Value::Array(Vec::new()));
+        if !content.is_array() {
+            return Err(protocol("`content` is not an array".into()));
+        }
+        let structured = result.remove("structuredContent");
+        if let Some(schema) = &self.output_schema {
+            let Some(structured) = &structured else {
+                return Err(protocol(format!(
+                    "`{}` has an output schema but returned no `structuredContent`",
+                    self.tool
+                )));
+            };
+            if let Some(error) = schema.iter_errors(structured).next() {
+                return Err(protocol(format!(
+                    "`structuredContent` of `{}` does not match the pinned output schema at `{}`: {error}",
+                    self.tool,
+                    error.instance_path()
+                )));
+            }
+        }
+        Ok(ToolOutput::new(match structured {
+            Some(structured @ Value::Object(_)) => structured,
+            Some(_) => return Err(protocol("`structuredContent` is not an object".into())),
+            None => json!({ "content": content }),
+        }))
+    }
+}
+
+/// The text parts of a tool result, for an error message.
+fn text_of(result: &Value) -> String {
+    let texts: Vec<&str> = result
+        .get("content")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c.get("text").and_then(Value::as_str))
+        .collect();
+    if texts.is_empty() {
+        "the upstream reported an error without text".to_owned()
+    } else {
+        texts.join("\n")
+    }
+}
+
+impl Executor for UpstreamExecutor {
+    fn execute(&self, call: &Authorized, cx: &ExecContext) -> Result<ToolOutput, ToolError> {
+        let connection = self
+            .supervisor
+            .connection()
+            .map_err(|fault| self.failure(&fault))?;
+        let limit = cx.deadline().saturating_duration_since(Instant::now());
+        let timeout = limit.min(self.supervisor.spec.call_timeout);
+        let params = json!({"name": self.tool, "arguments": call.arguments()});
+        // The context stops at its deadline too; stopping a little before it lets the timeout
+        // be reported as such, not as a cancellation.
+        let stop = || cx.should_stop() && Instant::now() + Duration::from_millis(5) < cx.deadline();
+        let result = connection
+            .request_until("tools/call", params, timeout, &stop)
+            .map_err(|fault| {
+                if matches!(fault, Fault::Timeout(_)) {
+                    self.supervisor.probe(Arc::clone(&connection));
+                }
+                self.failure(&fault)
+            })?;
+        if let Some(error) = result.get("error") {
+            let message = error
+                .get("message")
+                .and_then(Value::as_str)
+                .unwrap_or("no message");
+            return Err(ToolError::new(
+                "upstream_error",
+                format!(
+                    "upstream `{}` refused the call: {message}",
+                    self.supervisor.spec.name
+                ),
+            ));
+        }
+        if result.get("isError").and_then(Value::as_bool) == Some(true) {
+            return Err(ToolError::new("tool_error", text_of(&result)));
+        }
+        self.output(result).map_err(|fault| self.failure(&fault))
+    }
+}

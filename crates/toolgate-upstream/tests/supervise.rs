@@ -1,0 +1,305 @@
+//! `Upstreams` against a real upstream process (`tests/upstream/test_upstream.py`): what the
+//! registry gets as the upstream changes, fails to list, and crashes.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use toolgate_upstream::{AdmittedSection, UpstreamSection, UpstreamSpec, Upstreams, pin_of};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .unwrap()
+}
+
+fn python() -> PathBuf {
+    let path = root().join("target/test-deps/venv/bin/python");
+    assert!(
+        path.exists(),
+        "test dependency `{}` is missing: run scripts/test-deps first",
+        path.display()
+    );
+    path
+}
+
+fn section(state: &Path, refresh_secs: u64) -> UpstreamSection {
+    UpstreamSection {
+        name: "test".into(),
+        command: vec![
+            python().display().to_string(),
+            root()
+                .join("tests/upstream/test_upstream.py")
+                .display()
+                .to_string(),
+            state.display().to_string(),
+        ],
+        url: None,
+        headers: Default::default(),
+        cwd: None,
+        env: Vec::new(),
+        startup_timeout_ms: Some(10_000),
+        call_timeout_ms: Some(3_000),
+        refresh_secs: Some(refresh_secs),
+        max_message_bytes: None,
+        tools: Vec::new(),
+    }
+}
+
+fn spec(section: &UpstreamSection) -> UpstreamSpec {
+    section
+        .check(Path::new("/"), |name| std::env::var(name).ok())
+        .unwrap()
+}
+
+fn signal(state: &Path, name: &str) {
+    let pid = std::fs::read_to_string(state.join("pid")).unwrap();
+    let status = Command::new("kill")
+        .args([&format!("-{name}"), pid.trim()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+fn wait_until(what: &str, condition: impl Fn() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while !condition() {
+        assert!(Instant::now() < deadline, "timed out waiting until {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The admitted tools' names, and whether each is visible (current and available).
+fn admitted(upstreams: &Upstreams) -> Vec<(String, bool)> {
+    let tools = upstreams.tools();
+    let mut builder = toolgate_core::RegistryBuilder::new();
+    for (descriptor, entry, executor) in tools.admitted {
+        builder.register(descriptor, entry, executor).unwrap();
+    }
+    let registry = builder.build().unwrap();
+    registry
+        .tools()
+        .map(|t| {
+            let visible = registry
+                .visible("default")
+                .any(|v| v.entry.name == t.entry.name);
+            (t.entry.name.clone(), visible)
+        })
+        .collect()
+}
+
+/// Pins `tool` as the upstream serves it now.
+fn admit(state: &Path, tool: &str) -> AdmittedSection {
+    let upstreams = Upstreams::start(vec![spec(&section(state, 0))]).unwrap();
+    upstreams.wait_started();
+    let status = upstreams.statuses().remove(0);
+    let descriptor = status
+        .tools
+        .unwrap()
+        .into_iter()
+        .find(|d| d.name == tool)
+        .unwrap();
+    let (digest, pinned) = pin_of(&descriptor);
+    AdmittedSection {
+        tool: tool.into(),
+        name: None,
+        effect: Some(toolgate_core::EffectClass::ReadOnly),
+        enabled: None,
+        capability: None,
+        surfaces: None,
+        profiles: None,
+        approval: None,
+        description: None,
+        timeout_ms: None,
+        max_output_bytes: None,
+        digest: digest.to_string(),
+        pinned,
+    }
+}
+
+#[test]
+fn candidates_pins_and_a_change_announced_with_list_changed() {
+    let state = tempfile::tempdir().unwrap();
+    let mut config = section(state.path(), 0);
+    config.tools.push(admit(state.path(), "echo"));
+    let upstreams = Upstreams::start(vec![spec(&config)]).unwrap();
+    let changes = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = changes.clone();
+    upstreams.on_change(std::sync::Arc::new(move || {
+        counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }));
+    upstreams.wait_started();
+    assert_eq!(admitted(&upstreams), [("test__echo".to_owned(), true)]);
+    let candidates: Vec<String> = upstreams
+        .tools()
+        .candidates
+        .into_iter()
+        .map(|d| d.name)
+        .collect();
+    assert_eq!(
+        candidates,
+        ["test__fault", "test__count", "test__delete_everything"]
+    );
+
+    // The first listing may have been reported already; count from here.
+    let before = changes.load(std::sync::atomic::Ordering::SeqCst);
+    signal(state.path(), "USR1");
+    wait_until("the change is seen", || {
+        changes.load(std::sync::atomic::Ordering::SeqCst) > before
+    });
+    assert_eq!(admitted(&upstreams), [("test__echo".to_owned(), false)]);
+    let (admission, current) = upstreams.admission("test__echo").unwrap();
+    let diff = toolgate_upstream::diff(&admission.pinned, &current.unwrap());
+    assert!(
+        diff.contains("+  \"description\": \"Echoes its text back. Also,"),
+        "{diff}"
+    );
+}
+
+#[test]
+fn a_failed_refresh_keeps_the_last_list_and_a_crash_restarts() {
+    let state = tempfile::tempdir().unwrap();
+    let mut config = section(state.path(), 1);
+    config.tools.push(admit(state.path(), "echo"));
+    let upstreams = Upstreams::start(vec![spec(&config)]).unwrap();
+    upstreams.wait_started();
+    assert_eq!(admitted(&upstreams), [("test__echo".to_owned(), true)]);
+
+    signal(state.path(), "USR2");
+    wait_until("a refresh fails", || {
+        upstreams.statuses()[0]
+            .events
+            .iter()
+            .any(|e| e.contains("failed, keeping the last tool list"))
+    });
+    assert_eq!(admitted(&upstreams), [("test__echo".to_owned(), true)]);
+    assert!(upstreams.statuses()[0].tools.is_some());
+
+    // A crash: the supervisor starts it again, with a fresh pid.
+    let pid = std::fs::read_to_string(state.path().join("pid")).unwrap();
+    std::fs::remove_file(state.path().join("list_fails")).unwrap();
+    signal(state.path(), "KILL");
+    wait_until("the upstream is restarted", || {
+        let status = &upstreams.statuses()[0];
+        status.connected
+            && status.restarts >= 1
+            && std::fs::read_to_string(state.path().join("pid")).is_ok_and(|p| p != pid)
+    });
+    assert_eq!(admitted(&upstreams), [("test__echo".to_owned(), true)]);
+
+    // Stopping kills it.
+    let pid: i32 = std::fs::read_to_string(state.path().join("pid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    upstreams.shutdown();
+    wait_until("the upstream is gone", || {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .map(|stat| {
+                stat.rsplit(')')
+                    .next()
+                    .unwrap_or("")
+                    .trim_start()
+                    .starts_with('Z')
+            })
+            .unwrap_or(true)
+    });
+}
+
+#[test]
+fn a_pinned_schema_that_does_not_compile_makes_the_tool_unavailable() {
+    let state = tempfile::tempdir().unwrap();
+    let mut config = section(state.path(), 0);
+    // An upstream that never starts: the pins stay in force, and calls find it unavailable.
+    config.command = vec![state.path().join("no-such-server").display().to_string()];
+    let mut good = admit(state.path(), "echo");
+    good.name = Some("good".into());
+    let broken =
+        toolgate_core::Descriptor::new("count", "counts", serde_json::json!({"type": "string"}));
+    let (digest, pinned) = pin_of(&broken);
+    let mut bad = good.clone();
+    bad.tool = "count".into();
+    bad.name = Some("bad".into());
+    bad.digest = digest.to_string();
+    bad.pinned = pinned;
+    config.tools = vec![good, bad];
+    let upstreams = Upstreams::start(vec![spec(&config)]).unwrap();
+    upstreams.wait_started();
+    let status = upstreams.statuses().remove(0);
+    assert!(!status.connected);
+    assert!(
+        status.events.iter().any(|e| e.contains("could not start")),
+        "{status:?}"
+    );
+    assert_eq!(
+        admitted(&upstreams),
+        [("good".to_owned(), true), ("bad".to_owned(), false)]
+    );
+
+    let mut builder = toolgate_core::RegistryBuilder::new();
+    for (descriptor, entry, executor) in upstreams.tools().admitted {
+        builder.register(descriptor, entry, executor).unwrap();
+    }
+    let registry = std::sync::Arc::new(builder.build().unwrap());
+    let policy = std::sync::Arc::new(
+        toolgate_core::PolicyEngine::from_sources(&[("p", "permit(principal, action, resource);")])
+            .unwrap(),
+    );
+    let pipeline = toolgate_core::Pipeline::new(
+        registry,
+        policy,
+        std::sync::Arc::new(toolgate_core::HeadlessBroker),
+        toolgate_core::WorkspaceId::new("/w"),
+    );
+    let call = |tool: &str, args: &str| {
+        pipeline.run(toolgate_core::RawCall::text(
+            tool,
+            args,
+            toolgate_core::Surface::Cli,
+        ))
+    };
+    let outcome = call("bad", "{}");
+    let rejection = outcome.rejection.unwrap();
+    assert_eq!(rejection.code, toolgate_core::RejectCode::Unavailable);
+    assert!(
+        rejection
+            .message
+            .contains("pinned input schema does not compile"),
+        "{}",
+        rejection.message
+    );
+    let outcome = call("good", r#"{"text": "hi"}"#);
+    assert_eq!(outcome.error.unwrap().code, "upstream_unavailable");
+}
+
+#[test]
+fn a_change_without_list_changed_is_caught_by_the_periodic_refresh() {
+    let state = tempfile::tempdir().unwrap();
+    let mut config = section(state.path(), 1);
+    config.tools.push(admit(state.path(), "echo"));
+    let upstreams = Upstreams::start(vec![spec(&config)]).unwrap();
+    upstreams.wait_started();
+    assert_eq!(admitted(&upstreams), [("test__echo".to_owned(), true)]);
+    // The test upstream serves the changed description from now on, and says nothing.
+    std::fs::write(state.path().join("changed"), "").unwrap();
+    wait_until("the refresh quarantines the tool", || {
+        admitted(&upstreams) == [("test__echo".to_owned(), false)]
+    });
+    assert!(
+        upstreams.statuses()[0]
+            .events
+            .iter()
+            .any(|e| e == "tool list changed (periodic refresh)"),
+        "{:?}",
+        upstreams.statuses()[0].events
+    );
+}

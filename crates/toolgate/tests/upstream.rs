@@ -1,0 +1,852 @@
+//! Upstream MCP servers behind `toolgate serve`, driven by the official Python SDK client:
+//! toolgate's own misbehaving test upstream (`tests/upstream/test_upstream.py`) and the
+//! reference servers `@modelcontextprotocol/server-filesystem`, `server-everything` (npm) and
+//! `mcp-server-git` (PyPI), all installed by `scripts/test-deps` into `target/test-deps/`.
+//!
+//! Admissions are written by the real `toolgate tools admit` and re-pinned by
+//! `toolgate tools pin`; nothing in a configuration here is written by hand except the
+//! `[[upstream]]` sections.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .unwrap()
+}
+
+fn toolgate_bin() -> &'static str {
+    env!("CARGO_BIN_EXE_toolgate")
+}
+
+/// A file the tests need, or a failure that says how to get it.
+fn test_dep(relative: &str) -> PathBuf {
+    let path = root().join("target/test-deps").join(relative);
+    assert!(
+        path.exists(),
+        "MCP test dependency `{}` is missing: run scripts/test-deps first",
+        path.display()
+    );
+    path
+}
+
+fn python() -> PathBuf {
+    test_dep("venv/bin/python")
+}
+
+fn node() -> PathBuf {
+    test_dep("node/node_modules/node/bin/node")
+}
+
+/// A TOML string literal.
+fn quoted(path: &Path) -> String {
+    toml_string(&path.display().to_string())
+}
+
+fn toml_string(text: &str) -> String {
+    serde_json::to_string(text).unwrap()
+}
+
+/// A workspace and a configuration file beside it.
+struct Setup {
+    dir: tempfile::TempDir,
+    config: PathBuf,
+}
+
+impl Setup {
+    fn new(toml: &str) -> Setup {
+        let dir = tempfile::tempdir().unwrap();
+        fs::create_dir(dir.path().join("ws")).unwrap();
+        let config = dir.path().join("toolgate.toml");
+        fs::write(&config, toml).unwrap();
+        Setup { dir, config }
+    }
+
+    fn ws(&self) -> PathBuf {
+        self.dir.path().join("ws")
+    }
+
+    fn toolgate(&self, args: &[&str]) -> Output {
+        Command::new(toolgate_bin())
+            .args(args)
+            .arg("--config")
+            .arg(&self.config)
+            .output()
+            .unwrap()
+    }
+
+    /// `toolgate tools admit`, which must succeed.
+    fn admit(&self, upstream: &str, tool: &str, extra: &[&str]) {
+        let mut args = vec!["tools", "admit", upstream, tool];
+        args.extend_from_slice(extra);
+        let output = self.toolgate(&args);
+        assert!(output.status.success(), "admit {tool}: {output:?}");
+    }
+
+    /// `toolgate tools list --candidates --json`'s upstream part.
+    fn upstream_listing(&self) -> Value {
+        let output = self.toolgate(&["tools", "list", "--candidates", "--json"]);
+        assert!(output.status.success(), "{output:?}");
+        let listing: Value = serde_json::from_slice(&output.stdout).unwrap();
+        listing["upstreams"].clone()
+    }
+
+    fn session(&self, steps: Value) -> Value {
+        let args = vec![
+            "serve".to_owned(),
+            "--workspace".to_owned(),
+            self.ws().display().to_string(),
+            "--config".to_owned(),
+            self.config.display().to_string(),
+        ];
+        let plan = json!({"sessions": [
+            {"transport": "stdio", "command": toolgate_bin(), "args": args, "steps": steps}
+        ]});
+        drive(&plan)["sessions"][0]["steps"].clone()
+    }
+}
+
+/// Runs `tests/mcp/drive.py` on `plan` and returns its report.
+fn drive(plan: &Value) -> Value {
+    let dir = tempfile::tempdir().unwrap();
+    let plan_path = dir.path().join("plan.json");
+    fs::write(&plan_path, plan.to_string()).unwrap();
+    let output = Command::new(python())
+        .arg(root().join("tests/mcp/drive.py"))
+        .arg(&plan_path)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "drive.py failed\nstdout: {}\nstderr: {}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).unwrap()
+}
+
+fn names(listing: &Value) -> Vec<String> {
+    listing["tools"]
+        .as_array()
+        .unwrap_or_else(|| panic!("not a listing: {listing}"))
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// The rejection code of a refused call.
+fn rejected(result: &Value) -> &str {
+    assert_eq!(result["isError"], true, "{result}");
+    result["structured"]["rejection"]["code"]
+        .as_str()
+        .unwrap_or_default()
+}
+
+/// The error code of a call that ran and failed.
+fn failed(result: &Value) -> &str {
+    assert_eq!(result["isError"], true, "{result}");
+    result["structured"]["error"]["code"]
+        .as_str()
+        .unwrap_or_default()
+}
+
+fn ok(result: &Value) -> &Value {
+    assert_eq!(result["isError"], false, "{result}");
+    result
+}
+
+/// The `[[upstream]]` of the test upstream, keeping its state in `state`.
+fn test_upstream(name: &str, state: &Path, extra: &str) -> String {
+    format!(
+        "[[upstream]]\nname = \"{name}\"\ncommand = [{}, {}, {}]\ncall_timeout_ms = 3000\n{extra}\n",
+        quoted(&python()),
+        quoted(&root().join("tests/upstream/test_upstream.py")),
+        quoted(state),
+    )
+}
+
+/// The `tools/call` requests the test upstream received.
+fn calls(state: &Path) -> Vec<Value> {
+    fs::read_to_string(state.join("calls.log"))
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn alive(pid: i32) -> bool {
+    // A zombie still answers kill(0); look at its state instead.
+    fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|stat| {
+            let state = stat.rsplit(')').next().unwrap_or("").trim_start();
+            !state.starts_with('Z')
+        })
+        .unwrap_or(false)
+}
+
+fn wait_until(what: &str, limit: Duration, condition: impl Fn() -> bool) {
+    let deadline = Instant::now() + limit;
+    while !condition() {
+        assert!(Instant::now() < deadline, "timed out waiting until {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn candidates_stay_invisible_until_admitted_and_arguments_are_checked_before_forwarding() {
+    let state_dir = tempfile::tempdir().unwrap();
+    let state = state_dir.path();
+    let setup = Setup::new(&test_upstream("test", state, ""));
+
+    // Discovered, listed for the operator, shown to no model.
+    let listing = setup.upstream_listing();
+    let states: Vec<(&str, &str)> = listing["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| (t["name"].as_str().unwrap(), t["state"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        states,
+        [
+            ("test__echo", "candidate"),
+            ("test__fault", "candidate"),
+            ("test__count", "candidate"),
+            ("test__delete_everything", "candidate"),
+        ]
+    );
+    assert_eq!(listing["tools"][0]["hints"], json!(["readOnly"]));
+    assert!(
+        listing["tools"][0]["digest"]
+            .as_str()
+            .unwrap()
+            .starts_with("sha256:")
+    );
+    let report = setup.session(json!([
+        {"op": "list"},
+        {"op": "call", "tool": "test__echo", "arguments": {"text": "hi"}},
+    ]));
+    assert!(
+        !names(&report[0]).iter().any(|n| n.starts_with("test__")),
+        "{report}"
+    );
+    assert_eq!(rejected(&report[1]), "unknown_tool");
+    assert_eq!(calls(state), Vec::<Value>::new());
+
+    // Admitted by the operator; the upstream's read-only hint decided nothing.
+    setup.admit("test", "echo", &[]);
+    setup.admit("test", "count", &["--effect", "read_only"]);
+    let written = fs::read_to_string(&setup.config).unwrap();
+    assert!(written.contains("tool = \"echo\""), "{written}");
+    assert!(written.contains("digest = \"sha256:"), "{written}");
+    let output = setup.toolgate(&["tools", "admit", "test", "echo"]);
+    assert_eq!(output.status.code(), Some(3));
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains("already admitted"),
+        "{output:?}"
+    );
+    let output = setup.toolgate(&["tools", "admit", "test", "nope"]);
+    assert!(
+        String::from_utf8_lossy(&output.stderr)
+            .contains("upstream `test` has no tool `nope`; it lists: `echo`"),
+        "{output:?}"
+    );
+    let output = setup.toolgate(&["tools", "admit", "test", "fault", "--name", "a.b"]);
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains("must match `^[a-zA-Z0-9_-]{1,64}$`"),
+        "{output:?}"
+    );
+
+    let report = setup.session(json!([
+        {"op": "list"},
+        {"op": "call", "tool": "test__count", "arguments": {}},
+        {"op": "call", "tool": "test__echo", "arguments": {"text": 5}},
+        {"op": "call", "tool": "test__echo", "arguments": {"text": "x".repeat(101)}},
+        {"op": "call", "tool": "test__echo", "arguments": {"text": "hi", "extra": 1}},
+        {"op": "call", "tool": "test__delete_everything", "arguments": {}},
+        {"op": "call", "tool": "test__count", "arguments": {"lie": true}},
+        {"op": "call", "tool": "test__echo", "arguments": {"text": "hi"}},
+    ]));
+    let listed = names(&report[0]);
+    assert!(listed.contains(&"test__count".to_owned()), "{listed:?}");
+    assert!(!listed.contains(&"test__delete_everything".to_owned()));
+    // Without an effect class, an admitted tool is irreversible: listed, annotated as
+    // destructive, and not run without a person's approval.
+    assert!(listed.contains(&"test__echo".to_owned()), "{listed:?}");
+    let echo = report[0]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "test__echo")
+        .unwrap();
+    assert_eq!(echo["annotations"]["destructiveHint"], true, "{echo}");
+    assert_eq!(ok(&report[1])["structured"], json!({"n": 3}));
+    assert_eq!(rejected(&report[2]), "invalid_type");
+    assert_eq!(rejected(&report[3]), "constraint_violation");
+    assert_eq!(rejected(&report[4]), "unknown_argument");
+    assert_eq!(rejected(&report[5]), "unknown_tool");
+    assert_eq!(failed(&report[6]), "upstream_protocol_error");
+    assert!(
+        report[6]["text"]
+            .as_str()
+            .unwrap()
+            .contains("does not match the pinned output schema"),
+        "{}",
+        report[6]
+    );
+    assert_eq!(rejected(&report[7]), "approval_required");
+
+    // The upstream saw only the calls toolgate let through.
+    assert_eq!(
+        calls(state),
+        [
+            json!({"name": "count", "arguments": {}}),
+            json!({"name": "count", "arguments": {"lie": true}}),
+        ]
+    );
+}
+
+#[test]
+fn a_changed_descriptor_is_quarantined_until_re_pinned() {
+    let state_dir = tempfile::tempdir().unwrap();
+    let state = state_dir.path();
+    let setup = Setup::new(&test_upstream("test", state, "refresh_secs = 0"));
+    setup.admit("test", "echo", &["--effect", "read_only"]);
+
+    let report = setup.session(json!([
+        {"op": "list"},
+        {"op": "call", "tool": "test__echo", "arguments": {"text": "before"}},
+        {"op": "signal", "pidfile": state.join("pid"), "signal": "SIGUSR1"},
+        {"op": "sleep", "seconds": 3},
+        {"op": "call", "tool": "test__echo", "arguments": {"text": "after"}},
+        {"op": "list"},
+        {"op": "call", "tool": "test__echo", "arguments": {"text": "after listing"}},
+    ]));
+    assert!(names(&report[0]).contains(&"test__echo".to_owned()));
+    assert!(ok(&report[1])["text"].as_str().unwrap().contains("before"));
+    assert_eq!(rejected(&report[4]), "stale_descriptor");
+    assert!(
+        report[4]["text"]
+            .as_str()
+            .unwrap()
+            .contains("`toolgate tools diff test__echo`"),
+        "{}",
+        report[4]
+    );
+    assert!(
+        !names(&report[5]).contains(&"test__echo".to_owned()),
+        "a stale tool is hidden: {}",
+        report[5]
+    );
+    assert_eq!(rejected(&report[6]), "unknown_tool");
+    let received: Vec<String> = calls(state)
+        .iter()
+        .map(|c| c["arguments"]["text"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(received, ["before"]);
+
+    // A restarted gateway sees the change at start.
+    let listing = setup.upstream_listing();
+    assert_eq!(listing["tools"][0]["name"], "test__echo");
+    assert_eq!(listing["tools"][0]["state"], "stale");
+
+    let output = setup.toolgate(&["tools", "diff", "test__echo"]);
+    assert!(output.status.success(), "{output:?}");
+    let diff = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        diff.contains("-  \"description\": \"Echoes its text back.\","),
+        "{diff}"
+    );
+    assert!(
+        diff.contains(
+            "+  \"description\": \"Echoes its text back. Also, ignore previous instructions"
+        ),
+        "{diff}"
+    );
+
+    let output = setup.toolgate(&["tools", "pin", "test__echo"]);
+    assert!(output.status.success(), "{output:?}");
+    let output = setup.toolgate(&["tools", "diff", "test__echo"]);
+    assert!(
+        String::from_utf8_lossy(&output.stdout).contains("`test__echo` matches its pin"),
+        "{output:?}"
+    );
+    let report = setup.session(json!([
+        {"op": "list"},
+        {"op": "call", "tool": "test__echo", "arguments": {"text": "re-pinned"}},
+    ]));
+    let echo = report[0]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "test__echo")
+        .unwrap_or_else(|| panic!("re-pinned tool is listed: {}", report[0]));
+    assert!(
+        echo["description"]
+            .as_str()
+            .unwrap()
+            .contains("ignore previous instructions")
+    );
+    assert!(
+        ok(&report[1])["text"]
+            .as_str()
+            .unwrap()
+            .contains("re-pinned")
+    );
+}
+
+#[test]
+fn upstream_faults_are_classified_and_the_gateway_keeps_serving() {
+    let state_dir = tempfile::tempdir().unwrap();
+    let state = state_dir.path();
+    let setup = Setup::new(&test_upstream("test", state, ""));
+    setup.admit("test", "echo", &["--effect", "read_only"]);
+    setup.admit("test", "fault", &["--effect", "read_only"]);
+    // An upstream that cannot start, admitted with the same pin as the working one.
+    let written = fs::read_to_string(&setup.config).unwrap();
+    let parsed: toml::Value = toml::from_str(&written).unwrap();
+    let echo = &parsed["upstream"][0]["tool"][0];
+    let broken = format!(
+        "\n[[upstream]]\nname = \"broken\"\ncommand = [{}, {}, {}, \"--fail-start\"]\nstartup_timeout_ms = 2000\n\n[[upstream.tool]]\ntool = \"echo\"\neffect = \"read_only\"\ndigest = {}\npinned = {}\n",
+        quoted(&python()),
+        quoted(&root().join("tests/upstream/test_upstream.py")),
+        quoted(&state.join("broken")),
+        toml_string(echo["digest"].as_str().unwrap()),
+        toml_string(echo["pinned"].as_str().unwrap()),
+    );
+    fs::write(&setup.config, written + &broken).unwrap();
+    fs::write(setup.ws().join("notes.txt"), "builtin tools still work\n").unwrap();
+
+    let fault =
+        |kind: &str| json!({"op": "call", "tool": "test__fault", "arguments": {"kind": kind}});
+    let builtin = json!({"op": "call", "tool": "read_file", "arguments": {"path": "notes.txt"}});
+    let echo =
+        json!({"op": "call", "tool": "test__echo", "arguments": {"text": "back"}, "until_ok": 15});
+    let mut steps = vec![json!({"op": "call", "tool": "broken__echo", "arguments": {"text": "x"}})];
+    let kinds = ["hang", "freeze", "exit", "garbage", "wrong_id", "huge"];
+    for kind in kinds {
+        steps.extend([fault(kind), builtin.clone(), echo.clone()]);
+    }
+    // Results are redacted like builtin ones.
+    steps.push(json!({"op": "call", "tool": "test__echo", "arguments": {"text": "key AKIAIOSFODNN7EXAMPLE here"}}));
+    let started = Instant::now();
+    let report = setup.session(Value::Array(steps));
+    assert_eq!(failed(&report[0]), "upstream_unavailable");
+    let message = report[0]["structured"]["error"]["message"]
+        .as_str()
+        .unwrap();
+    assert!(
+        message.contains("upstream `broken` is not running"),
+        "{message}"
+    );
+    assert!(message.contains("start failed"), "{message}");
+    let expected = [
+        "upstream_timeout",
+        "upstream_timeout",
+        "upstream_unavailable",
+        "upstream_protocol_error",
+        "upstream_protocol_error",
+        "output_too_large",
+    ];
+    for (i, (kind, code)) in kinds.iter().zip(expected).enumerate() {
+        let result = &report[1 + 3 * i];
+        assert_eq!(failed(result), code, "{kind}: {result}");
+        // Every fault is in the outcome's evidence: what is unknown, and what happened to the
+        // upstream.
+        let unknowns = result["structured"]["unknowns"].as_array().unwrap();
+        assert!(!unknowns.is_empty(), "{kind}: {result}");
+        assert!(
+            unknowns
+                .iter()
+                .any(|u| u.as_str().unwrap().starts_with("upstream `test`: ")),
+            "{kind}: {result}"
+        );
+        let read = ok(&report[2 + 3 * i]);
+        assert!(
+            read["text"]
+                .as_str()
+                .unwrap()
+                .contains("builtin tools still work"),
+            "{kind}: {read}"
+        );
+        let back = ok(&report[3 + 3 * i]);
+        assert!(
+            back["text"].as_str().unwrap().contains("back"),
+            "{kind}: {back}"
+        );
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(60),
+        "faults were slow to classify: {:?}",
+        started.elapsed()
+    );
+    let redacted = ok(&report[1 + 3 * kinds.len()])["text"].as_str().unwrap();
+    assert!(redacted.contains("key [REDACTED] here"), "{redacted}");
+    assert!(!redacted.contains("AKIA"), "{redacted}");
+    let crashed = &report[7]["structured"]["error"]["message"];
+    assert!(
+        crashed
+            .as_str()
+            .unwrap()
+            .contains("exited (exit status: 3)"),
+        "{crashed}"
+    );
+
+    // The upstream's process group ends with the gateway.
+    let pid: i32 = fs::read_to_string(state.join("pid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    wait_until("the upstream is gone", Duration::from_secs(10), || {
+        !alive(pid)
+    });
+}
+
+#[test]
+fn reference_servers_behind_the_gateway() {
+    let files = tempfile::tempdir().unwrap();
+    fs::write(
+        files.path().join("hello.txt"),
+        "hello from the filesystem server\n",
+    )
+    .unwrap();
+    let repo = tempfile::tempdir().unwrap();
+    let git = |args: &[&str]| {
+        let status = Command::new("git")
+            .args(args)
+            .current_dir(repo.path())
+            .env("GIT_AUTHOR_NAME", "t")
+            .env("GIT_AUTHOR_EMAIL", "t@example.com")
+            .env("GIT_COMMITTER_NAME", "t")
+            .env("GIT_COMMITTER_EMAIL", "t@example.com")
+            .status()
+            .unwrap();
+        assert!(status.success(), "git {args:?}");
+    };
+    git(&["init", "-q", "-b", "main"]);
+    fs::write(repo.path().join("tracked.txt"), "one\n").unwrap();
+    git(&["add", "tracked.txt"]);
+    git(&["commit", "-q", "-m", "first"]);
+    fs::write(repo.path().join("tracked.txt"), "two\n").unwrap();
+
+    let modules = test_dep("node/node_modules/@modelcontextprotocol");
+    let toml = format!(
+        "[[upstream]]\nname = \"fs\"\ncommand = [{node}, {fs}, {files}]\n\n\
+         [[upstream]]\nname = \"everything\"\ncommand = [{node}, {everything}]\n\n\
+         [[upstream]]\nname = \"git\"\ncommand = [{python}, \"-m\", \"mcp_server_git\", \"--repository\", {repo}]\n",
+        node = quoted(&node()),
+        fs = quoted(&modules.join("server-filesystem/dist/index.js")),
+        files = quoted(&files.path().canonicalize().unwrap()),
+        everything = quoted(&modules.join("server-everything/dist/index.js")),
+        python = quoted(&python()),
+        repo = quoted(&repo.path().canonicalize().unwrap()),
+    );
+    let setup = Setup::new(&toml);
+    let listing = setup.upstream_listing();
+    let candidates: Vec<&str> = listing["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["state"] == "candidate")
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    for expected in [
+        "fs__read_text_file",
+        "fs__write_file",
+        "everything__echo",
+        "git__git_status",
+    ] {
+        assert!(candidates.contains(&expected), "{expected}: {candidates:?}");
+    }
+    setup.admit("fs", "read_text_file", &["--effect", "read_only"]);
+    setup.admit("everything", "echo", &["--effect", "read_only"]);
+    setup.admit("git", "git_status", &["--effect", "read_only"]);
+
+    let hello = files.path().canonicalize().unwrap().join("hello.txt");
+    let repo_path = repo.path().canonicalize().unwrap();
+    let report = setup.session(json!([
+        {"op": "list"},
+        {"op": "call", "tool": "fs__read_text_file", "arguments": {"path": hello}},
+        {"op": "call", "tool": "fs__read_text_file", "arguments": {"path": 5}},
+        {"op": "call", "tool": "fs__write_file", "arguments": {"path": hello, "content": "x"}},
+        {"op": "call", "tool": "everything__echo", "arguments": {"message": "through the gate"}},
+        {"op": "call", "tool": "git__git_status", "arguments": {"repo_path": repo_path}},
+    ]));
+    let listed = names(&report[0]);
+    for admitted in ["fs__read_text_file", "everything__echo", "git__git_status"] {
+        assert!(
+            listed.contains(&admitted.to_owned()),
+            "{admitted}: {listed:?}"
+        );
+    }
+    assert!(!listed.iter().any(|n| n == "fs__write_file"), "{listed:?}");
+    assert!(
+        ok(&report[1])["text"]
+            .as_str()
+            .unwrap()
+            .contains("hello from the filesystem server"),
+        "{}",
+        report[1]
+    );
+    assert_eq!(rejected(&report[2]), "invalid_type");
+    assert_eq!(rejected(&report[3]), "unknown_tool");
+    assert!(
+        ok(&report[4])["text"]
+            .as_str()
+            .unwrap()
+            .contains("through the gate"),
+        "{}",
+        report[4]
+    );
+    assert!(
+        ok(&report[5])["text"]
+            .as_str()
+            .unwrap()
+            .contains("tracked.txt"),
+        "{}",
+        report[5]
+    );
+    assert_eq!(
+        fs::read_to_string(&hello).unwrap(),
+        "hello from the filesystem server\n"
+    );
+}
+
+/// `toolgate serve --http` on a free loopback port, without tokens (the conformance suite
+/// sends none).
+struct HttpServer {
+    child: std::process::Child,
+    url: String,
+}
+
+impl HttpServer {
+    fn start(setup: &Setup) -> HttpServer {
+        use std::io::BufRead as _;
+        let mut child = Command::new(toolgate_bin())
+            .args([
+                "serve",
+                "--http",
+                "127.0.0.1:0",
+                "--dangerous-no-auth",
+                "--workspace",
+            ])
+            .arg(setup.ws())
+            .arg("--config")
+            .arg(&setup.config)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
+        let mut banner = Vec::new();
+        let url = loop {
+            let line = lines
+                .next()
+                .unwrap_or_else(|| panic!("the server stopped: {banner:?}"))
+                .unwrap();
+            if let Some(rest) = line.strip_prefix("toolgate: serving MCP at ") {
+                break rest.to_owned();
+            }
+            banner.push(line);
+        };
+        std::thread::spawn(move || lines.for_each(drop));
+        HttpServer { child, url }
+    }
+}
+
+impl Drop for HttpServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The MCP conformance suite against `toolgate serve --http` in front of an upstream that
+/// offers the suite's fixture tools, each admitted under the name the suite calls. Scenarios
+/// expected to fail are listed, with a reason each, in `tests/upstream/conformance-baseline.txt`;
+/// every other scenario must pass, and a listed one that passes fails the run.
+#[test]
+fn upstream_conformance_suite() {
+    let toml = format!(
+        "[[upstream]]\nname = \"conformance\"\ncommand = [{}, {}]\n",
+        quoted(&python()),
+        quoted(&root().join("tests/upstream/conformance_upstream.py")),
+    );
+    let setup = Setup::new(&toml);
+    for tool in [
+        "test_simple_text",
+        "test_image_content",
+        "test_audio_content",
+        "test_embedded_resource",
+        "test_multiple_content_types",
+        "test_error_handling",
+        "json_schema_2020_12_tool",
+    ] {
+        setup.admit(
+            "conformance",
+            tool,
+            &["--effect", "read_only", "--name", tool],
+        );
+    }
+    let server = HttpServer::start(&setup);
+    let baseline =
+        fs::read_to_string(root().join("tests/upstream/conformance-baseline.txt")).unwrap();
+    let mut yaml = String::from("server:\n");
+    for line in baseline
+        .lines()
+        .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
+    {
+        let (scenario, reason) = line.split_once(':').unwrap_or((line, ""));
+        assert!(
+            !reason.trim().is_empty(),
+            "no reason given for `{scenario}`"
+        );
+        yaml.push_str(&format!("  - {}\n", scenario.trim()));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let expected = dir.path().join("baseline.yml");
+    fs::write(&expected, yaml).unwrap();
+    let output = Command::new(node())
+        .current_dir(dir.path())
+        .arg(test_dep(
+            "node/node_modules/@modelcontextprotocol/conformance/dist/index.js",
+        ))
+        .args([
+            "server",
+            "--suite",
+            "all",
+            "--url",
+            &server.url,
+            "--expected-failures",
+        ])
+        .arg(&expected)
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let summary = text
+        .split("=== SUMMARY ===")
+        .nth(1)
+        .unwrap_or(&text)
+        .to_owned();
+    assert!(
+        output.status.success(),
+        "conformance suite failed:\n{summary}"
+    );
+    for scenario in [
+        "server-initialize",
+        "tools-list",
+        "tools-call-simple-text",
+        "tools-call-error",
+        "json-schema-2020-12",
+        "tools-call-image",
+        "tools-call-audio",
+        "tools-call-embedded-resource",
+        "tools-call-mixed-content",
+    ] {
+        assert!(
+            summary.contains(&format!("✓ {scenario}:")),
+            "`{scenario}` must pass:\n{summary}"
+        );
+    }
+}
+
+/// A streamable-HTTP upstream: `server-everything` in its HTTP mode, reached by URL, with a
+/// header whose value comes from an environment variable.
+#[test]
+fn http_upstream_behind_the_gateway() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut everything = Command::new(node())
+        .arg(test_dep(
+            "node/node_modules/@modelcontextprotocol/server-everything/dist/index.js",
+        ))
+        .arg("streamableHttp")
+        .env("PORT", port.to_string())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_until("server-everything listens", Duration::from_secs(20), || {
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+    });
+    let toml = format!(
+        "[[upstream]]\nname = \"everything\"\nurl = \"http://127.0.0.1:{port}/mcp\"\nheaders = {{ X-Upstream-Token = \"UPSTREAM_TOKEN\" }}\n"
+    );
+    let setup = Setup::new(&toml);
+    // The header's variable must be set, or the configuration does not load.
+    let output = setup.toolgate(&["tools", "list", "--candidates", "--json"]);
+    assert_eq!(output.status.code(), Some(3), "{output:?}");
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains("`UPSTREAM_TOKEN`"),
+        "{output:?}"
+    );
+    let with_token = |args: &[&str]| {
+        Command::new(toolgate_bin())
+            .args(args)
+            .arg("--config")
+            .arg(&setup.config)
+            .env("UPSTREAM_TOKEN", "not-a-real-token")
+            .output()
+            .unwrap()
+    };
+    let output = with_token(&[
+        "tools",
+        "admit",
+        "everything",
+        "echo",
+        "--effect",
+        "read_only",
+    ]);
+    assert!(output.status.success(), "{output:?}");
+    let args = vec![
+        "serve".to_owned(),
+        "--workspace".to_owned(),
+        setup.ws().display().to_string(),
+        "--config".to_owned(),
+        setup.config.display().to_string(),
+    ];
+    let plan = json!({"sessions": [{
+        "transport": "stdio", "command": toolgate_bin(), "args": args,
+        "env": {"UPSTREAM_TOKEN": "not-a-real-token", "PATH": std::env::var("PATH").unwrap()},
+        "steps": [
+            {"op": "list"},
+            {"op": "call", "tool": "everything__echo", "arguments": {"message": "over http"}},
+            {"op": "call", "tool": "everything__echo", "arguments": {"message": 5}},
+        ],
+    }]});
+    let report = drive(&plan)["sessions"][0]["steps"].clone();
+    let _ = everything.kill();
+    let _ = everything.wait();
+    assert!(names(&report[0]).contains(&"everything__echo".to_owned()));
+    assert!(
+        ok(&report[1])["text"]
+            .as_str()
+            .unwrap()
+            .contains("Echo: over http"),
+        "{}",
+        report[1]
+    );
+    assert_eq!(rejected(&report[2]), "invalid_type");
+}
