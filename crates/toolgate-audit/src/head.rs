@@ -43,8 +43,17 @@ pub struct HeadFile {
 }
 
 impl HeadFile {
+    /// Opens the head file of an existing log.
+    pub fn open_existing(path: &Path) -> std::io::Result<HeadFile> {
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(path)?;
+        Ok(HeadFile { file })
+    }
+
     /// Creates the head file for an empty log, or opens the existing one.
-    pub fn open_or_create(path: &Path) -> std::io::Result<(HeadFile, bool)> {
+    pub fn open_or_create(path: &Path) -> std::io::Result<HeadFile> {
         match std::fs::OpenOptions::new()
             .read(true)
             .write(true)
@@ -62,15 +71,9 @@ impl HeadFile {
                 if let Some(dir) = path.parent() {
                     File::open(dir)?.sync_all()?;
                 }
-                Ok((head, true))
+                Ok(head)
             }
-            Err(e) if e.kind() == ErrorKind::AlreadyExists => {
-                let file = std::fs::OpenOptions::new()
-                    .read(true)
-                    .write(true)
-                    .open(path)?;
-                Ok((HeadFile { file }, false))
-            }
+            Err(e) if e.kind() == ErrorKind::AlreadyExists => HeadFile::open_existing(path),
             Err(e) => Err(e),
         }
     }
@@ -151,8 +154,7 @@ mod tests {
     fn the_higher_valid_slot_is_the_head_and_a_torn_slot_is_ignored() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("log-head");
-        let (file, created) = HeadFile::open_or_create(&path).unwrap();
-        assert!(created);
+        let file = HeadFile::open_or_create(&path).unwrap();
         assert_eq!(file.read().unwrap().unwrap().seq, 0);
         file.write(Head {
             seq: 7,
@@ -180,7 +182,6 @@ mod tests {
                 hash: [7; 32]
             })
         );
-        let (_, created) = HeadFile::open_or_create(&path).unwrap();
-        assert!(!created);
+        HeadFile::open_existing(&path).unwrap();
     }
 }

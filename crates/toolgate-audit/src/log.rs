@@ -90,12 +90,22 @@ impl AuditLog {
                 })?;
         }
         let exists = path.exists();
-        let (head_file, head_created) =
-            HeadFile::open_or_create(&head_path(&path)).map_err(|source| AuditError::Head {
-                path: head_path(&path).display().to_string(),
-                source,
-            })?;
-        if !exists {
+        let head_error = |source| AuditError::Head {
+            path: head_path(&path).display().to_string(),
+            source,
+        };
+        let head_file = if exists {
+            // The head file is made before the database, so a log without one lost it: its
+            // newest records can no longer be checked, and nothing is appended to it.
+            HeadFile::open_existing(&head_path(&path)).map_err(|e| match e.kind() {
+                std::io::ErrorKind::NotFound => AuditError::Refused {
+                    path: shown.clone(),
+                    message: "its head file is missing, so the newest records cannot be checked; run `toolgate audit verify`".to_owned(),
+                },
+                _ => head_error(e),
+            })?
+        } else {
+            let head_file = HeadFile::open_or_create(&head_path(&path)).map_err(head_error)?;
             // SQLite would create the file readable by everyone; create it user-only first.
             // Its `-wal` and `-shm` files take the same permissions.
             use std::os::unix::fs::OpenOptionsExt as _;
@@ -109,12 +119,8 @@ impl AuditLog {
                     path: shown.clone(),
                     source,
                 })?;
-        } else if head_created {
-            return Err(AuditError::Refused {
-                path: shown,
-                message: "its head file was missing, so the newest records cannot be checked; run `toolgate audit verify`".to_owned(),
-            });
-        }
+            head_file
+        };
         let sqlite = |source| AuditError::Sqlite {
             path: shown.clone(),
             source,
@@ -127,10 +133,7 @@ impl AuditLog {
         prepare(&connection, &options).map_err(sqlite)?;
         // Check the head now, so that a log that cannot be appended to stops toolgate from
         // starting instead of failing every call.
-        let witnessed = head_file.read().map_err(|source| AuditError::Head {
-            path: head_path(&path).display().to_string(),
-            source,
-        })?;
+        let witnessed = head_file.read().map_err(head_error)?;
         let transaction = connection.transaction().map_err(sqlite)?;
         let newest = newest(&transaction).map_err(sqlite)?;
         check_newest(newest.as_ref(), witnessed).map_err(|message| AuditError::Refused {

@@ -5,8 +5,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 use toolgate_core::{
-    ApprovalBroker, Descriptor, PolicyEngine, Registry, RegistryBuilder, Sensitivity, ToolEntry,
-    WorkspaceId, policy::DEFAULT_POLICY,
+    ApprovalBroker, Descriptor, PolicyEngine, Recorder, Registry, RegistryBuilder, Sensitivity,
+    ToolEntry, WorkspaceId, policy::DEFAULT_POLICY,
 };
 use toolgate_tools::Builtin;
 use toolgate_workspace::Workspace;
@@ -19,6 +19,8 @@ pub struct Gate {
     pub config: Config,
     pub registry: Arc<Registry>,
     pub policy: Arc<PolicyEngine>,
+    /// Where every outcome goes before it is returned (see [`Gate::with_audit_log`]).
+    pub recorders: Vec<Arc<dyn Recorder>>,
 }
 
 impl Gate {
@@ -33,7 +35,16 @@ impl Gate {
             config,
             registry: Arc::new(registry),
             policy: Arc::new(policy),
+            recorders: Vec::new(),
         })
+    }
+
+    /// The same gate, recording every outcome in the configured audit log; a log that cannot
+    /// be opened, or whose newest record does not verify, stops toolgate from starting.
+    pub fn with_audit_log(mut self) -> anyhow::Result<Gate> {
+        let log = crate::audit::open_log(&self.config)?;
+        self.recorders.push(Arc::new(log));
+        Ok(self)
     }
 
     /// The pipeline for `workspace`, asking `broker` for approvals.
@@ -42,14 +53,17 @@ impl Gate {
         workspace: &Workspace,
         broker: Arc<dyn ApprovalBroker>,
     ) -> toolgate_core::Pipeline {
-        toolgate_core::Pipeline::new(
+        let pipeline = toolgate_core::Pipeline::new(
             Arc::clone(&self.registry),
             Arc::clone(&self.policy),
             broker,
             WorkspaceId::new(&workspace.root().to_string_lossy()),
         )
         .with_bounds(self.config.bounds())
-        .with_sensitivity(self.sensitivity(workspace))
+        .with_sensitivity(self.sensitivity(workspace));
+        self.recorders.iter().fold(pipeline, |pipeline, recorder| {
+            pipeline.with_recorder(Arc::clone(recorder))
+        })
     }
 
     /// The configuration and policy files, where they live inside `workspace`, join the
