@@ -73,7 +73,10 @@ fn tail(args: &AuditLogArgs, lines: usize, follow: bool) -> anyhow::Result<u8> {
             return Ok(0);
         }
     }
-    while follow {
+    if !follow {
+        return Ok(0);
+    }
+    loop {
         let _ = out.flush();
         std::thread::sleep(FOLLOW_INTERVAL);
         for record in toolgate_audit::after(&path, last_seq, 1000)? {
@@ -84,37 +87,39 @@ fn tail(args: &AuditLogArgs, lines: usize, follow: bool) -> anyhow::Result<u8> {
             }
         }
     }
-    Ok(0)
 }
 
 /// `seq  time  status  tool  stage/code  duration  call id`.
 fn line(record: &StoredRecord) -> String {
     let value = record.to_json();
-    let call = &value["call"];
-    let text = |v: &Value| v.as_str().unwrap_or("-").to_owned();
-    let reason = match (&call["rejection"], &call["error"]) {
-        (Value::Object(r), _) => format!(
-            "{}/{}",
-            r.get("stage").and_then(Value::as_str).unwrap_or("-"),
-            r.get("code").and_then(Value::as_str).unwrap_or("-")
-        ),
-        (_, Value::Object(e)) => e
-            .get("code")
-            .and_then(Value::as_str)
-            .unwrap_or("-")
-            .to_owned(),
+    let field = |object: Option<&Value>, key: &str| object.and_then(|o| o.get(key)).cloned();
+    let call = value.get("call");
+    let text = |v: Option<Value>| match v {
+        Some(Value::String(s)) => s,
         _ => "-".to_owned(),
     };
-    let micros = call["total_ns"].as_u64().unwrap_or(0) / 1000;
+    let reason = match (field(call, "rejection"), field(call, "error")) {
+        (Some(rejection), _) => format!(
+            "{}/{}",
+            text(field(Some(&rejection), "stage")),
+            text(field(Some(&rejection), "code"))
+        ),
+        (None, Some(error)) => text(field(Some(&error), "code")),
+        (None, None) => "-".to_owned(),
+    };
+    let micros = field(call, "total_ns")
+        .and_then(|v| v.as_u64())
+        .unwrap_or(0)
+        / 1000;
     format!(
         "{:>6}  {}  {:<9} {:<14} {:<28} {:>8} µs  {}",
         record.seq,
-        text(&value["at"]),
-        text(&call["status"]),
-        text(&call["tool"]),
+        text(value.get("at").cloned()),
+        text(field(call, "status")),
+        text(field(call, "tool")),
         reason,
         micros,
-        text(&call["call_id"]),
+        text(field(call, "call_id")),
     )
 }
 
