@@ -28,6 +28,9 @@ use crate::head::{Head, HeadFile, head_path};
 /// The most records one transaction takes; more wait for the next.
 const MAX_BATCH: usize = 4096;
 
+/// The longest a commit waits for the callers of the last batch to send their next records.
+const LINGER: Duration = Duration::from_millis(1);
+
 /// The least time between two writes of the head file while records keep coming.
 const WITNESS_INTERVAL: Duration = Duration::from_millis(50);
 
@@ -300,14 +303,28 @@ fn write_loop(mut connection: Connection, head_file: HeadFile, inbox: &mpsc::Rec
             .ok()
     };
     let mut batch: Vec<Pending> = Vec::new();
+    // Callers answered together come back together, but not at once: right after a commit
+    // the first of them would otherwise make a batch of one or two and leave the rest for a
+    // commit later. So the writer waits up to `LINGER` for as many records as the last batch
+    // had; a lone caller (a last batch of one) never waits.
+    let mut expected = 1;
     while let Ok(first) = inbox.recv() {
         batch.push(first);
+        let linger_until = Instant::now() + LINGER;
         while batch.len() < MAX_BATCH {
             match inbox.try_recv() {
                 Ok(pending) => batch.push(pending),
+                Err(mpsc::TryRecvError::Empty) if batch.len() < expected => {
+                    match inbox.recv_timeout(linger_until.saturating_duration_since(Instant::now()))
+                    {
+                        Ok(pending) => batch.push(pending),
+                        Err(_) => break,
+                    }
+                }
                 Err(_) => break,
             }
         }
+        expected = batch.len();
         let result = if witness_thread.is_none()
             || witness_failed.load(std::sync::atomic::Ordering::Acquire)
         {

@@ -4,7 +4,8 @@
 //! `structuredContent`. A rejected or failed call is a result with `isError: true` — never a
 //! JSON-RPC error, which clients tend to hide from the model — whose text says where the call
 //! stopped and what to change, and whose `structuredContent` is the whole outcome (status,
-//! rejection or error, evidence, unknowns).
+//! rejection or error, evidence, unknowns). Every result carries the call's id in
+//! `_meta["toolgate/call_id"]`, the key to its audit record.
 
 use std::fmt::Write as _;
 
