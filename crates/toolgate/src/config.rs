@@ -290,6 +290,20 @@ mod tests {
     }
 
     #[test]
+    fn the_audit_log_is_relative_to_the_configuration() {
+        let config = Config::parse(
+            Path::new("/etc/toolgate/t.toml"),
+            "[audit]\npath = \"logs/audit.db\"\n".to_owned(),
+        )
+        .unwrap();
+        assert_eq!(
+            config.audit_path().unwrap(),
+            Path::new("/etc/toolgate/logs/audit.db")
+        );
+        assert!(!config.file.audit.debug_store_redacted_values);
+    }
+
+    #[test]
     fn errors_name_file_and_line() {
         let cases = [
             ("\n\nbogus = 1\n", 3, "unknown field `bogus`"),
@@ -315,6 +329,11 @@ mod tests {
                 "unknown field `token`",
             ),
             ("x = [\n", 1, "unclosed array"),
+            (
+                "[audit]\npath = \"a.db\"\npth = 1\n",
+                3,
+                "unknown field `pth`",
+            ),
         ];
         for (text, line, needle) in cases {
             let error = parse(text).unwrap_err();
