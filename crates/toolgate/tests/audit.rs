@@ -488,3 +488,42 @@ fn sigkill_in_the_middle_of_a_load_leaves_a_verifying_log_holding_every_answered
     assert_eq!(output.status.code(), Some(0), "{output:?}");
     assert_eq!(audited.audit(&["verify"]).status.code(), Some(0));
 }
+
+#[test]
+fn tail_follow_prints_records_as_they_are_appended_and_verify_needs_a_log() {
+    let audited = six_calls();
+    let mut follower = toolgate()
+        .env("XDG_STATE_HOME", audited.state())
+        .args(["audit", "tail", "-n", "1", "--follow"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (tx, lines) = mpsc::channel();
+    let output = follower.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(output).lines() {
+            if tx.send(line.unwrap()).is_err() {
+                return;
+            }
+        }
+    });
+    let first = lines.recv_timeout(Duration::from_secs(10)).unwrap();
+    assert!(first.trim_start().starts_with("6 "), "{first}");
+    audited.call("read_fil", "{}");
+    let next = lines.recv_timeout(Duration::from_secs(10)).unwrap();
+    let _ = follower.kill();
+    let _ = follower.wait();
+    assert!(next.trim_start().starts_with("7 "), "{next}");
+    assert!(next.contains("resolve/unknown_tool"), "{next}");
+
+    let missing = toolgate()
+        .args(["audit", "verify", "--db"])
+        .arg(audited.fx.dir.path().join("nothing.db"))
+        .output()
+        .unwrap();
+    assert_eq!(missing.status.code(), Some(3), "{missing:?}");
+    assert!(
+        String::from_utf8_lossy(&missing.stderr).contains("no audit log at"),
+        "{missing:?}"
+    );
+}
