@@ -73,6 +73,10 @@ impl ToolError {
 /// environment or absolute paths.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Evidence {
+    /// toolgate's own id for this call, unique across processes, assigned at stage 1: it
+    /// matches a result a caller received to its audit record.
+    #[serde(default)]
+    pub call_id: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub request_id: Option<String>,
     /// The tool as named by the caller (normalized), or as resolved.

@@ -81,6 +81,23 @@ impl WorkspaceId {
     }
 }
 
+/// A fresh call id: 64 random bits fixed for this process, then a counter, so ids are unique
+/// within a process without coordination and across processes with overwhelming probability.
+fn new_call_id() -> String {
+    use std::hash::{BuildHasher as _, Hasher as _};
+    use std::sync::atomic::AtomicU64;
+    // std seeds `RandomState` from the operating system's randomness; hashing nothing with it
+    // yields a random word without this crate doing I/O of its own.
+    static PROCESS: std::sync::LazyLock<u64> = std::sync::LazyLock::new(|| {
+        std::collections::hash_map::RandomState::new()
+            .build_hasher()
+            .finish()
+    });
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    format!("{:016x}-{n}", *PROCESS)
+}
+
 /// Cancellation and deadline for one execution.
 #[derive(Debug, Clone)]
 pub struct ExecContext {
@@ -113,6 +130,7 @@ struct Trace {
     started: Instant,
     durations: [Option<Duration>; 8],
     tool: String,
+    call_id: String,
     request_id: Option<String>,
     surface: Surface,
     actor: String,
@@ -409,6 +427,7 @@ impl Pipeline {
             started,
             durations: [None; 8],
             tool: crate::invocation::escape(&raw.tool),
+            call_id: new_call_id(),
             request_id: raw.request_id.clone(),
             surface: raw.surface,
             actor: crate::invocation::escape(&raw.actor),
@@ -846,6 +865,7 @@ impl Pipeline {
             .as_ref()
             .map(|a| sha256_digest(canonical_json(a).as_bytes()));
         let evidence = Evidence {
+            call_id: std::mem::take(&mut trace.call_id),
             request_id: trace.request_id.clone(),
             tool: trace.tool.clone(),
             version: trace.resolved.as_ref().map(|t| t.entry.version.to_string()),

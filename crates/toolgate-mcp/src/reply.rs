@@ -4,7 +4,8 @@
 //! `structuredContent`. A rejected or failed call is a result with `isError: true` — never a
 //! JSON-RPC error, which clients tend to hide from the model — whose text says where the call
 //! stopped and what to change, and whose `structuredContent` is the whole outcome (status,
-//! rejection or error, evidence, unknowns).
+//! rejection or error, evidence, unknowns). Every result carries the call's id in
+//! `_meta["toolgate/call_id"]`, the key to its audit record.
 
 use std::fmt::Write as _;
 
@@ -12,14 +13,24 @@ use rmcp::model::{CallToolResult, ContentBlock};
 use serde_json::Value;
 use toolgate_core::{Outcome, Rejection, Status};
 
-/// The tool result for `outcome`.
+/// The `_meta` key of every tool result that holds the call's id, which names its audit
+/// record.
+pub const CALL_ID_META: &str = "toolgate/call_id";
+
+/// The tool result for `outcome`, with the call's id in `_meta`.
 pub fn tool_result(outcome: Outcome) -> CallToolResult {
-    if outcome.status == Status::Completed {
-        return completed(outcome);
-    }
-    let text = explain(&outcome);
-    let mut result = CallToolResult::error(vec![ContentBlock::text(text)]);
-    result.structured_content = serde_json::to_value(&outcome).ok();
+    let call_id = Value::String(outcome.evidence.call_id.clone());
+    let mut result = if outcome.status == Status::Completed {
+        completed(outcome)
+    } else {
+        let text = explain(&outcome);
+        let mut result = CallToolResult::error(vec![ContentBlock::text(text)]);
+        result.structured_content = serde_json::to_value(&outcome).ok();
+        result
+    };
+    let mut meta = result.meta.take().unwrap_or_default();
+    meta.0.insert(CALL_ID_META.to_owned(), call_id);
+    result.meta = Some(meta);
     result
 }
 

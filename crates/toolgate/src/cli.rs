@@ -33,6 +33,47 @@ pub enum Command {
         #[command(flatten)]
         config: ConfigArgs,
     },
+    /// Verify, follow or export the audit log.
+    Audit {
+        #[command(subcommand)]
+        command: AuditCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AuditCommand {
+    /// Check every record's hash and link; name the first record edited, missing, out of
+    /// order, inserted or truncated (exit 1).
+    Verify(AuditLogArgs),
+    /// Print the newest records, one line each.
+    Tail {
+        /// How many records.
+        #[arg(short = 'n', long, value_name = "N", default_value_t = 10)]
+        lines: usize,
+        /// Keep printing records as they are appended.
+        #[arg(long)]
+        follow: bool,
+        #[command(flatten)]
+        log: AuditLogArgs,
+    },
+    /// Print every record.
+    Export {
+        /// One JSON object per line, oldest first (the only format).
+        #[arg(long, required = true)]
+        jsonl: bool,
+        #[command(flatten)]
+        log: AuditLogArgs,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct AuditLogArgs {
+    /// The audit log (default: `[audit] path` from the configuration, else
+    /// $XDG_STATE_HOME/toolgate/audit.db).
+    #[arg(long, value_name = "F")]
+    pub db: Option<PathBuf>,
+    #[command(flatten)]
+    pub config: ConfigArgs,
 }
 
 #[derive(Debug, Subcommand)]

@@ -42,6 +42,20 @@ pub struct ConfigFile {
     /// Upstream MCP servers whose tools may be admitted (see `toolgate_upstream`).
     #[serde(default, rename = "upstream")]
     pub upstreams: Vec<Spanned<toolgate_upstream::UpstreamSection>>,
+    #[serde(default)]
+    pub audit: AuditSection,
+}
+
+/// `[audit]`: where the audit log lives and what it keeps.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuditSection {
+    /// The log's SQLite file, relative to this file (default: the user's state directory).
+    pub path: Option<Spanned<String>>,
+    /// Also keep each call's redacted messages and output: a local debugging aid, off by
+    /// default, since they can quote arguments and file contents.
+    #[serde(default)]
+    pub debug_store_redacted_values: bool,
 }
 
 /// Bounds on requests, before anything is parsed.
@@ -186,6 +200,29 @@ impl Config {
         Some((base.join(relative), policy.span()))
     }
 
+    /// The audit log's file: `[audit] path`, resolved against the configuration's directory;
+    /// else `$XDG_STATE_HOME/toolgate/audit.db`; else `~/.local/state/toolgate/audit.db`.
+    pub fn audit_path(&self) -> Result<PathBuf, ConfigError> {
+        if let Some(path) = &self.file.audit.path {
+            let base = self
+                .path
+                .as_ref()
+                .and_then(|p| p.parent())
+                .unwrap_or(Path::new("."));
+            return Ok(base.join(path.get_ref()));
+        }
+        let base = std::env::var_os("XDG_STATE_HOME")
+            .map(PathBuf::from)
+            .filter(|p| p.is_absolute())
+            .or_else(|| {
+                std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".local/state"))
+            })
+            .ok_or_else(|| {
+                self.error("no place for the audit log: set `[audit] path`, XDG_STATE_HOME or HOME")
+            })?;
+        Ok(base.join("toolgate").join("audit.db"))
+    }
+
     /// Whether the built-in default policy applies.
     pub fn default_policy(&self) -> bool {
         self.file.default_policy.unwrap_or(true)
@@ -266,6 +303,20 @@ mod tests {
     }
 
     #[test]
+    fn the_audit_log_is_relative_to_the_configuration() {
+        let config = Config::parse(
+            Path::new("/etc/toolgate/t.toml"),
+            "[audit]\npath = \"logs/audit.db\"\n".to_owned(),
+        )
+        .unwrap();
+        assert_eq!(
+            config.audit_path().unwrap(),
+            Path::new("/etc/toolgate/logs/audit.db")
+        );
+        assert!(!config.file.audit.debug_store_redacted_values);
+    }
+
+    #[test]
     fn errors_name_file_and_line() {
         let cases = [
             ("\n\nbogus = 1\n", 3, "unknown field `bogus`"),
@@ -300,6 +351,11 @@ mod tests {
                 "[[upstream]]\nname = \"a\"\ncomand = [\"x\"]\n",
                 3,
                 "unknown field `comand`",
+            ),
+            (
+                "[audit]\npath = \"a.db\"\npth = 1\n",
+                3,
+                "unknown field `pth`",
             ),
         ];
         for (text, line, needle) in cases {

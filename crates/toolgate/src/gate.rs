@@ -5,8 +5,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 use toolgate_core::{
-    ApprovalBroker, Descriptor, PolicyEngine, Registry, RegistryBuilder, Sensitivity, ToolEntry,
-    WorkspaceId, policy::DEFAULT_POLICY,
+    ApprovalBroker, Descriptor, PolicyEngine, Recorder, Registry, RegistryBuilder, Sensitivity,
+    ToolEntry, WorkspaceId, policy::DEFAULT_POLICY,
 };
 use toolgate_tools::Builtin;
 use toolgate_upstream::{UpstreamSpec, UpstreamTools, Upstreams};
@@ -23,6 +23,8 @@ pub struct Gate {
     /// The configured upstream MCP servers, running; `None` when there are none.
     pub upstreams: Option<Upstreams>,
     workspace: Arc<Workspace>,
+    /// Where every outcome goes before it is returned (see [`Gate::with_audit_log`]).
+    pub recorders: Vec<Arc<dyn Recorder>>,
 }
 
 impl Gate {
@@ -44,6 +46,7 @@ impl Gate {
             policy: Arc::new(policy),
             upstreams,
             workspace,
+            recorders: Vec::new(),
         })
     }
 
@@ -54,14 +57,23 @@ impl Gate {
         broker: Arc<dyn ApprovalBroker>,
     ) -> Result<toolgate_core::Pipeline, ConfigError> {
         let (registry, policy) = assemble(&self.config, &self.workspace, self.upstreams.as_ref())?;
-        Ok(toolgate_core::Pipeline::new(
+        let pipeline = toolgate_core::Pipeline::new(
             Arc::new(registry),
             Arc::new(policy),
             broker,
             WorkspaceId::new(&self.workspace.root().to_string_lossy()),
         )
         .with_bounds(self.config.bounds())
-        .with_sensitivity(self.sensitivity(&self.workspace)))
+        .with_sensitivity(self.sensitivity(&self.workspace));
+        Ok(self.recording(pipeline))
+    }
+
+    /// The same gate, recording every outcome in the configured audit log; a log that cannot
+    /// be opened, or whose newest record does not verify, stops toolgate from starting.
+    pub fn with_audit_log(mut self) -> anyhow::Result<Gate> {
+        let log = crate::audit::open_log(&self.config)?;
+        self.recorders.push(Arc::new(log));
+        Ok(self)
     }
 
     /// The pipeline for `workspace`, asking `broker` for approvals.
@@ -70,14 +82,22 @@ impl Gate {
         workspace: &Workspace,
         broker: Arc<dyn ApprovalBroker>,
     ) -> toolgate_core::Pipeline {
-        toolgate_core::Pipeline::new(
+        let pipeline = toolgate_core::Pipeline::new(
             Arc::clone(&self.registry),
             Arc::clone(&self.policy),
             broker,
             WorkspaceId::new(&workspace.root().to_string_lossy()),
         )
         .with_bounds(self.config.bounds())
-        .with_sensitivity(self.sensitivity(workspace))
+        .with_sensitivity(self.sensitivity(workspace));
+        self.recording(pipeline)
+    }
+
+    /// `pipeline`, handing every outcome to this gate's recorders.
+    fn recording(&self, pipeline: toolgate_core::Pipeline) -> toolgate_core::Pipeline {
+        self.recorders.iter().fold(pipeline, |pipeline, recorder| {
+            pipeline.with_recorder(Arc::clone(recorder))
+        })
     }
 
     /// The configuration and policy files, where they live inside `workspace`, join the

@@ -4,6 +4,7 @@
 //! call was rejected or denied, 3 bad usage or configuration.
 
 mod approve;
+mod audit;
 mod cli;
 mod config;
 mod gate;
@@ -80,6 +81,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
         } => upstream::pin(config.config.as_deref(), &name),
         Command::Serve(args) => serve::serve(&args),
         Command::Check { config } => check(config.config.as_deref()),
+        Command::Audit { command } => audit::run(&command),
     }
 }
 
@@ -115,7 +117,8 @@ fn call(args: &CallArgs) -> anyhow::Result<u8> {
     let gate = Gate::build(
         Config::load(args.config.config.as_deref())?,
         Arc::clone(&workspace),
-    )?;
+    )?
+    .with_audit_log()?;
     let pipeline = gate.pipeline(&workspace, Arc::new(approve::TerminalBroker::new()));
     let outcome = pipeline.run(raw_call(args, &gate.config.bounds())?);
     print_outcome(&outcome, args.json)?;

@@ -28,6 +28,7 @@ pub fn serve(args: &ServeArgs) -> anyhow::Result<u8> {
         Arc::clone(&workspace),
     )?;
     check_profile(&gate, &args.profile, "--profile")?;
+    let gate = gate.with_audit_log()?;
     let max_message_bytes = gate
         .config
         .bounds()

@@ -1,0 +1,74 @@
+//! toolgate's audit trail: every outcome, appended to a hash-chained SQLite log before its
+//! caller sees it.
+//!
+//! [`AuditLog`] implements [`toolgate_core::Recorder`]. A call's record is committed — in WAL
+//! mode with `synchronous=FULL`, so it survives a crash or a power cut once the commit
+//! returns — before the pipeline returns the outcome; if it cannot be, the call fails closed
+//! (`audit_unavailable`). One writer thread takes every record that is waiting, appends them in
+//! one transaction and commits once (group commit), so concurrent callers share each fsync.
+//!
+//! Each record's hash covers the previous record's hash, its sequence number and its body
+//! (see [`chain`]), so [`verify`] finds any record that was edited, deleted, reordered or
+//! inserted. A small *head file* beside the database witnesses the newest record, so deleting
+//! the newest records — or rolling the whole database back to an older copy — is found too.
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use toolgate_audit::{AuditLog, AuditOptions, Verdict};
+//! # fn pipeline() -> toolgate_core::Pipeline { unimplemented!() }
+//!
+//! let log = Arc::new(AuditLog::open("/home/me/.local/state/toolgate/audit.db", AuditOptions::default())?);
+//! let pipeline = pipeline().with_recorder(log);
+//! // … calls …
+//! match toolgate_audit::verify("/home/me/.local/state/toolgate/audit.db".as_ref())?.verdict {
+//!     Verdict::Intact => println!("intact"),
+//!     Verdict::Broken(finding) => println!("{finding}"),
+//! }
+//! # Ok::<(), toolgate_audit::AuditError>(())
+//! ```
+
+pub mod chain;
+mod head;
+mod log;
+mod read;
+mod record;
+mod verify;
+
+pub use head::head_path;
+pub use log::{AuditLog, AuditOptions};
+pub use read::{StoredRecord, after, export_jsonl, last};
+pub use record::record_body;
+pub use verify::{Finding, Verdict, Verification, verify};
+
+/// Why the audit log could not be opened, read or written.
+#[derive(Debug, thiserror::Error)]
+pub enum AuditError {
+    #[error("cannot create the audit directory `{path}`: {source}")]
+    CreateDir {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("cannot open the audit log `{path}`: {source}")]
+    Open {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("no audit log at `{0}`")]
+    Missing(String),
+    #[error("audit log `{path}`: {source}")]
+    Sqlite {
+        path: String,
+        source: rusqlite::Error,
+    },
+    #[error("audit log `{path}`: {message}")]
+    Refused { path: String, message: String },
+    #[error("head file `{path}`: {source}")]
+    Head {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("cannot start the audit writer: {0}")]
+    Thread(std::io::Error),
+    #[error("cannot write the export: {0}")]
+    Write(std::io::Error),
+}

@@ -1,0 +1,333 @@
+//! `verify`: walks the chain once, in storage order, and names the first record that is not
+//! where and what the chain says it should be.
+//!
+//! What it finds, for a log changed with any SQLite tool:
+//!
+//! - **edited** — a record's body, hash or previous hash changed: its hash no longer matches
+//!   what it covers; or it was rewritten with a recomputed hash, and the next record no longer
+//!   links to it;
+//! - **missing** — records deleted from the middle: the next record claims a later number;
+//! - **out of order** — records moved: a record claims another number than its place;
+//! - **inserted** — a record added between two others: the record after it links past it;
+//! - **truncated** — the newest records deleted, or the database replaced by an older copy:
+//!   the log ends before the record its head file witnessed.
+//!
+//! What it cannot find: a log rewritten from some record to its end *together with* its head
+//! file (SHA-256 has no key, so whoever can write both can recompute both); and the newest
+//! records written after the head file was last updated (at most the last commits before a
+//! crash), which can be deleted or appended to unnoticed. Keeping a copy of the head (`verify`
+//! prints it) somewhere else closes both gaps up to that copy.
+
+use std::fmt;
+use std::io::ErrorKind;
+use std::path::Path;
+
+use crate::AuditError;
+use crate::chain::{self, GENESIS};
+use crate::head::{Head, head_path, read_head};
+use crate::read::{StoredRecord, open_for_reading, sqlite};
+
+/// What `verify` found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Verification {
+    /// Records that verified, from the first.
+    pub records: u64,
+    /// The newest record that verified: number and hash.
+    pub head: Option<(u64, String)>,
+    /// The record the head file witnesses, if it holds one.
+    pub witnessed: Option<u64>,
+    pub verdict: Verdict,
+}
+
+/// Whether the log is intact.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    Intact,
+    Broken(Finding),
+}
+
+/// The first thing wrong with a log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Finding {
+    /// Record `seq` was changed.
+    Edited { seq: u64, reason: String },
+    /// Records `first` to `last` were deleted from the middle.
+    Missing { first: u64, last: u64 },
+    /// The record stored as `position` is record `holds`.
+    OutOfOrder { position: u64, holds: u64 },
+    /// The record stored as `seq` is not part of the chain.
+    Inserted { seq: u64 },
+    /// The log ends at `last`, before the record its head file witnessed.
+    Truncated { last: u64, witnessed: u64 },
+    /// The log has records but no head file.
+    HeadMissing,
+}
+
+impl Finding {
+    /// The first bad record's number (for a truncated log, the first one missing).
+    pub fn seq(&self) -> Option<u64> {
+        match self {
+            Finding::Edited { seq, .. } | Finding::Inserted { seq } => Some(*seq),
+            Finding::Missing { first, .. } => Some(*first),
+            Finding::OutOfOrder { position, .. } => Some(*position),
+            Finding::Truncated { last, .. } => Some(last + 1),
+            Finding::HeadMissing => None,
+        }
+    }
+}
+
+impl fmt::Display for Finding {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Finding::Edited { seq, reason } => write!(f, "record {seq} was edited: {reason}"),
+            Finding::Missing { first, last } if first == last => {
+                write!(f, "record {first} is missing: it was deleted")
+            }
+            Finding::Missing { first, last } => {
+                write!(
+                    f,
+                    "records {first} to {last} are missing: they were deleted"
+                )
+            }
+            Finding::OutOfOrder { position, holds } => write!(
+                f,
+                "record {position} is out of order: the record stored there is record {holds}"
+            ),
+            Finding::Inserted { seq } => write!(
+                f,
+                "record {seq} was inserted: it is not part of the chain, which continues past it"
+            ),
+            Finding::Truncated { last, witnessed } => write!(
+                f,
+                "record {} is missing: the log was truncated; it ends at record {last} but its head file witnessed record {witnessed}",
+                last + 1
+            ),
+            Finding::HeadMissing => write!(
+                f,
+                "the head file is missing: the newest records cannot be checked"
+            ),
+        }
+    }
+}
+
+/// A record as the walk sees it.
+struct Seen {
+    record: StoredRecord,
+    /// The number its body claims, if its hash covers that body under that number.
+    intact_as: Option<u64>,
+}
+
+impl Seen {
+    fn new(record: StoredRecord) -> Seen {
+        let intact_as = chain::claimed_seq(&record.body).filter(|&claimed| {
+            record.prev_hash.len() == 32
+                && chain::record_hash(&record.prev_hash, claimed, &record.body).as_slice()
+                    == record.hash.as_slice()
+        });
+        Seen { record, intact_as }
+    }
+}
+
+/// Verifies the log at `path` and its head file.
+pub fn verify(path: &Path) -> Result<Verification, AuditError> {
+    let witnessed = match read_head(&head_path(path)) {
+        Ok(head) => Some(head),
+        Err(e) if e.kind() == ErrorKind::NotFound => None,
+        Err(source) => {
+            return Err(AuditError::Head {
+                path: head_path(path).display().to_string(),
+                source,
+            });
+        }
+    };
+    let connection = open_for_reading(path)?;
+    // Reading the log through a memory map spares a system call per page.
+    connection
+        .pragma_update(None, "mmap_size", 1i64 << 40)
+        .map_err(|e| sqlite(path, e))?;
+    let mut statement = connection
+        .prepare("SELECT seq, body, prev_hash, hash FROM records ORDER BY seq")
+        .map_err(|e| sqlite(path, e))?;
+    let mut rows = statement.query([]).map_err(|e| sqlite(path, e))?;
+    let witnessed_head: Option<Head> = witnessed.flatten();
+    let mut walk = Walk {
+        expected: 1,
+        last_hash: GENESIS.to_vec(),
+        before_last: GENESIS.to_vec(),
+        witnessed_hash: None,
+    };
+    // The common case — every record fits — reads each row in place, without copying it;
+    // only the first record that does not fit is copied out, with the one after it, to say
+    // why.
+    loop {
+        let Some(row) = rows.next().map_err(|e| sqlite(path, e))? else {
+            break;
+        };
+        let seq = row.get_ref(0).and_then(|v| Ok(v.as_i64()?));
+        let body = row.get_ref(1).and_then(|v| Ok(v.as_str()?));
+        let prev_hash = row.get_ref(2).and_then(|v| Ok(v.as_blob()?));
+        let hash = row.get_ref(3).and_then(|v| Ok(v.as_blob()?));
+        if let (Ok(seq), Ok(body), Ok(prev_hash), Ok(hash)) = (seq, body, prev_hash, hash) {
+            let fits = u64::try_from(seq).ok() == Some(walk.expected)
+                && prev_hash == walk.last_hash.as_slice()
+                && chain::claimed_seq(body) == Some(walk.expected)
+                && chain::record_hash(prev_hash, walk.expected, body).as_slice() == hash;
+            if fits {
+                if witnessed_head.is_some_and(|h| h.seq == walk.expected) {
+                    walk.witnessed_hash = Some(hash.to_vec());
+                }
+                walk.before_last = std::mem::replace(&mut walk.last_hash, hash.to_vec());
+                walk.expected += 1;
+                continue;
+            }
+        }
+        let seen = Seen::new(owned(row).map_err(|e| sqlite(path, e))?);
+        let mut fetch = || -> Result<Option<Seen>, AuditError> {
+            match rows.next().map_err(|e| sqlite(path, e))? {
+                Some(row) => Ok(Some(Seen::new(owned(row).map_err(|e| sqlite(path, e))?))),
+                None => Ok(None),
+            }
+        };
+        let next = fetch()?;
+        let finding = diagnose(&walk, &seen, next.as_ref(), &mut fetch)?;
+        return Ok(walk.verification(witnessed_head, Verdict::Broken(finding)));
+    }
+    let last = walk.expected - 1;
+    let verdict = match (witnessed, witnessed_head) {
+        (None, _) if last > 0 => Verdict::Broken(Finding::HeadMissing),
+        (_, Some(head)) if head.seq > last => Verdict::Broken(Finding::Truncated {
+            last,
+            witnessed: head.seq,
+        }),
+        (_, Some(head))
+            if head.seq > 0 && walk.witnessed_hash.as_deref() != Some(head.hash.as_slice()) =>
+        {
+            Verdict::Broken(Finding::Edited {
+                seq: head.seq,
+                reason: "it is not the record its head file witnessed: the log was rewritten from there on".to_owned(),
+            })
+        }
+        _ => Verdict::Intact,
+    };
+    Ok(walk.verification(witnessed_head, verdict))
+}
+
+/// A row copied out of the database, read leniently: a value of the wrong type (a number
+/// where text belongs) reads as empty, so that `diagnose` can still name the record.
+fn owned(row: &rusqlite::Row<'_>) -> rusqlite::Result<StoredRecord> {
+    let text = |i| -> rusqlite::Result<String> {
+        Ok(match row.get_ref(i)? {
+            rusqlite::types::ValueRef::Text(t) => String::from_utf8_lossy(t).into_owned(),
+            _ => String::new(),
+        })
+    };
+    let blob = |i| -> rusqlite::Result<Vec<u8>> {
+        Ok(match row.get_ref(i)? {
+            rusqlite::types::ValueRef::Blob(b) => b.to_vec(),
+            _ => Vec::new(),
+        })
+    };
+    Ok(StoredRecord {
+        seq: row.get_ref(0)?.as_i64().unwrap_or(0),
+        body: text(1)?,
+        prev_hash: blob(2)?,
+        hash: blob(3)?,
+    })
+}
+
+/// How far the chain verified.
+struct Walk {
+    /// The number the next record must have.
+    expected: u64,
+    last_hash: Vec<u8>,
+    /// The hash before `last_hash`: what a record links to if the last one was inserted.
+    before_last: Vec<u8>,
+    /// The hash of the record the head file witnesses, once the walk passed it.
+    witnessed_hash: Option<Vec<u8>>,
+}
+
+impl Walk {
+    fn verification(&self, witnessed: Option<Head>, verdict: Verdict) -> Verification {
+        let records = self.expected - 1;
+        Verification {
+            records,
+            head: (records > 0).then(|| (records, chain::hex(&self.last_hash))),
+            witnessed: witnessed.map(|h| h.seq),
+            verdict,
+        }
+    }
+}
+
+/// Why `seen`, the first record that does not fit, does not fit.
+fn diagnose(
+    walk: &Walk,
+    seen: &Seen,
+    next: Option<&Seen>,
+    fetch: &mut dyn FnMut() -> Result<Option<Seen>, AuditError>,
+) -> Result<Finding, AuditError> {
+    let expected = walk.expected;
+    let position = u64::try_from(seen.record.seq).unwrap_or(0);
+    let Some(claimed) = seen.intact_as else {
+        // Its hash does not cover it. If the record after it continues the chain from the
+        // record before it, it was never in the chain: it was inserted.
+        let bypassed = next
+            .is_some_and(|n| n.intact_as == Some(expected) && n.record.prev_hash == walk.last_hash);
+        return Ok(if bypassed {
+            Finding::Inserted { seq: position }
+        } else {
+            Finding::Edited {
+                seq: position,
+                reason: "its hash does not match its contents".to_owned(),
+            }
+        });
+    };
+    Ok(if claimed < expected {
+        if seen.record.prev_hash == walk.before_last && expected > 1 {
+            // A second record claims the last one's place and links where it did; the chain
+            // continues from this one, so the last was inserted.
+            Finding::Inserted { seq: expected - 1 }
+        } else {
+            Finding::OutOfOrder {
+                position,
+                holds: claimed,
+            }
+        }
+    } else if claimed > expected {
+        // Moved or deleted: the record that belongs here is either later in the log or gone.
+        let mut later = next.is_some_and(|n| n.intact_as == Some(expected));
+        while !later {
+            match fetch()? {
+                Some(other) => later = other.intact_as == Some(expected),
+                None => break,
+            }
+        }
+        if later {
+            Finding::OutOfOrder {
+                position: expected,
+                holds: claimed,
+            }
+        } else {
+            Finding::Missing {
+                first: expected,
+                last: claimed - 1,
+            }
+        }
+    } else if position != expected {
+        Finding::Edited {
+            seq: expected,
+            reason: format!("it is stored under number {}", seen.record.seq),
+        }
+    } else if expected == 1 {
+        Finding::Edited {
+            seq: 1,
+            reason: "it does not start the chain".to_owned(),
+        }
+    } else {
+        Finding::Edited {
+            seq: expected - 1,
+            reason: format!(
+                "record {expected} does not link to it: it was altered and its hash recomputed"
+            ),
+        }
+    })
+}
