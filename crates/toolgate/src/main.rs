@@ -6,6 +6,7 @@
 mod approve;
 mod cli;
 mod config;
+mod console;
 mod gate;
 mod serve;
 

@@ -1,8 +1,7 @@
 //! `toolgate serve`: the configured pipeline behind an MCP server, on stdio or HTTP.
 //!
-//! Approvals are refused headlessly for now (the approval console is not part of the binary
-//! yet): read-only tools run, and anything that needs a person's consent comes back to the
-//! model as `approval_required`. Over HTTP every request needs a bearer token from
+//! Calls that need a person's consent wait in the approval console (see [`crate::console`]);
+//! with `--no-console` they come back to the model as `approval_required`. Over HTTP every request needs a bearer token from
 //! `[[serve.token]]`; with none configured, a fresh token is generated and printed to standard
 //! error, so the server never runs open by accident.
 
@@ -14,6 +13,7 @@ use toolgate_mcp::{Gateway, HttpOptions, Principal, TokenTable};
 
 use crate::cli::ServeArgs;
 use crate::config::Config;
+use crate::console::RunningConsole;
 use crate::gate::{Gate, open_workspace};
 
 /// The smallest message limit; above it, room for the largest argument text twice over, so
@@ -35,7 +35,15 @@ pub fn serve(args: &ServeArgs) -> anyhow::Result<u8> {
         .saturating_mul(2)
         .saturating_add(64 << 10)
         .max(MIN_MESSAGE_BYTES);
-    let pipeline = gate.pipeline(&workspace, Arc::new(HeadlessBroker));
+    let console = if args.no_console {
+        None
+    } else {
+        Some(RunningConsole::start(&gate, &workspace)?)
+    };
+    let pipeline = match &console {
+        Some(console) => console.attach(&gate, &workspace),
+        None => gate.pipeline(&workspace, Arc::new(HeadlessBroker)),
+    };
     let gateway = Arc::new(Gateway::new(
         pipeline,
         "toolgate",
