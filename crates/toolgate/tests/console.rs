@@ -265,6 +265,10 @@ fn code(result: &Value) -> &str {
         .unwrap_or_default()
 }
 
+/// The digest `read_file` reports for `original\n`, which an edit must present.
+const ORIGINAL_DIGEST: &str =
+    "sha256:25718360e05d3c2d0963d1381e9dd4dae5fca789244ee4b9f861adcc0cc96218";
+
 const DIFF_MARKUP: &str = "<script>alert('diff')</script><img src=x onerror=alert('img')>";
 
 #[test]
@@ -279,7 +283,7 @@ fn a_person_in_chromium_allows_once_rejects_with_a_reason_and_sees_commands() {
         {"op": "call", "tool": "write_file", "arguments":
             {"path": "notes.txt", "content": new_notes, "expected_content": "hello\n"}},
         {"op": "call", "tool": "edit_file", "arguments":
-            {"path": "keep.txt", "expected_content": "original\n",
+            {"path": "keep.txt", "expected_digest": ORIGINAL_DIGEST,
              "edits": [{"old_text": "original", "new_text": "changed"}]}},
         {"op": "call", "tool": "run_command", "arguments": {"argv": ["echo", "<b>hi</b>"]}},
     ]));
