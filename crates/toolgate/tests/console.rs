@@ -436,6 +436,9 @@ fn a_person_in_chromium_allows_once_rejects_with_a_reason_and_sees_commands() {
     }
 }
 
+/// One request of the refusal table: name, method, path, headers, expected status.
+type Row<'a> = (&'a str, &'a str, &'a str, Vec<(&'a str, String)>, u16);
+
 #[test]
 fn requests_without_the_token_from_another_host_or_origin_or_without_csrf_are_refused() {
     let fx = Fixture::new();
@@ -448,7 +451,7 @@ fn requests_without_the_token_from_another_host_or_origin_or_without_csrf_are_re
     let api_with_token = format!("/api/pending?token={}", served.token);
     let page_with_token = format!("/?token={}", served.token);
     #[rustfmt::skip]
-    let table: Vec<(&str, &str, &str, Vec<(&str, String)>, u16)> = vec![
+    let table: Vec<Row<'_>> = vec![
         ("no token", "GET", "/api/pending", vec![], 401),
         ("no token, page", "GET", "/", vec![], 401),
         ("wrong token", "GET", "/api/pending", vec![wrong.clone()], 401),
