@@ -18,6 +18,7 @@ use toolgate_core::{
 };
 
 use crate::guard::Secret;
+use crate::standing::{self, GrantsFileError, StoredGrant};
 
 /// How long a once grant stays redeemable: the pipeline redeems it immediately after the
 /// decision, so this only bounds a grant that was never used.
@@ -38,6 +39,8 @@ pub struct BrokerOptions {
     pub standing_ttl: Duration,
     /// The workspace root, shown to the person (requests carry only its digest).
     pub workspace_root: String,
+    /// Where standing grants are kept between runs; `None` keeps them in memory only.
+    pub grants_file: Option<std::path::PathBuf>,
 }
 
 impl Default for BrokerOptions {
@@ -46,6 +49,7 @@ impl Default for BrokerOptions {
             timeout: Duration::from_secs(300),
             standing_ttl: Duration::from_secs(8 * 60 * 60),
             workspace_root: String::new(),
+            grants_file: None,
         }
     }
 }
@@ -219,12 +223,77 @@ impl ConsoleBroker {
     }
 
     /// Revokes a standing grant; `false` when there is none with that id.
-    pub fn revoke(&self, id: &str) -> bool {
+    pub fn revoke(&self, id: &str) -> Result<bool, GrantsFileError> {
         let standing = self.ledger.standing_grants().iter().any(|g| g.id == id);
         if standing {
             self.ledger.revoke(id);
+            self.save_standing()?;
         }
-        standing
+        Ok(standing)
+    }
+
+    /// Restores the standing grants of the grants file that have not expired; returns how
+    /// many. Each is issued anew by this run's ledger, for the time it had left.
+    pub fn restore_standing(&self) -> Result<usize, GrantsFileError> {
+        let Some(path) = &self.options.grants_file else {
+            return Ok(0);
+        };
+        let now = now_ms();
+        let mut restored = 0;
+        for stored in standing::load(path)? {
+            if stored.expires_at_ms <= now {
+                continue;
+            }
+            // The ledger issues grants only for a request; this one stands for the stored
+            // grant's tool and workspace, which is all a workspace grant is checked against.
+            let arguments = serde_json::Value::Object(serde_json::Map::new());
+            let request = ApprovalRequest {
+                digest: toolgate_core::ApprovalDigest::compute(
+                    &stored.tool,
+                    "",
+                    &arguments,
+                    &stored.workspace,
+                    &[],
+                    &[],
+                ),
+                tool: stored.tool,
+                version: String::new(),
+                effect: EffectClass::LocalWrite,
+                surface: toolgate_core::Surface::Console,
+                actor: String::new(),
+                workspace: stored.workspace,
+                arguments,
+                resources: Vec::new(),
+                preview: None,
+                scope_allowed: GrantScope::WorkspaceAction,
+                policies: Vec::new(),
+                approval_mode: toolgate_core::ApprovalMode::Policy,
+                cancelled: std::sync::Arc::default(),
+            };
+            let left = Duration::from_millis(stored.expires_at_ms - now);
+            self.ledger
+                .issue(&request, GrantScope::WorkspaceAction, left);
+            restored += 1;
+        }
+        Ok(restored)
+    }
+
+    /// Writes the standing grants to the grants file, if there is one.
+    fn save_standing(&self) -> Result<(), GrantsFileError> {
+        let Some(path) = &self.options.grants_file else {
+            return Ok(());
+        };
+        let stored: Vec<StoredGrant> = self
+            .ledger
+            .standing_grants()
+            .into_iter()
+            .map(|g| StoredGrant {
+                workspace: g.workspace,
+                tool: g.tool,
+                expires_at_ms: g.expires_at_ms,
+            })
+            .collect();
+        standing::save(path, &stored)
     }
 
     fn view(&self, id: &str, pending: &Pending, now: Instant) -> PendingView {
@@ -355,11 +424,22 @@ impl ApprovalBroker for ConsoleBroker {
             Ok(Decision::AllowOnce) => {
                 ApprovalResponse::Grant(self.ledger.issue(request, GrantScope::Once, ONCE_TTL))
             }
-            Ok(Decision::AllowWorkspace) => ApprovalResponse::Grant(self.ledger.issue(
-                request,
-                GrantScope::WorkspaceAction,
-                self.options.standing_ttl,
-            )),
+            Ok(Decision::AllowWorkspace) => {
+                let grant = self.ledger.issue(
+                    request,
+                    GrantScope::WorkspaceAction,
+                    self.options.standing_ttl,
+                );
+                // A grant that cannot be kept as promised is not given: the person allowed
+                // it for the workspace, across restarts, and it would silently be less.
+                if let Err(e) = self.save_standing() {
+                    self.ledger.revoke(&grant.id);
+                    return ApprovalResponse::Unanswered {
+                        reason: format!("the workspace grant could not be kept: {e}"),
+                    };
+                }
+                ApprovalResponse::Grant(grant)
+            }
             Ok(Decision::Reject { reason }) => ApprovalResponse::Deny {
                 reason: reason
                     .map(|r| r.trim().to_owned())
@@ -494,10 +574,60 @@ mod tests {
         let grants = b.grants();
         assert_eq!(grants.len(), 1);
         assert!(b.standing("ws", "edit_file").is_some());
-        assert!(!b.revoke("grant-unknown"));
-        assert!(b.revoke(&grants[0].id));
+        assert!(!b.revoke("grant-unknown").unwrap());
+        assert!(b.revoke(&grants[0].id).unwrap());
         assert!(b.standing("ws", "edit_file").is_none());
         assert!(b.grants().is_empty());
+    }
+
+    #[test]
+    fn workspace_grants_survive_a_restart_until_revoked() {
+        let dir = std::env::temp_dir().join(format!("toolgate-broker-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let options = BrokerOptions {
+            grants_file: Some(dir.join("grants.json")),
+            ..BrokerOptions::default()
+        };
+        let first = Arc::new(ConsoleBroker::new(options.clone()));
+        let req = request(
+            "edit_file",
+            EffectClass::LocalWrite,
+            GrantScope::WorkspaceAction,
+        );
+        answered(&first, req.clone(), |b, view| {
+            b.decide(&view.id, Decision::AllowWorkspace).unwrap();
+        });
+        let once = request(
+            "write_file",
+            EffectClass::LocalWrite,
+            GrantScope::WorkspaceAction,
+        );
+        answered(&first, once, |b, view| {
+            b.decide(&view.id, Decision::AllowOnce).unwrap()
+        });
+        drop(first);
+
+        let second = ConsoleBroker::new(options.clone());
+        assert_eq!(
+            second.restore_standing().unwrap(),
+            1,
+            "once grants are not kept"
+        );
+        let grant = second.standing("ws", "edit_file").unwrap();
+        assert_eq!(
+            second.redeem(&grant, &req.digest, "ws", "edit_file"),
+            Ok(())
+        );
+        assert!(second.standing("ws", "write_file").is_none());
+        assert!(second.revoke(&grant.id).unwrap());
+
+        let third = ConsoleBroker::new(options);
+        assert_eq!(
+            third.restore_standing().unwrap(),
+            0,
+            "a revoked grant stays revoked"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -25,7 +25,9 @@ pub mod broker;
 pub mod guard;
 pub mod outcomes;
 pub mod server;
+pub mod standing;
 
 pub use broker::{BrokerOptions, ConsoleBroker, DecideError, Decision, GrantView, PendingView};
 pub use outcomes::{OutcomeView, RecentOutcomes};
 pub use server::{CSRF_HEADER, Console, ConsoleError};
+pub use standing::GrantsFileError;

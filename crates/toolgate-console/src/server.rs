@@ -282,14 +282,20 @@ async fn grants(State(shared): State<Arc<Shared>>) -> Response {
 }
 
 async fn revoke(State(shared): State<Arc<Shared>>, Path(id): Path<String>) -> Response {
-    if shared.broker.revoke(&id) {
-        StatusCode::NO_CONTENT.into_response()
-    } else {
-        (
+    match shared.broker.revoke(&id) {
+        Ok(true) => StatusCode::NO_CONTENT.into_response(),
+        Ok(false) => (
             StatusCode::NOT_FOUND,
             format!("toolgate console: no standing grant `{id}`\n"),
         )
-            .into_response()
+            .into_response(),
+        // Revoked in memory, but the file still holds it: say so, so the person knows it
+        // would come back after a restart.
+        Err(e) => (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("toolgate console: revoked for this run only: {e}\n"),
+        )
+            .into_response(),
     }
 }
 

@@ -1,6 +1,7 @@
 //! The approval console of `toolgate serve`: started on a free loopback port, its address
 //! printed once to standard error, its token also written to a file only the user can read
 //! (for a person who lost the terminal line), and that file removed when the server stops.
+//! Standing workspace grants are kept in the same state directory, one file per workspace.
 
 use std::io::Write as _;
 use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
@@ -9,7 +10,7 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 use toolgate_console::{BrokerOptions, Console, ConsoleBroker, RecentOutcomes};
-use toolgate_core::Pipeline;
+use toolgate_core::{Pipeline, WorkspaceId};
 use toolgate_workspace::Workspace;
 
 use crate::gate::Gate;
@@ -29,15 +30,33 @@ pub struct RunningConsole {
 
 impl RunningConsole {
     pub fn start(gate: &Gate, workspace: &Workspace) -> anyhow::Result<RunningConsole> {
+        let dir = state_dir()
+            .context("cannot find a state directory for the console: set XDG_STATE_HOME or HOME")?;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&dir)
+            .with_context(|| format!("cannot create `{}`", dir.display()))?;
+        let root = workspace.root().display().to_string();
+        let id = WorkspaceId::new(&workspace.root().to_string_lossy());
+        let digest = id.digest().trim_start_matches("sha256:");
         let broker = Arc::new(ConsoleBroker::new(BrokerOptions {
             timeout: gate.config.approval_timeout()?,
-            workspace_root: workspace.root().display().to_string(),
+            workspace_root: root,
+            grants_file: Some(dir.join(format!(
+                "grants-{}.json",
+                digest.get(..16).unwrap_or(digest)
+            ))),
             ..BrokerOptions::default()
         }));
+        // An unreadable grants file restores nothing; the person is asked again.
+        if let Err(e) = broker.restore_standing() {
+            eprintln!("toolgate: {e}; no standing grants were restored");
+        }
         let outcomes = Arc::new(RecentOutcomes::new(RECENT_OUTCOMES));
         let console = Console::start(Arc::clone(&broker), Arc::clone(&outcomes))
             .context("cannot start the approval console (use --no-console to run without one)")?;
-        let token_file = TokenFile::write(console.port(), console.token())?;
+        let token_file = TokenFile::write(&dir, console.port(), console.token())?;
         eprintln!("toolgate: approval console at {}", console.url());
         eprintln!(
             "toolgate: the console's token is also in {}",
@@ -67,15 +86,7 @@ struct TokenFile {
 }
 
 impl TokenFile {
-    fn write(port: u16, token: &str) -> anyhow::Result<TokenFile> {
-        let dir = state_dir().context(
-            "cannot find a state directory for the console token: set XDG_STATE_HOME or HOME",
-        )?;
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(&dir)
-            .with_context(|| format!("cannot create `{}`", dir.display()))?;
+    fn write(dir: &std::path::Path, port: u16, token: &str) -> anyhow::Result<TokenFile> {
         let path = dir.join(format!("console-{port}.token"));
         // A file left by a server that was killed on this port is stale; its token is dead.
         let _ = std::fs::remove_file(&path);

@@ -54,20 +54,27 @@ struct Served {
     port: u16,
     token: String,
     token_file: PathBuf,
-    _state: tempfile::TempDir,
+    _state: Option<tempfile::TempDir>,
 }
 
 impl Served {
     fn start(ws: &Path, config: &str) -> Served {
         let state = tempfile::tempdir().unwrap();
-        let config_path = state.path().join("toolgate.toml");
+        let mut served = Served::start_at(ws, config, state.path());
+        served._state = Some(state);
+        served
+    }
+
+    /// A server keeping its state (token file, standing grants) in `state`.
+    fn start_at(ws: &Path, config: &str, state: &Path) -> Served {
+        let config_path = state.join("toolgate.toml");
         fs::write(&config_path, config).unwrap();
         let mut child = Command::new(env!("CARGO_BIN_EXE_toolgate"))
             .args(["serve", "--http", "127.0.0.1:0", "--workspace"])
             .arg(ws)
             .arg("--config")
             .arg(&config_path)
-            .env("XDG_STATE_HOME", state.path())
+            .env("XDG_STATE_HOME", state)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -122,7 +129,7 @@ impl Served {
             port,
             token: token.to_owned(),
             token_file,
-            _state: state,
+            _state: None,
         }
     }
 
@@ -665,4 +672,70 @@ fn an_approval_timeout_out_of_range_is_a_configuration_error() {
         stderr.contains("approval timeout_secs `0` is out of range"),
         "{stderr}"
     );
+}
+
+#[test]
+fn a_workspace_grant_outlives_a_restart_and_a_once_grant_does_not() {
+    let fx = Fixture::new();
+    let ws = fx.workspace();
+    let state = tempfile::tempdir().unwrap();
+    let write = |path: &str| json!({"op": "call", "tool": "write_file", "arguments": {"path": path, "content": "x\n"}});
+    let decide = |served: &Served, choice: &str| {
+        let id = served.pending(1)[0]["id"].as_str().unwrap().to_owned();
+        let reply = served.http(
+            "POST",
+            &format!("/api/pending/{id}/decision"),
+            &[
+                ("cookie", served.cookie()),
+                ("x-toolgate-csrf", served.csrf()),
+                ("content-type", "application/json".into()),
+            ],
+            &json!({"decision": choice}).to_string(),
+        );
+        assert_eq!(reply.status, 204, "{}", reply.body);
+    };
+
+    let first = Served::start_at(&ws, "", state.path());
+    let client = first.client(json!([write("one.txt")]));
+    decide(&first, "allow_workspace");
+    assert_eq!(client.finish()[0]["isError"], false);
+    let client = first.client(json!([write("two.txt")]));
+    assert_eq!(client.finish()[0]["isError"], false, "the grant stands");
+    let client = first.client(json!([{"op": "call", "tool": "run_command",
+        "arguments": {"argv": ["true"]}}]));
+    decide(&first, "allow_once");
+    assert_eq!(client.finish()[0]["isError"], false);
+    drop(first);
+
+    let second = Served::start_at(&ws, "[approval]\ntimeout_secs = 2\n", state.path());
+    let grants = second.get_json("/api/grants");
+    assert_eq!(grants.as_array().unwrap().len(), 1, "{grants}");
+    assert_eq!(grants[0]["tool"], "write_file");
+    let results = second
+        .client(
+            json!([write("three.txt"), {"op": "call", "tool": "run_command",
+            "arguments": {"argv": ["true"]}}]),
+        )
+        .finish();
+    assert_eq!(results[0]["isError"], false, "{}", results[0]);
+    assert_eq!(code(&results[1]), "approval_expired", "{}", results[1]);
+    assert!(ws.join("three.txt").exists());
+
+    // Revoked in the console: the next write asks again, in this run and the next.
+    let id = grants[0]["id"].as_str().unwrap();
+    let revoke = second.http(
+        "POST",
+        &format!("/api/grants/{id}/revoke"),
+        &[
+            ("cookie", second.cookie()),
+            ("x-toolgate-csrf", second.csrf()),
+        ],
+        "",
+    );
+    assert_eq!(revoke.status, 204, "{}", revoke.body);
+    drop(second);
+    let third = Served::start_at(&ws, "[approval]\ntimeout_secs = 1\n", state.path());
+    assert_eq!(third.get_json("/api/grants"), json!([]));
+    let results = third.client(json!([write("four.txt")])).finish();
+    assert_eq!(code(&results[0]), "approval_expired", "{}", results[0]);
 }
