@@ -33,6 +33,15 @@ try {
   page.on('console', (message) => {
     if (message.type() === 'error') report.console_errors.push(message.text());
   });
+  // Without the token, or with a wrong one, the console shows nothing.
+  const stranger = await browser.newContext();
+  const strangerPage = await stranger.newPage();
+  const origin = new URL(plan.url).origin;
+  report.no_token_status = (await strangerPage.goto(origin + '/')).status();
+  report.wrong_token_status = (await strangerPage.goto(origin + '/?token=' + '0'.repeat(64))).status();
+  report.stranger_text = await strangerPage.textContent('body');
+  await stranger.close();
+
   await page.goto(plan.url);
   report.address_after_open = page.url();
   const cookies = await context.cookies();
@@ -61,6 +70,28 @@ try {
       seen.fields[await dd.getAttribute('data-field')] = await dd.textContent();
     }
     await page.screenshot({ path: join(plan.screenshots, `${String(i + 1).padStart(2, '0')}-${step.tool}-pending.png`), fullPage: true });
+    if (i === 0) {
+      // A page of another origin, open in the person's own browser session, tries to read
+      // the pending list and to approve this very request.
+      const id = await card.getAttribute('data-id');
+      const evil = await context.newPage();
+      await evil.route('http://evil.example/**', (route) => route.fulfill({
+        contentType: 'text/html', body: '<html><body>an unrelated site</body></html>',
+      }));
+      await evil.goto('http://evil.example/');
+      report.foreign_page = await evil.evaluate(async ([base, id]) => {
+        const read = await fetch(base + '/api/pending', { credentials: 'include' })
+          .then((r) => 'read ' + r.status, () => 'blocked');
+        const decide = await fetch(base + '/api/pending/' + id + '/decision', {
+          method: 'POST', mode: 'no-cors', credentials: 'include',
+          body: '{"decision":"allow_once"}',
+        }).then(() => 'sent', () => 'blocked');
+        return { read, decide };
+      }, [new URL(plan.url).origin, id]);
+      await evil.close();
+      await page.waitForTimeout(1500);
+      report.foreign_page.still_pending = await card.isVisible();
+    }
     if (step.reason !== undefined) {
       await card.locator('input[name="reason"]').fill(step.reason);
     }

@@ -341,6 +341,14 @@ fn a_person_in_chromium_allows_once_rejects_with_a_reason_and_sees_commands() {
     assert_eq!(cookie["sameSite"], "Strict");
     assert!(seen["csp"].as_str().unwrap().contains("script-src 'self'"));
 
+    // Without the token the browser gets nothing; a page of another origin in the person's
+    // own browser can neither read the console nor decide for them.
+    assert_eq!(seen["no_token_status"], 401);
+    assert_eq!(seen["wrong_token_status"], 401);
+    assert!(!seen["stranger_text"].as_str().unwrap().contains("Waiting"));
+    assert_eq!(seen["foreign_page"]["read"], "blocked", "{seen}");
+    assert_eq!(seen["foreign_page"]["still_pending"], true, "{seen}");
+
     // The write: its diff shown, coloured, model markup as text; allowed once, applied.
     let write = &seen["steps"][0];
     assert_eq!(write["preview_kind"], "diff");
