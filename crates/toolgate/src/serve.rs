@@ -1,9 +1,9 @@
 //! `toolgate serve`: the configured pipeline behind an MCP server, on stdio or HTTP.
 //!
 //! Calls that need a person's consent wait in the approval console (see [`crate::console`]);
-//! with `--no-console` they come back to the model as `approval_required`. Over HTTP every request needs a bearer token from
-//! `[[serve.token]]`; with none configured, a fresh token is generated and printed to standard
-//! error, so the server never runs open by accident.
+//! with `--no-console` they come back to the model as `approval_required`. Over HTTP every
+//! request needs a bearer token from `[[serve.token]]`; with none configured, a fresh token is
+//! generated and printed to standard error, so the server never runs open by accident.
 
 use std::sync::Arc;
 
