@@ -10,8 +10,8 @@
 //! process's state, not in any message a model can write.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 
 use crate::canonical::{Digest, canonical_json, sha256_digest};
 use crate::invocation::Surface;
-use crate::registry::EffectClass;
+use crate::registry::{ApprovalMode, EffectClass};
 
 /// Time, injectable so expiry can be tested.
 pub trait Clock: Send + Sync + std::fmt::Debug {
@@ -92,6 +92,14 @@ pub struct ApprovalRequest {
     pub preview: Option<String>,
     /// Whether a workspace-scoped grant may be offered.
     pub scope_allowed: GrantScope,
+    /// The policies, by `@id`, that permitted the call subject to approval.
+    pub policies: Vec<String>,
+    /// The tool entry's approval mode: `each_call` asks whatever the policies say.
+    pub approval_mode: ApprovalMode,
+    /// Set when the caller gives up on the call; a broker still waiting must then stop
+    /// waiting and answer [`ApprovalResponse::Unanswered`].
+    #[serde(skip)]
+    pub cancelled: Arc<AtomicBool>,
 }
 
 /// A broker's answer.
@@ -101,8 +109,10 @@ pub enum ApprovalResponse {
     Grant(Grant),
     /// A person refused.
     Deny { reason: String },
-    /// Nobody could be asked (headless, no terminal, console unreachable, timed out).
+    /// Nobody could be asked (headless, no terminal, console unreachable, call cancelled).
     Unanswered { reason: String },
+    /// A person could be asked but did not answer in time.
+    Expired { reason: String },
 }
 
 /// Asks a person. Implementations must never approve on their own.
@@ -188,12 +198,12 @@ struct GrantState {
 pub struct GrantLedger {
     grants: Mutex<HashMap<String, GrantState>>,
     next: AtomicU64,
-    clock: std::sync::Arc<dyn Clock>,
+    clock: Arc<dyn Clock>,
     nonce: u64,
 }
 
 impl GrantLedger {
-    pub fn new(clock: std::sync::Arc<dyn Clock>) -> Self {
+    pub fn new(clock: Arc<dyn Clock>) -> Self {
         GrantLedger {
             grants: Mutex::new(HashMap::new()),
             next: AtomicU64::new(1),
@@ -292,6 +302,24 @@ impl GrantLedger {
             .map(|s| s.grant.clone())
     }
 
+    /// The workspace-scoped grants still standing (not revoked, not expired), oldest first, so
+    /// a person can see what they allowed and revoke it.
+    pub fn standing_grants(&self) -> Vec<Grant> {
+        let now = self.clock.now_ms();
+        let mut standing: Vec<Grant> = self
+            .lock()
+            .values()
+            .filter(|s| {
+                s.grant.scope == GrantScope::WorkspaceAction
+                    && !s.revoked
+                    && s.grant.expires_at_ms > now
+            })
+            .map(|s| s.grant.clone())
+            .collect();
+        standing.sort_by(|a, b| a.expires_at_ms.cmp(&b.expires_at_ms).then(a.id.cmp(&b.id)));
+        standing
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, GrantState>> {
         // A poisoned lock means a panic elsewhere mid-update; the map itself stays consistent
         // (every update is a single insert or field store), so keep using it.
@@ -304,8 +332,6 @@ impl GrantLedger {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::Arc;
-    use std::sync::atomic::AtomicU64;
 
     #[derive(Debug, Default)]
     struct TestClock(AtomicU64);
@@ -328,6 +354,9 @@ mod tests {
             resources: vec![],
             preview: None,
             scope_allowed,
+            policies: vec![],
+            approval_mode: ApprovalMode::Policy,
+            cancelled: Arc::default(),
         }
     }
 
@@ -394,6 +423,16 @@ mod tests {
         let grant = ledger.issue(&req, GrantScope::WorkspaceAction, Duration::from_secs(60));
         let next = request(json!({"a": 2}), GrantScope::WorkspaceAction);
         assert_eq!(ledger.standing("ws", "edit"), Some(grant.clone()));
+        assert_eq!(ledger.standing_grants(), vec![grant.clone()]);
+        let once = ledger.issue(
+            &request(json!({"a": 3}), GrantScope::Once),
+            GrantScope::Once,
+            Duration::from_secs(60),
+        );
+        assert!(
+            !ledger.standing_grants().contains(&once),
+            "once grants never stand"
+        );
         assert_eq!(ledger.standing("other", "edit"), None);
         assert_eq!(ledger.standing("ws", "write"), None);
         assert_eq!(ledger.redeem(&grant, &next.digest, "ws", "edit"), Ok(()));
@@ -403,6 +442,17 @@ mod tests {
             Err(GrantRefusal::Mismatch)
         );
         clock.0.store(60_000, Ordering::Relaxed);
+        assert_eq!(ledger.standing("ws", "edit"), None);
+        assert_eq!(ledger.standing_grants(), vec![]);
+    }
+
+    #[test]
+    fn revoked_grants_no_longer_stand() {
+        let ledger = GrantLedger::new(Arc::new(TestClock::default()));
+        let req = request(json!({"a": 1}), GrantScope::WorkspaceAction);
+        let grant = ledger.issue(&req, GrantScope::WorkspaceAction, Duration::from_secs(60));
+        ledger.revoke(&grant.id);
+        assert_eq!(ledger.standing_grants(), vec![]);
         assert_eq!(ledger.standing("ws", "edit"), None);
     }
 }

@@ -400,7 +400,7 @@ impl Pipeline {
                 if permitted.approval_required {
                     (hooks.awaiting_approval)();
                 }
-                self.approve(permitted)
+                self.approve_cancellable(permitted, Arc::clone(&cancelled))
             })
             .and_then(|authorized| {
                 (hooks.executing)();
@@ -645,6 +645,15 @@ impl Pipeline {
 
     /// Stage 6.
     pub fn approve(&self, permitted: Permitted) -> Result<Authorized, Stopped> {
+        self.approve_cancellable(permitted, Arc::new(AtomicBool::new(false)))
+    }
+
+    /// Stage 6, with a flag the caller may set to stop waiting for a person.
+    pub fn approve_cancellable(
+        &self,
+        permitted: Permitted,
+        cancelled: Arc<AtomicBool>,
+    ) -> Result<Authorized, Stopped> {
         let started = Instant::now();
         let Permitted {
             invocation,
@@ -656,8 +665,10 @@ impl Pipeline {
             mut trace,
         } = permitted;
         let grant = if approval_required {
-            let request =
+            let mut request =
                 self.approval_request(&invocation, &tool, &arguments, effect, &classification);
+            request.policies.clone_from(&trace.policies);
+            request.cancelled = cancelled;
             match self.obtain_grant(request, &tool) {
                 Ok(grant) => {
                     trace.approval_id = Some(grant.0.id.clone());
@@ -705,6 +716,13 @@ impl Pipeline {
             )
             .with_hint(Some(
                 "do not retry the same call; ask the user what they want instead".into(),
+            ))),
+            ApprovalResponse::Expired { reason } => Err(Rejection::new(
+                RejectCode::ApprovalExpired,
+                format!("nobody approved `{}` in time: {reason}", tool.entry.name),
+            )
+            .with_hint(Some(
+                "ask the user whether they still want it before trying again".into(),
             ))),
             ApprovalResponse::Unanswered { reason } => Err(Rejection::new(
                 RejectCode::ApprovalRequired,
@@ -756,6 +774,9 @@ impl Pipeline {
             resources: classification.resources.clone(),
             preview: classification.preview.clone(),
             scope_allowed,
+            policies: Vec::new(),
+            approval_mode: tool.entry.approval,
+            cancelled: Arc::default(),
         }
     }
 

@@ -322,6 +322,9 @@ fn standing_grants_never_cover_commands() {
         resources: vec![],
         preview: None,
         scope_allowed: GrantScope::WorkspaceAction,
+        policies: vec![],
+        approval_mode: ApprovalMode::Policy,
+        cancelled: Arc::default(),
     };
     broker.ledger.issue(
         &request,
@@ -525,4 +528,93 @@ fn a_caller_may_narrow_what_resolves_never_widen_it_and_hears_of_approval_and_ex
         *events.lock().unwrap(),
         ["executing", "approval", "executing"]
     );
+}
+
+/// Waits for the call's cancellation, then answers as a broker that was told to stop; or, when
+/// told to, answers that time ran out.
+#[derive(Debug)]
+struct Waiting {
+    expire: bool,
+    seen: Mutex<Vec<ApprovalRequest>>,
+}
+
+impl ApprovalBroker for Waiting {
+    fn request(&self, request: &ApprovalRequest) -> ApprovalResponse {
+        self.seen.lock().unwrap().push(request.clone());
+        if self.expire {
+            return ApprovalResponse::Expired {
+                reason: "nobody answered within 1 s".into(),
+            };
+        }
+        while !request.cancelled.load(std::sync::atomic::Ordering::Relaxed) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        ApprovalResponse::Unanswered {
+            reason: "the call was cancelled".into(),
+        }
+    }
+    fn ledger(&self) -> Option<&GrantLedger> {
+        None
+    }
+}
+
+fn waiting_pipeline(expire: bool) -> (Pipeline, Arc<Waiting>) {
+    let broker = Arc::new(Waiting {
+        expire,
+        seen: Mutex::new(Vec::new()),
+    });
+    let schema = json!({"type": "object", "properties": {"path": {"type": "string"}}});
+    let mut builder = RegistryBuilder::new();
+    builder
+        .register(
+            Descriptor::new("run", "t", schema),
+            entry("run", EffectClass::Irreversible, ApprovalMode::EachCall),
+            Arc::new(Witness::default()),
+        )
+        .unwrap();
+    let p = Pipeline::new(
+        Arc::new(builder.build().unwrap()),
+        Arc::new(PolicyEngine::default_policy().unwrap()),
+        broker.clone(),
+        WorkspaceId::new(ROOT),
+    );
+    (p, broker)
+}
+
+#[test]
+fn a_waiting_broker_sees_the_call_cancelled() {
+    let (p, broker) = waiting_pipeline(false);
+    let cancelled = Arc::new(AtomicBool::new(false));
+    let run = std::thread::spawn({
+        let cancelled = Arc::clone(&cancelled);
+        move || {
+            p.run_cancellable(
+                RawCall::text("run", r#"{"path": "a"}"#, Surface::Chat),
+                cancelled,
+            )
+        }
+    });
+    while broker.seen.lock().unwrap().is_empty() {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    cancelled.store(true, std::sync::atomic::Ordering::Relaxed);
+    let outcome = run.join().unwrap();
+    let rejection = outcome.rejection.unwrap();
+    assert_eq!(rejection.code, RejectCode::ApprovalRequired);
+    assert!(rejection.message.contains("cancelled"), "{rejection:?}");
+    let seen = broker.seen.lock().unwrap();
+    assert_eq!(seen[0].approval_mode, ApprovalMode::EachCall);
+    assert!(
+        !seen[0].policies.is_empty(),
+        "the permitting policy is named"
+    );
+}
+
+#[test]
+fn an_unanswered_request_that_ran_out_of_time_is_approval_expired() {
+    let (p, _) = waiting_pipeline(true);
+    let outcome = p.run(RawCall::text("run", r#"{"path": "a"}"#, Surface::Chat));
+    let rejection = outcome.rejection.unwrap();
+    assert_eq!(rejection.code, RejectCode::ApprovalExpired);
+    assert!(rejection.message.contains("within 1 s"), "{rejection:?}");
 }

@@ -181,6 +181,9 @@ pub struct ServeArgs {
     /// only; for test rigs that cannot send a header.
     #[arg(long, requires = "http")]
     pub dangerous_no_auth: bool,
+    /// Start no approval console: calls that need a person's approval are refused.
+    #[arg(long)]
+    pub no_console: bool,
     #[command(flatten)]
     pub config: ConfigArgs,
 }

@@ -44,6 +44,8 @@ pub struct ConfigFile {
     pub upstreams: Vec<Spanned<toolgate_upstream::UpstreamSection>>,
     #[serde(default)]
     pub audit: AuditSection,
+    #[serde(default)]
+    pub approval: ApprovalSection,
 }
 
 /// `[audit]`: where the audit log lives and what it keeps.
@@ -57,6 +59,19 @@ pub struct AuditSection {
     #[serde(default)]
     pub debug_store_redacted_values: bool,
 }
+
+/// `[approval]`: how long a call waits for a person in the approval console.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApprovalSection {
+    /// Seconds before an unanswered request is `approval_expired` (default 300).
+    pub timeout_secs: Option<Spanned<u64>>,
+}
+
+/// The approval timeout when `[approval] timeout_secs` is not set.
+pub const DEFAULT_APPROVAL_TIMEOUT_SECS: u64 = 300;
+/// The longest approval timeout: a call should not hold a client for longer than a day.
+pub const MAX_APPROVAL_TIMEOUT_SECS: u64 = 24 * 60 * 60;
 
 /// Bounds on requests, before anything is parsed.
 #[derive(Debug, Default, Deserialize)]
@@ -161,6 +176,7 @@ impl Config {
             text,
         };
         config.check_duplicates()?;
+        config.approval_timeout()?;
         Ok(config)
     }
 
@@ -242,6 +258,25 @@ impl Config {
             bounds.max_depth = v;
         }
         bounds
+    }
+
+    /// `[approval] timeout_secs`, between 1 s and a day.
+    pub fn approval_timeout(&self) -> Result<std::time::Duration, ConfigError> {
+        let Some(secs) = &self.file.approval.timeout_secs else {
+            return Ok(std::time::Duration::from_secs(
+                DEFAULT_APPROVAL_TIMEOUT_SECS,
+            ));
+        };
+        let value = *secs.get_ref();
+        if value == 0 || value > MAX_APPROVAL_TIMEOUT_SECS {
+            return Err(self.error_at(
+                secs.span(),
+                format!(
+                    "approval timeout_secs `{value}` is out of range; use 1 to {MAX_APPROVAL_TIMEOUT_SECS}"
+                ),
+            ));
+        }
+        Ok(std::time::Duration::from_secs(value))
     }
 
     fn check_duplicates(&self) -> Result<(), ConfigError> {

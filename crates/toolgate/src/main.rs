@@ -7,6 +7,7 @@ mod approve;
 mod audit;
 mod cli;
 mod config;
+mod console;
 mod gate;
 mod serve;
 mod upstream;

@@ -1,19 +1,19 @@
 //! `toolgate serve`: the configured pipeline behind an MCP server, on stdio or HTTP.
 //!
-//! Approvals are refused headlessly for now (the approval console is not part of the binary
-//! yet): read-only tools run, and anything that needs a person's consent comes back to the
-//! model as `approval_required`. Over HTTP every request needs a bearer token from
-//! `[[serve.token]]`; with none configured, a fresh token is generated and printed to standard
-//! error, so the server never runs open by accident.
+//! Calls that need a person's consent wait in the approval console (see [`crate::console`]);
+//! with `--no-console` they come back to the model as `approval_required`. Over HTTP every
+//! request needs a bearer token from `[[serve.token]]`; with none configured, a fresh token is
+//! generated and printed to standard error, so the server never runs open by accident.
 
 use std::sync::Arc;
 
 use anyhow::Context as _;
-use toolgate_core::HeadlessBroker;
+use toolgate_core::{ApprovalBroker, HeadlessBroker};
 use toolgate_mcp::{Gateway, HttpOptions, Principal, TokenTable};
 
 use crate::cli::ServeArgs;
 use crate::config::Config;
+use crate::console::RunningConsole;
 use crate::gate::{Gate, open_workspace};
 
 /// The smallest message limit; above it, room for the largest argument text twice over, so
@@ -28,7 +28,7 @@ pub fn serve(args: &ServeArgs) -> anyhow::Result<u8> {
         Arc::clone(&workspace),
     )?;
     check_profile(&gate, &args.profile, "--profile")?;
-    let gate = gate.with_audit_log()?;
+    let mut gate = gate.with_audit_log()?;
     let max_message_bytes = gate
         .config
         .bounds()
@@ -36,14 +36,23 @@ pub fn serve(args: &ServeArgs) -> anyhow::Result<u8> {
         .saturating_mul(2)
         .saturating_add(64 << 10)
         .max(MIN_MESSAGE_BYTES);
-    let pipeline = gate.pipeline(&workspace, Arc::new(HeadlessBroker));
+    let console = if args.no_console {
+        None
+    } else {
+        Some(RunningConsole::start(&gate, &workspace)?)
+    };
+    let broker: Arc<dyn ApprovalBroker> = match &console {
+        Some(console) => console.attach(&mut gate),
+        None => Arc::new(HeadlessBroker),
+    };
+    let pipeline = gate.pipeline(&workspace, Arc::clone(&broker));
     let gateway = Arc::new(Gateway::new(
         pipeline,
         "toolgate",
         env!("CARGO_PKG_VERSION"),
     ));
     let gate = Arc::new(gate);
-    follow_upstreams(&gate, &gateway);
+    follow_upstreams(&gate, &gateway, broker);
     let Some(addr) = args.http else {
         let principal = Principal::new(&args.actor, &args.profile);
         toolgate_mcp::run_stdio(gateway, principal, max_message_bytes)?;
@@ -81,7 +90,7 @@ pub fn serve(args: &ServeArgs) -> anyhow::Result<u8> {
 /// Rebuilds the pipeline whenever an upstream's tool list changes, so that sessions are told
 /// (`list_changed`) and a changed tool is quarantined at once. If the rebuild fails, the last
 /// pipeline stays in force.
-fn follow_upstreams(gate: &Arc<Gate>, gateway: &Arc<Gateway>) {
+fn follow_upstreams(gate: &Arc<Gate>, gateway: &Arc<Gateway>, broker: Arc<dyn ApprovalBroker>) {
     let Some(upstreams) = &gate.upstreams else {
         return;
     };
@@ -92,7 +101,7 @@ fn follow_upstreams(gate: &Arc<Gate>, gateway: &Arc<Gateway>) {
         let (Some(gate), Some(gateway)) = (weak_gate.upgrade(), weak_gateway.upgrade()) else {
             return;
         };
-        match gate.current_pipeline(Arc::new(HeadlessBroker)) {
+        match gate.current_pipeline(Arc::clone(&broker)) {
             Ok(pipeline) => gateway.replace_pipeline(pipeline),
             Err(e) => eprintln!(
                 "toolgate: an upstream's tools changed, but the registry cannot be rebuilt; the last one stays in force: {e}"

@@ -115,6 +115,7 @@ fn drive(plan: &Value) -> Value {
 fn stdio_session(ws: &Path, config: &Path, extra: &[&str], steps: Value) -> Value {
     let mut args = vec![
         "serve".to_owned(),
+        "--no-console".to_owned(),
         "--workspace".to_owned(),
         ws.display().to_string(),
         "--config".to_owned(),
@@ -349,7 +350,7 @@ impl RawStdio {
         let empty = ws.parent().unwrap().join("empty.toml");
         fs::write(&empty, "").unwrap();
         let mut child = Command::new(toolgate_bin())
-            .args(["serve", "--workspace"])
+            .args(["serve", "--no-console", "--workspace"])
             .arg(ws)
             .arg("--config")
             .arg(config.unwrap_or(&empty))
@@ -451,7 +452,7 @@ fn hostile_corpus_over_mcp() {
         if !known_profile(config.as_deref(), &profile) {
             // No session can run in a profile that does not exist: serve refuses to start.
             let refused = Command::new(toolgate_bin())
-                .args(["serve", "--workspace"])
+                .args(["serve", "--no-console", "--workspace"])
                 .arg(&ws)
                 .args(["--profile", &profile])
                 .env("XDG_CONFIG_HOME", "/nonexistent-toolgate-test-config")
@@ -655,7 +656,7 @@ fn inspector_cli_lists_and_calls() {
             .arg(&inspector)
             .arg("--cli")
             .arg(toolgate_bin())
-            .args(["--", "serve", "--workspace"])
+            .args(["--", "serve", "--no-console", "--workspace"])
             .arg(&ws)
             .arg("--config")
             .arg(&config)
@@ -693,7 +694,13 @@ struct HttpServer {
 impl HttpServer {
     fn start(ws: &Path, config: &Path, extra: &[&str], env: &[(&str, &str)]) -> HttpServer {
         let mut child = Command::new(toolgate_bin())
-            .args(["serve", "--http", "127.0.0.1:0", "--workspace"])
+            .args([
+                "serve",
+                "--no-console",
+                "--http",
+                "127.0.0.1:0",
+                "--workspace",
+            ])
             .arg(ws)
             .arg("--config")
             .arg(config)
@@ -862,7 +869,13 @@ fn http_without_configured_tokens_generates_one_and_refuses_open_binds() {
     );
 
     let refused = Command::new(toolgate_bin())
-        .args(["serve", "--http", "0.0.0.0:0", "--workspace"])
+        .args([
+            "serve",
+            "--no-console",
+            "--http",
+            "0.0.0.0:0",
+            "--workspace",
+        ])
         .arg(&ws)
         .arg("--config")
         .arg(&config)
@@ -880,7 +893,13 @@ fn http_without_configured_tokens_generates_one_and_refuses_open_binds() {
         None,
     );
     let refused = Command::new(toolgate_bin())
-        .args(["serve", "--http", "127.0.0.1:0", "--workspace"])
+        .args([
+            "serve",
+            "--no-console",
+            "--http",
+            "127.0.0.1:0",
+            "--workspace",
+        ])
         .arg(&ws)
         .arg("--config")
         .arg(&unset)

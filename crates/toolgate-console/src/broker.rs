@@ -1,0 +1,738 @@
+//! [`ConsoleBroker`]: approval requests wait here until a person decides them in the console,
+//! the call is cancelled, or the approval timeout passes.
+//!
+//! The pipeline's thread blocks in [`ApprovalBroker::request`]; the console's handlers list
+//! the pending requests and record a decision, which wakes that thread. The thread alone turns
+//! a decision into a grant, through the broker's [`GrantLedger`], so a decision that arrives
+//! after the request gave up finds nothing to decide.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
+use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use toolgate_core::{
+    ApprovalBroker, ApprovalRequest, ApprovalResponse, Clock, EffectClass, Grant, GrantLedger,
+    GrantScope, SystemClock,
+};
+
+use crate::guard::Secret;
+use crate::standing::{self, GrantsFileError, StoredGrant};
+
+/// How long a once grant stays redeemable: the pipeline redeems it immediately after the
+/// decision, so this only bounds a grant that was never used.
+const ONCE_TTL: Duration = Duration::from_secs(60);
+
+/// How often a waiting request looks at its call's cancellation flag.
+const CANCEL_POLL: Duration = Duration::from_millis(100);
+
+/// The longest reason a person may give; it goes back to the model verbatim.
+pub const MAX_REASON_CHARS: usize = 2000;
+
+/// How a console broker behaves.
+#[derive(Debug, Clone)]
+pub struct BrokerOptions {
+    /// How long a request waits for a person before it is `approval_expired`.
+    pub timeout: Duration,
+    /// How long an "allow for this workspace" grant stands unless revoked first.
+    pub standing_ttl: Duration,
+    /// The workspace root, shown to the person (requests carry only its digest).
+    pub workspace_root: String,
+    /// Where standing grants are kept between runs; `None` keeps them in memory only.
+    pub grants_file: Option<std::path::PathBuf>,
+}
+
+impl Default for BrokerOptions {
+    fn default() -> Self {
+        BrokerOptions {
+            timeout: Duration::from_secs(300),
+            standing_ttl: Duration::from_secs(8 * 60 * 60),
+            workspace_root: String::new(),
+            grants_file: None,
+        }
+    }
+}
+
+/// A person's answer to one pending request.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "DecisionBody")]
+pub enum Decision {
+    AllowOnce,
+    AllowWorkspace,
+    Reject { reason: Option<String> },
+}
+
+/// A decision as the page sends it: `{"decision": "reject", "reason": "…"}`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DecisionBody {
+    decision: Choice,
+    #[serde(default)]
+    reason: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum Choice {
+    AllowOnce,
+    AllowWorkspace,
+    Reject,
+}
+
+impl TryFrom<DecisionBody> for Decision {
+    type Error = &'static str;
+
+    fn try_from(body: DecisionBody) -> Result<Decision, &'static str> {
+        match (body.decision, body.reason) {
+            (Choice::AllowOnce, None) => Ok(Decision::AllowOnce),
+            (Choice::AllowWorkspace, None) => Ok(Decision::AllowWorkspace),
+            (Choice::Reject, reason) => Ok(Decision::Reject { reason }),
+            (_, Some(_)) => Err("a reason goes with `reject` only"),
+        }
+    }
+}
+
+/// Why a decision was not recorded.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DecideError {
+    #[error("no pending request `{0}`: it was decided, cancelled or expired")]
+    NotPending(String),
+    #[error("`{tool}` cannot be allowed for the workspace; only allow once or reject")]
+    ScopeNotOffered { tool: String },
+    #[error("the reason is {0} characters long; at most {MAX_REASON_CHARS} are accepted")]
+    ReasonTooLong(usize),
+}
+
+/// What the console shows of a pending request.
+#[derive(Debug, Clone, Serialize)]
+pub struct PendingView {
+    pub id: String,
+    pub tool: String,
+    pub version: String,
+    pub effect: EffectClass,
+    pub surface: String,
+    pub actor: String,
+    pub workspace: String,
+    pub workspace_root: String,
+    /// The policies that permitted the call subject to approval.
+    pub policies: Vec<String>,
+    /// `each_call` when the tool's entry asks whatever the policies say.
+    pub approval_mode: String,
+    pub arguments: serde_json::Value,
+    pub resources: Vec<String>,
+    /// How to show `preview`: `diff` (a unified diff), `command` (argv, cwd, environment
+    /// names) or `text`.
+    pub preview_kind: &'static str,
+    pub preview: Option<String>,
+    /// The choices offered, in order.
+    pub choices: Vec<&'static str>,
+    /// What "allow for this workspace" would cover, when it is offered.
+    pub workspace_scope: Option<String>,
+    pub waiting_ms: u64,
+    pub expires_in_ms: u64,
+}
+
+/// A standing grant, as the console lists it.
+#[derive(Debug, Clone, Serialize)]
+pub struct GrantView {
+    pub id: String,
+    pub tool: String,
+    pub workspace: String,
+    pub workspace_root: String,
+    pub covers: String,
+    pub expires_at_ms: u64,
+}
+
+#[derive(Debug)]
+struct Pending {
+    request: ApprovalRequest,
+    since: Instant,
+    deadline: Instant,
+    decision: Option<Decision>,
+}
+
+/// The approval broker behind the console.
+#[derive(Debug)]
+pub struct ConsoleBroker {
+    ledger: GrantLedger,
+    pending: Mutex<BTreeMap<String, Pending>>,
+    decided: Condvar,
+    options: BrokerOptions,
+}
+
+impl ConsoleBroker {
+    pub fn new(options: BrokerOptions) -> ConsoleBroker {
+        ConsoleBroker {
+            ledger: GrantLedger::new(std::sync::Arc::new(SystemClock)),
+            pending: Mutex::new(BTreeMap::new()),
+            decided: Condvar::new(),
+            options,
+        }
+    }
+
+    /// The requests waiting for a person, oldest first.
+    pub fn pending(&self) -> Vec<PendingView> {
+        let now = Instant::now();
+        let mut views: Vec<(Instant, PendingView)> = self
+            .lock()
+            .iter()
+            .filter(|(_, p)| p.decision.is_none())
+            .map(|(id, p)| (p.since, self.view(id, p, now)))
+            .collect();
+        views.sort_by_key(|(since, _)| *since);
+        views.into_iter().map(|(_, view)| view).collect()
+    }
+
+    /// Records a person's decision on request `id` and wakes the call waiting for it.
+    pub fn decide(&self, id: &str, decision: Decision) -> Result<(), DecideError> {
+        if let Decision::Reject {
+            reason: Some(reason),
+        } = &decision
+        {
+            let chars = reason.chars().count();
+            if chars > MAX_REASON_CHARS {
+                return Err(DecideError::ReasonTooLong(chars));
+            }
+        }
+        let mut pending = self.lock();
+        let entry = pending
+            .get_mut(id)
+            .filter(|p| p.decision.is_none())
+            .ok_or_else(|| DecideError::NotPending(id.to_owned()))?;
+        if decision == Decision::AllowWorkspace
+            && entry.request.scope_allowed != GrantScope::WorkspaceAction
+        {
+            return Err(DecideError::ScopeNotOffered {
+                tool: entry.request.tool.clone(),
+            });
+        }
+        entry.decision = Some(decision);
+        drop(pending);
+        self.decided.notify_all();
+        Ok(())
+    }
+
+    /// The workspace grants standing now.
+    pub fn grants(&self) -> Vec<GrantView> {
+        self.ledger
+            .standing_grants()
+            .into_iter()
+            .map(|grant| self.grant_view(&grant))
+            .collect()
+    }
+
+    /// Revokes a standing grant; `false` when there is none with that id.
+    pub fn revoke(&self, id: &str) -> Result<bool, GrantsFileError> {
+        let standing = self.ledger.standing_grants().iter().any(|g| g.id == id);
+        if standing {
+            self.ledger.revoke(id);
+            self.save_standing()?;
+        }
+        Ok(standing)
+    }
+
+    /// Restores the standing grants of the grants file that have not expired; returns how
+    /// many. Each is issued anew by this run's ledger, for the time it had left.
+    pub fn restore_standing(&self) -> Result<usize, GrantsFileError> {
+        let Some(path) = &self.options.grants_file else {
+            return Ok(0);
+        };
+        let now = now_ms();
+        let mut restored = 0;
+        for stored in standing::load(path)? {
+            if stored.expires_at_ms <= now {
+                continue;
+            }
+            // The ledger issues grants only for a request; this one stands for the stored
+            // grant's tool and workspace, which is all a workspace grant is checked against.
+            let arguments = serde_json::Value::Object(serde_json::Map::new());
+            let request = ApprovalRequest {
+                digest: toolgate_core::ApprovalDigest::compute(
+                    &stored.tool,
+                    "",
+                    &arguments,
+                    &stored.workspace,
+                    &[],
+                    &[],
+                ),
+                tool: stored.tool,
+                version: String::new(),
+                effect: EffectClass::LocalWrite,
+                surface: toolgate_core::Surface::Console,
+                actor: String::new(),
+                workspace: stored.workspace,
+                arguments,
+                resources: Vec::new(),
+                preview: None,
+                scope_allowed: GrantScope::WorkspaceAction,
+                policies: Vec::new(),
+                approval_mode: toolgate_core::ApprovalMode::Policy,
+                cancelled: std::sync::Arc::default(),
+            };
+            let left = Duration::from_millis(stored.expires_at_ms - now);
+            self.ledger
+                .issue(&request, GrantScope::WorkspaceAction, left);
+            restored += 1;
+        }
+        Ok(restored)
+    }
+
+    /// Writes the standing grants to the grants file, if there is one.
+    fn save_standing(&self) -> Result<(), GrantsFileError> {
+        let Some(path) = &self.options.grants_file else {
+            return Ok(());
+        };
+        let stored: Vec<StoredGrant> = self
+            .ledger
+            .standing_grants()
+            .into_iter()
+            .map(|g| StoredGrant {
+                workspace: g.workspace,
+                tool: g.tool,
+                expires_at_ms: g.expires_at_ms,
+            })
+            .collect();
+        standing::save(path, &stored)
+    }
+
+    fn view(&self, id: &str, pending: &Pending, now: Instant) -> PendingView {
+        let request = &pending.request;
+        let offers_workspace = request.scope_allowed == GrantScope::WorkspaceAction;
+        let preview_kind = match request.effect {
+            EffectClass::LocalWrite if request.preview.is_some() => "diff",
+            EffectClass::Irreversible => "command",
+            _ => "text",
+        };
+        PendingView {
+            id: id.to_owned(),
+            tool: request.tool.clone(),
+            version: request.version.clone(),
+            effect: request.effect,
+            surface: request.surface.to_string(),
+            actor: request.actor.clone(),
+            workspace: request.workspace.clone(),
+            workspace_root: self.options.workspace_root.clone(),
+            policies: request.policies.clone(),
+            approval_mode: serde_json::to_value(request.approval_mode)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_owned))
+                .unwrap_or_default(),
+            arguments: request.arguments.clone(),
+            resources: request.resources.clone(),
+            preview_kind,
+            preview: request.preview.clone(),
+            choices: if offers_workspace {
+                vec!["allow_once", "allow_workspace", "reject"]
+            } else {
+                vec!["allow_once", "reject"]
+            },
+            workspace_scope: offers_workspace.then(|| self.covers(&request.tool)),
+            waiting_ms: millis(now.saturating_duration_since(pending.since)),
+            expires_in_ms: millis(pending.deadline.saturating_duration_since(now)),
+        }
+    }
+
+    fn grant_view(&self, grant: &Grant) -> GrantView {
+        GrantView {
+            id: grant.id.clone(),
+            tool: grant.tool.clone(),
+            workspace: grant.workspace.clone(),
+            workspace_root: self.options.workspace_root.clone(),
+            covers: self.covers(&grant.tool),
+            expires_at_ms: grant.expires_at_ms,
+        }
+    }
+
+    fn covers(&self, tool: &str) -> String {
+        format!(
+            "every `{tool}` call in {} without asking, for {} hours or until revoked here",
+            if self.options.workspace_root.is_empty() {
+                "this workspace".to_owned()
+            } else {
+                format!("`{}`", self.options.workspace_root)
+            },
+            self.options.standing_ttl.as_secs() / 3600
+        )
+    }
+
+    /// Waits for the decision on `id`; `None` when the wait ended without one.
+    fn wait(&self, id: &str, request: &ApprovalRequest) -> Result<Decision, ApprovalResponse> {
+        let mut pending = self.lock();
+        loop {
+            let Some(entry) = pending.get_mut(id) else {
+                return Err(ApprovalResponse::Unanswered {
+                    reason: "the request vanished from the console".to_owned(),
+                });
+            };
+            if let Some(decision) = entry.decision.take() {
+                return Ok(decision);
+            }
+            if request.cancelled.load(Ordering::Relaxed) {
+                return Err(ApprovalResponse::Unanswered {
+                    reason: "the call was cancelled while it waited for approval".to_owned(),
+                });
+            }
+            let now = Instant::now();
+            if now >= entry.deadline {
+                return Err(ApprovalResponse::Expired {
+                    reason: format!(
+                        "nobody answered in the approval console within {} s",
+                        self.options.timeout.as_secs()
+                    ),
+                });
+            }
+            // Wake on a decision, or often enough to notice cancellation and the deadline.
+            let wait = CANCEL_POLL.min(entry.deadline.saturating_duration_since(now));
+            pending = self
+                .decided
+                .wait_timeout(pending, wait)
+                .map_or_else(|e| e.into_inner().0, |(guard, _)| guard);
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, BTreeMap<String, Pending>> {
+        // Every update is a single insert, remove or field store, so a panic elsewhere cannot
+        // leave the map half-changed.
+        self.pending.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl ApprovalBroker for ConsoleBroker {
+    fn request(&self, request: &ApprovalRequest) -> ApprovalResponse {
+        let id = match Secret::generate() {
+            Ok(secret) => secret.expose().chars().take(32).collect::<String>(),
+            Err(e) => {
+                return ApprovalResponse::Unanswered {
+                    reason: format!("the console could not name the request: {e}"),
+                };
+            }
+        };
+        let since = Instant::now();
+        self.lock().insert(
+            id.clone(),
+            Pending {
+                request: request.clone(),
+                since,
+                deadline: since + self.options.timeout,
+                decision: None,
+            },
+        );
+        let answer = self.wait(&id, request);
+        self.lock().remove(&id);
+        match answer {
+            Ok(Decision::AllowOnce) => {
+                ApprovalResponse::Grant(self.ledger.issue(request, GrantScope::Once, ONCE_TTL))
+            }
+            Ok(Decision::AllowWorkspace) => {
+                let grant = self.ledger.issue(
+                    request,
+                    GrantScope::WorkspaceAction,
+                    self.options.standing_ttl,
+                );
+                // A grant that cannot be kept as promised is not given: the person allowed
+                // it for the workspace, across restarts, and it would silently be less.
+                if let Err(e) = self.save_standing() {
+                    self.ledger.revoke(&grant.id);
+                    return ApprovalResponse::Unanswered {
+                        reason: format!("the workspace grant could not be kept: {e}"),
+                    };
+                }
+                ApprovalResponse::Grant(grant)
+            }
+            Ok(Decision::Reject { reason }) => ApprovalResponse::Deny {
+                reason: reason
+                    .map(|r| r.trim().to_owned())
+                    .filter(|r| !r.is_empty())
+                    .unwrap_or_else(|| "rejected in the approval console".to_owned()),
+            },
+            Err(response) => response,
+        }
+    }
+
+    fn ledger(&self) -> Option<&GrantLedger> {
+        Some(&self.ledger)
+    }
+}
+
+fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// The current time for views, through the same clock the ledger uses.
+pub(crate) fn now_ms() -> u64 {
+    SystemClock.now_ms()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::AtomicBool;
+
+    use serde_json::json;
+    use toolgate_core::{ApprovalDigest, ApprovalMode, Surface};
+
+    use super::*;
+
+    fn request(tool: &str, effect: EffectClass, scope: GrantScope) -> ApprovalRequest {
+        let args = json!({"path": "a.txt"});
+        ApprovalRequest {
+            digest: ApprovalDigest::compute(tool, "1.0.0", &args, "ws", &[], &[]),
+            tool: tool.into(),
+            version: "1.0.0".into(),
+            effect,
+            surface: Surface::Chat,
+            actor: "local".into(),
+            workspace: "ws".into(),
+            arguments: args,
+            resources: vec!["path:a.txt".into()],
+            preview: Some("--- a/a.txt\n+++ b/a.txt\n@@ -1 +1 @@\n-a\n+b\n".into()),
+            scope_allowed: scope,
+            policies: vec!["local-write-with-approval".into()],
+            approval_mode: ApprovalMode::Policy,
+            cancelled: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    fn broker(timeout: Duration) -> Arc<ConsoleBroker> {
+        Arc::new(ConsoleBroker::new(BrokerOptions {
+            timeout,
+            ..BrokerOptions::default()
+        }))
+    }
+
+    /// Runs `request` on its own thread, answers it with `decide` once it is pending, and
+    /// returns the broker's response.
+    fn answered(
+        broker: &Arc<ConsoleBroker>,
+        request: ApprovalRequest,
+        decide: impl FnOnce(&ConsoleBroker, &PendingView),
+    ) -> ApprovalResponse {
+        let waiting = std::thread::spawn({
+            let broker = Arc::clone(broker);
+            move || broker.request(&request)
+        });
+        let view = loop {
+            if let Some(view) = broker.pending().into_iter().next() {
+                break view;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        };
+        decide(broker, &view);
+        waiting.join().unwrap()
+    }
+
+    #[test]
+    fn allow_once_issues_a_single_use_grant_for_the_digest() {
+        let b = broker(Duration::from_secs(60));
+        let req = request(
+            "write_file",
+            EffectClass::LocalWrite,
+            GrantScope::WorkspaceAction,
+        );
+        let response = answered(&b, req.clone(), |b, view| {
+            assert_eq!(view.preview_kind, "diff");
+            assert_eq!(view.choices, ["allow_once", "allow_workspace", "reject"]);
+            assert_eq!(view.policies, ["local-write-with-approval"]);
+            b.decide(&view.id, Decision::AllowOnce).unwrap();
+            assert_eq!(
+                b.decide(&view.id, Decision::AllowOnce),
+                Err(DecideError::NotPending(view.id.clone())),
+                "a request is decided once"
+            );
+        });
+        let ApprovalResponse::Grant(grant) = response else {
+            panic!("{response:?}");
+        };
+        assert_eq!(grant.scope, GrantScope::Once);
+        assert_eq!(b.redeem(&grant, &req.digest, "ws", "write_file"), Ok(()));
+        assert!(b.redeem(&grant, &req.digest, "ws", "write_file").is_err());
+        assert!(b.pending().is_empty());
+        assert!(b.grants().is_empty());
+    }
+
+    #[test]
+    fn allow_for_the_workspace_stands_until_revoked() {
+        let b = broker(Duration::from_secs(60));
+        let req = request(
+            "edit_file",
+            EffectClass::LocalWrite,
+            GrantScope::WorkspaceAction,
+        );
+        let response = answered(&b, req, |b, view| {
+            assert!(
+                view.workspace_scope
+                    .as_deref()
+                    .unwrap()
+                    .contains("`edit_file`")
+            );
+            b.decide(&view.id, Decision::AllowWorkspace).unwrap();
+        });
+        assert!(
+            matches!(response, ApprovalResponse::Grant(g) if g.scope == GrantScope::WorkspaceAction)
+        );
+        let grants = b.grants();
+        assert_eq!(grants.len(), 1);
+        assert!(b.standing("ws", "edit_file").is_some());
+        assert!(!b.revoke("grant-unknown").unwrap());
+        assert!(b.revoke(&grants[0].id).unwrap());
+        assert!(b.standing("ws", "edit_file").is_none());
+        assert!(b.grants().is_empty());
+    }
+
+    #[test]
+    fn workspace_grants_survive_a_restart_until_revoked() {
+        let dir = std::env::temp_dir().join(format!("toolgate-broker-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let options = BrokerOptions {
+            grants_file: Some(dir.join("grants.json")),
+            ..BrokerOptions::default()
+        };
+        let first = Arc::new(ConsoleBroker::new(options.clone()));
+        let req = request(
+            "edit_file",
+            EffectClass::LocalWrite,
+            GrantScope::WorkspaceAction,
+        );
+        answered(&first, req.clone(), |b, view| {
+            b.decide(&view.id, Decision::AllowWorkspace).unwrap();
+        });
+        let once = request(
+            "write_file",
+            EffectClass::LocalWrite,
+            GrantScope::WorkspaceAction,
+        );
+        answered(&first, once, |b, view| {
+            b.decide(&view.id, Decision::AllowOnce).unwrap()
+        });
+        drop(first);
+
+        let second = ConsoleBroker::new(options.clone());
+        assert_eq!(
+            second.restore_standing().unwrap(),
+            1,
+            "once grants are not kept"
+        );
+        let grant = second.standing("ws", "edit_file").unwrap();
+        assert_eq!(
+            second.redeem(&grant, &req.digest, "ws", "edit_file"),
+            Ok(())
+        );
+        assert!(second.standing("ws", "write_file").is_none());
+        assert!(second.revoke(&grant.id).unwrap());
+
+        let third = ConsoleBroker::new(options);
+        assert_eq!(
+            third.restore_standing().unwrap(),
+            0,
+            "a revoked grant stays revoked"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn commands_offer_only_once_or_reject() {
+        let b = broker(Duration::from_secs(60));
+        let req = request("run_command", EffectClass::Irreversible, GrantScope::Once);
+        let response = answered(&b, req, |b, view| {
+            assert_eq!(view.preview_kind, "command");
+            assert_eq!(view.choices, ["allow_once", "reject"]);
+            assert_eq!(view.workspace_scope, None);
+            assert_eq!(
+                b.decide(&view.id, Decision::AllowWorkspace),
+                Err(DecideError::ScopeNotOffered {
+                    tool: "run_command".into()
+                })
+            );
+            b.decide(
+                &view.id,
+                Decision::Reject {
+                    reason: Some("  use cargo test instead ".into()),
+                },
+            )
+            .unwrap();
+        });
+        assert_eq!(
+            response,
+            ApprovalResponse::Deny {
+                reason: "use cargo test instead".into()
+            }
+        );
+    }
+
+    #[test]
+    fn an_overlong_reason_changes_nothing() {
+        let b = broker(Duration::from_secs(60));
+        let req = request("write_file", EffectClass::LocalWrite, GrantScope::Once);
+        let response = answered(&b, req, |b, view| {
+            let long = "x".repeat(MAX_REASON_CHARS + 1);
+            assert_eq!(
+                b.decide(&view.id, Decision::Reject { reason: Some(long) }),
+                Err(DecideError::ReasonTooLong(MAX_REASON_CHARS + 1))
+            );
+            assert_eq!(b.pending().len(), 1, "still pending");
+            b.decide(&view.id, Decision::Reject { reason: None })
+                .unwrap();
+        });
+        assert_eq!(
+            response,
+            ApprovalResponse::Deny {
+                reason: "rejected in the approval console".into()
+            }
+        );
+    }
+
+    #[test]
+    fn nobody_answering_expires_the_request() {
+        let b = broker(Duration::from_millis(200));
+        let req = request("write_file", EffectClass::LocalWrite, GrantScope::Once);
+        let started = Instant::now();
+        let response = b.request(&req);
+        assert!(
+            matches!(response, ApprovalResponse::Expired { .. }),
+            "{response:?}"
+        );
+        assert!(started.elapsed() >= Duration::from_millis(200));
+        assert!(b.pending().is_empty());
+    }
+
+    #[test]
+    fn cancelling_the_call_ends_the_wait_and_removes_the_request() {
+        let b = broker(Duration::from_secs(60));
+        let req = request("write_file", EffectClass::LocalWrite, GrantScope::Once);
+        let cancelled = Arc::clone(&req.cancelled);
+        let response = answered(&b, req, |_, _| cancelled.store(true, Ordering::Relaxed));
+        assert!(
+            matches!(&response, ApprovalResponse::Unanswered { reason } if reason.contains("cancelled")),
+            "{response:?}"
+        );
+        assert!(b.pending().is_empty());
+    }
+
+    #[test]
+    fn decisions_parse_from_the_console_json_only() {
+        let parse = |text: &str| serde_json::from_str::<Decision>(text).ok();
+        assert_eq!(
+            parse(r#"{"decision":"allow_once"}"#),
+            Some(Decision::AllowOnce)
+        );
+        assert_eq!(
+            parse(r#"{"decision":"allow_workspace"}"#),
+            Some(Decision::AllowWorkspace)
+        );
+        assert_eq!(
+            parse(r#"{"decision":"reject","reason":"no"}"#),
+            Some(Decision::Reject {
+                reason: Some("no".into())
+            })
+        );
+        assert_eq!(
+            parse(r#"{"decision":"reject"}"#),
+            Some(Decision::Reject { reason: None })
+        );
+        assert_eq!(parse(r#"{"decision":"allow"}"#), None);
+        assert_eq!(parse(r#"{"decision":"allow_once","scope":"all"}"#), None);
+        assert_eq!(parse(r#"{"decision":"allow_once","reason":"x"}"#), None);
+        assert_eq!(parse(r#"{}"#), None);
+    }
+}

@@ -1,0 +1,33 @@
+//! toolgate's approval console: a web page on loopback where a person sees each call that
+//! waits for approval — tool, effect, workspace, who asked, the rule that asked, and exactly
+//! what will happen — and allows it once, allows file edits of that tool for the workspace,
+//! or rejects it with a reason that goes back to the model.
+//!
+//! [`ConsoleBroker`] is the [`toolgate_core::ApprovalBroker`]: the pipeline's thread waits in
+//! it until a decision, the call's cancellation or the approval timeout. [`Console`] serves
+//! the page and its narrow API on `127.0.0.1`, behind the checks in [`guard`].
+//! [`RecentOutcomes`] is a [`toolgate_core::Recorder`] that keeps the last outcomes for the
+//! page.
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use toolgate_console::{BrokerOptions, Console, ConsoleBroker, RecentOutcomes};
+//!
+//! let broker = Arc::new(ConsoleBroker::new(BrokerOptions::default()));
+//! let outcomes = Arc::new(RecentOutcomes::new(200));
+//! let console = Console::start(Arc::clone(&broker), Arc::clone(&outcomes))?;
+//! eprintln!("approval console at {}", console.url());
+//! // Pipeline::new(registry, policy, broker, workspace).with_recorder(outcomes) …
+//! # Ok::<(), toolgate_console::ConsoleError>(())
+//! ```
+
+pub mod broker;
+pub mod guard;
+pub mod outcomes;
+pub mod server;
+pub mod standing;
+
+pub use broker::{BrokerOptions, ConsoleBroker, DecideError, Decision, GrantView, PendingView};
+pub use outcomes::{OutcomeView, RecentOutcomes};
+pub use server::{CSRF_HEADER, Console, ConsoleError};
+pub use standing::GrantsFileError;

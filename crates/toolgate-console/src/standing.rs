@@ -1,0 +1,124 @@
+//! Where "allow for this workspace" grants are kept between runs: a JSON file, mode 0600,
+//! replaced whole on every change. Once grants are never written anywhere, so they end with
+//! the process.
+//!
+//! A file that cannot be read or parsed restores nothing: the person is asked again, which
+//! is the closed side of the mistake.
+
+use std::io::Write as _;
+use std::os::unix::fs::OpenOptionsExt as _;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+/// The largest grants file read; far more than any person allows by hand.
+const MAX_FILE_BYTES: u64 = 1 << 20;
+
+/// One standing grant as stored: what it covers and until when.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StoredGrant {
+    pub workspace: String,
+    pub tool: String,
+    pub expires_at_ms: u64,
+}
+
+/// Why the grants file could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum GrantsFileError {
+    #[error("cannot read the grants file `{path}`: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("the grants file `{path}` is larger than {MAX_FILE_BYTES} bytes")]
+    TooLarge { path: PathBuf },
+    #[error("the grants file `{path}` is not a list of grants: {source}")]
+    Parse {
+        path: PathBuf,
+        source: serde_json::Error,
+    },
+    #[error("cannot write the grants file `{path}`: {source}")]
+    Write {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+/// The grants in `path`; none when it does not exist.
+pub fn load(path: &Path) -> Result<Vec<StoredGrant>, GrantsFileError> {
+    let read = |source| GrantsFileError::Read {
+        path: path.to_owned(),
+        source,
+    };
+    let file = match std::fs::File::open(path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(read(e)),
+    };
+    if file.metadata().map_err(read)?.len() > MAX_FILE_BYTES {
+        return Err(GrantsFileError::TooLarge {
+            path: path.to_owned(),
+        });
+    }
+    serde_json::from_reader(std::io::BufReader::new(file)).map_err(|source| {
+        GrantsFileError::Parse {
+            path: path.to_owned(),
+            source,
+        }
+    })
+}
+
+/// Replaces `path` with `grants`: written to a 0600 temporary file beside it, then renamed,
+/// so a reader never sees half a list.
+pub fn save(path: &Path, grants: &[StoredGrant]) -> Result<(), GrantsFileError> {
+    let write = |source| GrantsFileError::Write {
+        path: path.to_owned(),
+        source,
+    };
+    let text = serde_json::to_string_pretty(grants).map_err(|e| write(e.into()))?;
+    let mut temporary = path.as_os_str().to_owned();
+    temporary.push(format!(".{}.tmp", std::process::id()));
+    let temporary = PathBuf::from(temporary);
+    let _ = std::fs::remove_file(&temporary);
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&temporary)
+        .map_err(write)?;
+    file.write_all(text.as_bytes()).map_err(write)?;
+    file.sync_all().map_err(write)?;
+    std::fs::rename(&temporary, path).map_err(write)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt as _;
+
+    use super::*;
+
+    #[test]
+    fn grants_round_trip_through_a_user_only_file() {
+        let dir = std::env::temp_dir().join(format!("toolgate-standing-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("grants.json");
+        assert_eq!(load(&path).unwrap(), vec![]);
+        let grants = vec![StoredGrant {
+            workspace: "ws".into(),
+            tool: "edit_file".into(),
+            expires_at_ms: 42,
+        }];
+        save(&path, &grants).unwrap();
+        assert_eq!(load(&path).unwrap(), grants);
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        std::fs::write(
+            &path,
+            r#"[{"workspace": "ws", "tool": "x", "scope": "all"}]"#,
+        )
+        .unwrap();
+        assert!(matches!(load(&path), Err(GrantsFileError::Parse { .. })));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,0 +1,119 @@
+//! The approval console of `toolgate serve`: started on a free loopback port, its address
+//! printed once to standard error, its token also written to a file only the user can read
+//! (for a person who lost the terminal line), and that file removed when the server stops.
+//! Standing workspace grants are kept in the same state directory, one file per workspace.
+
+use std::io::Write as _;
+use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use toolgate_console::{BrokerOptions, Console, ConsoleBroker, RecentOutcomes};
+use toolgate_core::{ApprovalBroker, WorkspaceId};
+use toolgate_workspace::Workspace;
+
+use crate::gate::Gate;
+
+/// How many recent outcomes the console lists.
+const RECENT_OUTCOMES: usize = 200;
+
+/// A console serving, with the broker and recorder the pipeline must use.
+#[derive(Debug)]
+pub struct RunningConsole {
+    broker: Arc<ConsoleBroker>,
+    outcomes: Arc<RecentOutcomes>,
+    // Held for its drop, which removes the file; then the server stops.
+    _token_file: TokenFile,
+    _console: Console,
+}
+
+impl RunningConsole {
+    pub fn start(gate: &Gate, workspace: &Workspace) -> anyhow::Result<RunningConsole> {
+        let dir = state_dir()
+            .context("cannot find a state directory for the console: set XDG_STATE_HOME or HOME")?;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&dir)
+            .with_context(|| format!("cannot create `{}`", dir.display()))?;
+        let root = workspace.root().display().to_string();
+        let id = WorkspaceId::new(&workspace.root().to_string_lossy());
+        let digest = id.digest().trim_start_matches("sha256:");
+        let broker = Arc::new(ConsoleBroker::new(BrokerOptions {
+            timeout: gate.config.approval_timeout()?,
+            workspace_root: root,
+            grants_file: Some(dir.join(format!(
+                "grants-{}.json",
+                digest.get(..16).unwrap_or(digest)
+            ))),
+            ..BrokerOptions::default()
+        }));
+        // An unreadable grants file restores nothing; the person is asked again.
+        if let Err(e) = broker.restore_standing() {
+            eprintln!("toolgate: {e}; no standing grants were restored");
+        }
+        let outcomes = Arc::new(RecentOutcomes::new(RECENT_OUTCOMES));
+        let console = Console::start(Arc::clone(&broker), Arc::clone(&outcomes))
+            .context("cannot start the approval console (use --no-console to run without one)")?;
+        let token_file = TokenFile::write(&dir, console.port(), console.token())?;
+        eprintln!("toolgate: approval console at {}", console.url());
+        eprintln!(
+            "toolgate: the console's token is also in {}",
+            token_file.path.display()
+        );
+        Ok(RunningConsole {
+            broker,
+            outcomes,
+            _token_file: token_file,
+            _console: console,
+        })
+    }
+
+    /// `gate`, asking this console for approvals and listing outcomes in it, after the
+    /// recorders it already has.
+    pub fn attach(&self, gate: &mut Gate) -> Arc<dyn ApprovalBroker> {
+        gate.recorders.push(Arc::clone(&self.outcomes) as _);
+        Arc::clone(&self.broker) as _
+    }
+}
+
+/// The token in `$XDG_STATE_HOME/toolgate/console-PORT.token` (else under
+/// `~/.local/state`), mode 0600 in a 0700 directory; removed on drop. Named by port, so two
+/// servers never write the same file.
+#[derive(Debug)]
+struct TokenFile {
+    path: PathBuf,
+}
+
+impl TokenFile {
+    fn write(dir: &std::path::Path, port: u16, token: &str) -> anyhow::Result<TokenFile> {
+        let path = dir.join(format!("console-{port}.token"));
+        // A file left by a server that was killed on this port is stale; its token is dead.
+        let _ = std::fs::remove_file(&path);
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&path)
+            .with_context(|| format!("cannot create `{}`", path.display()))?;
+        writeln!(file, "{token}").with_context(|| format!("cannot write `{}`", path.display()))?;
+        Ok(TokenFile { path })
+    }
+}
+
+impl Drop for TokenFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+fn state_dir() -> Option<PathBuf> {
+    let base = std::env::var_os("XDG_STATE_HOME")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .or_else(|| {
+            std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".local/state"))
+        })?;
+    Some(base.join("toolgate"))
+}

@@ -1,0 +1,749 @@
+//! The approval console of `toolgate serve`, driven for real: the server binary over HTTP, the
+//! Python MCP SDK as the model's client, Chromium (through playwright-core) as the person, and
+//! raw HTTP requests as an attacker's page would send them.
+//!
+//! The clients are installed by `scripts/test-deps` into `target/test-deps/`; Chromium is
+//! Debian's `/usr/bin/chromium`. A missing one fails the test with a message saying so.
+//! Screenshots of the console are saved to `target/console-screenshots/`.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
+
+#[path = "../../../tests/support/fixture.rs"]
+mod fixture;
+
+use std::fs;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use fixture::Fixture;
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .unwrap()
+}
+
+fn test_dep(relative: &str) -> PathBuf {
+    let path = root().join("target/test-deps").join(relative);
+    assert!(
+        path.exists(),
+        "console test dependency `{}` is missing: run scripts/test-deps first",
+        path.display()
+    );
+    path
+}
+
+/// A running `toolgate serve --http` with its console, and what it printed.
+struct Served {
+    child: Child,
+    mcp_url: String,
+    mcp_token: String,
+    console_url: String,
+    port: u16,
+    token: String,
+    token_file: PathBuf,
+    _state: Option<tempfile::TempDir>,
+}
+
+impl Served {
+    fn start(ws: &Path, config: &str) -> Served {
+        let state = tempfile::tempdir().unwrap();
+        let mut served = Served::start_at(ws, config, state.path());
+        served._state = Some(state);
+        served
+    }
+
+    /// A server keeping its state (token file, standing grants) in `state`.
+    fn start_at(ws: &Path, config: &str, state: &Path) -> Served {
+        let config_path = state.join("toolgate.toml");
+        fs::write(&config_path, config).unwrap();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_toolgate"))
+            .args(["serve", "--http", "127.0.0.1:0", "--workspace"])
+            .arg(ws)
+            .arg("--config")
+            .arg(&config_path)
+            .env("XDG_STATE_HOME", state)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+        let mut banner = Vec::new();
+        let mcp_url = loop {
+            let line = lines
+                .next()
+                .unwrap_or_else(|| panic!("the server stopped: {banner:?}"))
+                .unwrap();
+            if let Some(rest) = line.strip_prefix("toolgate: serving MCP at ") {
+                break rest.to_owned();
+            }
+            banner.push(line);
+        };
+        std::thread::spawn(move || lines.for_each(drop));
+        let after = |prefix: &str| {
+            banner
+                .iter()
+                .find_map(|l| l.strip_prefix(prefix))
+                .unwrap_or_else(|| panic!("no `{prefix}` line in {banner:?}"))
+                .to_owned()
+        };
+        let console_url = after("toolgate: approval console at ");
+        let token_file = PathBuf::from(after("toolgate: the console's token is also in "));
+        let consoles = banner
+            .iter()
+            .filter(|l| l.contains("approval console at"))
+            .count();
+        assert_eq!(consoles, 1, "the address is printed once: {banner:?}");
+        let token_line = banner
+            .iter()
+            .position(|l| l.contains("this run's token"))
+            .unwrap();
+        let mcp_token = banner[token_line + 1]
+            .strip_prefix("toolgate: ")
+            .unwrap()
+            .to_owned();
+        let (base, token) = console_url.split_once("/?token=").unwrap();
+        let port = base
+            .strip_prefix("http://127.0.0.1:")
+            .unwrap()
+            .parse()
+            .unwrap();
+        Served {
+            child,
+            mcp_url,
+            mcp_token,
+            console_url: console_url.clone(),
+            port,
+            token: token.to_owned(),
+            token_file,
+            _state: None,
+        }
+    }
+
+    fn cookie(&self) -> String {
+        format!("toolgate_console_{}={}", self.port, self.token)
+    }
+
+    fn host(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    /// One request to the console; `headers` replace the defaults of the same name (Host).
+    fn http(&self, method: &str, path: &str, headers: &[(&str, String)], body: &str) -> Reply {
+        let mut stream = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        let mut request = format!("{method} {path} HTTP/1.1\r\nconnection: close\r\n");
+        if !headers.iter().any(|(n, _)| n.eq_ignore_ascii_case("host")) {
+            request.push_str(&format!("host: {}\r\n", self.host()));
+        }
+        for (name, value) in headers {
+            request.push_str(&format!("{name}: {value}\r\n"));
+        }
+        request.push_str(&format!("content-length: {}\r\n\r\n{body}", body.len()));
+        stream.write_all(request.as_bytes()).unwrap();
+        let mut raw = String::new();
+        stream.read_to_string(&mut raw).unwrap();
+        let (head, body) = raw.split_once("\r\n\r\n").unwrap();
+        let mut head_lines = head.lines();
+        let status = head_lines.next().unwrap()[9..12].parse().unwrap();
+        let headers = head_lines
+            .filter_map(|l| l.split_once(": "))
+            .map(|(n, v)| (n.to_ascii_lowercase(), v.to_owned()))
+            .collect();
+        Reply {
+            status,
+            headers,
+            body: body.to_owned(),
+        }
+    }
+
+    /// An authenticated GET of a JSON endpoint.
+    fn get_json(&self, path: &str) -> Value {
+        let reply = self.http("GET", path, &[("cookie", self.cookie())], "");
+        assert_eq!(reply.status, 200, "{path}: {}", reply.body);
+        // Bodies are small and sent whole; a chunked one has its framing around the JSON.
+        let start = reply.body.find(['[', '{']).unwrap();
+        let end = reply.body.rfind([']', '}']).unwrap();
+        serde_json::from_str(&reply.body[start..=end]).unwrap()
+    }
+
+    /// The CSRF value the page carries.
+    fn csrf(&self) -> String {
+        let page = self.http("GET", "/", &[("cookie", self.cookie())], "");
+        assert_eq!(page.status, 200);
+        let (_, rest) = page
+            .body
+            .split_once("name=\"toolgate-csrf\" content=\"")
+            .unwrap();
+        rest.split_once('"').unwrap().0.to_owned()
+    }
+
+    /// Waits until `count` requests are pending, and returns them.
+    fn pending(&self, count: usize) -> Vec<Value> {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let pending = self.get_json("/api/pending");
+            let list = pending.as_array().unwrap();
+            if list.len() == count {
+                return list.clone();
+            }
+            assert!(Instant::now() < deadline, "pending: {pending}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Starts the Python SDK client on `steps`, in the background.
+    fn client(&self, steps: Value) -> Client {
+        let dir = tempfile::tempdir().unwrap();
+        let plan = dir.path().join("plan.json");
+        let session = json!({"transport": "http", "url": self.mcp_url, "token": self.mcp_token, "steps": steps});
+        fs::write(&plan, json!({"sessions": [session]}).to_string()).unwrap();
+        let child = Command::new(test_dep("venv/bin/python"))
+            .arg(root().join("tests/mcp/drive.py"))
+            .arg(&plan)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        Client { child, _dir: dir }
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+struct Reply {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: String,
+}
+
+impl Reply {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+struct Client {
+    child: Child,
+    _dir: tempfile::TempDir,
+}
+
+impl Client {
+    /// The results of the client's steps.
+    fn finish(self) -> Vec<Value> {
+        let output = self.child.wait_with_output().unwrap();
+        assert!(
+            output.status.success(),
+            "drive.py failed\nstdout: {}\nstderr: {}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+        report["sessions"][0]["steps"].as_array().unwrap().clone()
+    }
+}
+
+fn code(result: &Value) -> &str {
+    result["structured"]["rejection"]["code"]
+        .as_str()
+        .unwrap_or_default()
+}
+
+/// The digest `read_file` reports for `original\n`, which an edit must present.
+const ORIGINAL_DIGEST: &str =
+    "sha256:25718360e05d3c2d0963d1381e9dd4dae5fca789244ee4b9f861adcc0cc96218";
+
+const DIFF_MARKUP: &str = "<script>alert('diff')</script><img src=x onerror=alert('img')>";
+
+#[test]
+fn a_person_in_chromium_allows_once_rejects_with_a_reason_and_sees_commands() {
+    let fx = Fixture::new();
+    let ws = fx.workspace();
+    fs::write(ws.join("notes.txt"), "hello\n").unwrap();
+    fs::write(ws.join("keep.txt"), "original\n").unwrap();
+    let served = Served::start(&ws, "");
+    let new_notes = format!("hello\n{DIFF_MARKUP}\n");
+    let client = served.client(json!([
+        {"op": "call", "tool": "write_file", "arguments":
+            {"path": "notes.txt", "content": new_notes, "expected_content": "hello\n"}},
+        {"op": "call", "tool": "edit_file", "arguments":
+            {"path": "keep.txt", "expected_digest": ORIGINAL_DIGEST,
+             "edits": [{"old_text": "original", "new_text": "changed"}]}},
+        {"op": "call", "tool": "run_command", "arguments": {"argv": ["echo", "<b>hi</b>"]}},
+    ]));
+
+    let screenshots = root().join("target/console-screenshots");
+    fs::create_dir_all(&screenshots).unwrap();
+    let reason = "use the staging branch instead";
+    let plan = json!({
+        "url": served.console_url,
+        "screenshots": screenshots,
+        "node_modules": test_dep("node/node_modules"),
+        "chromium": "/usr/bin/chromium",
+        "steps": [
+            {"tool": "write_file", "choice": "allow_once"},
+            {"tool": "edit_file", "choice": "reject", "reason": reason},
+            {"tool": "run_command", "choice": "reject"},
+        ],
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let plan_path = dir.path().join("plan.json");
+    fs::write(&plan_path, plan.to_string()).unwrap();
+    assert!(
+        Path::new("/usr/bin/chromium").exists(),
+        "/usr/bin/chromium is missing: run scripts/test-deps first"
+    );
+    let output = Command::new(test_dep("node/node_modules/node/bin/node"))
+        .arg(root().join("tests/console/approve.mjs"))
+        .arg(&plan_path)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "approve.mjs failed\nstdout: {}\nstderr: {}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let seen: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let results = client.finish();
+
+    // The token left the address bar and became an HttpOnly, SameSite=Strict cookie.
+    assert_eq!(
+        seen["address_after_open"],
+        format!("http://127.0.0.1:{}/", served.port)
+    );
+    let cookie = &seen["cookies"][0];
+    assert_eq!(cookie["name"], format!("toolgate_console_{}", served.port));
+    assert_eq!(cookie["httpOnly"], true);
+    assert_eq!(cookie["sameSite"], "Strict");
+    assert!(seen["csp"].as_str().unwrap().contains("script-src 'self'"));
+
+    // Without the token the browser gets nothing; a page of another origin in the person's
+    // own browser can neither read the console nor decide for them.
+    assert_eq!(seen["no_token_status"], 401);
+    assert_eq!(seen["wrong_token_status"], 401);
+    assert!(!seen["stranger_text"].as_str().unwrap().contains("Waiting"));
+    assert_eq!(seen["foreign_page"]["read"], "blocked", "{seen}");
+    assert_eq!(seen["foreign_page"]["still_pending"], true, "{seen}");
+
+    // The write: its diff shown, coloured, model markup as text; allowed once, applied.
+    let write = &seen["steps"][0];
+    assert_eq!(write["preview_kind"], "diff");
+    assert_eq!(write["added_lines"], json!([format!("+{DIFF_MARKUP}")]));
+    assert_eq!(write["added_colour"], "rgb(26, 127, 55)");
+    assert_eq!(write["injected_elements"], 0);
+    assert_eq!(
+        write["choices"],
+        json!(["allow_once", "allow_workspace", "reject"])
+    );
+    assert!(
+        write["scope"]
+            .as_str()
+            .unwrap()
+            .contains("every `write_file` call"),
+        "{write}"
+    );
+    assert!(
+        write["heading"]
+            .as_str()
+            .unwrap()
+            .starts_with("write_file ")
+    );
+    assert_eq!(write["fields"]["effect"], "local_write");
+    assert_eq!(write["fields"]["actor"], "local");
+    assert!(
+        write["fields"]["workspace"]
+            .as_str()
+            .unwrap()
+            .contains(ws.to_str().unwrap())
+    );
+    assert!(
+        write["fields"]["asked by"]
+            .as_str()
+            .unwrap()
+            .starts_with("policy "),
+        "{write}"
+    );
+    assert_eq!(seen["dialogs"], json!([]), "no model-written script ran");
+    assert_eq!(results[0]["isError"], false, "{}", results[0]);
+    assert_eq!(fs::read_to_string(ws.join("notes.txt")).unwrap(), new_notes);
+
+    // The edit: rejected with a reason, which the model reads; the file is untouched.
+    let edit = &seen["steps"][1];
+    assert_eq!(edit["removed_lines"], json!(["-original"]));
+    assert_eq!(code(&results[1]), "approval_denied", "{}", results[1]);
+    assert!(
+        results[1]["text"].as_str().unwrap().contains(reason),
+        "{}",
+        results[1]
+    );
+    assert_eq!(
+        fs::read_to_string(ws.join("keep.txt")).unwrap(),
+        "original\n"
+    );
+
+    // The command: the resolved program, every argument, the directory and environment
+    // names; only allow once or reject.
+    let command = &seen["steps"][2];
+    assert_eq!(command["preview_kind"], "command");
+    assert_eq!(command["choices"], json!(["allow_once", "reject"]));
+    let preview = command["preview_text"].as_str().unwrap();
+    assert!(
+        preview.contains("program: /") && preview.contains("echo"),
+        "{preview}"
+    );
+    assert!(preview.contains("argv[1]: \"<b>hi</b>\""), "{preview}");
+    assert!(preview.contains("cwd: "), "{preview}");
+    assert!(preview.contains("environment (names only): "), "{preview}");
+    assert_eq!(command["injected_elements"], 0);
+    assert_eq!(code(&results[2]), "approval_denied", "{}", results[2]);
+    assert!(
+        results[2]["text"]
+            .as_str()
+            .unwrap()
+            .contains("rejected in the approval console")
+    );
+
+    // The outcomes list, newest first, with no argument values.
+    let outcomes = seen["outcomes"].as_array().unwrap();
+    let tools: Vec<&str> = outcomes.iter().map(|r| r[1].as_str().unwrap()).collect();
+    assert_eq!(tools, ["run_command", "edit_file", "write_file"]);
+    assert_eq!(outcomes[2][2], "completed");
+    assert_eq!(outcomes[1][3], "approve / approval_denied");
+    let listed = served.get_json("/api/outcomes").to_string();
+    assert!(
+        !listed.contains("staging") && !listed.contains("hello"),
+        "{listed}"
+    );
+    for shot in [
+        "01-write_file-pending.png",
+        "02-edit_file-pending.png",
+        "03-run_command-pending.png",
+        "outcomes.png",
+    ] {
+        assert!(
+            fs::metadata(screenshots.join(shot)).unwrap().len() > 1000,
+            "{shot}"
+        );
+    }
+}
+
+/// One request of the refusal table: name, method, path, headers, expected status.
+type Row<'a> = (&'a str, &'a str, &'a str, Vec<(&'a str, String)>, u16);
+
+#[test]
+fn requests_without_the_token_from_another_host_or_origin_or_without_csrf_are_refused() {
+    let fx = Fixture::new();
+    let served = Served::start(&fx.workspace(), "");
+    let cookie = ("cookie", served.cookie());
+    let wrong = (
+        "cookie",
+        format!("toolgate_console_{}={}", served.port, "0".repeat(64)),
+    );
+    let api_with_token = format!("/api/pending?token={}", served.token);
+    let page_with_token = format!("/?token={}", served.token);
+    #[rustfmt::skip]
+    let table: Vec<Row<'_>> = vec![
+        ("no token", "GET", "/api/pending", vec![], 401),
+        ("no token, page", "GET", "/", vec![], 401),
+        ("wrong token", "GET", "/api/pending", vec![wrong.clone()], 401),
+        ("wrong token in the address", "GET", "/?token=00", vec![], 401),
+        ("the token in the address of an API", "GET", &api_with_token, vec![], 401),
+        ("foreign host", "GET", "/api/pending", vec![cookie.clone(), ("host", format!("evil.example:{}", served.port))], 421),
+        ("foreign host, correct token in the address", "GET", &page_with_token, vec![("host", "evil.example".into())], 421),
+        ("foreign origin", "GET", "/api/pending", vec![cookie.clone(), ("origin", "http://evil.example".into())], 403),
+        ("null origin", "GET", "/api/pending", vec![cookie.clone(), ("origin", "null".into())], 403),
+        ("post without csrf", "POST", "/api/pending/x/decision", vec![cookie.clone(), ("content-type", "application/json".into())], 403),
+        ("post with the token as csrf", "POST", "/api/grants/x/revoke", vec![cookie.clone(), ("x-toolgate-csrf", served.token.clone())], 403),
+        ("an unknown endpoint", "GET", "/api/run", vec![cookie.clone()], 404),
+        ("a file", "GET", "/etc/passwd", vec![cookie.clone()], 404),
+        ("the allowed pages", "GET", "/api/pending", vec![cookie.clone()], 200),
+        ("same origin", "GET", "/api/outcomes", vec![cookie.clone(), ("origin", format!("http://{}", served.host()))], 200),
+        ("the localhost spelling", "GET", "/api/grants", vec![cookie.clone(), ("host", format!("localhost:{}", served.port))], 200),
+    ];
+    for (name, method, path, headers, status) in &table {
+        let reply = served.http(method, path, headers, "");
+        assert_eq!(reply.status, *status, "{name}: {}", reply.body);
+        // Every answer, refusals included, carries the security headers.
+        assert_eq!(reply.header("x-frame-options"), Some("DENY"), "{name}");
+        assert_eq!(reply.header("cache-control"), Some("no-store"), "{name}");
+        assert_eq!(
+            reply.header("referrer-policy"),
+            Some("no-referrer"),
+            "{name}"
+        );
+        let csp = reply.header("content-security-policy").unwrap();
+        assert!(csp.contains("default-src 'none'") && csp.contains("frame-ancestors 'none'"));
+    }
+
+    // The address with the token sets the cookie and sends the browser to the bare address.
+    let open = served.http("GET", &format!("/?token={}", served.token), &[], "");
+    assert_eq!(open.status, 303);
+    assert_eq!(open.header("location"), Some("/"));
+    assert_eq!(
+        open.header("set-cookie"),
+        Some(format!("{}; HttpOnly; SameSite=Strict; Path=/", served.cookie()).as_str())
+    );
+
+    // With the CSRF value from the page, a decision on nothing is a clear 404 and a malformed
+    // one a 400; neither changes anything.
+    let csrf = ("x-toolgate-csrf", served.csrf());
+    let json_type = ("content-type", "application/json".to_owned());
+    let decide = |body: &str, id: &str| {
+        served.http(
+            "POST",
+            &format!("/api/pending/{id}/decision"),
+            &[cookie.clone(), csrf.clone(), json_type.clone()],
+            body,
+        )
+    };
+    let unknown = decide(r#"{"decision":"allow_once"}"#, "nope");
+    assert_eq!(unknown.status, 404, "{}", unknown.body);
+    assert!(unknown.body.contains("no pending request `nope`"));
+    assert_eq!(decide(r#"{"decision":"run"}"#, "nope").status, 400);
+    assert_eq!(
+        decide(r#"{"decision":"allow_once","reason":"x"}"#, "nope").status,
+        400
+    );
+    let form = served.http(
+        "POST",
+        "/api/pending/nope/decision",
+        &[
+            cookie.clone(),
+            csrf.clone(),
+            ("content-type", "application/x-www-form-urlencoded".into()),
+        ],
+        "decision=allow_once",
+    );
+    assert_ne!(form.status, 204, "a form post is not a decision");
+    let revoke = served.http(
+        "POST",
+        "/api/grants/nope/revoke",
+        &[cookie.clone(), csrf],
+        "",
+    );
+    assert_eq!(revoke.status, 404);
+
+    // The token file: the token, readable by the user only; gone when the server stops.
+    let mode = fs::metadata(&served.token_file)
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600);
+    assert_eq!(
+        fs::read_to_string(&served.token_file).unwrap().trim(),
+        served.token
+    );
+    let token_file = served.token_file.clone();
+    let pid = served.child.id().to_string();
+    let mut served = served;
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    served.child.wait().unwrap();
+    assert!(!token_file.exists(), "the token file outlived the server");
+}
+
+#[test]
+fn a_request_nobody_answers_expires_and_leaves_the_console() {
+    let fx = Fixture::new();
+    let ws = fx.workspace();
+    let served = Served::start(&ws, "[approval]\ntimeout_secs = 1\n");
+    let started = Instant::now();
+    let results = served
+        .client(json!([{"op": "call", "tool": "write_file",
+            "arguments": {"path": "new.txt", "content": "x\n"}}]))
+        .finish();
+    assert!(started.elapsed() >= Duration::from_secs(1));
+    assert_eq!(code(&results[0]), "approval_expired", "{}", results[0]);
+    assert!(!ws.join("new.txt").exists());
+    assert_eq!(served.get_json("/api/pending"), json!([]));
+}
+
+#[test]
+fn a_cancelled_call_leaves_the_console_and_progress_flows_while_it_waits() {
+    let fx = Fixture::new();
+    let ws = fx.workspace();
+    let served = Served::start(&ws, "");
+    let client = served.client(json!([{"op": "cancel", "tool": "write_file",
+        "arguments": {"path": "new.txt", "content": "x\n"}, "after": 10.0}]));
+    assert_eq!(served.pending(1)[0]["tool"], "write_file");
+    let results = client.finish();
+    assert!(
+        !results[0]["progress"].as_array().unwrap().is_empty(),
+        "{}",
+        results[0]
+    );
+    served.pending(0);
+    // The cancelled call's outcome: refused at the approval stage, never run.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let outcomes = served.get_json("/api/outcomes");
+        if let Some(outcome) = outcomes.as_array().unwrap().first() {
+            assert_eq!(outcome["tool"], "write_file");
+            assert_eq!(outcome["stage"], "approve", "{outcome}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "no outcome recorded");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(!ws.join("new.txt").exists());
+}
+
+#[test]
+fn a_grant_does_not_cover_a_file_changed_after_the_person_saw_it() {
+    let fx = Fixture::new();
+    let ws = fx.workspace();
+    fs::write(ws.join("notes.txt"), "hello\n").unwrap();
+    let served = Served::start(&ws, "");
+    let client = served.client(json!([{"op": "call", "tool": "write_file", "arguments":
+        {"path": "notes.txt", "content": "bye\n", "expected_content": "hello\n"}}]));
+    let pending = served.pending(1);
+    // Someone changes the file while the person reads the diff of the old one.
+    fs::write(ws.join("notes.txt"), "changed meanwhile\n").unwrap();
+    let id = pending[0]["id"].as_str().unwrap();
+    let reply = served.http(
+        "POST",
+        &format!("/api/pending/{id}/decision"),
+        &[
+            ("cookie", served.cookie()),
+            ("x-toolgate-csrf", served.csrf()),
+            ("content-type", "application/json".into()),
+        ],
+        r#"{"decision":"allow_once"}"#,
+    );
+    assert_eq!(reply.status, 204, "{}", reply.body);
+    let results = client.finish();
+    assert_eq!(results[0]["isError"], true, "{}", results[0]);
+    assert_eq!(
+        fs::read_to_string(ws.join("notes.txt")).unwrap(),
+        "changed meanwhile\n"
+    );
+    // The same decision again: the request is gone, so nothing is granted twice.
+    let replay = served.http(
+        "POST",
+        &format!("/api/pending/{id}/decision"),
+        &[
+            ("cookie", served.cookie()),
+            ("x-toolgate-csrf", served.csrf()),
+            ("content-type", "application/json".into()),
+        ],
+        r#"{"decision":"allow_once"}"#,
+    );
+    assert_eq!(replay.status, 404);
+}
+
+#[test]
+fn an_approval_timeout_out_of_range_is_a_configuration_error() {
+    let fx = Fixture::new();
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("toolgate.toml");
+    fs::write(&config, "[approval]\ntimeout_secs = 0\n").unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        .args(["serve", "--workspace"])
+        .arg(fx.workspace())
+        .arg("--config")
+        .arg(&config)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(3));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("approval timeout_secs `0` is out of range"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_workspace_grant_outlives_a_restart_and_a_once_grant_does_not() {
+    let fx = Fixture::new();
+    let ws = fx.workspace();
+    let state = tempfile::tempdir().unwrap();
+    let write = |path: &str| json!({"op": "call", "tool": "write_file", "arguments": {"path": path, "content": "x\n"}});
+    let decide = |served: &Served, choice: &str| {
+        let id = served.pending(1)[0]["id"].as_str().unwrap().to_owned();
+        let reply = served.http(
+            "POST",
+            &format!("/api/pending/{id}/decision"),
+            &[
+                ("cookie", served.cookie()),
+                ("x-toolgate-csrf", served.csrf()),
+                ("content-type", "application/json".into()),
+            ],
+            &json!({"decision": choice}).to_string(),
+        );
+        assert_eq!(reply.status, 204, "{}", reply.body);
+    };
+
+    let first = Served::start_at(&ws, "", state.path());
+    let client = first.client(json!([write("one.txt")]));
+    decide(&first, "allow_workspace");
+    assert_eq!(client.finish()[0]["isError"], false);
+    let client = first.client(json!([write("two.txt")]));
+    assert_eq!(client.finish()[0]["isError"], false, "the grant stands");
+    let client = first.client(json!([{"op": "call", "tool": "run_command",
+        "arguments": {"argv": ["true"]}}]));
+    decide(&first, "allow_once");
+    assert_eq!(client.finish()[0]["isError"], false);
+    drop(first);
+
+    let second = Served::start_at(&ws, "[approval]\ntimeout_secs = 2\n", state.path());
+    let grants = second.get_json("/api/grants");
+    assert_eq!(grants.as_array().unwrap().len(), 1, "{grants}");
+    assert_eq!(grants[0]["tool"], "write_file");
+    let results = second
+        .client(
+            json!([write("three.txt"), {"op": "call", "tool": "run_command",
+            "arguments": {"argv": ["true"]}}]),
+        )
+        .finish();
+    assert_eq!(results[0]["isError"], false, "{}", results[0]);
+    assert_eq!(code(&results[1]), "approval_expired", "{}", results[1]);
+    assert!(ws.join("three.txt").exists());
+
+    // Revoked in the console: the next write asks again, in this run and the next.
+    let id = grants[0]["id"].as_str().unwrap();
+    let revoke = second.http(
+        "POST",
+        &format!("/api/grants/{id}/revoke"),
+        &[
+            ("cookie", second.cookie()),
+            ("x-toolgate-csrf", second.csrf()),
+        ],
+        "",
+    );
+    assert_eq!(revoke.status, 204, "{}", revoke.body);
+    drop(second);
+    let third = Served::start_at(&ws, "[approval]\ntimeout_secs = 1\n", state.path());
+    assert_eq!(third.get_json("/api/grants"), json!([]));
+    let results = third.client(json!([write("four.txt")])).finish();
+    assert_eq!(code(&results[0]), "approval_expired", "{}", results[0]);
+}
