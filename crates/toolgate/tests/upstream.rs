@@ -107,6 +107,7 @@ impl Setup {
     fn session(&self, steps: Value) -> Value {
         let args = vec![
             "serve".to_owned(),
+            "--no-console".to_owned(),
             "--workspace".to_owned(),
             self.ws().display().to_string(),
             "--config".to_owned(),
@@ -639,6 +640,7 @@ impl HttpServer {
         let mut child = Command::new(toolgate_bin())
             .args([
                 "serve",
+                "--no-console",
                 "--http",
                 "127.0.0.1:0",
                 "--dangerous-no-auth",
@@ -822,6 +824,7 @@ fn http_upstream_behind_the_gateway() {
     assert!(output.status.success(), "{output:?}");
     let args = vec![
         "serve".to_owned(),
+        "--no-console".to_owned(),
         "--workspace".to_owned(),
         setup.ws().display().to_string(),
         "--config".to_owned(),
