@@ -356,26 +356,29 @@ impl ConsoleBroker {
         )
     }
 
-    /// Waits for the decision on `id`; `None` when the wait ended without one.
+    /// Waits for the decision on `id`; `Err` with the response to give when the wait ended
+    /// without one. The request leaves the pending list under the same lock that read its
+    /// answer, whatever the answer, so a later decision finds nothing and is refused rather
+    /// than accepted and ignored.
     fn wait(&self, id: &str, request: &ApprovalRequest) -> Result<Decision, ApprovalResponse> {
         let mut pending = self.lock();
-        loop {
+        let answer = loop {
             let Some(entry) = pending.get_mut(id) else {
-                return Err(ApprovalResponse::Unanswered {
+                break Err(ApprovalResponse::Unanswered {
                     reason: "the request vanished from the console".to_owned(),
                 });
             };
             if let Some(decision) = entry.decision.take() {
-                return Ok(decision);
+                break Ok(decision);
             }
             if request.cancelled.load(Ordering::Relaxed) {
-                return Err(ApprovalResponse::Unanswered {
+                break Err(ApprovalResponse::Unanswered {
                     reason: "the call was cancelled while it waited for approval".to_owned(),
                 });
             }
             let now = Instant::now();
             if now >= entry.deadline {
-                return Err(ApprovalResponse::Expired {
+                break Err(ApprovalResponse::Expired {
                     reason: format!(
                         "nobody answered in the approval console within {} s",
                         self.options.timeout.as_secs()
@@ -388,7 +391,9 @@ impl ConsoleBroker {
                 .decided
                 .wait_timeout(pending, wait)
                 .map_or_else(|e| e.into_inner().0, |(guard, _)| guard);
-        }
+        };
+        pending.remove(id);
+        answer
     }
 
     fn lock(&self) -> MutexGuard<'_, BTreeMap<String, Pending>> {
@@ -418,9 +423,7 @@ impl ApprovalBroker for ConsoleBroker {
                 decision: None,
             },
         );
-        let answer = self.wait(&id, request);
-        self.lock().remove(&id);
-        match answer {
+        match self.wait(&id, request) {
             Ok(Decision::AllowOnce) => {
                 ApprovalResponse::Grant(self.ledger.issue(request, GrantScope::Once, ONCE_TTL))
             }
@@ -707,6 +710,61 @@ mod tests {
             "{response:?}"
         );
         assert!(b.pending().is_empty());
+    }
+
+    /// Puts `req` in the pending list as `id`, already decided with `decision` when given.
+    fn pend(b: &ConsoleBroker, id: &str, req: &ApprovalRequest, decision: Option<Decision>) {
+        let since = Instant::now();
+        b.lock().insert(
+            id.to_owned(),
+            Pending {
+                request: req.clone(),
+                since,
+                deadline: since + b.options.timeout,
+                decision,
+            },
+        );
+    }
+
+    #[test]
+    fn a_decision_after_the_answer_was_taken_is_refused() {
+        let b = broker(Duration::from_secs(60));
+        let req = request("write_file", EffectClass::LocalWrite, GrantScope::Once);
+        pend(&b, "r1", &req, Some(Decision::AllowOnce));
+        assert_eq!(b.wait("r1", &req), Ok(Decision::AllowOnce));
+        assert_eq!(
+            b.decide("r1", Decision::Reject { reason: None }),
+            Err(DecideError::NotPending("r1".into())),
+            "a reject after the allow was taken must not look accepted"
+        );
+        assert!(b.pending().is_empty());
+    }
+
+    #[test]
+    fn a_decision_after_cancellation_or_expiry_is_refused() {
+        let b = broker(Duration::from_millis(1));
+        let req = request("write_file", EffectClass::LocalWrite, GrantScope::Once);
+        pend(&b, "expired", &req, None);
+        assert!(matches!(
+            b.wait("expired", &req),
+            Err(ApprovalResponse::Expired { .. })
+        ));
+        assert_eq!(
+            b.decide("expired", Decision::AllowOnce),
+            Err(DecideError::NotPending("expired".into()))
+        );
+
+        let b = broker(Duration::from_secs(60));
+        pend(&b, "cancelled", &req, None);
+        req.cancelled.store(true, Ordering::Relaxed);
+        assert!(matches!(
+            b.wait("cancelled", &req),
+            Err(ApprovalResponse::Unanswered { .. })
+        ));
+        assert_eq!(
+            b.decide("cancelled", Decision::AllowOnce),
+            Err(DecideError::NotPending("cancelled".into()))
+        );
     }
 
     #[test]
