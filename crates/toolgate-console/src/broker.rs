@@ -158,6 +158,9 @@ pub struct ConsoleBroker {
     ledger: GrantLedger,
     pending: Mutex<BTreeMap<String, Pending>>,
     decided: Condvar,
+    /// Held from listing the standing grants until the grants file holds that list, so a
+    /// slower writer with an older list cannot bring back a grant revoked meanwhile.
+    grants_file: Mutex<()>,
     options: BrokerOptions,
 }
 
@@ -167,6 +170,7 @@ impl ConsoleBroker {
             ledger: GrantLedger::new(std::sync::Arc::new(SystemClock)),
             pending: Mutex::new(BTreeMap::new()),
             decided: Condvar::new(),
+            grants_file: Mutex::new(()),
             options,
         }
     }
@@ -283,6 +287,11 @@ impl ConsoleBroker {
         let Some(path) = &self.options.grants_file else {
             return Ok(());
         };
+        // Nothing is left half-done under this lock: the file is replaced by a rename.
+        let _writing = self
+            .grants_file
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         let stored: Vec<StoredGrant> = self
             .ledger
             .standing_grants()
@@ -629,6 +638,50 @@ mod tests {
             third.restore_standing().unwrap(),
             0,
             "a revoked grant stays revoked"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn concurrent_grants_and_revocations_leave_the_file_as_the_ledger() {
+        let dir =
+            std::env::temp_dir().join(format!("toolgate-broker-concurrent-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("grants.json");
+        let b = Arc::new(ConsoleBroker::new(BrokerOptions {
+            grants_file: Some(path.clone()),
+            ..BrokerOptions::default()
+        }));
+        let threads: Vec<_> = (0..8)
+            .map(|n| {
+                let b = Arc::clone(&b);
+                std::thread::spawn(move || {
+                    for round in 0..20 {
+                        let mut req = request(
+                            &format!("tool_{n}_{round}"),
+                            EffectClass::LocalWrite,
+                            GrantScope::WorkspaceAction,
+                        );
+                        req.workspace = format!("ws{n}");
+                        let grant = b.ledger.issue(
+                            &req,
+                            GrantScope::WorkspaceAction,
+                            Duration::from_secs(60),
+                        );
+                        b.save_standing().unwrap();
+                        assert!(b.revoke(&grant.id).unwrap());
+                    }
+                })
+            })
+            .collect();
+        for thread in threads {
+            thread.join().unwrap();
+        }
+        assert!(b.grants().is_empty());
+        assert_eq!(
+            standing::load(&path).unwrap(),
+            vec![],
+            "no revoked grant may come back from the file"
         );
         std::fs::remove_dir_all(&dir).unwrap();
     }

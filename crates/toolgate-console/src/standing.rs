@@ -8,6 +8,7 @@
 use std::io::Write as _;
 use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde::{Deserialize, Serialize};
 
@@ -70,17 +71,15 @@ pub fn load(path: &Path) -> Result<Vec<StoredGrant>, GrantsFileError> {
 }
 
 /// Replaces `path` with `grants`: written to a 0600 temporary file beside it, then renamed,
-/// so a reader never sees half a list.
+/// so a reader never sees half a list. Each write has its own temporary file, so two writers
+/// never write into, or rename away, each other's.
 pub fn save(path: &Path, grants: &[StoredGrant]) -> Result<(), GrantsFileError> {
     let write = |source| GrantsFileError::Write {
         path: path.to_owned(),
         source,
     };
     let text = serde_json::to_string_pretty(grants).map_err(|e| write(e.into()))?;
-    let mut temporary = path.as_os_str().to_owned();
-    temporary.push(format!(".{}.tmp", std::process::id()));
-    let temporary = PathBuf::from(temporary);
-    let _ = std::fs::remove_file(&temporary);
+    let temporary = temporary_path(path);
     let mut file = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
@@ -90,6 +89,18 @@ pub fn save(path: &Path, grants: &[StoredGrant]) -> Result<(), GrantsFileError> 
     file.write_all(text.as_bytes()).map_err(write)?;
     file.sync_all().map_err(write)?;
     std::fs::rename(&temporary, path).map_err(write)
+}
+
+/// A name beside `path` that no other write, in this process or another, is using.
+fn temporary_path(path: &Path) -> PathBuf {
+    static WRITES: AtomicU64 = AtomicU64::new(0);
+    let mut temporary = path.as_os_str().to_owned();
+    temporary.push(format!(
+        ".{}.{}.tmp",
+        std::process::id(),
+        WRITES.fetch_add(1, Ordering::Relaxed)
+    ));
+    PathBuf::from(temporary)
 }
 
 #[cfg(test)]
@@ -119,6 +130,38 @@ mod tests {
         )
         .unwrap();
         assert!(matches!(load(&path), Err(GrantsFileError::Parse { .. })));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn concurrent_writers_each_use_their_own_temporary_file() {
+        let path = Path::new("/state/grants.json");
+        assert_ne!(temporary_path(path), temporary_path(path));
+        let dir = std::env::temp_dir().join(format!(
+            "toolgate-standing-concurrent-{}",
+            std::process::id()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("grants.json");
+        let writers: Vec<_> = (0..8)
+            .map(|n| {
+                let path = path.clone();
+                std::thread::spawn(move || {
+                    for round in 0..50 {
+                        let grants = vec![StoredGrant {
+                            workspace: format!("ws{n}"),
+                            tool: format!("tool{round}"),
+                            expires_at_ms: 1,
+                        }];
+                        save(&path, &grants).unwrap();
+                    }
+                })
+            })
+            .collect();
+        for writer in writers {
+            writer.join().unwrap();
+        }
+        assert_eq!(load(&path).unwrap().len(), 1);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
