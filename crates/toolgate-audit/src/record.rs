@@ -2,14 +2,19 @@
 //!
 //! By default a record holds the outcome's evidence — tool, version, descriptor digest,
 //! surface, actor, profile, the workspace's digest, effect class, argument *names* and
-//! *digest*, workspace-relative resources, approval id, policies, per-stage timings, byte
+//! *digest*, resources (any absolute path in them cut to its file name and a digest of the
+//! whole path), approval id, policies, per-stage timings, byte
 //! counts, truncation, redactions — with the status, the stage and code of a rejection, the
 //! code of a tool error and the number of unknowns. It never holds argument values, output,
 //! file bodies, environment, or the messages of rejections and errors, which can quote
 //! arguments. The local debug setting adds those messages, the unknowns and the output,
 //! redacted once more and bounded.
 
+use std::fmt::Write as _;
+use std::path::Path;
+
 use serde_json::{Map, Value, json};
+use sha2::{Digest as _, Sha256};
 use toolgate_core::{Outcome, canonical_json, redact};
 
 /// The most output a debug record keeps, in bytes of its JSON text.
@@ -24,6 +29,13 @@ pub fn record_body(outcome: &Outcome, store_values: bool) -> String {
         // so rather than vanish.
         _ => Map::from_iter([("evidence".to_owned(), json!("unserializable"))]),
     };
+    if let Some(Value::Array(resources)) = call.get_mut("resources") {
+        for resource in resources.iter_mut() {
+            if let Value::String(text) = resource {
+                *text = hide_resource_paths(text);
+            }
+        }
+    }
     call.insert("status".to_owned(), json!(outcome.status));
     if let Some(rejection) = &outcome.rejection {
         call.insert(
@@ -39,6 +51,87 @@ pub fn record_body(outcome: &Outcome, store_values: bool) -> String {
         call.insert("debug".to_owned(), debug_values(outcome));
     }
     canonical_json(&Value::Object(call))
+}
+
+/// `resource` with every absolute path in it replaced by the path's file name and a short
+/// digest of the whole path (`program:cargo#sha256:1a2b3c4d`).
+///
+/// Resources name what a call touches, and for a program outside the workspace that is its
+/// absolute path (`program:/home/alice/.cargo/bin/cargo`, or the first element of `argv:[…]`),
+/// which says who the user is and how their machine is laid out. The file name and digest keep
+/// records comparable — the same program gives the same text — without keeping the path.
+fn hide_resource_paths(resource: &str) -> String {
+    let Some((kind, value)) = resource.split_once(':') else {
+        return hide_paths(resource);
+    };
+    // A value in JSON (the argv of `run_script`) is rewritten string by string, so that a path
+    // holding spaces or quotes is hidden whole.
+    let hidden = match serde_json::from_str::<Value>(value) {
+        Ok(mut json @ (Value::Array(_) | Value::Object(_))) => {
+            hide_json_paths(&mut json);
+            serde_json::to_string(&json).unwrap_or_else(|_| hide_paths(value))
+        }
+        _ => hide_paths(value),
+    };
+    format!("{kind}:{hidden}")
+}
+
+fn hide_json_paths(value: &mut Value) {
+    match value {
+        Value::String(text) => *text = hide_paths(text),
+        Value::Array(items) => items.iter_mut().for_each(hide_json_paths),
+        Value::Object(map) => map.values_mut().for_each(hide_json_paths),
+        _ => {}
+    }
+}
+
+/// `text` with its absolute paths hidden: all of it when it starts with `/` (a path may hold
+/// spaces), else each `/…` word that starts the text or follows a space, `=`, `:` or `,`
+/// (`--config=/etc/x`). A `//` after `:` starts a URL, not a path, and is kept.
+fn hide_paths(text: &str) -> String {
+    if is_absolute(text) {
+        return hidden_path(text);
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    let mut previous: Option<char> = None;
+    while let Some(c) = rest.chars().next() {
+        let starts_path = c == '/'
+            && previous.is_some_and(|p| p.is_whitespace() || matches!(p, '=' | ':' | ','))
+            && !(previous == Some(':') && rest.starts_with("//"));
+        if starts_path {
+            let end = rest
+                .find(|ch: char| ch.is_whitespace() || matches!(ch, ',' | ';' | '"' | '\''))
+                .unwrap_or(rest.len());
+            let (path, after) = rest.split_at(end);
+            out.push_str(&hidden_path(path));
+            previous = path.chars().last();
+            rest = after;
+        } else {
+            out.push(c);
+            previous = Some(c);
+            rest = rest.get(c.len_utf8()..).unwrap_or_default();
+        }
+    }
+    out
+}
+
+fn is_absolute(text: &str) -> bool {
+    text.starts_with('/') && !text.starts_with("//")
+}
+
+/// `<file name>#sha256:<first 8 hex digits of the path's SHA-256>`.
+fn hidden_path(path: &str) -> String {
+    let name = Path::new(path)
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let digest = Sha256::digest(path.as_bytes());
+    let mut short = String::with_capacity(8);
+    for byte in digest.iter().take(4) {
+        let _ = write!(short, "{byte:02x}");
+    }
+    format!("{name}#sha256:{short}")
 }
 
 /// The values a debug record adds, each redacted again: the pipeline redacts output already,
@@ -132,6 +225,34 @@ mod tests {
             !body.contains("hunter2") && !body.contains("API_KEY"),
             "{body}"
         );
+    }
+
+    #[test]
+    fn records_hold_no_absolute_paths_in_resources() {
+        let mut outcome = rejected();
+        outcome.evidence.resources = vec![
+            "program:/home/alice/.cargo/bin/cargo".to_owned(),
+            "cwd:.".to_owned(),
+            r#"argv:["/home/alice/bin/my tool","--config=/home/alice/x.toml","test"]"#.to_owned(),
+            "path:src/main.rs".to_owned(),
+            "url:https://example.com/a".to_owned(),
+        ];
+        let body = record_body(&outcome, false);
+        assert!(!body.contains("/home/alice"), "{body}");
+        let value: Value = serde_json::from_str(&body).unwrap();
+        let resources = value["resources"].as_array().unwrap();
+        let cargo = resources[0].as_str().unwrap();
+        assert!(cargo.starts_with("program:cargo#sha256:"), "{cargo}");
+        assert_eq!(cargo.len(), "program:cargo#sha256:".len() + 8, "{cargo}");
+        assert_eq!(resources[1], "cwd:.");
+        let argv = resources[2].as_str().unwrap();
+        assert!(argv.starts_with(r#"argv:["my tool#sha256:"#), "{argv}");
+        assert!(argv.contains(r#""--config=x.toml#sha256:"#), "{argv}");
+        assert!(argv.ends_with(r#","test"]"#), "{argv}");
+        assert_eq!(resources[3], "path:src/main.rs");
+        assert_eq!(resources[4], "url:https://example.com/a");
+        // The same path always gives the same text, so records stay comparable.
+        assert_eq!(body, record_body(&outcome, false));
     }
 
     #[test]

@@ -207,6 +207,42 @@ fn records_of_every_kind_of_outcome_hold_no_values_bodies_or_paths() {
 }
 
 #[test]
+fn commands_outside_the_workspace_leave_no_absolute_path_in_the_log() {
+    let audited = Audited::new();
+    fs::write(audited.fx.workspace().join("Makefile"), "test:\n\ttrue\n").unwrap();
+    // Both are refused without a person to approve them, after their resources are known.
+    let command = audited.call("run_command", r#"{"argv": ["true", "/etc/hostname"]}"#);
+    assert_eq!(command.status.code(), Some(2), "{command:?}");
+    let script = audited.call("run_script", r#"{"script": "test"}"#);
+    assert_eq!(script.status.code(), Some(2), "{script:?}");
+
+    let records = audited.export();
+    assert_eq!(records.len(), 2, "{records:?}");
+    let resources = |i: usize| records[i]["call"]["resources"].to_string();
+    assert!(
+        resources(0).contains("program:true#sha256:"),
+        "{}",
+        resources(0)
+    );
+    assert!(
+        resources(1).contains(r#"argv:[\"make#sha256:"#),
+        "{}",
+        resources(1)
+    );
+    let export = stdout(&audited.audit(&["export", "--jsonl"]));
+    let mut stored = Vec::new();
+    for entry in fs::read_dir(audited.db().parent().unwrap()).unwrap() {
+        stored.extend(fs::read(entry.unwrap().path()).unwrap());
+    }
+    let stored = String::from_utf8_lossy(&stored);
+    for (name, text) in [("the database", &*stored), ("the export", &export)] {
+        for path in ["/bin/true", "/bin/make", "/etc/hostname"] {
+            assert!(!text.contains(path), "{name} holds `{path}`");
+        }
+    }
+}
+
+#[test]
 fn debug_setting_keeps_redacted_values() {
     let audited = Audited::new();
     let config = audited.fx.dir.path().join("debug.toml");
