@@ -7,6 +7,7 @@
 //! rustls's handshake states.
 
 use std::collections::BTreeMap;
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -809,7 +810,12 @@ impl Pipeline {
                 });
             }
         }
-        let result = authorized.tool.executor.execute(&authorized, cx);
+        // A tool that panics has still run, perhaps halfway: its outcome must reach stage 8
+        // (and the record) like any failure, not vanish with the thread that ran it.
+        let result = std::panic::catch_unwind(AssertUnwindSafe(|| {
+            authorized.tool.executor.execute(&authorized, cx)
+        }))
+        .unwrap_or_else(|payload| Err(panicked(payload.as_ref())));
         let mut trace = authorized.trace;
         trace.arguments = Some(authorized.arguments);
         trace.record(Stage::Execute, started);
@@ -1049,6 +1055,23 @@ impl Pipeline {
         report(Stage::Execute, "skip", "explain never executes".to_owned());
         reports
     }
+}
+
+/// The failure of an executor that panicked, with what its panic said.
+fn panicked(payload: &(dyn std::any::Any + Send)) -> ToolError {
+    let said = payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_default();
+    let mut error = ToolError::new(
+        "tool_panicked",
+        format!("the tool stopped unexpectedly: {said}"),
+    );
+    error
+        .unknowns
+        .push("the tool may have done part of its work before it stopped".to_owned());
+    error
 }
 
 fn nanos(d: Duration) -> u64 {

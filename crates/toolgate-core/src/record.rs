@@ -56,7 +56,19 @@ mod tests {
         }
     }
 
+    #[derive(Debug)]
+    struct Panics;
+    impl Executor for Panics {
+        fn execute(&self, _: &Authorized, _: &ExecContext) -> Result<ToolOutput, ToolError> {
+            panic!("index out of bounds")
+        }
+    }
+
     fn pipeline() -> Pipeline {
+        pipeline_with(Arc::new(Echo))
+    }
+
+    fn pipeline_with(executor: Arc<dyn Executor>) -> Pipeline {
         let descriptor = Descriptor::new(
             "echo",
             "Echoes its arguments.",
@@ -65,9 +77,7 @@ mod tests {
         let mut entry = ToolEntry::new("echo", "reads nothing");
         entry.effect = Some(EffectClass::ReadOnly);
         let mut registry = RegistryBuilder::new();
-        registry
-            .register(descriptor, entry, Arc::new(Echo))
-            .unwrap();
+        registry.register(descriptor, entry, executor).unwrap();
         Pipeline::new(
             Arc::new(registry.build().unwrap()),
             Arc::new(PolicyEngine::default_policy().unwrap()),
@@ -107,5 +117,18 @@ mod tests {
             kept.0.lock().unwrap().is_empty(),
             "a later recorder is not asked"
         );
+    }
+
+    #[test]
+    fn a_tool_that_panics_is_a_recorded_failure() {
+        let kept = Arc::new(Kept::default());
+        let pipeline = pipeline_with(Arc::new(Panics)).with_recorder(kept.clone());
+        let done = pipeline.run(RawCall::text("echo", r#"{"text": "hi"}"#, Surface::Chat));
+        assert_eq!(done.status, Status::Failed);
+        let error = done.error.clone().unwrap();
+        assert_eq!(error.code, "tool_panicked");
+        assert!(error.message.contains("index out of bounds"), "{error:?}");
+        assert!(!done.unknowns.is_empty());
+        assert_eq!(*kept.0.lock().unwrap(), vec![done]);
     }
 }
