@@ -27,6 +27,11 @@ const ONCE_TTL: Duration = Duration::from_secs(60);
 /// How often a waiting request looks at its call's cancellation flag.
 const CANCEL_POLL: Duration = Duration::from_millis(100);
 
+/// The most requests that wait for a person at once. Each holds a blocking thread until it is
+/// answered or times out, and no person reads more than this many; beyond it a request is
+/// answered at once, unapproved.
+pub const MAX_PENDING: usize = 32;
+
 /// The longest reason a person may give; it goes back to the model verbatim.
 pub const MAX_REASON_CHARS: usize = 2000;
 
@@ -237,7 +242,8 @@ impl ConsoleBroker {
     }
 
     /// Restores the standing grants of the grants file that have not expired; returns how
-    /// many. Each is issued anew by this run's ledger, for the time it had left.
+    /// many. Each is issued anew by this run's ledger, for the time it had left, at most the
+    /// standing grant time.
     pub fn restore_standing(&self) -> Result<usize, GrantsFileError> {
         let Some(path) = &self.options.grants_file else {
             return Ok(0);
@@ -274,7 +280,10 @@ impl ConsoleBroker {
                 approval_mode: toolgate_core::ApprovalMode::Policy,
                 cancelled: std::sync::Arc::default(),
             };
-            let left = Duration::from_millis(stored.expires_at_ms - now);
+            // No grant outlives the time a person could have allowed it for, whatever the
+            // file says.
+            let left =
+                Duration::from_millis(stored.expires_at_ms - now).min(self.options.standing_ttl);
             self.ledger
                 .issue(&request, GrantScope::WorkspaceAction, left);
             restored += 1;
@@ -423,15 +432,26 @@ impl ApprovalBroker for ConsoleBroker {
             }
         };
         let since = Instant::now();
-        self.lock().insert(
-            id.clone(),
-            Pending {
-                request: request.clone(),
-                since,
-                deadline: since + self.options.timeout,
-                decision: None,
-            },
-        );
+        {
+            let mut pending = self.lock();
+            if pending.len() >= MAX_PENDING {
+                return ApprovalResponse::Unanswered {
+                    reason: format!(
+                        "{MAX_PENDING} requests already wait in the approval console; \
+                         answer or let them expire before asking again"
+                    ),
+                };
+            }
+            pending.insert(
+                id.clone(),
+                Pending {
+                    request: request.clone(),
+                    since,
+                    deadline: since + self.options.timeout,
+                    decision: None,
+                },
+            );
+        }
         match self.wait(&id, request) {
             Ok(Decision::AllowOnce) => {
                 ApprovalResponse::Grant(self.ledger.issue(request, GrantScope::Once, ONCE_TTL))
@@ -687,6 +707,30 @@ mod tests {
     }
 
     #[test]
+    fn a_restored_grant_stands_no_longer_than_the_standing_time() {
+        let dir = std::env::temp_dir().join(format!("toolgate-broker-cap-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("grants.json");
+        let stored = vec![StoredGrant {
+            workspace: "ws".into(),
+            tool: "edit_file".into(),
+            expires_at_ms: u64::MAX - 1,
+        }];
+        standing::save(&path, &stored).unwrap();
+        let options = BrokerOptions {
+            grants_file: Some(path),
+            ..BrokerOptions::default()
+        };
+        let ttl = millis(options.standing_ttl);
+        let b = ConsoleBroker::new(options);
+        assert_eq!(b.restore_standing().unwrap(), 1);
+        let grants = b.grants();
+        assert_eq!(grants.len(), 1);
+        assert!(grants[0].expires_at_ms <= now_ms() + ttl, "{grants:?}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
     fn commands_offer_only_once_or_reject() {
         let b = broker(Duration::from_secs(60));
         let req = request("run_command", EffectClass::Irreversible, GrantScope::Once);
@@ -818,6 +862,23 @@ mod tests {
             b.decide("cancelled", Decision::AllowOnce),
             Err(DecideError::NotPending("cancelled".into()))
         );
+    }
+
+    #[test]
+    fn requests_beyond_the_cap_are_answered_at_once() {
+        let b = broker(Duration::from_secs(60));
+        let req = request("write_file", EffectClass::LocalWrite, GrantScope::Once);
+        for n in 0..MAX_PENDING {
+            pend(&b, &format!("r{n}"), &req, None);
+        }
+        let started = Instant::now();
+        let response = b.request(&req);
+        assert!(
+            matches!(&response, ApprovalResponse::Unanswered { reason } if reason.contains("already wait")),
+            "{response:?}"
+        );
+        assert!(started.elapsed() < Duration::from_secs(5));
+        assert_eq!(b.pending().len(), MAX_PENDING);
     }
 
     #[test]

@@ -100,15 +100,18 @@ impl Console {
             .enable_io()
             .build()
             .map_err(ConsoleError::Runtime)?;
+        // Registered with the runtime here, not on the console's thread, so a failure stops
+        // `start` instead of leaving a console that never answers.
+        let listener = {
+            let _entered = runtime.enter();
+            tokio::net::TcpListener::from_std(listener).map_err(ConsoleError::Runtime)?
+        };
         let (stop, stopped) = oneshot::channel::<()>();
         let app = router(shared);
         std::thread::Builder::new()
             .name("toolgate-console".to_owned())
             .spawn(move || {
                 runtime.block_on(async move {
-                    let Ok(listener) = tokio::net::TcpListener::from_std(listener) else {
-                        return;
-                    };
                     // The console ends with the process or when `Console` is dropped; an
                     // error serving it leaves approvals unanswered, which time out as denials.
                     let _ = axum::serve(listener, app)

@@ -6,7 +6,7 @@
 //! is the closed side of the mistake.
 
 use std::io::Write as _;
-use std::os::unix::fs::OpenOptionsExt as _;
+use std::os::unix::fs::{MetadataExt as _, OpenOptionsExt as _};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -39,6 +39,11 @@ pub enum GrantsFileError {
         path: PathBuf,
         source: serde_json::Error,
     },
+    #[error("the grants file `{path}` {problem}; it could have been written by someone else")]
+    Untrusted {
+        path: PathBuf,
+        problem: &'static str,
+    },
     #[error("cannot write the grants file `{path}`: {source}")]
     Write {
         path: PathBuf,
@@ -46,7 +51,8 @@ pub enum GrantsFileError {
     },
 }
 
-/// The grants in `path`; none when it does not exist.
+/// The grants in `path`; none when it does not exist. A file another user owns, or that
+/// others may write or read, is refused: a grant in it would let calls run without asking.
 pub fn load(path: &Path) -> Result<Vec<StoredGrant>, GrantsFileError> {
     let read = |source| GrantsFileError::Read {
         path: path.to_owned(),
@@ -57,7 +63,18 @@ pub fn load(path: &Path) -> Result<Vec<StoredGrant>, GrantsFileError> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => return Err(read(e)),
     };
-    if file.metadata().map_err(read)?.len() > MAX_FILE_BYTES {
+    let metadata = file.metadata().map_err(read)?;
+    let untrusted = |problem| GrantsFileError::Untrusted {
+        path: path.to_owned(),
+        problem,
+    };
+    if Some(metadata.uid()) != current_uid() {
+        return Err(untrusted("is not owned by the current user"));
+    }
+    if metadata.mode() & 0o077 != 0 {
+        return Err(untrusted("is open to the group or to others"));
+    }
+    if metadata.len() > MAX_FILE_BYTES {
         return Err(GrantsFileError::TooLarge {
             path: path.to_owned(),
         });
@@ -89,6 +106,12 @@ pub fn save(path: &Path, grants: &[StoredGrant]) -> Result<(), GrantsFileError> 
     file.write_all(text.as_bytes()).map_err(write)?;
     file.sync_all().map_err(write)?;
     std::fs::rename(&temporary, path).map_err(write)
+}
+
+/// The user this process runs as, from the owner of `/proc/self`; `None` where that cannot
+/// be read, which refuses every grants file.
+fn current_uid() -> Option<u32> {
+    std::fs::metadata("/proc/self").ok().map(|m| m.uid())
 }
 
 /// A name beside `path` that no other write, in this process or another, is using.
@@ -130,6 +153,28 @@ mod tests {
         )
         .unwrap();
         assert!(matches!(load(&path), Err(GrantsFileError::Parse { .. })));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_grants_file_others_can_read_or_write_is_refused() {
+        let dir =
+            std::env::temp_dir().join(format!("toolgate-standing-open-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("grants.json");
+        let grants = vec![StoredGrant {
+            workspace: "ws".into(),
+            tool: "edit_file".into(),
+            expires_at_ms: 42,
+        }];
+        save(&path, &grants).unwrap();
+        for mode in [0o620, 0o604, 0o640] {
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+            assert!(
+                matches!(load(&path), Err(GrantsFileError::Untrusted { .. })),
+                "mode {mode:o}"
+            );
+        }
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
