@@ -5,12 +5,14 @@ Usage: python test_upstream.py STATE_DIR [--fail-start]
 
 - Every `tools/call` it receives is appended to STATE_DIR/calls.log as one JSON line, before
   anything else happens: a call toolgate refused never appears there.
-- Its pid is written to STATE_DIR/pid.
+- Its pid is written to STATE_DIR/pid. It starts a long-lived child of its own in its process
+  group, whose pid is written to STATE_DIR/grandchild, so that tests can see the whole group go.
 - SIGUSR1 changes the description of `echo` (and remembers it in STATE_DIR/changed, so a
   restarted server keeps serving the changed one), then sends
   `notifications/tools/list_changed`.
 - `fault` misbehaves as its `kind` says: `exit` (dies mid-call), `hang` (never answers this
-  call), `freeze` (stops answering anything, even `ping`),
+  call), `freeze` (stops answering anything, even `ping`, and stops reading its input; the
+  optional `padding` makes the arguments as large as a test needs),
   `garbage` (writes a line that is not JSON), `huge` (answers with a 100 MB line), `wrong_id`
   (answers another id).
 - SIGUSR2 makes every later `tools/list` fail with a JSON-RPC error (a broken refresh).
@@ -20,6 +22,7 @@ Usage: python test_upstream.py STATE_DIR [--fail-start]
 import json
 import os
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -60,7 +63,8 @@ def tools():
             "inputSchema": {
                 "type": "object",
                 "properties": {
-                    "kind": {"enum": ["exit", "hang", "freeze", "garbage", "huge", "wrong_id"]}
+                    "kind": {"enum": ["exit", "hang", "freeze", "garbage", "huge", "wrong_id"]},
+                    "padding": {"type": "string"},
                 },
                 "required": ["kind"],
             },
@@ -146,6 +150,14 @@ def main():
     os.makedirs(STATE, exist_ok=True)
     with open(os.path.join(STATE, "pid"), "w") as f:
         f.write(str(os.getpid()))
+    grandchild = subprocess.Popen(
+        ["sleep", "3600"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    with open(os.path.join(STATE, "grandchild"), "w") as f:
+        f.write(str(grandchild.pid))
     signal.signal(signal.SIGUSR1, on_usr1)
     signal.signal(signal.SIGUSR2, on_usr2)
     for line in sys.stdin:

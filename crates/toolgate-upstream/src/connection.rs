@@ -14,7 +14,7 @@ use std::collections::{HashMap, VecDeque};
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::mpsc::{self, RecvTimeoutError, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -31,6 +31,14 @@ const ABANDONED_IDS: usize = 1024;
 
 /// How often a waiting call looks at its cancel flag.
 const CANCEL_POLL: Duration = Duration::from_millis(20);
+
+/// How many messages may wait for the writer thread. An upstream that stops reading its input
+/// fills its pipe, then this queue; after that, sending waits (at most until the call's
+/// deadline) instead of blocking a caller forever.
+const WRITE_QUEUE: usize = 64;
+
+/// How often a send waiting for room in the write queue looks again.
+const SEND_POLL: Duration = Duration::from_millis(5);
 
 /// Why a request to an upstream got no usable answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -177,7 +185,10 @@ pub fn protocol(upstream: &str, what: &str) -> Fault {
 #[derive(Debug)]
 pub struct Connection {
     upstream: String,
-    stdin: Mutex<Option<ChildStdin>>,
+    /// The queue of the thread that writes to the process's input. Only this thread ever
+    /// blocks on the pipe, so a process that stops reading delays no caller past its deadline
+    /// and never holds a lock that [`Rpc::kill`] needs.
+    stdin: Mutex<Option<SyncSender<Vec<u8>>>>,
     pending: Mutex<HashMap<u64, Waiter>>,
     abandoned: Mutex<VecDeque<u64>>,
     next_id: AtomicU64,
@@ -226,9 +237,10 @@ impl Connection {
                 spec.name
             )));
         };
+        let (queue, lines) = mpsc::sync_channel(WRITE_QUEUE);
         let connection = Arc::new(Connection {
             upstream: spec.name.clone(),
-            stdin: Mutex::new(Some(stdin)),
+            stdin: Mutex::new(Some(queue)),
             pending: Mutex::new(HashMap::new()),
             abandoned: Mutex::new(VecDeque::new()),
             next_id: AtomicU64::new(1),
@@ -236,6 +248,15 @@ impl Connection {
             group,
             dead: AtomicBool::new(false),
         });
+        let writer = Arc::clone(&connection);
+        let writer_events = events.clone();
+        std::thread::Builder::new()
+            .name(format!("upstream-{}-stdin", spec.name))
+            .spawn(move || writer.write_loop(stdin, &lines, &writer_events))
+            .map_err(|e| {
+                connection.kill();
+                Fault::Unavailable(format!("cannot start a writer for `{}`: {e}", spec.name))
+            })?;
         let reader = Arc::clone(&connection);
         let max = spec.max_message_bytes;
         std::thread::Builder::new()
@@ -271,11 +292,18 @@ impl Rpc for Connection {
         let (tx, rx) = mpsc::channel();
         lock(&self.pending).insert(id, tx);
         let message = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
-        if let Err(fault) = self.send(&message) {
-            lock(&self.pending).remove(&id);
-            return Err(fault);
-        }
         let deadline = Instant::now() + timeout;
+        if let Err(fault) = self.send(&message, deadline, stop) {
+            lock(&self.pending).remove(&id);
+            return Err(match fault {
+                Fault::Timeout(_) => Fault::Timeout(format!(
+                    "upstream `{}` did not read `{method}` within {} ms",
+                    self.upstream,
+                    timeout.as_millis()
+                )),
+                other => other,
+            });
+        }
         loop {
             let now = Instant::now();
             if now >= deadline {
@@ -310,18 +338,24 @@ impl Rpc for Connection {
 
     fn kill(&self) {
         self.dead.store(true, Ordering::SeqCst);
-        // Closing its input first lets a well-behaved server see EOF even if a signal is lost.
-        drop(lock(&self.stdin).take());
+        // The group is signalled before anything else: a process that stopped reading its
+        // input keeps the writer thread blocked on the pipe until the process is gone.
         if let Some(group) = self.group {
             let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
         }
         let mut child = lock(&self.child);
         let _ = child.kill();
         let _ = child.wait();
+        drop(child);
+        // Closing the queue ends the writer thread once it is no longer blocked.
+        drop(lock(&self.stdin).take());
     }
 
+    /// Notifications wait for no one: one that finds the write queue full is not sent, and the
+    /// upstream that stopped reading is left to the call timeouts and the `ping` probe.
     fn notify(&self, method: &str, params: Value) -> Result<(), Fault> {
-        self.send(&json!({"jsonrpc": "2.0", "method": method, "params": params}))
+        let message = json!({"jsonrpc": "2.0", "method": method, "params": params});
+        self.send(&message, Instant::now(), &|| false)
     }
 }
 
@@ -355,18 +389,64 @@ impl Connection {
         );
     }
 
-    fn send(&self, message: &Value) -> Result<(), Fault> {
+    /// Queues one line for the writer thread, waiting for room until `deadline` or `stop`.
+    fn send(
+        &self,
+        message: &Value,
+        deadline: Instant,
+        stop: &dyn Fn() -> bool,
+    ) -> Result<(), Fault> {
         let mut line = serde_json::to_vec(message)
             .map_err(|e| self.protocol(&format!("cannot encode a request: {e}")))?;
         line.push(b'\n');
-        let mut stdin = lock(&self.stdin);
-        let written = match stdin.as_mut() {
-            Some(stdin) => stdin.write_all(&line).and_then(|()| stdin.flush()),
-            None => Err(std::io::Error::from(std::io::ErrorKind::BrokenPipe)),
+        // The queue is cloned out so that no lock is held while waiting for room.
+        let Some(queue) = lock(&self.stdin).clone() else {
+            return Err(self.not_running());
         };
-        written.map_err(|e| {
-            Fault::Unavailable(format!("cannot write to upstream `{}`: {e}", self.upstream))
-        })
+        loop {
+            match queue.try_send(line) {
+                Ok(()) => return Ok(()),
+                Err(TrySendError::Disconnected(_)) => return Err(self.not_running()),
+                Err(TrySendError::Full(back)) => line = back,
+            }
+            if Instant::now() >= deadline {
+                return Err(Fault::Timeout(format!(
+                    "upstream `{}` is not reading its input",
+                    self.upstream
+                )));
+            }
+            if stop() {
+                return Err(Fault::Cancelled);
+            }
+            std::thread::sleep(SEND_POLL);
+        }
+    }
+
+    fn not_running(&self) -> Fault {
+        Fault::Unavailable(format!(
+            "cannot write to upstream `{}`: it is not running",
+            self.upstream
+        ))
+    }
+
+    /// Writes queued lines to the process until the queue closes or a write fails; a failed
+    /// write leaves the stream in doubt, so the connection is failed.
+    fn write_loop(
+        &self,
+        mut stdin: ChildStdin,
+        lines: &mpsc::Receiver<Vec<u8>>,
+        events: &mpsc::Sender<Event>,
+    ) {
+        while let Ok(line) = lines.recv() {
+            if let Err(e) = stdin.write_all(&line).and_then(|()| stdin.flush()) {
+                let fault = Fault::Unavailable(format!(
+                    "cannot write to upstream `{}`: {e}",
+                    self.upstream
+                ));
+                self.fail(fault, events);
+                return;
+            }
+        }
     }
 
     fn protocol(&self, what: &str) -> Fault {
@@ -467,7 +547,10 @@ impl Connection {
                         "message": format!("toolgate does not offer `{method}` to upstreams"),
                     }})
                 };
-                self.send(&answer)
+                // The reader never waits for room: an upstream that asks while not reading
+                // its own input gets no answer.
+                let _ = self.send(&answer, Instant::now(), &|| false);
+                Ok(())
             }
             (None, Some(id)) => {
                 let waiter = id.as_u64().and_then(|n| lock(&self.pending).remove(&n));

@@ -176,7 +176,10 @@ impl Supervisor {
 
     pub(crate) fn shutdown(&self) {
         let _ = lock(&self.events).send(Event::Shutdown);
-        if let Some(connection) = lock(&self.state).connection.take() {
+        // The connection is taken out first so that the state lock is not held while the
+        // process is killed: calls and status readers never wait on a dying upstream.
+        let connection = lock(&self.state).connection.take();
+        if let Some(connection) = connection {
             connection.kill();
         }
     }

@@ -506,14 +506,61 @@ fn upstream_faults_are_classified_and_the_gateway_keeps_serving() {
         "{crashed}"
     );
 
-    // The upstream's process group ends with the gateway.
-    let pid: i32 = fs::read_to_string(state.join("pid"))
+    // The upstream's process group ends with the gateway: its own children too.
+    let pid = pid_in(state, "pid");
+    let grandchild = pid_in(state, "grandchild");
+    wait_until("the upstream is gone", Duration::from_secs(10), || {
+        !alive(pid) && !alive(grandchild)
+    });
+}
+
+/// A pid the test upstream wrote to `state/name`.
+fn pid_in(state: &Path, name: &str) -> i32 {
+    fs::read_to_string(state.join(name))
         .unwrap()
         .trim()
         .parse()
-        .unwrap();
+        .unwrap()
+}
+
+#[test]
+fn an_upstream_that_stops_reading_its_input_fails_calls_in_time_and_shutdown_completes() {
+    let state_dir = tempfile::tempdir().unwrap();
+    let state = state_dir.path();
+    let setup = Setup::new(&test_upstream("test", state, ""));
+    setup.admit("test", "echo", &["--effect", "read_only"]);
+    setup.admit("test", "fault", &["--effect", "read_only"]);
+    // After `freeze` the upstream reads nothing more; arguments far larger than a pipe holds
+    // cannot be written, and the call must still end by its timeout.
+    let padding = "p".repeat(512 * 1024);
+    let steps = json!([
+        {"op": "call", "tool": "test__fault", "arguments": {"kind": "freeze"}},
+        {"op": "call", "tool": "test__fault", "arguments": {"kind": "freeze", "padding": padding}},
+        {"op": "call", "tool": "test__echo", "arguments": {"text": "back"}, "until_ok": 15},
+    ]);
+    let started = Instant::now();
+    let report = setup.session(steps);
+    assert_eq!(failed(&report[0]), "upstream_timeout", "{}", report[0]);
+    let code = failed(&report[1]);
+    assert!(
+        code == "upstream_timeout" || code == "upstream_unavailable",
+        "{}",
+        report[1]
+    );
+    assert!(
+        ok(&report[2])["text"].as_str().unwrap().contains("back"),
+        "{}",
+        report[2]
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(40),
+        "a blocked write held the gateway: {:?}",
+        started.elapsed()
+    );
+    let pid = pid_in(state, "pid");
+    let grandchild = pid_in(state, "grandchild");
     wait_until("the upstream is gone", Duration::from_secs(10), || {
-        !alive(pid)
+        !alive(pid) && !alive(grandchild)
     });
 }
 
