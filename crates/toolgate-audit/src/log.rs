@@ -251,6 +251,15 @@ fn newest(connection: &Connection) -> rusqlite::Result<Option<Newest>> {
 /// from.
 fn check_newest(newest: Option<&Newest>, witnessed: Option<Head>) -> Result<Head, String> {
     let witnessed_seq = witnessed.map_or(0, |h| h.seq);
+    if witnessed.is_none() && newest.is_some() {
+        // The head file is written with record 0 before the database is created, so a log
+        // with records whose head file holds no valid head had it emptied or overwritten: its
+        // newest records can no longer be checked.
+        return Err(
+            "its head file holds no valid head, so the newest records cannot be checked; run `toolgate audit verify`"
+                .to_owned(),
+        );
+    }
     let Some((seq, body, prev_hash, hash)) = newest else {
         if witnessed_seq > 0 {
             return Err(format!(

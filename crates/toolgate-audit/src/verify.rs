@@ -61,6 +61,9 @@ pub enum Finding {
     Truncated { last: u64, witnessed: u64 },
     /// The log has records but no head file.
     HeadMissing,
+    /// The log has records but its head file holds no valid head (it was emptied, zeroed or
+    /// overwritten), so the newest records cannot be checked.
+    HeadInvalid,
 }
 
 impl Finding {
@@ -71,7 +74,7 @@ impl Finding {
             Finding::Missing { first, .. } => Some(*first),
             Finding::OutOfOrder { position, .. } => Some(*position),
             Finding::Truncated { last, .. } => Some(last + 1),
-            Finding::HeadMissing => None,
+            Finding::HeadMissing | Finding::HeadInvalid => None,
         }
     }
 }
@@ -105,6 +108,10 @@ impl fmt::Display for Finding {
             Finding::HeadMissing => write!(
                 f,
                 "the head file is missing: the newest records cannot be checked"
+            ),
+            Finding::HeadInvalid => write!(
+                f,
+                "the head file holds no valid head (it was emptied or overwritten): the newest records cannot be checked"
             ),
         }
     }
@@ -195,6 +202,10 @@ pub fn verify(path: &Path) -> Result<Verification, AuditError> {
     let last = walk.expected - 1;
     let verdict = match (witnessed, witnessed_head) {
         (None, _) if last > 0 => Verdict::Broken(Finding::HeadMissing),
+        // A head file is written with record 0 before the database is created, so one with no
+        // valid slot beside records was emptied or overwritten since: treating it as no
+        // witness would let the newest records be cut off unnoticed.
+        (Some(None), _) if last > 0 => Verdict::Broken(Finding::HeadInvalid),
         (_, Some(head)) if head.seq > last => Verdict::Broken(Finding::Truncated {
             last,
             witnessed: head.seq,

@@ -180,6 +180,20 @@ fn opening_refuses_a_truncated_log_or_one_without_its_head_file() {
 }
 
 #[test]
+fn an_emptied_or_zeroed_head_file_does_not_hide_a_truncation() {
+    for contents in [&[][..], &[0u8; 128][..]] {
+        let (_dir, path) = log_of(4);
+        std::fs::write(toolgate_audit::head_path(&path), contents).unwrap();
+        sql(&path, "DELETE FROM records WHERE seq >= 3");
+        assert_eq!(finding(&path), Finding::HeadInvalid);
+        let error = AuditLog::open(&path, fast()).unwrap_err().to_string();
+        assert!(error.contains("no valid head"), "{error}");
+        // Nothing was appended to it.
+        assert_eq!(verify(&path).unwrap().records, 2);
+    }
+}
+
+#[test]
 fn records_of_real_calls_hold_evidence_not_values() {
     let dir = tempfile::tempdir().unwrap();
     let path = db(&dir);

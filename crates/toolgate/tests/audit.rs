@@ -351,6 +351,27 @@ fn verify_names_records_tampered_with_the_sqlite3_tool() {
 }
 
 #[test]
+fn an_emptied_head_file_does_not_hide_deleted_newest_records() {
+    let audited = six_calls();
+    let mut head = audited.db().into_os_string();
+    head.push("-head");
+    fs::write(&head, b"").unwrap();
+    sqlite3(&audited.db(), "DELETE FROM records WHERE seq >= 5");
+    let verified = audited.audit(&["verify"]);
+    assert_eq!(verified.status.code(), Some(1), "{verified:?}");
+    assert!(
+        stdout(&verified).starts_with("broken: the head file holds no valid head"),
+        "{verified:?}"
+    );
+    let refused = audited.call("read_file", r#"{"path": "a.txt"}"#);
+    assert_eq!(refused.status.code(), Some(3), "{refused:?}");
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("no valid head"),
+        "{refused:?}"
+    );
+}
+
+#[test]
 fn a_call_whose_record_cannot_be_written_fails_closed_without_output() {
     let audited = six_calls();
     // Another process holds the log's write lock for longer than toolgate waits (5 s).
