@@ -349,7 +349,7 @@ fn write_loop(mut connection: Connection, head_file: HeadFile, inbox: &mpsc::Rec
                 }
                 // The head file is written beside the next commit, not before answering: it
                 // only ever lags, and a caller waits for one fsync, not two.
-                let _ = witness.send(head);
+                hand_to_witness(&witness, head, &witness_failed);
             }
             Err(message) => {
                 for pending in batch.drain(..) {
@@ -361,6 +361,19 @@ fn write_loop(mut connection: Connection, head_file: HeadFile, inbox: &mpsc::Rec
     drop(witness);
     if let Some(thread) = witness_thread {
         let _ = thread.join();
+    }
+}
+
+/// Hands `head` to the head-file thread. Should that thread be gone, the head file would
+/// stop following the log without anyone noticing, and a later truncation would go unfound;
+/// so its loss sets `failed`, and every later record fails closed.
+fn hand_to_witness(
+    witness: &mpsc::Sender<Head>,
+    head: Head,
+    failed: &std::sync::atomic::AtomicBool,
+) {
+    if witness.send(head).is_err() {
+        failed.store(true, std::sync::atomic::Ordering::Release);
     }
 }
 
@@ -451,5 +464,27 @@ fn witness_loop(
             pending = None;
             last_write = Some(Instant::now());
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    use super::*;
+
+    #[test]
+    fn a_head_thread_that_is_gone_fails_later_records() {
+        let failed = AtomicBool::new(false);
+        let (witness, inbox) = mpsc::channel();
+        let head = Head {
+            seq: 1,
+            hash: chain::GENESIS,
+        };
+        hand_to_witness(&witness, head, &failed);
+        assert!(!failed.load(Ordering::Acquire));
+        drop(inbox);
+        hand_to_witness(&witness, head, &failed);
+        assert!(failed.load(Ordering::Acquire));
     }
 }
