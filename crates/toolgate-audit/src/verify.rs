@@ -152,9 +152,22 @@ pub fn verify(path: &Path) -> Result<Verification, AuditError> {
     connection
         .pragma_update(None, "mmap_size", 1i64 << 40)
         .map_err(|e| sqlite(path, e))?;
-    let mut statement = connection
-        .prepare("SELECT seq, body, prev_hash, hash FROM records ORDER BY seq")
-        .map_err(|e| sqlite(path, e))?;
+    // `open` creates the database file before its table, so a crash between the two leaves a
+    // log without the table: it holds no records, like an empty one.
+    let has_table = connection
+        .query_row(
+            "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'records'",
+            [],
+            |row| row.get::<_, i64>(0),
+        )
+        .map_err(|e| sqlite(path, e))?
+        > 0;
+    let query = if has_table {
+        "SELECT seq, body, prev_hash, hash FROM records ORDER BY seq"
+    } else {
+        "SELECT 0, '', x'', x'' WHERE 0"
+    };
+    let mut statement = connection.prepare(query).map_err(|e| sqlite(path, e))?;
     let mut rows = statement.query([]).map_err(|e| sqlite(path, e))?;
     let witnessed_head: Option<Head> = witnessed.flatten();
     let mut walk = Walk {

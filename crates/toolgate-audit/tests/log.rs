@@ -180,6 +180,23 @@ fn opening_refuses_a_truncated_log_or_one_without_its_head_file() {
 }
 
 #[test]
+fn a_log_created_without_its_table_is_empty_and_can_be_opened() {
+    // A crash after the database file is created but before its table is.
+    let (_dir, path) = log_of(0);
+    std::fs::write(&path, b"").unwrap();
+    for suffix in ["-wal", "-shm"] {
+        let mut side = path.clone().into_os_string();
+        side.push(suffix);
+        let _ = std::fs::remove_file(side);
+    }
+    assert_eq!(intact(&path), 0);
+    let log = AuditLog::open(&path, fast()).unwrap();
+    assert_eq!(log.append(call(1)).unwrap(), 1);
+    drop(log);
+    assert_eq!(intact(&path), 1);
+}
+
+#[test]
 fn an_emptied_or_zeroed_head_file_does_not_hide_a_truncation() {
     for contents in [&[][..], &[0u8; 128][..]] {
         let (_dir, path) = log_of(4);
