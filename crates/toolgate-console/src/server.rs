@@ -261,8 +261,16 @@ async fn decide(
     let axum::Json(decision) = match decision {
         Ok(decision) => decision,
         Err(rejection) => {
+            // A body that is not JSON is what a plain HTML form, which any page can send
+            // without a preflight, would post: say so with its own status.
+            let status = match rejection {
+                axum::extract::rejection::JsonRejection::MissingJsonContentType(_) => {
+                    StatusCode::UNSUPPORTED_MEDIA_TYPE
+                }
+                _ => StatusCode::BAD_REQUEST,
+            };
             return (
-                StatusCode::BAD_REQUEST,
+                status,
                 format!(
                     "toolgate console: a decision is {{\"decision\": \"allow_once\" | \"allow_workspace\" | \"reject\", \"reason\"?: text}}: {}\n",
                     rejection.body_text()

@@ -35,17 +35,37 @@ async function post(path, body) {
   if (!response.ok) throw new Error((await response.text()).trim() || String(response.status));
 }
 
+// How to colour each line of a unified diff: `meta`, `hunk`, `add`, `del` or ''. Each hunk's
+// body is counted from its `@@ -a,b +c,d @@` header, so a line inside it is always an added,
+// removed or unchanged line: an added line that reads `++ b/other.txt` shows as an addition,
+// never as the `+++` header of another file. `---` and `+++` are headers only between hunks.
+function diffKinds(text) {
+  let oldLeft = 0;
+  let newLeft = 0;
+  return text.split('\n').map((line) => {
+    if (oldLeft > 0 || newLeft > 0) {
+      if (line.startsWith('\\')) return [line, ''];
+      if (line.startsWith('+')) { newLeft -= 1; return [line, 'add']; }
+      if (line.startsWith('-')) { oldLeft -= 1; return [line, 'del']; }
+      oldLeft -= 1;
+      newLeft -= 1;
+      return [line, ''];
+    }
+    const hunk = /^@@ -\d+(?:,(\d+))? \+\d+(?:,(\d+))? @@/.exec(line);
+    if (hunk) {
+      oldLeft = hunk[1] === undefined ? 1 : Number(hunk[1]);
+      newLeft = hunk[2] === undefined ? 1 : Number(hunk[2]);
+      return [line, 'hunk'];
+    }
+    if (line.startsWith('+++') || line.startsWith('---')) return [line, 'meta'];
+    return [line, ''];
+  });
+}
+
 function diffBlock(text) {
   const pre = el('pre', 'diff');
   pre.dataset.kind = 'diff';
-  for (const line of text.split('\n')) {
-    let kind = '';
-    if (line.startsWith('+++') || line.startsWith('---')) kind = 'meta';
-    else if (line.startsWith('@@')) kind = 'hunk';
-    else if (line.startsWith('+')) kind = 'add';
-    else if (line.startsWith('-')) kind = 'del';
-    pre.appendChild(el('span', kind, line));
-  }
+  for (const [line, kind] of diffKinds(text)) pre.appendChild(el('span', kind, line));
   return pre;
 }
 
