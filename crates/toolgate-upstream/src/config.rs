@@ -227,14 +227,23 @@ impl UpstreamSection {
                     "upstream `{name}`: `{header}` is not a header name"
                 )));
             }
+            // These frame the request; one set from configuration could split or redirect it.
+            if ["host", "content-length", "transfer-encoding", "connection"]
+                .iter()
+                .any(|framing| header.eq_ignore_ascii_case(framing))
+            {
+                return Err(UpstreamError::Config(format!(
+                    "upstream `{name}`: header `{header}` is set by toolgate and cannot be configured"
+                )));
+            }
             let value = lookup(variable).filter(|v| !v.is_empty()).ok_or_else(|| {
                 UpstreamError::Config(format!(
                     "upstream `{name}`: the environment variable `{variable}` that should hold header `{header}` is not set"
                 ))
             })?;
-            if value.contains(['\r', '\n']) {
+            if value.contains(char::is_control) {
                 return Err(UpstreamError::Config(format!(
-                    "upstream `{name}`: the value of `{variable}` holds a line break"
+                    "upstream `{name}`: the value of `{variable}` holds a control character"
                 )));
             }
             headers.push((header.clone(), value));
@@ -396,6 +405,14 @@ mod tests {
             (
                 r#"{"name": "a", "url": "http://x/mcp", "headers": {"Authorization": "UNSET"}}"#,
                 "`UNSET` that should hold header `Authorization` is not set",
+            ),
+            (
+                r#"{"name": "a", "url": "http://x/mcp", "headers": {"Transfer-Encoding": "T"}}"#,
+                "header `Transfer-Encoding` is set by toolgate",
+            ),
+            (
+                r#"{"name": "a", "url": "http://x/mcp", "headers": {"host": "T"}}"#,
+                "header `host` is set by toolgate",
             ),
             (
                 r#"{"name": "a", "command": ["x"], "headers": {"A": "B"}}"#,

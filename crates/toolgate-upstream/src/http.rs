@@ -28,6 +28,18 @@ const MAX_HEADERS: usize = 100;
 /// How often a blocked read looks at its deadline and stop flag.
 const POLL: Duration = Duration::from_millis(20);
 
+/// Whether a value the upstream chose may go into a later request's header: visible ASCII
+/// only, so that no value can end a header line and start another.
+fn header_safe(value: &str) -> bool {
+    !value.is_empty() && value.bytes().all(|b| (0x21..=0x7e).contains(&b))
+}
+
+/// The error a [`Patient`] read returns when its caller gave up. It is not
+/// `ErrorKind::Interrupted`, which `read_to_end` and friends retry forever.
+#[derive(Debug, thiserror::Error)]
+#[error("the call was cancelled")]
+struct Stopped;
+
 /// An MCP session with an HTTP upstream.
 #[derive(Debug)]
 pub struct HttpConnection {
@@ -118,6 +130,14 @@ impl HttpConnection {
         stream
             .set_read_timeout(Some(POLL))
             .map_err(|e| unavailable(e.to_string()))?;
+        // An upstream that stops reading must not hold a write past the call's deadline.
+        stream
+            .set_write_timeout(Some(
+                deadline
+                    .saturating_duration_since(Instant::now())
+                    .max(Duration::from_millis(1)),
+            ))
+            .map_err(|e| unavailable(e.to_string()))?;
         let mut head = format!(
             "POST {} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n",
             self.path,
@@ -151,6 +171,15 @@ impl HttpConnection {
                 .map(|(_, v)| v.as_str())
         };
         if let Some(session) = header("mcp-session-id") {
+            if !header_safe(session) {
+                return Err(self.fail(protocol(
+                    &self.upstream,
+                    &format!(
+                        "an `Mcp-Session-Id` that is not visible ASCII: `{}`",
+                        preview(session.as_bytes())
+                    ),
+                )));
+            }
             *lock(&self.session) = Some(session.to_owned());
         }
         if status == 404 && lock(&self.session).is_some() {
@@ -239,7 +268,12 @@ impl HttpConnection {
                 "upstream `{}` did not answer in time",
                 self.upstream
             )),
-            std::io::ErrorKind::Interrupted => Fault::Cancelled,
+            _ if error.get_ref().is_some_and(|e| e.is::<Stopped>()) => Fault::Cancelled,
+            // Broken chunked framing: the stream cannot be trusted any more.
+            std::io::ErrorKind::InvalidData => self.fail(protocol(
+                &self.upstream,
+                &format!("a malformed HTTP body: {error}"),
+            )),
             _ => Fault::Unavailable(format!("upstream `{}`: {error}", self.upstream)),
         }
     }
@@ -387,6 +421,15 @@ impl Rpc for HttpConnection {
             && let Ok(Some(result)) = &result
             && let Some(version) = result.get("protocolVersion").and_then(Value::as_str)
         {
+            if !header_safe(version) {
+                return Err(self.fail(protocol(
+                    &self.upstream,
+                    &format!(
+                        "a `protocolVersion` that is not visible ASCII: `{}`",
+                        preview(version.as_bytes())
+                    ),
+                )));
+            }
             *lock(&self.protocol_version) = Some(version.to_owned());
         }
         match result {
@@ -453,7 +496,7 @@ impl Read for Patient<'_> {
                     ) =>
                 {
                     if (self.stop)() {
-                        return Err(std::io::ErrorKind::Interrupted.into());
+                        return Err(std::io::Error::other(Stopped));
                     }
                     if Instant::now() >= self.deadline {
                         return Err(std::io::ErrorKind::TimedOut.into());
@@ -499,8 +542,11 @@ impl<R: BufRead> Read for Chunked<R> {
         }
         self.left -= read;
         if self.left == 0 {
-            // Each chunk ends with CRLF.
-            let _ = read_line(&mut self.inner, 2)?;
+            // Each chunk ends with CRLF; anything else means the sizes were lies.
+            match read_line(&mut self.inner, 2)? {
+                Line::Full(end) if end == b"\r" => {}
+                _ => return Err(invalid("a chunk not followed by CRLF")),
+            }
         }
         Ok(read)
     }
@@ -531,5 +577,44 @@ mod tests {
         .read_to_string(&mut bad)
         .unwrap_err();
         assert_eq!(error.kind(), std::io::ErrorKind::InvalidData);
+        // A chunk longer than its size line says is refused, not resynchronised.
+        let mut smuggled = String::new();
+        let error = Chunked {
+            inner: BufReader::new(&b"5\r\nhelloXX\r\n0\r\n\r\n"[..]),
+            left: 0,
+            done: false,
+        }
+        .read_to_string(&mut smuggled)
+        .unwrap_err();
+        assert_eq!(error.kind(), std::io::ErrorKind::InvalidData);
+    }
+
+    #[test]
+    fn upstream_values_in_headers_are_visible_ascii() {
+        assert!(header_safe("2025-06-18"));
+        assert!(header_safe("a1B2-c3_d4"));
+        for bad in ["", "x\r\nHost: evil", "x y", "x\ty", "caf\u{e9}", "x\n"] {
+            assert!(!header_safe(bad), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn a_stopped_read_is_not_retried() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let stream = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let _held = listener.accept().unwrap();
+        stream.set_read_timeout(Some(POLL)).unwrap();
+        let mut patient = Patient {
+            inner: stream,
+            deadline: Instant::now() + Duration::from_secs(30),
+            stop: &|| true,
+        };
+        let started = Instant::now();
+        let error = patient.read_to_end(&mut Vec::new()).unwrap_err();
+        assert!(
+            error.get_ref().is_some_and(|e| e.is::<Stopped>()),
+            "{error}"
+        );
+        assert!(started.elapsed() < Duration::from_secs(5));
     }
 }
