@@ -38,15 +38,10 @@ impl RunningConsole {
             .create(&dir)
             .with_context(|| format!("cannot create `{}`", dir.display()))?;
         let root = workspace.root().display().to_string();
-        let id = WorkspaceId::new(&workspace.root().to_string_lossy());
-        let digest = id.digest().trim_start_matches("sha256:");
         let broker = Arc::new(ConsoleBroker::new(BrokerOptions {
             timeout: gate.config.approval_timeout()?,
             workspace_root: root,
-            grants_file: Some(dir.join(format!(
-                "grants-{}.json",
-                digest.get(..16).unwrap_or(digest)
-            ))),
+            grants_file: Some(dir.join(grants_file_name(workspace))),
             ..BrokerOptions::default()
         }));
         // An unreadable grants file restores nothing; the person is asked again.
@@ -106,6 +101,37 @@ impl Drop for TokenFile {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.path);
     }
+}
+
+/// The file standing grants for `workspace` are kept in, inside the state directory.
+fn grants_file_name(workspace: &Workspace) -> String {
+    let id = WorkspaceId::new(&workspace.root().to_string_lossy());
+    let digest = id.digest().trim_start_matches("sha256:");
+    format!("grants-{}.json", digest.get(..16).unwrap_or(digest))
+}
+
+/// The files of toolgate's state directory, absolute and with the directory resolved: those
+/// there now and those toolgate creates for `workspace` (its grants file, the default audit
+/// log and the log's companions). Empty when there is no state directory yet. A pipeline is
+/// built after the console starts, so the console's token file is among those there now.
+pub(crate) fn state_files(workspace: &Workspace) -> Vec<PathBuf> {
+    let Some(dir) = state_dir().and_then(|dir| std::fs::canonicalize(dir).ok()) else {
+        return Vec::new();
+    };
+    let present = std::fs::read_dir(&dir)
+        .into_iter()
+        .flatten()
+        .filter_map(|entry| Some(entry.ok()?.file_name()));
+    let created = [
+        grants_file_name(workspace),
+        "audit.db".to_owned(),
+        "audit.db-wal".to_owned(),
+        "audit.db-shm".to_owned(),
+        "audit.db-journal".to_owned(),
+    ]
+    .into_iter()
+    .map(std::ffi::OsString::from);
+    present.chain(created).map(|name| dir.join(name)).collect()
 }
 
 fn state_dir() -> Option<PathBuf> {

@@ -101,7 +101,10 @@ impl Gate {
     }
 
     /// The configuration and policy files, where they live inside `workspace`, join the
-    /// sensitive paths: a model must not rewrite the rules it runs under.
+    /// sensitive paths: a model must not rewrite the rules it runs under. So do the files of
+    /// toolgate's state directory when it lies inside the workspace (a workspace at `$HOME`):
+    /// a model that read the console's token could approve its own calls, and one that wrote
+    /// a grants file could grant them.
     fn sensitivity(&self, workspace: &Workspace) -> Sensitivity {
         let files = self
             .config
@@ -114,6 +117,14 @@ impl Gate {
             let rel = file.strip_prefix(workspace.root()).ok()?;
             Some(rel.to_str()?.to_owned())
         });
+        // State files may not exist yet, so they come already resolved rather than through
+        // `canonicalize`.
+        let state = crate::console::state_files(workspace);
+        let state_inside = state.iter().filter_map(|file| {
+            let rel = file.strip_prefix(workspace.root()).ok()?;
+            Some(rel.to_str()?.to_owned())
+        });
+        let inside = inside.chain(state_inside);
         Sensitivity::with_config_paths(inside.collect::<Vec<_>>())
     }
 }

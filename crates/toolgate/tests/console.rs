@@ -528,9 +528,14 @@ fn requests_without_the_token_from_another_host_or_origin_or_without_csrf_are_re
         decide(r#"{"decision":"allow_once","reason":"x"}"#, "nope").status,
         400
     );
+    // A form post, which any page can send without a preflight, is refused even for a
+    // request that is really waiting, and leaves it waiting.
+    let client = served.client(json!([{"op": "call", "tool": "write_file",
+        "arguments": {"path": "new.txt", "content": "x\n"}}]));
+    let waiting = served.pending(1)[0]["id"].as_str().unwrap().to_owned();
     let form = served.http(
         "POST",
-        "/api/pending/nope/decision",
+        &format!("/api/pending/{waiting}/decision"),
         &[
             cookie.clone(),
             csrf.clone(),
@@ -538,7 +543,16 @@ fn requests_without_the_token_from_another_host_or_origin_or_without_csrf_are_re
         ],
         "decision=allow_once",
     );
-    assert_ne!(form.status, 204, "a form post is not a decision");
+    assert!(
+        [415, 403].contains(&form.status),
+        "a form post is not a decision: {} {}",
+        form.status,
+        form.body
+    );
+    assert_eq!(served.pending(1)[0]["id"], waiting.as_str());
+    assert_eq!(decide(r#"{"decision":"reject"}"#, &waiting).status, 204);
+    let results = client.finish();
+    assert_eq!(code(&results[0]), "approval_denied", "{}", results[0]);
     let revoke = served.http(
         "POST",
         "/api/grants/nope/revoke",
@@ -569,6 +583,64 @@ fn requests_without_the_token_from_another_host_or_origin_or_without_csrf_are_re
     );
     served.child.wait().unwrap();
     assert!(!token_file.exists(), "the token file outlived the server");
+}
+
+#[test]
+fn diff_lines_that_imitate_file_headers_are_coloured_as_what_they_are() {
+    let output = Command::new(test_dep("node/node_modules/node/bin/node"))
+        .arg(root().join("tests/console/diff.mjs"))
+        .arg(root().join("crates/toolgate-console/src/page/console.js"))
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "diff.mjs failed\nstdout: {}\nstderr: {}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+#[test]
+fn a_state_directory_inside_the_workspace_is_out_of_the_models_reach() {
+    let fx = Fixture::new();
+    let ws = fx.workspace();
+    // A workspace at `$HOME` holds the default state directory, `~/.local/state/toolgate`.
+    let state = ws.join(".local/state");
+    fs::create_dir_all(&state).unwrap();
+    let served = Served::start_at(&ws, "", &state);
+    let token = served
+        .token_file
+        .canonicalize()
+        .unwrap()
+        .strip_prefix(ws.canonicalize().unwrap())
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let read = served
+        .client(json!([{"op": "call", "tool": "read_file", "arguments": {"path": token}}]))
+        .finish();
+    // The grants file this workspace's standing grants would be restored from, before it
+    // exists: named by the workspace's digest.
+    let workspace = read[0]["structured"]["evidence"]["workspace"]
+        .as_str()
+        .unwrap();
+    let digest = workspace.strip_prefix("sha256:").unwrap();
+    let grants = format!(".local/state/toolgate/grants-{}.json", &digest[..16]);
+    let planted = "[{\"workspace\": \"ws\", \"tool\": \"write_file\", \"expires_at_ms\": 1}]";
+    let written = served
+        .client(json!([{"op": "call", "tool": "write_file", "arguments":
+            {"path": grants, "content": planted}}]))
+        .finish();
+    for result in read.iter().chain(&written) {
+        assert_eq!(
+            result["structured"]["rejection"]["policies"],
+            json!(["sensitive-toolgate-config"]),
+            "{result}"
+        );
+    }
+    assert!(!ws.join(&grants).exists());
+    assert_eq!(served.get_json("/api/pending"), json!([]));
 }
 
 #[test]
@@ -642,6 +714,11 @@ fn a_grant_does_not_cover_a_file_changed_after_the_person_saw_it() {
     assert_eq!(reply.status, 204, "{}", reply.body);
     let results = client.finish();
     assert_eq!(results[0]["isError"], true, "{}", results[0]);
+    assert_eq!(
+        results[0]["structured"]["error"]["code"], "stale_write",
+        "{}",
+        results[0]
+    );
     assert_eq!(
         fs::read_to_string(ws.join("notes.txt")).unwrap(),
         "changed meanwhile\n"
