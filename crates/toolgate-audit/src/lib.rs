@@ -43,32 +43,52 @@ pub use verify::{Finding, Verdict, Verification, verify};
 /// Why the audit log could not be opened, read or written.
 #[derive(Debug, thiserror::Error)]
 pub enum AuditError {
+    /// The directory that holds the log could not be created.
     #[error("cannot create the audit directory `{path}`: {source}")]
     CreateDir {
         path: String,
         source: std::io::Error,
     },
+    /// The database file could not be created or opened.
     #[error("cannot open the audit log `{path}`: {source}")]
     Open {
         path: String,
         source: std::io::Error,
     },
+    /// A reader was pointed at a log that does not exist (readers never create one).
     #[error("no audit log at `{0}`")]
     Missing(String),
+    /// SQLite failed.
     #[error("audit log `{path}`: {source}")]
     Sqlite {
         path: String,
         source: rusqlite::Error,
     },
+    /// The database would not switch to write-ahead logging, which durable group commit and
+    /// readers that never block the writer both rely on.
+    #[error("audit log `{path}`: journal mode `{mode}` instead of `wal`")]
+    JournalMode { path: String, mode: String },
+    /// The log was written in a record format this toolgate does not know.
+    #[error("audit log `{path}`: record format {found}; this toolgate writes format {supported}")]
+    Format {
+        path: String,
+        found: i64,
+        supported: i64,
+    },
+    /// The log cannot be appended to without hiding damage: its newest record does not verify,
+    /// or its head file is missing, invalid or names a record the log no longer holds.
     #[error("audit log `{path}`: {message}")]
     Refused { path: String, message: String },
+    /// The head file could not be read or written.
     #[error("head file `{path}`: {source}")]
     Head {
         path: String,
         source: std::io::Error,
     },
+    /// The writer thread could not be started.
     #[error("cannot start the audit writer: {0}")]
     Thread(std::io::Error),
+    /// The export could not be written to its destination.
     #[error("cannot write the export: {0}")]
     Write(std::io::Error),
 }

@@ -136,7 +136,7 @@ impl AuditLog {
             OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
         )
         .map_err(sqlite)?;
-        prepare(&connection, &options).map_err(sqlite)?;
+        prepare(&connection, &options, &shown)?;
         // Check the head now, so that a log that cannot be appended to stops toolgate from
         // starting instead of failing every call.
         let witnessed = head_file.read().map_err(head_error)?;
@@ -161,6 +161,7 @@ impl AuditLog {
         })
     }
 
+    /// The database file this log appends to, as given to [`AuditLog::open`].
     pub fn path(&self) -> &Path {
         &self.path
     }
@@ -206,30 +207,51 @@ impl Drop for AuditLog {
     }
 }
 
-fn prepare(connection: &Connection, options: &AuditOptions) -> rusqlite::Result<()> {
-    connection.busy_timeout(options.busy_timeout)?;
-    let mode: String = connection.query_row("PRAGMA journal_mode=WAL", [], |row| row.get(0))?;
+/// Sets the connection up for durable appends and creates the table if it is missing (a new
+/// log, or one whose creation a crash cut short).
+fn prepare(connection: &Connection, options: &AuditOptions, shown: &str) -> Result<(), AuditError> {
+    let sqlite = |source| AuditError::Sqlite {
+        path: shown.to_owned(),
+        source,
+    };
+    connection
+        .busy_timeout(options.busy_timeout)
+        .map_err(sqlite)?;
+    let mode: String = connection
+        .query_row("PRAGMA journal_mode=WAL", [], |row| row.get(0))
+        .map_err(sqlite)?;
     if !mode.eq_ignore_ascii_case("wal") {
-        return Err(rusqlite::Error::InvalidParameterName(format!(
-            "journal mode `{mode}` instead of `wal`"
-        )));
+        return Err(AuditError::JournalMode {
+            path: shown.to_owned(),
+            mode,
+        });
     }
-    connection.pragma_update(None, "synchronous", "FULL")?;
-    connection.execute_batch(
-        "CREATE TABLE IF NOT EXISTS records (
-             seq INTEGER PRIMARY KEY,
-             body TEXT NOT NULL,
-             prev_hash BLOB NOT NULL,
-             hash BLOB NOT NULL
-         ) STRICT;",
-    )?;
-    let version: i64 = connection.query_row("PRAGMA user_version", [], |row| row.get(0))?;
+    connection
+        .pragma_update(None, "synchronous", "FULL")
+        .map_err(sqlite)?;
+    connection
+        .execute_batch(
+            "CREATE TABLE IF NOT EXISTS records (
+                 seq INTEGER PRIMARY KEY,
+                 body TEXT NOT NULL,
+                 prev_hash BLOB NOT NULL,
+                 hash BLOB NOT NULL
+             ) STRICT;",
+        )
+        .map_err(sqlite)?;
+    let version: i64 = connection
+        .query_row("PRAGMA user_version", [], |row| row.get(0))
+        .map_err(sqlite)?;
     match version {
-        0 => connection.pragma_update(None, "user_version", FORMAT),
+        0 => connection
+            .pragma_update(None, "user_version", FORMAT)
+            .map_err(sqlite),
         FORMAT => Ok(()),
-        other => Err(rusqlite::Error::InvalidParameterName(format!(
-            "record format {other}; this toolgate writes format {FORMAT}"
-        ))),
+        found => Err(AuditError::Format {
+            path: shown.to_owned(),
+            found,
+            supported: FORMAT,
+        }),
     }
 }
 

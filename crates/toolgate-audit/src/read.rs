@@ -14,9 +14,13 @@ use crate::chain;
 /// One record as stored.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoredRecord {
+    /// The number it is stored under (the chain says which number it should have).
     pub seq: i64,
+    /// The canonical JSON the hash covers: `{"at":…,"call":{…},"seq":N}`.
     pub body: String,
+    /// The hash of the record before it (32 zero bytes for the first).
     pub prev_hash: Vec<u8>,
+    /// SHA-256 over the previous hash, the number and the body (see [`crate::chain`]).
     pub hash: Vec<u8>,
 }
 

@@ -36,13 +36,16 @@ pub struct Verification {
     pub head: Option<(u64, String)>,
     /// The record the head file witnesses, if it holds one.
     pub witnessed: Option<u64>,
+    /// Whether the log is intact, and if not, the first thing wrong with it.
     pub verdict: Verdict,
 }
 
 /// Whether the log is intact.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verdict {
+    /// Every record is in the chain and the log still holds what its head file witnesses.
     Intact,
+    /// The first thing found wrong.
     Broken(Finding),
 }
 

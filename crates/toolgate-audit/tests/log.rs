@@ -197,6 +197,30 @@ fn a_log_created_without_its_table_is_empty_and_can_be_opened() {
 }
 
 #[test]
+fn a_log_of_an_unknown_format_is_refused_by_name() {
+    let (_dir, path) = log_of(1);
+    sql(&path, "PRAGMA user_version = 9");
+    let error = AuditLog::open(&path, fast()).unwrap_err();
+    assert!(
+        matches!(
+            error,
+            toolgate_audit::AuditError::Format {
+                found: 9,
+                supported: 1,
+                ..
+            }
+        ),
+        "{error:?}"
+    );
+    assert!(
+        error
+            .to_string()
+            .ends_with("record format 9; this toolgate writes format 1"),
+        "{error}"
+    );
+}
+
+#[test]
 fn an_emptied_or_zeroed_head_file_does_not_hide_a_truncation() {
     for contents in [&[][..], &[0u8; 128][..]] {
         let (_dir, path) = log_of(4);
