@@ -149,6 +149,10 @@ fn debug_values(outcome: &Outcome) -> Value {
     }
     values.insert("unknowns".to_owned(), json!(outcome.unknowns));
     if let Some(output) = &outcome.output {
+        // Redacted whole before it is cut: a secret split by the cut no longer matches its
+        // pattern, and its first half would be kept as it is.
+        let mut output = output.clone();
+        redact::redact_value(&mut output);
         let text = output.to_string();
         let kept = if text.len() > DEBUG_OUTPUT_BYTES {
             let mut end = DEBUG_OUTPUT_BYTES;
@@ -157,7 +161,7 @@ fn debug_values(outcome: &Outcome) -> Value {
             }
             json!({"truncated_json": text.get(..end).unwrap_or_default()})
         } else {
-            output.clone()
+            output
         };
         values.insert("output".to_owned(), kept);
     }
@@ -253,6 +257,19 @@ mod tests {
         assert_eq!(resources[4], "url:https://example.com/a");
         // The same path always gives the same text, so records stay comparable.
         assert_eq!(body, record_body(&outcome, false));
+    }
+
+    #[test]
+    fn debug_output_is_redacted_before_it_is_cut() {
+        // The cut falls in the middle of the key: `"` and the spaces, then ten of its twenty
+        // characters.
+        let filler = " ".repeat(DEBUG_OUTPUT_BYTES - 11);
+        let mut outcome = rejected();
+        outcome.output = Some(json!(format!("{filler}AKIAIOSFODNN7EXAMPLE")));
+        let body = record_body(&outcome, true);
+        let value: Value = serde_json::from_str(&body).unwrap();
+        let kept = value["debug"]["output"]["truncated_json"].as_str().unwrap();
+        assert!(!kept.contains("AKIAIOSFOD"), "{}", &kept[kept.len() - 20..]);
     }
 
     #[test]
