@@ -230,7 +230,7 @@ fn admitted(
     }
     let output_schema = match &descriptor.output_schema {
         None => None,
-        Some(schema) => match jsonschema::validator_for(schema) {
+        Some(schema) => match output_validator(schema) {
             Ok(validator) => Some(Arc::new(validator)),
             Err(e) => {
                 unavailable = Some(format!("its pinned output schema does not compile: {e}"));
@@ -275,6 +275,19 @@ fn admitted(
     (descriptor, entry, Arc::new(executor))
 }
 
+/// An output schema compiled the way toolgate_core compiles input schemas
+/// ([`ToolSchema::compile`]): draft 2020-12 whatever `$schema` says, no remote references
+/// fetched, regexes bounded. An upstream's output schema is as untrusted as its input schema.
+fn output_validator(schema: &serde_json::Value) -> Result<jsonschema::Validator, String> {
+    jsonschema::options()
+        .with_draft(jsonschema::Draft::Draft202012)
+        .offline()
+        .with_pattern_options(jsonschema::PatternOptions::regex().size_limit(1 << 20))
+        .should_validate_formats(false)
+        .build(schema)
+        .map_err(|e| e.to_string())
+}
+
 /// The digest an admission of `descriptor` pins.
 pub fn pin_of(descriptor: &Descriptor) -> (Digest, String) {
     let value = serde_json::to_value(descriptor).unwrap_or_default();
@@ -283,4 +296,25 @@ pub fn pin_of(descriptor: &Descriptor) -> (Digest, String) {
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn output_schemas_compile_like_input_schemas() {
+        // Draft 2020-12 even when the schema names draft 4, where a boolean
+        // `exclusiveMaximum` would be valid.
+        let draft4 = json!({
+            "$schema": "http://json-schema.org/draft-04/schema#",
+            "type": "object",
+            "properties": {"n": {"type": "number", "maximum": 5, "exclusiveMaximum": true}},
+        });
+        assert!(output_validator(&draft4).is_err());
+        // Compiled bare, the same schema is accepted as draft 4.
+        assert!(jsonschema::validator_for(&draft4).is_ok());
+        let fine = json!({"type": "object", "properties": {"n": {"type": "integer"}}});
+        assert!(output_validator(&fine).is_ok());
+    }
 }
