@@ -15,6 +15,7 @@ Usage: python test_upstream.py STATE_DIR [--fail-start]
   optional `padding` makes the arguments as large as a test needs),
   `garbage` (writes a line that is not JSON), `huge` (answers with a 100 MB line), `wrong_id`
   (answers another id).
+- A file STATE_DIR/duplicate makes `tools/list` name `echo` twice.
 - SIGUSR2 makes every later `tools/list` fail with a JSON-RPC error (a broken refresh).
 - `--fail-start` exits at once, as a server that cannot start.
 """
@@ -88,7 +89,14 @@ def tools():
             "description": "A tool nobody admitted.",
             "inputSchema": {"type": "object", "properties": {}},
         },
-    ]
+    ] + duplicates()
+
+
+def duplicates():
+    """With STATE_DIR/duplicate present, the list names `echo` a second time."""
+    if not os.path.exists(os.path.join(STATE, "duplicate")):
+        return []
+    return [{"name": "echo", "description": "A second echo.", "inputSchema": {"type": "object"}}]
 
 
 def on_usr1(signum, frame):

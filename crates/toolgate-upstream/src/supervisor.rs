@@ -227,14 +227,13 @@ impl Supervisor {
             .and_then(|_| {
                 connection.list_tools(deadline.saturating_duration_since(Instant::now()))
             });
-        let tools = match listed {
-            Ok(tools) => tools,
+        let changed = match listed.and_then(|tools| self.update_tools(&tools)) {
+            Ok(changed) => changed,
             Err(fault) => {
                 connection.kill();
                 return Err(fault);
             }
         };
-        let changed = self.update_tools(&tools);
         let mut state = lock(&self.state);
         state.connection = Some(Arc::clone(&connection));
         state.status.record("started".to_owned());
@@ -278,13 +277,15 @@ impl Supervisor {
     }
 
     fn refresh(&self, connection: &dyn Rpc, why: &str) {
-        match connection.list_tools(self.spec.call_timeout) {
-            Ok(tools) => {
-                if self.update_tools(&tools) {
-                    self.record(format!("tool list changed ({why})"));
-                    self.changed();
-                }
+        match connection
+            .list_tools(self.spec.call_timeout)
+            .and_then(|tools| self.update_tools(&tools))
+        {
+            Ok(true) => {
+                self.record(format!("tool list changed ({why})"));
+                self.changed();
             }
+            Ok(false) => {}
             Err(fault) => self.record(format!(
                 "refresh after {why} failed, keeping the last tool list: {}",
                 fault.message()
@@ -292,8 +293,22 @@ impl Supervisor {
         }
     }
 
-    /// Replaces the tool list; `true` when it differs from the last one.
-    fn update_tools(&self, tools: &[Value]) -> bool {
+    /// Replaces the tool list; `true` when it differs from the last one. A list naming one tool
+    /// twice is refused and the last list stays: which of the two an admission pins, and which
+    /// one a call reaches, would otherwise be a guess.
+    fn update_tools(&self, tools: &[Value]) -> Result<bool, Fault> {
+        let mut names = std::collections::HashSet::new();
+        for name in tools
+            .iter()
+            .filter_map(|t| t.get("name").and_then(Value::as_str))
+        {
+            if !names.insert(name) {
+                return Err(crate::connection::protocol(
+                    &self.spec.name,
+                    &format!("`tools/list` names `{name}` more than once"),
+                ));
+            }
+        }
         let mut descriptors = Vec::new();
         let mut malformed = Vec::new();
         for tool in tools {
@@ -306,7 +321,7 @@ impl Supervisor {
         let changed = state.status.tools.as_ref() != Some(&descriptors);
         state.status.tools = Some(descriptors);
         state.status.malformed = malformed;
-        changed
+        Ok(changed)
     }
 
     fn changed(&self) {

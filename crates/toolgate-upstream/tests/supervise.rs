@@ -303,3 +303,24 @@ fn a_change_without_list_changed_is_caught_by_the_periodic_refresh() {
         upstreams.statuses()[0].events
     );
 }
+
+#[test]
+fn a_list_naming_a_tool_twice_is_refused_and_the_last_list_stays() {
+    let state = tempfile::tempdir().unwrap();
+    let mut config = section(state.path(), 1);
+    config.tools.push(admit(state.path(), "echo"));
+    let upstreams = Upstreams::start(vec![spec(&config)]).unwrap();
+    upstreams.wait_started();
+    assert_eq!(admitted(&upstreams), [("test__echo".to_owned(), true)]);
+
+    std::fs::write(state.path().join("duplicate"), "").unwrap();
+    wait_until("a refresh is refused", || {
+        upstreams.statuses()[0]
+            .events
+            .iter()
+            .any(|e| e.contains("names `echo` more than once"))
+    });
+    assert_eq!(admitted(&upstreams), [("test__echo".to_owned(), true)]);
+    let tools = upstreams.statuses().remove(0).tools.unwrap();
+    assert_eq!(tools.iter().filter(|d| d.name == "echo").count(), 1);
+}
