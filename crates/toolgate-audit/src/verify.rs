@@ -10,7 +10,9 @@
 //! - **out of order** — records moved: a record claims another number than its place;
 //! - **inserted** — a record added between two others: the record after it links past it;
 //! - **truncated** — the newest records deleted, or the database replaced by an older copy:
-//!   the log ends before the record its head file witnessed.
+//!   the log ends before the record its head file witnessed; a head file that is missing, or
+//!   emptied or overwritten so that it holds no valid head, beside a log with records is a
+//!   finding of its own, since it would otherwise hide such a cut.
 //!
 //! What it cannot find: a log rewritten from some record to its end *together with* its head
 //! file (SHA-256 has no key, so whoever can write both can recompute both); and the newest
