@@ -11,12 +11,14 @@ use serde_json::{Value, json};
 use toolgate_core::{Authorized, ExecContext, Executor, ToolError, ToolOutput};
 
 use crate::connection::Fault;
-use crate::supervisor::Supervisor;
+use crate::supervisor::{Stale, Supervisor};
 
 /// Forwards calls to one tool of one upstream.
 pub struct UpstreamExecutor {
     supervisor: Arc<Supervisor>,
     tool: String,
+    /// The digest of the admitted descriptor, under the upstream's own name.
+    pinned: toolgate_core::Digest,
     output_schema: Option<Arc<jsonschema::Validator>>,
 }
 
@@ -34,11 +36,13 @@ impl UpstreamExecutor {
     pub(crate) fn new(
         supervisor: Arc<Supervisor>,
         tool: String,
+        pinned: toolgate_core::Digest,
         output_schema: Option<Arc<jsonschema::Validator>>,
     ) -> Self {
         UpstreamExecutor {
             supervisor,
             tool,
+            pinned,
             output_schema,
         }
     }
@@ -79,6 +83,25 @@ impl UpstreamExecutor {
             ));
         }
         error
+    }
+
+    /// The call was not forwarded: the upstream no longer serves the pinned descriptor.
+    fn stale(&self, missing: bool) -> ToolError {
+        let upstream = &self.supervisor.spec.name;
+        let what = if missing {
+            format!("upstream `{upstream}` no longer lists `{}`", self.tool)
+        } else {
+            format!(
+                "upstream `{upstream}` now serves a descriptor of `{}` that differs from the pinned one",
+                self.tool
+            )
+        };
+        ToolError::new(
+            "stale_descriptor",
+            format!(
+                "{what}; the call was not forwarded (review it with `toolgate tools diff` and re-pin it with `toolgate tools pin`)"
+            ),
+        )
     }
 
     /// The tool result as a toolgate output, or why it cannot be one.
@@ -138,10 +161,15 @@ fn text_of(result: &Value) -> String {
 
 impl Executor for UpstreamExecutor {
     fn execute(&self, call: &Authorized, cx: &ExecContext) -> Result<ToolOutput, ToolError> {
+        // The registry that resolved this call may predate the upstream's latest list; the
+        // pin is checked again against that list at the moment the call is forwarded.
         let connection = self
             .supervisor
-            .connection()
-            .map_err(|fault| self.failure(&fault))?;
+            .connection_for(&self.tool, &self.pinned)
+            .map_err(|stale| match stale {
+                Stale::Fault(fault) => self.failure(&fault),
+                Stale::Changed | Stale::Missing => self.stale(matches!(stale, Stale::Missing)),
+            })?;
         let limit = cx.deadline().saturating_duration_since(Instant::now());
         let timeout = limit.min(self.supervisor.spec.call_timeout);
         let params = json!({"name": self.tool, "arguments": call.arguments()});

@@ -270,6 +270,7 @@ fn admitted(
     let executor = UpstreamExecutor::new(
         Arc::clone(supervisor),
         admission.tool.clone(),
+        admission.digest.clone(),
         output_schema,
     );
     (descriptor, entry, Arc::new(executor))

@@ -27,6 +27,17 @@ const RECENT_EVENTS: usize = 16;
 /// Called on the supervisor's thread when an upstream's tool list changed.
 pub type OnChange = Arc<dyn Fn() + Send + Sync>;
 
+/// Why [`Supervisor::connection_for`] gave no connection.
+#[derive(Debug)]
+pub(crate) enum Stale {
+    /// The upstream now serves a different descriptor under the tool's name.
+    Changed,
+    /// The upstream no longer lists the tool.
+    Missing,
+    /// No connection, for another reason.
+    Fault(Fault),
+}
+
 /// What is known about one upstream right now.
 #[derive(Debug, Clone, Default)]
 pub struct UpstreamStatus {
@@ -128,9 +139,31 @@ impl Supervisor {
         status
     }
 
-    /// The running connection, or why there is none.
-    pub(crate) fn connection(&self) -> Result<Arc<dyn Rpc>, Fault> {
+    /// The running connection, if the upstream's current list still holds `tool` with the
+    /// pinned `digest`. Both are read under one lock, so no call reaches a descriptor the list
+    /// has already replaced, whatever pipeline the caller resolved it in.
+    pub(crate) fn connection_for(
+        &self,
+        tool: &str,
+        digest: &toolgate_core::Digest,
+    ) -> Result<Arc<dyn Rpc>, Stale> {
         let state = lock(&self.state);
+        let current = state
+            .status
+            .tools
+            .as_ref()
+            .and_then(|tools| tools.iter().find(|d| d.name == tool));
+        match current {
+            Some(descriptor) if descriptor.digest() == *digest => {}
+            Some(_) => return Err(Stale::Changed),
+            None if state.status.tools.is_some() => return Err(Stale::Missing),
+            None => {}
+        }
+        self.running(&state).map_err(Stale::Fault)
+    }
+
+    /// The running connection, or why there is none.
+    fn running(&self, state: &State) -> Result<Arc<dyn Rpc>, Fault> {
         match &state.connection {
             Some(connection) if !connection.is_dead() => Ok(Arc::clone(connection)),
             _ => {

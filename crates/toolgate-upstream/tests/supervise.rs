@@ -324,3 +324,63 @@ fn a_list_naming_a_tool_twice_is_refused_and_the_last_list_stays() {
     let tools = upstreams.statuses().remove(0).tools.unwrap();
     assert_eq!(tools.iter().filter(|d| d.name == "echo").count(), 1);
 }
+
+#[test]
+fn a_call_resolved_before_a_change_is_not_forwarded_after_it() {
+    use toolgate_core::{
+        ExecContext, HeadlessBroker, Pipeline, PolicyEngine, RawCall, RegistryBuilder, Surface,
+        WorkspaceId, policy::DEFAULT_POLICY,
+    };
+    let state = tempfile::tempdir().unwrap();
+    let mut config = section(state.path(), 0);
+    config.tools.push(admit(state.path(), "echo"));
+    let upstreams = Upstreams::start(vec![spec(&config)]).unwrap();
+    upstreams.wait_started();
+    let mut builder = RegistryBuilder::new();
+    for (descriptor, entry, executor) in upstreams.tools().admitted {
+        builder.register(descriptor, entry, executor).unwrap();
+    }
+    let registry = builder.build().unwrap();
+    let mut policy = PolicyEngine::from_sources(&[("default", DEFAULT_POLICY)]).unwrap();
+    policy.prepare(&registry).unwrap();
+    let pipeline = Pipeline::new(
+        std::sync::Arc::new(registry),
+        std::sync::Arc::new(policy),
+        std::sync::Arc::new(HeadlessBroker),
+        WorkspaceId::new("/ws"),
+    );
+    let authorized = pipeline
+        .authorize_call(RawCall::text(
+            "test__echo",
+            r#"{"text": "hi"}"#.to_owned(),
+            Surface::Chat,
+        ))
+        .unwrap();
+    let before = calls(state.path());
+
+    // The upstream changes the descriptor after the call was resolved against the pin.
+    signal(state.path(), "USR1");
+    wait_until("the change is seen", || {
+        admitted(&upstreams) == [("test__echo".to_owned(), false)]
+    });
+    let cx = ExecContext::new(
+        Duration::from_secs(5),
+        std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false)),
+    );
+    let outcome = pipeline.describe(pipeline.execute(authorized, &cx));
+    let error = outcome.error.unwrap();
+    assert_eq!(error.code, "stale_descriptor", "{}", error.message);
+    assert!(
+        error.message.contains("toolgate tools pin"),
+        "{}",
+        error.message
+    );
+    assert_eq!(calls(state.path()), before);
+}
+
+/// The `tools/call` lines the test upstream logged.
+fn calls(state: &Path) -> usize {
+    std::fs::read_to_string(state.join("calls.log"))
+        .map(|log| log.lines().count())
+        .unwrap_or(0)
+}

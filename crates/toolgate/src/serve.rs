@@ -97,10 +97,16 @@ fn follow_upstreams(gate: &Arc<Gate>, gateway: &Arc<Gateway>, broker: Arc<dyn Ap
     // Weak references: the gate owns the upstreams, which own this callback.
     let weak_gate = Arc::downgrade(gate);
     let weak_gateway = Arc::downgrade(gateway);
+    // Each upstream calls back on its own thread. Without this, a rebuild from an older list
+    // could finish after one from a newer list and put the older pipeline back in force.
+    let rebuilding = std::sync::Mutex::new(());
     let rebuild = Arc::new(move || {
         let (Some(gate), Some(gateway)) = (weak_gate.upgrade(), weak_gateway.upgrade()) else {
             return;
         };
+        let _serialised = rebuilding
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         match gate.current_pipeline(Arc::clone(&broker)) {
             Ok(pipeline) => gateway.replace_pipeline(pipeline),
             Err(e) => eprintln!(
