@@ -321,6 +321,11 @@ pub fn pin(config: Option<&Path>, name: &str) -> anyhow::Result<u8> {
         println!("`{name}` already matches its pin {}", admission.digest);
         return Ok(0);
     }
+    // What is pinned is what the upstream serves at this moment, which may differ from what an
+    // earlier `tools diff` showed; the change being accepted is printed so that the operator
+    // sees exactly what was pinned.
+    println!("pinned  {}\ncurrent {}", admission.digest, current.digest());
+    print!("{}", toolgate_upstream::diff(&admission.pinned, &current));
     let (digest, pinned) = pin_of(&current);
     let mut document = read_document(&path)?;
     let table = upstream_table(&mut document, index)?;
