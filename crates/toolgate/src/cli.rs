@@ -119,6 +119,10 @@ pub enum ToolsCommand {
     Pin {
         /// The admitted name.
         name: String,
+        /// Pin only if the upstream still serves this digest (the `current` one `tools diff`
+        /// printed), so what is pinned is what was reviewed.
+        #[arg(long, value_name = "D")]
+        digest: Option<String>,
         #[command(flatten)]
         config: ConfigArgs,
     },

@@ -78,8 +78,13 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             command: ToolsCommand::Diff { name, config },
         } => upstream::diff(config.config.as_deref(), &name),
         Command::Tools {
-            command: ToolsCommand::Pin { name, config },
-        } => upstream::pin(config.config.as_deref(), &name),
+            command:
+                ToolsCommand::Pin {
+                    name,
+                    digest,
+                    config,
+                },
+        } => upstream::pin(config.config.as_deref(), &name, digest.as_deref()),
         Command::Serve(args) => serve::serve(&args),
         Command::Check { config } => check(config.config.as_deref()),
         Command::Audit { command } => audit::run(&command),

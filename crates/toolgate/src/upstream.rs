@@ -307,7 +307,7 @@ pub fn diff(config: Option<&Path>, name: &str) -> anyhow::Result<u8> {
     Ok(0)
 }
 
-pub fn pin(config: Option<&Path>, name: &str) -> anyhow::Result<u8> {
+pub fn pin(config: Option<&Path>, name: &str, reviewed: Option<&str>) -> anyhow::Result<u8> {
     let (config, path) = config_file(config)?;
     let (index, admission, current, _running) = admitted(&config, name)?;
     let Some(current) = current else {
@@ -317,6 +317,16 @@ pub fn pin(config: Option<&Path>, name: &str) -> anyhow::Result<u8> {
             admission.tool
         );
     };
+    if let Some(reviewed) = reviewed
+        && current.digest().to_string() != reviewed
+    {
+        bail!(
+            "upstream `{}` now serves `{}` with digest {}, not the reviewed {reviewed}; run `toolgate tools diff {name}` again",
+            admission.upstream,
+            admission.tool,
+            current.digest()
+        );
+    }
     if current.digest() == admission.digest {
         println!("`{name}` already matches its pin {}", admission.digest);
         return Ok(0);

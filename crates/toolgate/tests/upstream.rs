@@ -383,7 +383,18 @@ fn a_changed_descriptor_is_quarantined_until_re_pinned() {
         .find_map(|l| l.strip_prefix("current "))
         .unwrap()
         .to_owned();
-    let output = setup.toolgate(&["tools", "pin", "test__echo"]);
+    // A pin bound to a digest other than what the upstream serves is refused, and changes
+    // nothing.
+    let before = std::fs::read(&setup.config).unwrap();
+    let wrong = format!("sha256:{}", "0".repeat(64));
+    let output = setup.toolgate(&["tools", "pin", "test__echo", "--digest", &wrong]);
+    assert!(!output.status.success(), "{output:?}");
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains("not the reviewed"),
+        "{output:?}"
+    );
+    assert_eq!(std::fs::read(&setup.config).unwrap(), before);
+    let output = setup.toolgate(&["tools", "pin", "test__echo", "--digest", &current]);
     assert!(output.status.success(), "{output:?}");
     // The pin shows the change it accepts, and which digest it pinned.
     let accepted = String::from_utf8_lossy(&output.stdout);
