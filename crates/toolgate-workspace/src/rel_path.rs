@@ -75,10 +75,19 @@ impl RelPath {
             .filter(|c| !c.is_empty() && *c != ".")
             .collect();
         if components.is_empty() {
-            Ok(RelPath::root())
-        } else {
-            Ok(RelPath(components.join("/")))
+            return Ok(RelPath::root());
         }
+        let joined = components.join("/");
+        // Dropping `.` components can bring a drive, a home or a scheme to the front
+        // (`./C:/x`, `./~/x`, `./file:../x`): the path as accepted must pass the same checks
+        // as the path as sent.
+        if let Some(reason) = escape_reason(&joined) {
+            return Err(PathError::outside(
+                raw,
+                format!("{reason} once `.` components are removed"),
+            ));
+        }
+        Ok(RelPath(joined))
     }
 
     /// Builds a path from components already known to be plain names (from the file system,
@@ -397,6 +406,22 @@ mod tests {
         check("a..b", Expect::Ok("a..b"));
         check("..a", Expect::Ok("..a"));
         check("日本語/ファイル.txt", Expect::Ok("日本語/ファイル.txt"));
+    }
+
+    #[test]
+    fn leading_dot_components_hide_nothing() {
+        // Found by the `rel_path` fuzz target: the path as accepted must parse again.
+        for raw in [
+            "./Rwwswcles:diles:E:r",
+            "./C:/x",
+            ".\\C:x",
+            "./~/x",
+            "./file:../x",
+            "././ftp:..",
+        ] {
+            check(raw, Expect::Outside);
+        }
+        check("./dir/C:x", Expect::Ok("dir/C:x"));
     }
 
     #[test]
