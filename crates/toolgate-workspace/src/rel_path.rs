@@ -78,16 +78,22 @@ impl RelPath {
             return Ok(RelPath::root());
         }
         let joined = components.join("/");
-        // Dropping `.` components can bring a drive, a home or a scheme to the front
-        // (`./C:/x`, `./~/x`, `./file:../x`): the path as accepted must pass the same checks
-        // as the path as sent.
-        if let Some(reason) = escape_reason(&joined) {
-            return Err(PathError::outside(
-                raw,
-                format!("{reason} once `.` components are removed"),
-            ));
+        if joined == raw {
+            return Ok(RelPath(joined));
         }
-        Ok(RelPath(joined))
+        // Dropping `.` and empty components can bring a drive, a home, a scheme or an encoded
+        // separator to the front (`./C:/x`, `./file:../x`, `.\.\%2fetc`): the path as
+        // accepted must pass every check the path as sent did. The joined path joins to
+        // itself, so this checks it once.
+        RelPath::parse(&joined).map_err(|error| match error {
+            PathError::Outside { reason, .. } => {
+                PathError::outside(raw, format!("{reason}, once `.` components are removed"))
+            }
+            PathError::Invalid { reason, .. } => {
+                PathError::invalid(raw, format!("{reason}, once `.` components are removed"))
+            }
+            other => other,
+        })
     }
 
     /// Builds a path from components already known to be plain names (from the file system,
@@ -418,6 +424,8 @@ mod tests {
             "./~/x",
             "./file:../x",
             "././ftp:..",
+            ".\\.\\%2fasi\\eswd",
+            "./%2e%2e/x",
         ] {
             check(raw, Expect::Outside);
         }
