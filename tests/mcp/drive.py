@@ -37,7 +37,7 @@ import time
 import anyio
 
 from mcp import Client, ClientSession, StdioServerParameters
-from mcp.client.stdio import stdio_client
+from mcp.client.stdio import get_default_environment, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
@@ -119,10 +119,19 @@ async def run_steps(session, steps):
     return report
 
 
+def server_env(spec):
+    """The server's environment: the plan's, else the SDK's default with toolgate's state
+    directory passed on, so a server under test keeps its audit log where the tests put it."""
+    env = spec.get("env")
+    if env is None and "XDG_STATE_HOME" in os.environ:
+        env = {**get_default_environment(), "XDG_STATE_HOME": os.environ["XDG_STATE_HOME"]}
+    return env
+
+
 async def run_modern(spec):
     if spec["transport"] == "stdio":
         server = StdioServerParameters(
-            command=spec["command"], args=spec.get("args", []), env=spec.get("env")
+            command=spec["command"], args=spec.get("args", []), env=server_env(spec)
         )
         async with Client(server) as client:
             return {"init": {"protocolVersion": client.session.protocol_version},
@@ -139,7 +148,7 @@ async def run_session(spec):
         return await run_modern(spec)
     if spec["transport"] == "stdio":
         params = StdioServerParameters(
-            command=spec["command"], args=spec.get("args", []), env=spec.get("env")
+            command=spec["command"], args=spec.get("args", []), env=server_env(spec)
         )
         async with stdio_client(params) as (read, write):
             async with ClientSession(read, write) as session:
