@@ -76,6 +76,24 @@ pub struct ToolSchema {
 impl ToolSchema {
     /// Checks `schema` against `bounds`, closes its objects and compiles it for draft 2020-12.
     pub fn compile(schema: &Value, bounds: &SchemaBounds) -> Result<ToolSchema, SchemaError> {
+        ToolSchema::build(schema, bounds, true)
+    }
+
+    /// An output schema, compiled like an input schema (bounded, draft 2020-12 whatever
+    /// `$schema` says, nothing fetched, regexes bounded) but left open: a tool may return more
+    /// than its schema declares.
+    pub fn compile_output(
+        schema: &Value,
+        bounds: &SchemaBounds,
+    ) -> Result<ToolSchema, SchemaError> {
+        ToolSchema::build(schema, bounds, false)
+    }
+
+    fn build(
+        schema: &Value,
+        bounds: &SchemaBounds,
+        close: bool,
+    ) -> Result<ToolSchema, SchemaError> {
         check_bounds(schema, bounds)?;
         let is_object = schema.get("type").is_some_and(|t| {
             t == "object"
@@ -86,7 +104,9 @@ impl ToolSchema {
             return Err(SchemaError::NotAnObject);
         }
         let mut effective = schema.clone();
-        close_objects(&mut effective);
+        if close {
+            close_objects(&mut effective);
+        }
         let validator = jsonschema::options()
             .with_draft(Draft::Draft202012)
             .offline()

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use toolgate_core::{Authorized, ExecContext, Executor, ToolError, ToolOutput};
+use toolgate_core::{Authorized, ExecContext, Executor, ToolError, ToolOutput, ToolSchema};
 
 use crate::connection::Fault;
 use crate::supervisor::{Stale, Supervisor};
@@ -19,7 +19,7 @@ pub struct UpstreamExecutor {
     tool: String,
     /// The digest of the admitted descriptor, under the upstream's own name.
     pinned: toolgate_core::Digest,
-    output_schema: Option<Arc<jsonschema::Validator>>,
+    output_schema: Option<Arc<ToolSchema>>,
 }
 
 impl std::fmt::Debug for UpstreamExecutor {
@@ -37,7 +37,7 @@ impl UpstreamExecutor {
         supervisor: Arc<Supervisor>,
         tool: String,
         pinned: toolgate_core::Digest,
-        output_schema: Option<Arc<jsonschema::Validator>>,
+        output_schema: Option<Arc<ToolSchema>>,
     ) -> Self {
         UpstreamExecutor {
             supervisor,
@@ -127,11 +127,10 @@ impl UpstreamExecutor {
                     self.tool
                 )));
             };
-            if let Some(error) = schema.iter_errors(structured).next() {
+            if let Some(error) = schema.check(structured).first() {
                 return Err(protocol(format!(
-                    "`structuredContent` of `{}` does not match the pinned output schema at `{}`: {error}",
-                    self.tool,
-                    error.instance_path()
+                    "`structuredContent` of `{}` does not match the pinned output schema at `{}`: {}",
+                    self.tool, error.pointer, error.message
                 )));
             }
         }

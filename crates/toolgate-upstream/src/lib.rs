@@ -230,8 +230,8 @@ fn admitted(
     }
     let output_schema = match &descriptor.output_schema {
         None => None,
-        Some(schema) => match output_validator(schema) {
-            Ok(validator) => Some(Arc::new(validator)),
+        Some(schema) => match ToolSchema::compile_output(schema, &SchemaBounds::default()) {
+            Ok(schema) => Some(Arc::new(schema)),
             Err(e) => {
                 unavailable = Some(format!("its pinned output schema does not compile: {e}"));
                 None
@@ -276,19 +276,6 @@ fn admitted(
     (descriptor, entry, Arc::new(executor))
 }
 
-/// An output schema compiled the way toolgate_core compiles input schemas
-/// ([`ToolSchema::compile`]): draft 2020-12 whatever `$schema` says, no remote references
-/// fetched, regexes bounded. An upstream's output schema is as untrusted as its input schema.
-fn output_validator(schema: &serde_json::Value) -> Result<jsonschema::Validator, String> {
-    jsonschema::options()
-        .with_draft(jsonschema::Draft::Draft202012)
-        .offline()
-        .with_pattern_options(jsonschema::PatternOptions::regex().size_limit(1 << 20))
-        .should_validate_formats(false)
-        .build(schema)
-        .map_err(|e| e.to_string())
-}
-
 /// The digest an admission of `descriptor` pins.
 pub fn pin_of(descriptor: &Descriptor) -> (Digest, String) {
     let value = serde_json::to_value(descriptor).unwrap_or_default();
@@ -312,10 +299,14 @@ mod tests {
             "type": "object",
             "properties": {"n": {"type": "number", "maximum": 5, "exclusiveMaximum": true}},
         });
-        assert!(output_validator(&draft4).is_err());
+        let bounds = SchemaBounds::default();
+        assert!(ToolSchema::compile_output(&draft4, &bounds).is_err());
         // Compiled bare, the same schema is accepted as draft 4.
         assert!(jsonschema::validator_for(&draft4).is_ok());
         let fine = json!({"type": "object", "properties": {"n": {"type": "integer"}}});
-        assert!(output_validator(&fine).is_ok());
+        let fine = ToolSchema::compile_output(&fine, &bounds).unwrap();
+        // Left open: more than the schema declares is fine; a wrong type is not.
+        assert!(fine.check(&json!({"n": 1, "extra": true})).is_empty());
+        assert!(!fine.check(&json!({"n": "one"})).is_empty());
     }
 }
