@@ -13,6 +13,8 @@
     clippy::indexing_slicing
 )]
 
+#[path = "../../../tests/support/clients.rs"]
+mod clients;
 #[path = "../../../tests/support/fixture.rs"]
 mod fixture;
 
@@ -26,24 +28,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use clients::*;
 use fixture::Fixture;
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .canonicalize()
-        .unwrap()
-}
-
-fn test_dep(relative: &str) -> PathBuf {
-    let path = root().join("target/test-deps").join(relative);
-    assert!(
-        path.exists(),
-        "console test dependency `{}` is missing: run scripts/test-deps first",
-        path.display()
-    );
-    path
-}
 
 /// A running `toolgate serve --http` with its console, and what it printed.
 struct Served {

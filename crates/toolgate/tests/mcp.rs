@@ -13,6 +13,8 @@
     clippy::indexing_slicing
 )]
 
+#[path = "../../../tests/support/clients.rs"]
+mod clients;
 #[path = "../../../tests/support/fixture.rs"]
 mod fixture;
 
@@ -27,44 +29,11 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use clients::*;
 use fixture::{Fixture, corpus};
 
 const TOKEN_ALICE: &str = "alice-0123456789abcdef0123456789abcdef";
 const TOKEN_BOB: &str = "bob-0123456789abcdef0123456789abcdef00";
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .canonicalize()
-        .unwrap()
-}
-
-fn toolgate_bin() -> &'static str {
-    env!("CARGO_BIN_EXE_toolgate")
-}
-
-/// A file the test clients need, or a failure that says how to get it.
-fn test_dep(relative: &str) -> PathBuf {
-    let path = root().join("target/test-deps").join(relative);
-    assert!(
-        path.exists(),
-        "MCP test dependency `{}` is missing: run scripts/test-deps first",
-        path.display()
-    );
-    path
-}
-
-fn python() -> PathBuf {
-    test_dep("venv/bin/python")
-}
-
-fn node() -> PathBuf {
-    test_dep("node/node_modules/node/bin/node")
-}
-
-fn node_package(relative: &str) -> PathBuf {
-    test_dep(&format!("node/node_modules/{relative}"))
-}
 
 /// A configuration file beside the fixture's workspace; its policy file too, if any.
 fn write_config(fx: &Fixture, name: &str, toml: &str, cedar: Option<&str>) -> PathBuf {
@@ -93,25 +62,6 @@ fn visible(config: &Path, profile: &str) -> Vec<String> {
         .collect()
 }
 
-/// Runs `tests/mcp/drive.py` on `plan` and returns its report.
-fn drive(plan: &Value) -> Value {
-    let dir = tempfile::tempdir().unwrap();
-    let plan_path = dir.path().join("plan.json");
-    fs::write(&plan_path, plan.to_string()).unwrap();
-    let output = Command::new(python())
-        .arg(root().join("tests/mcp/drive.py"))
-        .arg(&plan_path)
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "drive.py failed\nstdout: {}\nstderr: {}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    serde_json::from_slice(&output.stdout).unwrap()
-}
-
 fn stdio_session(ws: &Path, config: &Path, extra: &[&str], steps: Value) -> Value {
     let mut args = vec![
         "serve".to_owned(),
@@ -123,15 +73,6 @@ fn stdio_session(ws: &Path, config: &Path, extra: &[&str], steps: Value) -> Valu
     ];
     args.extend(extra.iter().map(|s| (*s).to_owned()));
     json!({"transport": "stdio", "command": toolgate_bin(), "args": args, "steps": steps})
-}
-
-fn names(listing: &Value) -> Vec<String> {
-    listing["tools"]
-        .as_array()
-        .unwrap_or_else(|| panic!("not a listing: {listing}"))
-        .iter()
-        .map(|t| t["name"].as_str().unwrap().to_owned())
-        .collect()
 }
 
 fn code(result: &Value) -> &str {
@@ -578,14 +519,6 @@ fn processes(argv: &[&str]) -> usize {
         .filter_map(|e| fs::read(e.ok()?.path().join("cmdline")).ok())
         .filter(|cmdline| *cmdline == wanted)
         .count()
-}
-
-fn wait_until(what: &str, limit: Duration, condition: impl Fn() -> bool) {
-    let started = Instant::now();
-    while !condition() {
-        assert!(started.elapsed() < limit, "timed out waiting until {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 fn check_cancelled(report: &Value, sleeper: &[&str]) {

@@ -14,6 +14,9 @@
     clippy::indexing_slicing
 )]
 
+#[path = "../../../tests/support/clients.rs"]
+mod clients;
+
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -21,35 +24,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .canonicalize()
-        .unwrap()
-}
-
-fn toolgate_bin() -> &'static str {
-    env!("CARGO_BIN_EXE_toolgate")
-}
-
-/// A file the tests need, or a failure that says how to get it.
-fn test_dep(relative: &str) -> PathBuf {
-    let path = root().join("target/test-deps").join(relative);
-    assert!(
-        path.exists(),
-        "MCP test dependency `{}` is missing: run scripts/test-deps first",
-        path.display()
-    );
-    path
-}
-
-fn python() -> PathBuf {
-    test_dep("venv/bin/python")
-}
-
-fn node() -> PathBuf {
-    test_dep("node/node_modules/node/bin/node")
-}
+use clients::*;
 
 /// A TOML string literal.
 fn quoted(path: &Path) -> String {
@@ -120,34 +95,6 @@ impl Setup {
     }
 }
 
-/// Runs `tests/mcp/drive.py` on `plan` and returns its report.
-fn drive(plan: &Value) -> Value {
-    let dir = tempfile::tempdir().unwrap();
-    let plan_path = dir.path().join("plan.json");
-    fs::write(&plan_path, plan.to_string()).unwrap();
-    let output = Command::new(python())
-        .arg(root().join("tests/mcp/drive.py"))
-        .arg(&plan_path)
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "drive.py failed\nstdout: {}\nstderr: {}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    serde_json::from_slice(&output.stdout).unwrap()
-}
-
-fn names(listing: &Value) -> Vec<String> {
-    listing["tools"]
-        .as_array()
-        .unwrap_or_else(|| panic!("not a listing: {listing}"))
-        .iter()
-        .map(|t| t["name"].as_str().unwrap().to_owned())
-        .collect()
-}
-
 /// The rejection code of a refused call.
 fn rejected(result: &Value) -> &str {
     assert_eq!(result["isError"], true, "{result}");
@@ -196,14 +143,6 @@ fn alive(pid: i32) -> bool {
             !state.starts_with('Z')
         })
         .unwrap_or(false)
-}
-
-fn wait_until(what: &str, limit: Duration, condition: impl Fn() -> bool) {
-    let deadline = Instant::now() + limit;
-    while !condition() {
-        assert!(Instant::now() < deadline, "timed out waiting until {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 #[test]
