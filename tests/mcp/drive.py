@@ -12,6 +12,13 @@ With `"client": "modern"` a session uses the SDK's high-level `Client`, which sp
 2026-07-28 revision (no `initialize`, metadata on every request) when the server offers it;
 such a session takes only `list` and `call` steps.
 
+With `"elicit": [ANSWER, ...]` a session declares the elicitation capability and answers the
+forms the server sends (or, at 2026-07-28, puts in `input_required` results) in order, each
+ANSWER being {"action": "accept" | "decline" | "cancel", "content": {...}}, optionally with
+"hold": SECONDS to wait that long before answering. Past the list, forms are cancelled. The
+session report then has "elicited": one {"message", "schema"} per form, with
+"withdrawn": true for a form the server cancelled while it was held.
+
 Each STEP is one of
 
     {"op": "list"}
@@ -37,6 +44,7 @@ import time
 import anyio
 
 from mcp import Client, ClientSession, StdioServerParameters
+from mcp import types
 from mcp.client.stdio import get_default_environment, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
@@ -128,40 +136,68 @@ def server_env(spec):
     return env
 
 
+def elicitation(spec, elicited):
+    """The session's elicitation callback, answering as `spec["elicit"]` says; None (no
+    capability declared) without that key."""
+    if "elicit" not in spec:
+        return None
+    answers = list(spec["elicit"])
+
+    async def callback(context, params):
+        form = dump(params)
+        entry = {"message": form.get("message"), "schema": form.get("requestedSchema")}
+        elicited.append(entry)
+        answer = answers.pop(0) if answers else {"action": "cancel"}
+        if "hold" in answer:
+            try:
+                await anyio.sleep(answer["hold"])
+            except anyio.get_cancelled_exc_class():
+                entry["withdrawn"] = True
+                raise
+        return types.ElicitResult(action=answer["action"], content=answer.get("content"))
+
+    return callback
+
+
 async def run_modern(spec):
+    elicited = []
+    callback = elicitation(spec, elicited)
     if spec["transport"] == "stdio":
         server = StdioServerParameters(
             command=spec["command"], args=spec.get("args", []), env=server_env(spec)
         )
-        async with Client(server) as client:
+        async with Client(server, elicitation_callback=callback) as client:
             return {"init": {"protocolVersion": client.session.protocol_version},
-                    "steps": await run_steps(client, spec["steps"])}
+                    "steps": await run_steps(client, spec["steps"]), "elicited": elicited}
     headers = {"Authorization": f"Bearer {spec['token']}"} if spec.get("token") else {}
     async with create_mcp_http_client(headers=headers) as http:
-        async with Client(streamable_http_client(spec["url"], http_client=http)) as client:
+        transport = streamable_http_client(spec["url"], http_client=http)
+        async with Client(transport, elicitation_callback=callback) as client:
             return {"init": {"protocolVersion": client.session.protocol_version},
-                    "steps": await run_steps(client, spec["steps"])}
+                    "steps": await run_steps(client, spec["steps"]), "elicited": elicited}
 
 
 async def run_session(spec):
     if spec.get("client") == "modern":
         return await run_modern(spec)
+    elicited = []
+    callback = elicitation(spec, elicited)
     if spec["transport"] == "stdio":
         params = StdioServerParameters(
             command=spec["command"], args=spec.get("args", []), env=server_env(spec)
         )
         async with stdio_client(params) as (read, write):
-            async with ClientSession(read, write) as session:
+            async with ClientSession(read, write, elicitation_callback=callback) as session:
                 init = await session.initialize()
                 steps = await run_steps(session, spec["steps"])
     else:
         headers = {"Authorization": f"Bearer {spec['token']}"} if spec.get("token") else {}
         async with create_mcp_http_client(headers=headers) as http:
             async with streamable_http_client(spec["url"], http_client=http) as (read, write):
-                async with ClientSession(read, write) as session:
+                async with ClientSession(read, write, elicitation_callback=callback) as session:
                     init = await session.initialize()
                     steps = await run_steps(session, spec["steps"])
-    return {"init": dump(init), "steps": steps}
+    return {"init": dump(init), "steps": steps, "elicited": elicited}
 
 
 async def main(plan):

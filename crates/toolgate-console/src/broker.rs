@@ -138,6 +138,53 @@ pub struct PendingView {
     pub expires_in_ms: u64,
 }
 
+/// The longest account of a request given outside the console; the console shows all of it.
+const MAX_TEXT_CHARS: usize = 6000;
+
+impl PendingView {
+    /// The request in plain text, for a person asked on another channel than the console
+    /// (MCP elicitation): what the console shows, with credentials redacted and at most
+    /// [`MAX_TEXT_CHARS`] long. It names no grant, token or request id.
+    pub fn as_text(&self) -> String {
+        let mut text = format!(
+            "Allow this call?\n\n{} {} ({})\nworkspace: {}\nactor: {} ({})\n",
+            self.tool,
+            self.version,
+            self.effect,
+            if self.workspace_root.is_empty() {
+                &self.workspace
+            } else {
+                &self.workspace_root
+            },
+            self.actor,
+            self.surface,
+        );
+        if !self.policies.is_empty() {
+            text.push_str(&format!("asked by: {}\n", self.policies.join(", ")));
+        }
+        if self.approval_mode == "each_call" {
+            text.push_str("the tool's entry asks on every call\n");
+        }
+        if !self.resources.is_empty() {
+            text.push_str(&format!("touches: {}\n", self.resources.join(", ")));
+        }
+        text.push('\n');
+        match (&self.preview, self.preview_kind) {
+            (Some(preview), "diff" | "command") => text.push_str(preview),
+            _ => text.push_str(&serde_json::to_string_pretty(&self.arguments).unwrap_or_default()),
+        }
+        toolgate_core::redact::redact_string(&mut text);
+        if let Some((cut, _)) = text.char_indices().nth(MAX_TEXT_CHARS) {
+            let left = text[cut..].chars().count();
+            text.truncate(cut);
+            text.push_str(&format!(
+                "\n… {left} more characters; the approval console shows them all"
+            ));
+        }
+        text
+    }
+}
+
 /// A standing grant, as the console lists it.
 #[derive(Debug, Clone, Serialize)]
 pub struct GrantView {
@@ -191,6 +238,29 @@ impl ConsoleBroker {
             .collect();
         views.sort_by_key(|(since, _)| *since);
         views.into_iter().map(|(_, view)| view).collect()
+    }
+
+    /// The pending request of call `call_id` (see [`ApprovalRequest::call_id`]), while it
+    /// waits for a person.
+    pub fn pending_for_call(&self, call_id: &str) -> Option<PendingView> {
+        let now = Instant::now();
+        self.lock()
+            .iter()
+            .find(|(_, p)| p.decision.is_none() && p.request.call_id == call_id)
+            .map(|(id, p)| self.view(id, p, now))
+    }
+
+    /// Records a person's decision on the pending request of call `call_id`, given on another
+    /// channel than the console (MCP elicitation); the console's own choices are checked the
+    /// same way.
+    pub fn decide_for_call(&self, call_id: &str, decision: Decision) -> Result<(), DecideError> {
+        let id = self
+            .lock()
+            .iter()
+            .find(|(_, p)| p.decision.is_none() && p.request.call_id == call_id)
+            .map(|(id, _)| id.clone())
+            .ok_or_else(|| DecideError::NotPending(call_id.to_owned()))?;
+        self.decide(&id, decision)
     }
 
     /// Records a person's decision on request `id` and wakes the call waiting for it.
@@ -278,6 +348,7 @@ impl ConsoleBroker {
                 scope_allowed: GrantScope::WorkspaceAction,
                 policies: Vec::new(),
                 approval_mode: toolgate_core::ApprovalMode::Policy,
+                call_id: String::new(),
                 cancelled: std::sync::Arc::default(),
             };
             // No grant outlives the time a person could have allowed it for, whatever the
@@ -522,6 +593,7 @@ mod tests {
             scope_allowed: scope,
             policies: vec!["local-write-with-approval".into()],
             approval_mode: ApprovalMode::Policy,
+            call_id: "call-1".into(),
             cancelled: Arc::new(AtomicBool::new(false)),
         }
     }
@@ -581,6 +653,67 @@ mod tests {
         assert!(b.redeem(&grant, &req.digest, "ws", "write_file").is_err());
         assert!(b.pending().is_empty());
         assert!(b.grants().is_empty());
+    }
+
+    #[test]
+    fn a_request_in_plain_text_hides_credentials_and_is_bounded() {
+        let b = broker(Duration::from_secs(60));
+        let mut req = request("write_file", EffectClass::LocalWrite, GrantScope::Once);
+        req.preview = Some(format!(
+            "--- a/.env\n+++ b/.env\n@@ -0,0 +1 @@\n+AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY\n{}",
+            "+x\n".repeat(5000)
+        ));
+        answered(&b, req, |b, view| {
+            let text = view.as_text();
+            assert!(text.starts_with("Allow this call?\n\nwrite_file 1.0.0 (local_write)"));
+            assert!(
+                text.contains("asked by: local-write-with-approval"),
+                "{text}"
+            );
+            assert!(text.contains("+++ b/.env"));
+            assert!(!text.contains("wJalrXUtnFEMI"), "{text}");
+            assert!(!text.contains(&view.id), "no request id");
+            assert!(text.chars().count() < MAX_TEXT_CHARS + 100);
+            assert!(text.ends_with("the approval console shows them all"));
+            b.decide(&view.id, Decision::AllowOnce).unwrap();
+        });
+    }
+
+    #[test]
+    fn a_call_is_found_and_decided_by_its_id() {
+        let b = broker(Duration::from_secs(60));
+        let req = request("run_command", EffectClass::Irreversible, GrantScope::Once);
+        assert!(b.pending_for_call("call-1").is_none(), "nothing waits yet");
+        let response = answered(&b, req, |b, view| {
+            let found = b.pending_for_call("call-1").unwrap();
+            assert_eq!(found.id, view.id);
+            assert!(b.pending_for_call("call-2").is_none());
+            assert_eq!(
+                b.decide_for_call("call-1", Decision::AllowWorkspace),
+                Err(DecideError::ScopeNotOffered {
+                    tool: "run_command".into()
+                }),
+                "another channel gets no more choices than the console"
+            );
+            b.decide_for_call(
+                "call-1",
+                Decision::Reject {
+                    reason: Some("not now".into()),
+                },
+            )
+            .unwrap();
+            assert!(matches!(
+                b.decide_for_call("call-1", Decision::AllowOnce),
+                Err(DecideError::NotPending(_))
+            ));
+            assert!(b.pending_for_call("call-1").is_none(), "decided");
+        });
+        assert_eq!(
+            response,
+            ApprovalResponse::Deny {
+                reason: "not now".into()
+            }
+        );
     }
 
     #[test]

@@ -96,6 +96,9 @@ pub struct ApprovalRequest {
     pub policies: Vec<String>,
     /// The tool entry's approval mode: `each_call` asks whatever the policies say.
     pub approval_mode: ApprovalMode,
+    /// The id of the call waiting (the outcome's `call_id`), so a transport that asks a person
+    /// on a channel of its own can name the request it answers.
+    pub call_id: String,
     /// Set when the caller gives up on the call; a broker still waiting must then stop
     /// waiting and answer [`ApprovalResponse::Unanswered`].
     #[serde(skip)]
@@ -356,6 +359,7 @@ mod tests {
             scope_allowed,
             policies: vec![],
             approval_mode: ApprovalMode::Policy,
+            call_id: String::new(),
             cancelled: Arc::default(),
         }
     }

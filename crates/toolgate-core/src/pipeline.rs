@@ -300,10 +300,11 @@ pub type Admit<'a> = dyn Fn(&Invocation, Option<&Arc<Tool>>) -> Result<(), Rejec
 
 /// What a transport adds to a run without changing its stages: a further condition on the
 /// entry resolved ([`Pipeline::resolve_within`]), and word of when the call starts waiting
-/// for a person and when it starts executing (for progress reports).
+/// for a person (with the call's id, which its [`ApprovalRequest`] carries too) and when it
+/// starts executing (for progress reports, and to ask a person on another channel).
 pub struct RunHooks<'a> {
     pub admit: &'a Admit<'a>,
-    pub awaiting_approval: &'a (dyn Fn() + 'a),
+    pub awaiting_approval: &'a (dyn Fn(&str) + 'a),
     pub executing: &'a (dyn Fn() + 'a),
 }
 
@@ -311,7 +312,7 @@ impl Default for RunHooks<'_> {
     fn default() -> Self {
         RunHooks {
             admit: &|_, _| Ok(()),
-            awaiting_approval: &|| {},
+            awaiting_approval: &|_| {},
             executing: &|| {},
         }
     }
@@ -399,7 +400,7 @@ impl Pipeline {
             .and_then(|classified| self.authorize(classified))
             .and_then(|permitted| {
                 if permitted.approval_required {
-                    (hooks.awaiting_approval)();
+                    (hooks.awaiting_approval)(&permitted.trace.call_id);
                 }
                 self.approve_cancellable(permitted, Arc::clone(&cancelled))
             })
@@ -669,6 +670,7 @@ impl Pipeline {
             let mut request =
                 self.approval_request(&invocation, &tool, &arguments, effect, &classification);
             request.policies.clone_from(&trace.policies);
+            request.call_id.clone_from(&trace.call_id);
             request.cancelled = cancelled;
             match self.obtain_grant(request, &tool) {
                 Ok(grant) => {
@@ -777,6 +779,7 @@ impl Pipeline {
             scope_allowed,
             policies: Vec::new(),
             approval_mode: tool.entry.approval,
+            call_id: String::new(),
             cancelled: Arc::default(),
         }
     }

@@ -324,6 +324,7 @@ fn standing_grants_never_cover_commands() {
         scope_allowed: GrantScope::WorkspaceAction,
         policies: vec![],
         approval_mode: ApprovalMode::Policy,
+        call_id: String::new(),
         cancelled: Arc::default(),
     };
     broker.ledger.issue(
@@ -468,7 +469,7 @@ fn a_caller_may_narrow_what_resolves_never_widen_it_and_hears_of_approval_and_ex
     };
     let hooks = RunHooks {
         admit: &only_look,
-        awaiting_approval: &|| events.lock().unwrap().push("approval"),
+        awaiting_approval: &|_| events.lock().unwrap().push("approval"),
         executing: &|| events.lock().unwrap().push("executing"),
     };
     let run = |tool: &str| {
@@ -518,7 +519,7 @@ fn a_caller_may_narrow_what_resolves_never_widen_it_and_hears_of_approval_and_ex
         RawCall::text("change", r#"{"path": "a"}"#, Surface::Chat),
         Arc::default(),
         &RunHooks {
-            awaiting_approval: &|| events.lock().unwrap().push("approval"),
+            awaiting_approval: &|_| events.lock().unwrap().push("approval"),
             executing: &|| events.lock().unwrap().push("executing"),
             ..RunHooks::default()
         },
@@ -604,6 +605,10 @@ fn a_waiting_broker_sees_the_call_cancelled() {
     assert!(rejection.message.contains("cancelled"), "{rejection:?}");
     let seen = broker.seen.lock().unwrap();
     assert_eq!(seen[0].approval_mode, ApprovalMode::EachCall);
+    assert_eq!(
+        seen[0].call_id, outcome.evidence.call_id,
+        "the request names the call that waits"
+    );
     assert!(
         !seen[0].policies.is_empty(),
         "the permitting policy is named"

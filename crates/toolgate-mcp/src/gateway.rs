@@ -1,11 +1,24 @@
 //! What every session of one server shares: the pipeline, and news that it changed.
 
-use std::sync::{Arc, PoisonError, RwLock};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Duration;
 
 use rmcp::model::{Implementation, ServerConfig};
+use serde_json::{Map, Value};
 use tokio::sync::watch;
 use toolgate_core::Pipeline;
+
+use crate::auth::Principal;
+use crate::elicit::Elicitation;
+use crate::session::Parked;
+
+/// The most calls that wait at once for a 2026-07-28 client to come back with an answer
+/// (the console's desk holds fewer requests than this).
+const MAX_PARKED: usize = 64;
+
+const UNKNOWN_STATE: &str =
+    "unknown requestState: the call it named has ended or was never made; call the tool again";
 
 /// How often a long call reports progress to a client that asked for it.
 pub const DEFAULT_PROGRESS_INTERVAL: Duration = Duration::from_secs(1);
@@ -22,6 +35,9 @@ pub struct Gateway {
     generation: watch::Sender<u64>,
     info: ServerConfig,
     progress_interval: Duration,
+    elicitation: Option<Elicitation>,
+    /// Calls that answered `input_required`, by the `requestState` they gave.
+    parked: Mutex<HashMap<String, Box<Parked>>>,
 }
 
 impl Gateway {
@@ -39,7 +55,17 @@ impl Gateway {
             generation: watch::Sender::new(0),
             info,
             progress_interval: DEFAULT_PROGRESS_INTERVAL,
+            elicitation: None,
+            parked: Mutex::default(),
         }
+    }
+
+    /// The same gateway, asking the person at the client about approvals for the sessions
+    /// `elicitation` names (see [`crate::elicit`]).
+    #[must_use]
+    pub fn with_elicitation(mut self, elicitation: Elicitation) -> Self {
+        self.elicitation = Some(elicitation);
+        self
     }
 
     /// The same gateway, reporting progress on long calls every `interval`.
@@ -74,5 +100,202 @@ impl Gateway {
 
     pub(crate) fn changes(&self) -> watch::Receiver<u64> {
         self.generation.subscribe()
+    }
+
+    pub(crate) fn elicitation(&self) -> Option<&Elicitation> {
+        self.elicitation.as_ref()
+    }
+
+    /// Leaves `parked` waiting for its client's retry under a fresh random `requestState`,
+    /// for at most the elicitation's hold; then it is cancelled. Gives it back when too many
+    /// wait already, or no state could be drawn.
+    pub(crate) fn park(self: &Arc<Self>, parked: Box<Parked>) -> Result<String, Box<Parked>> {
+        let (Some(elicitation), Ok(state)) = (&self.elicitation, crate::auth::generate_token())
+        else {
+            return Err(parked);
+        };
+        {
+            let mut table = self.parked.lock().unwrap_or_else(PoisonError::into_inner);
+            if table.len() >= MAX_PARKED {
+                return Err(parked);
+            }
+            table.insert(state.clone(), parked);
+        }
+        let gateway = Arc::downgrade(self);
+        let hold = elicitation.hold;
+        let expiring = state.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(hold).await;
+            let Some(gateway) = gateway.upgrade() else {
+                return;
+            };
+            let left = gateway
+                .parked
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .remove(&expiring);
+            if let Some(parked) = left {
+                parked.call.cancel();
+            }
+        });
+        Ok(state)
+    }
+
+    /// The call parked under `state`, for a retry by the same principal of the same tool with
+    /// the same arguments. A retry that does not match leaves it parked.
+    pub(crate) fn claim(
+        &self,
+        state: &str,
+        principal: &Principal,
+        tool: &str,
+        arguments: Option<&Map<String, Value>>,
+    ) -> Result<Box<Parked>, &'static str> {
+        let mut table = self.parked.lock().unwrap_or_else(PoisonError::into_inner);
+        let matches = |parked: &Parked| {
+            parked.principal == *principal
+                && parked.tool == tool
+                && parked.arguments.as_ref() == arguments
+        };
+        match table.get(state) {
+            Some(parked) if matches(parked) => table.remove(state).ok_or(UNKNOWN_STATE),
+            Some(_) => Err(
+                "this requestState belongs to another call: a retry must repeat the same tool and arguments",
+            ),
+            None => Err(UNKNOWN_STATE),
+        }
+    }
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        for parked in self
+            .parked
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+        {
+            parked.call.cancel();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+    use std::time::Duration;
+
+    use serde_json::json;
+    use toolgate_core::{HeadlessBroker, PolicyEngine, RegistryBuilder, WorkspaceId};
+
+    use super::*;
+    use crate::elicit::{Answer, ApprovalDesk};
+    use crate::session::Running;
+
+    #[derive(Debug)]
+    struct NoDesk;
+
+    impl ApprovalDesk for NoDesk {
+        fn question(&self, _: &str) -> Option<String> {
+            None
+        }
+        fn answer(&self, _: &str, _: Answer) -> Result<(), String> {
+            Err("no desk".into())
+        }
+    }
+
+    fn gateway(hold: Duration) -> Arc<Gateway> {
+        let pipeline = Pipeline::new(
+            Arc::new(RegistryBuilder::new().build().unwrap()),
+            Arc::new(PolicyEngine::default_policy().unwrap()),
+            Arc::new(HeadlessBroker),
+            WorkspaceId::new("/w"),
+        );
+        Arc::new(
+            Gateway::new(pipeline, "t", "0").with_elicitation(Elicitation {
+                desk: Arc::new(NoDesk),
+                profiles: BTreeSet::from(["default".to_owned()]),
+                hold,
+            }),
+        )
+    }
+
+    fn parked(gateway: &Gateway, principal: &Principal) -> Box<Parked> {
+        Box::new(Parked {
+            principal: principal.clone(),
+            tool: "write_file".into(),
+            arguments: json!({"path": "a"}).as_object().cloned(),
+            call_id: "c1".into(),
+            call: Running::waiting(gateway.pipeline(), "write_file"),
+        })
+    }
+
+    #[tokio::test]
+    async fn a_parked_call_is_claimed_only_by_the_same_call_of_the_same_principal() {
+        let gateway = gateway(Duration::from_secs(60));
+        let alice = Principal::new("alice", "default");
+        let state = gateway.park(parked(&gateway, &alice)).unwrap();
+        assert_eq!(state.len(), 64, "a random state, not a counter");
+        let args = json!({"path": "a"}).as_object().cloned();
+        let other = json!({"path": "b"}).as_object().cloned();
+        let bob = Principal::new("bob", "default");
+        for (principal, tool, arguments) in [
+            (&bob, "write_file", args.as_ref()),
+            (&alice, "edit_file", args.as_ref()),
+            (&alice, "write_file", other.as_ref()),
+            (&alice, "write_file", None),
+        ] {
+            let refused = gateway
+                .claim(&state, principal, tool, arguments)
+                .unwrap_err();
+            assert!(refused.contains("another call"), "{refused}");
+        }
+        assert!(
+            gateway
+                .claim("0123", &alice, "write_file", args.as_ref())
+                .unwrap_err()
+                .contains("unknown requestState")
+        );
+        let claimed = gateway
+            .claim(&state, &alice, "write_file", args.as_ref())
+            .unwrap();
+        assert!(
+            gateway
+                .claim(&state, &alice, "write_file", args.as_ref())
+                .is_err(),
+            "claimed once"
+        );
+        claimed.call.cancel();
+    }
+
+    #[tokio::test]
+    async fn a_call_nobody_comes_back_for_is_cancelled_after_the_hold() {
+        let gateway = gateway(Duration::from_millis(50));
+        let alice = Principal::new("alice", "default");
+        let parked = parked(&gateway, &alice);
+        let state = gateway.park(parked).unwrap();
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let args = json!({"path": "a"}).as_object().cloned();
+        assert!(
+            gateway
+                .claim(&state, &alice, "write_file", args.as_ref())
+                .unwrap_err()
+                .contains("unknown requestState")
+        );
+    }
+
+    #[tokio::test]
+    async fn parking_is_bounded() {
+        let gateway = gateway(Duration::from_secs(60));
+        let alice = Principal::new("alice", "default");
+        for _ in 0..MAX_PARKED {
+            gateway.park(parked(&gateway, &alice)).unwrap();
+        }
+        let refused = gateway.park(parked(&gateway, &alice)).unwrap_err();
+        assert!(
+            !refused.call.is_cancelled(),
+            "given back to wait where it is"
+        );
+        refused.call.cancel();
+        drop(gateway);
     }
 }

@@ -30,6 +30,7 @@
 //! ```
 
 pub mod auth;
+pub mod elicit;
 mod gateway;
 pub mod http;
 mod logging;
@@ -41,6 +42,7 @@ pub mod wire;
 use std::time::Duration;
 
 pub use auth::{Principal, TokenError, TokenTable, generate_token};
+pub use elicit::{Answer, ApprovalDesk, Elicitation};
 pub use gateway::{DEFAULT_PROGRESS_INTERVAL, Gateway};
 pub use http::{HttpError, HttpOptions, bind, run_http, serve_http};
 pub use session::Session;

@@ -14,11 +14,13 @@ use rmcp::ErrorData as McpError;
 use rmcp::RoleServer;
 use rmcp::ServerHandler;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, InitializeRequestParams, InitializeResult,
-    ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ProgressToken,
-    ServerConfig, Tool as McpTool, ToolAnnotations,
+    CallToolRequestParams, CallToolResponse, CancelledNotificationParam, ClientResult,
+    ElicitRequest, ElicitRequestParams, InitializeRequestParams, InitializeResult,
+    InputRequiredResult, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
+    ProgressToken, ProtocolVersion, RequestId, ServerConfig, ServerRequest, Tool as McpTool,
+    ToolAnnotations,
 };
-use rmcp::service::{NotificationContext, Peer, RequestContext};
+use rmcp::service::{NotificationContext, Peer, PeerRequestOptions, RequestContext};
 use serde_json::{Map, Value};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
@@ -29,6 +31,7 @@ use toolgate_core::{
 };
 
 use crate::auth::Principal;
+use crate::elicit::{self, ApprovalDesk};
 use crate::gateway::Gateway;
 use crate::logging::LogLevel;
 use crate::reply;
@@ -202,6 +205,9 @@ impl ServerHandler for Session {
         mut context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let principal = self.principal(&context)?;
+        if let Some(state) = &request.request_state {
+            return self.resume(state, &request, &principal, &context).await;
+        }
         let pipeline = self.gateway.pipeline();
         let shown = self.shown(&pipeline, &principal);
         // The text as sent, when the transport kept it, so that stage 1 sees duplicate keys.
@@ -209,46 +215,147 @@ impl ServerHandler for Session {
             Some(ArgumentText(text)) => RawArguments::Text(text),
             None => match request_extension::<ArgumentText>(&context) {
                 Some(ArgumentText(text)) => RawArguments::Text(text),
-                None => RawArguments::Value(request.arguments.map_or(Value::Null, Value::Object)),
+                None => RawArguments::Value(
+                    request.arguments.clone().map_or(Value::Null, Value::Object),
+                ),
             },
         };
         let request_id = request_extension::<ClientRequestId>(&context)
             .map_or_else(|| context.id.to_string(), |id| id.0.to_string());
         let raw = RawCall {
-            tool: request.name.into_owned(),
+            tool: request.name.to_string(),
             arguments,
             surface: Surface::Chat,
-            actor: principal.actor,
-            profile: principal.profile,
+            actor: principal.actor.clone(),
+            profile: principal.profile.clone(),
             request_id: Some(request_id),
         };
-        let tool = raw.tool.clone();
         let cancelled = Arc::new(AtomicBool::new(false));
         let (phase_tx, phase_rx) = watch::channel(Phase::Deciding);
         let task = tokio::task::spawn_blocking({
             let cancelled = Arc::clone(&cancelled);
             move || run_call(&pipeline, &shown, raw, cancelled, &phase_tx)
         });
-        let progress = context
-            .meta
-            .get_progress_token()
-            .map(|token| Progress::new(token, context.peer.clone(), tool));
-        let answer = request_extension::<AnswerWatch>(&context).unwrap_or_default();
-        let ended = watch_call(
+        let mut call = Running {
             task,
+            cancelled,
+            phase: phase_rx,
+        };
+        let mut progress = self.progress(&context, &request.name);
+        let answer = request_extension::<AnswerWatch>(&context).unwrap_or_default();
+        let ask = match self
+            .gateway
+            .elicitation()
+            .and_then(|e| e.for_request(&principal.profile, &context))
+        {
+            None => Ask::Nobody,
+            Some(desk) if modern(&context) => Ask::Later(desk),
+            Some(desk) => Ask::Now {
+                desk,
+                peer: context.peer.clone(),
+            },
+        };
+        let interval = self.gateway.progress_interval();
+        let mut watched = watch_call(
+            &mut call,
             &context.ct,
             &answer.0,
-            &cancelled,
-            phase_rx,
-            progress,
-            self.gateway.progress_interval(),
+            &mut progress,
+            interval,
+            &ask,
         )
         .await;
-        let (result, summary) = match ended {
-            Ok(outcome) => {
-                let summary = (outcome.status != Status::Completed).then(|| outcome.summary());
-                (reply::tool_result(outcome), summary)
+        if let Watched::AskLater { call_id, form } = watched {
+            let parked = Box::new(Parked {
+                principal,
+                tool: request.name.to_string(),
+                arguments: request.arguments,
+                call_id,
+                call,
+            });
+            match self.gateway.park(parked) {
+                Ok(state) => {
+                    let asked =
+                        InputRequiredResult::new(Some(elicit::input_requests(*form)), Some(state));
+                    return Ok(CallToolResponse::from(asked));
+                }
+                // No room to leave it waiting: it waits here, for the console.
+                Err(mut parked) => {
+                    watched = watch_call(
+                        &mut parked.call,
+                        &context.ct,
+                        &answer.0,
+                        &mut progress,
+                        interval,
+                        &Ask::Nobody,
+                    )
+                    .await;
+                }
             }
+        }
+        self.respond(watched, &context).await
+    }
+}
+
+impl Session {
+    /// A 2026-07-28 client's retry of a call that answered `input_required`: the answer it
+    /// carries goes to the desk, then the retry waits for the call's result.
+    async fn resume(
+        &self,
+        state: &str,
+        request: &CallToolRequestParams,
+        principal: &Principal,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let mut parked = self
+            .gateway
+            .claim(state, principal, &request.name, request.arguments.as_ref())
+            .map_err(|e| McpError::invalid_params(e, None))?;
+        if let (Some(elicitation), Some(responses)) =
+            (self.gateway.elicitation(), &request.input_responses)
+            && let Some(answer) = elicit::answer_in(responses)
+        {
+            // Refused only when the console answered first; the call's result says how.
+            let _ = elicitation.desk.answer(&parked.call_id, answer);
+        }
+        let mut progress = self.progress(context, &request.name);
+        let answer = request_extension::<AnswerWatch>(context).unwrap_or_default();
+        let watched = watch_call(
+            &mut parked.call,
+            &context.ct,
+            &answer.0,
+            &mut progress,
+            self.gateway.progress_interval(),
+            &Ask::Nobody,
+        )
+        .await;
+        self.respond(watched, context).await
+    }
+
+    fn progress(&self, context: &RequestContext<RoleServer>, tool: &str) -> Option<Progress> {
+        context
+            .meta
+            .get_progress_token()
+            .map(|token| Progress::new(token, context.peer.clone(), tool.to_owned()))
+    }
+
+    /// The tool result of a call that ended.
+    async fn respond(
+        &self,
+        watched: Watched,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let ended = match watched {
+            Watched::Ended(ended) => *ended,
+            Watched::AskLater { .. } => {
+                return Err(McpError::internal_error(
+                    "the call was left waiting for an answer nobody was asked for",
+                    None,
+                ));
+            }
+        };
+        let outcome = match ended {
+            Ok(outcome) => outcome,
             Err(e) => {
                 return Err(McpError::internal_error(
                     format!("the call's worker failed: {e}"),
@@ -256,11 +363,21 @@ impl ServerHandler for Session {
                 ));
             }
         };
+        let summary = (outcome.status != Status::Completed).then(|| outcome.summary());
+        let result = reply::tool_result(outcome);
         if let Some(summary) = summary {
             self.log.warn(&context.peer, summary).await;
         }
         Ok(CallToolResponse::from(result))
     }
+}
+
+/// Whether the request came at revision 2026-07-28 or later, which has no requests from
+/// server to client.
+fn modern(context: &RequestContext<RoleServer>) -> bool {
+    context
+        .protocol_version()
+        .is_some_and(|version| version >= ProtocolVersion::V_2026_07_28)
 }
 
 /// A request extension, from the request itself (stdio) or the HTTP request it came in.
@@ -406,12 +523,67 @@ fn schema_object(schema: &Value) -> Map<String, Value> {
     }
 }
 
-/// Where a call is, for progress reports.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Where a call is, for progress reports and for asking a person.
+#[derive(Debug, Clone, PartialEq, Eq)]
 enum Phase {
     Deciding,
-    AwaitingApproval,
+    /// Waiting for a person's answer to the request of the call with this id.
+    AwaitingApproval(Arc<str>),
     Running,
+}
+
+/// A call on its blocking thread, as a transport watches it.
+#[derive(Debug)]
+pub(crate) struct Running {
+    task: tokio::task::JoinHandle<Outcome>,
+    /// Set to cancel the call.
+    cancelled: Arc<AtomicBool>,
+    phase: watch::Receiver<Phase>,
+}
+
+impl Running {
+    /// Cancels the call; its thread ends soon after, and its outcome is recorded.
+    pub(crate) fn cancel(&self) {
+        self.cancelled.store(true, Ordering::Relaxed);
+    }
+
+    /// A call of `pipeline` that waits until it is cancelled, then runs `tool`.
+    #[cfg(test)]
+    pub(crate) fn waiting(pipeline: Arc<Pipeline>, tool: &str) -> Running {
+        let cancelled = Arc::new(AtomicBool::new(false));
+        let (_, phase) = watch::channel(Phase::Deciding);
+        let raw = RawCall::text(tool, "{}", Surface::Chat);
+        let task = tokio::task::spawn_blocking({
+            let cancelled = Arc::clone(&cancelled);
+            move || {
+                while !cancelled.load(Ordering::Relaxed) {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                pipeline.run(raw)
+            }
+        });
+        Running {
+            task,
+            cancelled,
+            phase,
+        }
+    }
+
+    #[cfg(test)]
+    pub(crate) fn is_cancelled(&self) -> bool {
+        self.cancelled.load(Ordering::Relaxed)
+    }
+}
+
+/// A 2026-07-28 call that answered `input_required` and waits, on the server, for the
+/// client's retry.
+#[derive(Debug)]
+pub(crate) struct Parked {
+    pub(crate) principal: Principal,
+    pub(crate) tool: String,
+    pub(crate) arguments: Option<Map<String, Value>>,
+    pub(crate) call_id: Arc<str>,
+    pub(crate) call: Running,
 }
 
 /// One call, stages 1 to 8, on a blocking thread: the pipeline's own run, with the session's
@@ -425,8 +597,8 @@ fn run_call(
 ) -> Outcome {
     let hooks = RunHooks {
         admit: &|invocation, tool| shown.admit(invocation, tool),
-        awaiting_approval: &|| {
-            phase.send_replace(Phase::AwaitingApproval);
+        awaiting_approval: &|call_id| {
+            phase.send_replace(Phase::AwaitingApproval(call_id.into()));
         },
         executing: &|| {
             phase.send_replace(Phase::Running);
@@ -453,10 +625,10 @@ impl Progress {
         }
     }
 
-    async fn report(&mut self, phase: Phase, waited: Duration) {
+    async fn report(&mut self, phase: &Phase, waited: Duration) {
         let message = match phase {
             Phase::Deciding => return,
-            Phase::AwaitingApproval => format!(
+            Phase::AwaitingApproval(_) => format!(
                 "`{}` is waiting for a person's approval ({}s)",
                 self.tool,
                 waited.as_secs()
@@ -471,52 +643,158 @@ impl Progress {
     }
 }
 
+/// Whom a call that waits for approval asks, besides the console.
+enum Ask {
+    Nobody,
+    /// The client, by an `elicitation/create` request, now.
+    Now {
+        desk: Arc<dyn ApprovalDesk>,
+        peer: Peer<RoleServer>,
+    },
+    /// The client, in an `input_required` result: the watch ends with [`Watched::AskLater`].
+    Later(Arc<dyn ApprovalDesk>),
+}
+
+/// How watching a call ended.
+enum Watched {
+    Ended(Box<Result<Outcome, tokio::task::JoinError>>),
+    /// The call waits for a person, who may be asked by `form` in an `input_required`
+    /// result; it is still running.
+    AskLater {
+        call_id: Arc<str>,
+        form: Box<ElicitRequestParams>,
+    },
+}
+
+/// What an elicitation started by [`Ask`] came to: for [`Ask::Later`], the form to send.
+type Asking =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Option<Box<ElicitRequestParams>>> + Send>>;
+
 /// Waits for a call to end, cancelling it when the client asks (`notifications/cancelled`),
-/// stops listening (`answer` closed) or the session ends, and reporting progress meanwhile.
+/// stops listening (`answer` closed) or the session ends, reporting progress meanwhile, and
+/// asking the client about a call that waits for approval as `ask` says.
 async fn watch_call(
-    mut task: tokio::task::JoinHandle<Outcome>,
+    call: &mut Running,
     request: &CancellationToken,
     answer: &CancellationToken,
-    cancelled: &AtomicBool,
-    mut phase: watch::Receiver<Phase>,
-    mut progress: Option<Progress>,
+    progress: &mut Option<Progress>,
     interval: Duration,
-) -> Result<Outcome, tokio::task::JoinError> {
+    ask: &Ask,
+) -> Watched {
     let started = tokio::time::Instant::now();
     let mut ticker = tokio::time::interval_at(started + interval, interval);
     let mut since = started;
-    let mut phases_open = progress.is_some();
+    let mut phases_open = progress.is_some() || !matches!(ask, Ask::Nobody);
     let mut cancel_sent = false;
-    loop {
+    // The elicitation in progress, and the id of its request once sent.
+    let mut asking: Option<Asking> = None;
+    let sent: Arc<Mutex<Option<RequestId>>> = Arc::default();
+    let watched = loop {
         tokio::select! {
-            ended = &mut task => return ended,
+            ended = &mut call.task => break Watched::Ended(Box::new(ended)),
             () = request.cancelled(), if !cancel_sent => {
-                cancelled.store(true, Ordering::Relaxed);
+                call.cancel();
                 cancel_sent = true;
             }
             () = answer.cancelled(), if !cancel_sent => {
-                cancelled.store(true, Ordering::Relaxed);
+                call.cancel();
                 cancel_sent = true;
             }
-            changed = phase.changed(), if phases_open => {
+            changed = call.phase.changed(), if phases_open => {
                 if changed.is_err() {
                     phases_open = false;
-                } else if let Some(progress) = &mut progress {
-                    since = tokio::time::Instant::now();
-                    let now = *phase.borrow_and_update();
+                    continue;
+                }
+                since = tokio::time::Instant::now();
+                let now = call.phase.borrow_and_update().clone();
+                if let Phase::AwaitingApproval(call_id) = &now {
+                    asking = start_asking(ask, call_id, &sent);
+                } else if asking.take().is_some() {
+                    // Answered in the console: the client's form has nothing left to decide.
+                    withdraw(ask, &sent).await;
+                }
+                if let Some(progress) = progress.as_mut() {
                     // Approval may take long: say so at once. A run reports on the next tick.
-                    if now == Phase::AwaitingApproval {
-                        progress.report(now, Duration::ZERO).await;
+                    if matches!(now, Phase::AwaitingApproval(_)) {
+                        progress.report(&now, Duration::ZERO).await;
                     }
                     ticker.reset();
                 }
             }
-            _ = ticker.tick(), if progress.is_some() => {
-                if let Some(progress) = &mut progress {
-                    let now = *phase.borrow();
-                    progress.report(now, since.elapsed()).await;
+            asked = async {
+                match asking.as_mut() {
+                    Some(asking) => asking.await,
+                    None => std::future::pending().await,
+                }
+            }, if asking.is_some() => {
+                asking = None;
+                if let (Ask::Later(_), Some(form), Phase::AwaitingApproval(call_id)) =
+                    (ask, asked, &*call.phase.borrow())
+                {
+                    break Watched::AskLater { call_id: Arc::clone(call_id), form };
                 }
             }
+            _ = ticker.tick(), if progress.is_some() => {
+                if let Some(progress) = progress.as_mut() {
+                    let now = call.phase.borrow().clone();
+                    progress.report(&now, since.elapsed()).await;
+                }
+            }
+        }
+    };
+    // The call ended before the person at the client answered.
+    withdraw(ask, &sent).await;
+    watched
+}
+
+/// Cancels the form sent to the client, if it is still unanswered.
+async fn withdraw(ask: &Ask, sent: &Mutex<Option<RequestId>>) {
+    let unanswered = sent.lock().unwrap_or_else(PoisonError::into_inner).take();
+    if let (Ask::Now { peer, .. }, Some(id)) = (ask, unanswered) {
+        let reason = "the approval was answered elsewhere, or its call ended".to_owned();
+        let _ = peer
+            .notify_cancelled(CancelledNotificationParam::new(Some(id), Some(reason)))
+            .await;
+    }
+}
+
+/// The elicitation `ask` calls for, for the request of call `call_id`: for [`Ask::Now`] it
+/// sends the form and gives the answer to the desk (and comes to `None`); for [`Ask::Later`]
+/// it comes to the form to put in an `input_required` result.
+fn start_asking(
+    ask: &Ask,
+    call_id: &Arc<str>,
+    sent: &Arc<Mutex<Option<RequestId>>>,
+) -> Option<Asking> {
+    let call_id = Arc::clone(call_id);
+    match ask {
+        Ask::Nobody => None,
+        Ask::Later(desk) => {
+            let desk = Arc::clone(desk);
+            Some(Box::pin(async move {
+                elicit::find_form(&*desk, &call_id).await.map(Box::new)
+            }))
+        }
+        Ask::Now { desk, peer } => {
+            let (desk, peer, sent) = (Arc::clone(desk), peer.clone(), Arc::clone(sent));
+            Some(Box::pin(async move {
+                let form = elicit::find_form(&*desk, &call_id).await?;
+                let form = ServerRequest::ElicitRequest(ElicitRequest::new(form));
+                let handle = peer
+                    .send_cancellable_request(form, PeerRequestOptions::no_options())
+                    .await
+                    .ok()?;
+                *sent.lock().unwrap_or_else(PoisonError::into_inner) = Some(handle.id.clone());
+                let response = handle.await_response().await;
+                sent.lock().unwrap_or_else(PoisonError::into_inner).take();
+                if let Ok(ClientResult::ElicitResult(result)) = response
+                    && let Some(answer) = elicit::answer_of(&result)
+                {
+                    // Refused only when the console answered first.
+                    let _ = desk.answer(&call_id, answer);
+                }
+                None
+            }))
         }
     }
 }

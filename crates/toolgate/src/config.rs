@@ -66,6 +66,10 @@ pub struct AuditSection {
 pub struct ApprovalSection {
     /// Seconds before an unanswered request is `approval_expired` (default 300).
     pub timeout_secs: Option<Spanned<u64>>,
+    /// Profiles whose sessions may also be asked by MCP elicitation, when their client can
+    /// show a form (default: none).
+    #[serde(default)]
+    pub elicitation: Vec<Spanned<String>>,
 }
 
 /// The approval timeout when `[approval] timeout_secs` is not set.
@@ -277,6 +281,17 @@ impl Config {
             ));
         }
         Ok(std::time::Duration::from_secs(value))
+    }
+
+    /// The profiles `[approval] elicitation` names (checked against the registry's profiles
+    /// when the gate is built).
+    pub fn elicitation_profiles(&self) -> BTreeSet<String> {
+        self.file
+            .approval
+            .elicitation
+            .iter()
+            .map(|p| p.get_ref().clone())
+            .collect()
     }
 
     fn check_duplicates(&self) -> Result<(), ConfigError> {

@@ -9,8 +9,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::Context as _;
-use toolgate_console::{BrokerOptions, Console, ConsoleBroker, RecentOutcomes};
+use toolgate_console::{BrokerOptions, Console, ConsoleBroker, Decision, RecentOutcomes};
 use toolgate_core::{ApprovalBroker, WorkspaceId};
+use toolgate_mcp::{Answer, ApprovalDesk};
 use toolgate_workspace::Workspace;
 
 use crate::gate::Gate;
@@ -65,11 +66,36 @@ impl RunningConsole {
         })
     }
 
+    /// The console's broker as the desk a client's elicitation form answers at.
+    pub fn desk(&self) -> Arc<dyn ApprovalDesk> {
+        Arc::new(ConsoleDesk(Arc::clone(&self.broker)))
+    }
+
     /// `gate`, asking this console for approvals and listing outcomes in it, after the
     /// recorders it already has.
     pub fn attach(&self, gate: &mut Gate) -> Arc<dyn ApprovalBroker> {
         gate.recorders.push(Arc::clone(&self.outcomes) as _);
         Arc::clone(&self.broker) as _
+    }
+}
+
+/// Requests waiting in the console, as MCP elicitation finds and answers them.
+#[derive(Debug)]
+struct ConsoleDesk(Arc<ConsoleBroker>);
+
+impl ApprovalDesk for ConsoleDesk {
+    fn question(&self, call_id: &str) -> Option<String> {
+        self.0.pending_for_call(call_id).map(|view| view.as_text())
+    }
+
+    fn answer(&self, call_id: &str, answer: Answer) -> Result<(), String> {
+        let decision = match answer {
+            Answer::AllowOnce => Decision::AllowOnce,
+            Answer::Reject { reason } => Decision::Reject { reason },
+        };
+        self.0
+            .decide_for_call(call_id, decision)
+            .map_err(|e| e.to_string())
     }
 }
 

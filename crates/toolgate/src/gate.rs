@@ -40,6 +40,20 @@ impl Gate {
             Some(upstreams)
         };
         let (registry, policy) = assemble(&config, &workspace, upstreams.as_ref())?;
+        let profiles = registry.profiles();
+        for profile in &config.file.approval.elicitation {
+            if !profiles.contains(profile.get_ref().as_str()) {
+                let known: Vec<&str> = profiles.iter().copied().collect();
+                return Err(config.error_at(
+                    profile.span(),
+                    format!(
+                        "[approval] elicitation names unknown profile `{}`; profiles: {}",
+                        profile.get_ref(),
+                        known.join(", ")
+                    ),
+                ));
+            }
+        }
         Ok(Gate {
             config,
             registry: Arc::new(registry),

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 use toolgate_core::{ApprovalBroker, HeadlessBroker};
-use toolgate_mcp::{Gateway, HttpOptions, Principal, TokenTable};
+use toolgate_mcp::{Elicitation, Gateway, HttpOptions, Principal, TokenTable};
 
 use crate::cli::ServeArgs;
 use crate::config::Config;
@@ -20,6 +20,10 @@ use crate::gate::{Gate, open_workspace};
 /// that an oversized argument is refused by stage 1 (`too_large`, as a tool error) rather than
 /// by the transport.
 const MIN_MESSAGE_BYTES: usize = 4 << 20;
+
+/// How long, past the approval timeout, a call that asked a 2026-07-28 client by form waits
+/// for the client to come back for its result.
+const ELICITATION_GRACE: std::time::Duration = std::time::Duration::from_secs(60);
 
 pub fn serve(args: &ServeArgs) -> anyhow::Result<u8> {
     let workspace = open_workspace(&args.workspace)?;
@@ -46,11 +50,22 @@ pub fn serve(args: &ServeArgs) -> anyhow::Result<u8> {
         None => Arc::new(HeadlessBroker),
     };
     let pipeline = gate.pipeline(&workspace, Arc::clone(&broker));
-    let gateway = Arc::new(Gateway::new(
-        pipeline,
-        "toolgate",
-        env!("CARGO_PKG_VERSION"),
-    ));
+    let mut gateway = Gateway::new(pipeline, "toolgate", env!("CARGO_PKG_VERSION"));
+    let elicitation = gate.config.elicitation_profiles();
+    match &console {
+        Some(console) if !elicitation.is_empty() => {
+            gateway = gateway.with_elicitation(Elicitation {
+                desk: console.desk(),
+                profiles: elicitation,
+                hold: gate.config.approval_timeout()? + ELICITATION_GRACE,
+            });
+        }
+        None if !elicitation.is_empty() => eprintln!(
+            "toolgate: [approval] elicitation is not used with --no-console: the console keeps the requests a client's form answers"
+        ),
+        _ => {}
+    }
+    let gateway = Arc::new(gateway);
     let gate = Arc::new(gate);
     follow_upstreams(&gate, &gateway, broker);
     let Some(addr) = args.http else {

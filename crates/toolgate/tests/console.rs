@@ -195,9 +195,17 @@ impl Served {
 
     /// Starts the Python SDK client on `steps`, in the background.
     fn client(&self, steps: Value) -> Client {
+        self.client_session(json!({"steps": steps}))
+    }
+
+    /// Starts the Python SDK client on one session of `tests/mcp/drive.py`'s plan (steps and
+    /// options), over HTTP to this server, in the background.
+    fn client_session(&self, mut session: Value) -> Client {
         let dir = tempfile::tempdir().unwrap();
         let plan = dir.path().join("plan.json");
-        let session = json!({"transport": "http", "url": self.mcp_url, "token": self.mcp_token, "steps": steps});
+        session["transport"] = json!("http");
+        session["url"] = json!(self.mcp_url);
+        session["token"] = json!(self.mcp_token);
         fs::write(&plan, json!({"sessions": [session]}).to_string()).unwrap();
         let child = Command::new(test_dep("venv/bin/python"))
             .arg(root().join("tests/mcp/drive.py"))
@@ -240,6 +248,11 @@ struct Client {
 impl Client {
     /// The results of the client's steps.
     fn finish(self) -> Vec<Value> {
+        self.finish_report()["steps"].as_array().unwrap().clone()
+    }
+
+    /// The client's report of its session: its steps' results, and the forms it was shown.
+    fn finish_report(self) -> Value {
         let output = self.child.wait_with_output().unwrap();
         assert!(
             output.status.success(),
@@ -248,7 +261,7 @@ impl Client {
             String::from_utf8_lossy(&output.stderr)
         );
         let report: Value = serde_json::from_slice(&output.stdout).unwrap();
-        report["sessions"][0]["steps"].as_array().unwrap().clone()
+        report["sessions"][0].clone()
     }
 }
 
@@ -809,4 +822,177 @@ fn a_workspace_grant_outlives_a_restart_and_a_once_grant_does_not() {
     assert_eq!(third.get_json("/api/grants"), json!([]));
     let results = third.client(json!([write("four.txt")])).finish();
     assert_eq!(code(&results[0]), "approval_expired", "{}", results[0]);
+}
+
+/// A form answer as `tests/mcp/drive.py` takes it.
+fn form(action: &str, content: Value) -> Value {
+    json!({"action": action, "content": content})
+}
+
+fn write(path: &str) -> Value {
+    json!({"op": "call", "tool": "write_file", "arguments": {"path": path, "content": "x\n"}})
+}
+
+#[test]
+fn a_client_that_shows_forms_is_asked_in_an_opted_in_profile_and_its_answer_decides() {
+    let fx = Fixture::new();
+    let ws = fx.workspace();
+    let served = Served::start(
+        &ws,
+        "[approval]\ntimeout_secs = 3\nelicitation = [\"default\"]\n",
+    );
+    // A client of the 2025-11-25 revision: asked by elicitation/create while the call waits.
+    let report = served
+        .client_session(json!({
+            "elicit": [
+                form("accept", json!({"decision": "allow_once"})),
+                form("accept", json!({"decision": "reject", "reason": "not that file"})),
+                {"action": "decline"},
+                form("accept", json!({"decision": "allow_workspace"})),
+            ],
+            "steps": [write("new-a.txt"), write("new-b.txt"), write("new-c.txt"), write("new-d.txt")],
+        }))
+        .finish_report();
+    let steps = &report["steps"];
+    assert_eq!(steps[0]["isError"], false, "{}", steps[0]);
+    assert_eq!(fs::read_to_string(ws.join("new-a.txt")).unwrap(), "x\n");
+    assert_eq!(code(&steps[1]), "approval_denied", "{}", steps[1]);
+    assert!(
+        steps[1]["text"].as_str().unwrap().contains("not that file"),
+        "the reason reaches the model: {}",
+        steps[1]
+    );
+    assert_eq!(code(&steps[2]), "approval_denied", "{}", steps[2]);
+    // A choice the form does not offer decides nothing: the request waited in the console.
+    assert_eq!(code(&steps[3]), "approval_expired", "{}", steps[3]);
+    for absent in ["new-b.txt", "new-c.txt", "new-d.txt"] {
+        assert!(!ws.join(absent).exists(), "{absent}");
+    }
+    let forms = report["elicited"].as_array().unwrap();
+    assert_eq!(forms.len(), 4, "{forms:?}");
+    let message = forms[0]["message"].as_str().unwrap();
+    assert!(message.contains("write_file"), "{message}");
+    assert!(
+        message.contains("+++ b/new-a.txt"),
+        "the diff is shown: {message}"
+    );
+    assert!(
+        !message.contains(&served.token) && !message.contains(&served.mcp_token),
+        "no secret in the form: {message}"
+    );
+    let fields: Vec<&String> = forms[0]["schema"]["properties"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .collect();
+    assert_eq!(fields, ["decision", "reason"]);
+
+    // A client of the 2026-07-28 revision: asked in an input_required result, answering in
+    // its retry of the call.
+    let report = served
+        .client_session(json!({
+            "client": "modern",
+            "elicit": [
+                form("accept", json!({"decision": "allow_once"})),
+                form("accept", json!({"decision": "reject", "reason": "no"})),
+            ],
+            "steps": [write("new-e.txt"), write("new-f.txt")],
+        }))
+        .finish_report();
+    assert_eq!(report["init"]["protocolVersion"], "2026-07-28");
+    let steps = &report["steps"];
+    assert_eq!(steps[0]["isError"], false, "{}", steps[0]);
+    assert_eq!(fs::read_to_string(ws.join("new-e.txt")).unwrap(), "x\n");
+    assert_eq!(code(&steps[1]), "approval_denied", "{}", steps[1]);
+    assert!(!ws.join("new-f.txt").exists());
+    let forms = report["elicited"].as_array().unwrap();
+    assert_eq!(forms.len(), 2, "{forms:?}");
+    assert!(
+        forms[0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("+++ b/new-e.txt")
+    );
+    served.pending(0);
+}
+
+#[test]
+fn no_form_goes_to_a_profile_not_opted_in_or_a_client_without_the_capability() {
+    let fx = Fixture::new();
+    let ws = fx.workspace();
+    let config = "[approval]\ntimeout_secs = 1\n";
+    let served = Served::start(&ws, config);
+    let report = served
+        .client_session(json!({
+            "elicit": [form("accept", json!({"decision": "allow_once"}))],
+            "steps": [write("new-a.txt")],
+        }))
+        .finish_report();
+    assert_eq!(code(&report["steps"][0]), "approval_expired");
+    assert_eq!(report["elicited"], json!([]), "off by default");
+    drop(served);
+
+    let served = Served::start(&ws, &format!("{config}elicitation = [\"default\"]\n"));
+    // Without an elicitation callback the SDK declares no elicitation capability.
+    let report = served
+        .client_session(json!({"steps": [write("new-a.txt")]}))
+        .finish_report();
+    assert_eq!(code(&report["steps"][0]), "approval_expired");
+    assert!(!ws.join("new-a.txt").exists());
+}
+
+#[test]
+fn a_form_is_withdrawn_when_the_console_answers_first() {
+    let fx = Fixture::new();
+    let ws = fx.workspace();
+    let served = Served::start(&ws, "[approval]\nelicitation = [\"default\"]\n");
+    let client = served.client_session(json!({
+        "elicit": [{"action": "accept", "content": {"decision": "reject"}, "hold": 30}],
+        "steps": [write("new-a.txt")],
+    }));
+    let id = served.pending(1)[0]["id"].as_str().unwrap().to_owned();
+    let reply = served.http(
+        "POST",
+        &format!("/api/pending/{id}/decision"),
+        &[
+            ("cookie", served.cookie()),
+            ("x-toolgate-csrf", served.csrf()),
+            ("content-type", "application/json".into()),
+        ],
+        r#"{"decision":"allow_once"}"#,
+    );
+    assert_eq!(reply.status, 204, "{}", reply.body);
+    let report = client.finish_report();
+    assert_eq!(
+        report["steps"][0]["isError"], false,
+        "{}",
+        report["steps"][0]
+    );
+    assert_eq!(fs::read_to_string(ws.join("new-a.txt")).unwrap(), "x\n");
+    assert_eq!(
+        report["elicited"][0]["withdrawn"], true,
+        "the form was cancelled once the console decided: {report}"
+    );
+}
+
+#[test]
+fn elicitation_for_an_unknown_profile_is_a_configuration_error() {
+    let fx = Fixture::new();
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("toolgate.toml");
+    fs::write(&config, "[approval]\nelicitation = [\"nobody\"]\n").unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        .args(["serve", "--workspace"])
+        .arg(fx.workspace())
+        .arg("--config")
+        .arg(&config)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(3));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("[approval] elicitation names unknown profile `nobody`"),
+        "{stderr}"
+    );
 }

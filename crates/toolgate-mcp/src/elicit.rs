@@ -1,0 +1,271 @@
+//! A second channel for approvals: the person at the MCP client, asked by elicitation.
+//!
+//! Off unless the operator enables it for a profile ([`Elicitation`], given to
+//! [`Gateway::with_elicitation`](crate::Gateway::with_elicitation)); a session uses it only
+//! when its profile is one of those and its client declared the `elicitation` capability for
+//! forms. The request stays in the approval console too, and the first answer wins; an answer
+//! that comes second is refused by the desk and changes nothing.
+//!
+//! The form carries no secrets and asks for none: its message is the desk's account of the
+//! request (tool, effect, workspace, what will happen, with credentials redacted; never a
+//! grant, a token or a request id of the console), and its only fields are the decision —
+//! allow once or reject — and an optional reason for the model. Standing workspace grants are
+//! given in the console only.
+//!
+//! How the form reaches the client depends on the revision:
+//!
+//! - **Handshake revisions (2025-11-25 and before)**: an `elicitation/create` request while the
+//!   call waits; when the call ends first (decided in the console, cancelled, expired), the
+//!   request is cancelled with `notifications/cancelled`.
+//! - **2026-07-28**, which forbids requests from server to client: the call answers
+//!   `input_required` with the same form while it keeps waiting on the server, under a random
+//!   `requestState` that names it. The client's retry of the same call (same principal, tool
+//!   and arguments) carries the answer and gets the call's result. A waiting call nobody comes
+//!   back for is cancelled after [`Elicitation::hold`].
+
+use std::collections::BTreeSet;
+use std::fmt::Debug;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rmcp::RoleServer;
+use rmcp::model::{
+    ElicitRequest, ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationSchema,
+    InputRequest, InputRequests,
+};
+use rmcp::service::RequestContext;
+use serde_json::{Value, json};
+
+/// The key of the approval form in an `input_required` result's `inputRequests`.
+pub(crate) const INPUT_KEY: &str = "approval";
+
+/// How long a session looks for a call's request at the desk after the call said it waits for
+/// a person: the request is registered at once, unless a standing grant or a full desk
+/// answered it without asking anybody.
+const FIND_REQUEST: Duration = Duration::from_secs(2);
+
+/// The longest reason taken from a form; the console takes no longer ones either.
+const MAX_REASON_CHARS: u64 = 2000;
+
+/// Where a session finds the request a waiting call made and puts a person's answer to it:
+/// in toolgate, the approval console's broker.
+pub trait ApprovalDesk: Send + Sync + Debug {
+    /// What a person should read about call `call_id`'s request, while it waits for one.
+    fn question(&self, call_id: &str) -> Option<String>;
+
+    /// A person's answer to call `call_id`'s request; `Err` says why it was not taken (it was
+    /// answered already, say).
+    fn answer(&self, call_id: &str, answer: Answer) -> Result<(), String>;
+}
+
+/// What a person answered in the client's form.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Answer {
+    AllowOnce,
+    Reject { reason: Option<String> },
+}
+
+/// Asking the person at the client, for sessions of some profiles.
+#[derive(Debug, Clone)]
+pub struct Elicitation {
+    pub desk: Arc<dyn ApprovalDesk>,
+    /// The profiles whose sessions may be asked.
+    pub profiles: BTreeSet<String>,
+    /// How long a 2026-07-28 call waits on the server for the client's retry after answering
+    /// `input_required`; past it the call is cancelled. At least the approval timeout.
+    pub hold: Duration,
+}
+
+impl Elicitation {
+    /// The desk, if a call of `profile` in this request's session may be asked about by form.
+    pub(crate) fn for_request(
+        &self,
+        profile: &str,
+        context: &RequestContext<RoleServer>,
+    ) -> Option<Arc<dyn ApprovalDesk>> {
+        if !self.profiles.contains(profile) {
+            return None;
+        }
+        let capability = context.client_capabilities()?.elicitation?;
+        // A capability that names neither mode is the form mode of the first revisions.
+        let forms = capability.form.is_some() || capability.url.is_none();
+        forms.then(|| Arc::clone(&self.desk))
+    }
+}
+
+/// The form asking for a decision on a request described by `message`; `None` if the SDK
+/// refused its schema, and then nobody is asked.
+pub(crate) fn form(message: String) -> Option<ElicitRequestParams> {
+    let schema = json!({
+        "type": "object",
+        "properties": {
+            "decision": {
+                "type": "string",
+                "title": "Decision",
+                "oneOf": [
+                    {"const": "allow_once", "title": "Allow once"},
+                    {"const": "reject", "title": "Reject"},
+                ],
+            },
+            "reason": {
+                "type": "string",
+                "title": "Reason (for a rejection; the model reads it)",
+                "maxLength": MAX_REASON_CHARS,
+            },
+        },
+        "required": ["decision"],
+    });
+    let requested_schema: ElicitationSchema = serde_json::from_value(schema).ok()?;
+    Some(ElicitRequestParams::FormElicitationParams {
+        meta: None,
+        message,
+        requested_schema,
+    })
+}
+
+/// The form as one of an `input_required` result's requests.
+pub(crate) fn input_requests(form: ElicitRequestParams) -> InputRequests {
+    InputRequests::from([(
+        INPUT_KEY.to_owned(),
+        InputRequest::Elicitation(ElicitRequest::new(form)),
+    )])
+}
+
+/// The answer a form's result gives, if any. Only an accepted form with a decision allows;
+/// a declined form rejects; a cancelled, malformed or unknown one decides nothing, and the
+/// request keeps waiting in the console.
+pub(crate) fn answer_of(result: &ElicitResult) -> Option<Answer> {
+    match result.action {
+        ElicitationAction::Accept => {
+            let content = result.content.as_ref()?.as_object()?;
+            let reason = match content.get("reason") {
+                None | Some(Value::Null) => None,
+                Some(Value::String(reason)) => {
+                    Some(reason.trim().to_owned()).filter(|r| !r.is_empty())
+                }
+                Some(_) => return None,
+            };
+            match content.get("decision")?.as_str()? {
+                "allow_once" => Some(Answer::AllowOnce),
+                "reject" => Some(Answer::Reject { reason }),
+                _ => None,
+            }
+        }
+        ElicitationAction::Decline => Some(Answer::Reject {
+            reason: Some("declined in the MCP client".to_owned()),
+        }),
+        // Cancelled, or an action this revision does not know: nothing decided.
+        _ => None,
+    }
+}
+
+/// The answer in a retry's `inputResponses`, if it holds a valid one.
+pub(crate) fn answer_in(responses: &rmcp::model::InputResponses) -> Option<Answer> {
+    let result: ElicitResult = serde_json::from_value(responses.get(INPUT_KEY)?.clone()).ok()?;
+    answer_of(&result)
+}
+
+/// The form for call `call_id`'s request, once the desk has it: `None` when it never shows
+/// up (a standing grant or a full desk answered without asking), so nobody is asked.
+pub(crate) async fn find_form(
+    desk: &dyn ApprovalDesk,
+    call_id: &str,
+) -> Option<ElicitRequestParams> {
+    let deadline = tokio::time::Instant::now() + FIND_REQUEST;
+    loop {
+        if let Some(question) = desk.question(call_id) {
+            return form(question);
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return None;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn result(action: ElicitationAction, content: Option<Value>) -> ElicitResult {
+        let mut result = ElicitResult::new(action);
+        result.content = content;
+        result
+    }
+
+    #[test]
+    fn only_an_accepted_decision_allows() {
+        let accept = |content| answer_of(&result(ElicitationAction::Accept, Some(content)));
+        assert_eq!(
+            accept(json!({"decision": "allow_once"})),
+            Some(Answer::AllowOnce)
+        );
+        assert_eq!(
+            accept(json!({"decision": "reject", "reason": "  not that file "})),
+            Some(Answer::Reject {
+                reason: Some("not that file".into())
+            })
+        );
+        assert_eq!(
+            accept(json!({"decision": "reject", "reason": ""})),
+            Some(Answer::Reject { reason: None })
+        );
+        for malformed in [
+            json!({}),
+            json!({"decision": "allow_workspace"}),
+            json!({"decision": "ALLOW_ONCE"}),
+            json!({"decision": true}),
+            json!({"decision": "allow_once", "reason": 3}),
+            json!("allow_once"),
+        ] {
+            assert_eq!(accept(malformed.clone()), None, "{malformed}");
+        }
+        assert_eq!(answer_of(&result(ElicitationAction::Accept, None)), None);
+        assert!(matches!(
+            answer_of(&result(ElicitationAction::Decline, None)),
+            Some(Answer::Reject { .. })
+        ));
+        assert_eq!(
+            answer_of(&result(
+                ElicitationAction::Cancel,
+                Some(json!({"decision": "allow_once"}))
+            )),
+            None,
+            "a cancelled form decides nothing, whatever it holds"
+        );
+    }
+
+    #[test]
+    fn a_retry_answer_is_read_from_its_key() {
+        let responses =
+            |value: Value| rmcp::model::InputResponses::from([(INPUT_KEY.to_owned(), value)]);
+        assert_eq!(
+            answer_in(&responses(
+                json!({"action": "accept", "content": {"decision": "allow_once"}})
+            )),
+            Some(Answer::AllowOnce)
+        );
+        assert_eq!(answer_in(&responses(json!({"action": "maybe"}))), None);
+        assert_eq!(
+            answer_in(&rmcp::model::InputResponses::from([(
+                "other".to_owned(),
+                json!({"action": "accept", "content": {"decision": "allow_once"}})
+            )])),
+            None
+        );
+    }
+
+    #[test]
+    fn the_form_asks_for_a_decision_and_a_reason_only() {
+        let ElicitRequestParams::FormElicitationParams {
+            requested_schema, ..
+        } = form("m".into()).unwrap()
+        else {
+            panic!("a form");
+        };
+        let schema = serde_json::to_value(&requested_schema).unwrap();
+        let fields: Vec<&String> = schema["properties"].as_object().unwrap().keys().collect();
+        assert_eq!(fields, ["decision", "reason"]);
+        assert_eq!(schema["required"], json!(["decision"]));
+    }
+}
