@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::config::UpstreamSpec;
+use crate::watchdog::Watchdog;
 
 /// The protocol revision toolgate asks for; upstreams answer with the one they speak.
 pub const PROTOCOL_VERSION: &str = "2025-06-18";
@@ -194,13 +195,19 @@ pub struct Connection {
     next_id: AtomicU64,
     child: Mutex<Child>,
     group: Option<rustix::process::Pid>,
+    /// Told of the group, to kill it if the gateway dies without doing so.
+    watchdog: Option<Arc<Watchdog>>,
     dead: AtomicBool,
 }
 
 impl Connection {
     /// Starts the upstream in its own process group and a thread that reads what it writes.
     /// Nothing is sent yet; see [`Connection::initialize`].
-    pub fn spawn(spec: &UpstreamSpec, events: mpsc::Sender<Event>) -> Result<Arc<Self>, Fault> {
+    pub fn spawn(
+        spec: &UpstreamSpec,
+        events: mpsc::Sender<Event>,
+        watchdog: Option<Arc<Watchdog>>,
+    ) -> Result<Arc<Self>, Fault> {
         let Some((program, args)) = spec.command.split_first() else {
             return Err(Fault::Unavailable(format!(
                 "upstream `{}` has no command",
@@ -229,7 +236,13 @@ impl Connection {
             .ok()
             .filter(|pid| *pid > 1)
             .and_then(rustix::process::Pid::from_raw);
+        if let (Some(watchdog), Some(group)) = (&watchdog, group) {
+            watchdog.watch(group);
+        }
         let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
+            if let (Some(watchdog), Some(group)) = (&watchdog, group) {
+                watchdog.release(group);
+            }
             let _ = child.kill();
             let _ = child.wait();
             return Err(Fault::Unavailable(format!(
@@ -246,6 +259,7 @@ impl Connection {
             next_id: AtomicU64::new(1),
             child: Mutex::new(child),
             group,
+            watchdog,
             dead: AtomicBool::new(false),
         });
         let writer = Arc::clone(&connection);
@@ -347,6 +361,9 @@ impl Rpc for Connection {
         let _ = child.kill();
         let _ = child.wait();
         drop(child);
+        if let (Some(watchdog), Some(group)) = (&self.watchdog, self.group) {
+            watchdog.release(group);
+        }
         // Closing the queue ends the writer thread once it is no longer blocked.
         drop(lock(&self.stdin).take());
     }

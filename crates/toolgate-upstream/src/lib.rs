@@ -31,6 +31,7 @@ pub mod descriptor;
 pub mod executor;
 pub mod http;
 pub mod supervisor;
+pub mod watchdog;
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
@@ -44,6 +45,7 @@ pub use config::{Admission, AdmittedSection, UpstreamSection, UpstreamSpec, name
 pub use descriptor::{descriptor_of, diff, hints};
 pub use executor::UpstreamExecutor;
 pub use supervisor::{OnChange, UpstreamStatus};
+pub use watchdog::{Watchdog, run_watchdog};
 
 use crate::supervisor::Supervisor;
 
@@ -91,14 +93,23 @@ pub struct Upstreams {
 impl Upstreams {
     /// Starts a supervisor for each upstream; returns at once.
     pub fn start(specs: Vec<UpstreamSpec>) -> Result<Upstreams, UpstreamError> {
+        Upstreams::start_watched(specs, None)
+    }
+
+    /// As [`Upstreams::start`], telling `watchdog` of every upstream process group, so that
+    /// they are killed even when the gateway is (see [`watchdog`]).
+    pub fn start_watched(
+        specs: Vec<UpstreamSpec>,
+        watchdog: Option<Arc<Watchdog>>,
+    ) -> Result<Upstreams, UpstreamError> {
         let mut upstreams = Upstreams {
             supervisors: Vec::new(),
             threads: Mutex::new(Vec::new()),
         };
         for spec in specs {
             let name = spec.name.clone();
-            let (supervisor, thread) =
-                Supervisor::start(spec).map_err(|source| UpstreamError::Thread { name, source })?;
+            let (supervisor, thread) = Supervisor::start(spec, watchdog.clone())
+                .map_err(|source| UpstreamError::Thread { name, source })?;
             upstreams.supervisors.push(supervisor);
             lock(&upstreams.threads).push(thread);
         }

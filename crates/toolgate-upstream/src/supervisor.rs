@@ -15,6 +15,7 @@ use toolgate_core::Descriptor;
 
 use crate::config::UpstreamSpec;
 use crate::connection::{Connection, Event, Fault, Rpc};
+use crate::watchdog::Watchdog;
 
 /// The first wait before a restart; it doubles up to [`MAX_BACKOFF`] while starts keep failing.
 const FIRST_BACKOFF: Duration = Duration::from_millis(250);
@@ -75,6 +76,7 @@ pub struct Supervisor {
     started: Condvar,
     events: Mutex<mpsc::Sender<Event>>,
     on_change: Mutex<Option<OnChange>>,
+    watchdog: Option<Arc<Watchdog>>,
 }
 
 impl std::fmt::Debug for Supervisor {
@@ -89,6 +91,7 @@ impl Supervisor {
     /// Starts the supervisor's thread.
     pub(crate) fn start(
         spec: UpstreamSpec,
+        watchdog: Option<Arc<Watchdog>>,
     ) -> std::io::Result<(Arc<Supervisor>, std::thread::JoinHandle<()>)> {
         let (tx, rx) = mpsc::channel();
         let supervisor = Arc::new(Supervisor {
@@ -103,6 +106,7 @@ impl Supervisor {
             started: Condvar::new(),
             events: Mutex::new(tx),
             on_change: Mutex::new(None),
+            watchdog,
         });
         let running = Arc::clone(&supervisor);
         let thread = std::thread::Builder::new()
@@ -252,7 +256,7 @@ impl Supervisor {
         let sender = lock(&self.events).clone();
         let connection: Arc<dyn Rpc> = match &self.spec.url {
             Some(url) => crate::http::HttpConnection::open(&self.spec, url, sender)?,
-            None => Connection::spawn(&self.spec, sender)?,
+            None => Connection::spawn(&self.spec, sender, self.watchdog.clone())?,
         };
         let deadline = Instant::now() + self.spec.startup_timeout;
         let listed = connection

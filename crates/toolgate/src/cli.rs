@@ -38,6 +38,10 @@ pub enum Command {
         #[command(subcommand)]
         command: AuditCommand,
     },
+    /// Started by toolgate itself: kills the upstream process groups listed on standard input
+    /// when that input closes.
+    #[command(hide = true)]
+    UpstreamWatchdog,
 }
 
 #[derive(Debug, Subcommand)]

@@ -35,7 +35,8 @@ impl Gate {
         let upstreams = if specs.is_empty() {
             None
         } else {
-            let upstreams = Upstreams::start(specs).map_err(|e| config.error(e.to_string()))?;
+            let upstreams = crate::upstream::start_upstreams(specs)
+                .map_err(|e| config.error(format!("{e:#}")))?;
             upstreams.wait_started();
             Some(upstreams)
         };

@@ -88,6 +88,10 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Serve(args) => serve::serve(&args),
         Command::Check { config } => check(config.config.as_deref()),
         Command::Audit { command } => audit::run(&command),
+        Command::UpstreamWatchdog => {
+            toolgate_upstream::run_watchdog(std::io::stdin().lock());
+            Ok(0)
+        }
     }
 }
 

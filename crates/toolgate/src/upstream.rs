@@ -5,13 +5,15 @@
 //! formatting survive; the new text is parsed again before it replaces the old.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use anyhow::{Context as _, anyhow, bail};
 use serde_json::{Value, json};
 use toolgate_core::{Descriptor, EffectClass};
 use toolgate_upstream::config::check_tool_name;
 use toolgate_upstream::{
-    Admission, PinState, UpstreamSpec, UpstreamStatus, Upstreams, namespaced, pin_of, pin_state,
+    Admission, PinState, UpstreamSpec, UpstreamStatus, Upstreams, Watchdog, namespaced, pin_of,
+    pin_state,
 };
 
 use crate::config::Config;
@@ -146,10 +148,21 @@ fn config_file(explicit: Option<&Path>) -> anyhow::Result<(Config, PathBuf)> {
     Ok((config, path))
 }
 
+/// Starts the upstreams `specs` describe, with a watchdog that kills their process groups
+/// should toolgate be killed (see [`toolgate_upstream::watchdog`]): toolgate itself, run as
+/// `toolgate upstream-watchdog`.
+pub(crate) fn start_upstreams(specs: Vec<UpstreamSpec>) -> anyhow::Result<Upstreams> {
+    let exe = std::env::current_exe().context("cannot find toolgate's own executable")?;
+    let mut command = std::process::Command::new(exe);
+    command.arg("upstream-watchdog");
+    let watchdog = Watchdog::start(command).context("cannot start the upstream watchdog")?;
+    Ok(Upstreams::start_watched(specs, Some(Arc::new(watchdog)))?)
+}
+
 /// Starts one upstream and waits for its tool list.
 fn listed(spec: UpstreamSpec) -> anyhow::Result<(Upstreams, Vec<Descriptor>)> {
     let name = spec.name.clone();
-    let upstreams = Upstreams::start(vec![spec])?;
+    let upstreams = start_upstreams(vec![spec])?;
     upstreams.wait_started();
     let status = upstreams.statuses().into_iter().next().unwrap_or_default();
     let Some(tools) = status.tools else {

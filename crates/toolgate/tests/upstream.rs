@@ -868,3 +868,32 @@ fn http_upstream_behind_the_gateway() {
     );
     assert_eq!(rejected(&report[2]), "invalid_type");
 }
+
+#[test]
+fn upstreams_and_their_children_die_with_a_gateway_that_is_killed() {
+    let state_dir = tempfile::tempdir().unwrap();
+    let state = state_dir.path();
+    let setup = Setup::new(&test_upstream("test", state, ""));
+    let mut serve = Command::new(toolgate_bin())
+        .args(["serve", "--no-console", "--workspace"])
+        .arg(setup.ws())
+        .arg("--config")
+        .arg(&setup.config)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_until("the upstream started", Duration::from_secs(30), || {
+        fs::read_to_string(state.join("grandchild")).is_ok_and(|pid| !pid.trim().is_empty())
+    });
+    let pid = pid_in(state, "pid");
+    let grandchild = pid_in(state, "grandchild");
+    assert!(alive(pid) && alive(grandchild));
+    // No shutdown of its own: the gateway is gone at once.
+    serve.kill().unwrap();
+    serve.wait().unwrap();
+    wait_until("the upstream is gone", Duration::from_secs(10), || {
+        !alive(pid) && !alive(grandchild)
+    });
+}
