@@ -12,11 +12,17 @@ from process start to answering `initialize`.
 
 Targets: p50 <= 0.25x and p99 <= 0.5x the reference, idle RSS <= 20 MB, initialize <= 50 ms.
 The script reports them; it does not fail on them.
+
+toolgate writes every call's audit record, durably, before answering it (an fsync per call for
+a lone client). The log goes to a fresh state directory under target/, on the checkout's disk;
+`--state DIR` puts it elsewhere (on a tmpfs such as /dev/shm, fsync costs nothing, which shows
+what the dispatch itself costs).
 """
 
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -85,6 +91,14 @@ class Server:
             self.proc.kill()
 
 
+def state_dir(given):
+    """Where toolgate keeps its audit log in a benchmark, and whether to remove it after."""
+    if given:
+        os.makedirs(given, exist_ok=True)
+        return given, False
+    return tempfile.mkdtemp(prefix="bench-state-", dir=os.path.join(ROOT, "target")), True
+
+
 def latencies(server, tool, arguments, calls, warmup):
     samples = []
     for i in range(warmup + calls):
@@ -110,11 +124,14 @@ def main():
     parser.add_argument("--warmup", type=int, default=50)
     parser.add_argument("--toolgate", default=os.path.join(ROOT, "target", "release", "toolgate"))
     parser.add_argument("--node", default=os.path.join(DEPS, "node", "bin", "node"))
+    parser.add_argument("--state", help="toolgate's state directory, where its audit log goes")
     args = parser.parse_args()
     reference = os.path.join(DEPS, "@modelcontextprotocol", "server-filesystem", "dist", "index.js")
     for path in (args.toolgate, args.node, reference):
         if not os.path.exists(path):
             sys.exit(f"missing {path}: build toolgate in release mode and run scripts/test-deps first")
+    state, remove_state = state_dir(args.state)
+    gate_env = {**os.environ, "XDG_STATE_HOME": state}
 
     with tempfile.TemporaryDirectory() as ws:
         ws = os.path.realpath(ws)
@@ -125,7 +142,7 @@ def main():
         with open(config, "w") as f:
             f.write("")
 
-        gate = Server([args.toolgate, "serve", "--workspace", ws, "--config", config])
+        gate = Server([args.toolgate, "serve", "--workspace", ws, "--config", config], gate_env)
         _, init_seconds = gate.initialize()
         time.sleep(0.2)
         idle_rss = gate.rss_kib()
@@ -140,12 +157,15 @@ def main():
             ref, "read_text_file", {"path": os.path.join(ws, "small.txt")}, args.calls, args.warmup
         )
         ref.close()
+    if remove_state:
+        shutil.rmtree(state, ignore_errors=True)
 
     ms = lambda s: s * 1000
     g50, g99 = percentile(gate_samples, 50), percentile(gate_samples, 99)
     r50, r99 = percentile(ref_samples, 50), percentile(ref_samples, 99)
     verdict = lambda ok: "ok" if ok else "MISSED"
     print(f"{args.calls} sequential calls reading a {len(text)}-byte file, after {args.warmup} warm-up calls")
+    print(f"toolgate's audit log in {'a fresh directory under target/' if remove_state else state}")
     print(f"{'':24} {'p50 ms':>9} {'p99 ms':>9}")
     print(f"{'toolgate read_file':24} {ms(g50):9.3f} {ms(g99):9.3f}")
     print(f"{'reference read_text_file':24} {ms(r50):9.3f} {ms(r99):9.3f}")

@@ -14,7 +14,8 @@ falls on both. It prints the median and 99th-percentile latency of each and thei
     python3 bench/upstream_read.py [--calls 1000] [--toolgate target/release/toolgate]
 
 Targets: p50 ratio <= 1.10 and p99 ratio <= 1.25. The script reports them; it does not fail on
-them.
+them. As in bench/mcp_read.py, toolgate's audit log goes to a fresh directory under target/
+unless `--state DIR` says where.
 """
 
 import argparse
@@ -25,7 +26,8 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from mcp_read import DEPS, ROOT, Server, percentile  # noqa: E402
+from mcp_read import DEPS, ROOT, Server, percentile, state_dir  # noqa: E402
+import shutil  # noqa: E402
 
 import time  # noqa: E402
 
@@ -49,11 +51,14 @@ def main():
     parser.add_argument("--block", type=int, default=100, help="calls per alternating block")
     parser.add_argument("--toolgate", default=os.path.join(ROOT, "target", "release", "toolgate"))
     parser.add_argument("--node", default=os.path.join(DEPS, "node", "bin", "node"))
+    parser.add_argument("--state", help="toolgate's state directory, where its audit log goes")
     args = parser.parse_args()
     reference = os.path.join(DEPS, "@modelcontextprotocol", "server-filesystem", "dist", "index.js")
     for path in (args.toolgate, args.node, reference):
         if not os.path.exists(path):
             sys.exit(f"missing {path}: build toolgate in release mode and run scripts/test-deps first")
+    state, remove_state = state_dir(args.state)
+    gate_env = {**os.environ, "XDG_STATE_HOME": state}
 
     with tempfile.TemporaryDirectory() as tmp:
         tmp = os.path.realpath(tmp)
@@ -74,14 +79,14 @@ def main():
         admitted = subprocess.run(
             [args.toolgate, "tools", "admit", "fs", "read_text_file", "--effect", "read_only",
              "--config", config],
-            capture_output=True, text=True,
+            capture_output=True, text=True, env=gate_env,
         )
         if admitted.returncode != 0:
             sys.exit(f"toolgate tools admit failed: {admitted.stderr}")
 
         direct = Server([args.node, reference, files])
         direct.initialize()
-        gate = Server([args.toolgate, "serve", "--workspace", ws, "--config", config])
+        gate = Server([args.toolgate, "serve", "--workspace", ws, "--config", config], gate_env)
         gate.initialize()
         arguments = {"path": small}
         timed_calls(direct, "read_text_file", arguments, args.warmup)
@@ -95,6 +100,8 @@ def main():
             done += n
         gate.close()
         direct.close()
+    if remove_state:
+        shutil.rmtree(state, ignore_errors=True)
 
     direct_samples.sort()
     gate_samples.sort()
@@ -104,6 +111,7 @@ def main():
     verdict = lambda ok: "ok" if ok else "MISSED"
     print(f"{args.calls} sequential read_text_file calls of a {len(text)}-byte file each way, "
           f"after {args.warmup} warm-up calls, alternating in blocks of {args.block}")
+    print(f"toolgate's audit log in {'a fresh directory under target/' if remove_state else state}")
     print(f"{'':32} {'p50 ms':>9} {'p99 ms':>9}")
     print(f"{'server-filesystem directly':32} {ms(d50):9.3f} {ms(d99):9.3f}")
     print(f"{'through toolgate serve':32} {ms(g50):9.3f} {ms(g99):9.3f}")

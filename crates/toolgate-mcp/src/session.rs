@@ -211,14 +211,18 @@ impl ServerHandler for Session {
         let pipeline = self.gateway.pipeline();
         let shown = self.shown(&pipeline, &principal);
         // The text as sent, when the transport kept it, so that stage 1 sees duplicate keys.
-        let arguments = match context.extensions.remove::<ArgumentText>() {
-            Some(ArgumentText(text)) => RawArguments::Text(text),
-            None => match request_extension::<ArgumentText>(&context) {
-                Some(ArgumentText(text)) => RawArguments::Text(text),
-                None => RawArguments::Value(
-                    request.arguments.clone().map_or(Value::Null, Value::Object),
-                ),
-            },
+        let text = match context.extensions.remove::<ArgumentText>() {
+            Some(ArgumentText(text)) => Some(text),
+            None => request_extension::<ArgumentText>(&context).map(|ArgumentText(text)| text),
+        };
+        // What a retry of this call must repeat, however each was read.
+        let retry_arguments = match &text {
+            Some(text) => serde_json::from_str(text).ok(),
+            None => request.arguments.clone(),
+        };
+        let arguments = match text {
+            Some(text) => RawArguments::Text(text),
+            None => RawArguments::Value(request.arguments.map_or(Value::Null, Value::Object)),
         };
         let request_id = request_extension::<ClientRequestId>(&context)
             .map_or_else(|| context.id.to_string(), |id| id.0.to_string());
@@ -269,7 +273,7 @@ impl ServerHandler for Session {
             let parked = Box::new(Parked {
                 principal,
                 tool: request.name.to_string(),
-                arguments: request.arguments,
+                arguments: retry_arguments,
                 call_id,
                 call,
             });
@@ -307,6 +311,7 @@ impl Session {
         principal: &Principal,
         context: &RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
+        // A retry carries answers, which the transports leave to rmcp to read whole.
         let mut parked = self
             .gateway
             .claim(state, principal, &request.name, request.arguments.as_ref())

@@ -996,3 +996,42 @@ fn elicitation_for_an_unknown_profile_is_a_configuration_error() {
         "{stderr}"
     );
 }
+
+#[test]
+fn a_client_over_stdio_is_asked_too_at_either_revision() {
+    let fx = Fixture::new();
+    let ws = fx.workspace();
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("toolgate.toml");
+    fs::write(&config, "[approval]\nelicitation = [\"default\"]\n").unwrap();
+    let state = dir.path().join("state");
+    let session = |client: &str, path: &str| {
+        json!({
+            "transport": "stdio",
+            "client": client,
+            "command": toolgate_bin(),
+            "args": ["serve", "--workspace", ws, "--config", config],
+            "env": {"XDG_STATE_HOME": state, "PATH": std::env::var("PATH").unwrap()},
+            "elicit": [form("accept", json!({"decision": "allow_once"}))],
+            "steps": [write(path)],
+        })
+    };
+    let report = drive(&json!({"sessions": [
+        session("session", "new-stdio.txt"),
+        session("modern", "new-stdio-modern.txt"),
+    ]}));
+    for (i, path) in ["new-stdio.txt", "new-stdio-modern.txt"].iter().enumerate() {
+        let session = &report["sessions"][i];
+        assert_eq!(session["steps"][0]["isError"], false, "{session}");
+        assert_eq!(
+            session["elicited"].as_array().unwrap().len(),
+            1,
+            "{session}"
+        );
+        assert_eq!(fs::read_to_string(ws.join(path)).unwrap(), "x\n");
+    }
+    assert_eq!(
+        report["sessions"][1]["init"]["protocolVersion"],
+        "2026-07-28"
+    );
+}
