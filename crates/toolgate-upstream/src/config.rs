@@ -34,6 +34,9 @@ pub struct UpstreamSection {
     /// Request headers for `url`, each taken from the named environment variable.
     #[serde(default)]
     pub headers: std::collections::BTreeMap<String, String>,
+    /// PEM certificates trusted for an `https://` `url` besides the built-in web roots
+    /// (a private CA), relative to the configuration file.
+    pub ca_file: Option<PathBuf>,
     /// Working directory of the command, relative to the configuration file.
     pub cwd: Option<PathBuf>,
     /// Names of environment variables passed to the command, beyond `PATH` and `HOME`.
@@ -82,6 +85,8 @@ pub struct UpstreamSpec {
     pub url: Option<String>,
     /// Request headers for `url`, with their values.
     pub headers: Vec<(String, String)>,
+    /// Certificates trusted for an `https://` `url` besides the built-in web roots.
+    pub ca_file: Option<PathBuf>,
     pub command: Vec<String>,
     pub cwd: Option<PathBuf>,
     /// The environment the command gets, resolved from the gateway's own.
@@ -166,6 +171,7 @@ impl UpstreamSection {
             name: self.name.clone(),
             url: self.url.clone(),
             headers,
+            ca_file: self.ca_file.as_ref().map(|file| base.join(file)),
             command: self.command.clone(),
             cwd: self.cwd.as_ref().map(|cwd| base.join(cwd)),
             env,
@@ -194,9 +200,9 @@ impl UpstreamSection {
     ) -> Result<Vec<(String, String)>, UpstreamError> {
         let name = &self.name;
         let Some(url) = &self.url else {
-            if !self.headers.is_empty() {
+            if !self.headers.is_empty() || self.ca_file.is_some() {
                 return Err(UpstreamError::Config(format!(
-                    "upstream `{name}`: `headers` go with a `url`"
+                    "upstream `{name}`: `headers` and `ca_file` go with a `url`"
                 )));
             }
             return Ok(Vec::new());
@@ -206,10 +212,19 @@ impl UpstreamSection {
                 "upstream `{name}` has both a `url` and a `command`; choose one"
             )));
         }
-        let Some(rest) = url.strip_prefix("http://") else {
-            return Err(UpstreamError::Config(format!(
-                "upstream `{name}`: `{url}` must be an `http://` URL (this build has no TLS; put a local proxy in front of an https server)"
-            )));
+        let rest = match (url.strip_prefix("https://"), url.strip_prefix("http://")) {
+            (Some(rest), _) => rest,
+            (None, Some(rest)) if self.ca_file.is_none() => rest,
+            (None, Some(_)) => {
+                return Err(UpstreamError::Config(format!(
+                    "upstream `{name}`: `ca_file` goes with an `https://` URL"
+                )));
+            }
+            (None, None) => {
+                return Err(UpstreamError::Config(format!(
+                    "upstream `{name}`: `{url}` must be an `http://` or `https://` URL"
+                )));
+            }
         };
         if rest.is_empty() || rest.starts_with('/') || rest.contains(char::is_whitespace) {
             return Err(UpstreamError::Config(format!(
@@ -395,8 +410,17 @@ mod tests {
             (r#"{"name": "", "command": ["x"]}"#, "upstream name ``"),
             (r#"{"name": "a", "command": []}"#, "needs a `command`"),
             (
-                r#"{"name": "a", "url": "https://x/mcp"}"#,
-                "must be an `http://` URL",
+                r#"{"name": "a", "url": "ftp://x/mcp"}"#,
+                "must be an `http://` or `https://` URL",
+            ),
+            (r#"{"name": "a", "url": "https:///mcp"}"#, "has no host"),
+            (
+                r#"{"name": "a", "url": "http://x/mcp", "ca_file": "ca.pem"}"#,
+                "`ca_file` goes with an `https://` URL",
+            ),
+            (
+                r#"{"name": "a", "command": ["x"], "ca_file": "ca.pem"}"#,
+                "go with a `url`",
             ),
             (
                 r#"{"name": "a", "url": "http://x/mcp", "command": ["y"]}"#,
@@ -416,7 +440,7 @@ mod tests {
             ),
             (
                 r#"{"name": "a", "command": ["x"], "headers": {"A": "B"}}"#,
-                "`headers` go with a `url`",
+                "`headers` and `ca_file` go with a `url`",
             ),
             (
                 r#"{"name": "a", "command": ["x"], "env": ["A=B"]}"#,

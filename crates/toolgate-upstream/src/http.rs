@@ -5,18 +5,22 @@
 //! request's id arrives. Like the stdio client, everything read is capped (status line,
 //! headers, chunk sizes, each event, each body), a response with an id nobody asked for is a
 //! protocol fault, and a fault that leaves the session in doubt marks the connection dead so
-//! the supervisor starts a new session. Only `http://` is supported: this build carries no TLS,
-//! so an `https://` upstream is refused when the configuration is checked. Server-initiated
-//! messages arrive only inside responses (no standing `GET` stream); the periodic refresh
-//! covers a `list_changed` sent outside one.
+//! the supervisor starts a new session. An `https://` upstream is spoken to over TLS (rustls),
+//! its certificate checked against the built-in web roots and the configuration's `ca_file`;
+//! the handshake completes before the request is written, within the call's deadline.
+//! Server-initiated messages arrive only inside responses (no standing `GET` stream); the
+//! periodic refresh covers a `list_changed` sent outside one.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use rustls::pki_types::pem::PemObject as _;
+use rustls::pki_types::{CertificateDer, ServerName};
 use serde_json::{Value, json};
 
 use crate::config::UpstreamSpec;
@@ -40,11 +44,115 @@ fn header_safe(value: &str) -> bool {
 #[error("the call was cancelled")]
 struct Stopped;
 
+/// What a connection to an `https://` upstream is checked against.
+#[derive(Debug)]
+struct Tls {
+    config: Arc<rustls::ClientConfig>,
+    server: ServerName<'static>,
+}
+
+impl Tls {
+    /// The built-in web roots, and the certificates of `ca_file` when there is one.
+    fn new(host: &str, ca_file: Option<&Path>) -> Result<Tls, String> {
+        let mut roots =
+            rustls::RootCertStore::from_iter(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+        if let Some(file) = ca_file {
+            let certificates: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(file)
+                .and_then(Iterator::collect)
+                .map_err(|e| format!("cannot read certificates from `{}`: {e}", file.display()))?;
+            if certificates.is_empty() {
+                return Err(format!("`{}` holds no certificate", file.display()));
+            }
+            for certificate in certificates {
+                roots.add(certificate).map_err(|e| {
+                    format!("a certificate in `{}` is not usable: {e}", file.display())
+                })?;
+            }
+        }
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let config = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|e| format!("cannot set up TLS: {e}"))?
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        let host = host.trim_start_matches('[').trim_end_matches(']');
+        let server = ServerName::try_from(host.to_owned())
+            .map_err(|e| format!("`{host}` cannot name a TLS server: {e}"))?;
+        Ok(Tls {
+            config: Arc::new(config),
+            server,
+        })
+    }
+
+    /// A TLS session over `tcp`, its handshake complete: within `deadline`, checked certificate.
+    fn connect(&self, mut tcp: TcpStream, deadline: Instant) -> Result<Stream, String> {
+        let mut session =
+            rustls::ClientConnection::new(Arc::clone(&self.config), self.server.clone())
+                .map_err(|e| format!("cannot start TLS: {e}"))?;
+        while session.is_handshaking() {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err("the TLS handshake did not finish in time".to_owned());
+            }
+            tcp.set_read_timeout(Some(left))
+                .map_err(|e| e.to_string())?;
+            session
+                .complete_io(&mut tcp)
+                .map_err(|e| format!("TLS handshake failed: {e}"))?;
+        }
+        Ok(Stream::Tls(Box::new(rustls::StreamOwned::new(
+            session, tcp,
+        ))))
+    }
+}
+
+/// A connection to the upstream, in the clear or over TLS.
+enum Stream {
+    Plain(TcpStream),
+    Tls(Box<rustls::StreamOwned<rustls::ClientConnection, TcpStream>>),
+}
+
+impl Stream {
+    fn tcp(&self) -> &TcpStream {
+        match self {
+            Stream::Plain(tcp) => tcp,
+            Stream::Tls(tls) => tls.get_ref(),
+        }
+    }
+}
+
+impl Read for Stream {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        match self {
+            Stream::Plain(tcp) => tcp.read(buf),
+            Stream::Tls(tls) => tls.read(buf),
+        }
+    }
+}
+
+impl Write for Stream {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match self {
+            Stream::Plain(tcp) => tcp.write(buf),
+            Stream::Tls(tls) => tls.write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        match self {
+            Stream::Plain(tcp) => tcp.flush(),
+            Stream::Tls(tls) => tls.flush(),
+        }
+    }
+}
+
 /// An MCP session with an HTTP upstream.
 #[derive(Debug)]
 pub struct HttpConnection {
     upstream: String,
     addr: SocketAddr,
+    /// Set for an `https://` upstream.
+    tls: Option<Tls>,
     authority: String,
     path: String,
     headers: Vec<(String, String)>,
@@ -65,9 +173,15 @@ impl HttpConnection {
     ) -> Result<Arc<dyn Rpc>, Fault> {
         let unavailable =
             |what: String| Fault::Unavailable(format!("upstream `{}`: {what}", spec.name));
-        let rest = url
-            .strip_prefix("http://")
-            .ok_or_else(|| unavailable(format!("`{url}` is not an http:// URL")))?;
+        let (rest, secure) = match (url.strip_prefix("https://"), url.strip_prefix("http://")) {
+            (Some(rest), _) => (rest, true),
+            (None, Some(rest)) => (rest, false),
+            (None, None) => {
+                return Err(unavailable(format!(
+                    "`{url}` is not an http:// or https:// URL"
+                )));
+            }
+        };
         let (authority, path) = match rest.find('/') {
             Some(at) => (
                 rest.get(..at).unwrap_or(rest),
@@ -75,10 +189,19 @@ impl HttpConnection {
             ),
             None => (rest, "/"),
         };
-        let with_port = if authority.contains(':') {
-            authority.to_owned()
+        // A port follows the last colon outside an IPv6 address's brackets.
+        let (host, port) = match authority.rsplit_once(':') {
+            Some((host, port)) if !port.contains(']') => (host, Some(port)),
+            _ => (authority, None),
+        };
+        let with_port = match port {
+            Some(_) => authority.to_owned(),
+            None => format!("{authority}:{}", if secure { 443 } else { 80 }),
+        };
+        let tls = if secure {
+            Some(Tls::new(host, spec.ca_file.as_deref()).map_err(&unavailable)?)
         } else {
-            format!("{authority}:80")
+            None
         };
         let addr = with_port
             .to_socket_addrs()
@@ -88,6 +211,7 @@ impl HttpConnection {
         let connection: Arc<dyn Rpc> = Arc::new(HttpConnection {
             upstream: spec.name.clone(),
             addr,
+            tls,
             authority: authority.to_owned(),
             path: path.to_owned(),
             headers: spec.headers.clone(),
@@ -124,19 +248,25 @@ impl HttpConnection {
         let connect_within = deadline
             .saturating_duration_since(Instant::now())
             .max(Duration::from_millis(1));
-        let mut stream = TcpStream::connect_timeout(&self.addr, connect_within)
+        let tcp = TcpStream::connect_timeout(&self.addr, connect_within)
             .map_err(|e| unavailable(format!("cannot connect to `{}`: {e}", self.authority)))?;
-        let _ = stream.set_nodelay(true);
-        stream
-            .set_read_timeout(Some(POLL))
-            .map_err(|e| unavailable(e.to_string()))?;
+        let _ = tcp.set_nodelay(true);
         // An upstream that stops reading must not hold a write past the call's deadline.
+        tcp.set_write_timeout(Some(
+            deadline
+                .saturating_duration_since(Instant::now())
+                .max(Duration::from_millis(1)),
+        ))
+        .map_err(|e| unavailable(e.to_string()))?;
+        let mut stream = match &self.tls {
+            Some(tls) => tls
+                .connect(tcp, deadline)
+                .map_err(|e| unavailable(format!("`{}`: {e}", self.authority)))?,
+            None => Stream::Plain(tcp),
+        };
         stream
-            .set_write_timeout(Some(
-                deadline
-                    .saturating_duration_since(Instant::now())
-                    .max(Duration::from_millis(1)),
-            ))
+            .tcp()
+            .set_read_timeout(Some(POLL))
             .map_err(|e| unavailable(e.to_string()))?;
         let mut head = format!(
             "POST {} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n",
@@ -157,6 +287,7 @@ impl HttpConnection {
         stream
             .write_all(head.as_bytes())
             .and_then(|()| stream.write_all(&body))
+            .and_then(|()| stream.flush())
             .map_err(|e| unavailable(format!("cannot send to `{}`: {e}", self.authority)))?;
         let mut reader = BufReader::new(Patient {
             inner: stream,
@@ -480,7 +611,7 @@ impl Rpc for HttpConnection {
 
 /// A socket read that waits, in short slices, until its deadline or until `stop` says so.
 struct Patient<'a> {
-    inner: TcpStream,
+    inner: Stream,
     deadline: Instant,
     stop: &'a dyn Fn() -> bool,
 }
@@ -605,7 +736,7 @@ mod tests {
         let _held = listener.accept().unwrap();
         stream.set_read_timeout(Some(POLL)).unwrap();
         let mut patient = Patient {
-            inner: stream,
+            inner: Stream::Plain(stream),
             deadline: Instant::now() + Duration::from_secs(30),
             stop: &|| true,
         };

@@ -44,6 +44,7 @@ fn section(state: &Path, refresh_secs: u64) -> UpstreamSection {
         ],
         url: None,
         headers: Default::default(),
+        ca_file: None,
         cwd: None,
         env: Vec::new(),
         startup_timeout_ms: Some(10_000),

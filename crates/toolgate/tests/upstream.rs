@@ -790,24 +790,7 @@ fn upstream_conformance_suite() {
 /// header whose value comes from an environment variable.
 #[test]
 fn http_upstream_behind_the_gateway() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let mut everything = Command::new(node())
-        .arg(test_dep(
-            "node/node_modules/@modelcontextprotocol/server-everything/dist/index.js",
-        ))
-        .arg("streamableHttp")
-        .env("PORT", port.to_string())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    wait_until("server-everything listens", Duration::from_secs(20), || {
-        std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
-    });
+    let (mut everything, port) = everything_over_http();
     let toml = format!(
         "[[upstream]]\nname = \"everything\"\nurl = \"http://127.0.0.1:{port}/mcp\"\nheaders = {{ X-Upstream-Token = \"UPSTREAM_TOKEN\" }}\n"
     );
@@ -867,6 +850,115 @@ fn http_upstream_behind_the_gateway() {
         report[1]
     );
     assert_eq!(rejected(&report[2]), "invalid_type");
+}
+
+/// `server-everything` serving streamable HTTP on a free port of 127.0.0.1.
+fn everything_over_http() -> (std::process::Child, u16) {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let everything = Command::new(node())
+        .arg(test_dep(
+            "node/node_modules/@modelcontextprotocol/server-everything/dist/index.js",
+        ))
+        .arg("streamableHttp")
+        .env("PORT", port.to_string())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_until("server-everything listens", Duration::from_secs(20), || {
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+    });
+    (everything, port)
+}
+
+/// A child process killed when the test ends, whether it passes or not.
+struct Killed(std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `openssl` with `args`, which must succeed.
+fn openssl(args: &[&str], dir: &Path) {
+    let made = Command::new("openssl")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("openssl (scripts/test-deps installs it)");
+    assert!(made.status.success(), "openssl {args:?}: {made:?}");
+}
+
+#[test]
+fn https_upstream_checked_against_its_certificate() {
+    let (everything, plain_port) = everything_over_http();
+    let _everything = Killed(everything);
+    // A private CA, and a certificate it signs for localhost.
+    let certs = tempfile::tempdir().unwrap();
+    let key = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
+    let run = |line: &str| openssl(&line.split(' ').collect::<Vec<_>>(), certs.path());
+    run(&format!(
+        "req -x509 {key} -days 1 -subj /CN=test-CA -keyout ca.key -out ca.pem"
+    ));
+    run(&format!(
+        "req {key} -subj /CN=localhost -keyout key.pem -out leaf.csr"
+    ));
+    fs::write(
+        certs.path().join("leaf.ext"),
+        "subjectAltName=DNS:localhost,IP:127.0.0.1\nbasicConstraints=CA:FALSE\n",
+    )
+    .unwrap();
+    run(
+        "x509 -req -in leaf.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 1 -extfile leaf.ext -out cert.pem",
+    );
+    let mut proxy = Command::new(python())
+        .arg(root().join("tests/upstream/tls_proxy.py"))
+        .arg(certs.path().join("cert.pem"))
+        .arg(certs.path().join("key.pem"))
+        .arg(plain_port.to_string())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let proxy_out = proxy.stdout.take().unwrap();
+    let _proxy = Killed(proxy);
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(proxy_out), &mut line).unwrap();
+    let port: u16 = line.trim().parse().unwrap();
+    let cert = certs.path().join("ca.pem");
+    let upstream = |extra: &str| {
+        format!(
+            "[[upstream]]\nname = \"secure\"\nurl = \"https://localhost:{port}/mcp\"\nstartup_timeout_ms = 5000\n{extra}"
+        )
+    };
+
+    // A certificate nobody vouches for: no session, no tools.
+    let untrusted = Setup::new(&upstream(""));
+    let output = untrusted.toolgate(&["tools", "admit", "secure", "echo"]);
+    assert!(!output.status.success(), "{output:?}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("TLS handshake failed"), "{stderr}");
+    assert!(stderr.contains("certificate"), "{stderr}");
+
+    // The configuration's CA vouches for it.
+    let setup = Setup::new(&upstream(&format!("ca_file = {}\n", quoted(&cert))));
+    setup.admit("secure", "echo", &["--effect", "read_only"]);
+    let report = setup.session(json!([
+        {"op": "call", "tool": "secure__echo", "arguments": {"message": "over tls"}},
+    ]));
+    assert!(
+        ok(&report[0])["text"]
+            .as_str()
+            .unwrap()
+            .contains("Echo: over tls"),
+        "{}",
+        report[0]
+    );
 }
 
 #[test]
