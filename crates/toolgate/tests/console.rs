@@ -737,25 +737,33 @@ fn a_grant_does_not_cover_a_file_changed_after_the_person_saw_it() {
 }
 
 #[test]
-fn an_approval_timeout_out_of_range_is_a_configuration_error() {
+fn bad_approval_settings_are_configuration_errors() {
     let fx = Fixture::new();
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("toolgate.toml");
-    fs::write(&config, "[approval]\ntimeout_secs = 0\n").unwrap();
-    let output = Command::new(env!("CARGO_BIN_EXE_toolgate"))
-        .args(["serve", "--workspace"])
-        .arg(fx.workspace())
-        .arg("--config")
-        .arg(&config)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    assert_eq!(output.status.code(), Some(3));
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        stderr.contains("approval timeout_secs `0` is out of range"),
-        "{stderr}"
-    );
+    for (toml, expected) in [
+        (
+            "[approval]\ntimeout_secs = 0\n",
+            "approval timeout_secs `0` is out of range",
+        ),
+        (
+            "[approval]\nelicitation = [\"nobody\"]\n",
+            "[approval] elicitation names unknown profile `nobody`",
+        ),
+    ] {
+        fs::write(&config, toml).unwrap();
+        let output = Command::new(env!("CARGO_BIN_EXE_toolgate"))
+            .args(["serve", "--workspace"])
+            .arg(fx.workspace())
+            .arg("--config")
+            .arg(&config)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(3), "{toml}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains(expected), "{toml}: {stderr}");
+    }
 }
 
 #[test]
@@ -972,28 +980,6 @@ fn a_form_is_withdrawn_when_the_console_answers_first() {
     assert_eq!(
         report["elicited"][0]["withdrawn"], true,
         "the form was cancelled once the console decided: {report}"
-    );
-}
-
-#[test]
-fn elicitation_for_an_unknown_profile_is_a_configuration_error() {
-    let fx = Fixture::new();
-    let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("toolgate.toml");
-    fs::write(&config, "[approval]\nelicitation = [\"nobody\"]\n").unwrap();
-    let output = Command::new(env!("CARGO_BIN_EXE_toolgate"))
-        .args(["serve", "--workspace"])
-        .arg(fx.workspace())
-        .arg("--config")
-        .arg(&config)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    assert_eq!(output.status.code(), Some(3));
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        stderr.contains("[approval] elicitation names unknown profile `nobody`"),
-        "{stderr}"
     );
 }
 
