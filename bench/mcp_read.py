@@ -94,6 +94,7 @@ class Server:
 def state_dir(given):
     """Where toolgate keeps its audit log in a benchmark, and whether to remove it after."""
     if given:
+        given = os.path.abspath(given)  # toolgate ignores a relative XDG_STATE_HOME
         os.makedirs(given, exist_ok=True)
         return given, False
     return tempfile.mkdtemp(prefix="bench-state-", dir=os.path.join(ROOT, "target")), True
