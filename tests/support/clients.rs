@@ -14,7 +14,7 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -56,21 +56,114 @@ pub fn node_package(relative: &str) -> PathBuf {
 
 /// Runs `tests/mcp/drive.py` on `plan` and returns its report.
 pub fn drive(plan: &Value) -> Value {
-    let dir = tempfile::tempdir().unwrap();
-    let plan_path = dir.path().join("plan.json");
-    fs::write(&plan_path, plan.to_string()).unwrap();
-    let output = Command::new(python())
-        .arg(root().join("tests/mcp/drive.py"))
-        .arg(&plan_path)
-        .output()
-        .unwrap();
+    Driving::start(plan).report()
+}
+
+/// `tests/mcp/drive.py` running a plan in the background.
+pub struct Driving {
+    child: Child,
+    _plan: tempfile::TempDir,
+}
+
+impl Driving {
+    pub fn start(plan: &Value) -> Driving {
+        let dir = tempfile::tempdir().unwrap();
+        let plan_path = dir.path().join("plan.json");
+        fs::write(&plan_path, plan.to_string()).unwrap();
+        let child = Command::new(python())
+            .arg(root().join("tests/mcp/drive.py"))
+            .arg(&plan_path)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        Driving { child, _plan: dir }
+    }
+
+    /// Waits for the plan to finish; its report.
+    pub fn report(self) -> Value {
+        let output = self.child.wait_with_output().unwrap();
+        serde_json::from_slice(&succeeded("drive.py", output)).unwrap()
+    }
+
+    /// The report of a plan of one session: its steps' results, and the forms it was shown.
+    pub fn session_report(self) -> Value {
+        self.report()["sessions"][0].clone()
+    }
+
+    /// The results of the steps of a plan of one session.
+    pub fn steps(self) -> Vec<Value> {
+        self.session_report()["steps"].as_array().unwrap().clone()
+    }
+}
+
+/// The standard output of a helper program that must have succeeded.
+pub fn succeeded(what: &str, output: Output) -> Vec<u8> {
     assert!(
         output.status.success(),
-        "drive.py failed\nstdout: {}\nstderr: {}",
+        "{what} failed\nstdout: {}\nstderr: {}",
         String::from_utf8_lossy(&output.stdout),
         String::from_utf8_lossy(&output.stderr)
     );
-    serde_json::from_slice(&output.stdout).unwrap()
+    output.stdout
+}
+
+/// Runs the MCP conformance suite against the server at `url`, with the scenarios listed in
+/// `baseline` (each with its reason) as expected failures, and checks that it passes and that
+/// each of `must_pass` passed.
+pub fn conformance(url: &str, baseline: &Path, must_pass: &[&str]) {
+    let baseline = fs::read_to_string(baseline).unwrap();
+    let mut yaml = String::from("server:\n");
+    for line in baseline
+        .lines()
+        .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
+    {
+        let (scenario, reason) = line.split_once(':').unwrap_or((line, ""));
+        assert!(
+            !reason.trim().is_empty(),
+            "no reason given for `{scenario}`"
+        );
+        yaml.push_str(&format!("  - {}\n", scenario.trim()));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let expected = dir.path().join("baseline.yml");
+    fs::write(&expected, yaml).unwrap();
+    let output = Command::new(node())
+        .current_dir(dir.path())
+        .arg(node_package(
+            "@modelcontextprotocol/conformance/dist/index.js",
+        ))
+        .args([
+            "server",
+            "--suite",
+            "all",
+            "--url",
+            url,
+            "--expected-failures",
+        ])
+        .arg(&expected)
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let summary = text
+        .split("=== SUMMARY ===")
+        .nth(1)
+        .unwrap_or(&text)
+        .to_owned();
+    assert!(
+        output.status.success(),
+        "conformance suite failed:\n{summary}"
+    );
+    for scenario in must_pass {
+        assert!(
+            summary.contains(&format!("✓ {scenario}:")),
+            "`{scenario}` must pass:\n{summary}"
+        );
+    }
 }
 
 /// The tool names of a `tools/list` step's report.

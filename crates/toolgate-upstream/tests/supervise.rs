@@ -78,6 +78,17 @@ fn wait_until(what: &str, condition: impl Fn() -> bool) {
     }
 }
 
+/// The test upstream (refreshed every `refresh_secs`, 0 never) with `echo` admitted, started,
+/// and `echo` current.
+fn echo_admitted(state: &Path, refresh_secs: u64) -> Upstreams {
+    let mut config = section(state, refresh_secs);
+    config.tools.push(admit(state, "echo"));
+    let upstreams = Upstreams::start(vec![spec(&config)]).unwrap();
+    upstreams.wait_started();
+    assert_eq!(admitted(&upstreams), [("test__echo".to_owned(), true)]);
+    upstreams
+}
+
 /// The admitted tools' names, and whether each is visible (current and available).
 fn admitted(upstreams: &Upstreams) -> Vec<(String, bool)> {
     let tools = upstreams.tools();
@@ -168,11 +179,7 @@ fn candidates_pins_and_a_change_announced_with_list_changed() {
 #[test]
 fn a_failed_refresh_keeps_the_last_list_and_a_crash_restarts() {
     let state = tempfile::tempdir().unwrap();
-    let mut config = section(state.path(), 1);
-    config.tools.push(admit(state.path(), "echo"));
-    let upstreams = Upstreams::start(vec![spec(&config)]).unwrap();
-    upstreams.wait_started();
-    assert_eq!(admitted(&upstreams), [("test__echo".to_owned(), true)]);
+    let upstreams = echo_admitted(state.path(), 1);
 
     signal(state.path(), "USR2");
     wait_until("a refresh fails", || {
@@ -285,11 +292,7 @@ fn a_pinned_schema_that_does_not_compile_makes_the_tool_unavailable() {
 #[test]
 fn a_change_without_list_changed_is_caught_by_the_periodic_refresh() {
     let state = tempfile::tempdir().unwrap();
-    let mut config = section(state.path(), 1);
-    config.tools.push(admit(state.path(), "echo"));
-    let upstreams = Upstreams::start(vec![spec(&config)]).unwrap();
-    upstreams.wait_started();
-    assert_eq!(admitted(&upstreams), [("test__echo".to_owned(), true)]);
+    let upstreams = echo_admitted(state.path(), 1);
     // The test upstream serves the changed description from now on, and says nothing.
     std::fs::write(state.path().join("changed"), "").unwrap();
     wait_until("the refresh quarantines the tool", || {
@@ -308,11 +311,7 @@ fn a_change_without_list_changed_is_caught_by_the_periodic_refresh() {
 #[test]
 fn a_list_naming_a_tool_twice_is_refused_and_the_last_list_stays() {
     let state = tempfile::tempdir().unwrap();
-    let mut config = section(state.path(), 1);
-    config.tools.push(admit(state.path(), "echo"));
-    let upstreams = Upstreams::start(vec![spec(&config)]).unwrap();
-    upstreams.wait_started();
-    assert_eq!(admitted(&upstreams), [("test__echo".to_owned(), true)]);
+    let upstreams = echo_admitted(state.path(), 1);
 
     std::fs::write(state.path().join("duplicate"), "").unwrap();
     wait_until("a refresh is refused", || {
@@ -333,10 +332,7 @@ fn a_call_resolved_before_a_change_is_not_forwarded_after_it() {
         WorkspaceId, policy::DEFAULT_POLICY,
     };
     let state = tempfile::tempdir().unwrap();
-    let mut config = section(state.path(), 0);
-    config.tools.push(admit(state.path(), "echo"));
-    let upstreams = Upstreams::start(vec![spec(&config)]).unwrap();
-    upstreams.wait_started();
+    let upstreams = echo_admitted(state.path(), 0);
     let mut builder = RegistryBuilder::new();
     for (descriptor, entry, executor) in upstreams.tools().admitted {
         builder.register(descriptor, entry, executor).unwrap();

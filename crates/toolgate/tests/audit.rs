@@ -54,6 +54,15 @@ impl Audited {
         self.state().join("toolgate/audit.db")
     }
 
+    /// Every byte of every file beside the log (the database, its WAL, the head file), as text.
+    fn stored(&self) -> String {
+        let mut stored = Vec::new();
+        for entry in fs::read_dir(self.db().parent().unwrap()).unwrap() {
+            stored.extend(fs::read(entry.unwrap().path()).unwrap());
+        }
+        String::from_utf8_lossy(&stored).into_owned()
+    }
+
     fn call(&self, tool: &str, args: &str) -> Output {
         toolgate()
             .env("XDG_STATE_HOME", self.state())
@@ -181,11 +190,7 @@ fn records_of_every_kind_of_outcome_hold_no_values_bodies_or_paths() {
     let workspace = audited.fx.workspace().canonicalize().unwrap();
     let workspace = workspace.to_string_lossy();
     let export = stdout(&audited.audit(&["export", "--jsonl"]));
-    let mut stored = Vec::new();
-    for entry in fs::read_dir(audited.db().parent().unwrap()).unwrap() {
-        stored.extend(fs::read(entry.unwrap().path()).unwrap());
-    }
-    let stored = String::from_utf8_lossy(&stored);
+    let stored = audited.stored();
     for (name, text) in [("the database", &*stored), ("the export", &export)] {
         assert!(!text.contains(SECRET), "{name} holds an argument value");
         assert!(
@@ -230,11 +235,7 @@ fn commands_outside_the_workspace_leave_no_absolute_path_in_the_log() {
         resources(1)
     );
     let export = stdout(&audited.audit(&["export", "--jsonl"]));
-    let mut stored = Vec::new();
-    for entry in fs::read_dir(audited.db().parent().unwrap()).unwrap() {
-        stored.extend(fs::read(entry.unwrap().path()).unwrap());
-    }
-    let stored = String::from_utf8_lossy(&stored);
+    let stored = audited.stored();
     for (name, text) in [("the database", &*stored), ("the export", &export)] {
         for path in ["/bin/true", "/bin/make", "/etc/hostname"] {
             assert!(!text.contains(path), "{name} holds `{path}`");

@@ -194,27 +194,31 @@ impl Served {
     }
 
     /// Starts the Python SDK client on `steps`, in the background.
-    fn client(&self, steps: Value) -> Client {
+    fn client(&self, steps: Value) -> Driving {
         self.client_session(json!({"steps": steps}))
     }
 
     /// Starts the Python SDK client on one session of `tests/mcp/drive.py`'s plan (steps and
     /// options), over HTTP to this server, in the background.
-    fn client_session(&self, mut session: Value) -> Client {
-        let dir = tempfile::tempdir().unwrap();
-        let plan = dir.path().join("plan.json");
+    fn client_session(&self, mut session: Value) -> Driving {
         session["transport"] = json!("http");
         session["url"] = json!(self.mcp_url);
         session["token"] = json!(self.mcp_token);
-        fs::write(&plan, json!({"sessions": [session]}).to_string()).unwrap();
-        let child = Command::new(test_dep("venv/bin/python"))
-            .arg(root().join("tests/mcp/drive.py"))
-            .arg(&plan)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        Client { child, _dir: dir }
+        Driving::start(&json!({"sessions": [session]}))
+    }
+
+    /// A person's decision on pending request `id`, as the console's page posts it.
+    fn decide(&self, id: &str, body: &str) -> Reply {
+        self.http(
+            "POST",
+            &format!("/api/pending/{id}/decision"),
+            &[
+                ("cookie", self.cookie()),
+                ("x-toolgate-csrf", self.csrf()),
+                ("content-type", "application/json".into()),
+            ],
+            body,
+        )
     }
 }
 
@@ -237,31 +241,6 @@ impl Reply {
             .iter()
             .find(|(n, _)| n == name)
             .map(|(_, v)| v.as_str())
-    }
-}
-
-struct Client {
-    child: Child,
-    _dir: tempfile::TempDir,
-}
-
-impl Client {
-    /// The results of the client's steps.
-    fn finish(self) -> Vec<Value> {
-        self.finish_report()["steps"].as_array().unwrap().clone()
-    }
-
-    /// The client's report of its session: its steps' results, and the forms it was shown.
-    fn finish_report(self) -> Value {
-        let output = self.child.wait_with_output().unwrap();
-        assert!(
-            output.status.success(),
-            "drive.py failed\nstdout: {}\nstderr: {}",
-            String::from_utf8_lossy(&output.stdout),
-            String::from_utf8_lossy(&output.stderr)
-        );
-        let report: Value = serde_json::from_slice(&output.stdout).unwrap();
-        report["sessions"][0].clone()
     }
 }
 
@@ -315,19 +294,13 @@ fn a_person_in_chromium_allows_once_rejects_with_a_reason_and_sees_commands() {
         Path::new("/usr/bin/chromium").exists(),
         "/usr/bin/chromium is missing: run scripts/test-deps first"
     );
-    let output = Command::new(test_dep("node/node_modules/node/bin/node"))
+    let output = Command::new(node())
         .arg(root().join("tests/console/approve.mjs"))
         .arg(&plan_path)
         .output()
         .unwrap();
-    assert!(
-        output.status.success(),
-        "approve.mjs failed\nstdout: {}\nstderr: {}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let seen: Value = serde_json::from_slice(&output.stdout).unwrap();
-    let results = client.finish();
+    let seen: Value = serde_json::from_slice(&succeeded("approve.mjs", output)).unwrap();
+    let results = client.steps();
 
     // The token left the address bar and became an HttpOnly, SameSite=Strict cookie.
     assert_eq!(
@@ -510,21 +483,14 @@ fn requests_without_the_token_from_another_host_or_origin_or_without_csrf_are_re
     // With the CSRF value from the page, a decision on nothing is a clear 404 and a malformed
     // one a 400; neither changes anything.
     let csrf = ("x-toolgate-csrf", served.csrf());
-    let json_type = ("content-type", "application/json".to_owned());
-    let decide = |body: &str, id: &str| {
-        served.http(
-            "POST",
-            &format!("/api/pending/{id}/decision"),
-            &[cookie.clone(), csrf.clone(), json_type.clone()],
-            body,
-        )
-    };
-    let unknown = decide(r#"{"decision":"allow_once"}"#, "nope");
+    let unknown = served.decide("nope", r#"{"decision":"allow_once"}"#);
     assert_eq!(unknown.status, 404, "{}", unknown.body);
     assert!(unknown.body.contains("no pending request `nope`"));
-    assert_eq!(decide(r#"{"decision":"run"}"#, "nope").status, 400);
+    assert_eq!(served.decide("nope", r#"{"decision":"run"}"#).status, 400);
     assert_eq!(
-        decide(r#"{"decision":"allow_once","reason":"x"}"#, "nope").status,
+        served
+            .decide("nope", r#"{"decision":"allow_once","reason":"x"}"#)
+            .status,
         400
     );
     // A form post, which any page can send without a preflight, is refused even for a
@@ -549,8 +515,11 @@ fn requests_without_the_token_from_another_host_or_origin_or_without_csrf_are_re
         form.body
     );
     assert_eq!(served.pending(1)[0]["id"], waiting.as_str());
-    assert_eq!(decide(r#"{"decision":"reject"}"#, &waiting).status, 204);
-    let results = client.finish();
+    assert_eq!(
+        served.decide(&waiting, r#"{"decision":"reject"}"#).status,
+        204
+    );
+    let results = client.steps();
     assert_eq!(code(&results[0]), "approval_denied", "{}", results[0]);
     let revoke = served.http(
         "POST",
@@ -586,17 +555,12 @@ fn requests_without_the_token_from_another_host_or_origin_or_without_csrf_are_re
 
 #[test]
 fn diff_lines_that_imitate_file_headers_are_coloured_as_what_they_are() {
-    let output = Command::new(test_dep("node/node_modules/node/bin/node"))
+    let output = Command::new(node())
         .arg(root().join("tests/console/diff.mjs"))
         .arg(root().join("crates/toolgate-console/src/page/console.js"))
         .output()
         .unwrap();
-    assert!(
-        output.status.success(),
-        "diff.mjs failed\nstdout: {}\nstderr: {}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
+    succeeded("diff.mjs", output);
 }
 
 #[test]
@@ -618,7 +582,7 @@ fn a_state_directory_inside_the_workspace_is_out_of_the_models_reach() {
         .to_owned();
     let read = served
         .client(json!([{"op": "call", "tool": "read_file", "arguments": {"path": token}}]))
-        .finish();
+        .steps();
     // The grants file this workspace's standing grants would be restored from, before it
     // exists: named by the workspace's digest.
     let workspace = read[0]["structured"]["evidence"]["workspace"]
@@ -630,7 +594,7 @@ fn a_state_directory_inside_the_workspace_is_out_of_the_models_reach() {
     let written = served
         .client(json!([{"op": "call", "tool": "write_file", "arguments":
             {"path": grants, "content": planted}}]))
-        .finish();
+        .steps();
     for result in read.iter().chain(&written) {
         assert_eq!(
             result["structured"]["rejection"]["policies"],
@@ -651,7 +615,7 @@ fn a_request_nobody_answers_expires_and_leaves_the_console() {
     let results = served
         .client(json!([{"op": "call", "tool": "write_file",
             "arguments": {"path": "new.txt", "content": "x\n"}}]))
-        .finish();
+        .steps();
     assert!(started.elapsed() >= Duration::from_secs(1));
     assert_eq!(code(&results[0]), "approval_expired", "{}", results[0]);
     assert!(!ws.join("new.txt").exists());
@@ -666,7 +630,7 @@ fn a_cancelled_call_leaves_the_console_and_progress_flows_while_it_waits() {
     let client = served.client(json!([{"op": "cancel", "tool": "write_file",
         "arguments": {"path": "new.txt", "content": "x\n"}, "after": 10.0}]));
     assert_eq!(served.pending(1)[0]["tool"], "write_file");
-    let results = client.finish();
+    let results = client.steps();
     assert!(
         !results[0]["progress"].as_array().unwrap().is_empty(),
         "{}",
@@ -700,18 +664,9 @@ fn a_grant_does_not_cover_a_file_changed_after_the_person_saw_it() {
     // Someone changes the file while the person reads the diff of the old one.
     fs::write(ws.join("notes.txt"), "changed meanwhile\n").unwrap();
     let id = pending[0]["id"].as_str().unwrap();
-    let reply = served.http(
-        "POST",
-        &format!("/api/pending/{id}/decision"),
-        &[
-            ("cookie", served.cookie()),
-            ("x-toolgate-csrf", served.csrf()),
-            ("content-type", "application/json".into()),
-        ],
-        r#"{"decision":"allow_once"}"#,
-    );
+    let reply = served.decide(id, r#"{"decision":"allow_once"}"#);
     assert_eq!(reply.status, 204, "{}", reply.body);
-    let results = client.finish();
+    let results = client.steps();
     assert_eq!(results[0]["isError"], true, "{}", results[0]);
     assert_eq!(
         results[0]["structured"]["error"]["code"], "stale_write",
@@ -723,16 +678,7 @@ fn a_grant_does_not_cover_a_file_changed_after_the_person_saw_it() {
         "changed meanwhile\n"
     );
     // The same decision again: the request is gone, so nothing is granted twice.
-    let replay = served.http(
-        "POST",
-        &format!("/api/pending/{id}/decision"),
-        &[
-            ("cookie", served.cookie()),
-            ("x-toolgate-csrf", served.csrf()),
-            ("content-type", "application/json".into()),
-        ],
-        r#"{"decision":"allow_once"}"#,
-    );
+    let replay = served.decide(id, r#"{"decision":"allow_once"}"#);
     assert_eq!(replay.status, 404);
 }
 
@@ -771,32 +717,22 @@ fn a_workspace_grant_outlives_a_restart_and_a_once_grant_does_not() {
     let fx = Fixture::new();
     let ws = fx.workspace();
     let state = tempfile::tempdir().unwrap();
-    let write = |path: &str| json!({"op": "call", "tool": "write_file", "arguments": {"path": path, "content": "x\n"}});
     let decide = |served: &Served, choice: &str| {
         let id = served.pending(1)[0]["id"].as_str().unwrap().to_owned();
-        let reply = served.http(
-            "POST",
-            &format!("/api/pending/{id}/decision"),
-            &[
-                ("cookie", served.cookie()),
-                ("x-toolgate-csrf", served.csrf()),
-                ("content-type", "application/json".into()),
-            ],
-            &json!({"decision": choice}).to_string(),
-        );
+        let reply = served.decide(&id, &json!({"decision": choice}).to_string());
         assert_eq!(reply.status, 204, "{}", reply.body);
     };
 
     let first = Served::start_at(&ws, "", state.path());
     let client = first.client(json!([write("one.txt")]));
     decide(&first, "allow_workspace");
-    assert_eq!(client.finish()[0]["isError"], false);
+    assert_eq!(client.steps()[0]["isError"], false);
     let client = first.client(json!([write("two.txt")]));
-    assert_eq!(client.finish()[0]["isError"], false, "the grant stands");
+    assert_eq!(client.steps()[0]["isError"], false, "the grant stands");
     let client = first.client(json!([{"op": "call", "tool": "run_command",
         "arguments": {"argv": ["true"]}}]));
     decide(&first, "allow_once");
-    assert_eq!(client.finish()[0]["isError"], false);
+    assert_eq!(client.steps()[0]["isError"], false);
     drop(first);
 
     let second = Served::start_at(&ws, "[approval]\ntimeout_secs = 2\n", state.path());
@@ -808,7 +744,7 @@ fn a_workspace_grant_outlives_a_restart_and_a_once_grant_does_not() {
             json!([write("three.txt"), {"op": "call", "tool": "run_command",
             "arguments": {"argv": ["true"]}}]),
         )
-        .finish();
+        .steps();
     assert_eq!(results[0]["isError"], false, "{}", results[0]);
     assert_eq!(code(&results[1]), "approval_expired", "{}", results[1]);
     assert!(ws.join("three.txt").exists());
@@ -828,7 +764,7 @@ fn a_workspace_grant_outlives_a_restart_and_a_once_grant_does_not() {
     drop(second);
     let third = Served::start_at(&ws, "[approval]\ntimeout_secs = 1\n", state.path());
     assert_eq!(third.get_json("/api/grants"), json!([]));
-    let results = third.client(json!([write("four.txt")])).finish();
+    let results = third.client(json!([write("four.txt")])).steps();
     assert_eq!(code(&results[0]), "approval_expired", "{}", results[0]);
 }
 
@@ -860,7 +796,7 @@ fn a_client_that_shows_forms_is_asked_in_an_opted_in_profile_and_its_answer_deci
             ],
             "steps": [write("new-a.txt"), write("new-b.txt"), write("new-c.txt"), write("new-d.txt")],
         }))
-        .finish_report();
+        .session_report();
     let steps = &report["steps"];
     assert_eq!(steps[0]["isError"], false, "{}", steps[0]);
     assert_eq!(fs::read_to_string(ws.join("new-a.txt")).unwrap(), "x\n");
@@ -906,7 +842,7 @@ fn a_client_that_shows_forms_is_asked_in_an_opted_in_profile_and_its_answer_deci
             ],
             "steps": [write("new-e.txt"), write("new-f.txt")],
         }))
-        .finish_report();
+        .session_report();
     assert_eq!(report["init"]["protocolVersion"], "2026-07-28");
     let steps = &report["steps"];
     assert_eq!(steps[0]["isError"], false, "{}", steps[0]);
@@ -935,7 +871,7 @@ fn no_form_goes_to_a_profile_not_opted_in_or_a_client_without_the_capability() {
             "elicit": [form("accept", json!({"decision": "allow_once"}))],
             "steps": [write("new-a.txt")],
         }))
-        .finish_report();
+        .session_report();
     assert_eq!(code(&report["steps"][0]), "approval_expired");
     assert_eq!(report["elicited"], json!([]), "off by default");
     drop(served);
@@ -944,7 +880,7 @@ fn no_form_goes_to_a_profile_not_opted_in_or_a_client_without_the_capability() {
     // Without an elicitation callback the SDK declares no elicitation capability.
     let report = served
         .client_session(json!({"steps": [write("new-a.txt")]}))
-        .finish_report();
+        .session_report();
     assert_eq!(code(&report["steps"][0]), "approval_expired");
     assert!(!ws.join("new-a.txt").exists());
 }
@@ -959,18 +895,9 @@ fn a_form_is_withdrawn_when_the_console_answers_first() {
         "steps": [write("new-a.txt")],
     }));
     let id = served.pending(1)[0]["id"].as_str().unwrap().to_owned();
-    let reply = served.http(
-        "POST",
-        &format!("/api/pending/{id}/decision"),
-        &[
-            ("cookie", served.cookie()),
-            ("x-toolgate-csrf", served.csrf()),
-            ("content-type", "application/json".into()),
-        ],
-        r#"{"decision":"allow_once"}"#,
-    );
+    let reply = served.decide(&id, r#"{"decision":"allow_once"}"#);
     assert_eq!(reply.status, 204, "{}", reply.body);
-    let report = client.finish_report();
+    let report = client.session_report();
     assert_eq!(
         report["steps"][0]["isError"], false,
         "{}",
