@@ -10,7 +10,6 @@
 //! arguments. The local debug setting adds those messages, the unknowns and the output,
 //! redacted once more and bounded.
 
-use std::fmt::Write as _;
 use std::path::Path;
 
 use serde_json::{Map, Value, json};
@@ -127,10 +126,7 @@ fn hidden_path(path: &str) -> String {
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     let digest = Sha256::digest(path.as_bytes());
-    let mut short = String::with_capacity(8);
-    for byte in digest.iter().take(4) {
-        let _ = write!(short, "{byte:02x}");
-    }
+    let short = crate::chain::hex(digest.get(..4).unwrap_or_default());
     format!("{name}#sha256:{short}")
 }
 

@@ -32,8 +32,7 @@ const CANCEL_POLL: Duration = Duration::from_millis(100);
 /// answered at once, unapproved.
 pub const MAX_PENDING: usize = 32;
 
-/// The longest reason a person may give; it goes back to the model verbatim.
-pub const MAX_REASON_CHARS: usize = 2000;
+pub use toolgate_core::MAX_REASON_CHARS;
 
 /// How a console broker behaves.
 #[derive(Debug, Clone)]
@@ -138,14 +137,16 @@ pub struct PendingView {
     pub expires_in_ms: u64,
 }
 
-/// The longest account of a request given outside the console; the console shows all of it.
+/// The longest account of a request given outside the console; a longer one is shown in the
+/// console only.
 const MAX_TEXT_CHARS: usize = 6000;
 
 impl PendingView {
     /// The request in plain text, for a person asked on another channel than the console
-    /// (MCP elicitation): what the console shows, with credentials redacted and at most
-    /// [`MAX_TEXT_CHARS`] long. It names no grant, token or request id.
-    pub fn as_text(&self) -> String {
+    /// (MCP elicitation): what the console shows, with credentials redacted. It names no
+    /// grant, token or request id. `None` when it is longer than [`MAX_TEXT_CHARS`]: a channel
+    /// that cannot show the whole request must not be the one that allows it.
+    pub fn as_text(&self) -> Option<String> {
         let mut text = format!(
             "Allow this call?\n\n{} {} ({})\nworkspace: {}\nactor: {} ({})\n",
             self.tool,
@@ -174,14 +175,7 @@ impl PendingView {
             _ => text.push_str(&serde_json::to_string_pretty(&self.arguments).unwrap_or_default()),
         }
         toolgate_core::redact::redact_string(&mut text);
-        if let Some((cut, _)) = text.char_indices().nth(MAX_TEXT_CHARS) {
-            let left = text[cut..].chars().count();
-            text.truncate(cut);
-            text.push_str(&format!(
-                "\n… {left} more characters; the approval console shows them all"
-            ));
-        }
-        text
+        (text.chars().count() <= MAX_TEXT_CHARS).then_some(text)
     }
 }
 
@@ -244,27 +238,24 @@ impl ConsoleBroker {
     /// waits for a person.
     pub fn pending_for_call(&self, call_id: &str) -> Option<PendingView> {
         let now = Instant::now();
-        self.lock()
-            .iter()
-            .find(|(_, p)| p.decision.is_none() && p.request.call_id == call_id)
-            .map(|(id, p)| self.view(id, p, now))
+        let pending = self.lock();
+        let (id, entry) = waiting_call(&pending, call_id)?;
+        Some(self.view(id, entry, now))
     }
 
     /// Records a person's decision on the pending request of call `call_id`, given on another
     /// channel than the console (MCP elicitation); the console's own choices are checked the
     /// same way.
     pub fn decide_for_call(&self, call_id: &str, decision: Decision) -> Result<(), DecideError> {
-        let id = self
-            .lock()
-            .iter()
-            .find(|(_, p)| p.decision.is_none() && p.request.call_id == call_id)
-            .map(|(id, _)| id.clone())
-            .ok_or_else(|| DecideError::NotPending(call_id.to_owned()))?;
-        self.decide(&id, decision)
+        self.record(Waiting::Call(call_id), decision)
     }
 
     /// Records a person's decision on request `id` and wakes the call waiting for it.
     pub fn decide(&self, id: &str, decision: Decision) -> Result<(), DecideError> {
+        self.record(Waiting::Request(id), decision)
+    }
+
+    fn record(&self, which: Waiting<'_>, decision: Decision) -> Result<(), DecideError> {
         if let Decision::Reject {
             reason: Some(reason),
         } = &decision
@@ -275,10 +266,16 @@ impl ConsoleBroker {
             }
         }
         let mut pending = self.lock();
+        let id = match which {
+            Waiting::Request(id) => id.to_owned(),
+            Waiting::Call(call_id) => waiting_call(&pending, call_id)
+                .map(|(id, _)| id.clone())
+                .ok_or_else(|| DecideError::NotPending(call_id.to_owned()))?,
+        };
         let entry = pending
-            .get_mut(id)
+            .get_mut(&id)
             .filter(|p| p.decision.is_none())
-            .ok_or_else(|| DecideError::NotPending(id.to_owned()))?;
+            .ok_or(DecideError::NotPending(id))?;
         if decision == Decision::AllowWorkspace
             && entry.request.scope_allowed != GrantScope::WorkspaceAction
         {
@@ -558,6 +555,24 @@ impl ApprovalBroker for ConsoleBroker {
     }
 }
 
+/// How a decision names the request it decides.
+enum Waiting<'a> {
+    /// By the console's id of the request.
+    Request(&'a str),
+    /// By the id of the call that waits (see [`ApprovalRequest::call_id`]).
+    Call(&'a str),
+}
+
+/// The undecided request of call `call_id`, with its console id.
+fn waiting_call<'a>(
+    pending: &'a BTreeMap<String, Pending>,
+    call_id: &str,
+) -> Option<(&'a String, &'a Pending)> {
+    pending
+        .iter()
+        .find(|(_, p)| p.decision.is_none() && p.request.call_id == call_id)
+}
+
 fn millis(duration: Duration) -> u64 {
     u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
@@ -656,15 +671,19 @@ mod tests {
     }
 
     #[test]
-    fn a_request_in_plain_text_hides_credentials_and_is_bounded() {
+    fn a_request_in_plain_text_hides_credentials_and_only_whole() {
         let b = broker(Duration::from_secs(60));
+        let secret = "+AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY\n";
         let mut req = request("write_file", EffectClass::LocalWrite, GrantScope::Once);
-        req.preview = Some(format!(
-            "--- a/.env\n+++ b/.env\n@@ -0,0 +1 @@\n+AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY\n{}",
+        req.preview = Some(format!("--- a/.env\n+++ b/.env\n@@ -0,0 +1 @@\n{secret}"));
+        let mut long = req.clone();
+        long.preview = Some(format!(
+            "{}{}",
+            req.preview.clone().unwrap(),
             "+x\n".repeat(5000)
         ));
         answered(&b, req, |b, view| {
-            let text = view.as_text();
+            let text = view.as_text().unwrap();
             assert!(text.starts_with("Allow this call?\n\nwrite_file 1.0.0 (local_write)"));
             assert!(
                 text.contains("asked by: local-write-with-approval"),
@@ -673,8 +692,15 @@ mod tests {
             assert!(text.contains("+++ b/.env"));
             assert!(!text.contains("wJalrXUtnFEMI"), "{text}");
             assert!(!text.contains(&view.id), "no request id");
-            assert!(text.chars().count() < MAX_TEXT_CHARS + 100);
-            assert!(text.ends_with("the approval console shows them all"));
+            assert!(text.chars().count() <= MAX_TEXT_CHARS);
+            b.decide(&view.id, Decision::AllowOnce).unwrap();
+        });
+        answered(&b, long, |b, view| {
+            assert_eq!(
+                view.as_text(),
+                None,
+                "too long to show whole outside the console"
+            );
             b.decide(&view.id, Decision::AllowOnce).unwrap();
         });
     }

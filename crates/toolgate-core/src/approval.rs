@@ -76,6 +76,10 @@ pub enum GrantScope {
     WorkspaceAction,
 }
 
+/// The longest reason a person may give with a rejection, on any channel; it goes back to the
+/// model verbatim.
+pub const MAX_REASON_CHARS: usize = 2000;
+
 /// What a person is asked to approve. Everything they need to decide, nothing secret.
 #[derive(Debug, Clone, Serialize)]
 pub struct ApprovalRequest {

@@ -66,7 +66,7 @@ pub mod sensitive;
 
 pub use approval::{
     ApprovalBroker, ApprovalDigest, ApprovalRequest, ApprovalResponse, Clock, Grant, GrantLedger,
-    GrantRefusal, GrantScope, HeadlessBroker, SystemClock,
+    GrantRefusal, GrantScope, HeadlessBroker, MAX_REASON_CHARS, SystemClock,
 };
 pub use canonical::{Digest, canonical_json, sha256_digest};
 pub use invocation::{Invocation, NormalizeBounds, RawArguments, RawCall, Surface};

@@ -44,13 +44,11 @@ pub(crate) const INPUT_KEY: &str = "approval";
 /// answered it without asking anybody.
 const FIND_REQUEST: Duration = Duration::from_secs(2);
 
-/// The longest reason taken from a form; the console takes no longer ones either.
-const MAX_REASON_CHARS: u64 = 2000;
-
 /// Where a session finds the request a waiting call made and puts a person's answer to it:
 /// in toolgate, the approval console's broker.
 pub trait ApprovalDesk: Send + Sync + Debug {
-    /// What a person should read about call `call_id`'s request, while it waits for one.
+    /// What a person should read about call `call_id`'s request, while it waits for one;
+    /// `None` also when the request cannot be shown whole in a form, which is then not sent.
     fn question(&self, call_id: &str) -> Option<String>;
 
     /// A person's answer to call `call_id`'s request; `Err` says why it was not taken (it was
@@ -72,7 +70,8 @@ pub struct Elicitation {
     /// The profiles whose sessions may be asked.
     pub profiles: BTreeSet<String>,
     /// How long a 2026-07-28 call waits on the server for the client's retry after answering
-    /// `input_required`; past it the call is cancelled. At least the approval timeout.
+    /// `input_required`; past it the call is cancelled. Set it above the approval timeout, or
+    /// a call may be cancelled while the console could still answer it.
     pub hold: Duration,
 }
 
@@ -110,7 +109,7 @@ pub(crate) fn form(message: String) -> Option<ElicitRequestParams> {
             "reason": {
                 "type": "string",
                 "title": "Reason (for a rejection; the model reads it)",
-                "maxLength": MAX_REASON_CHARS,
+                "maxLength": toolgate_core::MAX_REASON_CHARS,
             },
         },
         "required": ["decision"],
@@ -140,9 +139,16 @@ pub(crate) fn answer_of(result: &ElicitResult) -> Option<Answer> {
             let content = result.content.as_ref()?.as_object()?;
             let reason = match content.get("reason") {
                 None | Some(Value::Null) => None,
-                Some(Value::String(reason)) => {
-                    Some(reason.trim().to_owned()).filter(|r| !r.is_empty())
-                }
+                // The form's `maxLength` binds no client; a longer reason is cut, not allowed
+                // to lose the rejection it comes with.
+                Some(Value::String(reason)) => Some(
+                    reason
+                        .trim()
+                        .chars()
+                        .take(toolgate_core::MAX_REASON_CHARS)
+                        .collect::<String>(),
+                )
+                .filter(|r| !r.is_empty()),
                 Some(_) => return None,
             };
             match content.get("decision")?.as_str()? {
@@ -209,6 +215,14 @@ mod tests {
         assert_eq!(
             accept(json!({"decision": "reject", "reason": ""})),
             Some(Answer::Reject { reason: None })
+        );
+        let long = "x".repeat(toolgate_core::MAX_REASON_CHARS + 5);
+        assert_eq!(
+            accept(json!({"decision": "reject", "reason": long})),
+            Some(Answer::Reject {
+                reason: Some("x".repeat(toolgate_core::MAX_REASON_CHARS))
+            }),
+            "a reason too long for the console still rejects"
         );
         for malformed in [
             json!({}),

@@ -107,8 +107,8 @@ impl Gateway {
     }
 
     /// Leaves `parked` waiting for its client's retry under a fresh random `requestState`,
-    /// for at most the elicitation's hold; then it is cancelled. Gives it back when too many
-    /// wait already, or no state could be drawn.
+    /// for at most the elicitation's hold; then it is cancelled. Gives it back when
+    /// elicitation is off, too many wait already, or no state could be drawn.
     pub(crate) fn park(self: &Arc<Self>, parked: Box<Parked>) -> Result<String, Box<Parked>> {
         let (Some(elicitation), Ok(state)) = (&self.elicitation, crate::auth::generate_token())
         else {
@@ -272,8 +272,13 @@ mod tests {
         let gateway = gateway(Duration::from_millis(50));
         let alice = Principal::new("alice", "default");
         let parked = parked(&gateway, &alice);
+        let cancelled = parked.call.cancelled();
         let state = gateway.park(parked).unwrap();
         tokio::time::sleep(Duration::from_millis(300)).await;
+        assert!(
+            cancelled.load(std::sync::atomic::Ordering::Relaxed),
+            "the call is cancelled"
+        );
         let args = json!({"path": "a"}).as_object().cloned();
         assert!(
             gateway
@@ -292,7 +297,10 @@ mod tests {
         }
         let refused = gateway.park(parked(&gateway, &alice)).unwrap_err();
         assert!(
-            !refused.call.is_cancelled(),
+            !refused
+                .call
+                .cancelled()
+                .load(std::sync::atomic::Ordering::Relaxed),
             "given back to wait where it is"
         );
         refused.call.cancel();

@@ -215,11 +215,27 @@ impl ServerHandler for Session {
             Some(ArgumentText(text)) => Some(text),
             None => request_extension::<ArgumentText>(&context).map(|ArgumentText(text)| text),
         };
-        // What a retry of this call must repeat, however each was read.
-        let retry_arguments = match &text {
-            Some(text) => serde_json::from_str(text).ok(),
-            None => request.arguments.clone(),
+        let ask = match self
+            .gateway
+            .elicitation()
+            .and_then(|e| e.for_request(&principal.profile, &context))
+        {
+            None => Ask::Nobody,
+            Some(desk) if modern(&context) => Ask::Later(desk),
+            Some(desk) => Ask::Now {
+                desk,
+                peer: context.peer.clone(),
+            },
         };
+        // What a retry of this call must repeat, however each was read: kept only for a call
+        // that may answer `input_required`.
+        let retry = matches!(ask, Ask::Later(_)).then(|| {
+            let arguments = match &text {
+                Some(text) => serde_json::from_str(text).ok(),
+                None => request.arguments.clone(),
+            };
+            (principal.clone(), arguments)
+        });
         let arguments = match text {
             Some(text) => RawArguments::Text(text),
             None => RawArguments::Value(request.arguments.map_or(Value::Null, Value::Object)),
@@ -230,8 +246,8 @@ impl ServerHandler for Session {
             tool: request.name.to_string(),
             arguments,
             surface: Surface::Chat,
-            actor: principal.actor.clone(),
-            profile: principal.profile.clone(),
+            actor: principal.actor,
+            profile: principal.profile,
             request_id: Some(request_id),
         };
         let cancelled = Arc::new(AtomicBool::new(false));
@@ -247,18 +263,6 @@ impl ServerHandler for Session {
         };
         let mut progress = self.progress(&context, &request.name);
         let answer = request_extension::<AnswerWatch>(&context).unwrap_or_default();
-        let ask = match self
-            .gateway
-            .elicitation()
-            .and_then(|e| e.for_request(&principal.profile, &context))
-        {
-            None => Ask::Nobody,
-            Some(desk) if modern(&context) => Ask::Later(desk),
-            Some(desk) => Ask::Now {
-                desk,
-                peer: context.peer.clone(),
-            },
-        };
         let interval = self.gateway.progress_interval();
         let mut watched = watch_call(
             &mut call,
@@ -269,11 +273,15 @@ impl ServerHandler for Session {
             &ask,
         )
         .await;
-        if let Watched::AskLater { call_id, form } = watched {
+        // Only an `Ask::Later` watch ends asking later, and only then is `retry` kept.
+        if let (Watched::AskLater { call_id, form }, Some((principal, arguments))) =
+            (&watched, retry)
+        {
+            let (call_id, form) = (Arc::clone(call_id), form.clone());
             let parked = Box::new(Parked {
                 principal,
                 tool: request.name.to_string(),
-                arguments: retry_arguments,
+                arguments,
                 call_id,
                 call,
             });
@@ -320,7 +328,8 @@ impl Session {
             (self.gateway.elicitation(), &request.input_responses)
             && let Some(answer) = elicit::answer_in(responses)
         {
-            // Refused only when the console answered first; the call's result says how.
+            // Refused only when the request no longer waits (answered in the console, cancelled or
+            // expired); the call's result says how.
             let _ = elicitation.desk.answer(&parked.call_id, answer);
         }
         let mut progress = self.progress(context, &request.name);
@@ -574,9 +583,10 @@ impl Running {
         }
     }
 
+    /// The flag that cancels the call, to watch from a test.
     #[cfg(test)]
-    pub(crate) fn is_cancelled(&self) -> bool {
-        self.cancelled.load(Ordering::Relaxed)
+    pub(crate) fn cancelled(&self) -> Arc<AtomicBool> {
+        Arc::clone(&self.cancelled)
     }
 }
 
@@ -795,7 +805,8 @@ fn start_asking(
                 if let Ok(ClientResult::ElicitResult(result)) = response
                     && let Some(answer) = elicit::answer_of(&result)
                 {
-                    // Refused only when the console answered first.
+                    // Refused only when the request no longer waits (answered in the console, cancelled
+                    // or expired).
                     let _ = desk.answer(&call_id, answer);
                 }
                 None

@@ -167,11 +167,18 @@ impl UpstreamSection {
             }
             admitted.push(admission);
         }
+        let ca_file = self.ca_file.as_ref().map(|file| base.join(file));
+        if let Some(file) = &ca_file {
+            // A missing or unreadable file is the configuration's fault, said now, not a
+            // connection failure at every start.
+            crate::http::certificates(file)
+                .map_err(|e| UpstreamError::Config(format!("upstream `{}`: {e}", self.name)))?;
+        }
         Ok(UpstreamSpec {
             name: self.name.clone(),
             url: self.url.clone(),
             headers,
-            ca_file: self.ca_file.as_ref().map(|file| base.join(file)),
+            ca_file,
             command: self.command.clone(),
             cwd: self.cwd.as_ref().map(|cwd| base.join(cwd)),
             env,
@@ -417,6 +424,10 @@ mod tests {
             (
                 r#"{"name": "a", "url": "http://x/mcp", "ca_file": "ca.pem"}"#,
                 "`ca_file` goes with an `https://` URL",
+            ),
+            (
+                r#"{"name": "a", "url": "https://x/mcp", "ca_file": "/nonexistent/ca.pem"}"#,
+                "cannot read certificates from `/nonexistent/ca.pem`",
             ),
             (
                 r#"{"name": "a", "command": ["x"], "ca_file": "ca.pem"}"#,

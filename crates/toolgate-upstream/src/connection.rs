@@ -194,7 +194,9 @@ pub struct Connection {
     abandoned: Mutex<VecDeque<u64>>,
     next_id: AtomicU64,
     child: Mutex<Child>,
-    group: Option<rustix::process::Pid>,
+    /// The upstream's process group until it is killed; taken then, so that it is signalled
+    /// once, while its leader is not yet reaped and the number cannot belong to anyone else.
+    group: Mutex<Option<rustix::process::Pid>>,
     /// Told of the group, to kill it if the gateway dies without doing so.
     watchdog: Option<Arc<Watchdog>>,
     dead: AtomicBool,
@@ -258,7 +260,7 @@ impl Connection {
             abandoned: Mutex::new(VecDeque::new()),
             next_id: AtomicU64::new(1),
             child: Mutex::new(child),
-            group,
+            group: Mutex::new(group),
             watchdog,
             dead: AtomicBool::new(false),
         });
@@ -353,17 +355,18 @@ impl Rpc for Connection {
     fn kill(&self) {
         self.dead.store(true, Ordering::SeqCst);
         // The group is signalled before anything else: a process that stopped reading its
-        // input keeps the writer thread blocked on the pipe until the process is gone.
-        if let Some(group) = self.group {
+        // input keeps the writer thread blocked on the pipe until the process is gone. It is
+        // signalled and released before the leader is reaped: until then, its number is ours.
+        if let Some(group) = lock(&self.group).take() {
             let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
+            if let Some(watchdog) = &self.watchdog {
+                watchdog.release(group);
+            }
         }
         let mut child = lock(&self.child);
         let _ = child.kill();
         let _ = child.wait();
         drop(child);
-        if let (Some(watchdog), Some(group)) = (&self.watchdog, self.group) {
-            watchdog.release(group);
-        }
         // Closing the queue ends the writer thread once it is no longer blocked.
         drop(lock(&self.stdin).take());
     }

@@ -44,6 +44,17 @@ fn header_safe(value: &str) -> bool {
 #[error("the call was cancelled")]
 struct Stopped;
 
+/// The PEM certificates of `file`: at least one, every one readable.
+pub(crate) fn certificates(file: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
+    let certificates: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(file)
+        .and_then(Iterator::collect)
+        .map_err(|e| format!("cannot read certificates from `{}`: {e}", file.display()))?;
+    if certificates.is_empty() {
+        return Err(format!("`{}` holds no certificate", file.display()));
+    }
+    Ok(certificates)
+}
+
 /// What a connection to an `https://` upstream is checked against.
 #[derive(Debug)]
 struct Tls {
@@ -57,13 +68,7 @@ impl Tls {
         let mut roots =
             rustls::RootCertStore::from_iter(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
         if let Some(file) = ca_file {
-            let certificates: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(file)
-                .and_then(Iterator::collect)
-                .map_err(|e| format!("cannot read certificates from `{}`: {e}", file.display()))?;
-            if certificates.is_empty() {
-                return Err(format!("`{}` holds no certificate", file.display()));
-            }
-            for certificate in certificates {
+            for certificate in certificates(file)? {
                 roots.add(certificate).map_err(|e| {
                     format!("a certificate in `{}` is not usable: {e}", file.display())
                 })?;
@@ -84,21 +89,48 @@ impl Tls {
         })
     }
 
-    /// A TLS session over `tcp`, its handshake complete: within `deadline`, checked certificate.
-    fn connect(&self, mut tcp: TcpStream, deadline: Instant) -> Result<Stream, String> {
+    /// A TLS session over `tcp`, its handshake complete and the certificate checked. The
+    /// handshake is driven here, one short read at a time, so that it ends by `deadline` or
+    /// when `stop` says so, however slowly the server answers.
+    fn connect(
+        &self,
+        mut tcp: TcpStream,
+        deadline: Instant,
+        stop: &dyn Fn() -> bool,
+        peer: &str,
+    ) -> Result<Stream, Fault> {
+        let failed = |what: &dyn std::fmt::Display| {
+            Fault::Unavailable(format!("{peer}: TLS handshake failed: {what}"))
+        };
         let mut session =
             rustls::ClientConnection::new(Arc::clone(&self.config), self.server.clone())
-                .map_err(|e| format!("cannot start TLS: {e}"))?;
+                .map_err(|e| failed(&e))?;
+        tcp.set_read_timeout(Some(POLL)).map_err(|e| failed(&e))?;
         while session.is_handshaking() {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return Err("the TLS handshake did not finish in time".to_owned());
+            if stop() {
+                return Err(Fault::Cancelled);
             }
-            tcp.set_read_timeout(Some(left))
-                .map_err(|e| e.to_string())?;
-            session
-                .complete_io(&mut tcp)
-                .map_err(|e| format!("TLS handshake failed: {e}"))?;
+            if Instant::now() >= deadline {
+                return Err(Fault::Timeout(format!(
+                    "{peer}: the TLS handshake did not finish in time"
+                )));
+            }
+            if session.wants_write() {
+                session.write_tls(&mut tcp).map_err(|e| failed(&e))?;
+                continue;
+            }
+            match session.read_tls(&mut tcp) {
+                Ok(0) => return Err(failed(&"the server closed the connection")),
+                Ok(_) => {
+                    session.process_new_packets().map_err(|e| failed(&e))?;
+                }
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    ) => {}
+                Err(e) => return Err(failed(&e)),
+            }
         }
         Ok(Stream::Tls(Box::new(rustls::StreamOwned::new(
             session, tcp,
@@ -259,9 +291,12 @@ impl HttpConnection {
         ))
         .map_err(|e| unavailable(e.to_string()))?;
         let mut stream = match &self.tls {
-            Some(tls) => tls
-                .connect(tcp, deadline)
-                .map_err(|e| unavailable(format!("`{}`: {e}", self.authority)))?,
+            Some(tls) => tls.connect(
+                tcp,
+                deadline,
+                stop,
+                &format!("upstream `{}`: `{}`", self.upstream, self.authority),
+            )?,
             None => Stream::Plain(tcp),
         };
         stream
@@ -686,6 +721,51 @@ impl<R: BufRead> Read for Chunked<R> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_server_trickling_its_handshake_is_given_up_on_at_the_deadline() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        // A handshake record header announcing 16 KiB, then its body one byte at a time.
+        std::thread::spawn(move || {
+            let (mut peer, _) = listener.accept().unwrap();
+            let _ = peer.write_all(&[0x16, 0x03, 0x03, 0x40, 0x00]);
+            while peer.write_all(&[0]).is_ok() {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        });
+        let tls = Tls::new("localhost", None).unwrap();
+        let started = Instant::now();
+        let deadline = started + Duration::from_millis(300);
+        let outcome = tls.connect(
+            TcpStream::connect(addr).unwrap(),
+            deadline,
+            &|| false,
+            "peer",
+        );
+        assert!(
+            matches!(outcome, Err(Fault::Timeout(_))),
+            "{:?}",
+            outcome.err()
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "{:?}",
+            started.elapsed()
+        );
+
+        let stopped = tls.connect(
+            TcpStream::connect(addr).unwrap(),
+            Instant::now() + Duration::from_secs(30),
+            &|| true,
+            "peer",
+        );
+        assert!(
+            matches!(stopped, Err(Fault::Cancelled)),
+            "{:?}",
+            stopped.err()
+        );
+    }
 
     #[test]
     fn chunked_bodies_decode() {

@@ -65,6 +65,8 @@ impl UpstreamStatus {
 #[derive(Debug, Default)]
 struct State {
     status: UpstreamStatus,
+    /// The digest of each tool of `status.tools`, computed once per list, not per call.
+    digests: std::collections::HashMap<String, toolgate_core::Digest>,
     connection: Option<Arc<dyn Rpc>>,
     attempted: bool,
 }
@@ -152,13 +154,8 @@ impl Supervisor {
         digest: &toolgate_core::Digest,
     ) -> Result<Arc<dyn Rpc>, Stale> {
         let state = lock(&self.state);
-        let current = state
-            .status
-            .tools
-            .as_ref()
-            .and_then(|tools| tools.iter().find(|d| d.name == tool));
-        match current {
-            Some(descriptor) if descriptor.digest() == *digest => {}
+        match state.digests.get(tool) {
+            Some(current) if current == digest => {}
             Some(_) => return Err(Stale::Changed),
             None if state.status.tools.is_some() => return Err(Stale::Missing),
             None => {}
@@ -354,9 +351,14 @@ impl Supervisor {
                 Err(problem) => malformed.push(problem),
             }
         }
+        let digests = descriptors
+            .iter()
+            .map(|d| (d.name.clone(), d.digest()))
+            .collect();
         let mut state = lock(&self.state);
         let changed = state.status.tools.as_ref() != Some(&descriptors);
         state.status.tools = Some(descriptors);
+        state.digests = digests;
         state.status.malformed = malformed;
         Ok(changed)
     }

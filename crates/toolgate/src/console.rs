@@ -85,7 +85,7 @@ struct ConsoleDesk(Arc<ConsoleBroker>);
 
 impl ApprovalDesk for ConsoleDesk {
     fn question(&self, call_id: &str) -> Option<String> {
-        self.0.pending_for_call(call_id).map(|view| view.as_text())
+        self.0.pending_for_call(call_id)?.as_text()
     }
 
     fn answer(&self, call_id: &str, answer: Answer) -> Result<(), String> {

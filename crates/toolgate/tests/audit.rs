@@ -354,9 +354,7 @@ fn verify_names_records_tampered_with_the_sqlite3_tool() {
 #[test]
 fn an_emptied_head_file_does_not_hide_deleted_newest_records() {
     let audited = six_calls();
-    let mut head = audited.db().into_os_string();
-    head.push("-head");
-    fs::write(&head, b"").unwrap();
+    fs::write(toolgate_audit::head_path(&audited.db()), b"").unwrap();
     sqlite3(&audited.db(), "DELETE FROM records WHERE seq >= 5");
     let verified = audited.audit(&["verify"]);
     assert_eq!(verified.status.code(), Some(1), "{verified:?}");
