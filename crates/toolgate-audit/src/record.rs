@@ -126,8 +126,9 @@ fn hidden_path(path: &str) -> String {
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     let digest = Sha256::digest(path.as_bytes());
+    // `sha256:` and the first 8 hex digits.
     let short = crate::chain::hex(digest.get(..4).unwrap_or_default());
-    format!("{name}#sha256:{short}")
+    format!("{name}#{short}")
 }
 
 /// The values a debug record adds, each redacted again: the pipeline redacts output already,
