@@ -271,12 +271,14 @@ impl Supervisor {
         let mut state = lock(&self.state);
         state.connection = Some(Arc::clone(&connection));
         state.status.record("started".to_owned());
-        state.attempted = true;
         drop(state);
-        self.started.notify_all();
+        // Reported before the start counts as done, so whoever waits for the start knows the
+        // first listing has been reported too, and counts later changes from there.
         if changed {
             self.changed();
         }
+        lock(&self.state).attempted = true;
+        self.started.notify_all();
         Ok(connection)
     }
 

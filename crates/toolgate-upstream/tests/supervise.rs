@@ -161,7 +161,7 @@ fn candidates_pins_and_a_change_announced_with_list_changed() {
         ["test__fault", "test__count", "test__delete_everything"]
     );
 
-    // The first listing may have been reported already; count from here.
+    // The first listing, if reported, was reported before the start counted as done.
     let before = changes.load(std::sync::atomic::Ordering::SeqCst);
     signal(state.path(), "USR1");
     wait_until("the change is seen", || {
