@@ -300,8 +300,9 @@ pub type Admit<'a> = dyn Fn(&Invocation, Option<&Arc<Tool>>) -> Result<(), Rejec
 
 /// What a transport adds to a run without changing its stages: a further condition on the
 /// entry resolved ([`Pipeline::resolve_within`]), and word of when the call starts waiting
-/// for a person (with the call's id, which its [`ApprovalRequest`] carries too) and when it
-/// starts executing (for progress reports, and to ask a person on another channel).
+/// for a person (with the call's id, which its [`ApprovalRequest`] carries too; never for a
+/// call a standing grant covers) and when it starts executing (for progress reports, and to
+/// ask a person on another channel).
 pub struct RunHooks<'a> {
     pub admit: &'a Admit<'a>,
     pub awaiting_approval: &'a (dyn Fn(&str) + 'a),
@@ -399,10 +400,7 @@ impl Pipeline {
             .map(|validated| self.classify(validated))
             .and_then(|classified| self.authorize(classified))
             .and_then(|permitted| {
-                if permitted.approval_required {
-                    (hooks.awaiting_approval)(&permitted.trace.call_id);
-                }
-                self.approve_cancellable(permitted, Arc::clone(&cancelled))
+                self.approve_with(permitted, Arc::clone(&cancelled), hooks.awaiting_approval)
             })
             .and_then(|authorized| {
                 (hooks.executing)();
@@ -656,6 +654,17 @@ impl Pipeline {
         permitted: Permitted,
         cancelled: Arc<AtomicBool>,
     ) -> Result<Authorized, Stopped> {
+        self.approve_with(permitted, cancelled, &|_| {})
+    }
+
+    /// Stage 6, calling `awaiting` with the call's id when a person is about to be asked
+    /// (not when a standing grant covers the call).
+    fn approve_with(
+        &self,
+        permitted: Permitted,
+        cancelled: Arc<AtomicBool>,
+        awaiting: &dyn Fn(&str),
+    ) -> Result<Authorized, Stopped> {
         let started = Instant::now();
         let Permitted {
             invocation,
@@ -672,7 +681,7 @@ impl Pipeline {
             request.policies.clone_from(&trace.policies);
             request.call_id.clone_from(&trace.call_id);
             request.cancelled = cancelled;
-            match self.obtain_grant(request, &tool) {
+            match self.obtain_grant(request, &tool, awaiting) {
                 Ok(grant) => {
                     trace.approval_id = Some(grant.0.id.clone());
                     Some(grant)
@@ -703,6 +712,7 @@ impl Pipeline {
         &self,
         request: ApprovalRequest,
         tool: &Tool,
+        awaiting: &dyn Fn(&str),
     ) -> Result<(Grant, ApprovalDigest), Rejection> {
         if request.scope_allowed == GrantScope::WorkspaceAction
             && let Some(grant) = self
@@ -711,6 +721,7 @@ impl Pipeline {
         {
             return Ok((grant, request.digest));
         }
+        awaiting(&request.call_id);
         match self.broker.request(&request) {
             ApprovalResponse::Grant(grant) => Ok((grant, request.digest)),
             ApprovalResponse::Deny { reason } => Err(Rejection::new(

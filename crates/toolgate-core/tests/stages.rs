@@ -302,6 +302,36 @@ fn only_file_edits_may_be_remembered_for_the_workspace() {
 }
 
 #[test]
+fn only_a_call_that_asks_a_person_says_it_waits_for_one() {
+    let (p, broker) = recording_pipeline(vec![entry(
+        "edit",
+        EffectClass::LocalWrite,
+        ApprovalMode::Policy,
+    )]);
+    let waited = Mutex::new(Vec::new());
+    let hooks = RunHooks {
+        awaiting_approval: &|call_id| waited.lock().unwrap().push(call_id.to_owned()),
+        ..RunHooks::default()
+    };
+    for path in ["a", "b"] {
+        let raw = RawCall::text("edit", json!({ "path": path }).to_string(), Surface::Chat);
+        let outcome = p.run_with(raw, Arc::default(), &hooks);
+        assert_eq!(outcome.status, Status::Completed, "{outcome:?}");
+    }
+    // The first call asked, and its answer stood for the workspace; the second was covered
+    // by that grant, and no one was asked or told of a wait.
+    let asked: Vec<String> = broker
+        .requests
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|r| r.call_id.clone())
+        .collect();
+    assert_eq!(asked.len(), 1);
+    assert_eq!(waited.into_inner().unwrap(), asked);
+}
+
+#[test]
 fn standing_grants_never_cover_commands() {
     // A workspace grant standing for `run` (say, left by an older version) is not used: every
     // irreversible call is asked afresh.
