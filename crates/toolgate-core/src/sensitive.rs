@@ -89,11 +89,15 @@ pub const KINDS: [SensitiveKind; 8] = [
 const TOOLGATE_CONFIG: &str = "toolgate_config";
 
 /// Sensitive-path matching for one workspace: the fixed kinds plus the workspace-relative
-/// paths of toolgate's own configuration and policy files when they live in the workspace.
+/// paths of toolgate's own configuration and policy files, and of its state directory, when
+/// they live in the workspace.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Sensitivity {
     /// Lowercased workspace-relative paths that are toolgate's configuration.
     config_paths: Vec<String>,
+    /// Lowercased components of workspace-relative directories that are toolgate's own,
+    /// with everything in them.
+    config_dirs: Vec<Vec<String>>,
 }
 
 impl Sensitivity {
@@ -101,7 +105,25 @@ impl Sensitivity {
     pub fn with_config_paths(paths: impl IntoIterator<Item = String>) -> Self {
         Sensitivity {
             config_paths: paths.into_iter().map(|p| p.to_ascii_lowercase()).collect(),
+            config_dirs: Vec::new(),
         }
+    }
+
+    /// Also treats the directory `dir` (workspace-relative, `/`-separated) and everything in
+    /// it as toolgate configuration, whatever is created there later.
+    #[must_use]
+    pub fn with_config_dir(mut self, dir: &str) -> Self {
+        let lower = dir.to_ascii_lowercase();
+        let components: Vec<String> = parts(&lower)
+            .components
+            .into_iter()
+            .map(str::to_owned)
+            .collect();
+        // The workspace root itself is never toolgate's own.
+        if !components.is_empty() {
+            self.config_dirs.push(components);
+        }
+        self
     }
 
     /// The kinds `paths` touch, each once, in [`KINDS`] order.
@@ -131,7 +153,12 @@ impl Sensitivity {
 
     fn covers(&self, kind: &SensitiveKind, parts: &PathParts<'_>) -> bool {
         (kind.covers)(parts)
-            || (kind.kind == TOOLGATE_CONFIG && self.config_paths.iter().any(|p| p == parts.whole))
+            || (kind.kind == TOOLGATE_CONFIG
+                && (self.config_paths.iter().any(|p| p == parts.whole)
+                    || self.config_dirs.iter().any(|dir| {
+                        parts.components.len() >= dir.len()
+                            && dir.iter().zip(&parts.components).all(|(d, c)| d == c)
+                    })))
     }
 }
 
@@ -204,6 +231,30 @@ mod tests {
             sensitivity
                 .kinds(&["ops/other.cedar".to_owned()])
                 .is_empty()
+        );
+    }
+
+    #[test]
+    fn a_configured_directory_covers_everything_in_it() {
+        let sensitivity = Sensitivity::default().with_config_dir(".local/state/toolgate");
+        let table = [
+            (".local/state/toolgate", true),
+            (".local/state/toolgate/audit.db-wal", true),
+            ("./.local/State/TOOLGATE/new/file.txt", true),
+            (".local/state/toolgate-other/a.txt", false),
+            (".local/state/a.txt", false),
+            ("toolgate/a.txt", false),
+        ];
+        for (path, covered) in table {
+            assert_eq!(
+                sensitivity.kind_of(path).map(|k| k.kind),
+                covered.then_some("toolgate_config"),
+                "{path:?}"
+            );
+        }
+        assert_eq!(
+            Sensitivity::default().with_config_dir("."),
+            Sensitivity::default()
         );
     }
 

@@ -136,28 +136,30 @@ fn grants_file_name(workspace: &Workspace) -> String {
     format!("grants-{}.json", digest.get(..16).unwrap_or(digest))
 }
 
-/// The files of toolgate's state directory, absolute and with the directory resolved: those
-/// there now and those toolgate creates for `workspace` (its grants file, the default audit
-/// log and the log's companions). Empty when there is no state directory yet. A pipeline is
-/// built after the console starts, so the console's token file is among those there now.
-pub(crate) fn state_files(workspace: &Workspace) -> Vec<PathBuf> {
-    let Some(dir) = state_dir().and_then(|dir| std::fs::canonicalize(dir).ok()) else {
-        return Vec::new();
-    };
-    let present = std::fs::read_dir(&dir)
-        .into_iter()
-        .flatten()
-        .filter_map(|entry| Some(entry.ok()?.file_name()));
-    let created = [
-        grants_file_name(workspace),
-        "audit.db".to_owned(),
-        "audit.db-wal".to_owned(),
-        "audit.db-shm".to_owned(),
-        "audit.db-journal".to_owned(),
-    ]
-    .into_iter()
-    .map(std::ffi::OsString::from);
-    present.chain(created).map(|name| dir.join(name)).collect()
+/// toolgate's state directory, absolute and with symbolic links resolved as far as it exists
+/// (it may not exist yet: toolgate creates it when it first writes there).
+pub(crate) fn resolved_state_dir() -> Option<PathBuf> {
+    let dir = state_dir()?;
+    let mut missing = Vec::new();
+    let mut existing = dir.as_path();
+    loop {
+        if let Ok(resolved) = std::fs::canonicalize(existing) {
+            return Some(
+                missing
+                    .iter()
+                    .rev()
+                    .fold(resolved, |path, name| path.join(name)),
+            );
+        }
+        match (existing.file_name(), existing.parent()) {
+            (Some(name), Some(parent)) => {
+                missing.push(name.to_owned());
+                existing = parent;
+            }
+            // A name such as `..` cannot be resolved before it exists: take it as written.
+            _ => return Some(dir.clone()),
+        }
+    }
 }
 
 fn state_dir() -> Option<PathBuf> {

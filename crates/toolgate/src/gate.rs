@@ -116,10 +116,10 @@ impl Gate {
     }
 
     /// The configuration and policy files, where they live inside `workspace`, join the
-    /// sensitive paths: a model must not rewrite the rules it runs under. So do the files of
-    /// toolgate's state directory when it lies inside the workspace (a workspace at `$HOME`):
-    /// a model that read the console's token could approve its own calls, and one that wrote
-    /// a grants file could grant them.
+    /// sensitive paths: a model must not rewrite the rules it runs under. So does toolgate's
+    /// state directory, with all it holds or will hold, when it lies inside the workspace (a
+    /// workspace at `$HOME`): a model that read the console's token could approve its own
+    /// calls, and one that wrote a grants file could grant them.
     fn sensitivity(&self, workspace: &Workspace) -> Sensitivity {
         let files = self
             .config
@@ -132,15 +132,16 @@ impl Gate {
             let rel = file.strip_prefix(workspace.root()).ok()?;
             Some(rel.to_str()?.to_owned())
         });
-        // State files may not exist yet, so they come already resolved rather than through
-        // `canonicalize`.
-        let state = crate::console::state_files(workspace);
-        let state_inside = state.iter().filter_map(|file| {
-            let rel = file.strip_prefix(workspace.root()).ok()?;
-            Some(rel.to_str()?.to_owned())
-        });
-        let inside = inside.chain(state_inside);
-        Sensitivity::with_config_paths(inside.collect::<Vec<_>>())
+        let sensitivity = Sensitivity::with_config_paths(inside.collect::<Vec<_>>());
+        let state = crate::console::resolved_state_dir();
+        match state
+            .as_deref()
+            .and_then(|dir| dir.strip_prefix(workspace.root()).ok())
+            .and_then(Path::to_str)
+        {
+            Some(rel) => sensitivity.with_config_dir(rel),
+            None => sensitivity,
+        }
     }
 }
 

@@ -591,10 +591,16 @@ fn a_state_directory_inside_the_workspace_is_out_of_the_models_reach() {
     let digest = workspace.strip_prefix("sha256:").unwrap();
     let grants = format!(".local/state/toolgate/grants-{}.json", &digest[..16]);
     let planted = "[{\"workspace\": \"ws\", \"tool\": \"write_file\", \"expires_at_ms\": 1}]";
+    // Nor anything else there, now or later: the directory is toolgate's, whatever it holds.
     let written = served
-        .client(json!([{"op": "call", "tool": "write_file", "arguments":
-            {"path": grants, "content": planted}}]))
+        .client(json!([
+            {"op": "call", "tool": "write_file", "arguments": {"path": grants, "content": planted}},
+            {"op": "call", "tool": "write_file", "arguments":
+                {"path": ".local/state/toolgate/notes.txt", "content": "x\n"}},
+            {"op": "call", "tool": "list_dir", "arguments": {"path": ".local/state/toolgate"}},
+        ]))
         .steps();
+    assert_eq!(written.len(), 3);
     for result in read.iter().chain(&written) {
         assert_eq!(
             result["structured"]["rejection"]["policies"],
@@ -603,6 +609,7 @@ fn a_state_directory_inside_the_workspace_is_out_of_the_models_reach() {
         );
     }
     assert!(!ws.join(&grants).exists());
+    assert!(!ws.join(".local/state/toolgate/notes.txt").exists());
     assert_eq!(served.get_json("/api/pending"), json!([]));
 }
 
