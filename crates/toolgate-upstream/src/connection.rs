@@ -502,11 +502,26 @@ impl Connection {
     }
 
     /// How the process ended, once its output closed: it usually exits right after, so wait a
-    /// moment for the status that says why.
+    /// moment for the status that says why. The status is looked at, not collected: until
+    /// [`Rpc::kill`] has signalled the group, its leader stays unreaped, so that the group's
+    /// number cannot be anyone else's.
     fn exit_status(&self) -> String {
+        use rustix::process::{WaitId, WaitIdOptions, waitid};
+        let pid = i32::try_from(lock(&self.child).id())
+            .ok()
+            .and_then(rustix::process::Pid::from_raw);
+        let Some(pid) = pid else {
+            return "closed its output".to_owned();
+        };
+        let peek = WaitIdOptions::EXITED | WaitIdOptions::NOHANG | WaitIdOptions::NOWAIT;
         for _ in 0..25 {
-            if let Ok(Some(status)) = lock(&self.child).try_wait() {
-                return format!("exited ({status})");
+            if let Ok(Some(status)) = waitid(WaitId::Pid(pid), peek) {
+                if let Some(code) = status.exit_status() {
+                    return format!("exited (exit status: {code})");
+                }
+                if let Some(signal) = status.terminating_signal() {
+                    return format!("was killed (signal {signal})");
+                }
             }
             std::thread::sleep(Duration::from_millis(20));
         }
