@@ -110,19 +110,14 @@ impl Sensitivity {
     }
 
     /// Also treats the directory `dir` (workspace-relative, `/`-separated) and everything in
-    /// it as toolgate configuration, whatever is created there later.
+    /// it as toolgate configuration, whatever is created there later. Given the workspace
+    /// root (`""` or `.`), that is the whole workspace.
     #[must_use]
     pub fn with_config_dir(mut self, dir: &str) -> Self {
         let lower = dir.to_ascii_lowercase();
-        let components: Vec<String> = parts(&lower)
-            .components
-            .into_iter()
-            .map(str::to_owned)
-            .collect();
-        // The workspace root itself is never toolgate's own.
-        if !components.is_empty() {
-            self.config_dirs.push(components);
-        }
+        let components = parts(&lower).components;
+        self.config_dirs
+            .push(components.into_iter().map(str::to_owned).collect());
         self
     }
 
@@ -252,9 +247,11 @@ mod tests {
                 "{path:?}"
             );
         }
+        // A workspace that is toolgate's state directory is toolgate's through and through.
+        let whole = Sensitivity::default().with_config_dir(".");
         assert_eq!(
-            Sensitivity::default().with_config_dir("."),
-            Sensitivity::default()
+            whole.kind_of("src/main.rs").map(|k| k.kind),
+            Some("toolgate_config")
         );
     }
 
