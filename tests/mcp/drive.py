@@ -15,7 +15,8 @@ such a session takes only `list` and `call` steps.
 With `"elicit": [ANSWER, ...]` a session declares the elicitation capability and answers the
 forms the server sends (or, at 2026-07-28, puts in `input_required` results) in order, each
 ANSWER being {"action": "accept" | "decline" | "cancel", "content": {...}}, optionally with
-"hold": SECONDS to wait that long before answering. Past the list, forms are cancelled. The
+"hold": SECONDS to wait that long before answering, and "touch": PATH to create that file as
+soon as the form arrives (so a test knows it did). Past the list, forms are cancelled. The
 session report then has "elicited": one {"message", "schema"} per form, with
 "withdrawn": true for a form the server cancelled while it was held.
 
@@ -148,6 +149,8 @@ def elicitation(spec, elicited):
         entry = {"message": form.get("message"), "schema": form.get("requestedSchema")}
         elicited.append(entry)
         answer = answers.pop(0) if answers else {"action": "cancel"}
+        if "touch" in answer:
+            open(answer["touch"], "w").close()
         if "hold" in answer:
             try:
                 await anyio.sleep(answer["hold"])

@@ -897,11 +897,18 @@ fn a_form_is_withdrawn_when_the_console_answers_first() {
     let fx = Fixture::new();
     let ws = fx.workspace();
     let served = Served::start(&ws, "[approval]\nelicitation = [\"default\"]\n");
+    let marks = tempfile::tempdir().unwrap();
+    let received = marks.path().join("received");
     let client = served.client_session(json!({
-        "elicit": [{"action": "accept", "content": {"decision": "reject"}, "hold": 30}],
+        "elicit": [{"action": "accept", "content": {"decision": "reject"}, "hold": 30,
+                    "touch": received}],
         "steps": [write("new-a.txt")],
     }));
     let id = served.pending(1)[0]["id"].as_str().unwrap().to_owned();
+    // The console answers while the client holds the form it was sent.
+    wait_until("the client has the form", Duration::from_secs(30), || {
+        received.exists()
+    });
     let reply = served.decide(&id, r#"{"decision":"allow_once"}"#);
     assert_eq!(reply.status, 204, "{}", reply.body);
     let report = client.session_report();
