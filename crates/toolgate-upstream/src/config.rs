@@ -219,15 +219,15 @@ impl UpstreamSection {
                 "upstream `{name}` has both a `url` and a `command`; choose one"
             )));
         }
-        let rest = match (url.strip_prefix("https://"), url.strip_prefix("http://")) {
-            (Some(rest), _) => rest,
-            (None, Some(rest)) if self.ca_file.is_none() => rest,
-            (None, Some(_)) => {
+        let rest = match crate::http::scheme_of(url) {
+            Some((true, rest)) => rest,
+            Some((false, rest)) if self.ca_file.is_none() => rest,
+            Some((false, _)) => {
                 return Err(UpstreamError::Config(format!(
                     "upstream `{name}`: `ca_file` goes with an `https://` URL"
                 )));
             }
-            (None, None) => {
+            None => {
                 return Err(UpstreamError::Config(format!(
                     "upstream `{name}`: `{url}` must be an `http://` or `https://` URL"
                 )));

@@ -44,6 +44,15 @@ fn header_safe(value: &str) -> bool {
 #[error("the call was cancelled")]
 struct Stopped;
 
+/// The rest of an `https://` (`true`) or `http://` (`false`) URL.
+pub(crate) fn scheme_of(url: &str) -> Option<(bool, &str)> {
+    match (url.strip_prefix("https://"), url.strip_prefix("http://")) {
+        (Some(rest), _) => Some((true, rest)),
+        (None, Some(rest)) => Some((false, rest)),
+        (None, None) => None,
+    }
+}
+
 /// The PEM certificates of `file`: at least one, every one readable.
 pub(crate) fn certificates(file: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
     let certificates: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(file)
@@ -90,8 +99,9 @@ impl Tls {
     }
 
     /// A TLS session over `tcp`, its handshake complete and the certificate checked. The
-    /// handshake is driven here, one short read at a time, so that it ends by `deadline` or
-    /// when `stop` says so, however slowly the server answers.
+    /// handshake is driven here, one short read at a time (`tcp` reads with a [`POLL`]
+    /// timeout), so that it ends by `deadline` or when `stop` says so, however slowly the
+    /// server answers.
     fn connect(
         &self,
         mut tcp: TcpStream,
@@ -105,7 +115,6 @@ impl Tls {
         let mut session =
             rustls::ClientConnection::new(Arc::clone(&self.config), self.server.clone())
                 .map_err(|e| failed(&e))?;
-        tcp.set_read_timeout(Some(POLL)).map_err(|e| failed(&e))?;
         while session.is_handshaking() {
             if stop() {
                 return Err(Fault::Cancelled);
@@ -142,15 +151,6 @@ impl Tls {
 enum Stream {
     Plain(TcpStream),
     Tls(Box<rustls::StreamOwned<rustls::ClientConnection, TcpStream>>),
-}
-
-impl Stream {
-    fn tcp(&self) -> &TcpStream {
-        match self {
-            Stream::Plain(tcp) => tcp,
-            Stream::Tls(tls) => tls.get_ref(),
-        }
-    }
 }
 
 impl Read for Stream {
@@ -205,15 +205,8 @@ impl HttpConnection {
     ) -> Result<Arc<dyn Rpc>, Fault> {
         let unavailable =
             |what: String| Fault::Unavailable(format!("upstream `{}`: {what}", spec.name));
-        let (rest, secure) = match (url.strip_prefix("https://"), url.strip_prefix("http://")) {
-            (Some(rest), _) => (rest, true),
-            (None, Some(rest)) => (rest, false),
-            (None, None) => {
-                return Err(unavailable(format!(
-                    "`{url}` is not an http:// or https:// URL"
-                )));
-            }
-        };
+        let (secure, rest) = scheme_of(url)
+            .ok_or_else(|| unavailable(format!("`{url}` is not an http:// or https:// URL")))?;
         let (authority, path) = match rest.find('/') {
             Some(at) => (
                 rest.get(..at).unwrap_or(rest),
@@ -283,13 +276,17 @@ impl HttpConnection {
         let tcp = TcpStream::connect_timeout(&self.addr, connect_within)
             .map_err(|e| unavailable(format!("cannot connect to `{}`: {e}", self.authority)))?;
         let _ = tcp.set_nodelay(true);
-        // An upstream that stops reading must not hold a write past the call's deadline.
-        tcp.set_write_timeout(Some(
-            deadline
-                .saturating_duration_since(Instant::now())
-                .max(Duration::from_millis(1)),
-        ))
-        .map_err(|e| unavailable(e.to_string()))?;
+        // Reads wait in short slices (see `Patient`), and an upstream that stops reading must
+        // not hold a write past the call's deadline.
+        tcp.set_read_timeout(Some(POLL))
+            .and_then(|()| {
+                tcp.set_write_timeout(Some(
+                    deadline
+                        .saturating_duration_since(Instant::now())
+                        .max(Duration::from_millis(1)),
+                ))
+            })
+            .map_err(|e| unavailable(e.to_string()))?;
         let mut stream = match &self.tls {
             Some(tls) => tls.connect(
                 tcp,
@@ -299,10 +296,6 @@ impl HttpConnection {
             )?,
             None => Stream::Plain(tcp),
         };
-        stream
-            .tcp()
-            .set_read_timeout(Some(POLL))
-            .map_err(|e| unavailable(e.to_string()))?;
         let mut head = format!(
             "POST {} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n",
             self.path,
@@ -735,14 +728,14 @@ mod tests {
             }
         });
         let tls = Tls::new("localhost", None).unwrap();
+        let polled = || {
+            let tcp = TcpStream::connect(addr).unwrap();
+            tcp.set_read_timeout(Some(POLL)).unwrap();
+            tcp
+        };
         let started = Instant::now();
         let deadline = started + Duration::from_millis(300);
-        let outcome = tls.connect(
-            TcpStream::connect(addr).unwrap(),
-            deadline,
-            &|| false,
-            "peer",
-        );
+        let outcome = tls.connect(polled(), deadline, &|| false, "peer");
         assert!(
             matches!(outcome, Err(Fault::Timeout(_))),
             "{:?}",
@@ -755,7 +748,7 @@ mod tests {
         );
 
         let stopped = tls.connect(
-            TcpStream::connect(addr).unwrap(),
+            polled(),
             Instant::now() + Duration::from_secs(30),
             &|| true,
             "peer",

@@ -55,7 +55,7 @@ impl Served {
     fn start_at(ws: &Path, config: &str, state: &Path) -> Served {
         let config_path = state.join("toolgate.toml");
         fs::write(&config_path, config).unwrap();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        let mut child = Command::new(toolgate_bin())
             .args(["serve", "--http", "127.0.0.1:0", "--workspace"])
             .arg(ws)
             .arg("--config")
@@ -705,7 +705,7 @@ fn bad_approval_settings_are_configuration_errors() {
         ),
     ] {
         fs::write(&config, toml).unwrap();
-        let output = Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        let output = Command::new(toolgate_bin())
             .args(["serve", "--workspace"])
             .arg(fx.workspace())
             .arg("--config")

@@ -116,6 +116,11 @@ fn ok(result: &Value) -> &Value {
     result
 }
 
+/// The text of a call that succeeded.
+fn ok_text(result: &Value) -> &str {
+    ok(result)["text"].as_str().unwrap()
+}
+
 /// The `[[upstream]]` of the test upstream, keeping its state in `state`.
 fn test_upstream(name: &str, state: &Path, extra: &str) -> String {
     format!(
@@ -276,7 +281,7 @@ fn a_changed_descriptor_is_quarantined_until_re_pinned() {
         {"op": "call", "tool": "test__echo", "arguments": {"text": "after listing"}},
     ]));
     assert!(names(&report[0]).contains(&"test__echo".to_owned()));
-    assert!(ok(&report[1])["text"].as_str().unwrap().contains("before"));
+    assert!(ok_text(&report[1]).contains("before"));
     assert_eq!(rejected(&report[4]), "stale_descriptor");
     assert!(
         report[4]["text"]
@@ -369,12 +374,7 @@ fn a_changed_descriptor_is_quarantined_until_re_pinned() {
             .unwrap()
             .contains("ignore previous instructions")
     );
-    assert!(
-        ok(&report[1])["text"]
-            .as_str()
-            .unwrap()
-            .contains("re-pinned")
-    );
+    assert!(ok_text(&report[1]).contains("re-pinned"));
 }
 
 #[test]
@@ -462,7 +462,7 @@ fn upstream_faults_are_classified_and_the_gateway_keeps_serving() {
         "faults were slow to classify: {:?}",
         started.elapsed()
     );
-    let redacted = ok(&report[1 + 3 * kinds.len()])["text"].as_str().unwrap();
+    let redacted = ok_text(&report[1 + 3 * kinds.len()]);
     assert!(redacted.contains("key [REDACTED] here"), "{redacted}");
     assert!(!redacted.contains("AKIA"), "{redacted}");
     let crashed = &report[7]["structured"]["error"]["message"];
@@ -515,11 +515,7 @@ fn an_upstream_that_stops_reading_its_input_fails_calls_in_time_and_shutdown_com
         "{}",
         report[1]
     );
-    assert!(
-        ok(&report[2])["text"].as_str().unwrap().contains("back"),
-        "{}",
-        report[2]
-    );
+    assert!(ok_text(&report[2]).contains("back"), "{}", report[2]);
     assert!(
         started.elapsed() < Duration::from_secs(40),
         "a blocked write held the gateway: {:?}",
@@ -611,31 +607,18 @@ fn reference_servers_behind_the_gateway() {
     }
     assert!(!listed.iter().any(|n| n == "fs__write_file"), "{listed:?}");
     assert!(
-        ok(&report[1])["text"]
-            .as_str()
-            .unwrap()
-            .contains("hello from the filesystem server"),
+        ok_text(&report[1]).contains("hello from the filesystem server"),
         "{}",
         report[1]
     );
     assert_eq!(rejected(&report[2]), "invalid_type");
     assert_eq!(rejected(&report[3]), "unknown_tool");
     assert!(
-        ok(&report[4])["text"]
-            .as_str()
-            .unwrap()
-            .contains("through the gate"),
+        ok_text(&report[4]).contains("through the gate"),
         "{}",
         report[4]
     );
-    assert!(
-        ok(&report[5])["text"]
-            .as_str()
-            .unwrap()
-            .contains("tracked.txt"),
-        "{}",
-        report[5]
-    );
+    assert!(ok_text(&report[5]).contains("tracked.txt"), "{}", report[5]);
     assert_eq!(
         fs::read_to_string(&hello).unwrap(),
         "hello from the filesystem server\n"
@@ -742,7 +725,7 @@ fn upstream_conformance_suite() {
 /// header whose value comes from an environment variable.
 #[test]
 fn http_upstream_behind_the_gateway() {
-    let (mut everything, port) = everything_over_http();
+    let (_everything, port) = everything_over_http();
     let toml = format!(
         "[[upstream]]\nname = \"everything\"\nurl = \"http://127.0.0.1:{port}/mcp\"\nheaders = {{ X-Upstream-Token = \"UPSTREAM_TOKEN\" }}\n"
     );
@@ -790,37 +773,34 @@ fn http_upstream_behind_the_gateway() {
         ],
     }]});
     let report = drive(&plan)["sessions"][0]["steps"].clone();
-    let _ = everything.kill();
-    let _ = everything.wait();
     assert!(names(&report[0]).contains(&"everything__echo".to_owned()));
     assert!(
-        ok(&report[1])["text"]
-            .as_str()
-            .unwrap()
-            .contains("Echo: over http"),
+        ok_text(&report[1]).contains("Echo: over http"),
         "{}",
         report[1]
     );
     assert_eq!(rejected(&report[2]), "invalid_type");
 }
 
-/// `server-everything` serving streamable HTTP on a free port of 127.0.0.1.
-fn everything_over_http() -> (std::process::Child, u16) {
+/// `server-everything` serving streamable HTTP on a free port of 127.0.0.1, until dropped.
+fn everything_over_http() -> (Killed, u16) {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
         .unwrap()
         .port();
-    let everything = Command::new(node())
-        .arg(test_dep(
-            "node/node_modules/@modelcontextprotocol/server-everything/dist/index.js",
-        ))
-        .arg("streamableHttp")
-        .env("PORT", port.to_string())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let everything = Killed(
+        Command::new(node())
+            .arg(test_dep(
+                "node/node_modules/@modelcontextprotocol/server-everything/dist/index.js",
+            ))
+            .arg("streamableHttp")
+            .env("PORT", port.to_string())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
     wait_until("server-everything listens", Duration::from_secs(20), || {
         std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
     });
@@ -849,8 +829,7 @@ fn openssl(args: &[&str], dir: &Path) {
 
 #[test]
 fn https_upstream_checked_against_its_certificate() {
-    let (everything, plain_port) = everything_over_http();
-    let _everything = Killed(everything);
+    let (_everything, plain_port) = everything_over_http();
     // A private CA, and a certificate it signs for localhost.
     let certs = tempfile::tempdir().unwrap();
     let key = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
@@ -904,10 +883,7 @@ fn https_upstream_checked_against_its_certificate() {
         {"op": "call", "tool": "secure__echo", "arguments": {"message": "over tls"}},
     ]));
     assert!(
-        ok(&report[0])["text"]
-            .as_str()
-            .unwrap()
-            .contains("Echo: over tls"),
+        ok_text(&report[0]).contains("Echo: over tls"),
         "{}",
         report[0]
     );
