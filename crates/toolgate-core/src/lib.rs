@@ -63,6 +63,7 @@ pub mod registry;
 pub mod rejection;
 pub mod schema;
 pub mod sensitive;
+pub mod visible;
 
 pub use approval::{
     ApprovalBroker, ApprovalDigest, ApprovalRequest, ApprovalResponse, Clock, Grant, GrantLedger,
