@@ -1,0 +1,229 @@
+//! A running `toolgate serve --http` with its approval console, driven as a person's browser
+//! would drive it: the token cookie, the page's CSRF value, JSON bodies. Shared by the tests
+//! that need a person's decision.
+
+#![allow(dead_code)]
+
+use std::fs;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use super::clients::{Driving, toolgate_bin};
+
+/// A running `toolgate serve --http` with its console, and what it printed.
+pub struct Served {
+    pub child: Child,
+    pub mcp_url: String,
+    pub mcp_token: String,
+    pub console_url: String,
+    pub port: u16,
+    pub token: String,
+    pub token_file: PathBuf,
+    pub _state: Option<tempfile::TempDir>,
+}
+
+impl Served {
+    pub fn start(ws: &Path, config: &str) -> Served {
+        let state = tempfile::tempdir().unwrap();
+        let mut served = Served::start_at(ws, config, state.path());
+        served._state = Some(state);
+        served
+    }
+
+    /// A server keeping its state (token file, standing grants) in `state`.
+    pub fn start_at(ws: &Path, config: &str, state: &Path) -> Served {
+        let config_path = state.join("toolgate.toml");
+        fs::write(&config_path, config).unwrap();
+        let mut child = Command::new(toolgate_bin())
+            .args(["serve", "--http", "127.0.0.1:0", "--workspace"])
+            .arg(ws)
+            .arg("--config")
+            .arg(&config_path)
+            .env("XDG_STATE_HOME", state)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+        let mut banner = Vec::new();
+        let mcp_url = loop {
+            let line = lines
+                .next()
+                .unwrap_or_else(|| panic!("the server stopped: {banner:?}"))
+                .unwrap();
+            if let Some(rest) = line.strip_prefix("toolgate: serving MCP at ") {
+                break rest.to_owned();
+            }
+            banner.push(line);
+        };
+        std::thread::spawn(move || lines.for_each(drop));
+        let after = |prefix: &str| {
+            banner
+                .iter()
+                .find_map(|l| l.strip_prefix(prefix))
+                .unwrap_or_else(|| panic!("no `{prefix}` line in {banner:?}"))
+                .to_owned()
+        };
+        let console_url = after("toolgate: approval console at ");
+        let token_file = PathBuf::from(after("toolgate: the console's token is also in "));
+        let consoles = banner
+            .iter()
+            .filter(|l| l.contains("approval console at"))
+            .count();
+        assert_eq!(consoles, 1, "the address is printed once: {banner:?}");
+        let token_line = banner
+            .iter()
+            .position(|l| l.contains("this run's token"))
+            .unwrap();
+        let mcp_token = banner[token_line + 1]
+            .strip_prefix("toolgate: ")
+            .unwrap()
+            .to_owned();
+        let (base, token) = console_url.split_once("/?token=").unwrap();
+        let port = base
+            .strip_prefix("http://127.0.0.1:")
+            .unwrap()
+            .parse()
+            .unwrap();
+        Served {
+            child,
+            mcp_url,
+            mcp_token,
+            console_url: console_url.clone(),
+            port,
+            token: token.to_owned(),
+            token_file,
+            _state: None,
+        }
+    }
+
+    pub fn cookie(&self) -> String {
+        format!("toolgate_console_{}={}", self.port, self.token)
+    }
+
+    pub fn host(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    /// One request to the console; `headers` replace the defaults of the same name (Host).
+    pub fn http(&self, method: &str, path: &str, headers: &[(&str, String)], body: &str) -> Reply {
+        let mut stream = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        let mut request = format!("{method} {path} HTTP/1.1\r\nconnection: close\r\n");
+        if !headers.iter().any(|(n, _)| n.eq_ignore_ascii_case("host")) {
+            request.push_str(&format!("host: {}\r\n", self.host()));
+        }
+        for (name, value) in headers {
+            request.push_str(&format!("{name}: {value}\r\n"));
+        }
+        request.push_str(&format!("content-length: {}\r\n\r\n{body}", body.len()));
+        stream.write_all(request.as_bytes()).unwrap();
+        let mut raw = String::new();
+        stream.read_to_string(&mut raw).unwrap();
+        let (head, body) = raw.split_once("\r\n\r\n").unwrap();
+        let mut head_lines = head.lines();
+        let status = head_lines.next().unwrap()[9..12].parse().unwrap();
+        let headers = head_lines
+            .filter_map(|l| l.split_once(": "))
+            .map(|(n, v)| (n.to_ascii_lowercase(), v.to_owned()))
+            .collect();
+        Reply {
+            status,
+            headers,
+            body: body.to_owned(),
+        }
+    }
+
+    /// An authenticated GET of a JSON endpoint.
+    pub fn get_json(&self, path: &str) -> Value {
+        let reply = self.http("GET", path, &[("cookie", self.cookie())], "");
+        assert_eq!(reply.status, 200, "{path}: {}", reply.body);
+        // Bodies are small and sent whole; a chunked one has its framing around the JSON.
+        let start = reply.body.find(['[', '{']).unwrap();
+        let end = reply.body.rfind([']', '}']).unwrap();
+        serde_json::from_str(&reply.body[start..=end]).unwrap()
+    }
+
+    /// The CSRF value the page carries.
+    pub fn csrf(&self) -> String {
+        let page = self.http("GET", "/", &[("cookie", self.cookie())], "");
+        assert_eq!(page.status, 200);
+        let (_, rest) = page
+            .body
+            .split_once("name=\"toolgate-csrf\" content=\"")
+            .unwrap();
+        rest.split_once('"').unwrap().0.to_owned()
+    }
+
+    /// Waits until `count` requests are pending, and returns them.
+    pub fn pending(&self, count: usize) -> Vec<Value> {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let pending = self.get_json("/api/pending");
+            let list = pending.as_array().unwrap();
+            if list.len() == count {
+                return list.clone();
+            }
+            assert!(Instant::now() < deadline, "pending: {pending}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Starts the Python SDK client on `steps`, in the background.
+    pub fn client(&self, steps: Value) -> Driving {
+        self.client_session(json!({"steps": steps}))
+    }
+
+    /// Starts the Python SDK client on one session of `tests/mcp/drive.py`'s plan (steps and
+    /// options), over HTTP to this server, in the background.
+    pub fn client_session(&self, mut session: Value) -> Driving {
+        session["transport"] = json!("http");
+        session["url"] = json!(self.mcp_url);
+        session["token"] = json!(self.mcp_token);
+        Driving::start(&json!({"sessions": [session]}))
+    }
+
+    /// A person's decision on pending request `id`, as the console's page posts it.
+    pub fn decide(&self, id: &str, body: &str) -> Reply {
+        self.http(
+            "POST",
+            &format!("/api/pending/{id}/decision"),
+            &[
+                ("cookie", self.cookie()),
+                ("x-toolgate-csrf", self.csrf()),
+                ("content-type", "application/json".into()),
+            ],
+            body,
+        )
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub struct Reply {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: String,
+}
+
+impl Reply {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
