@@ -144,8 +144,10 @@ const MAX_TEXT_CHARS: usize = 6000;
 impl PendingView {
     /// The request in plain text, for a person asked on another channel than the console
     /// (MCP elicitation): what the console shows, with credentials redacted. It names no
-    /// grant, token or request id. `None` when it is longer than [`MAX_TEXT_CHARS`]: a channel
-    /// that cannot show the whole request must not be the one that allows it.
+    /// grant, token or request id. Every invisible or direction-changing character is shown
+    /// as its `<U+XXXX>` mark ([`toolgate_core::visible`]). `None` when it is longer than
+    /// [`MAX_TEXT_CHARS`]: a channel that cannot show the whole request must not be the one
+    /// that allows it.
     pub fn as_text(&self) -> Option<String> {
         let mut text = format!(
             "Allow this call?\n\n{} {} ({})\nworkspace: {}\nactor: {} ({})\n",
@@ -175,6 +177,9 @@ impl PendingView {
             _ => text.push_str(&serde_json::to_string_pretty(&self.arguments).unwrap_or_default()),
         }
         toolgate_core::redact::redact_string(&mut text);
+        // Marked after redaction, so that redaction reads the text as written; a mark is
+        // plain ASCII and reveals nothing redaction hid.
+        let text = toolgate_core::visible::mark_invisible(&text).into_owned();
         (text.chars().count() <= MAX_TEXT_CHARS).then_some(text)
     }
 }
@@ -703,6 +708,81 @@ mod tests {
             );
             b.decide(&view.id, Decision::AllowOnce).unwrap();
         });
+    }
+
+    #[test]
+    fn a_request_in_plain_text_marks_every_invisible_character() {
+        // (where the character is written, the request, what the text must hold)
+        type Row = (&'static str, ApprovalRequest, &'static [&'static str]);
+        let write = |content: &str| {
+            let mut req = request("write_file", EffectClass::LocalWrite, GrantScope::Once);
+            req.preview = Some(format!(
+                "--- a/a.txt\n+++ b/a.txt\n@@ -1 +1 @@\n-a\n+{content}\n"
+            ));
+            req
+        };
+        let mut command = request("run_command", EffectClass::Irreversible, GrantScope::Once);
+        command.preview = Some("program: /bin/echo\nargv[1]: \"a\u{2066}b\"\n".into());
+        let mut arguments = request("read_file", EffectClass::ReadOnly, GrantScope::Once);
+        arguments.preview = None;
+        arguments.arguments = json!({"path": "a\u{200B}.txt\u{E0041}"});
+        let mut tool = request("write_file", EffectClass::LocalWrite, GrantScope::Once);
+        tool.actor = "local\u{202E}resu".into();
+        let rows: Vec<Row> = vec![
+            (
+                "diff, right-to-left override",
+                write("admin = \u{202E}false"),
+                &["+admin = <U+202E>false\n"],
+            ),
+            (
+                "diff, isolates",
+                write("\u{2066}x\u{2069}"),
+                &["+<U+2066>x<U+2069>"],
+            ),
+            (
+                "diff, zero-width and byte order mark",
+                write("a\u{200B}b\u{FEFF}"),
+                &["+a<U+200B>b<U+FEFF>"],
+            ),
+            (
+                "diff, tags and escape",
+                write("\u{E0069}\u{1B}[2J"),
+                &["+<U+E0069><U+001B>[2J"],
+            ),
+            (
+                "diff, separators and carriage return",
+                write("a\u{2028}b\rc"),
+                &["+a<U+2028>b<U+000D>c"],
+            ),
+            ("command preview", command, &["argv[1]: \"a<U+2066>b\""]),
+            ("arguments", arguments, &["\"a<U+200B>.txt<U+E0041>\""]),
+            ("actor", tool, &["actor: local<U+202E>resu (chat)"]),
+        ];
+        let b = broker(Duration::from_secs(60));
+        for (name, req, expected) in rows {
+            answered(&b, req, |b, view| {
+                let text = view.as_text().unwrap();
+                for part in expected {
+                    assert!(text.contains(part), "{name}: {text}");
+                }
+                assert!(
+                    !text.chars().any(toolgate_core::visible::is_invisible),
+                    "{name}: {text:?}"
+                );
+                // The lines a diff is counted by are the lines it was written with.
+                if view.preview_kind == "diff" {
+                    assert_eq!(
+                        text.lines()
+                            .filter(|l| l.starts_with('+') || l.starts_with('-'))
+                            .count(),
+                        4,
+                        "{name}: {text}"
+                    );
+                }
+                b.decide(&view.id, Decision::Reject { reason: None })
+                    .unwrap();
+            });
+        }
     }
 
     #[test]

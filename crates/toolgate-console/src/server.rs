@@ -341,4 +341,22 @@ mod tests {
         assert!(!PAGE.contains("style="), "no inline style");
         assert!(PAGE.contains(CSRF_PLACEHOLDER));
     }
+
+    #[test]
+    fn the_page_marks_the_same_characters_as_the_text_channels() {
+        // The page keeps its own copy of the list, as `[0xSTART, 0xEND], // name` lines.
+        let start = SCRIPT.find("const INVISIBLE = [").unwrap();
+        let list = &SCRIPT[start..];
+        let list = &list[..list.find("];").unwrap()];
+        let ranges: Vec<(u32, u32)> = list
+            .lines()
+            .filter_map(|line| {
+                let pair = line.trim().strip_prefix('[')?.split(']').next()?;
+                let (a, b) = pair.split_once(", ")?;
+                let hex = |t: &str| u32::from_str_radix(t.trim_start_matches("0x"), 16).unwrap();
+                Some((hex(a), hex(b)))
+            })
+            .collect();
+        assert_eq!(ranges, toolgate_core::visible::INVISIBLE);
+    }
 }

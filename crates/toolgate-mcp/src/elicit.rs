@@ -93,8 +93,11 @@ impl Elicitation {
 }
 
 /// The form asking for a decision on a request described by `message`; `None` if the SDK
-/// refused its schema, and then nobody is asked.
+/// refused its schema, and then nobody is asked. Every invisible or direction-changing
+/// character of `message` is shown as its `<U+XXXX>` mark, whatever desk wrote it: a client
+/// renders the message as it likes, and a person must read the characters that are there.
 pub(crate) fn form(message: String) -> Option<ElicitRequestParams> {
+    let message = toolgate_core::visible::mark_invisible(&message).into_owned();
     let schema = json!({
         "type": "object",
         "properties": {
@@ -267,6 +270,27 @@ mod tests {
             )])),
             None
         );
+    }
+
+    #[test]
+    fn the_form_marks_every_invisible_character_of_its_message() {
+        let table = [
+            ("+admin = \u{202E}false", "+admin = <U+202E>false"),
+            ("\u{2066}if\u{2069}", "<U+2066>if<U+2069>"),
+            ("pass\u{200B}word\u{FEFF}", "pass<U+200B>word<U+FEFF>"),
+            ("\u{E0041}\u{E007F}", "<U+E0041><U+E007F>"),
+            ("\u{1B}[2Jok\r", "<U+001B>[2Jok<U+000D>"),
+            ("line\u{2028}break", "line<U+2028>break"),
+            ("tab\tand\nnewline stay", "tab\tand\nnewline stay"),
+        ];
+        for (message, shown) in table {
+            let ElicitRequestParams::FormElicitationParams { message, .. } =
+                form(message.into()).unwrap()
+            else {
+                panic!("a form");
+            };
+            assert_eq!(message, shown);
+        }
     }
 
     #[test]

@@ -1,21 +1,100 @@
 // toolgate approval console. Every string shown here may have been written by a model, so
-// text reaches the page only through `textContent`; nothing is parsed as HTML.
+// text reaches the page only through text nodes and `textContent`; nothing is parsed as HTML.
 'use strict';
 
 const CSRF = document.querySelector('meta[name="toolgate-csrf"]').content;
 const POLL_MS = 1000;
 const cards = new Map();
 
+// Characters a person cannot see, or that reorder what is around them (U+202E makes
+// `admin = false` read otherwise): shown as a highlighted `<U+XXXX>` mark, never as
+// themselves. The same sorted, inclusive ranges as `toolgate_core::visible::INVISIBLE`, which
+// the terminal prompt and the elicitation form use; crates/toolgate/tests/console.rs checks
+// that the two lists agree and that every Cf, Cc, Zl and Zp character is in them.
+const INVISIBLE = [
+  [0x0000, 0x0008], // C0 controls before tab
+  [0x000B, 0x001F], // C0 controls after newline, carriage return and escape among them
+  [0x007F, 0x009F], // delete and the C1 controls
+  [0x00AD, 0x00AD], // soft hyphen
+  [0x034F, 0x034F], // combining grapheme joiner
+  [0x0600, 0x0605], // Arabic number signs
+  [0x061C, 0x061C], // Arabic letter mark
+  [0x06DD, 0x06DD], // Arabic end of ayah
+  [0x070F, 0x070F], // Syriac abbreviation mark
+  [0x0890, 0x0891], // Arabic pound and piastre marks above
+  [0x08E2, 0x08E2], // Arabic disputed end of ayah
+  [0x115F, 0x1160], // Hangul fillers
+  [0x17B4, 0x17B5], // Khmer inherent vowels
+  [0x180B, 0x180F], // Mongolian variation selectors and vowel separator
+  [0x200B, 0x200F], // zero-width space, non-joiner, joiner; left-to-right, right-to-left marks
+  [0x2028, 0x202E], // line and paragraph separators; bidirectional embeddings and overrides
+  [0x2060, 0x206F], // word joiner, invisible operators, bidirectional isolates, deprecated
+  [0x3164, 0x3164], // Hangul filler
+  [0xFE00, 0xFE0F], // variation selectors
+  [0xFEFF, 0xFEFF], // zero-width no-break space (byte order mark)
+  [0xFFA0, 0xFFA0], // halfwidth Hangul filler
+  [0xFFF9, 0xFFFB], // interlinear annotation
+  [0x110BD, 0x110BD], // Kaithi number sign
+  [0x110CD, 0x110CD], // Kaithi number sign above
+  [0x13430, 0x1343F], // Egyptian hieroglyph format controls
+  [0x1BCA0, 0x1BCA3], // shorthand format controls
+  [0x1D173, 0x1D17A], // musical symbol format controls
+  [0xE0000, 0xE007F], // tag characters
+  [0xE0100, 0xE01EF], // variation selectors supplement
+];
+
+function isInvisible(code) {
+  // A lone surrogate, which no string from toolgate holds, would show as a replacement mark.
+  if (code >= 0xd800 && code <= 0xdfff) return true;
+  for (const [start, end] of INVISIBLE) {
+    if (code < start) return false;
+    if (code <= end) return true;
+  }
+  return false;
+}
+
+function markOf(code) {
+  return '<U+' + code.toString(16).toUpperCase().padStart(4, '0') + '>';
+}
+
+// Appends `text` to `node` as text nodes, each invisible character as a mark element of
+// class `invisible` in its place. The only way text reaches the page.
+function appendVisible(node, text) {
+  let run = '';
+  for (const ch of String(text)) {
+    const code = ch.codePointAt(0);
+    if (!isInvisible(code)) {
+      run += ch;
+      continue;
+    }
+    if (run) node.appendChild(document.createTextNode(run));
+    run = '';
+    const mark = document.createElement('span');
+    mark.className = 'invisible';
+    mark.dataset.codePoint = code.toString(16).toUpperCase().padStart(4, '0');
+    mark.title = 'an invisible or direction-changing character, shown here instead of itself';
+    mark.textContent = markOf(code);
+    node.appendChild(mark);
+  }
+  if (run) node.appendChild(document.createTextNode(run));
+  return node;
+}
+
+function setText(node, text) {
+  node.replaceChildren();
+  appendVisible(node, text);
+}
+
 function el(tag, className, text) {
   const node = document.createElement(tag);
   if (className) node.className = className;
-  if (text !== undefined && text !== null) node.textContent = String(text);
+  if (text !== undefined && text !== null) appendVisible(node, text);
   return node;
 }
 
 function setStatus(text, isError) {
   const status = document.getElementById('status');
-  status.textContent = text;
+  setText(status, text);
   status.className = isError ? 'status error' : 'status';
 }
 
@@ -144,7 +223,7 @@ function card(request) {
         cards.delete(request.id);
         refresh();
       } catch (e) {
-        message.textContent = e.message;
+        setText(message, e.message);
         for (const b of actions.querySelectorAll('button')) b.disabled = false;
       }
     });
