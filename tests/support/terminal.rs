@@ -1,11 +1,24 @@
-//! Running the `toolgate` binary as a person at a terminal would.
+//! Running the `toolgate` binary on a terminal, as a person would — or as anything that can
+//! drive a terminal would, which `toolgate` cannot tell apart.
 
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
-/// Runs `toolgate` on a pseudo-terminal (util-linux `script`) and types `answer` at it.
+/// Runs `toolgate ARGS` on a pseudo-terminal (util-linux `script`) with the prompt asked for:
+/// a `call` gets `--ask`, as a person at their own terminal who wants to be asked would type
+/// it. Types `answer` at it; the exit code and everything the terminal showed.
 pub fn on_a_terminal(args: &str, answer: &str) -> (i32, String) {
+    let args = match args.strip_prefix("call ") {
+        Some(rest) => format!("call --ask {rest}"),
+        None => args.to_owned(),
+    };
+    typed_at_a_terminal(&args, answer)
+}
+
+/// Runs `toolgate ARGS` exactly as given on a pseudo-terminal (util-linux `script`) and types
+/// `answer` at it — what an agent with a shell can do.
+pub fn typed_at_a_terminal(args: &str, answer: &str) -> (i32, String) {
     let bin = env!("CARGO_BIN_EXE_toolgate");
-    let command = format!("{} {args}", bin);
+    let command = format!("{bin} {args}");
     let output = std::process::Command::new("script")
         .args(["-qec", &command, "/dev/null"])
         .env("XDG_CONFIG_HOME", "/nonexistent-toolgate-test-config")

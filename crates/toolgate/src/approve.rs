@@ -1,13 +1,22 @@
-//! Approval at the command line: a person at an interactive terminal, or nobody.
+//! Approval at the command line: a person at their own terminal who asked to be asked, or
+//! nobody.
 //!
-//! When standard input is not a terminal — a script, a pipe, an agent running `toolgate`
-//! through some shell — every approval is refused with `approval_required`. So an agent that
-//! can run the binary still cannot approve its own calls.
+//! The prompt is off unless `toolgate call --ask` turns it on. It cannot tell a person from a
+//! program: anything that drives a terminal — `script`, `expect`, `tmux send-keys`, an agent
+//! given a pseudo-terminal — can type `y` into it. So without `--ask` a call that needs
+//! approval is refused with `approval_required` and pointed at the approval console of
+//! `toolgate serve`, the channel a model's calls cannot reach; and with `--ask`, standard
+//! input and standard error must both be terminals, or nobody is asked either.
+//!
+//! What the prompt shows goes through [`toolgate_core::visible::mark_invisible`], so a
+//! bidirectional control, a zero-width character or an escape sequence in the arguments or
+//! the preview is printed as its `<U+XXXX>` mark and cannot hide or rewrite what is shown.
 
 use std::io::{BufRead, IsTerminal, Write};
 use std::sync::Arc;
 use std::time::Duration;
 
+use toolgate_core::visible::mark_invisible;
 use toolgate_core::{
     ApprovalBroker, ApprovalRequest, ApprovalResponse, GrantLedger, GrantScope, SystemClock,
 };
@@ -15,17 +24,32 @@ use toolgate_core::{
 /// How long an approval given at the prompt stays redeemable.
 const GRANT_TTL: Duration = Duration::from_secs(60);
 
-/// Asks on the controlling terminal when there is one.
+/// Why nobody was asked when the prompt is off; the rejection's message carries it.
+pub const PROMPT_OFF: &str = "`toolgate call` asks nobody unless `--ask` is given; \
+     to approve calls, run them through `toolgate serve` and allow them in its approval console";
+
+/// Whether the person running `toolgate call` asked to be asked at the terminal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Prompt {
+    /// `--ask`: ask on the terminal, when standard input and standard error are one.
+    Ask,
+    /// Ask nobody: every call that needs approval is refused.
+    Off,
+}
+
+/// Asks on the controlling terminal when the prompt is on and there is one.
 #[derive(Debug)]
 pub struct TerminalBroker {
     ledger: GrantLedger,
+    prompt: Prompt,
     interactive: bool,
 }
 
 impl TerminalBroker {
-    pub fn new() -> Self {
+    pub fn new(prompt: Prompt) -> Self {
         TerminalBroker {
             ledger: GrantLedger::new(Arc::new(SystemClock)),
+            prompt,
             interactive: std::io::stdin().is_terminal() && std::io::stderr().is_terminal(),
         }
     }
@@ -33,16 +57,19 @@ impl TerminalBroker {
 
 impl ApprovalBroker for TerminalBroker {
     fn request(&self, request: &ApprovalRequest) -> ApprovalResponse {
+        if self.prompt == Prompt::Off {
+            return ApprovalResponse::Unanswered {
+                reason: PROMPT_OFF.to_owned(),
+            };
+        }
         if !self.interactive {
             return ApprovalResponse::Unanswered {
                 reason: "standard input is not a terminal, so nobody can be asked".to_owned(),
             };
         }
-        let mut err = std::io::stderr().lock();
         let arguments = serde_json::to_string_pretty(&request.arguments).unwrap_or_default();
-        let _ = writeln!(
-            err,
-            "\ntoolgate: approval needed\n  tool:      {} {}\n  effect:    {}\n  actor:     {} ({})\n  resources: {}\n  arguments: {}",
+        let mut shown = format!(
+            "\ntoolgate: approval needed\n  tool:      {} {}\n  effect:    {}\n  actor:     {} ({})\n  resources: {}\n  arguments: {}\n",
             request.tool,
             request.version,
             request.effect,
@@ -56,8 +83,11 @@ impl ApprovalBroker for TerminalBroker {
             arguments.replace('\n', "\n             "),
         );
         if let Some(preview) = &request.preview {
-            let _ = writeln!(err, "{preview}");
+            shown.push_str(preview);
+            shown.push('\n');
         }
+        let mut err = std::io::stderr().lock();
+        let _ = write!(err, "{}", mark_invisible(&shown));
         let _ = write!(err, "Allow this call once? [y/N] ");
         let _ = err.flush();
         let mut answer = String::new();

@@ -162,6 +162,11 @@ pub struct CallArgs {
     /// Print the outcome as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Ask at this terminal when the call needs approval (`call` only). Without it such a
+    /// call is refused: anything that can drive a terminal can answer this prompt, so it is
+    /// for a person at their own terminal, never for an agent's calls.
+    #[arg(long)]
+    pub ask: bool,
     #[command(flatten)]
     pub config: ConfigArgs,
 }

@@ -129,7 +129,12 @@ fn call(args: &CallArgs) -> anyhow::Result<u8> {
         Arc::clone(&workspace),
     )?
     .with_audit_log()?;
-    let pipeline = gate.pipeline(&workspace, Arc::new(approve::TerminalBroker::new()));
+    let prompt = if args.ask {
+        approve::Prompt::Ask
+    } else {
+        approve::Prompt::Off
+    };
+    let pipeline = gate.pipeline(&workspace, Arc::new(approve::TerminalBroker::new(prompt)));
     let outcome = pipeline.run(raw_call(args, &gate.config.bounds())?);
     print_outcome(&outcome, args.json)?;
     Ok(match outcome.status {

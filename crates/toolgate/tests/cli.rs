@@ -20,7 +20,7 @@ use assert_cmd::Command;
 use serde_json::{Value, json};
 
 use fixture::{Fixture, corpus};
-use terminal::on_a_terminal;
+use terminal::{on_a_terminal, typed_at_a_terminal};
 
 fn toolgate() -> Command {
     let mut cmd = Command::cargo_bin("toolgate").unwrap();
@@ -226,6 +226,32 @@ fn approval_is_refused_without_a_terminal() {
     assert_eq!(outcome["rejection"]["stage"], "approve");
     assert_eq!(outcome["rejection"]["code"], "approval_required");
     assert!(outcome["output"].is_null());
+    // Without `--ask` nobody is asked, and the refusal says where approval is given.
+    let message = outcome["rejection"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("`--ask`") && message.contains("`toolgate serve`"),
+        "{message}"
+    );
+    assert!(message.contains("approval console"), "{message}");
+    let hint = outcome["rejection"]["hint"].as_str().unwrap();
+    assert!(hint.contains("approval console"), "{hint}");
+    // With `--ask` but no terminal, nobody is asked either.
+    let (code, outcome, stderr) = call(
+        &fx.workspace(),
+        "read_file",
+        r#"{"path": "a.txt"}"#,
+        &["--config", config.to_str().unwrap(), "--ask"],
+    );
+    assert_eq!(code, 2, "{outcome}");
+    assert_eq!(outcome["rejection"]["code"], "approval_required");
+    assert!(
+        outcome["rejection"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("not a terminal"),
+        "{outcome}"
+    );
+    assert!(!stderr.contains("Allow this call once?"), "{stderr}");
 }
 
 #[test]
@@ -476,6 +502,100 @@ fn a_person_at_a_terminal_approves_or_refuses() {
     assert_eq!(code, 2, "{screen}");
     assert!(screen.contains("approval_denied"), "{screen}");
     assert!(!screen.contains("alpha"), "{screen}");
+}
+
+/// Issue 12: `script -qec "toolgate call …"` gave an agent with a shell a terminal to type `y`
+/// into. Without `--ask`, an answer typed at a real terminal approves nothing.
+#[test]
+fn a_terminal_answer_approves_nothing_unless_the_prompt_was_asked_for() {
+    let fx = Fixture::new();
+    let ws = fx.workspace();
+    let config = fx.dir.path().join("approve.toml");
+    fs::write(
+        &config,
+        "[[tool]]\nname = \"read_file\"\napproval = \"each_call\"\n",
+    )
+    .unwrap();
+    let rows = [
+        ("read_file", r#"{"path": "a.txt"}"#),
+        (
+            "write_file",
+            r#"{"path": "written.txt", "content": "by the agent\n"}"#,
+        ),
+        ("run_command", r#"{"argv": ["touch", "ran.txt"]}"#),
+    ];
+    for (tool, arguments) in rows {
+        let args = format!(
+            "call --json --workspace {} --tool {tool} --args '{arguments}' --config {}",
+            ws.display(),
+            config.display()
+        );
+        let before = fx.snapshot();
+        for answer in ["y\n", "yes\n"] {
+            let (code, screen) = typed_at_a_terminal(&args, answer);
+            assert_eq!(code, 2, "{tool}: {screen}");
+            assert!(screen.contains("\"approval_required\""), "{tool}: {screen}");
+            assert!(
+                !screen.contains("Allow this call once?"),
+                "{tool}: {screen}"
+            );
+            assert!(
+                screen.contains("`toolgate serve`") && screen.contains("approval console"),
+                "{tool}: {screen}"
+            );
+            assert!(
+                !screen.contains("alpha"),
+                "{tool}: nothing was read: {screen}"
+            );
+            assert_eq!(fx.snapshot(), before, "{tool}: nothing ran or was written");
+            for left in ["written.txt", "ran.txt"] {
+                assert!(!ws.join(left).exists(), "{tool}: {left}");
+            }
+        }
+    }
+}
+
+/// With `--ask`, the prompt shows each invisible or direction-changing character of the
+/// arguments and the diff as its `<U+XXXX>` mark, and never prints the character itself.
+#[test]
+fn the_prompt_shows_invisible_characters_as_marks() {
+    let fx = Fixture::new();
+    let ws = fx.workspace();
+    let content = r"admin = \u202efalse\u2066;\u200b\ufeff\u001b[2J\udb40\udc41\n";
+    let args = format!(
+        "call --json --workspace {} --tool write_file --args '{{\"path\": \"marked.txt\", \"content\": \"{content}\"}}'",
+        ws.display(),
+    );
+    let (code, screen) = on_a_terminal(&args, "n\n");
+    assert_eq!(code, 2, "{screen}");
+    assert!(screen.contains("\"approval_denied\""), "{screen}");
+    // The terminal ends its lines with `\r\n`.
+    let screen = screen.replace("\r\n", "\n");
+    let prompt = &screen[..screen.find("Allow this call once?").expect("asked")];
+    // Each in the arguments and in the diff; the arguments' JSON writes escape as `\u001b`.
+    for (mark, times) in [
+        ("<U+202E>", 2),
+        ("<U+2066>", 2),
+        ("<U+200B>", 2),
+        ("<U+FEFF>", 2),
+        ("<U+E0041>", 2),
+        ("<U+001B>", 1),
+    ] {
+        assert_eq!(prompt.matches(mark).count(), times, "{mark}: {prompt}");
+    }
+    assert!(
+        !prompt.chars().any(toolgate_core::visible::is_invisible),
+        "{prompt:?}"
+    );
+    assert!(prompt.contains("+admin = <U+202E>false"), "{prompt}");
+    assert!(!ws.join("marked.txt").exists());
+    // Allowed, the file holds the characters themselves: the marks are only how they are shown.
+    let (code, screen) = on_a_terminal(&args, "y\n");
+    assert_eq!(code, 0, "{screen}");
+    assert_eq!(
+        fs::read_to_string(ws.join("marked.txt")).unwrap(),
+        "admin = \u{202E}false\u{2066};\u{200B}\u{FEFF}\u{1B}[2J\u{E0041}\n"
+    );
 }
 
 #[test]
