@@ -44,6 +44,7 @@ mod edit_file;
 mod file_write;
 mod git;
 mod list_dir;
+mod makefile;
 mod path_argument;
 mod read_file;
 mod run_command;

@@ -5,7 +5,12 @@
 //! shown in the preview with every argument, the working directory and the environment's
 //! names. Stage 7 resolves it again and refuses to run anything else. A program that lives
 //! inside the workspace (a script the model may have written) is also bound by the digest of
-//! its contents. The run itself is `toolgate-exec`'s: own process group, scrubbed
+//! its contents, and so is every argument that names a regular file inside the workspace
+//! (`["sh", "check.sh"]`, `["python3", "--file=job.py"]`), up to [`MAX_BOUND_INPUTS`] files of
+//! at most [`MAX_BOUND_INPUT_BYTES`] each: the interpreter's input is what decides what runs.
+//! The preview names the files bound and every argument that names something not bound, and
+//! why; stage 7 digests them again just before the spawn and refuses with `script_changed` if
+//! any differs, or if an argument that named nothing now names a file. The run itself is `toolgate-exec`'s: own process group, scrubbed
 //! environment, bounded capture, the whole tree killed on timeout or cancellation.
 //!
 //! The pieces shared with `run_script` — a [`Plan`] (what will run), its classification, its
@@ -48,6 +53,10 @@ pub const DEFAULT_TIMEOUT_MS: u64 = 60_000;
 pub const MAX_TIMEOUT_MS: u64 = 600_000;
 /// A program inside the workspace larger than this is not bound by a content digest.
 const MAX_DIGESTED_PROGRAM_BYTES: u64 = 16 * 1024 * 1024;
+/// Most files named by arguments that are bound by their digests.
+pub const MAX_BOUND_INPUTS: usize = 16;
+/// Largest file named by an argument that is bound by its digest.
+pub const MAX_BOUND_INPUT_BYTES: u64 = 1024 * 1024;
 /// Output bytes of each stream quoted in a timeout's message.
 const SUMMARY_BYTES: usize = 2 * 1024;
 
@@ -64,7 +73,10 @@ workspace root (default: the root). `stdin` is text for the program's standard i
 (default: none). `timeout_ms` can only shorten the limit (default 60 s, at most 10 min); on \
 timeout the program and everything it started are killed and the call fails with `timeout`. \
 Every call needs the user's approval, each time: they see the resolved program path, every \
-argument, the directory and the names of the environment variables. If they refuse, the call \
+argument, the directory and the names of the environment variables. Files inside the \
+workspace named by an argument (`[\"sh\", \"check.sh\"]`, up to 16 files of 1 MiB) are bound \
+to the approval: if one changes before the program starts, the call fails with \
+`script_changed` and nothing runs. If they refuse, the call \
 fails with `approval_denied`; do not repeat it unchanged. The environment is reduced to \
 harmless variables (PATH, HOME, locale, toolchain homes); tokens, keys and passwords are never \
 passed. The result has `exit_code` (a non-zero exit, e.g. failing tests, is a normal result to \
@@ -185,12 +197,16 @@ impl Executor for RunCommand {
                        shown"
             .to_owned();
         match Plan::new(&self.workspace, &argv, str_argument(arguments, "cwd")) {
-            Ok(plan) => plan.classification(
-                &self.workspace,
-                heading,
-                u64_argument(arguments, "timeout_ms"),
-                str_argument(arguments, "stdin").map(str::len),
-            ),
+            Ok(plan) => {
+                let mut classification = plan.classification(
+                    &self.workspace,
+                    heading,
+                    u64_argument(arguments, "timeout_ms"),
+                    str_argument(arguments, "stdin").map(str::len),
+                );
+                plan.inputs(&self.workspace).bind(&mut classification);
+                classification
+            }
             // Stage 3 resolved it a moment ago; if it no longer resolves, execution will
             // refuse, since no program is named here.
             Err(error) => unresolved(&error),
@@ -205,6 +221,7 @@ impl Executor for RunCommand {
         let argv = strings(arguments, "argv");
         let plan = Plan::new(&self.workspace, &argv, str_argument(arguments, "cwd"))?;
         plan.verify(&self.workspace, call.classification())?;
+        plan.inputs(&self.workspace).verify(call.classification())?;
         plan.run(
             &self.workspace,
             call,
@@ -297,6 +314,8 @@ pub(crate) struct Plan {
     pub(crate) cwd: RelPath,
     pub(crate) cwd_abs: PathBuf,
     pub(crate) env: Vec<(String, String)>,
+    /// Bytes kept of each of stdout and stderr.
+    pub(crate) capture_bytes: usize,
 }
 
 impl Plan {
@@ -320,6 +339,7 @@ impl Plan {
             cwd,
             cwd_abs,
             env,
+            capture_bytes: CAPTURE_BYTES,
         })
     }
 
@@ -493,7 +513,7 @@ impl Plan {
             .args(self.args.iter().cloned())
             .env(self.env.clone())
             .timeout(timeout)
-            .capture_bytes(CAPTURE_BYTES);
+            .capture_bytes(self.capture_bytes);
         if let Some(text) = stdin {
             spec = spec.stdin(text.as_bytes());
         }
@@ -556,6 +576,215 @@ impl Plan {
         let mut output = ToolOutput::new(value).truncated(truncated);
         output.unknowns = outcome.unknowns;
         Ok(output)
+    }
+}
+
+/// The files a call's arguments name, as stage 4 binds them: interpreters (`sh check.sh`,
+/// `python3 job.py`) run what those files say, so their contents are part of what is
+/// approved.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(crate) struct Inputs {
+    /// `input:<workspace-relative path>` and the file's digest, in argument order.
+    bound: Vec<(String, Digest)>,
+    /// Why an argument that names something was not bound, for the preview.
+    unbound: Vec<String>,
+}
+
+/// The prefix of an input's preimage name.
+const INPUT: &str = "input:";
+
+impl Plan {
+    /// Leaves one environment variable out of the run.
+    pub(crate) fn remove_env(&mut self, name: &str) {
+        self.env.retain(|(k, _)| k != name);
+    }
+
+    /// Sets (or adds) one environment variable of the run.
+    pub(crate) fn set_env(&mut self, name: &str, value: String) {
+        match self.env.iter_mut().find(|(k, _)| k == name) {
+            Some(entry) => entry.1 = value,
+            None => self.env.push((name.to_owned(), value)),
+        }
+    }
+
+    /// The files inside the workspace that the arguments name, relative to `cwd`. An argument
+    /// `--name=value` is looked at whole and as its value. Arguments that name nothing are
+    /// silent: stage 7 looks again, so one that names a file by then refuses the call.
+    pub(crate) fn inputs(&self, workspace: &Workspace) -> Inputs {
+        let mut inputs = Inputs::default();
+        let mut seen: Vec<RelPath> = Vec::new();
+        for (i, arg) in self.args.iter().enumerate() {
+            let mut candidates = vec![arg.as_str()];
+            if arg.starts_with('-')
+                && let Some((_, value)) = arg.split_once('=')
+            {
+                candidates.push(value);
+            }
+            for candidate in candidates {
+                let label = format!("argv[{}] {candidate:?}", i + 1);
+                match self.input(workspace, candidate) {
+                    Named::Nothing => {}
+                    Named::Unbound(why) => inputs.unbound.push(format!("{label}: {why}")),
+                    Named::File(rel, len) => {
+                        if seen.contains(&rel) {
+                            continue;
+                        }
+                        if len > MAX_BOUND_INPUT_BYTES {
+                            inputs.unbound.push(format!(
+                                "{label}: `{rel}` is {len} bytes, more than the \
+                                 {MAX_BOUND_INPUT_BYTES} bound"
+                            ));
+                        } else if seen.len() >= MAX_BOUND_INPUTS {
+                            inputs.unbound.push(format!(
+                                "{label}: `{rel}` is past the first {MAX_BOUND_INPUTS} files, \
+                                 which are all that is bound"
+                            ));
+                        } else {
+                            match workspace.read_file(&rel, MAX_BOUND_INPUT_BYTES + 1) {
+                                Ok((bytes, total)) if total <= MAX_BOUND_INPUT_BYTES => {
+                                    inputs
+                                        .bound
+                                        .push((format!("{INPUT}{rel}"), sha256_digest(&bytes)));
+                                    seen.push(rel);
+                                }
+                                Ok((_, total)) => inputs.unbound.push(format!(
+                                    "{label}: `{rel}` is {total} bytes, more than the \
+                                     {MAX_BOUND_INPUT_BYTES} bound"
+                                )),
+                                Err(error) => {
+                                    inputs.unbound.push(format!("{label}: {error}"));
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        inputs
+    }
+
+    /// What one argument names, relative to the working directory.
+    fn input(&self, workspace: &Workspace, arg: &str) -> Named {
+        if arg.is_empty() || arg.contains('\0') {
+            return Named::Nothing;
+        }
+        let exists_outside = |path: &std::path::Path| {
+            if std::fs::symlink_metadata(path).is_ok() {
+                Named::Unbound("outside the workspace, so not bound".to_owned())
+            } else {
+                Named::Nothing
+            }
+        };
+        let path = std::path::Path::new(arg);
+        let relative = if path.is_absolute() {
+            match path.strip_prefix(workspace.root()) {
+                Ok(inside) => inside.to_string_lossy().into_owned(),
+                Err(_) => return exists_outside(path),
+            }
+        } else {
+            arg.to_owned()
+        };
+        // Lexically, from the working directory: `..` may climb to the root, not past it.
+        let mut parts: Vec<&str> = self.cwd.components().collect();
+        for part in relative.split('/') {
+            match part {
+                "" | "." => {}
+                ".." => {
+                    if parts.pop().is_none() {
+                        return exists_outside(&self.cwd_abs.join(arg));
+                    }
+                }
+                name => parts.push(name),
+            }
+        }
+        let Some(rel) = RelPath::from_components(parts) else {
+            return if std::fs::symlink_metadata(self.cwd_abs.join(arg)).is_ok() {
+                Named::Unbound("a name toolgate cannot check, so not bound".to_owned())
+            } else {
+                Named::Nothing
+            };
+        };
+        match workspace.resolve(&rel) {
+            Ok(resolved) if resolved.kind == PathKind::File => {
+                Named::File(resolved.target, resolved.len)
+            }
+            Ok(resolved) => Named::Unbound(format!(
+                "`{}` is a {}, not a regular file, so not bound",
+                resolved.target, resolved.kind
+            )),
+            Err(PathError::NotFound { .. }) => Named::Nothing,
+            Err(PathError::Outside { .. }) => {
+                Named::Unbound("leads outside the workspace, so not bound".to_owned())
+            }
+            Err(error) => Named::Unbound(format!("{error}, so not bound")),
+        }
+    }
+}
+
+/// What an argument names.
+enum Named {
+    Nothing,
+    File(RelPath, u64),
+    Unbound(String),
+}
+
+impl Inputs {
+    /// Stage 4: the files become preimages (bound into the approval digest) and paths
+    /// (policies see them), and the preview says what is and is not bound.
+    pub(crate) fn bind(self, classification: &mut Classification) {
+        let preview = classification.preview.get_or_insert_with(String::new);
+        if !self.bound.is_empty() {
+            preview.push_str(
+                "\nfiles named by arguments, bound to this approval (if one changes before the \
+                 program starts, the call is refused):",
+            );
+            for (name, digest) in &self.bound {
+                let path = name.strip_prefix(INPUT).unwrap_or(name);
+                let _ = write!(preview, "\n    {path} ({digest})");
+            }
+        }
+        if !self.unbound.is_empty() {
+            preview.push_str("\narguments naming something that is not bound:");
+            for why in &self.unbound {
+                let _ = write!(preview, "\n    {why}");
+            }
+        }
+        for (name, _) in &self.bound {
+            if let Some(path) = name.strip_prefix(INPUT)
+                && !classification.paths.iter().any(|p| p == path)
+            {
+                classification.paths.push(path.to_owned());
+            }
+        }
+        classification.preimages.extend(self.bound);
+    }
+
+    /// Stage 7: refuses unless the arguments name the same files, with the same contents, as
+    /// when the call was approved.
+    pub(crate) fn verify(&self, classified: &Classification) -> Result<(), ToolError> {
+        let approved: Vec<&(String, Digest)> = classified
+            .preimages
+            .iter()
+            .filter(|(name, _)| name.starts_with(INPUT))
+            .collect();
+        let now: Vec<&(String, Digest)> = self.bound.iter().collect();
+        if approved == now {
+            return Ok(());
+        }
+        let changed = now
+            .iter()
+            .find(|entry| !approved.contains(entry))
+            .or_else(|| approved.iter().find(|entry| !now.contains(entry)))
+            .map_or("a file an argument names", |(name, _)| {
+                name.strip_prefix(INPUT).unwrap_or(name)
+            });
+        Err(ToolError::new(
+            "script_changed",
+            format!(
+                "`{changed}`, named by an argument, changed since the call was approved; the \
+                 call did not run"
+            ),
+        ))
     }
 }
 

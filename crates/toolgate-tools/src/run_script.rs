@@ -4,8 +4,9 @@
 //! When several project files define the same script, the first of these wins:
 //!
 //! 1. a **Makefile** target of that name (`GNUmakefile`, `makefile` or `Makefile`, the first
-//!    that exists, as make itself looks) → `make <script>`;
-//! 2. a **package.json** `scripts` entry of that name → `npm run <script>`;
+//!    that exists, as make itself looks) → `make --no-builtin-rules -f <that file> <script>`;
+//! 2. a **package.json** `scripts` entry of that name → its text, run by `/bin/sh -c` the way
+//!    npm runs it, with `pre<script>` and `post<script>` as steps of their own;
 //! 3. **Cargo.toml** (with `[package]` or `[workspace]`) → `cargo test`, `cargo build`,
 //!    `cargo clippy` (lint), `cargo check` (typecheck), `cargo fmt` (format);
 //! 4. tools configured in **pyproject.toml** → `python3 -m pytest` (`[tool.pytest…]`),
@@ -18,11 +19,35 @@
 //! project; pyproject.toml's `[tool.*]` tables say a tool is configured, not that it is how the
 //! project runs that task, so they come last.
 //!
-//! The resolved argv, the project file's digest and, for Makefile and package.json, the
-//! script's own text are bound into the approval and shown in its preview: `npm run test` and
-//! `make test` run whatever the file says, so the file is what the person approves. Execution
-//! reads the project again and refuses to run if any of it changed.
+//! The preview lists every program that will run, in order, and every file at the workspace
+//! that decides what runs is bound by its digest (stage 4's preimages) and digested again
+//! just before each step starts (`script_changed` if any differs):
+//!
+//! - **make**: the Makefile is scanned ([`crate::makefile`]); a construct that would make the
+//!   preview unreliable (`SHELL`, `include`, `$(shell …)`, …) refuses the call in stage 3 with
+//!   its line. The preview shows the goal's recipe after its prerequisites', the pattern rules
+//!   make may use and the variables they refer to. make runs with the file named (`-f`), its
+//!   built-in rules off, and no `MAKEFLAGS`, `MAKEFILES`, `MAKELEVEL` or `MFLAGS` from the
+//!   environment.
+//! - **npm**: npm itself is not run, so neither a workspace `.npmrc` (`script-shell`,
+//!   `ignore-scripts`, `node-options`) nor npm's lifecycle handling can change what runs. The
+//!   script's text runs as npm would run it: `/bin/sh -c TEXT` at the root, with
+//!   `node_modules/.bin` first in `PATH` and `npm_lifecycle_event`, `npm_lifecycle_script`,
+//!   `npm_package_name`, `npm_package_version`, `npm_package_json` and `npm_command` set; a
+//!   `pre`/`post` script is a step of its own, shown and checked again before it starts, and
+//!   a failing step ends the script as in npm.
+//! - **cargo**: `.cargo/config.toml`, `.cargo/config`, `rust-toolchain.toml` and
+//!   `rust-toolchain` at the root are bound and shown verbatim, with the keys among them that
+//!   name a program (`runner`, `rustc-wrapper`, `linker`, `[alias]`, …) listed first. Cargo's
+//!   configuration outside the workspace (the user's `$CARGO_HOME`) is not the project's and
+//!   is not bound.
+//! - **pyproject**: the tool's argv, and plainly that the project's own test code runs.
+//!
+//! What the programs themselves then read and run — `build.rs`, test code, `conftest.py`, the
+//! programs a recipe or a script names — is the project's code, which the person approves by
+//! running the project's command at all; it is not bound.
 
+use std::fmt::Write as _;
 use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
@@ -33,7 +58,8 @@ use toolgate_core::{
 use toolgate_exec::{ambient_env, resolve_program, scrub_env};
 use toolgate_workspace::{PathError, RelPath, Workspace};
 
-use crate::run_command::{Plan, command_entry, path_of, program_field_error, resource, unresolved};
+use crate::makefile::Makefile;
+use crate::run_command::{Plan, command_entry, path_of, program_field_error, unresolved};
 use crate::{Builtin, stopped};
 
 pub(crate) const NAME: &str = "run_script";
@@ -44,22 +70,62 @@ pub const SCRIPTS: [&str; 5] = ["test", "build", "lint", "typecheck", "format"];
 /// Largest project file read.
 const MAX_PROJECT_FILE_BYTES: u64 = 1024 * 1024;
 
-/// Recipe lines of a Makefile target shown in the preview.
-const MAX_RECIPE_LINES: usize = 20;
+/// Largest configuration file shown whole in a preview; a larger one refuses the call.
+const MAX_CONFIG_SHOWN_BYTES: usize = 16 * 1024;
+
+/// The shell a package.json script runs with, as npm runs it on POSIX systems.
+const SCRIPT_SHELL: &str = "/bin/sh";
+
+/// Environment variables make would take options or makefiles from.
+const MAKE_ENV: [&str; 5] = [
+    "MAKEFLAGS",
+    "MAKEFILES",
+    "MAKELEVEL",
+    "MFLAGS",
+    "GNUMAKEFLAGS",
+];
+
+/// Cargo's configuration files at the root that decide what it runs, in the order shown.
+const CARGO_CONFIG: [&str; 4] = [
+    ".cargo/config.toml",
+    ".cargo/config",
+    "rust-toolchain.toml",
+    "rust-toolchain",
+];
+
+/// Keys of cargo's configuration that name a program cargo runs, or change its arguments.
+const CARGO_PROGRAM_KEYS: [&str; 10] = [
+    "runner",
+    "rustc-wrapper",
+    "rustc-workspace-wrapper",
+    "rustc",
+    "rustdoc",
+    "linker",
+    "alias",
+    "env",
+    "rustflags",
+    "path",
+];
 
 const DESCRIPTION: &str = "Run one of the project's own scripts — `test`, `build`, `lint`, \
 `typecheck` or `format` — the way the project defines it, without spelling out the command. \
 It is looked up at the workspace root, first match wins: a Makefile target of that name \
-(`make test`); a package.json script (`npm run test`); Cargo.toml (`cargo test`, `cargo build`, \
+(`make test`); a package.json script (its text, run with `/bin/sh -c` as npm would, with its \
+`pre`/`post` scripts as steps of their own); Cargo.toml (`cargo test`, `cargo build`, \
 `cargo clippy` for lint, `cargo check` for typecheck, `cargo fmt` for format); tools configured \
 in pyproject.toml (pytest for test, ruff for lint and format, black for format, mypy for \
 typecheck). A script the project does not define is refused with the list of those it does; \
-use `run_command` for anything else. `format` rewrites files. The script runs at the workspace \
+so is every script of a Makefile that uses `SHELL`, `include`, `$(shell …)`, `$(eval …)` or \
+another construct whose effect cannot be shown (the refusal names it and its line); use \
+`run_command` for anything else. `format` rewrites files. The script runs at the workspace \
 root and is killed after 10 minutes. Every call needs the user's approval, each time: they see \
-the resolved command and the script's text. If they refuse, the call fails with \
-`approval_denied`; do not repeat it unchanged. The result is `run_command`'s: `exit_code` (a \
-non-zero exit, e.g. failing tests, is a normal result: read `stdout` and `stderr`), `stdout`, \
-`stderr` (each at most 64 KiB: the first and last 32 KiB) and `duration_ms`.";
+every program that will run, the script's text and the project files that decide it, which \
+are bound to the approval — if one changes before the script starts, the call fails with \
+`script_changed`. If they refuse, the call fails with `approval_denied`; do not repeat it \
+unchanged. The result is `run_command`'s: `exit_code` (a non-zero exit, e.g. failing tests, is \
+a normal result: read `stdout` and `stderr`), `stdout`, `stderr` (each at most 64 KiB: the \
+first and last 32 KiB) and `duration_ms`; a script of several steps also has `steps`, one \
+entry per step that ran, and stops at the first that fails.";
 
 pub(crate) fn builtin(workspace: Arc<Workspace>) -> Builtin {
     let schema = json!({
@@ -97,6 +163,12 @@ impl Executor for RunScript {
             return Vec::new();
         };
         let project = Project::read(&self.workspace);
+        if let Some(blocker) = &project.blocker {
+            return vec![
+                FieldError::new("/script", RejectCode::ConstraintViolation, blocker.clone())
+                    .with_hint(Some(BLOCKED_HINT.to_owned())),
+            ];
+        }
         let Some(definition) = project.find(script) else {
             return vec![
                 FieldError::new(
@@ -108,11 +180,13 @@ impl Executor for RunScript {
             ];
         };
         let env = scrub_env(ambient_env());
-        let program = definition.argv.first().map_or("", String::as_str);
-        match resolve_program(program, path_of(&env), self.workspace.root()) {
-            Ok(_) => Vec::new(),
-            Err(error) => vec![program_field_error("/script", program, &error)],
+        for step in &definition.steps {
+            let program = step.argv.first().map_or("", String::as_str);
+            if let Err(error) = resolve_program(program, path_of(&env), self.workspace.root()) {
+                return vec![program_field_error("/script", program, &error)];
+            }
         }
+        Vec::new()
     }
 
     fn classify(&self, arguments: &Map<String, Value>) -> Classification {
@@ -120,40 +194,142 @@ impl Executor for RunScript {
             .get("script")
             .and_then(Value::as_str)
             .unwrap_or_default();
-        let project = Project::read(&self.workspace);
-        let Some(definition) = project.find(script) else {
-            return unresolved(&ToolError::new(
-                "script_changed",
-                format!("the project no longer defines `{script}`"),
-            ));
-        };
-        match definition.plan(&self.workspace) {
-            Ok(plan) => definition.classification(&self.workspace, &plan),
+        match Project::read(&self.workspace).resolve(&self.workspace, script) {
+            Ok((definition, plans)) => definition.classification(&self.workspace, &plans),
             Err(error) => unresolved(&error),
         }
     }
 
     fn execute(&self, call: &Authorized, cx: &ExecContext) -> Result<ToolOutput, ToolError> {
-        if cx.should_stop() {
-            return Err(stopped(cx));
-        }
         let script = call
             .arguments()
             .get("script")
             .and_then(Value::as_str)
             .unwrap_or_default();
-        let project = Project::read(&self.workspace);
-        let definition = project.find(script).ok_or_else(|| {
-            ToolError::new(
-                "script_changed",
-                format!("the project no longer defines `{script}`; the call did not run"),
-            )
-        })?;
-        let plan = definition.plan(&self.workspace)?;
-        definition.verify(&self.workspace, &plan, call.classification())?;
-        plan.verify(&self.workspace, call.classification())?;
-        plan.run(&self.workspace, call, cx, None, None)
+        let approved = call.classification();
+        let mut results: Vec<(String, ToolOutput)> = Vec::new();
+        let mut step = 0;
+        loop {
+            if cx.should_stop() {
+                return Err(stopped(cx));
+            }
+            // Each step reads the project again and must find exactly what was approved: a
+            // step that changed the files a later one reads cannot run that one unseen.
+            let (definition, mut plans) =
+                Project::read(&self.workspace).resolve(&self.workspace, script)?;
+            definition.verify(&self.workspace, &plans, approved)?;
+            let count = plans.len();
+            if step >= count {
+                break;
+            }
+            let name = definition
+                .steps
+                .get(step)
+                .map_or_else(|| script.to_owned(), |s| s.name.clone());
+            let plan = plans.swap_remove(step);
+            let output = plan
+                .run(&self.workspace, call, cx, None, None)
+                .map_err(|mut error| {
+                    if count > 1 {
+                        error.message = format!("step `{name}`: {}", error.message);
+                    }
+                    error
+                })?;
+            let failed = field(&output.value, "exit_code") != json!(0);
+            results.push((name, output));
+            step += 1;
+            if failed || step >= count {
+                break;
+            }
+        }
+        Ok(combine(results))
     }
+}
+
+const BLOCKED_HINT: &str = "toolgate runs a project script only when it can show what will \
+run; remove the construct, or run the command you mean with `run_command`";
+
+/// One result of several steps: the last step's exit and command, every step's output in
+/// order, and a summary of each step.
+fn combine(mut results: Vec<(String, ToolOutput)>) -> ToolOutput {
+    if results.len() == 1
+        && let Some((_, only)) = results.pop()
+    {
+        return only;
+    }
+    let mut stdout = String::new();
+    let mut stderr = String::new();
+    let mut steps = Vec::new();
+    let mut unknowns = Vec::new();
+    let mut truncated = false;
+    let mut sums = [0u64; 5];
+    let mut last = Value::Null;
+    for (name, output) in results {
+        let value = output.value;
+        stdout.push_str(field(&value, "stdout").as_str().unwrap_or_default());
+        stderr.push_str(field(&value, "stderr").as_str().unwrap_or_default());
+        for (sum, key) in sums.iter_mut().zip([
+            "duration_ms",
+            "stdout_bytes",
+            "stderr_bytes",
+            "stdout_elided",
+            "stderr_elided",
+        ]) {
+            *sum = sum.saturating_add(field(&value, key).as_u64().unwrap_or(0));
+        }
+        steps.push(json!({
+            "step": name,
+            "argv_resolved": field(&value, "argv_resolved"),
+            "exit_code": field(&value, "exit_code"),
+            "signal": field(&value, "signal"),
+            "duration_ms": field(&value, "duration_ms"),
+            "stdout_bytes": field(&value, "stdout_bytes"),
+            "stderr_bytes": field(&value, "stderr_bytes"),
+        }));
+        unknowns.extend(output.unknowns);
+        truncated |= output.truncated;
+        last = value;
+    }
+    let [duration, out_bytes, err_bytes, out_elided, err_elided] = sums;
+    let value = json!({
+        "argv_resolved": field(&last, "argv_resolved"),
+        "cwd": field(&last, "cwd"),
+        "exit_code": field(&last, "exit_code"),
+        "signal": field(&last, "signal"),
+        "timed_out": false,
+        "cancelled": false,
+        "duration_ms": duration,
+        "stdout": stdout,
+        "stderr": stderr,
+        "stdout_bytes": out_bytes,
+        "stderr_bytes": err_bytes,
+        "stdout_elided": out_elided,
+        "stderr_elided": err_elided,
+        "steps": steps,
+    });
+    let mut output = ToolOutput::new(value).truncated(truncated);
+    output.unknowns = unknowns;
+    output
+}
+
+/// A field of a step's result, `null` when absent.
+fn field(value: &Value, key: &str) -> Value {
+    value.get(key).cloned().unwrap_or(Value::Null)
+}
+
+/// One program a script runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Step {
+    /// `test`, or `pretest` and `posttest` around it.
+    name: String,
+    /// The command, its program unresolved (`make`, `/bin/sh`).
+    argv: Vec<String>,
+    /// Variables set for this step, shown with their values.
+    env: Vec<(String, String)>,
+    /// Variables left out of this step's environment.
+    unset: Vec<&'static str>,
+    /// What the person should read about this step.
+    about: String,
 }
 
 /// One script as a project file defines it.
@@ -162,72 +338,131 @@ struct Definition {
     script: &'static str,
     /// The project file, at the workspace root.
     file: &'static str,
-    /// The command, its program unresolved (`npm`, `cargo`).
-    argv: Vec<String>,
-    /// What the project file says the script does, when the command runs that text.
-    body: Option<String>,
+    steps: Vec<Step>,
     /// How the file defines it, for the preview.
     how: String,
+    /// What the preview says after the steps: rules, configuration, what else runs.
+    shown: String,
     /// The project file's digest.
     digest: Digest,
+    /// Other files that decide what runs, as `config:<path>` and their digests.
+    bound: Vec<(String, Digest)>,
 }
 
 impl Definition {
-    fn plan(&self, workspace: &Workspace) -> Result<Plan, ToolError> {
-        let argv: Vec<&str> = self.argv.iter().map(String::as_str).collect();
-        Plan::new(workspace, &argv, None)
+    fn plans(&self, workspace: &Workspace) -> Result<Vec<Plan>, ToolError> {
+        let count = self.steps.len().max(1);
+        self.steps
+            .iter()
+            .map(|step| {
+                let argv: Vec<&str> = step.argv.iter().map(String::as_str).collect();
+                let mut plan = Plan::new(workspace, &argv, None)?;
+                for name in &step.unset {
+                    plan.remove_env(name);
+                }
+                for (name, value) in &step.env {
+                    plan.set_env(name, value.clone());
+                }
+                // Several steps share the one result's budget.
+                plan.capture_bytes /= count;
+                Ok(plan)
+            })
+            .collect()
     }
 
-    fn classification(&self, workspace: &Workspace, plan: &Plan) -> Classification {
-        let mut heading = format!("run_script `{}`: {}", self.script, self.how);
-        if let Some(body) = &self.body {
-            for line in body.lines() {
-                heading.push_str("\n    ");
-                heading.push_str(line);
+    /// Stage 4: every step's program and arguments, the project file and the configuration
+    /// that decide them, and a preview that lists them in the order they run.
+    fn classification(&self, workspace: &Workspace, plans: &[Plan]) -> Classification {
+        let mut preview = format!("run_script `{}`: {}", self.script, self.how);
+        let mut classification = Classification::default();
+        let count = plans.len();
+        for (i, (step, plan)) in self.steps.iter().zip(plans).enumerate() {
+            let mut heading = if count > 1 {
+                format!("\nstep {} of {count}, `{}`:", i + 1, step.name)
+            } else {
+                String::new()
+            };
+            if !step.about.is_empty() {
+                heading.push('\n');
+                heading.push_str(&step.about);
             }
+            let part = plan.classification(workspace, heading, None, None);
+            if let Some(text) = &part.preview {
+                preview.push_str(text);
+            }
+            for (name, value) in &step.env {
+                let _ = write!(preview, "\n  set for this step: {name}={value:?}");
+            }
+            for name in &step.unset {
+                let _ = write!(preview, "\n  left out of the environment: {name}");
+            }
+            for resource in part.resources {
+                if !classification.resources.contains(&resource) {
+                    classification.resources.push(resource);
+                }
+            }
+            for path in part.paths {
+                if !classification.paths.contains(&path) {
+                    classification.paths.push(path);
+                }
+            }
+            classification.preimages.extend(part.preimages);
+            classification
+                .resources
+                .push(format!("argv:{}", argv_text(workspace, plan)));
         }
-        heading.push_str("\nthe command below runs exactly as shown");
-        let mut classification = plan.classification(workspace, heading, None, None);
+        preview.push_str(&self.shown);
         classification.resources.extend([
             format!("script:{}", self.script),
             format!("source:{}", self.file),
-            format!("argv:{}", argv_text(workspace, plan)),
         ]);
         classification
             .preimages
             .push((format!("source:{}", self.file), self.digest.clone()));
+        classification.preimages.extend(self.bound.iter().cloned());
+        for (name, _) in &self.bound {
+            if let Some(path) = name.strip_prefix("config:") {
+                classification.paths.push(path.to_owned());
+            }
+        }
+        classification.preview = Some(preview);
         classification
     }
 
-    /// Stage 7: refuses to run unless the command and the project file are what was approved.
+    /// Stage 7, before each step: refuses to run unless every program, argument and file
+    /// that decides what runs is what was classified and approved.
     fn verify(
         &self,
         workspace: &Workspace,
-        plan: &Plan,
+        plans: &[Plan],
         classified: &Classification,
     ) -> Result<(), ToolError> {
+        let now = self.classification(workspace, plans);
         let changed = |what: String| {
             ToolError::new(
                 "script_changed",
                 format!("{what} since the call was approved; the call did not run"),
             )
         };
-        if resource(classified, "source:") != Some(self.file) {
-            return Err(changed(format!(
-                "`{}` now comes from `{}`",
-                self.script, self.file
-            )));
-        }
-        if resource(classified, "argv:") != Some(argv_text(workspace, plan).as_str()) {
-            return Err(changed(format!("the command of `{}` changed", self.script)));
-        }
-        let approved = classified
+        if let Some((name, _)) = now
             .preimages
             .iter()
-            .find(|(name, _)| name.starts_with("source:"))
-            .map(|(_, digest)| digest);
-        if approved != Some(&self.digest) {
-            return Err(changed(format!("`{}` changed", self.file)));
+            .find(|entry| !classified.preimages.contains(entry))
+            .or_else(|| {
+                classified
+                    .preimages
+                    .iter()
+                    .find(|entry| !now.preimages.contains(entry))
+            })
+        {
+            let file = name.split_once(':').map_or(name.as_str(), |(_, f)| f);
+            return Err(changed(format!("`{file}` changed")));
+        }
+        if now.resources != classified.resources {
+            return Err(changed(format!(
+                "the commands of `{}` changed",
+                self.script
+            )));
         }
         Ok(())
     }
@@ -247,6 +482,23 @@ struct Project {
     /// In precedence order; the first definition of a script wins.
     definitions: Vec<Definition>,
     problems: Vec<String>,
+    /// Why no script may run at all: a Makefile whose preview could not be trusted might
+    /// define any of them.
+    blocker: Option<String>,
+}
+
+/// What one project file's parser is given.
+struct Source<'a> {
+    workspace: &'a Workspace,
+    file: &'static str,
+    text: &'a str,
+}
+
+/// What a parser found, or why the whole project is refused.
+enum Parsed {
+    Found(Vec<Found>),
+    Problem(String),
+    Blocked(String),
 }
 
 impl Project {
@@ -265,12 +517,7 @@ impl Project {
     }
 
     /// Reads `file` and adds what `parse` finds in it.
-    fn add(
-        &mut self,
-        workspace: &Workspace,
-        file: &'static str,
-        parse: fn(&str) -> Result<Vec<Found>, String>,
-    ) {
+    fn add(&mut self, workspace: &Workspace, file: &'static str, parse: fn(&Source) -> Parsed) {
         let (text, digest) = match read(workspace, file) {
             Ok(Some(read)) => read,
             Ok(None) => return,
@@ -279,21 +526,32 @@ impl Project {
                 return;
             }
         };
-        match parse(&text) {
-            Ok(found) => {
+        let source = Source {
+            workspace,
+            file,
+            text: &text,
+        };
+        match parse(&source) {
+            Parsed::Found(found) => {
                 self.definitions
                     .extend(found.into_iter().map(|found| Definition {
                         script: found.script,
                         file,
-                        argv: found.argv,
-                        body: found.body,
+                        steps: found.steps,
                         how: found.how,
+                        shown: found.shown,
                         digest: digest.clone(),
+                        bound: found.bound,
                     }));
             }
-            Err(reason) => self.problems.push(format!(
+            Parsed::Problem(reason) => self.problems.push(format!(
                 "`{file}` could not be read as a project file: {reason}"
             )),
+            Parsed::Blocked(reason) => {
+                if self.blocker.is_none() {
+                    self.blocker = Some(reason);
+                }
+            }
         }
     }
 
@@ -301,12 +559,39 @@ impl Project {
         self.definitions.iter().find(|d| d.script == script)
     }
 
+    /// The definition of `script` and its steps' plans, or why it cannot run.
+    fn resolve(
+        self,
+        workspace: &Workspace,
+        script: &str,
+    ) -> Result<(Definition, Vec<Plan>), ToolError> {
+        if let Some(blocker) = self.blocker {
+            return Err(ToolError::new(
+                "script_changed",
+                format!("{blocker}; the call did not run"),
+            ));
+        }
+        let definition = self.find(script).cloned().ok_or_else(|| {
+            ToolError::new(
+                "script_changed",
+                format!("the project no longer defines `{script}`; the call did not run"),
+            )
+        })?;
+        let plans = definition.plans(workspace)?;
+        Ok((definition, plans))
+    }
+
     /// The scripts this project defines, and why some files were not used, for a hint.
     fn defined(&self) -> String {
         let mut listed: Vec<String> = Vec::new();
         for script in SCRIPTS {
             if let Some(d) = self.find(script) {
-                listed.push(format!("`{script}` ({}: `{}`)", d.file, d.argv.join(" ")));
+                let commands: Vec<String> = d.steps.iter().map(|s| s.argv.join(" ")).collect();
+                listed.push(format!(
+                    "`{script}` ({}: `{}`)",
+                    d.file,
+                    commands.join("`, then `")
+                ));
             }
         }
         let mut hint = if listed.is_empty() {
@@ -328,18 +613,26 @@ impl Project {
 #[derive(Debug)]
 struct Found {
     script: &'static str,
-    argv: Vec<String>,
-    body: Option<String>,
+    steps: Vec<Step>,
     how: String,
+    shown: String,
+    bound: Vec<(String, Digest)>,
 }
 
 impl Found {
     fn new(script: &'static str, argv: &[&str], how: String) -> Found {
         Found {
             script,
-            argv: argv.iter().map(|a| (*a).to_owned()).collect(),
-            body: None,
+            steps: vec![Step {
+                name: script.to_owned(),
+                argv: argv.iter().map(|a| (*a).to_owned()).collect(),
+                env: Vec::new(),
+                unset: Vec::new(),
+                about: String::new(),
+            }],
             how,
+            shown: String::new(),
+            bound: Vec::new(),
         }
     }
 }
@@ -362,111 +655,186 @@ fn read(workspace: &Workspace, name: &str) -> Result<Option<(String, Digest)>, S
     }
 }
 
-/// Targets of a Makefile named like a script, with their recipes.
-fn makefile(text: &str) -> Result<Vec<Found>, String> {
-    let mut targets: Vec<(String, Vec<String>)> = Vec::new();
-    // The targets the rule line above named, which recipe lines belong to.
-    let mut current: Vec<usize> = Vec::new();
-    for line in text.lines() {
-        if let Some(recipe) = line.strip_prefix('\t') {
-            for &i in &current {
-                if let Some((_, lines)) = targets.get_mut(i) {
-                    lines.push(recipe.trim().to_owned());
-                }
-            }
+/// Targets of a Makefile named like a script, with the rules make runs for them.
+fn makefile(source: &Source) -> Parsed {
+    let file = source.file;
+    let makefile = match Makefile::parse(source.text) {
+        Ok(makefile) => makefile,
+        Err(unreliable) => return Parsed::Blocked(format!("`{file}` {unreliable}")),
+    };
+    let mut found = Vec::new();
+    for script in SCRIPTS {
+        if !makefile.defines(script) {
             continue;
         }
-        let trimmed = line.trim();
-        if trimmed.is_empty() {
-            continue;
-        }
-        current.clear();
-        if trimmed.starts_with('#') {
-            continue;
-        }
-        let Some((lhs, rhs)) = line.split_once(':') else {
-            continue;
+        let shown = match makefile.show(script) {
+            Ok(shown) => shown,
+            Err(unreliable) => return Parsed::Blocked(format!("`{file}` {unreliable}")),
         };
-        // `X := y`, `X ::= y`, `X = a:b`, and targets made of variables are not rules we can
-        // name.
-        if rhs.starts_with('=') || rhs.starts_with(":=") || lhs.contains(['=', '$', '%']) {
+        let mut definition = Found::new(
+            script,
+            &["make", "--no-builtin-rules", "-f", file, script],
+            format!(
+                "{file} target `{script}`; make runs each recipe line below with `/bin/sh -c` \
+                 (the Makefile sets no `SHELL`), prerequisites first:"
+            ),
+        );
+        if let Some(step) = definition.steps.first_mut() {
+            step.unset = MAKE_ENV.to_vec();
+            step.about = "  make, with the file named and its built-in rules off:".to_owned();
+        }
+        definition.shown = format!(
+            "\nthe rules make runs, as {file} writes them:{}",
+            shown.text
+        );
+        if !shown.has_recipe {
+            definition
+                .shown
+                .push_str("\n(no recipe line at all: make only checks the prerequisites)");
+        }
+        definition.shown.push_str(
+            "\nthe programs those lines start read their own files and configuration, which \
+             are not bound",
+        );
+        found.push(definition);
+    }
+    Parsed::Found(found)
+}
+
+/// Scripts of a package.json named like a script, with their `pre` and `post` scripts.
+fn package_json(source: &Source) -> Parsed {
+    let value: Value = match serde_json::from_str(source.text) {
+        Ok(value) => value,
+        Err(error) => return Parsed::Problem(error.to_string()),
+    };
+    let Some(scripts) = value.get("scripts").and_then(Value::as_object) else {
+        return Parsed::Found(Vec::new());
+    };
+    let text_of = |name: &str| scripts.get(name).and_then(Value::as_str);
+    let package_json = source
+        .workspace
+        .ambient_path(&RelPath::root())
+        .join(source.file)
+        .display()
+        .to_string();
+    let bin = source
+        .workspace
+        .ambient_path(&RelPath::root())
+        .join("node_modules/.bin")
+        .display()
+        .to_string();
+    let path = path_of(&scrub_env(ambient_env()))
+        .map_or_else(|| bin.clone(), |path| format!("{bin}:{path}"));
+    let field = |key: &str| {
+        value
+            .get(key)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let mut found = Vec::new();
+    for script in SCRIPTS {
+        if text_of(script).is_none() {
             continue;
         }
-        let inline = rhs
-            .split_once(';')
-            .map(|(_, recipe)| recipe.trim().to_owned());
-        for name in lhs.split_whitespace() {
-            // `.PHONY` and the other special targets start with a dot.
-            if name.starts_with('.') {
+        let mut steps = Vec::new();
+        for name in [
+            format!("pre{script}"),
+            script.to_owned(),
+            format!("post{script}"),
+        ] {
+            let Some(text) = text_of(&name) else {
                 continue;
-            }
-            let index = match targets.iter().position(|(n, _)| n == name) {
-                Some(index) => index,
-                None => {
-                    targets.push((name.to_owned(), Vec::new()));
-                    targets.len() - 1
-                }
             };
-            if let (Some(recipe), Some((_, lines))) = (&inline, targets.get_mut(index)) {
-                lines.push(recipe.clone());
-            }
-            current.push(index);
+            steps.push(Step {
+                argv: vec![SCRIPT_SHELL.to_owned(), "-c".to_owned(), text.to_owned()],
+                env: vec![
+                    ("PATH".to_owned(), path.clone()),
+                    ("npm_command".to_owned(), "run-script".to_owned()),
+                    ("npm_lifecycle_event".to_owned(), name.clone()),
+                    ("npm_lifecycle_script".to_owned(), text.to_owned()),
+                    ("npm_package_json".to_owned(), package_json.clone()),
+                    ("npm_package_name".to_owned(), field("name")),
+                    ("npm_package_version".to_owned(), field("version")),
+                ],
+                unset: Vec::new(),
+                about: format!("  package.json script `{name}`, whose text the shell runs:"),
+                name,
+            });
         }
+        let names: Vec<&str> = steps.iter().map(|s| s.name.as_str()).collect();
+        found.push(Found {
+            script,
+            how: format!(
+                "package.json script `{script}`, run as npm would run it ({}), each with \
+                 `/bin/sh -c` at the workspace root; npm itself is not run, so `.npmrc` and \
+                 npm's configuration do not apply:",
+                names.join(", then ")
+            ),
+            steps,
+            shown: "\nthe programs the scripts name are looked up in node_modules/.bin first, \
+                    then in PATH; they are the project's own and not bound"
+                .to_owned(),
+            bound: Vec::new(),
+        });
     }
-    Ok(SCRIPTS
-        .into_iter()
-        .filter_map(|script| {
-            let (_, recipe) = targets.iter().find(|(name, _)| name == script)?;
-            let mut found = Found::new(
-                script,
-                &["make", script],
-                format!("Makefile target `{script}`, whose recipe make runs with a shell:"),
-            );
-            let mut body: Vec<&str> = recipe
-                .iter()
-                .take(MAX_RECIPE_LINES)
-                .map(String::as_str)
-                .collect();
-            if recipe.len() > MAX_RECIPE_LINES {
-                body.push("…");
-            }
-            if body.is_empty() {
-                body.push("(no recipe of its own: only its prerequisites run)");
-            }
-            found.body = Some(body.join("\n"));
-            Some(found)
-        })
-        .collect())
+    Parsed::Found(found)
 }
 
-/// Scripts of a package.json named like a script.
-fn package_json(text: &str) -> Result<Vec<Found>, String> {
-    let value: Value = serde_json::from_str(text).map_err(|e| e.to_string())?;
-    let scripts = value.get("scripts").and_then(Value::as_object);
-    Ok(SCRIPTS
-        .into_iter()
-        .filter_map(|script| {
-            let body = scripts?.get(script)?.as_str()?;
-            let mut found = Found::new(
-                script,
-                &["npm", "run", script],
-                format!("package.json script `{script}`, which npm runs with a shell:"),
-            );
-            found.body = Some(body.to_owned());
-            Some(found)
-        })
-        .collect())
-}
-
-/// Cargo's commands, for a manifest with a package or a workspace.
-fn cargo_toml(text: &str) -> Result<Vec<Found>, String> {
-    let table: toml::Table = text
-        .parse()
-        .map_err(|e: toml::de::Error| e.message().to_owned())?;
+/// Cargo's commands, for a manifest with a package or a workspace, with the configuration at
+/// the root that decides what cargo runs.
+fn cargo_toml(source: &Source) -> Parsed {
+    let table: toml::Table = match source.text.parse() {
+        Ok(table) => table,
+        Err(error) => {
+            let error: toml::de::Error = error;
+            return Parsed::Problem(error.message().to_owned());
+        }
+    };
     if !table.contains_key("package") && !table.contains_key("workspace") {
-        return Ok(Vec::new());
+        return Parsed::Found(Vec::new());
     }
-    Ok(SCRIPTS
+    let mut shown = String::new();
+    let mut bound = Vec::new();
+    for name in CARGO_CONFIG {
+        let (text, digest) = match read(source.workspace, name) {
+            Ok(Some(found)) => found,
+            Ok(None) => continue,
+            Err(problem) => {
+                return Parsed::Blocked(format!(
+                    "cargo's configuration cannot be shown: {problem}"
+                ));
+            }
+        };
+        if text.len() > MAX_CONFIG_SHOWN_BYTES {
+            return Parsed::Blocked(format!(
+                "`{name}` is {} bytes, more than the {MAX_CONFIG_SHOWN_BYTES} a preview shows \
+                 whole",
+                text.len()
+            ));
+        }
+        let programs = program_keys(&text);
+        let _ = write!(shown, "\ncargo reads `{name}` (bound to this approval)");
+        if programs.is_empty() {
+            shown.push(':');
+        } else {
+            let _ = write!(
+                shown,
+                "; it names programs or arguments cargo uses: {}:",
+                programs.join(", ")
+            );
+        }
+        for (i, line) in text.lines().enumerate() {
+            let _ = write!(shown, "\n  {:>4}| {line}", i + 1);
+        }
+        bound.push((format!("config:{name}"), digest));
+    }
+    shown.push_str(
+        "\nthe project's build scripts (`build.rs`), procedural macros and tests are its own \
+         code and run as part of the command; cargo's configuration outside the workspace is \
+         not bound",
+    );
+    let found = SCRIPTS
         .into_iter()
         .map(|script| {
             let command = match script {
@@ -476,114 +844,273 @@ fn cargo_toml(text: &str) -> Result<Vec<Found>, String> {
                 "typecheck" => "check",
                 _ => "fmt",
             };
-            Found::new(
+            let mut found = Found::new(
                 script,
                 &["cargo", command],
                 format!("Cargo.toml, so `cargo {command}`"),
-            )
+            );
+            found.shown = shown.clone();
+            found.bound = bound.clone();
+            found
         })
-        .collect())
+        .collect();
+    Parsed::Found(found)
+}
+
+/// The dotted keys of a cargo configuration that name a program or change what runs; a file
+/// that is not TOML names them all, since cargo would refuse it anyway.
+fn program_keys(text: &str) -> Vec<String> {
+    let Ok(table) = text.parse::<toml::Table>() else {
+        return vec!["(not TOML)".to_owned()];
+    };
+    let mut found = Vec::new();
+    let mut stack: Vec<(String, &toml::Table)> = vec![(String::new(), &table)];
+    while let Some((prefix, table)) = stack.pop() {
+        for (key, value) in table {
+            let dotted = if prefix.is_empty() {
+                key.clone()
+            } else {
+                format!("{prefix}.{key}")
+            };
+            if CARGO_PROGRAM_KEYS.contains(&key.as_str()) {
+                found.push(format!("`{dotted}`"));
+            } else if let Some(inner) = value.as_table() {
+                stack.push((dotted, inner));
+            }
+        }
+    }
+    found.sort();
+    found
 }
 
 /// The tools a pyproject.toml configures.
-fn pyproject_toml(text: &str) -> Result<Vec<Found>, String> {
-    let table: toml::Table = text
-        .parse()
-        .map_err(|e: toml::de::Error| e.message().to_owned())?;
+fn pyproject_toml(source: &Source) -> Parsed {
+    let table: toml::Table = match source.text.parse() {
+        Ok(table) => table,
+        Err(error) => {
+            let error: toml::de::Error = error;
+            return Parsed::Problem(error.message().to_owned());
+        }
+    };
     let tool = table.get("tool").and_then(toml::Value::as_table);
     let has = |name: &str| tool.is_some_and(|t| t.contains_key(name));
     let mut found = Vec::new();
     let how = |table: &str| format!("pyproject.toml configures `[tool.{table}]`");
+    let own_code = |found: &mut Found, what: &str| {
+        found.shown = format!(
+            "\n{what}; its configuration comes from pyproject.toml and the files the tool \
+             reads itself, which are not bound"
+        );
+    };
     if has("pytest") {
-        found.push(Found::new(
-            "test",
-            &["python3", "-m", "pytest"],
-            how("pytest"),
-        ));
+        let mut test = Found::new("test", &["python3", "-m", "pytest"], how("pytest"));
+        own_code(
+            &mut test,
+            "pytest imports and runs the project's own test code: every `test_*.py`, \
+             `conftest.py` and plugin it finds",
+        );
+        found.push(test);
     }
     if has("ruff") {
-        found.push(Found::new("lint", &["ruff", "check"], how("ruff")));
-        found.push(Found::new("format", &["ruff", "format"], how("ruff")));
+        let mut lint = Found::new("lint", &["ruff", "check"], how("ruff"));
+        own_code(
+            &mut lint,
+            "ruff reads the project's files and runs none of them",
+        );
+        found.push(lint);
+        let mut format = Found::new("format", &["ruff", "format"], how("ruff"));
+        own_code(
+            &mut format,
+            "ruff rewrites the project's files and runs none of them",
+        );
+        found.push(format);
     } else if has("black") {
-        found.push(Found::new("format", &["black", "."], how("black")));
+        let mut format = Found::new("format", &["black", "."], how("black"));
+        own_code(
+            &mut format,
+            "black rewrites the project's files and runs none of them",
+        );
+        found.push(format);
     }
     if has("mypy") {
-        found.push(Found::new("typecheck", &["mypy", "."], how("mypy")));
+        let mut typecheck = Found::new("typecheck", &["mypy", "."], how("mypy"));
+        own_code(
+            &mut typecheck,
+            "mypy reads the project's code and may load the plugins its configuration names",
+        );
+        found.push(typecheck);
     }
-    Ok(found)
+    Parsed::Found(found)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    /// What `parse` finds in `text`, as the file `file` of an otherwise empty workspace that
+    /// also holds `others`.
+    fn parse_in(
+        parse: fn(&Source) -> Parsed,
+        file: &'static str,
+        text: &str,
+        others: &[(&str, &str)],
+    ) -> Parsed {
+        let dir = tempfile::tempdir().unwrap();
+        for (name, body) in others {
+            let path = dir.path().join(name);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, body).unwrap();
+        }
+        let workspace = Workspace::open(dir.path()).unwrap();
+        parse(&Source {
+            workspace: &workspace,
+            file,
+            text,
+        })
+    }
+
+    fn found_in(parsed: Parsed) -> Vec<Found> {
+        match parsed {
+            Parsed::Found(found) => found,
+            Parsed::Problem(p) | Parsed::Blocked(p) => panic!("not found: {p}"),
+        }
+    }
+
     fn scripts(found: &[Found]) -> Vec<(&str, String)> {
-        found.iter().map(|f| (f.script, f.argv.join(" "))).collect()
+        found
+            .iter()
+            .map(|f| {
+                let steps: Vec<String> = f.steps.iter().map(|s| s.argv.join(" ")).collect();
+                (f.script, steps.join(" && "))
+            })
+            .collect()
     }
 
     #[test]
-    fn makefile_targets_are_found_by_a_line_scan() {
+    fn makefile_targets_run_with_the_file_named_and_show_their_rules() {
         let text = "\
 .PHONY: test lint
 VAR := value
-OTHER = a:b
-X ::= y
 # build: not a target, a comment
 test: build
 \tcargo test --all
 \t@echo done
 
+build:
+\tcargo build
 lint format:
 \tcargo clippy
-%.o: %.c
-\tcc $<
-$(OUT): x
 typecheck: ; cargo check
 ";
-        let found = makefile(text).unwrap();
+        let found = found_in(parse_in(makefile, "Makefile", text, &[]));
         assert_eq!(
             scripts(&found),
             [
-                ("test", "make test".to_owned()),
-                ("lint", "make lint".to_owned()),
-                ("typecheck", "make typecheck".to_owned()),
-                ("format", "make format".to_owned()),
+                (
+                    "test",
+                    "make --no-builtin-rules -f Makefile test".to_owned()
+                ),
+                (
+                    "build",
+                    "make --no-builtin-rules -f Makefile build".to_owned()
+                ),
+                (
+                    "lint",
+                    "make --no-builtin-rules -f Makefile lint".to_owned()
+                ),
+                (
+                    "typecheck",
+                    "make --no-builtin-rules -f Makefile typecheck".to_owned()
+                ),
+                (
+                    "format",
+                    "make --no-builtin-rules -f Makefile format".to_owned()
+                ),
             ]
         );
-        assert_eq!(
-            found[0].body.as_deref(),
-            Some("cargo test --all\n@echo done")
-        );
-        assert_eq!(found[2].body.as_deref(), Some("cargo check"));
-        assert_eq!(found[3].body.as_deref(), Some("cargo clippy"));
+        let test = &found[0];
+        assert!(test.shown.find("cargo build") < test.shown.find("cargo test --all"));
+        assert!(test.shown.contains("@echo done"), "{}", test.shown);
+        assert_eq!(test.steps[0].unset, MAKE_ENV);
+        match parse_in(
+            makefile,
+            "GNUmakefile",
+            "SHELL = ./x.sh\ntest:\n\techo\n",
+            &[],
+        ) {
+            Parsed::Blocked(why) => {
+                assert!(why.starts_with("`GNUmakefile` line 1: "), "{why}");
+                assert!(why.contains("`SHELL`"), "{why}");
+            }
+            _ => panic!("an unreliable Makefile is refused"),
+        }
     }
 
     #[test]
-    fn package_json_scripts_count_only_when_defined() {
-        let found = package_json(
-            r#"{"scripts": {"test": "jest", "typecheck": "tsc --noEmit", "start": "node ."}}"#,
-        )
-        .unwrap();
+    fn package_json_scripts_run_as_steps_of_their_own() {
+        let found = found_in(parse_in(
+            package_json,
+            "package.json",
+            r#"{"name": "tiny", "version": "1.2.3", "scripts": {"test": "jest", "pretest": "lint-staged",
+                "posttest": "echo done", "typecheck": "tsc --noEmit", "start": "node ."}}"#,
+            &[],
+        ));
         assert_eq!(
             scripts(&found),
             [
-                ("test", "npm run test".to_owned()),
-                ("typecheck", "npm run typecheck".to_owned())
+                (
+                    "test",
+                    "/bin/sh -c lint-staged && /bin/sh -c jest && /bin/sh -c echo done".to_owned()
+                ),
+                ("typecheck", "/bin/sh -c tsc --noEmit".to_owned())
             ]
         );
-        assert_eq!(found[0].body.as_deref(), Some("jest"));
-        assert!(package_json(r#"{"name": "x"}"#).unwrap().is_empty());
+        let main = &found[0].steps[1];
+        let env = |name: &str| {
+            main.env
+                .iter()
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| v.as_str())
+        };
+        assert_eq!(env("npm_lifecycle_event"), Some("test"));
+        assert_eq!(env("npm_lifecycle_script"), Some("jest"));
+        assert_eq!(env("npm_package_name"), Some("tiny"));
+        assert_eq!(env("npm_package_version"), Some("1.2.3"));
+        assert!(env("npm_package_json").unwrap().ends_with("/package.json"));
+        assert!(env("PATH").unwrap().contains("/node_modules/.bin:"));
+        assert_eq!(found[0].steps[0].name, "pretest");
         assert!(
-            package_json(r#"{"scripts": {"test": 1}}"#)
-                .unwrap()
-                .is_empty()
+            found_in(parse_in(
+                package_json,
+                "package.json",
+                r#"{"name": "x"}"#,
+                &[]
+            ))
+            .is_empty()
         );
-        assert!(package_json("{nope").is_err());
+        assert!(
+            found_in(parse_in(
+                package_json,
+                "package.json",
+                r#"{"scripts": {"test": 1}}"#,
+                &[]
+            ))
+            .is_empty()
+        );
+        assert!(matches!(
+            parse_in(package_json, "package.json", "{nope", &[]),
+            Parsed::Problem(_)
+        ));
     }
 
     #[test]
-    fn cargo_manifests_define_every_script() {
-        let found = cargo_toml("[package]\nname = \"x\"\n").unwrap();
+    fn cargo_manifests_define_every_script_and_show_their_configuration() {
+        let found = found_in(parse_in(
+            cargo_toml,
+            "Cargo.toml",
+            "[package]\nname = \"x\"\n",
+            &[],
+        ));
         assert_eq!(
             scripts(&found),
             [
@@ -594,17 +1121,54 @@ typecheck: ; cargo check
                 ("format", "cargo fmt".to_owned()),
             ]
         );
-        assert_eq!(cargo_toml("[workspace]\nmembers = []\n").unwrap().len(), 5);
-        assert!(cargo_toml("[dependencies]\n").unwrap().is_empty());
-        assert!(cargo_toml("[package\n").is_err());
+        assert!(found[0].bound.is_empty());
+        let configured = found_in(parse_in(
+            cargo_toml,
+            "Cargo.toml",
+            "[workspace]\nmembers = []\n",
+            &[
+                (
+                    ".cargo/config.toml",
+                    "[target.x86_64-unknown-linux-gnu]\nrunner = \"./x.sh\"\n[alias]\nt = \"test\"\n",
+                ),
+                ("rust-toolchain.toml", "[toolchain]\nchannel = \"stable\"\n"),
+            ],
+        ));
+        assert_eq!(configured.len(), 5);
+        let shown = &configured[0].shown;
+        assert!(
+            shown.contains("`alias`, `target.x86_64-unknown-linux-gnu.runner`"),
+            "{shown}"
+        );
+        assert!(shown.contains("   2| runner = \"./x.sh\""), "{shown}");
+        assert!(
+            shown.contains("cargo reads `rust-toolchain.toml`"),
+            "{shown}"
+        );
+        let bound: Vec<&str> = configured[0]
+            .bound
+            .iter()
+            .map(|(n, _)| n.as_str())
+            .collect();
+        assert_eq!(
+            bound,
+            ["config:.cargo/config.toml", "config:rust-toolchain.toml"]
+        );
+        assert!(found_in(parse_in(cargo_toml, "Cargo.toml", "[dependencies]\n", &[])).is_empty());
+        assert!(matches!(
+            parse_in(cargo_toml, "Cargo.toml", "[package\n", &[]),
+            Parsed::Problem(_)
+        ));
     }
 
     #[test]
-    fn pyproject_defines_what_it_configures() {
-        let found = pyproject_toml(
+    fn pyproject_defines_what_it_configures_and_says_what_runs() {
+        let found = found_in(parse_in(
+            pyproject_toml,
+            "pyproject.toml",
             "[tool.pytest.ini_options]\naddopts = \"-q\"\n[tool.ruff]\n[tool.black]\n[tool.mypy]\n",
-        )
-        .unwrap();
+            &[],
+        ));
         assert_eq!(
             scripts(&found),
             [
@@ -614,13 +1178,30 @@ typecheck: ; cargo check
                 ("typecheck", "mypy .".to_owned()),
             ]
         );
-        let black = pyproject_toml("[tool.black]\n").unwrap();
-        assert_eq!(scripts(&black), [("format", "black .".to_owned())]);
         assert!(
-            pyproject_toml("[project]\nname = \"x\"\n")
-                .unwrap()
-                .is_empty()
+            found[0].shown.contains("project's own test code"),
+            "{}",
+            found[0].shown
         );
+        assert!(found[0].shown.contains("conftest.py"));
+        let black = parse_in(pyproject_toml, "pyproject.toml", "[tool.black]\n", &[]);
+        assert_eq!(
+            scripts(&found_of(black)),
+            [("format", "black .".to_owned())]
+        );
+        assert!(
+            found_of(parse_in(
+                pyproject_toml,
+                "pyproject.toml",
+                "[project]\nname = \"x\"\n",
+                &[]
+            ))
+            .is_empty()
+        );
+    }
+
+    fn found_of(parsed: Parsed) -> Vec<Found> {
+        found_in(parsed)
     }
 
     #[test]
@@ -641,10 +1222,22 @@ typecheck: ; cargo check
         assert_eq!(from("test"), Some("package.json"));
         assert_eq!(from("build"), Some("Cargo.toml"));
         let hint = project.defined();
-        assert!(hint.starts_with("this project defines: `test` (package.json: `npm run test`)"));
+        assert!(
+            hint.starts_with("this project defines: `test` (package.json: `/bin/sh -c jest`)"),
+            "{hint}"
+        );
         assert!(
             hint.contains("`pyproject.toml` could not be read"),
             "{hint}"
+        );
+        assert!(project.blocker.is_none());
+
+        std::fs::write(dir.path().join("Makefile"), "include extra.mk\n").unwrap();
+        let project = Project::read(&workspace);
+        let blocker = project.blocker.clone().unwrap();
+        assert!(
+            blocker.contains("line 1") && blocker.contains("`include`"),
+            "{blocker}"
         );
 
         let empty = tempfile::tempdir().unwrap();

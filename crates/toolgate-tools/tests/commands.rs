@@ -617,9 +617,14 @@ fn an_npm_project_runs_its_own_test_script() {
         "{:?}",
         request.resources
     );
+    // npm itself is not run: the script's text is, by the shell npm would start.
     assert_eq!(
         request.resources[0],
-        format!("program:{}", canonical_program("npm"))
+        format!("program:{}", canonical_program("/bin/sh"))
+    );
+    assert!(
+        preview.contains("npm_lifecycle_event=\"test\""),
+        "{preview}"
     );
 
     // A script the project does not define is refused before anyone is asked.
@@ -632,7 +637,7 @@ fn an_npm_project_runs_its_own_test_script() {
     let hint = rejection.hint.clone().unwrap_or_default();
     assert!(
         rejection.message.contains("`lint`")
-            && hint.contains("`test` (package.json: `npm run test`)"),
+            && hint.contains("`test` (package.json: `/bin/sh -c node -e"),
         "{rejection:?} {hint}"
     );
     assert_eq!(broker.requests().len(), 1);

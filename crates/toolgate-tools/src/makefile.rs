@@ -1,0 +1,1132 @@
+//! A Makefile read as far as `run_script` needs: which rules make would run for one goal, and
+//! whether anything in the file could make that preview a lie.
+//!
+//! `make test` runs whatever the Makefile says, and make's language can change what runs
+//! without it showing in the target's recipe: `SHELL := ./x.sh` replaces the program every
+//! recipe line runs with, `include extra.mk` reads a file nobody looked at (and may redefine
+//! the target), `.RECIPEPREFIX` turns lines that look like variables into recipe lines,
+//! `$(shell …)` and `!=` run programs while make reads the file, `$(eval …)` writes new rules at
+//! run time. This scanner is deliberately not make: it accepts a plain subset of the language
+//! and refuses, naming the construct and its line, everything whose effect it cannot show.
+//! What it accepts is shown as written: the goal's recipe, its prerequisites' recipes (in the
+//! order make runs them), the pattern and special rules make may also use, and the assignment
+//! lines of every variable those recipes refer to.
+//!
+//! The scan is lexical and errs on the side of refusing: a `$(shell` anywhere, even inside a
+//! recipe or a `$$`-quoted string, refuses the file.
+
+use thiserror::Error;
+use toolgate_exec::{is_allowed, is_denied};
+
+/// Variables whose assignment changes how make runs recipes or reads makefiles.
+const CONTROL_VARIABLES: &[(&str, &str)] = &[
+    (
+        "SHELL",
+        "replaces the program make runs every recipe line with",
+    ),
+    (".SHELLFLAGS", "changes the arguments make gives the shell"),
+    (
+        ".RECIPEPREFIX",
+        "changes which lines are recipes, so what looks like a variable may run",
+    ),
+    (
+        "MAKEFLAGS",
+        "passes options to make and to every make it starts",
+    ),
+    ("GNUMAKEFLAGS", "passes options to make"),
+    ("MFLAGS", "passes options to the makes it starts"),
+    ("MAKEFILES", "makes make read other makefiles first"),
+    ("MAKE", "replaces the program `$(MAKE)` runs"),
+    ("MAKELEVEL", "changes how make sees its own recursion"),
+    ("MAKESHELL", "replaces the shell on some systems"),
+];
+
+/// Functions that run a program, write a file or add rules while make runs.
+const FUNCTIONS: &[(&str, &str)] = &[
+    (
+        "shell",
+        "runs a shell command while make reads the Makefile",
+    ),
+    (
+        "eval",
+        "adds rules and variables while make runs, which no preview can show",
+    ),
+    ("file", "writes files while make reads the Makefile"),
+    ("guile", "runs Guile code inside make"),
+];
+
+/// Special targets that change how rules are read or what reaches recipes.
+const SPECIAL_TARGETS: &[(&str, &str)] = &[
+    (
+        ".SECONDEXPANSION",
+        "expands prerequisites a second time while make runs, which no preview can show",
+    ),
+    (
+        ".EXPORT_ALL_VARIABLES",
+        "exports every variable into the recipes' environment",
+    ),
+];
+
+/// Most rules shown for one goal, prerequisites included.
+const MAX_RULES_SHOWN: usize = 64;
+/// Most lines of a preview of one goal.
+const MAX_LINES_SHOWN: usize = 400;
+/// Deepest variable expansion followed in a rule's targets and prerequisites.
+const MAX_EXPANSION_DEPTH: usize = 16;
+
+/// Why a Makefile cannot be shown for what it runs.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("line {line}: {construct} `{text}` {why}; toolgate cannot show what make would run")]
+pub(crate) struct Unreliable {
+    /// 1-based, the line where the construct starts.
+    pub(crate) line: usize,
+    /// What it is, in words: "an assignment to `SHELL`", "the directive `include`".
+    pub(crate) construct: String,
+    /// The line as written, bounded and escaped.
+    pub(crate) text: String,
+    pub(crate) why: String,
+}
+
+/// A Makefile that passed the scan.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub(crate) struct Makefile {
+    rules: Vec<Rule>,
+    assignments: Vec<Assignment>,
+    /// Variables exported to the recipes' environment, shown whether or not a recipe uses
+    /// them, since the programs the recipes start read them.
+    exported: Vec<String>,
+    /// Special targets worth saying (`.ONESHELL`, `.POSIX`), with their lines.
+    notes: Vec<String>,
+}
+
+/// One rule line and the recipe lines after it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Rule {
+    line: usize,
+    targets: Vec<String>,
+    prerequisites: Vec<String>,
+    /// (line, text) of each recipe line, continuation lines joined as make joins them.
+    recipe: Vec<(usize, String)>,
+}
+
+impl Rule {
+    /// A rule make may use for targets it does not name: a pattern, suffix or `.DEFAULT` rule.
+    fn is_implicit(&self) -> bool {
+        self.targets
+            .iter()
+            .any(|t| t.contains('%') || (t.starts_with('.') && !t.starts_with("./")))
+    }
+}
+
+/// One variable assignment, as written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Assignment {
+    line: usize,
+    name: String,
+    /// The value, unexpanded; `+=` values are appended in order.
+    value: String,
+    append: bool,
+    /// The logical line as written, for the preview.
+    text: String,
+}
+
+/// The goal's rules as make would run them, for the preview.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Shown {
+    pub(crate) text: String,
+    /// Whether the goal, or a prerequisite, has a recipe line at all.
+    pub(crate) has_recipe: bool,
+}
+
+impl Makefile {
+    /// Scans `text`; refuses the first construct whose effect a preview could not show.
+    pub(crate) fn parse(text: &str) -> Result<Makefile, Unreliable> {
+        Scanner::default().scan(text)
+    }
+
+    /// Whether some rule names `goal` as a target.
+    pub(crate) fn defines(&self, goal: &str) -> bool {
+        self.rules
+            .iter()
+            .any(|r| !r.is_implicit() && r.targets.iter().any(|t| t == goal))
+    }
+
+    /// What make runs for `goal`: its prerequisites' rules first, depth first, then its own;
+    /// then the implicit rules make may use; then the variables all of them refer to.
+    pub(crate) fn show(&self, goal: &str) -> Result<Shown, Unreliable> {
+        let mut order: Vec<usize> = Vec::new();
+        let mut visiting: Vec<String> = Vec::new();
+        self.visit(goal, &mut order, &mut visiting)?;
+        let mut text = String::new();
+        let mut has_recipe = false;
+        let mut referenced: Vec<String> = Vec::new();
+        for &index in &order {
+            let Some(rule) = self.rules.get(index) else {
+                continue;
+            };
+            self.describe(rule, &mut text, &mut referenced);
+            has_recipe |= !rule.recipe.is_empty();
+        }
+        let implicit: Vec<&Rule> = self
+            .rules
+            .iter()
+            .filter(|r| r.is_implicit() && !r.recipe.is_empty())
+            .collect();
+        if !implicit.is_empty() {
+            text.push_str(
+                "\nrules make may also use, for a prerequisite without a rule of its own \
+                 (make's built-in rules are turned off):",
+            );
+            for rule in implicit {
+                self.describe(rule, &mut text, &mut referenced);
+                has_recipe = true;
+            }
+        }
+        // Variables the shown lines refer to, those the recipes' environment gets, and those
+        // their values refer to.
+        referenced.extend(self.exported.iter().cloned());
+        let mut shown_names: Vec<String> = Vec::new();
+        while let Some(name) = referenced.pop() {
+            if shown_names.contains(&name) {
+                continue;
+            }
+            for assignment in self.assignments.iter().filter(|a| a.name == name) {
+                referenced.extend(references(&assignment.value));
+            }
+            shown_names.push(name);
+        }
+        let mut variables: Vec<&Assignment> = self
+            .assignments
+            .iter()
+            .filter(|a| shown_names.contains(&a.name))
+            .collect();
+        variables.sort_by_key(|a| a.line);
+        if !variables.is_empty() {
+            text.push_str(
+                "\nvariables those lines use or the Makefile exports, as it assigns them:",
+            );
+            for assignment in variables {
+                text.push_str(&format!("\n  {:>4}| {}", assignment.line, assignment.text));
+            }
+        }
+        for note in &self.notes {
+            text.push('\n');
+            text.push_str(note);
+        }
+        if text.lines().count() > MAX_LINES_SHOWN {
+            return Err(Unreliable {
+                line: 1,
+                construct: format!("the rules for `{goal}`"),
+                text: goal.to_owned(),
+                why: format!("take more than {MAX_LINES_SHOWN} lines to show"),
+            });
+        }
+        Ok(Shown { text, has_recipe })
+    }
+
+    /// Adds `target`'s rules to `order` after those of its prerequisites.
+    fn visit(
+        &self,
+        target: &str,
+        order: &mut Vec<usize>,
+        visiting: &mut Vec<String>,
+    ) -> Result<(), Unreliable> {
+        if visiting.iter().any(|t| t == target) {
+            return Ok(());
+        }
+        visiting.push(target.to_owned());
+        let rules: Vec<usize> = self
+            .rules
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| !r.is_implicit() && r.targets.iter().any(|t| t == target))
+            .map(|(i, _)| i)
+            .collect();
+        let with_recipe: Vec<&Rule> = rules
+            .iter()
+            .filter_map(|&i| self.rules.get(i))
+            .filter(|r| !r.recipe.is_empty())
+            .collect();
+        if let [first, second, ..] = with_recipe.as_slice() {
+            return Err(Unreliable {
+                line: second.line,
+                construct: format!("a second recipe for `{target}`"),
+                text: target.to_owned(),
+                why: format!(
+                    "replaces the one at line {}, and make warns rather than says which runs",
+                    first.line
+                ),
+            });
+        }
+        for &index in &rules {
+            let Some(rule) = self.rules.get(index) else {
+                continue;
+            };
+            for prerequisite in &rule.prerequisites {
+                self.visit(prerequisite, order, visiting)?;
+            }
+        }
+        for index in rules {
+            if !order.contains(&index) {
+                order.push(index);
+            }
+        }
+        if order.len() > MAX_RULES_SHOWN {
+            return Err(Unreliable {
+                line: 1,
+                construct: "the rules for this goal".to_owned(),
+                text: target.to_owned(),
+                why: format!("are more than the {MAX_RULES_SHOWN} a preview shows"),
+            });
+        }
+        Ok(())
+    }
+
+    fn describe(&self, rule: &Rule, text: &mut String, referenced: &mut Vec<String>) {
+        let prerequisites = if rule.prerequisites.is_empty() {
+            String::new()
+        } else {
+            format!(" (after {})", rule.prerequisites.join(", "))
+        };
+        text.push_str(&format!(
+            "\n  {:>4}| {}:{prerequisites}",
+            rule.line,
+            rule.targets.join(" ")
+        ));
+        if rule.recipe.is_empty() {
+            text.push_str("\n        (no recipe)");
+        }
+        for (line, recipe) in &rule.recipe {
+            referenced.extend(references(recipe));
+            for (i, part) in recipe.split('\n').enumerate() {
+                if i == 0 {
+                    text.push_str(&format!("\n  {line:>4}|     {part}"));
+                } else {
+                    text.push_str(&format!("\n      |     {part}"));
+                }
+            }
+        }
+    }
+}
+
+/// The names of the variables `text` refers to: `$(NAME)`, `${NAME}`, `$(NAME:a=b)`, `$N`.
+fn references(text: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    let mut rest = text;
+    while let Some(at) = rest.find('$') {
+        let after = rest.get(at + 1..).unwrap_or_default();
+        let mut chars = after.chars();
+        match chars.next() {
+            Some(open @ ('(' | '{')) => {
+                let close = if open == '(' { ')' } else { '}' };
+                let inner = chars.as_str();
+                let end = inner
+                    .find(|c: char| c == close || c == ':' || c.is_whitespace() || c == ',')
+                    .unwrap_or(inner.len());
+                let name = inner.get(..end).unwrap_or_default();
+                if !name.is_empty() && !name.contains('$') {
+                    names.push(name.to_owned());
+                }
+                rest = inner;
+            }
+            Some('$') => rest = chars.as_str(),
+            Some(c) if c.is_ascii_alphanumeric() || c == '_' => {
+                names.push(c.to_string());
+                rest = chars.as_str();
+            }
+            _ => rest = after,
+        }
+    }
+    names
+}
+
+/// A line as shown in a refusal: trimmed, escaped, at most 80 characters.
+fn excerpt(text: &str) -> String {
+    let trimmed = text.trim();
+    let mut shown: String = trimmed.chars().take(80).collect();
+    if trimmed.chars().count() > 80 {
+        shown.push('…');
+    }
+    shown.escape_debug().to_string()
+}
+
+#[derive(Debug, Default)]
+struct Scanner {
+    makefile: Makefile,
+    /// Indexes of the rules the latest rule line started, which recipe lines belong to.
+    current: Vec<usize>,
+    /// Inside `define … endef`: the assignment being collected and how deep `define`s nest.
+    define: Option<(Assignment, usize)>,
+}
+
+impl Scanner {
+    fn scan(mut self, text: &str) -> Result<Makefile, Unreliable> {
+        let lines: Vec<&str> = text.split('\n').collect();
+        let mut i = 0;
+        while let Some(&first) = lines.get(i) {
+            let number = i + 1;
+            // A logical line: physical lines joined where one ends in a backslash.
+            let mut logical = first.trim_end_matches('\r').to_owned();
+            while logical.ends_with('\\') && !logical.ends_with("\\\\") {
+                i += 1;
+                let Some(next) = lines.get(i) else { break };
+                logical.push('\n');
+                logical.push_str(next.trim_end_matches('\r'));
+            }
+            i += 1;
+            self.function_check(number, &logical)?;
+            if self.define.is_some() {
+                self.define_line(number, &logical)?;
+                continue;
+            }
+            if let Some(recipe) = logical.strip_prefix('\t')
+                && !self.current.is_empty()
+            {
+                for &index in &self.current {
+                    if let Some(rule) = self.makefile.rules.get_mut(index) {
+                        rule.recipe.push((number, recipe.to_owned()));
+                    }
+                }
+                continue;
+            }
+            self.line(number, &logical)?;
+        }
+        if let Some((assignment, _)) = self.define {
+            return Err(Unreliable {
+                line: assignment.line,
+                construct: "a `define` without `endef`".to_owned(),
+                text: excerpt(&assignment.text),
+                why: "runs to the end of the file".to_owned(),
+            });
+        }
+        Ok(self.makefile)
+    }
+
+    /// Refuses `$(shell …)`, `${eval …}` and the other functions anywhere in the file.
+    fn function_check(&self, number: usize, logical: &str) -> Result<(), Unreliable> {
+        let mut rest = logical;
+        while let Some(at) = rest.find('$') {
+            let after = rest.get(at + 1..).unwrap_or_default();
+            if let Some(inner) = after.strip_prefix('(').or_else(|| after.strip_prefix('{')) {
+                let inner = inner.trim_start();
+                for (name, why) in FUNCTIONS {
+                    if let Some(tail) = inner.strip_prefix(name)
+                        && tail.starts_with(|c: char| c.is_whitespace() || c == ')' || c == '}')
+                    {
+                        return Err(Unreliable {
+                            line: number,
+                            construct: format!("the function `{name}`"),
+                            text: excerpt(logical),
+                            why: (*why).to_owned(),
+                        });
+                    }
+                }
+            }
+            rest = after;
+        }
+        Ok(())
+    }
+
+    fn define_line(&mut self, number: usize, logical: &str) -> Result<(), Unreliable> {
+        let trimmed = logical.trim();
+        let word = trimmed.split_whitespace().next().unwrap_or_default();
+        let Some((assignment, depth)) = self.define.as_mut() else {
+            return Ok(());
+        };
+        if word == "define" {
+            *depth += 1;
+        } else if word == "endef" {
+            if *depth == 0 {
+                if let Some((done, _)) = self.define.take() {
+                    self.makefile.assignments.push(done);
+                }
+                return Ok(());
+            }
+            *depth -= 1;
+        }
+        let _ = number;
+        if !assignment.value.is_empty() {
+            assignment.value.push('\n');
+        }
+        assignment.value.push_str(logical);
+        assignment.text.push('\n');
+        assignment.text.push_str(logical);
+        Ok(())
+    }
+
+    /// One logical line that is not a recipe line.
+    fn line(&mut self, number: usize, logical: &str) -> Result<(), Unreliable> {
+        // Outside recipes make reads a backslash-newline as one space.
+        let joined = logical.replace("\\\n", " ");
+        let code = strip_comment(&joined);
+        let trimmed = code.trim();
+        if trimmed.is_empty() {
+            // Blank lines and comments do not end a rule's recipe.
+            return Ok(());
+        }
+        let refuse = |construct: String, why: &str| Unreliable {
+            line: number,
+            construct,
+            text: excerpt(logical),
+            why: why.to_owned(),
+        };
+        let mut words = trimmed.split_whitespace();
+        let first = words.next().unwrap_or_default();
+        match first {
+            "include" | "-include" | "sinclude" => {
+                return Err(refuse(
+                    format!("the directive `{first}`"),
+                    "reads another file, which is neither shown nor bound and may redefine any \
+                     target",
+                ));
+            }
+            "load" | "-load" => {
+                return Err(refuse(
+                    format!("the directive `{first}`"),
+                    "loads a shared object into make",
+                ));
+            }
+            "ifeq" | "ifneq" | "ifdef" | "ifndef" | "else" | "endif" => {
+                // Conditionals are transparent here: every branch is scanned and refused alike;
+                // they do not end a rule's recipe, as in make.
+                return Ok(());
+            }
+            "vpath" => return Ok(()),
+            _ => {}
+        }
+        self.current.clear();
+        let (modifiers, rest) = modifiers(trimmed);
+        let rest_word = rest.split_whitespace().next().unwrap_or_default();
+        if rest_word == "define" {
+            let spec = rest.get("define".len()..).unwrap_or_default().trim();
+            let name = spec
+                .trim_end_matches(['=', ':', '?', '+', '!'])
+                .trim()
+                .to_owned();
+            if spec.ends_with("!=") {
+                return Err(refuse(
+                    "a `define … !=`".to_owned(),
+                    "runs a shell command while make reads the Makefile",
+                ));
+            }
+            let exported = modifiers.contains(&"export");
+            check_name(&name, exported, &refuse)?;
+            if exported {
+                self.makefile.exported.push(name.clone());
+            }
+            self.define = Some((
+                Assignment {
+                    line: number,
+                    name,
+                    value: String::new(),
+                    append: spec.ends_with("+="),
+                    text: logical.trim().to_owned(),
+                },
+                0,
+            ));
+            return Ok(());
+        }
+        if rest_word == "undefine" {
+            let name = rest.get("undefine".len()..).unwrap_or_default().trim();
+            return check_name(name, false, &refuse);
+        }
+        if let Some((name, op, value)) = split_assignment(rest) {
+            if op == "!=" {
+                return Err(refuse(
+                    format!("the shell assignment `{name} !=`"),
+                    "runs a shell command while make reads the Makefile",
+                ));
+            }
+            let exported = modifiers.contains(&"export");
+            check_name(name, exported, &refuse)?;
+            if exported {
+                self.makefile.exported.push(name.to_owned());
+            }
+            self.makefile.assignments.push(Assignment {
+                line: number,
+                name: name.to_owned(),
+                value: value.trim().to_owned(),
+                append: op == "+=",
+                text: logical.trim().to_owned(),
+            });
+            return Ok(());
+        }
+        if !modifiers.is_empty() {
+            // `export NAME…`, `unexport NAME…`, or `export` alone.
+            let names: Vec<&str> = rest.split_whitespace().collect();
+            if names.is_empty() && modifiers.contains(&"export") {
+                return Err(refuse(
+                    "`export` on its own".to_owned(),
+                    "exports every variable into the recipes' environment",
+                ));
+            }
+            let exported = modifiers.contains(&"export");
+            for name in names {
+                check_name(name, exported, &refuse)?;
+                if exported {
+                    self.makefile.exported.push(name.to_owned());
+                }
+            }
+            return Ok(());
+        }
+        self.rule(number, logical, trimmed)
+    }
+
+    fn rule(&mut self, number: usize, logical: &str, trimmed: &str) -> Result<(), Unreliable> {
+        let refuse = |construct: String, why: &str| Unreliable {
+            line: number,
+            construct,
+            text: excerpt(logical),
+            why: why.to_owned(),
+        };
+        let Some(colon) = find_top_level(trimmed, ':') else {
+            return Err(refuse(
+                "a line that is neither a rule nor an assignment".to_owned(),
+                "is not make syntax this scanner knows",
+            ));
+        };
+        let targets_text = trimmed.get(..colon).unwrap_or_default();
+        let mut rhs = trimmed.get(colon + 1..).unwrap_or_default();
+        rhs = rhs.strip_prefix(':').unwrap_or(rhs);
+        rhs = rhs.strip_prefix('&').unwrap_or(rhs);
+        let (prerequisites_text, inline) = match find_top_level(rhs, ';') {
+            Some(at) => (
+                rhs.get(..at).unwrap_or_default(),
+                Some(rhs.get(at + 1..).unwrap_or_default().trim().to_owned()),
+            ),
+            None => (rhs, None),
+        };
+        // A target- or pattern-specific variable: `test: SHELL = ./x.sh`.
+        let (modifiers, rest) = modifiers(prerequisites_text.trim());
+        if let Some((name, op, value)) = split_assignment(rest) {
+            if op == "!=" {
+                return Err(refuse(
+                    format!("the shell assignment `{name} !=`"),
+                    "runs a shell command while make reads the Makefile",
+                ));
+            }
+            let exported = modifiers.contains(&"export");
+            check_name(name, exported, &refuse)?;
+            if exported {
+                self.makefile.exported.push(name.to_owned());
+            }
+            // Kept like any assignment, so a recipe that uses it shows it.
+            self.makefile.assignments.push(Assignment {
+                line: number,
+                name: name.to_owned(),
+                value: value.trim().to_owned(),
+                append: op == "+=",
+                text: logical.trim().to_owned(),
+            });
+            return Ok(());
+        }
+        let targets = self.expand_words(targets_text, &refuse)?;
+        let mut prerequisites = self.expand_words(prerequisites_text, &refuse)?;
+        prerequisites.retain(|p| p != "|");
+        let mut unique: Vec<String> = Vec::new();
+        for prerequisite in prerequisites {
+            if !unique.contains(&prerequisite) {
+                unique.push(prerequisite);
+            }
+        }
+        let prerequisites = unique;
+        for target in &targets {
+            if let Some((_, why)) = SPECIAL_TARGETS.iter().find(|(name, _)| name == target) {
+                return Err(refuse(format!("the special target `{target}`"), why));
+            }
+            match target.as_str() {
+                ".ONESHELL" => self.makefile.notes.push(format!(
+                    "`.ONESHELL` (line {number}): all the lines of a recipe run as one shell \
+                     script"
+                )),
+                ".POSIX" => self.makefile.notes.push(format!(
+                    "`.POSIX` (line {number}): the shell runs each recipe line with `-e`"
+                )),
+                ".IGNORE" => self.makefile.notes.push(format!(
+                    "`.IGNORE` (line {number}): make goes on after a failing recipe line"
+                )),
+                _ => {}
+            }
+        }
+        let index = self.makefile.rules.len();
+        let mut rule = Rule {
+            line: number,
+            targets,
+            prerequisites,
+            recipe: Vec::new(),
+        };
+        if let Some(recipe) = inline.filter(|r| !r.is_empty()) {
+            rule.recipe.push((number, recipe));
+        }
+        self.makefile.rules.push(rule);
+        self.current = vec![index];
+        Ok(())
+    }
+
+    /// The words of a rule's targets or prerequisites, with variables expanded from the
+    /// file's own simple assignments; a reference that cannot be worked out is refused,
+    /// since it could name the goal, or expand to an assignment.
+    fn expand_words(
+        &self,
+        text: &str,
+        refuse: &dyn Fn(String, &str) -> Unreliable,
+    ) -> Result<Vec<String>, Unreliable> {
+        let expanded = self.expand(text, 0).ok_or_else(|| {
+            refuse(
+                format!("the rule names `{}`", excerpt(text)),
+                "use a function or a variable assigned more than once, which toolgate cannot \
+                 work out",
+            )
+        })?;
+        if expanded.contains('=') {
+            return Err(refuse(
+                format!("the rule names `{}`", excerpt(text)),
+                "expand to an assignment",
+            ));
+        }
+        Ok(expanded.split_whitespace().map(str::to_owned).collect())
+    }
+
+    fn expand(&self, text: &str, depth: usize) -> Option<String> {
+        if depth > MAX_EXPANSION_DEPTH {
+            return None;
+        }
+        let mut out = String::new();
+        let mut rest = text;
+        while let Some(at) = rest.find('$') {
+            out.push_str(rest.get(..at)?);
+            let after = rest.get(at + 1..)?;
+            let mut chars = after.chars();
+            let (name, tail) = match chars.next()? {
+                '$' => {
+                    out.push('$');
+                    rest = chars.as_str();
+                    continue;
+                }
+                open @ ('(' | '{') => {
+                    let close = if open == '(' { ')' } else { '}' };
+                    let inner = chars.as_str();
+                    let end = inner.find(close)?;
+                    (inner.get(..end)?, inner.get(end + 1..)?)
+                }
+                c => (after.get(..c.len_utf8())?, chars.as_str()),
+            };
+            // A function call, a substitution reference or a computed name.
+            if name.contains(|c: char| c.is_whitespace() || matches!(c, '$' | ':' | ',' | '(')) {
+                return None;
+            }
+            out.push_str(&self.value_of(name, depth)?);
+            rest = tail;
+        }
+        out.push_str(rest);
+        Some(out)
+    }
+
+    /// A variable's value, if the file assigns it once (plus `+=`) before this line,
+    /// expanded. A name it does not assign is refused: make's own variables
+    /// (`$(MAKECMDGOALS)` is the goal) could make a rule name the goal unseen.
+    fn value_of(&self, name: &str, depth: usize) -> Option<String> {
+        let assignments: Vec<&Assignment> = self
+            .makefile
+            .assignments
+            .iter()
+            .filter(|a| a.name == name)
+            .collect();
+        if assignments.is_empty() || assignments.iter().filter(|a| !a.append).count() > 1 {
+            return None;
+        }
+        let mut value = String::new();
+        for assignment in assignments {
+            if !value.is_empty() {
+                value.push(' ');
+            }
+            value.push_str(&self.expand(&assignment.value, depth + 1)?);
+        }
+        Some(value)
+    }
+}
+
+/// Refuses a variable name that is computed, a control variable of make, or one that reaches
+/// the recipes' environment in a way toolgate never allows.
+fn check_name(
+    name: &str,
+    exported: bool,
+    refuse: &dyn Fn(String, &str) -> Unreliable,
+) -> Result<(), Unreliable> {
+    if name.is_empty() || name.contains(|c: char| c.is_whitespace() || c == '$') {
+        return Err(refuse(
+            format!("an assignment to the computed name `{}`", excerpt(name)),
+            "may set any variable, `SHELL` among them",
+        ));
+    }
+    if let Some((_, why)) = CONTROL_VARIABLES.iter().find(|(n, _)| *n == name) {
+        return Err(refuse(format!("an assignment to `{name}`"), why));
+    }
+    // Variables make took from its environment are passed on to recipes with the Makefile's
+    // value, exported or not: `PATH := ./bin:$(PATH)` changes which `cargo` a recipe runs.
+    if is_allowed(name) {
+        return Err(refuse(
+            format!("an assignment to `{name}`"),
+            "changes the environment every recipe runs in",
+        ));
+    }
+    // Exported, a name toolgate keeps from every program (loader and shell start-up
+    // variables, secrets) would reach them all.
+    if exported && is_denied(name) {
+        return Err(refuse(
+            format!("an export of `{name}`"),
+            "puts a variable toolgate never passes to a program into every recipe's \
+             environment",
+        ));
+    }
+    Ok(())
+}
+
+/// `override`, `export`, `private` and `unexport` in front of a line, and the rest.
+fn modifiers(text: &str) -> (Vec<&str>, &str) {
+    let mut found = Vec::new();
+    let mut rest = text;
+    loop {
+        let word = rest.split_whitespace().next().unwrap_or_default();
+        if !matches!(word, "override" | "export" | "private" | "unexport") {
+            return (found, rest);
+        }
+        found.push(word);
+        rest = rest.get(word.len()..).unwrap_or_default().trim_start();
+    }
+}
+
+/// `NAME op value` if `text` is an assignment: an `=` before any rule colon, outside
+/// parentheses, with `:`, `::`, `:::`, `?`, `+` or `!` before it making the operator.
+fn split_assignment(text: &str) -> Option<(&str, &'static str, &str)> {
+    let mut depth = 0usize;
+    for (at, c) in text.char_indices() {
+        match c {
+            '(' | '{' => depth += 1,
+            ')' | '}' => depth = depth.saturating_sub(1),
+            '=' if depth == 0 => {
+                let lhs = text.get(..at)?;
+                let value = text.get(at + 1..)?;
+                let (name, op) = if let Some(name) = lhs.strip_suffix(":::") {
+                    (name, ":::=")
+                } else if let Some(name) = lhs.strip_suffix("::") {
+                    (name, "::=")
+                } else if let Some(name) = lhs.strip_suffix(':') {
+                    (name, ":=")
+                } else if let Some(name) = lhs.strip_suffix('?') {
+                    (name, "?=")
+                } else if let Some(name) = lhs.strip_suffix('+') {
+                    (name, "+=")
+                } else if let Some(name) = lhs.strip_suffix('!') {
+                    (name, "!=")
+                } else {
+                    (lhs, "=")
+                };
+                // A colon left in the name makes this a rule (`a: b=c` is target-specific).
+                if name.contains(':') {
+                    return None;
+                }
+                return Some((name.trim(), op, value));
+            }
+            ':' | ';' if depth == 0 => {
+                // `:` followed by `=`, `:=` or `::=` is an operator, handled above.
+                let next = text.get(at + 1..)?;
+                if c == ':'
+                    && (next.starts_with('=') || next.starts_with(":=") || next.starts_with("::="))
+                {
+                    continue;
+                }
+                return None;
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+/// The first `c` outside parentheses.
+fn find_top_level(text: &str, wanted: char) -> Option<usize> {
+    let mut depth = 0usize;
+    for (at, c) in text.char_indices() {
+        match c {
+            '(' | '{' => depth += 1,
+            ')' | '}' => depth = depth.saturating_sub(1),
+            _ if c == wanted && depth == 0 => return Some(at),
+            _ => {}
+        }
+    }
+    None
+}
+
+/// The line up to a `#` that is not escaped.
+fn strip_comment(line: &str) -> &str {
+    let mut escaped = false;
+    for (at, c) in line.char_indices() {
+        match c {
+            '\\' => escaped = !escaped,
+            '#' if !escaped => return line.get(..at).unwrap_or(line),
+            _ => escaped = false,
+        }
+    }
+    line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Makefiles refused, with the line and a word the message must name.
+    const REFUSED: &[(&str, &str, usize, &str)] = &[
+        (
+            "SHELL :=",
+            "SHELL := ./x.sh\ntest:\n\techo hi\n",
+            1,
+            "`SHELL`",
+        ),
+        ("SHELL =", "SHELL = ./x.sh\n", 1, "`SHELL`"),
+        ("SHELL ?=", "SHELL?=./x.sh\n", 1, "`SHELL`"),
+        ("SHELL ::=", "SHELL::=./x.sh\n", 1, "`SHELL`"),
+        ("SHELL :::=", "SHELL:::=./x.sh\n", 1, "`SHELL`"),
+        ("SHELL +=", "SHELL+= -x\n", 1, "`SHELL`"),
+        ("override SHELL", "override SHELL=./x.sh\n", 1, "`SHELL`"),
+        ("export SHELL", "export SHELL := ./x.sh\n", 1, "`SHELL`"),
+        (
+            "override export",
+            "override export SHELL = x\n",
+            1,
+            "`SHELL`",
+        ),
+        (
+            "leading spaces",
+            "test:\n\techo\n   SHELL = ./x.sh\n",
+            3,
+            "`SHELL`",
+        ),
+        (
+            "a tab before any rule",
+            "\tSHELL = ./x.sh\ntest:\n\techo\n",
+            1,
+            "`SHELL`",
+        ),
+        (
+            "define SHELL",
+            "define SHELL\n./x.sh\nendef\n",
+            1,
+            "`SHELL`",
+        ),
+        (
+            "define SHELL :=",
+            "define SHELL :=\n./x.sh\nendef\n",
+            1,
+            "`SHELL`",
+        ),
+        ("continued name", "SH\\\nELL = x\n", 1, "computed"),
+        (
+            "target-specific SHELL",
+            "test: SHELL = ./x.sh\ntest:\n\techo\n",
+            1,
+            "`SHELL`",
+        ),
+        (
+            "pattern-specific SHELL",
+            "%: SHELL := ./x.sh\n",
+            1,
+            "`SHELL`",
+        ),
+        (
+            ".SHELLFLAGS",
+            ".SHELLFLAGS = -c ./x.sh\n",
+            1,
+            "`.SHELLFLAGS`",
+        ),
+        (
+            ".RECIPEPREFIX",
+            ".RECIPEPREFIX = >\ntest:\n> echo\n",
+            1,
+            "`.RECIPEPREFIX`",
+        ),
+        ("MAKEFLAGS", "MAKEFLAGS += -j\n", 1, "`MAKEFLAGS`"),
+        ("MAKEFILES", "MAKEFILES = extra.mk\n", 1, "`MAKEFILES`"),
+        ("MAKE", "MAKE = ./x.sh\n", 1, "`MAKE`"),
+        (
+            "include",
+            "test:\n\techo\ninclude extra.mk\n",
+            3,
+            "`include`",
+        ),
+        ("-include", "-include extra.mk\n", 1, "`-include`"),
+        ("sinclude", "  sinclude extra.mk\n", 1, "`sinclude`"),
+        ("load", "load ./x.so\n", 1, "`load`"),
+        ("$(shell)", "X := $(shell ./x.sh)\n", 1, "`shell`"),
+        ("${shell}", "X = ${shell ./x.sh}\n", 1, "`shell`"),
+        (
+            "shell in a recipe",
+            "test:\n\techo $(shell ./x.sh)\n",
+            2,
+            "`shell`",
+        ),
+        (
+            "shell in a prerequisite",
+            "test: $(shell ./x.sh)\n",
+            1,
+            "`shell`",
+        ),
+        ("$(eval)", "$(eval test: ; ./x.sh)\n", 1, "`eval`"),
+        ("${eval} in a recipe", "test:\n\t${eval X=1}\n", 2, "`eval`"),
+        ("$(file)", "X := $(file >out,hi)\n", 1, "`file`"),
+        ("shell assignment", "X != ./x.sh\n", 1, "`X !=`"),
+        ("computed name", "$(V) = ./x.sh\n", 1, "computed"),
+        ("export alone", "export\n", 1, "`export`"),
+        (
+            "export a loader variable",
+            "export LD_PRELOAD = ./x.so\n",
+            1,
+            "`LD_PRELOAD`",
+        ),
+        (
+            "export a shell's startup file",
+            "export BASH_ENV := ./x.sh\n",
+            1,
+            "`BASH_ENV`",
+        ),
+        ("PATH", "PATH := ./bin:$(PATH)\n", 1, "`PATH`"),
+        ("export PATH later", "X = 1\nexport PATH\n", 2, "`PATH`"),
+        (
+            ".SECONDEXPANSION",
+            ".SECONDEXPANSION:\n",
+            1,
+            "`.SECONDEXPANSION`",
+        ),
+        (
+            ".EXPORT_ALL_VARIABLES",
+            ".EXPORT_ALL_VARIABLES:\n",
+            1,
+            "`.EXPORT_ALL_VARIABLES`",
+        ),
+        (
+            "target from a function",
+            "$(patsubst %,%,test):\n\t./x.sh\n",
+            1,
+            "function",
+        ),
+        (
+            "prerequisite expanding to an assignment",
+            "V = SHELL=./x.sh\ntest: $(V)\n",
+            2,
+            "assignment",
+        ),
+        ("not make", "what is this\n", 1, "neither"),
+        ("unended define", "define X\nabc\n", 1, "`endef`"),
+    ];
+
+    #[test]
+    fn unreliable_constructs_are_refused_with_their_line() {
+        for (name, text, line, word) in REFUSED {
+            let error = Makefile::parse(text)
+                .err()
+                .unwrap_or_else(|| panic!("{name}: accepted"));
+            assert_eq!(error.line, *line, "{name}: {error}");
+            let message = error.to_string();
+            assert!(message.contains(word), "{name}: {message}");
+            assert!(
+                message.starts_with(&format!("line {line}: ")),
+                "{name}: {message}"
+            );
+        }
+    }
+
+    #[test]
+    fn twice_recipes_are_refused_when_shown() {
+        let makefile = Makefile::parse("test:\n\techo one\ntest:\n\techo two\n").unwrap();
+        let error = makefile.show("test").unwrap_err();
+        assert_eq!(error.line, 3);
+        assert!(error.to_string().contains("line 1"), "{error}");
+    }
+
+    #[test]
+    fn accepted_makefiles_show_the_rules_make_runs() {
+        let text = "\
+# a comment: SHELL = x
+.PHONY: test lint
+.ONESHELL:
+CARGO ?= cargo
+FLAGS := --all \\
+  --quiet
+OUT = out
+SRC = $(OUT)/x
+ifeq ($(CI),1)
+FLAGS += --locked
+endif
+test: build $(OUT)
+\t$(CARGO) test $(FLAGS)
+\t@echo done \\
+\t  twice
+
+build:
+\tcargo build
+$(OUT): ; mkdir -p $@
+%.o: %.c
+\tcc -c $<
+lint:
+\techo lint   # SHELL = not a directive
+typecheck: ; cargo check
+";
+        let makefile = Makefile::parse(text).unwrap();
+        for goal in ["test", "build", "lint", "typecheck"] {
+            assert!(makefile.defines(goal), "{goal}");
+        }
+        assert!(!makefile.defines("format"));
+        assert!(!makefile.defines("%.o"));
+        let shown = makefile.show("test").unwrap();
+        assert!(shown.has_recipe);
+        let text = &shown.text;
+        let build = text.find("cargo build").unwrap();
+        let mkdir = text.find("mkdir -p $@").unwrap();
+        let test = text.find("$(CARGO) test $(FLAGS)").unwrap();
+        assert!(build < mkdir && mkdir < test, "prerequisites first: {text}");
+        assert!(text.contains("  12| test: (after build, out)"), "{text}");
+        assert!(text.contains("      |     \t  twice"), "{text}");
+        assert!(text.contains("cc -c $<"), "pattern rules are shown: {text}");
+        assert!(text.contains("   4| CARGO ?= cargo"), "{text}");
+        assert!(text.contains("FLAGS := --all \\\n  --quiet"), "{text}");
+        assert!(text.contains("  10| FLAGS += --locked"), "{text}");
+        assert!(
+            !text.contains("SRC ="),
+            "unused variables are left out: {text}"
+        );
+        assert!(text.contains("`.ONESHELL` (line 3)"), "{text}");
+        let lint = makefile.show("lint").unwrap();
+        assert!(lint.text.contains("echo lint   # SHELL = not a directive"));
+    }
+
+    #[test]
+    fn references_are_found_in_every_spelling() {
+        assert_eq!(
+            references("$(A) ${B} $C $$D $(E:.c=.o) $(patsubst x,y,$(F)) $@"),
+            ["A", "B", "C", "E", "patsubst", "F"]
+        );
+    }
+
+    #[test]
+    fn assignments_and_rules_are_told_apart() {
+        let cases: &[(&str, Option<(&str, &str)>)] = &[
+            ("A = b", Some(("A", "="))),
+            ("A := b", Some(("A", ":="))),
+            ("A ::= b", Some(("A", "::="))),
+            ("A :::= b", Some(("A", ":::="))),
+            ("A ?= b", Some(("A", "?="))),
+            ("A += b", Some(("A", "+="))),
+            ("A != b", Some(("A", "!="))),
+            ("A = b:c", Some(("A", "="))),
+            ("a: b", None),
+            ("a: b=c", None),
+            ("a:: b", None),
+            ("$(X:a=b): c", None),
+            ("a; b=c", None),
+        ];
+        for (text, expected) in cases {
+            let got = split_assignment(text).map(|(n, op, _)| (n, op));
+            assert_eq!(got, *expected, "{text}");
+        }
+    }
+}
