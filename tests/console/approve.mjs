@@ -2,11 +2,13 @@
 //
 // Usage: node approve.mjs PLAN.json
 //
-// PLAN is {"url": "http://127.0.0.1:PORT/?token=…", "screenshots": DIR, "steps": [STEP…]}.
-// Each STEP waits for the pending request of `tool`, records what the page shows of it, saves
-// a screenshot, and then answers it with `choice` (`allow_once`, `allow_workspace`,
-// `reject`), typing `reason` first if given. The report, printed as JSON, holds what was seen;
-// the assertions live in the Rust test that runs this (crates/toolgate/tests/console.rs).
+// PLAN is {"url": "http://127.0.0.1:PORT/?token=…", "screenshots": DIR, "steps": [STEP…]},
+// with an optional "prefix" for the screenshots' names and "foreign": false to skip the
+// foreign page's attempt. Each STEP waits for the pending request of `tool`, records what the
+// page shows of it (opening its arguments first if `open_arguments`), saves a screenshot, and
+// then answers it with `choice` (`allow_once`, `allow_workspace`, `reject`), typing `reason`
+// first if given. The report, printed as JSON, holds what was seen; the assertions live in
+// the Rust test that runs this (crates/toolgate/tests/console.rs).
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { createRequire } from 'node:module';
@@ -51,6 +53,7 @@ try {
   for (const [i, step] of plan.steps.entries()) {
     const card = page.locator(`article.request[data-tool="${step.tool}"]`).first();
     await card.waitFor({ state: 'visible', timeout: 20000 });
+    if (step.open_arguments) await card.locator('details.arguments').evaluate((d) => { d.open = true; });
     const seen = {
       tool: step.tool,
       heading: await card.locator('h3').textContent(),
@@ -63,14 +66,31 @@ try {
       added_colour: await card.locator('pre.diff span.add').first()
         .evaluate((e) => getComputedStyle(e).color).catch(() => null),
       scope: await card.locator('p.scope').textContent().catch(() => null),
+      // The text of every line of the diff, and each line's colour class.
+      diff_lines: await card.locator('pre.diff > span').evaluateAll(
+        (lines) => lines.map((l) => [l.className, l.textContent]),
+      ),
+      arguments_text: await card.locator('details.arguments pre').textContent(),
+      card_text: await card.textContent(),
+      // Each invisible character's mark: where it is, what it reads, how it looks.
+      marks: await card.locator('.invisible').evaluateAll((marks) => marks.map((m) => ({
+        in: m.closest('pre.diff') ? 'diff' : m.closest('details.arguments') ? 'arguments'
+          : m.closest('pre[data-kind]') ? 'preview' : m.closest('dd') ? 'field' : 'other',
+        text: m.textContent,
+        code_point: m.dataset.codePoint,
+        tag: m.tagName.toLowerCase(),
+        background: getComputedStyle(m).backgroundColor,
+        display: getComputedStyle(m).display,
+        width: m.getBoundingClientRect().width,
+      }))),
       // Elements a model could have smuggled in: none may exist inside the card.
       injected_elements: await card.locator('script, img, iframe, [onerror], [onclick]').count(),
     };
     for (const dd of await card.locator('dd[data-field]').all()) {
       seen.fields[await dd.getAttribute('data-field')] = await dd.textContent();
     }
-    await page.screenshot({ path: join(plan.screenshots, `${String(i + 1).padStart(2, '0')}-${step.tool}-pending.png`), fullPage: true });
-    if (i === 0) {
+    await page.screenshot({ path: join(plan.screenshots, `${plan.prefix || ''}${String(i + 1).padStart(2, '0')}-${step.tool}-pending.png`), fullPage: true });
+    if (i === 0 && plan.foreign !== false) {
       // A page of another origin, open in the person's own browser session, tries to read
       // the pending list and to approve this very request.
       const id = await card.getAttribute('data-id');
@@ -108,7 +128,7 @@ try {
     (rows) => rows.map((r) => Array.from(r.cells).map((c) => c.textContent)),
   );
   report.grants = await page.locator('#grants li').allTextContents();
-  await page.screenshot({ path: join(plan.screenshots, 'outcomes.png'), fullPage: true });
+  await page.screenshot({ path: join(plan.screenshots, `${plan.prefix || ''}outcomes.png`), fullPage: true });
   report.csp = await page.evaluate(async () => (await fetch('/api/pending')).headers.get('content-security-policy'));
 } finally {
   await browser.close();

@@ -8,12 +8,13 @@
 import { readFileSync } from 'node:fs';
 import vm from 'node:vm';
 
-const element = () => ({ textContent: '', className: '', dataset: {}, appendChild() {} });
+const element = () => ({ textContent: '', className: '', dataset: {}, appendChild() {}, replaceChildren() {} });
 const context = vm.createContext({
   document: {
     querySelector: () => ({ content: 'csrf' }),
     getElementById: element,
     createElement: element,
+    createTextNode: (text) => ({ textContent: text }),
   },
   fetch: () => Promise.reject(new Error('no server here')),
   setInterval: () => 0,

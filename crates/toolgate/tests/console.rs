@@ -351,6 +351,171 @@ fn diff_lines_that_imitate_file_headers_are_coloured_as_what_they_are() {
     succeeded("diff.mjs", output);
 }
 
+/// Every Cf, Cc (but tab and newline), Zl and Zp character of the JavaScript engine's Unicode
+/// data is marked by the page, and the page's list is the one the text channels use.
+#[test]
+fn the_page_marks_every_format_control_and_separator_character() {
+    let output = Command::new(node())
+        .arg(root().join("tests/console/visible.mjs"))
+        .arg(root().join("crates/toolgate-console/src/page/console.js"))
+        .output()
+        .unwrap();
+    let report: Value = serde_json::from_slice(&succeeded("visible.mjs", output)).unwrap();
+    assert_eq!(report["failures"], json!([]), "{report}");
+    assert!(report["classified"].as_u64().unwrap() > 200, "{report}");
+    let ranges: Vec<(u32, u32)> = serde_json::from_value(report["ranges"].clone()).unwrap();
+    assert_eq!(ranges, toolgate_core::visible::INVISIBLE);
+}
+
+/// Issue 12: a `write_file` whose content held U+202E or U+2066 reached the diff unmarked.
+/// In Chromium, each invisible or direction-changing character of a diff, an argv preview and
+/// the arguments is a highlighted mark element reading `<U+XXXX>`, never the character, and
+/// the diff's lines are still counted and coloured by what they are.
+#[test]
+fn invisible_and_bidirectional_characters_are_marked_in_chromium() {
+    let fx = Fixture::new();
+    let ws = fx.workspace();
+    fs::write(ws.join("notes.txt"), "hello\n").unwrap();
+    let served = Served::start(&ws, "");
+    let content = "hello\nadmin = \u{202E}false\u{2066};\u{200B}\u{FEFF}\u{E0041}\u{AD}\n\
+                   ++ b/evil\u{2069}.txt\u{2028}x\n";
+    let client = served.client(json!([
+        {"op": "call", "tool": "write_file", "arguments":
+            {"path": "notes.txt", "content": content, "expected_content": "hello\n"}},
+        {"op": "call", "tool": "run_command", "arguments":
+            {"argv": ["echo", "a\u{202E}b\u{200B}c\u{3164}"]}},
+    ]));
+    let screenshots = root().join("target/console-screenshots");
+    fs::create_dir_all(&screenshots).unwrap();
+    let plan = json!({
+        "url": served.console_url,
+        "screenshots": screenshots,
+        "prefix": "marks-",
+        "foreign": false,
+        "node_modules": test_dep("node/node_modules"),
+        "chromium": "/usr/bin/chromium",
+        "steps": [
+            {"tool": "write_file", "choice": "reject", "open_arguments": true},
+            {"tool": "run_command", "choice": "reject", "open_arguments": true},
+        ],
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let plan_path = dir.path().join("plan.json");
+    fs::write(&plan_path, plan.to_string()).unwrap();
+    assert!(
+        Path::new("/usr/bin/chromium").exists(),
+        "/usr/bin/chromium is missing: run scripts/test-deps first"
+    );
+    let output = Command::new(node())
+        .arg(root().join("tests/console/approve.mjs"))
+        .arg(&plan_path)
+        .output()
+        .unwrap();
+    let seen: Value = serde_json::from_slice(&succeeded("approve.mjs", output)).unwrap();
+    let results = client.steps();
+    let marks_in = |step: &Value, place: &str| -> Vec<String> {
+        step["marks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|m| m["in"] == place)
+            .map(|m| m["text"].as_str().unwrap().to_owned())
+            .collect()
+    };
+
+    // The write: each character a mark in the diff, on the line that holds it, and the lines
+    // coloured as what they are — the added line that imitates a header is an addition.
+    let write = &seen["steps"][0];
+    let lines = write["diff_lines"].as_array().unwrap();
+    let added: Vec<&str> = lines
+        .iter()
+        .filter(|l| l[0] == "add")
+        .map(|l| l[1].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        added,
+        [
+            "+admin = <U+202E>false<U+2066>;<U+200B><U+FEFF><U+E0041><U+00AD>",
+            "+++ b/evil<U+2069>.txt<U+2028>x",
+        ],
+        "{write}"
+    );
+    assert!(
+        lines
+            .iter()
+            .all(|l| l[0] != "meta" || l[1].as_str().unwrap().contains("notes.txt")),
+        "only the real headers are headers: {write}"
+    );
+    assert_eq!(
+        marks_in(write, "diff"),
+        [
+            "<U+202E>",
+            "<U+2066>",
+            "<U+200B>",
+            "<U+FEFF>",
+            "<U+E0041>",
+            "<U+00AD>",
+            "<U+2069>",
+            "<U+2028>",
+        ],
+        "{write}"
+    );
+    assert_eq!(
+        marks_in(write, "arguments"),
+        marks_in(write, "diff"),
+        "{write}"
+    );
+    for mark in write["marks"].as_array().unwrap() {
+        assert_eq!(mark["tag"], "span", "{mark}");
+        assert_eq!(mark["display"], "inline", "{mark}");
+        assert_eq!(mark["background"], "rgb(207, 34, 46)", "{mark}");
+        assert!(mark["width"].as_f64().unwrap() > 10.0, "visible: {mark}");
+        let text = mark["text"].as_str().unwrap();
+        assert_eq!(
+            format!("<U+{}>", mark["code_point"].as_str().unwrap()),
+            text
+        );
+    }
+
+    // The command: the argv preview escapes what Rust's debug form escapes, and the page marks
+    // the rest (a Hangul filler is a letter to Rust); the arguments mark every one.
+    let command = &seen["steps"][1];
+    let preview = command["preview_text"].as_str().unwrap();
+    assert!(
+        preview.contains(r#"argv[1]: "a\u{202e}b\u{200b}c<U+3164>""#),
+        "{preview}"
+    );
+    assert_eq!(marks_in(command, "preview"), ["<U+3164>"], "{command}");
+    assert_eq!(
+        marks_in(command, "arguments"),
+        ["<U+202E>", "<U+200B>", "<U+3164>"],
+        "{command}"
+    );
+
+    // Not one of the characters itself is anywhere in either card.
+    for step in [write, command] {
+        let text = step["card_text"].as_str().unwrap();
+        assert!(
+            !text.chars().any(toolgate_core::visible::is_invisible),
+            "{text:?}"
+        );
+        assert_eq!(step["injected_elements"], 0);
+    }
+    assert_eq!(seen["dialogs"], json!([]));
+    assert_eq!(code(&results[0]), "approval_denied", "{}", results[0]);
+    assert_eq!(code(&results[1]), "approval_denied", "{}", results[1]);
+    assert_eq!(fs::read_to_string(ws.join("notes.txt")).unwrap(), "hello\n");
+    for shot in [
+        "marks-01-write_file-pending.png",
+        "marks-02-run_command-pending.png",
+    ] {
+        assert!(
+            fs::metadata(screenshots.join(shot)).unwrap().len() > 1000,
+            "{shot}"
+        );
+    }
+}
+
 #[test]
 fn a_state_directory_inside_the_workspace_is_out_of_the_models_reach() {
     let fx = Fixture::new();
