@@ -209,6 +209,7 @@ impl Executor for RunScript {
         let approved = call.classification();
         let mut results: Vec<(String, ToolOutput)> = Vec::new();
         let mut step = 0;
+        let mut total;
         loop {
             if cx.should_stop() {
                 return Err(stopped(cx));
@@ -219,6 +220,7 @@ impl Executor for RunScript {
                 Project::read(&self.workspace).resolve(&self.workspace, script)?;
             definition.verify(&self.workspace, &plans, approved)?;
             let count = plans.len();
+            total = count;
             if step >= count {
                 break;
             }
@@ -242,17 +244,19 @@ impl Executor for RunScript {
                 break;
             }
         }
-        Ok(combine(results))
+        Ok(combine(results, total))
     }
 }
 
 const BLOCKED_HINT: &str = "toolgate runs a project script only when it can show what will \
 run; remove the construct, or run the command you mean with `run_command`";
 
-/// One result of several steps: the last step's exit and command, every step's output in
-/// order, and a summary of each step.
-fn combine(mut results: Vec<(String, ToolOutput)>) -> ToolOutput {
-    if results.len() == 1
+/// One result of a script of `count` steps: the last step's exit and command, every step's
+/// output in order, and a summary of each step that ran (so a failing `pretest` reads as
+/// one, with `test` not run).
+fn combine(mut results: Vec<(String, ToolOutput)>, count: usize) -> ToolOutput {
+    if count == 1
+        && results.len() == 1
         && let Some((_, only)) = results.pop()
     {
         return only;
