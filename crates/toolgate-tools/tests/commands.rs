@@ -1,6 +1,7 @@
 //! `run_command` and `run_script` in a real pipeline: the hostile table
 //! `tests/corpus/commands.jsonl`, what the person approving sees and what the approval binds,
-//! changes between approval and execution, and real Cargo and npm projects.
+//! changes between approval and execution (programs, the files arguments name, project files),
+//! and real Cargo, npm and make projects.
 
 #![allow(
     clippy::unwrap_used,
@@ -704,4 +705,192 @@ fn a_cargo_project_builds_and_tests_through_run_script() {
         "{preview}"
     );
     assert!(request.resources.contains(&"source:Cargo.toml".to_owned()));
+}
+
+#[test]
+fn files_named_by_arguments_are_bound_and_rechecked_before_the_spawn() {
+    let world = World::new();
+    let ws = world.ws();
+    fs::write(ws.join("check.sh"), "echo checked\n").unwrap();
+    fs::write(ws.join("src/job.py"), "print('job')\n").unwrap();
+
+    // Unchanged, the call runs; the preview names the bound file and its digest, and the
+    // digest of the same contents is the same approval.
+    let broker = Recording::new(None);
+    let pipeline = pipeline(&ws, broker.clone());
+    let args = json!({"argv": ["sh", "check.sh", "src", "/etc/hostname", "--job=src/job.py"]});
+    let outcome = call(&pipeline, "run_command", &args);
+    assert_eq!(outcome.status, Status::Completed, "{outcome:?}");
+    let request = &broker.requests()[0];
+    let preview = request.preview.as_deref().unwrap();
+    let digest = toolgate_core::sha256_digest(b"echo checked\n");
+    for fragment in [
+        format!("    check.sh ({digest})"),
+        "    src/job.py (sha256:".to_owned(),
+        "argv[2] \"src\": `src` is a directory, not a regular file, so not bound".to_owned(),
+        "argv[3] \"/etc/hostname\": outside the workspace, so not bound".to_owned(),
+    ] {
+        assert!(preview.contains(&fragment), "{fragment} not in {preview}");
+    }
+    let same = call(&pipeline, "run_command", &args);
+    assert_eq!(same.status, Status::Completed);
+    assert_eq!(broker.requests()[1].digest, request.digest);
+    fs::write(ws.join("check.sh"), "echo checked again\n").unwrap();
+    call(&pipeline, "run_command", &args);
+    assert_ne!(
+        broker.requests()[2].digest,
+        request.digest,
+        "the contents are bound"
+    );
+
+    // Changed while the person looks: refused, nothing ran.
+    for (argv, file, cwd) in [
+        (json!(["sh", "check.sh"]), "check.sh", None),
+        (
+            json!(["python3", "../src/job.py"]),
+            "src/job.py",
+            Some("bin"),
+        ),
+        (json!(["sh", "later.sh"]), "later.sh", None),
+    ] {
+        let path = ws.join(file);
+        let rewrite: Meddle = Box::new(move || {
+            fs::write(&path, "touch marker\n").unwrap();
+        });
+        let mut args = json!({"argv": argv});
+        if let Some(cwd) = cwd {
+            args["cwd"] = json!(cwd);
+        }
+        let outcome = call(&pipeline_with(&ws, rewrite), "run_command", &args);
+        assert_eq!(outcome.status, Status::Failed, "{file}: {outcome:?}");
+        let error = outcome.error.unwrap();
+        assert_eq!(error.code, "script_changed", "{file}: {error:?}");
+        assert!(error.message.contains(file), "{}", error.message);
+        world.assert_unchanged(file, false);
+        let _ = fs::remove_file(ws.join("later.sh"));
+    }
+}
+
+#[test]
+fn past_the_limits_arguments_are_named_as_not_bound() {
+    let world = World::new();
+    let ws = world.ws();
+    let mut argv = vec!["cat".to_owned()];
+    // 16 files are bound; the 17th is named as not bound.
+    for i in 0..=16 {
+        let name = format!("f{i:02}.txt");
+        fs::write(ws.join(&name), format!("{i}\n")).unwrap();
+        argv.push(name);
+    }
+    fs::write(ws.join("big.txt"), vec![b'x'; 1024 * 1024 + 1]).unwrap();
+    argv.push("big.txt".to_owned());
+    let broker = Recording::new(None);
+    let outcome = call(
+        &pipeline(&ws, broker.clone()),
+        "run_command",
+        &json!({"argv": argv}),
+    );
+    assert_eq!(outcome.status, Status::Completed, "{outcome:?}");
+    let preview = broker.requests()[0].preview.clone().unwrap();
+    assert!(preview.contains("    f15.txt (sha256:"), "{preview}");
+    assert!(
+        preview.contains("argv[17] \"f16.txt\": `f16.txt` is past the first 16 files"),
+        "{preview}"
+    );
+    assert!(
+        preview.contains("`big.txt` is 1048577 bytes, more than the 1048576 bound"),
+        "{preview}"
+    );
+}
+
+fn pipeline_with(ws: &Path, meddle: Meddle) -> Pipeline {
+    pipeline(ws, Recording::new(Some(meddle)))
+}
+
+#[test]
+fn a_make_target_shows_its_rules_and_an_unreliable_makefile_is_refused_with_its_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().to_path_buf();
+    fs::write(
+        ws.join("Makefile"),
+        "test: build\n\techo testing\nbuild:\n\techo building\n",
+    )
+    .unwrap();
+    let broker = Recording::new(None);
+    let outcome = call(
+        &pipeline(&ws, broker.clone()),
+        "run_script",
+        &json!({"script": "test"}),
+    );
+    assert_eq!(outcome.status, Status::Completed, "{outcome:?}");
+    let output = outcome.output.unwrap();
+    assert_eq!(
+        output["stdout"],
+        "echo building\nbuilding\necho testing\ntesting\n"
+    );
+    let preview = broker.requests()[0].preview.clone().unwrap();
+    assert!(
+        preview.find("echo building").unwrap() < preview.find("echo testing").unwrap(),
+        "{preview}"
+    );
+
+    // A Makefile that uses SHELL is refused before anyone is asked, with its line.
+    fs::write(ws.join("Makefile"), "test:\n\techo hi\nSHELL = ./x.sh\n").unwrap();
+    let outcome = call(
+        &pipeline(&ws, broker.clone()),
+        "run_script",
+        &json!({"script": "build"}),
+    );
+    let rejection = outcome.rejection.unwrap();
+    assert_eq!(rejection.code, RejectCode::ConstraintViolation);
+    assert!(
+        rejection
+            .message
+            .contains("`Makefile` line 3: an assignment to `SHELL`"),
+        "{}",
+        rejection.message
+    );
+    assert_eq!(broker.requests().len(), 1);
+}
+
+#[test]
+fn npm_pre_and_post_scripts_are_steps_and_each_is_rechecked() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().to_path_buf();
+    let manifest = ws.join("package.json");
+    fs::write(
+        &manifest,
+        r#"{"name": "tiny", "scripts": {"pretest": "echo pre", "test": "echo main", "posttest": "echo post"}}"#,
+    )
+    .unwrap();
+    let outcome = call(
+        &pipeline(&ws, yes()),
+        "run_script",
+        &json!({"script": "test"}),
+    );
+    assert_eq!(outcome.status, Status::Completed, "{outcome:?}");
+    let output = outcome.output.unwrap();
+    assert_eq!(output["stdout"], "pre\nmain\npost\n");
+    let steps: Vec<&str> = output["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["step"].as_str().unwrap())
+        .collect();
+    assert_eq!(steps, ["pretest", "test", "posttest"]);
+
+    // The pretest step rewrites package.json: the main step is not run unseen.
+    fs::write(
+        &manifest,
+        r#"{"name": "tiny", "scripts": {"pretest": "echo '{\"scripts\": {\"pretest\": \"true\", \"test\": \"touch marker\"}}' > package.json", "test": "echo main"}}"#,
+    )
+    .unwrap();
+    let outcome = call(
+        &pipeline(&ws, yes()),
+        "run_script",
+        &json!({"script": "test"}),
+    );
+    assert_eq!(outcome.status, Status::Failed, "{outcome:?}");
+    assert_eq!(outcome.error.unwrap().code, "script_changed");
+    assert!(!ws.join("marker").exists());
 }
