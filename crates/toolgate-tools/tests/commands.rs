@@ -148,6 +148,8 @@ impl World {
         fs::create_dir_all(ws.join("bin")).unwrap();
         fs::create_dir_all(&outside).unwrap();
         fs::write(ws.join("a.txt"), "alpha\n").unwrap();
+        fs::write(ws.join(".env"), "API_KEY=tok-123\n").unwrap();
+        fs::write(ws.join("check.sh"), "echo checked\n").unwrap();
         executable(&ws.join("bin/hello.sh"), "#!/bin/sh\necho hello\n");
         // Named like one program, leading to another: the approval must show the other.
         std::os::unix::fs::symlink("/usr/bin/env", ws.join("bin/echo")).unwrap();
@@ -240,7 +242,9 @@ fn check_row(row: &Value, pipelines: &[(&str, Pipeline)], ws: &str) {
         .unwrap_or("default");
     let broker = row.get("broker").and_then(Value::as_str).unwrap_or("grant");
     let pipeline = &pipelines.iter().find(|(b, _)| *b == broker).unwrap().1;
-    let args = corpus_args(&row["args"]);
+    // `@ws` in an argument is the workspace root, as in `resources`.
+    let args: Value =
+        serde_json::from_str(&corpus_args(&row["args"]).to_string().replace("@ws", ws)).unwrap();
     let outcome =
         pipeline.run(RawCall::text(tool, args.to_string(), Surface::Chat).in_profile(profile));
     let code = row.get("code").and_then(Value::as_str);
