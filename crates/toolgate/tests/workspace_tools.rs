@@ -229,7 +229,7 @@ fn project_scripts_resolve_from_cargo_and_npm_projects() {
         outcome["rejection"]["hint"]
             .as_str()
             .unwrap()
-            .contains("`test` (package.json: `npm run test`)"),
+            .contains("`test` (package.json: `/bin/sh -c node -e"),
         "the message lists the scripts there are: {outcome}"
     );
 }
