@@ -160,6 +160,7 @@ impl Makefile {
         let mut text = String::new();
         let mut has_recipe = false;
         let mut referenced: Vec<String> = Vec::new();
+        let mut referenced_make = false;
         for &index in &order {
             let Some(rule) = self.rules.get(index) else {
                 continue;
@@ -182,6 +183,7 @@ impl Makefile {
                 has_recipe = true;
             }
         }
+        referenced_make |= referenced.iter().any(|name| name == "MAKE");
         // Variables the shown lines refer to, those the recipes' environment gets, and those
         // their values refer to.
         referenced.extend(self.exported.iter().cloned());
@@ -212,6 +214,13 @@ impl Makefile {
         for note in &self.notes {
             text.push('\n');
             text.push_str(note);
+        }
+        // A recursive make reads makefiles this scan never saw.
+        if referenced_make {
+            text.push_str(
+                "\na recipe above runs make again (`$(MAKE)`): the makefiles that make reads are \
+                 neither scanned nor bound",
+            );
         }
         if text.lines().count() > MAX_LINES_SHOWN {
             return Err(Unreliable {
@@ -1095,6 +1104,10 @@ typecheck: ; cargo check
             "unused variables are left out: {text}"
         );
         assert!(text.contains("`.ONESHELL` (line 3)"), "{text}");
+        assert!(!text.contains("runs make again"), "{text}");
+        let recursive = Makefile::parse("test:\n\t$(MAKE) -C sub\n").unwrap();
+        let shown = recursive.show("test").unwrap().text;
+        assert!(shown.contains("runs make again (`$(MAKE)`)"), "{shown}");
         let lint = makefile.show("lint").unwrap();
         assert!(lint.text.contains("echo lint   # SHELL = not a directive"));
     }
