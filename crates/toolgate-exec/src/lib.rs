@@ -41,29 +41,37 @@
 
 mod capture;
 mod env;
-mod group;
+mod household;
+mod procs;
 mod program;
+mod tree;
+pub mod watchdog;
 
 use std::fs::File;
 use std::io::{self, Read, Write};
 use std::os::fd::OwnedFd;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::PathBuf;
-use std::process::{Command, ExitStatus, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use process_wrap::std::{ChildWrapper, CommandWrap, ProcessGroup};
 use rustix::event::{PollFd, PollFlags, Timespec, poll};
 use rustix::process::{Pid, PidfdFlags, Signal, pidfd_open};
 use thiserror::Error;
 
 pub use capture::Capture;
 pub use env::{ambient_env, is_allowed, is_denied, scrub_env};
+pub use household::{become_subreaper, no_unregistered_children, own_child};
+pub use procs::ProcessId;
 pub use program::resolve_program;
+pub use tree::{TreeObserver, observe_every_command};
+pub use watchdog::{Watchdog, run_watchdog};
 
 use capture::CaptureBuffer;
-use group::Group;
+use procs::Stat;
+use tree::Tree;
 
 /// Bytes kept per stream unless the spec says otherwise.
 pub const DEFAULT_CAPTURE_BYTES: usize = 64 * 1024;
@@ -98,6 +106,8 @@ pub enum ExecError {
     NotAbsolute { what: &'static str, path: String },
     #[error("cannot start `{program}`: {source}")]
     Spawn { program: String, source: io::Error },
+    #[error("cannot follow the processes of commands: {source}")]
+    Subreaper { source: io::Error },
     #[error("while running `{program}`: {what}: {source}")]
     Io {
         program: String,
@@ -114,6 +124,7 @@ impl ExecError {
             ExecError::NotExecutable { .. } => "not_executable",
             ExecError::NotAbsolute { .. } => "invalid_command",
             ExecError::Spawn { .. } => "spawn_failed",
+            ExecError::Subreaper { .. } => "subreaper_unavailable",
             ExecError::Io { .. } => "io_error",
         }
     }
@@ -158,6 +169,9 @@ pub struct CommandSpec {
     pub capture_bytes: usize,
     /// Time between `SIGTERM` and `SIGKILL`.
     pub kill_grace: Duration,
+    /// Told of every process of the command's tree; `None` is the one set by
+    /// [`observe_every_command`], if any.
+    pub observer: Option<Arc<dyn TreeObserver>>,
 }
 
 impl CommandSpec {
@@ -173,6 +187,7 @@ impl CommandSpec {
             timeout: Duration::from_secs(60),
             capture_bytes: DEFAULT_CAPTURE_BYTES,
             kill_grace: DEFAULT_KILL_GRACE,
+            observer: None,
         }
     }
 
@@ -215,6 +230,12 @@ impl CommandSpec {
     #[must_use]
     pub fn kill_grace(mut self, grace: Duration) -> Self {
         self.kill_grace = grace;
+        self
+    }
+
+    #[must_use]
+    pub fn observer(mut self, observer: Arc<dyn TreeObserver>) -> Self {
+        self.observer = Some(observer);
         self
     }
 }
@@ -272,14 +293,31 @@ pub mod unknown {
     pub const KILLED_ON_CANCEL: &str = "killed on cancellation: side effects unknown";
     pub const LEFT_RUNNING: &str =
         "the command left processes running in its group; they were killed: side effects unknown";
+    pub const DETACHED: &str = "the command left processes running outside its process group \
+        (a new session or group, a double fork); they were stopped and killed: side effects \
+        unknown";
     pub const UNKILLABLE: &str =
         "some processes of the command did not die when killed and may still be running";
     pub const ESCAPED: &str = "a process that left the command's process group kept its output \
         open; it may still be running and its later output was not captured";
+
+    /// A process of the command's tree that was still alive when the run ended.
+    pub fn survivor(pid: i32, name: &str) -> String {
+        format!("process {pid} (`{name}`) of the command was still running when the call ended")
+    }
 }
 
+/// How often the tree is looked at in `/proc` during the first [`CLOSE_WATCH`] of a run, and
+/// after it. Most commands are short, and a fork that escapes is best seen early.
+const SCAN_EARLY: Duration = Duration::from_millis(20);
+const SCAN_LATER: Duration = Duration::from_millis(100);
+const CLOSE_WATCH: Duration = Duration::from_secs(2);
+
+/// Survivors named one by one in the unknowns; more are counted.
+const NAMED_SURVIVORS: usize = 8;
+
 /// Runs `spec` to completion, timeout or cancellation. An `Err` means nothing ran (or the
-/// runner itself failed, in which case the group is killed before returning).
+/// runner itself failed, in which case the tree is killed before returning).
 pub fn run(spec: &CommandSpec, cancel: &(impl Cancel + ?Sized)) -> Result<RunOutcome, ExecError> {
     for (what, path) in [("program", &spec.program), ("working directory", &spec.cwd)] {
         if !path.is_absolute() {
@@ -289,6 +327,8 @@ pub fn run(spec: &CommandSpec, cancel: &(impl Cancel + ?Sized)) -> Result<RunOut
             });
         }
     }
+    // Without it, what a command leaves behind would be adopted by init, out of sight.
+    become_subreaper().map_err(|source| ExecError::Subreaper { source })?;
     let shown = spec.program.display().to_string();
     let io_error = |what: &'static str| {
         let program = shown.clone();
@@ -314,35 +354,36 @@ pub fn run(spec: &CommandSpec, cancel: &(impl Cancel + ?Sized)) -> Result<RunOut
             Stdio::null()
         })
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut wrapped = CommandWrap::from(command);
-    wrapped.wrap(ProcessGroup::leader());
+        .stderr(Stdio::piped())
+        .process_group(0);
     let started = Instant::now();
-    let child = wrapped.spawn().map_err(|source| ExecError::Spawn {
+    let child = command.spawn().map_err(|source| ExecError::Spawn {
         program: shown.clone(),
         source,
     })?;
-    let mut running = Running::new(child).map_err(io_error("the child's pid"))?;
-    let group = running.group;
+    own_child(child.id());
+    let observer = spec.observer.clone().or_else(tree::default_observer);
+    let mut running =
+        Running::new(child, observer).map_err(io_error("starting to follow its processes"))?;
 
     let mut stdout = Reader::new(
-        running.child.stdout().take().map(OwnedFd::from),
+        running.child.stdout.take().map(OwnedFd::from),
         spec.capture_bytes,
     )
     .map_err(io_error("stdout"))?;
     let mut stderr = Reader::new(
-        running.child.stderr().take().map(OwnedFd::from),
+        running.child.stderr.take().map(OwnedFd::from),
         spec.capture_bytes,
     )
     .map_err(io_error("stderr"))?;
     let mut stdin = Feeder::new(
-        running.child.stdin().take().map(OwnedFd::from),
+        running.child.stdin.take().map(OwnedFd::from),
         spec.stdin.as_deref().unwrap_or_default(),
     )
     .map_err(io_error("stdin"))?;
     // Without a pidfd (kernels before 5.3) the leader's exit is noticed on the next tick.
-    let pidfd = Pid::from_raw(running.group_pid())
-        .and_then(|pid| pidfd_open(pid, PidfdFlags::empty()).ok());
+    let pidfd =
+        Pid::from_raw(running.leader.pid).and_then(|pid| pidfd_open(pid, PidfdFlags::empty()).ok());
     let tick = if pidfd.is_some() {
         TICK
     } else {
@@ -353,15 +394,36 @@ pub fn run(spec: &CommandSpec, cancel: &(impl Cancel + ?Sized)) -> Result<RunOut
     let mut phase = Phase::Running;
     let mut stopped = None;
     let mut unknowns = Vec::new();
+    // Whether processes other than the leader were alive after it ended: in its group only
+    // (false) or also outside it (true).
+    let mut left: Option<bool> = None;
+    // Set once the tree would not die within the kill bound; the run then ends regardless.
+    let mut gave_up = false;
     let mut chunk = vec![0u8; READ_CHUNK];
+    let mut table: Vec<Stat> = Vec::new();
+    let mut next_scan = started;
     loop {
         let now = Instant::now();
         running.reap().map_err(io_error("waiting for the leader"))?;
+        let leader_done = running.status.is_some();
+        // While the leader runs, a look now and then; once anything ends, a look every time.
+        if now >= next_scan || leader_done || !matches!(phase, Phase::Running) {
+            table = procs::family(household::me()).map_err(io_error("reading /proc"))?;
+            running.tree.update(&table, now);
+            let every = if now.saturating_duration_since(started) < CLOSE_WATCH {
+                SCAN_EARLY
+            } else {
+                SCAN_LATER
+            };
+            next_scan = now + every;
+            if leader_done && stopped.is_none() && !running.tree.others(&table).is_empty() {
+                left = Some(left.unwrap_or(false) || running.tree.detached(&table));
+            }
+        }
         phase = match phase {
-            Phase::Running if running.status.is_some() => {
-                if group.is_running() {
-                    unknowns.push(unknown::LEFT_RUNNING.to_owned());
-                    group.signal(Signal::TERM);
+            Phase::Running if leader_done => {
+                if running.tree.busy(&table) {
+                    running.tree.signal(&table, Signal::TERM);
                     Phase::Terminating(now)
                 } else {
                     Phase::Draining(now + DRAIN_BOUND)
@@ -385,33 +447,40 @@ pub fn run(spec: &CommandSpec, cancel: &(impl Cancel + ?Sized)) -> Result<RunOut
                             }
                             .to_owned(),
                         );
-                        group.signal(Signal::TERM);
+                        running.tree.signal(&table, Signal::TERM);
                         // A stopped process cannot act on SIGTERM until continued.
-                        group.signal(Signal::CONT);
+                        running.tree.signal(&table, Signal::CONT);
                         Phase::Terminating(now)
                     }
                     None => Phase::Running,
                 }
             }
             Phase::Terminating(_) | Phase::Killing(_)
-                if running.status.is_some() && !group.is_running() =>
+                if leader_done && !running.tree.busy(&table) =>
             {
                 Phase::Draining(now + DRAIN_BOUND)
             }
             Phase::Terminating(since)
                 if now.saturating_duration_since(since) >= spec.kill_grace =>
             {
-                group.signal(Signal::KILL);
+                running.tree.stop_then_kill(now + KILL_BOUND / 2);
                 Phase::Killing(now)
             }
             Phase::Killing(since) if now.saturating_duration_since(since) >= KILL_BOUND => {
                 unknowns.push(unknown::UNKILLABLE.to_owned());
+                gave_up = true;
                 Phase::Draining(now + DRAIN_BOUND)
             }
             Phase::Killing(since) => {
-                // Again and again: a fork loop may have made new members since the last one.
-                group.signal(Signal::KILL);
+                // Again: a fork loop may have made new members since the last time.
+                running.tree.stop_then_kill(now + Duration::from_millis(50));
                 Phase::Killing(since)
+            }
+            // Something of the tree turned up once the pipes were being drained: it is ended
+            // like any other.
+            Phase::Draining(_) if !gave_up && running.tree.busy(&table) => {
+                running.tree.signal(&table, Signal::TERM);
+                Phase::Terminating(now)
             }
             Phase::Draining(until)
                 if now >= until && !(stdout.is_closed() && stderr.is_closed()) =>
@@ -461,14 +530,33 @@ pub fn run(spec: &CommandSpec, cancel: &(impl Cancel + ?Sized)) -> Result<RunOut
             .map_err(io_error("reading stderr"))?;
         stdin.write();
     }
+    if stopped.is_none() {
+        if let Some(detached) = running.tree.left {
+            left = Some(left.unwrap_or(false) || detached);
+        }
+        match left {
+            Some(true) => unknowns.insert(0, unknown::DETACHED.to_owned()),
+            Some(false) => unknowns.insert(0, unknown::LEFT_RUNNING.to_owned()),
+            None => {}
+        }
+    }
 
     let exit = match running.status {
         Some(status) => exit_of(status),
         None => Exit::Unknown,
     };
-    // With the leader reaped and its group empty there is nothing left to kill; the pgid may
-    // even be reused from now on.
-    running.settled = running.status.is_some() && !group.is_running();
+    // The last look: whatever of the tree is still alive is named, and the adopted zombies
+    // of the tree are reaped so that they do not pile up.
+    let survivors = running.finish();
+    for stat in survivors.iter().take(NAMED_SURVIVORS) {
+        unknowns.push(unknown::survivor(stat.pid, &stat.comm));
+    }
+    if survivors.len() > NAMED_SURVIVORS {
+        unknowns.push(format!(
+            "{} more processes of the command were still running when the call ended",
+            survivors.len() - NAMED_SURVIVORS
+        ));
+    }
     Ok(RunOutcome {
         exit,
         stopped,
@@ -484,11 +572,11 @@ pub fn run(spec: &CommandSpec, cancel: &(impl Cancel + ?Sized)) -> Result<RunOut
 enum Phase {
     /// The leader runs.
     Running,
-    /// `SIGTERM` sent at this instant; waiting for the group to empty.
+    /// `SIGTERM` sent at this instant; waiting for the tree to empty.
     Terminating(Instant),
-    /// `SIGKILL` sent since this instant, repeatedly.
+    /// The tree stopped and killed since this instant, repeatedly.
     Killing(Instant),
-    /// The group is gone; reading what is left in the pipes until this instant.
+    /// The tree is gone; reading what is left in the pipes until this instant.
     Draining(Instant),
 }
 
@@ -500,49 +588,95 @@ fn exit_of(status: ExitStatus) -> Exit {
     }
 }
 
-/// The spawned leader, killed with its group if the runner returns early or unwinds.
+/// The spawned leader and its tree, killed if the runner returns early or unwinds.
 #[derive(Debug)]
 struct Running {
-    child: Box<dyn ChildWrapper>,
-    group: Group,
+    child: Child,
+    leader: ProcessId,
+    tree: Tree,
     status: Option<ExitStatus>,
     /// The run finished normally; nothing to clean up.
     settled: bool,
 }
 
 impl Running {
-    fn new(mut child: Box<dyn ChildWrapper>) -> io::Result<Running> {
-        match Group::new(child.id()) {
-            Some(group) => Ok(Running {
+    fn new(mut child: Child, observer: Option<Arc<dyn TreeObserver>>) -> io::Result<Running> {
+        // The child is not reaped yet, so its pid still names it, zombie or not.
+        let leader = i32::try_from(child.id())
+            .ok()
+            .filter(|pid| *pid > 1)
+            .and_then(ProcessId::of);
+        let tree = leader
+            .ok_or_else(|| io::Error::other("the child has no usable pid"))
+            .and_then(|leader| Ok((leader, Tree::new(leader, observer)?)));
+        match tree {
+            Ok((leader, tree)) => Ok(Running {
                 child,
-                group,
+                leader,
+                tree,
                 status: None,
                 settled: false,
             }),
-            None => {
+            Err(e) => {
+                // Its group may hold a child already; nothing of it is followed yet.
+                if let Ok(group) = i32::try_from(child.id())
+                    && let Some(group) = Pid::from_raw(group).filter(|_| group > 1)
+                {
+                    let _ = rustix::process::kill_process_group(group, Signal::KILL);
+                }
                 let _ = child.kill();
-                Err(io::Error::other("the child has no usable pid"))
+                let _ = child.wait();
+                Err(e)
             }
         }
     }
 
-    fn group_pid(&self) -> i32 {
-        i32::try_from(self.child.id()).unwrap_or(0)
-    }
-
-    /// Collects the leader's status if it has exited.
+    /// Collects the leader's status if it has exited: its own pid only, never another child.
     fn reap(&mut self) -> io::Result<()> {
         if self.status.is_none() {
             self.status = self.child.try_wait()?;
         }
         Ok(())
     }
+
+    /// Reaps the tree's adopted zombies and returns what of the tree is still alive.
+    fn finish(&mut self) -> Vec<Stat> {
+        let until = Instant::now() + DRAIN_BOUND;
+        loop {
+            let _ = self.reap();
+            let Ok(table) = procs::family(household::me()) else {
+                return Vec::new();
+            };
+            let now = Instant::now();
+            self.tree.update(&table, now);
+            household::reap_adopted(&table, now);
+            let me = household::me();
+            let mut survivors: Vec<Stat> = self.tree.others(&table).into_iter().cloned().collect();
+            if self.status.is_none() {
+                survivors.extend(table.iter().filter(|s| s.id() == self.leader).cloned());
+            }
+            // A killed process of the tree becomes toolgate's zombie a moment after its parent
+            // dies; wait for those too.
+            let zombies = table.iter().any(|s| {
+                s.ppid == me && !s.is_live() && self.tree.knows(s.id()) && s.id() != self.leader
+            });
+            if (survivors.is_empty() && !zombies) || now >= until {
+                self.settled = survivors.is_empty() && self.status.is_some();
+                return survivors;
+            }
+            if !survivors.is_empty() {
+                self.tree.stop_then_kill(now + Duration::from_millis(50));
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
 }
 
 impl Drop for Running {
     fn drop(&mut self) {
         if !self.settled {
-            self.group.signal(Signal::KILL);
+            self.tree.stop_then_kill(Instant::now() + KILL_BOUND / 2);
+            let _ = self.child.kill();
             let _ = self.child.try_wait();
         }
     }

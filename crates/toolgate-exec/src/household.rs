@@ -1,0 +1,244 @@
+//! toolgate as the subreaper of everything its commands leave behind, and the register that
+//! says whose each adopted process is.
+//!
+//! A process whose parent dies is normally adopted by init, out of toolgate's sight: that is
+//! how `setsid`, a double fork or `daemon(3)` leave a command's tree. With
+//! `PR_SET_CHILD_SUBREAPER` ([`become_subreaper`]) such an orphan is adopted by toolgate
+//! instead, so every process a command starts stays a descendant of toolgate for as long as
+//! it lives.
+//!
+//! Whose is an adopted process? A call ([`crate::tree`]) claims what it can prove is its own:
+//! children of processes it has seen, members of its group, of sessions or groups one of its
+//! processes created. What re-parented to toolgate before any of that was seen (a double fork
+//! quicker than one look at `/proc`) is *unplaced*. toolgate starts only three kinds of
+//! children itself — command leaders, upstream servers and the watchdog — and each is
+//! registered here ([`own_child`]) as soon as it is spawned. So an adopted process that is
+//! neither registered nor claimed came from some call's tree, or from an upstream's; it is
+//! given to every running call whose leader started before it, and killed when the first of
+//! them ends. That fails closed: a daemon that an upstream server leaves behind while a call
+//! runs may be killed with the call, but a command's survivor is never left alone for want of
+//! proof. Only an unplaced process seen for [`UNPLACED_GRACE`] counts, so that a child toolgate
+//! has just spawned is registered before anyone can take it for an orphan.
+//!
+//! Adopted processes must be reaped, or their zombies would fill the process table. They are
+//! reaped one by one (`waitid` on the pid of a zombie this module has placed), never with
+//! `waitpid(-1)`, which would steal the status of a child that a `std::process::Child`
+//! elsewhere in toolgate is waiting for.
+//!
+//! A host that embeds this crate and spawns children of its own while commands run must
+//! register them with [`own_child`]; otherwise they count as a command's.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
+use std::time::{Duration, Instant};
+
+use rustix::process::{Pid, WaitId, WaitIdOptions, getpid, set_child_subreaper, waitid};
+
+use crate::procs::{ProcessId, Stat};
+
+/// How long an adopted process must have been seen, registered by nobody, before it is taken
+/// for an orphan. Children toolgate spawns are registered microseconds after `fork`.
+pub(crate) const UNPLACED_GRACE: Duration = Duration::from_millis(100);
+
+/// One running call, as the register knows it.
+pub(crate) type CallId = u64;
+
+#[derive(Debug, Default)]
+struct Register {
+    /// Children toolgate spawned itself, whose holders reap them.
+    own: BTreeSet<ProcessId>,
+    /// Processes a running call has claimed.
+    claimed: BTreeMap<ProcessId, CallId>,
+    /// Running calls and the start of their leaders.
+    calls: BTreeMap<CallId, ProcessId>,
+    /// Adopted processes nobody has placed yet, and when each was first seen.
+    unplaced: BTreeMap<ProcessId, Instant>,
+    next_call: CallId,
+}
+
+static REGISTER: Mutex<Register> = Mutex::new(Register {
+    own: BTreeSet::new(),
+    claimed: BTreeMap::new(),
+    calls: BTreeMap::new(),
+    unplaced: BTreeMap::new(),
+    next_call: 0,
+});
+
+fn register() -> MutexGuard<'static, Register> {
+    REGISTER.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Makes this process the subreaper of its descendants, once. Every command is run only once
+/// this has succeeded: without it, the tree of a command could not be followed.
+pub fn become_subreaper() -> io::Result<()> {
+    static DONE: OnceLock<Result<(), i32>> = OnceLock::new();
+    let done = DONE
+        .get_or_init(|| set_child_subreaper(Some(getpid())).map_err(|errno| errno.raw_os_error()));
+    done.map_err(io::Error::from_raw_os_error)
+}
+
+static STRICT: AtomicBool = AtomicBool::new(false);
+
+/// Declares that this process spawns no child it does not register with [`own_child`] (as
+/// toolgate does), so that an adopted process hiding in this process's own group is taken
+/// for an orphan too. Without it, such a process is taken for the host's own plain child.
+pub fn no_unregistered_children() {
+    STRICT.store(true, Ordering::Relaxed);
+}
+
+/// Registers `pid`, a child this process has just spawned and will reap itself, so that it
+/// is never taken for an adopted orphan. Entries lapse once the process is gone.
+pub fn own_child(pid: u32) {
+    let Some(id) = i32::try_from(pid).ok().and_then(ProcessId::of) else {
+        return;
+    };
+    register().own.insert(id);
+}
+
+/// This process, whose children the adopted orphans become.
+pub(crate) fn me() -> i32 {
+    getpid().as_raw_pid()
+}
+
+/// Starts a call whose leader is `leader` (already registered as toolgate's own child).
+pub(crate) fn open_call(leader: ProcessId) -> CallId {
+    let mut register = register();
+    let call = register.next_call;
+    register.next_call = call.wrapping_add(1);
+    register.calls.insert(call, leader);
+    call
+}
+
+/// Ends `call`: whatever it claimed is released (it is dead, or named in the call's unknowns).
+pub(crate) fn close_call(call: CallId) {
+    let mut register = register();
+    register.calls.remove(&call);
+    register.claimed.retain(|_, owner| *owner != call);
+}
+
+/// Records that `call` claims `process`. Returns false if another call already has it.
+pub(crate) fn claim(call: CallId, process: ProcessId) -> bool {
+    let mut register = register();
+    register.unplaced.remove(&process);
+    match register.claimed.get(&process) {
+        Some(owner) => *owner == call,
+        None => {
+            register.claimed.insert(process, call);
+            true
+        }
+    }
+}
+
+/// What [`unplaced`] found for one call.
+#[derive(Debug, Default)]
+pub(crate) struct Unplaced {
+    /// Adopted processes registered by nobody, started after the call's leader: the call's
+    /// to kill.
+    pub(crate) orphans: Vec<ProcessId>,
+    /// Candidates that look as toolgate's own children look and are still within their
+    /// grace: they may yet be registered.
+    pub(crate) pending: Vec<ProcessId>,
+    /// An adopted process that may be the call's has just died: something is forking and
+    /// exiting, and a look a moment later may find what it left.
+    pub(crate) stirring: bool,
+}
+
+/// The adopted processes in `table` that no call has claimed and toolgate did not spawn, as
+/// far as they may be `call`'s.
+///
+/// The shape of an adopted process says how sure that is. toolgate spawns every child as the
+/// leader of a new group in its own session; a host embedding this crate may also spawn plain
+/// children, in its own group. So an adopted process
+///
+/// - in a session other than this process's (someone called `setsid`), or in a group it does
+///   not lead that is not this process's group, is an orphan at once;
+/// - leading a group in this process's session may be a child just spawned and not yet
+///   registered: it is an orphan only after [`UNPLACED_GRACE`], and pending until then;
+/// - in this process's own group and session is a host's plain child, unless the host said
+///   it has none ([`no_unregistered_children`]); then it is pending like the previous one.
+pub(crate) fn unplaced(call: CallId, table: &[Stat], now: Instant) -> Unplaced {
+    let me = me();
+    let (my_session, my_group) = table
+        .iter()
+        .find(|s| s.pid == me)
+        .map_or((None, None), |s| (Some(s.sid), Some(s.pgid)));
+    let strict = STRICT.load(Ordering::Relaxed);
+    let mut register = register();
+    let Register {
+        own,
+        claimed,
+        calls,
+        unplaced,
+        ..
+    } = &mut *register;
+    let seen: BTreeSet<ProcessId> = table.iter().map(Stat::id).collect();
+    // Forget what is gone; a pid that comes back is a new process with its own grace.
+    own.retain(|id| seen.contains(id));
+    unplaced.retain(|id, _| seen.contains(id));
+    let mut found = Unplaced::default();
+    let Some(leader) = calls.get(&call) else {
+        return found;
+    };
+    for stat in table.iter().filter(|s| s.ppid == me) {
+        let id = stat.id();
+        if own.contains(&id) || claimed.contains_key(&id) {
+            continue;
+        }
+        let since = *unplaced.entry(id).or_insert(now);
+        // A process that started before the leader cannot descend from it.
+        if id.start < leader.start {
+            continue;
+        }
+        // A zombie can do nothing more, and is only reaped (see `reap_adopted`).
+        if !stat.is_live() {
+            found.stirring |= since == now;
+            continue;
+        }
+        let in_my_session = Some(stat.sid) == my_session;
+        let in_my_group = Some(stat.pgid) == my_group;
+        let leads_group = stat.pgid == stat.pid;
+        let waited = now.saturating_duration_since(since) >= UNPLACED_GRACE;
+        if in_my_session && in_my_group && !strict {
+            continue;
+        }
+        if !in_my_session || !(leads_group || in_my_group) || waited {
+            found.orphans.push(id);
+        } else {
+            found.pending.push(id);
+        }
+    }
+    found
+}
+
+/// Reaps the zombies in `table` that are toolgate's by adoption: claimed by a call, or
+/// unplaced past the grace. Never one that toolgate spawned itself, whose holder reaps it.
+pub(crate) fn reap_adopted(table: &[Stat], now: Instant) {
+    let me = me();
+    let zombies: Vec<ProcessId> = {
+        let register = register();
+        table
+            .iter()
+            .filter(|s| s.ppid == me && !s.is_live())
+            .map(Stat::id)
+            .filter(|id| !register.own.contains(id))
+            .filter(|id| {
+                register.claimed.contains_key(id)
+                    || register.unplaced.get(id).is_some_and(|since| {
+                        now.saturating_duration_since(*since) >= UNPLACED_GRACE
+                    })
+            })
+            .collect()
+    };
+    for zombie in zombies {
+        // A zombie child keeps its number until its parent — this process — reaps it, so the
+        // pid checked above still names it.
+        if let Some(pid) = Pid::from_raw(zombie.pid) {
+            let _ = waitid(
+                WaitId::Pid(pid),
+                WaitIdOptions::EXITED | WaitIdOptions::NOHANG,
+            );
+        }
+    }
+}
