@@ -94,7 +94,7 @@ const CARGO_CONFIG: [&str; 4] = [
 ];
 
 /// Keys of cargo's configuration that name a program cargo runs, or change its arguments.
-const CARGO_PROGRAM_KEYS: [&str; 10] = [
+const CARGO_PROGRAM_KEYS: [&str; 13] = [
     "runner",
     "rustc-wrapper",
     "rustc-workspace-wrapper",
@@ -105,6 +105,9 @@ const CARGO_PROGRAM_KEYS: [&str; 10] = [
     "env",
     "rustflags",
     "path",
+    "credential-provider",
+    "global-credential-providers",
+    "browser",
 ];
 
 const DESCRIPTION: &str = "Run one of the project's own scripts — `test`, `build`, `lint`, \
