@@ -38,8 +38,8 @@ pub enum Command {
         #[command(subcommand)]
         command: AuditCommand,
     },
-    /// Started by toolgate itself: kills the upstream process groups listed on standard input
-    /// when that input closes.
+    /// Started by toolgate itself: kills the upstream process groups and the commands' process
+    /// trees listed on standard input when that input closes.
     #[command(hide = true)]
     UpstreamWatchdog,
 }

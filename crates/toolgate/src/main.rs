@@ -123,6 +123,7 @@ fn raw_call(args: &CallArgs, bounds: &NormalizeBounds) -> anyhow::Result<RawCall
 }
 
 fn call(args: &CallArgs) -> anyhow::Result<u8> {
+    serve::watch_commands();
     let workspace = open_workspace(&args.workspace)?;
     let gate = Gate::build(
         Config::load(args.config.config.as_deref())?,

@@ -4,11 +4,16 @@
 //! with `--no-console` they come back to the model as `approval_required`. Over HTTP every
 //! request needs a bearer token from `[[serve.token]]`; with none configured, a fresh token is
 //! generated and printed to standard error, so the server never runs open by accident.
+//!
+//! Whatever toolgate starts — upstream servers, the commands of `run_command` and
+//! `run_script` — is also known to one watchdog process ([`watchdog`]), which ends it should
+//! toolgate be killed outright.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use anyhow::Context as _;
 use toolgate_core::{ApprovalBroker, HeadlessBroker};
+use toolgate_exec::{ProcessId, TreeObserver, Watchdog};
 use toolgate_mcp::{Elicitation, Gateway, HttpOptions, Principal, TokenTable};
 
 use crate::cli::ServeArgs;
@@ -25,7 +30,58 @@ const MIN_MESSAGE_BYTES: usize = 4 << 20;
 /// for the client to come back for its result.
 const ELICITATION_GRACE: std::time::Duration = std::time::Duration::from_secs(60);
 
+/// toolgate's watchdog, shared by the upstreams and the commands, started the first time
+/// one of them needs it: toolgate itself, run as `toolgate upstream-watchdog` (see
+/// [`toolgate_exec::watchdog`]).
+pub(crate) fn watchdog() -> anyhow::Result<Arc<Watchdog>> {
+    static WATCHDOG: Mutex<Option<Arc<Watchdog>>> = Mutex::new(None);
+    let mut slot = WATCHDOG.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(watchdog) = slot.as_ref() {
+        return Ok(Arc::clone(watchdog));
+    }
+    let exe = std::env::current_exe().context("cannot find toolgate's own executable")?;
+    let mut command = std::process::Command::new(exe);
+    command.arg("upstream-watchdog");
+    let watchdog = Arc::new(Watchdog::start(command).context("cannot start the watchdog")?);
+    *slot = Some(Arc::clone(&watchdog));
+    Ok(watchdog)
+}
+
+/// From now on, every command toolgate runs is told to the watchdog process by process, and
+/// a command it cannot be told of does not run. toolgate spawns no child it does not
+/// register, so any unregistered process it adopts is taken for a command's.
+pub(crate) fn watch_commands() {
+    toolgate_exec::no_unregistered_children();
+    toolgate_exec::observe_every_command(Arc::new(CommandWatch));
+}
+
+/// Forwards a command's tree to the watchdog, starting it for the first command.
+#[derive(Debug)]
+struct CommandWatch;
+
+impl TreeObserver for CommandWatch {
+    fn started(&self, call: u64, leader: ProcessId) -> std::io::Result<()> {
+        watchdog()
+            .map_err(|e| std::io::Error::other(format!("{e:#}")))?
+            .started(call, leader)
+    }
+
+    fn saw(&self, call: u64, process: ProcessId) {
+        // `started` has started it; a watchdog that stopped since says so itself.
+        if let Ok(watchdog) = watchdog() {
+            watchdog.saw(call, process);
+        }
+    }
+
+    fn ended(&self, call: u64) {
+        if let Ok(watchdog) = watchdog() {
+            watchdog.ended(call);
+        }
+    }
+}
+
 pub fn serve(args: &ServeArgs) -> anyhow::Result<u8> {
+    watch_commands();
     let workspace = open_workspace(&args.workspace)?;
     let gate = Gate::build(
         Config::load(args.config.config.as_deref())?,

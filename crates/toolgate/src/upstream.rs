@@ -5,15 +5,13 @@
 //! formatting survive; the new text is parsed again before it replaces the old.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use anyhow::{Context as _, anyhow, bail};
 use serde_json::{Value, json};
 use toolgate_core::{Descriptor, EffectClass};
 use toolgate_upstream::config::check_tool_name;
 use toolgate_upstream::{
-    Admission, PinState, UpstreamSpec, UpstreamStatus, Upstreams, Watchdog, namespaced, pin_of,
-    pin_state,
+    Admission, PinState, UpstreamSpec, UpstreamStatus, Upstreams, namespaced, pin_of, pin_state,
 };
 
 use crate::config::Config;
@@ -148,15 +146,13 @@ fn config_file(explicit: Option<&Path>) -> anyhow::Result<(Config, PathBuf)> {
     Ok((config, path))
 }
 
-/// Starts the upstreams `specs` describe, with a watchdog that kills their process groups
-/// should toolgate be killed (see [`toolgate_upstream::watchdog`]): toolgate itself, run as
-/// `toolgate upstream-watchdog`.
+/// Starts the upstreams `specs` describe, with the watchdog that kills their process groups
+/// should toolgate be killed (see [`crate::serve::watchdog`]).
 pub(crate) fn start_upstreams(specs: Vec<UpstreamSpec>) -> anyhow::Result<Upstreams> {
-    let exe = std::env::current_exe().context("cannot find toolgate's own executable")?;
-    let mut command = std::process::Command::new(exe);
-    command.arg("upstream-watchdog");
-    let watchdog = Watchdog::start(command).context("cannot start the upstream watchdog")?;
-    Ok(Upstreams::start_watched(specs, Some(Arc::new(watchdog)))?)
+    Ok(Upstreams::start_watched(
+        specs,
+        Some(crate::serve::watchdog()?),
+    )?)
 }
 
 /// Starts one upstream and waits for its tool list.

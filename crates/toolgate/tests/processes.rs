@@ -1,0 +1,234 @@
+//! No survivors: what an approved command starts dies with the call, and with toolgate.
+//!
+//! The rows of `tests/corpus/escapes.jsonl` are commands whose processes try to outlive the
+//! call — `setsid`, double forks, `daemon(3)`, `nohup` with `disown`, a new process group,
+//! processes that hop to a new session or group at every fork, a fork loop under a timeout.
+//! Each runs through the real `toolgate serve --http`, called by the Python MCP SDK as a model
+//! would, allowed once through the console's HTTP API as a person's browser would. Every probe
+//! notes the pid of every process it makes in its own directory and, from a process that
+//! should be dead by then, writes a `late` marker a second later; the test checks `/proc` and
+//! the markers.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
+
+#[path = "../../../tests/support/clients.rs"]
+mod clients;
+#[path = "../../../tests/support/served.rs"]
+mod served;
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use served::Served;
+
+/// One row of the escape table.
+struct Escape {
+    name: String,
+    argv: Vec<String>,
+    timeout_ms: Option<u64>,
+}
+
+fn escapes() -> Vec<Escape> {
+    let path = clients::root().join("tests/corpus/escapes.jsonl");
+    fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|line| {
+            let row: Value = serde_json::from_str(line).unwrap();
+            let mut argv: Vec<String> = row["argv"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|a| a.as_str().unwrap().to_owned())
+                .collect();
+            // The system's own interpreter, not a version manager's shim that needs more of
+            // the environment than a command is given.
+            argv[0] = system_program(&argv[0]);
+            Escape {
+                name: row["name"].as_str().unwrap().to_owned(),
+                argv,
+                timeout_ms: row["timeout_ms"].as_u64(),
+            }
+        })
+        .collect()
+}
+
+fn system_program(name: &str) -> String {
+    ["/usr/bin", "/bin"]
+        .iter()
+        .map(|dir| Path::new(dir).join(name))
+        .find(|path| path.is_file())
+        .unwrap_or_else(|| panic!("no `{name}` in /usr/bin or /bin"))
+        .display()
+        .to_string()
+}
+
+/// Whether `pid` is a process that can still act (not a zombie).
+fn running(pid: u32) -> bool {
+    match fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => {
+            let after = &stat[stat.rfind(')').unwrap() + 1..];
+            !matches!(after.split_whitespace().next(), Some("Z" | "X"))
+        }
+        Err(_) => false,
+    }
+}
+
+fn pids(file: &Path) -> Vec<u32> {
+    fs::read_to_string(file)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect()
+}
+
+/// Kills, by pid, what a failing row left behind, so that a failure does not leak.
+fn kill_left(pids: &[u32]) {
+    for pid in pids {
+        let _ = std::process::Command::new("kill")
+            .args(["-9", &pid.to_string()])
+            .status();
+    }
+}
+
+/// Allows, one after another, `count` calls as they come up in the console.
+fn allow_each(served: &Served, count: usize) {
+    let mut allowed: Vec<String> = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while allowed.len() < count {
+        assert!(Instant::now() < deadline, "allowed only {allowed:?}");
+        let pending = served.get_json("/api/pending");
+        let fresh = pending
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|p| p["id"].as_str())
+            .find(|id| !allowed.iter().any(|a| a == id))
+            .map(str::to_owned);
+        let Some(id) = fresh else {
+            std::thread::sleep(Duration::from_millis(50));
+            continue;
+        };
+        assert_eq!(pending[0]["tool"], "run_command", "{pending}");
+        let reply = served.decide(&id, r#"{"decision":"allow_once"}"#);
+        assert_eq!(reply.status, 204, "{}", reply.body);
+        allowed.push(id);
+    }
+}
+
+#[test]
+fn nothing_an_approved_command_starts_outlives_its_call() {
+    let ws = tempfile::tempdir().unwrap();
+    let rows = escapes();
+    let steps: Vec<Value> = rows
+        .iter()
+        .enumerate()
+        .map(|(i, row)| {
+            let dir = format!("row-{i}");
+            fs::create_dir(ws.path().join(&dir)).unwrap();
+            let mut arguments = json!({"argv": row.argv, "cwd": dir});
+            if let Some(ms) = row.timeout_ms {
+                arguments["timeout_ms"] = json!(ms);
+            }
+            json!({"op": "call", "tool": "run_command", "arguments": arguments})
+        })
+        .collect();
+    let served = Served::start(ws.path(), "");
+    let client = served.client(json!(steps));
+    allow_each(&served, rows.len());
+    let results = client.steps();
+    let finished = Instant::now();
+    // Long enough for every late marker to have been written by a survivor.
+    std::thread::sleep(Duration::from_millis(1600));
+    let mut failures = Vec::new();
+    for (i, (row, result)) in rows.iter().zip(&results).enumerate() {
+        let dir: PathBuf = ws.path().join(format!("row-{i}"));
+        let seen = pids(&dir.join("pids"));
+        let alive: Vec<u32> = seen.iter().copied().filter(|&p| running(p)).collect();
+        kill_left(&alive);
+        let text = result.to_string();
+        if !alive.is_empty() {
+            failures.push(format!("{}: still running: {alive:?}", row.name));
+        }
+        if dir.join("late").exists() {
+            failures.push(format!("{}: the late marker appeared", row.name));
+        }
+        let expected = if row.timeout_ms.is_some() {
+            "killed on timeout"
+        } else {
+            "the command left processes running"
+        };
+        if !text.contains(expected) || text.contains("still running when the call ended") {
+            failures.push(format!("{}: unknowns: {text}", row.name));
+        }
+    }
+    assert!(
+        finished.elapsed() < Duration::from_secs(10),
+        "the checks themselves took too long"
+    );
+    assert!(failures.is_empty(), "{failures:#?}");
+}
+
+#[test]
+fn a_running_command_dies_with_a_toolgate_killed_outright() {
+    let ws = tempfile::tempdir().unwrap();
+    // The leader keeps running; one child in a new session, one grandchild of a double fork,
+    // one in a new group: each notes its pid, and would write its marker after 3 s.
+    let probe = "import os, time\n\
+        def note():\n    with open('pids', 'a') as f: f.write(str(os.getpid()) + '\\n')\n\
+        def linger():\n    note(); time.sleep(3); open('late-%d' % os.getpid(), 'w').close(); time.sleep(30)\n\
+        if os.fork() == 0:\n    os.setsid(); linger()\n\
+        if os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0: linger()\n    os._exit(0)\n\
+        if os.fork() == 0:\n    os.setpgid(0, 0); linger()\n\
+        linger()\n";
+    let mut served = Served::start(ws.path(), "");
+    let client = served.client(json!([{"op": "call", "tool": "run_command",
+        "arguments": {"argv": [system_program("python3"), "-c", probe]}}]));
+    allow_each(&served, 1);
+    let pidfile = ws.path().join("pids");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while pids(&pidfile).len() < 4 {
+        assert!(
+            Instant::now() < deadline,
+            "the probe noted {:?}",
+            pids(&pidfile)
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Long enough for toolgate to have looked at the tree and told the watchdog.
+    std::thread::sleep(Duration::from_millis(300));
+    let probes = pids(&pidfile);
+    assert!(probes.iter().all(|&p| running(p)), "{probes:?}");
+
+    served.child.kill().unwrap();
+    served.child.wait().unwrap();
+    let killed = Instant::now();
+    let mut alive = probes.clone();
+    while !alive.is_empty() && killed.elapsed() < Duration::from_secs(2) {
+        std::thread::sleep(Duration::from_millis(20));
+        alive.retain(|&p| running(p));
+    }
+    kill_left(&alive);
+    drop(client);
+    assert!(
+        alive.is_empty(),
+        "alive 2 s after toolgate was killed: {alive:?}"
+    );
+    std::thread::sleep(Duration::from_millis(3200).saturating_sub(killed.elapsed()));
+    let markers: Vec<_> = fs::read_dir(ws.path())
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|name| name.starts_with("late"))
+        .collect();
+    assert!(markers.is_empty(), "{markers:?}");
+}
