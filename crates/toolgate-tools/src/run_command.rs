@@ -676,16 +676,16 @@ impl Plan {
             }
         };
         let path = std::path::Path::new(arg);
-        let relative = if path.is_absolute() {
+        // Lexically, from the working directory (or the root, for an absolute path inside
+        // it): `..` may climb to the root, not past it.
+        let (relative, mut parts): (String, Vec<&str>) = if path.is_absolute() {
             match path.strip_prefix(workspace.root()) {
-                Ok(inside) => inside.to_string_lossy().into_owned(),
+                Ok(inside) => (inside.to_string_lossy().into_owned(), Vec::new()),
                 Err(_) => return exists_outside(path),
             }
         } else {
-            arg.to_owned()
+            (arg.to_owned(), self.cwd.components().collect())
         };
-        // Lexically, from the working directory: `..` may climb to the root, not past it.
-        let mut parts: Vec<&str> = self.cwd.components().collect();
         for part in relative.split('/') {
             match part {
                 "" | "." => {}
