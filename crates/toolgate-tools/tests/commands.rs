@@ -150,6 +150,8 @@ impl World {
         fs::write(ws.join("a.txt"), "alpha\n").unwrap();
         fs::write(ws.join(".env"), "API_KEY=tok-123\n").unwrap();
         fs::write(ws.join("check.sh"), "echo checked\n").unwrap();
+        fs::write(ws.join("Makefile"), "build:\n\t@echo made\n").unwrap();
+        fs::write(outside.join("evil.mk"), "X := $(shell touch marker)\n").unwrap();
         executable(&ws.join("bin/hello.sh"), "#!/bin/sh\necho hello\n");
         // Named like one program, leading to another: the approval must show the other.
         std::os::unix::fs::symlink("/usr/bin/env", ws.join("bin/echo")).unwrap();
@@ -335,6 +337,9 @@ fn hostile_command_corpus() {
         .env("LD_PRELOAD", "/nonexistent/evil.so")
         .env("BASH_ENV", "/nonexistent/evil.sh")
         .env("GIT_CONFIG_COUNT", "1")
+        // Were make to read these, it would make a marker.
+        .env("MAKEFLAGS", "--eval=$(shell touch marker)")
+        .env("MAKEFILES", "../outside/evil.mk")
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout);
