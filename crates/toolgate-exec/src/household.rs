@@ -11,14 +11,17 @@
 //! children of processes it has seen, members of its group, of sessions or groups one of its
 //! processes created. What re-parented to toolgate before any of that was seen (a double fork
 //! quicker than one look at `/proc`) is *unplaced*. toolgate starts only three kinds of
-//! children itself — command leaders, upstream servers and the watchdog — and each is
-//! registered here ([`own_child`]) as soon as it is spawned. So an adopted process that is
-//! neither registered nor claimed came from some call's tree, or from an upstream's; it is
-//! given to every running call whose leader started before it, and killed when the first of
-//! them ends. That fails closed: a daemon that an upstream server leaves behind while a call
-//! runs may be killed with the call, but a command's survivor is never left alone for want of
-//! proof. Only an unplaced process seen for [`UNPLACED_GRACE`] counts, so that a child toolgate
-//! has just spawned is registered before anyone can take it for an orphan.
+//! children itself — command leaders, upstream servers and the watchdog — and registers each
+//! ([`own_child`]) as soon as it is spawned, each the leader of a new group in toolgate's
+//! session. So an adopted process that is neither registered nor claimed came from some call's
+//! tree, or from an upstream's; it is given to every running call whose leader started before
+//! it, and killed when the first of them ends. That fails closed: a daemon that an upstream
+//! server leaves behind while a call runs may be killed with the call, and a call running
+//! beside another may be handed the other's orphan (and say so in its unknowns), but a
+//! command's survivor is never left alone for want of proof. Its shape says how soon (see
+//! [`unplaced`]): one in a session of its own is an orphan at once; one shaped like toolgate's
+//! own children only after [`UNPLACED_GRACE`], so that a child just spawned is registered
+//! before anyone can take it for an orphan.
 //!
 //! Adopted processes must be reaped, or their zombies would fill the process table. They are
 //! reaped one by one (`waitid` on the pid of a zombie this module has placed), never with
@@ -26,7 +29,9 @@
 //! elsewhere in toolgate is waiting for.
 //!
 //! A host that embeds this crate and spawns children of its own while commands run must
-//! register them with [`own_child`]; otherwise they count as a command's.
+//! register those it spawns as group or session leaders with [`own_child`]; otherwise they
+//! count as a command's. Its plain children (in its own group) are left alone unless it
+//! declares it has none ([`no_unregistered_children`]), as toolgate does.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
@@ -186,6 +191,12 @@ pub(crate) fn unplaced(call: CallId, table: &[Stat], now: Instant) -> Unplaced {
         if own.contains(&id) || claimed.contains_key(&id) {
             continue;
         }
+        let in_my_session = Some(stat.sid) == my_session;
+        let in_my_group = Some(stat.pgid) == my_group;
+        // A host's plain child is the host's to reap: it is not even remembered.
+        if in_my_session && in_my_group && !strict {
+            continue;
+        }
         let since = *unplaced.entry(id).or_insert(now);
         // A process that started before the leader cannot descend from it.
         if id.start < leader.start {
@@ -196,13 +207,8 @@ pub(crate) fn unplaced(call: CallId, table: &[Stat], now: Instant) -> Unplaced {
             found.stirring |= since == now;
             continue;
         }
-        let in_my_session = Some(stat.sid) == my_session;
-        let in_my_group = Some(stat.pgid) == my_group;
         let leads_group = stat.pgid == stat.pid;
         let waited = now.saturating_duration_since(since) >= UNPLACED_GRACE;
-        if in_my_session && in_my_group && !strict {
-            continue;
-        }
         if !in_my_session || !(leads_group || in_my_group) || waited {
             found.orphans.push(id);
         } else {

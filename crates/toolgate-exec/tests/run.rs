@@ -458,18 +458,22 @@ fn a_command_the_observer_cannot_watch_does_not_keep_running() {
 #[test]
 fn adopted_zombies_are_reaped_and_no_other_child_is() {
     let _serial = serial();
-    // A child of this test process that is not the runner's: its status is its holder's.
-    let mut own = std::process::Command::new(program("sh"))
-        .args(["-c", "exit 7"])
+    // Children of this test process that are not the runner's: their statuses are their
+    // holders', even when they are collected long after the child exited. One leads a group of
+    // its own and is registered, as toolgate registers its upstreams; one is a plain child.
+    let mut leader = std::process::Command::new(program("sh"));
+    std::os::unix::process::CommandExt::process_group(&mut leader, 0);
+    let mut registered = leader.args(["-c", "exit 7"]).spawn().unwrap();
+    toolgate_exec::own_child(registered.id());
+    let mut plain = std::process::Command::new(program("sh"))
+        .args(["-c", "exit 8"])
         .spawn()
         .unwrap();
-    toolgate_exec::own_child(own.id());
-    std::thread::sleep(Duration::from_millis(100));
     let dir = tempfile::tempdir().unwrap();
     let outcome = run(
         &sh(
             dir.path(),
-            "setsid sh -c 'echo $$ >> pids; sleep 30' & sleep 0.2",
+            "setsid sh -c 'echo $$ >> pids; sleep 30' & sleep 0.3",
         ),
         &never(),
     )
@@ -481,7 +485,8 @@ fn adopted_zombies_are_reaped_and_no_other_child_is() {
         !Path::new(&format!("/proc/{escaped}")).exists(),
         "{escaped} is still in the process table"
     );
-    assert_eq!(own.wait().unwrap().code(), Some(7));
+    assert_eq!(registered.wait().unwrap().code(), Some(7));
+    assert_eq!(plain.wait().unwrap().code(), Some(8));
 }
 
 /// Peak resident memory of this process, in KiB.
