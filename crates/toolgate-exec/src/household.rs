@@ -248,3 +248,55 @@ pub(crate) fn reap_adopted(table: &[Stat], now: Instant) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_adopted_process_is_placed_by_its_shape() {
+        let me = me();
+        let mine = crate::procs::read(me).unwrap();
+        // A leader that started at boot: everything adopted since may be its.
+        let call = open_call(ProcessId {
+            pid: 999_990,
+            start: 0,
+        });
+        let adopted = |pid: i32, pgid: i32, sid: i32, state: char| Stat {
+            pid,
+            comm: "probe".to_owned(),
+            state,
+            ppid: me,
+            pgid,
+            sid,
+            start: 10,
+        };
+        let table = vec![
+            mine.clone(),
+            adopted(999_991, 999_991, 999_991, 'S'),
+            adopted(999_992, 999_992, mine.sid, 'S'),
+            adopted(999_993, mine.pgid, mine.sid, 'S'),
+            adopted(999_994, 999_990, mine.sid, 'S'),
+            adopted(999_995, 999_995, 999_995, 'Z'),
+        ];
+        let pids = |ids: &[ProcessId]| ids.iter().map(|id| id.pid).collect::<Vec<_>>();
+        let now = Instant::now();
+        let found = unplaced(call, &table, now);
+        // A session of its own, or a group it does not lead: an orphan at once. Leading a
+        // group in this session: maybe a child just spawned, pending. A plain child of the
+        // host: not even remembered. A zombie: only a sign that something is exiting.
+        assert_eq!(pids(&found.orphans), [999_991, 999_994]);
+        assert_eq!(pids(&found.pending), [999_992]);
+        assert!(found.stirring);
+        let later = unplaced(call, &table, now + UNPLACED_GRACE);
+        assert_eq!(pids(&later.orphans), [999_991, 999_992, 999_994]);
+        assert!(later.pending.is_empty() && !later.stirring);
+        assert!(claim(call, later.orphans[0]));
+        assert!(
+            !claim(call.wrapping_add(1), later.orphans[0]),
+            "claimed once"
+        );
+        close_call(call);
+        assert!(register().claimed.is_empty());
+    }
+}
