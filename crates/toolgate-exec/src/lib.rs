@@ -5,17 +5,21 @@
 //! from [`scrub_env`]) and an absolute working directory, as the leader of a new process
 //! group. Its output is captured bounded — a head, a tail and a byte count per stream
 //! ([`Capture`]) — while the pipes keep draining, so a flood neither blocks the command nor
-//! grows memory. When the deadline passes or the caller cancels, the group gets `SIGTERM`, a
-//! short grace, then `SIGKILL` until no process of it is left (a fork loop keeps forking, a
-//! process may ignore `SIGTERM`). When the leader exits on its own, whatever it left running
-//! in its group is killed too: a command's lifetime is the call. What nobody can vouch for —
-//! side effects of a killed command, a process that left the group and still holds the output
-//! open — comes back in [`RunOutcome::unknowns`].
+//! grows memory. A command's lifetime is the call's, for its whole tree: this process becomes
+//! the subreaper of what it starts ([`become_subreaper`]), so what a command leaves behind —
+//! `setsid`, a double fork, a daemon — is adopted here rather than by init, and the tree is
+//! followed in `/proc` while it runs (see `tree` and `household`). When the deadline passes or
+//! the caller cancels, the tree gets `SIGTERM` and a short grace; then, and whenever the leader
+//! exits leaving anything behind, the tree is stopped (`SIGSTOP`, until a look finds nothing
+//! new) and killed, and its zombies are reaped. What nobody can vouch for — side effects of a
+//! killed command, a process that would not die, an output still held open — comes back in
+//! [`RunOutcome::unknowns`]. A [`TreeObserver`] hears of every process of the tree; the
+//! [`watchdog`] is the one that ends the tree should this process be killed outright.
 //!
 //! [`resolve_program`] turns an `argv[0]` into the canonical path that a person approves and
 //! that then runs.
 //!
-//! Linux only (`/proc`, pidfds, process groups). Writing stdin to a command that stopped
+//! Linux only (`/proc`, pidfds, process groups, `PR_SET_CHILD_SUBREAPER`). Writing stdin to a command that stopped
 //! reading raises `SIGPIPE`; Rust programs ignore it from `main` on, a host written in another
 //! language must too.
 //!

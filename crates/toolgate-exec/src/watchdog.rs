@@ -1,7 +1,7 @@
 //! The watchdog: a small process that outlives toolgate to kill what toolgate started.
 //!
 //! Upstream servers run in process groups of their own, and each command's tree is followed
-//! as it runs ([`crate::tree`]); toolgate ends both itself. A toolgate killed outright
+//! as it runs (see [`crate::run`]); toolgate ends both itself. A toolgate killed outright
 //! (SIGKILL, a crash, the out-of-memory killer) cannot, and an approved command — or a daemon
 //! it left — would live on unwatched. So toolgate starts a watchdog ([`Watchdog::start`]; in
 //! toolgate, the binary itself run as `toolgate upstream-watchdog`) in a process group of its
