@@ -136,6 +136,8 @@ pub(crate) struct Shown {
     pub(crate) text: String,
     /// Whether the goal, or a prerequisite, has a recipe line at all.
     pub(crate) has_recipe: bool,
+    /// Every recipe line shown, as written, for the files they name to be bound.
+    pub(crate) recipes: Vec<String>,
 }
 
 impl Makefile {
@@ -161,12 +163,14 @@ impl Makefile {
         let mut has_recipe = false;
         let mut referenced: Vec<String> = Vec::new();
         let mut referenced_make = false;
+        let mut recipes: Vec<String> = Vec::new();
         for &index in &order {
             let Some(rule) = self.rules.get(index) else {
                 continue;
             };
             self.describe(rule, &mut text, &mut referenced);
             has_recipe |= !rule.recipe.is_empty();
+            recipes.extend(rule.recipe.iter().map(|(_, line)| line.clone()));
         }
         let implicit: Vec<&Rule> = self
             .rules
@@ -181,6 +185,7 @@ impl Makefile {
             for rule in implicit {
                 self.describe(rule, &mut text, &mut referenced);
                 has_recipe = true;
+                recipes.extend(rule.recipe.iter().map(|(_, line)| line.clone()));
             }
         }
         referenced_make |= referenced.iter().any(|name| name == "MAKE");
@@ -230,7 +235,11 @@ impl Makefile {
                 why: format!("take more than {MAX_LINES_SHOWN} lines to show"),
             });
         }
-        Ok(Shown { text, has_recipe })
+        Ok(Shown {
+            text,
+            has_recipe,
+            recipes,
+        })
     }
 
     /// Adds `target`'s rules to `order` after those of its prerequisites.

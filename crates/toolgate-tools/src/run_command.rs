@@ -204,7 +204,8 @@ impl Executor for RunCommand {
                     u64_argument(arguments, "timeout_ms"),
                     str_argument(arguments, "stdin").map(str::len),
                 );
-                plan.inputs(&self.workspace).bind(&mut classification);
+                plan.inputs(&self.workspace)
+                    .bind(&mut classification, "arguments");
                 classification
             }
             // Stage 3 resolved it a moment ago; if it no longer resolves, execution will
@@ -611,17 +612,29 @@ impl Plan {
     /// `--name=value` is looked at whole and as its value. Arguments that name nothing are
     /// silent: stage 7 looks again, so one that names a file by then refuses the call.
     pub(crate) fn inputs(&self, workspace: &Workspace) -> Inputs {
+        let named: Vec<(String, &str)> = self
+            .args
+            .iter()
+            .enumerate()
+            .map(|(i, arg)| (format!("argv[{}]", i + 1), arg.as_str()))
+            .collect();
+        self.inputs_of(workspace, &named)
+    }
+
+    /// The files inside the workspace that `named` (each with the label the preview gives
+    /// it) name, relative to `cwd`, within the same limits as arguments.
+    pub(crate) fn inputs_of(&self, workspace: &Workspace, named: &[(String, &str)]) -> Inputs {
         let mut inputs = Inputs::default();
         let mut seen: Vec<RelPath> = Vec::new();
-        for (i, arg) in self.args.iter().enumerate() {
-            let mut candidates = vec![arg.as_str()];
+        for (name, arg) in named {
+            let mut candidates = vec![*arg];
             if arg.starts_with('-')
                 && let Some((_, value)) = arg.split_once('=')
             {
                 candidates.push(value);
             }
             for candidate in candidates {
-                let label = format!("argv[{}] {candidate:?}", i + 1);
+                let label = format!("{name} {candidate:?}");
                 match self.input(workspace, candidate) {
                     Named::Nothing => {}
                     Named::Unbound(why) => inputs.unbound.push(format!("{label}: {why}")),
@@ -731,12 +744,13 @@ enum Named {
 impl Inputs {
     /// Stage 4: the files become preimages (bound into the approval digest) and paths
     /// (policies see them), and the preview says what is and is not bound.
-    pub(crate) fn bind(self, classification: &mut Classification) {
+    pub(crate) fn bind(self, classification: &mut Classification, what: &str) {
         let preview = classification.preview.get_or_insert_with(String::new);
         if !self.bound.is_empty() {
-            preview.push_str(
-                "\nfiles named by arguments, bound to this approval (if one changes before the \
-                 program starts, the call is refused):",
+            let _ = write!(
+                preview,
+                "\nfiles named by {what}, bound to this approval (if one changes before the \
+                 program starts, the call is refused):"
             );
             for (name, digest) in &self.bound {
                 let path = name.strip_prefix(INPUT).unwrap_or(name);
@@ -744,7 +758,7 @@ impl Inputs {
             }
         }
         if !self.unbound.is_empty() {
-            preview.push_str("\narguments naming something that is not bound:");
+            let _ = write!(preview, "\n{what} naming something that is not bound:");
             for why in &self.unbound {
                 let _ = write!(preview, "\n    {why}");
             }
@@ -781,8 +795,8 @@ impl Inputs {
         Err(ToolError::new(
             "script_changed",
             format!(
-                "`{changed}`, named by an argument, changed since the call was approved; the \
-                 call did not run"
+                "`{changed}`, which the command names, changed since the call was approved; \
+                 the call did not run"
             ),
         ))
     }

@@ -354,6 +354,9 @@ struct Definition {
     digest: Digest,
     /// Other files that decide what runs, as `config:<path>` and their digests.
     bound: Vec<(String, Digest)>,
+    /// Words of the script's text that may name files inside the workspace, relative to the
+    /// root: bound like `run_command`'s arguments.
+    named: Vec<String>,
 }
 
 impl Definition {
@@ -419,6 +422,19 @@ impl Definition {
                 .push(format!("argv:{}", argv_text(workspace, plan)));
         }
         preview.push_str(&self.shown);
+        classification.preview = Some(preview);
+        if let Some(plan) = plans.first()
+            && !self.named.is_empty()
+        {
+            let named: Vec<(String, &str)> = self
+                .named
+                .iter()
+                .map(|word| ("word".to_owned(), word.as_str()))
+                .collect();
+            plan.inputs_of(workspace, &named)
+                .bind(&mut classification, "the script's text");
+        }
+        let preview = classification.preview.take().unwrap_or_default();
         classification.resources.extend([
             format!("script:{}", self.script),
             format!("source:{}", self.file),
@@ -549,6 +565,7 @@ impl Project {
                         shown: found.shown,
                         digest: digest.clone(),
                         bound: found.bound,
+                        named: found.named,
                     }));
             }
             Parsed::Problem(reason) => self.problems.push(format!(
@@ -624,6 +641,7 @@ struct Found {
     how: String,
     shown: String,
     bound: Vec<(String, Digest)>,
+    named: Vec<String>,
 }
 
 impl Found {
@@ -640,7 +658,29 @@ impl Found {
             how,
             shown: String::new(),
             bound: Vec::new(),
+            named: Vec::new(),
         }
+    }
+}
+
+/// The words of shell text that could name a file: split where the shell splits or
+/// quotes, leaving out words with expansions or globs, which only the shell could resolve.
+fn words_of(text: &str, into: &mut Vec<String>) {
+    let separators = |c: char| {
+        c.is_whitespace()
+            || matches!(
+                c,
+                ';' | '|' | '&' | '(' | ')' | '<' | '>' | '"' | '\'' | '`' | '\\'
+            )
+    };
+    for word in text.split(separators) {
+        if word.is_empty()
+            || word.contains(['$', '*', '?', '[', '~'])
+            || into.iter().any(|w| w == word)
+        {
+            continue;
+        }
+        into.push(word.to_owned());
     }
 }
 
@@ -694,6 +734,13 @@ fn makefile(source: &Source) -> Parsed {
             "\nthe rules make runs, as {file} writes them:{}",
             shown.text
         );
+        for recipe in &shown.recipes {
+            // make's own prefixes, `@` (silent), `-` (ignore errors), `+` (always run).
+            words_of(
+                recipe.trim_start_matches(['@', '-', '+', ' ', '\t']),
+                &mut definition.named,
+            );
+        }
         if !shown.has_recipe {
             definition
                 .shown
@@ -770,6 +817,19 @@ fn package_json(source: &Source) -> Parsed {
             });
         }
         let names: Vec<&str> = steps.iter().map(|s| s.name.as_str()).collect();
+        let mut named = Vec::new();
+        for step in &steps {
+            if let Some(text) = step.argv.get(2) {
+                words_of(text, &mut named);
+            }
+        }
+        // A plain word the shell finds in node_modules/.bin first: the program it runs.
+        let programs: Vec<String> = named
+            .iter()
+            .filter(|w| !w.contains('/') && !w.starts_with('-') && !w.starts_with('.'))
+            .map(|w| format!("node_modules/.bin/{w}"))
+            .collect();
+        named.extend(programs);
         found.push(Found {
             script,
             how: format!(
@@ -780,9 +840,10 @@ fn package_json(source: &Source) -> Parsed {
             ),
             steps,
             shown: "\nthe programs the scripts name are looked up in node_modules/.bin first, \
-                    then in PATH; they are the project's own and not bound"
+                    then in PATH; what those programs load in turn is not bound"
                 .to_owned(),
             bound: Vec::new(),
+            named,
         });
     }
     Parsed::Found(found)

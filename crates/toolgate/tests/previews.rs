@@ -84,6 +84,13 @@ fn check_row(row: &Value) {
     let ws = dir.path().join("ws");
     fs::create_dir_all(&ws).unwrap();
     write_files(&ws, row.get("files"));
+    if let Some(links) = row.get("links").and_then(Value::as_object) {
+        for (link, target) in links {
+            let link = ws.join(link);
+            fs::create_dir_all(link.parent().unwrap()).unwrap();
+            std::os::unix::fs::symlink(target.as_str().unwrap(), link).unwrap();
+        }
+    }
     for file in strings(row, "exec") {
         fs::set_permissions(ws.join(file), fs::Permissions::from_mode(0o755)).unwrap();
     }
