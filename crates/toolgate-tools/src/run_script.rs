@@ -43,9 +43,12 @@
 //!   is not bound.
 //! - **pyproject**: the tool's argv, and plainly that the project's own test code runs.
 //!
-//! What the programs themselves then read and run — `build.rs`, test code, `conftest.py`, the
-//! programs a recipe or a script names — is the project's code, which the person approves by
-//! running the project's command at all; it is not bound.
+//! Files inside the workspace that a recipe line or a package.json script names by a plain
+//! word (`sh scripts/check.sh`), and for npm the program a word finds in `node_modules/.bin`,
+//! are bound like `run_command`'s arguments, within the same limits. What the programs then
+//! read and run by themselves — `build.rs`, test code, `conftest.py`, what a bound program
+//! imports — is the project's code, which the person approves by running the project's
+//! command at all; it is not bound.
 
 use std::fmt::Write as _;
 use std::sync::Arc;
