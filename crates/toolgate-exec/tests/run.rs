@@ -368,7 +368,7 @@ fn nothing_a_command_starts_outlives_it() {
             row.name
         );
         // The delayed action of a killed process never happens.
-        std::thread::sleep(Duration::from_millis(1500).saturating_sub(started.elapsed()));
+        std::thread::sleep(Duration::from_millis(2600).saturating_sub(started.elapsed()));
         assert!(
             !dir.path().join("late").exists(),
             "{}: the late marker appeared",

@@ -6,7 +6,7 @@
 //! Each runs through the real `toolgate serve --http`, called by the Python MCP SDK as a model
 //! would, allowed once through the console's HTTP API as a person's browser would. Every probe
 //! notes the pid of every process it makes in its own directory and, from a process that
-//! should be dead by then, writes a `late` marker a second later; the test checks `/proc` and
+//! should be dead by then, writes a `late` marker two seconds later; the test checks `/proc` and
 //! the markers.
 
 #![allow(
@@ -148,7 +148,7 @@ fn nothing_an_approved_command_starts_outlives_its_call() {
     let results = client.steps();
     let finished = Instant::now();
     // Long enough for every late marker to have been written by a survivor.
-    std::thread::sleep(Duration::from_millis(1600));
+    std::thread::sleep(Duration::from_millis(2600));
     let mut failures = Vec::new();
     for (i, (row, result)) in rows.iter().zip(&results).enumerate() {
         let dir: PathBuf = ws.path().join(format!("row-{i}"));
