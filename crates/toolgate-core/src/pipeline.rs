@@ -99,20 +99,37 @@ fn new_call_id() -> String {
     format!("{:016x}-{n}", *PROCESS)
 }
 
-/// Cancellation and deadline for one execution.
+/// Cancellation, deadline and sensitive paths for one execution.
 #[derive(Debug, Clone)]
 pub struct ExecContext {
     cancelled: Arc<AtomicBool>,
     deadline: Instant,
+    sensitivity: Arc<Sensitivity>,
 }
 
 impl ExecContext {
-    /// A context that ends after `timeout` or when `cancelled` is set.
+    /// A context that ends after `timeout` or when `cancelled` is set, knowing only the fixed
+    /// sensitive kinds until [`ExecContext::with_sensitivity`] says more.
     pub fn new(timeout: Duration, cancelled: Arc<AtomicBool>) -> Self {
         ExecContext {
             cancelled,
             deadline: Instant::now() + timeout,
+            sensitivity: Arc::default(),
         }
+    }
+
+    /// The same context with `sensitivity`. [`Pipeline::execute`] sets its own, so that what a
+    /// tool that enumerates the workspace withholds is what stage 4 tagged for the policy.
+    #[must_use]
+    pub fn with_sensitivity(mut self, sensitivity: Arc<Sensitivity>) -> Self {
+        self.sensitivity = sensitivity;
+        self
+    }
+
+    /// The sensitive paths of the workspace: what `list_dir`, `search_text` and the git tools
+    /// must not show (see [`Sensitivity::visibility`]).
+    pub fn sensitivity(&self) -> &Arc<Sensitivity> {
+        &self.sensitivity
     }
 
     /// Whether the caller gave up or the deadline passed.
@@ -363,7 +380,8 @@ impl Pipeline {
         self
     }
 
-    /// The same pipeline, treating `sensitivity`'s configuration paths as sensitive too.
+    /// The same pipeline, treating `sensitivity`'s configuration paths as sensitive too: in
+    /// stage 4, for the policy, and in stage 7, for the tools that enumerate the workspace.
     #[must_use]
     pub fn with_sensitivity(mut self, sensitivity: Sensitivity) -> Self {
         self.sensitivity = Arc::new(sensitivity);
@@ -541,7 +559,13 @@ impl Pipeline {
             });
         let sensitive = self.sensitivity.kinds(&classification.paths);
         trace.effect = Some(effect);
-        trace.resources.clone_from(&classification.resources);
+        // Evidence is shown to the caller: a link's target in toolgate's state directory is
+        // named as the directory. The approval still binds, and shows, the resources whole.
+        trace.resources = classification
+            .resources
+            .iter()
+            .map(|resource| self.sensitivity.evidence_resource(resource).into_owned())
+            .collect();
         trace.record(Stage::Classify, started);
         Classified {
             invocation,
@@ -824,10 +848,13 @@ impl Pipeline {
                 });
             }
         }
+        // The tool withholds what this pipeline's policy input calls sensitive, whatever
+        // context the caller built.
+        let cx = cx.clone().with_sensitivity(Arc::clone(&self.sensitivity));
         // A tool that panics has still run, perhaps halfway: its outcome must reach stage 8
         // (and the record) like any failure, not vanish with the thread that ran it.
         let result = std::panic::catch_unwind(AssertUnwindSafe(|| {
-            authorized.tool.executor.execute(&authorized, cx)
+            authorized.tool.executor.execute(&authorized, &cx)
         }))
         .unwrap_or_else(|payload| Err(panicked(payload.as_ref())));
         let mut trace = authorized.trace;
@@ -1090,4 +1117,103 @@ fn panicked(payload: &(dyn std::any::Any + Send)) -> ToolError {
 
 fn nanos(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use super::*;
+    use crate::approval::HeadlessBroker;
+    use crate::registry::{Descriptor, RegistryBuilder, ToolEntry};
+    use crate::sensitive::Visibility;
+
+    /// Remembers what its context said of a path in toolgate's state directory.
+    #[derive(Debug, Default)]
+    struct Looks(Mutex<Option<Visibility>>);
+
+    impl Executor for Looks {
+        fn classify(&self, _: &Map<String, Value>) -> Classification {
+            // As a link to the token would be classified: the link, and where it leads.
+            let paths = vec!["link".to_owned(), "state/toolgate/console.token".to_owned()];
+            Classification {
+                resources: paths.iter().map(|p| format!("path:{p}")).collect(),
+                paths,
+                ..Classification::default()
+            }
+        }
+
+        fn execute(&self, _: &Authorized, cx: &ExecContext) -> Result<ToolOutput, ToolError> {
+            *self.0.lock().unwrap() =
+                Some(cx.sensitivity().visibility("state/toolgate/console.token"));
+            Ok(ToolOutput::new(Value::Null))
+        }
+    }
+
+    #[test]
+    fn the_executor_is_handed_the_pipelines_sensitivity() {
+        let looks = Arc::new(Looks::default());
+        let mut builder = RegistryBuilder::new();
+        let mut entry = ToolEntry::new("walk", "test");
+        entry.effect = Some(EffectClass::ReadOnly);
+        let schema = serde_json::json!({"type": "object"});
+        builder
+            .register(Descriptor::new("walk", "t", schema), entry, looks.clone())
+            .unwrap();
+        let registry = builder.build().unwrap();
+        let mut policy = PolicyEngine::default_policy().unwrap();
+        policy.prepare(&registry).unwrap();
+        let pipeline = Pipeline::new(
+            Arc::new(registry),
+            Arc::new(policy),
+            Arc::new(HeadlessBroker),
+            WorkspaceId::new("/ws"),
+        );
+        let seen = |pipeline: &Pipeline| {
+            let outcome = pipeline.run(RawCall::text("walk", "{}", Surface::Chat));
+            (outcome, looks.0.lock().unwrap().take())
+        };
+        let (outcome, visibility) = seen(&pipeline);
+        assert_eq!(outcome.status, Status::Completed, "{outcome:?}");
+        assert_eq!(visibility, Some(Visibility::Visible));
+        let pipeline =
+            pipeline.with_sensitivity(Sensitivity::default().with_config_dir("state/toolgate"));
+        let (outcome, visibility) = seen(&pipeline);
+        // The policy refuses the path; nothing ran, and the evidence names no file in there.
+        assert_eq!(visibility, None);
+        assert_eq!(
+            outcome.rejection.map(|r| r.policies),
+            Some(vec!["sensitive-toolgate-config".to_owned()])
+        );
+        assert_eq!(
+            outcome.evidence.resources,
+            ["path:link", "path:state/toolgate/…"]
+        );
+
+        // A context the caller built is given the pipeline's sensitivity too (here with a
+        // policy that lets the call through).
+        let mut permissive = PolicyEngine::from_sources(&[(
+            "operator",
+            "@id(\"all\") permit (principal, action, resource);",
+        )])
+        .unwrap();
+        permissive.prepare(pipeline.registry()).unwrap();
+        let pipeline = Pipeline::new(
+            Arc::clone(pipeline.registry()),
+            Arc::new(permissive),
+            Arc::new(HeadlessBroker),
+            WorkspaceId::new("/ws"),
+        )
+        .with_sensitivity(Sensitivity::default().with_config_dir("state/toolgate"));
+        let authorized = pipeline
+            .authorize_call(RawCall::text("walk", "{}", Surface::Chat))
+            .unwrap();
+        let cx = ExecContext::new(Duration::from_secs(5), Arc::default());
+        assert_eq!(
+            cx.sensitivity().visibility("state/toolgate/console.token"),
+            Visibility::Visible
+        );
+        pipeline.describe(pipeline.execute(authorized, &cx));
+        assert_eq!(looks.0.lock().unwrap().take(), Some(Visibility::Hidden));
+    }
 }

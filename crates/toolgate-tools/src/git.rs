@@ -15,8 +15,12 @@
 //!   goes through a symbolic link). Only names and hashes come out of that.
 //! - Everything `git_diff` *shows* from the worktree is read through [`Workspace`]: file
 //!   contents with [`Workspace::read_file`], a tracked link as its link text, never followed.
-//!   Files that commonly hold secrets are listed but never read
-//!   ([`toolgate_core::sensitive::rule_for`]).
+//! - What either tool shows is what the pipeline's sensitivity lets it show, as for the
+//!   walkers ([`Sensitivity::visibility`]): nothing in a sensitive directory (`.ssh`,
+//!   toolgate's state directory) is listed, counted or diffed — a rename out of one is an
+//!   addition, a rename into one the deletion of its source — and a sensitive file is listed
+//!   with the rule that hides it, never read. A link counts as where it leads, and so does a
+//!   tracked link's text.
 //! - Neither tool writes: the index gix would refresh (stat information) is left as it is.
 
 use std::collections::BTreeMap;
@@ -33,15 +37,15 @@ use gix::status::tree_index::TrackRenames;
 use gix::{ObjectId, Repository};
 use serde_json::{Map, Value, json};
 use similar::{Algorithm, ChangeTag, TextDiff};
-use toolgate_core::sensitive::rule_for;
+use toolgate_core::sensitive::Visibility;
 use toolgate_core::{
-    Authorized, Classification, Descriptor, ExecContext, Executor, FieldError, ToolError,
-    ToolOutput,
+    Authorized, Classification, Descriptor, ExecContext, Executor, FieldError, Sensitivity,
+    ToolError, ToolOutput,
 };
 use toolgate_workspace::{PathError, PathKind, RelPath, Workspace};
 
 use crate::{
-    Builtin, ENVELOPE_BYTES, bool_argument, json_len, path_argument, read_only_entry, stopped,
+    Builtin, ENVELOPE_BYTES, bool_argument, json_len, path_argument, read_only_entry, stopped, walk,
 };
 
 pub(crate) const STATUS_NAME: &str = "git_status";
@@ -65,7 +69,8 @@ HEAD is detached), `commit` the commit HEAD points to (null before the first com
 `unmodified`) and a `worktree_status` (changed in the working tree but not staged: \
 `modified`, `deleted`, `type_changed`, `added` for intent-to-add, or `unmodified`). Untracked \
 paths have both set to `untracked`; an untracked directory is listed once, as `dir/`. Merge \
-conflicts are `conflicted`. Ignored files are not listed; submodules are not inspected. \
+conflicts are `conflicted`. Ignored files are not listed, nor are directories that hold \
+secrets or toolgate's own state (`.ssh`, `.aws`); submodules are not inspected. \
 Entries are sorted by path; `entries_total` counts them all, and `truncated: true` means fewer \
 were returned. `clean: true` means nothing changed and nothing is untracked. To see the changes \
 themselves use `git_diff`. Only the repository whose `.git` directory is at \
@@ -150,11 +155,16 @@ impl Executor for GitStatus {
     fn execute(&self, call: &Authorized, cx: &ExecContext) -> Result<ToolOutput, ToolError> {
         let repo = open_repository(&self.workspace)?;
         let head = head_state(&repo, &self.workspace)?;
-        let entries = with_interrupt(cx, |interrupt| status_entries(&repo, interrupt))
-            .map_err(|e| git_error(&self.workspace, cx, &e))?;
+        let entries = with_interrupt(cx, |interrupt| {
+            status_entries(&repo, hidden_pathspecs(cx.sensitivity()), interrupt)
+        })
+        .map_err(|e| git_error(&self.workspace, cx, &e))?;
         if cx.should_stop() {
             return Err(stopped(cx));
         }
+        let entries = withhold_entries(entries, |path| {
+            visibility(&self.workspace, cx.sensitivity(), path) == Visibility::Hidden
+        });
 
         let total = entries.len();
         let max_results = call.limits().max_results;
@@ -201,17 +211,23 @@ impl Executor for GitDiff {
         let staged = bool_argument(arguments, "staged").unwrap_or(false);
         let scope = path_argument::rel(&self.workspace, arguments, "path")?;
         let repo = open_repository(&self.workspace)?;
-        let mut changes = with_interrupt(cx, |interrupt| {
+        let changes = with_interrupt(cx, |interrupt| {
             if staged {
                 staged_changes(&repo, interrupt)
             } else {
-                unstaged_changes(&repo, interrupt)
+                unstaged_changes(&repo, hidden_pathspecs(cx.sensitivity()), interrupt)
             }
         })
         .map_err(|e| git_error(&self.workspace, cx, &e))?;
         if cx.should_stop() {
             return Err(stopped(cx));
         }
+        let hidden =
+            |path: &str| visibility(&self.workspace, cx.sensitivity(), path) == Visibility::Hidden;
+        let mut changes: Vec<FileChange> = changes
+            .into_iter()
+            .filter_map(|change| withhold_change(change, hidden))
+            .collect();
         changes.retain(|change| {
             in_scope(&change.path, &scope)
                 || change
@@ -230,6 +246,7 @@ impl Executor for GitDiff {
         let reader = ContentReader {
             repo: &repo,
             workspace: &self.workspace,
+            sensitivity: cx.sensitivity(),
         };
         // Every file is rendered first. Its text is kept only while it could still fit (escaped
         // JSON is never shorter than the text), so memory stays within the budget.
@@ -448,9 +465,26 @@ impl StatusEntry {
 
 const UNMODIFIED: &str = "unmodified";
 
-/// Every changed path, keyed (and so sorted) by path.
+/// Pathspecs that keep gix out of the directories `sensitivity` hides, so that its walk of
+/// the worktree prunes them as the walkers do: an untracked directory that holds nothing else
+/// is then not listed either. (`.git` gix never walks.) What a pattern cannot say (a link
+/// that leads into one) is withheld afterwards.
+fn hidden_pathspecs(sensitivity: &Sensitivity) -> Vec<BString> {
+    let anywhere = sensitivity
+        .hidden_dir_names()
+        .filter(|name| *name != ".git")
+        .map(|name| format!(":(exclude,icase,glob)**/{name}/**"));
+    let here = sensitivity
+        .hidden_dir_paths()
+        .filter(|path| !path.is_empty())
+        .map(|path| format!(":(exclude,icase,literal){path}"));
+    anywhere.chain(here).map(BString::from).collect()
+}
+
+/// Every changed path outside `pathspecs`' exclusions, keyed (and so sorted) by path.
 fn status_entries(
     repo: &Repository,
+    pathspecs: Vec<BString>,
     interrupt: Arc<AtomicBool>,
 ) -> Result<BTreeMap<String, StatusEntry>, gix::Error> {
     let iter = repo
@@ -465,7 +499,7 @@ fn status_entries(
                 .emit_pruned(false)
                 .emit_empty_directories(false)
         })
-        .into_iter(Vec::<BString>::new())?;
+        .into_iter(pathspecs)?;
     let mut entries: BTreeMap<String, StatusEntry> = BTreeMap::new();
     for item in iter {
         if interrupt.load(Ordering::Acquire) {
@@ -500,6 +534,77 @@ fn slot(entries: &mut BTreeMap<String, StatusEntry>, path: String) -> &mut Statu
         index: UNMODIFIED,
         worktree: UNMODIFIED,
     })
+}
+
+/// `entries` without the paths `hidden` names: a rename or copy out of a hidden path is an
+/// addition, and a rename into one is the deletion of its source.
+fn withhold_entries(
+    entries: BTreeMap<String, StatusEntry>,
+    hidden: impl Fn(&str) -> bool,
+) -> BTreeMap<String, StatusEntry> {
+    let mut shown: BTreeMap<String, StatusEntry> = BTreeMap::new();
+    for (path, mut entry) in entries {
+        let source_hidden = entry.old_path.as_deref().is_some_and(&hidden);
+        if hidden(&path) {
+            if let Some(source) = entry
+                .old_path
+                .filter(|_| !source_hidden && entry.index == "renamed")
+            {
+                slot(&mut shown, source).index = "deleted";
+            }
+            continue;
+        }
+        if source_hidden {
+            entry.old_path = None;
+            entry.index = "added";
+        }
+        // A source's deletion may have been recorded already; what git said of the path
+        // itself comes on top.
+        let merged = slot(&mut shown, path);
+        if entry.index != UNMODIFIED {
+            merged.index = entry.index;
+        }
+        if entry.worktree != UNMODIFIED {
+            merged.worktree = entry.worktree;
+        }
+        merged.old_path = entry.old_path;
+    }
+    shown
+}
+
+/// `change` as it may be shown when `hidden` names some of its paths (see
+/// [`withhold_entries`]); `None` when nothing of it may.
+fn withhold_change(mut change: FileChange, hidden: impl Fn(&str) -> bool) -> Option<FileChange> {
+    let source_hidden = change.old_path.as_deref().is_some_and(&hidden);
+    if hidden(&change.path) {
+        let source = change
+            .old_path
+            .filter(|_| !source_hidden && change.status == "renamed")?;
+        return Some(FileChange {
+            path: source,
+            old_path: None,
+            status: "deleted",
+            old: change.old,
+            new: Side::Absent,
+        });
+    }
+    if source_hidden {
+        change.old_path = None;
+        change.status = "added";
+        change.old = Side::Absent;
+    }
+    Some(change)
+}
+
+/// What the git tools may show of a path git names (a directory as `dir/`), a link judged by
+/// where it leads as well.
+fn visibility(workspace: &Workspace, sensitivity: &Sensitivity, path: &str) -> Visibility {
+    let path = path.trim_end_matches('/');
+    match workspace.check_path(path) {
+        Ok(rel) => walk::visibility(workspace, sensitivity, &rel, true),
+        // A name no tool could pass back (git's bytes shown lossily) is judged as it reads.
+        Err(_) => sensitivity.visibility(path),
+    }
 }
 
 /// A staged change as (path, old path, index status).
@@ -697,9 +802,11 @@ fn staged_changes(
     Ok(changes)
 }
 
-/// The working tree against the index. Untracked files are not part of a diff.
+/// The working tree against the index, outside `pathspecs`' exclusions. Untracked files are
+/// not part of a diff.
 fn unstaged_changes(
     repo: &Repository,
+    pathspecs: Vec<BString>,
     interrupt: Arc<AtomicBool>,
 ) -> Result<Vec<FileChange>, gix::Error> {
     let iter = repo
@@ -707,7 +814,7 @@ fn unstaged_changes(
         .should_interrupt_owned(Arc::clone(&interrupt))
         .index_worktree_submodules(None)
         .untracked_files(gix::status::UntrackedFiles::None)
-        .into_index_worktree_iter(Vec::<BString>::new())?;
+        .into_index_worktree_iter(pathspecs)?;
     let mut changes = Vec::new();
     for item in iter {
         if interrupt.load(Ordering::Acquire) {
@@ -814,6 +921,7 @@ fn in_scope(path: &str, scope: &RelPath) -> bool {
 struct ContentReader<'a> {
     repo: &'a Repository,
     workspace: &'a Workspace,
+    sensitivity: &'a Sensitivity,
 }
 
 /// Why a side could not be compared.
@@ -889,6 +997,30 @@ impl ContentReader<'_> {
         Ok(target.into_os_string().into_encoded_bytes())
     }
 
+    /// The rule that keeps `path` from being shown, if one does.
+    fn sensitive_rule(&self, path: &str) -> Option<&'static str> {
+        match visibility(self.workspace, self.sensitivity, path) {
+            Visibility::Visible => None,
+            Visibility::NameOnly(kind) => Some(kind.rule),
+            // Hidden paths were withheld before rendering; never shown if one were not.
+            Visibility::Hidden => Some(
+                self.sensitivity
+                    .kind_of(path.trim_end_matches('/'))
+                    .map_or("sensitive", |kind| kind.rule),
+            ),
+        }
+    }
+
+    /// The rule that keeps the text of a link at `path` from being shown: the text names a
+    /// sensitive path, which, in a link the tree once held, no longer has to exist.
+    fn link_text_rule(&self, path: &str, side: &Side, text: &[u8]) -> Option<&'static str> {
+        if side.mode() != Some(Mode::SYMLINK) {
+            return None;
+        }
+        let target = link_target(self.workspace.root(), path, text)?;
+        self.sensitivity.kind_of(&target).map(|kind| kind.rule)
+    }
+
     fn rel(&self, path: &str) -> Result<RelPath, Unreadable> {
         self.workspace
             .check_path(path)
@@ -920,8 +1052,12 @@ fn render(reader: &ContentReader<'_>, change: &FileChange, cx: &ExecContext) -> 
         let text = format!("* Unmerged path {}\n", change.path);
         return done(summary, text);
     }
-    let sensitive =
-        rule_for(&change.path).or_else(|| change.old_path.as_deref().and_then(rule_for));
+    let sensitive = reader.sensitive_rule(&change.path).or_else(|| {
+        change
+            .old_path
+            .as_deref()
+            .and_then(|old| reader.sensitive_rule(old))
+    });
     if let Some(rule) = sensitive {
         // Neither side is read: not even line counts come from a file that may hold secrets.
         summary.insert("omitted".to_owned(), json!(rule));
@@ -934,7 +1070,16 @@ fn render(reader: &ContentReader<'_>, change: &FileChange, cx: &ExecContext) -> 
         reader.read(old_path, &change.old),
         reader.read(&change.path, &change.new),
     ) {
-        (Ok(old), Ok(new)) => (old, new),
+        (Ok(old), Ok(new)) => {
+            let link_rule = reader
+                .link_text_rule(old_path, &change.old, &old)
+                .or_else(|| reader.link_text_rule(&change.path, &change.new, &new));
+            if let Some(rule) = link_rule {
+                summary.insert("omitted".to_owned(), json!(rule));
+                return done(summary, String::new());
+            }
+            (old, new)
+        }
         (Err(Unreadable::TooLarge), _) | (_, Err(Unreadable::TooLarge)) => {
             summary.insert("too_large".to_owned(), json!(true));
             text.push_str(&format!(
@@ -1019,6 +1164,33 @@ fn header(change: &FileChange, old_path: &str) -> String {
         ));
     }
     text
+}
+
+/// Where a link at `link` whose text is `text` leads, as a workspace-relative path worked out
+/// from the text alone (the link may be gone); `None` when it leads out of `root` or is not
+/// UTF-8.
+fn link_target(root: &Path, link: &str, text: &[u8]) -> Option<String> {
+    let text = std::str::from_utf8(text).ok()?;
+    let (mut parts, rest): (Vec<&str>, &str) = if text.starts_with('/') {
+        (
+            Vec::new(),
+            Path::new(text).strip_prefix(root).ok()?.to_str()?,
+        )
+    } else {
+        let mut parent: Vec<&str> = link.split('/').collect();
+        parent.pop();
+        (parent, text)
+    };
+    for part in rest.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => {
+                parts.pop()?;
+            }
+            name => parts.push(name),
+        }
+    }
+    Some(parts.join("/"))
 }
 
 /// `message` cut to a length that keeps one file's entry small.
@@ -1132,6 +1304,130 @@ mod tests {
         assert!(text.truncated);
         text.push("x\n");
         assert_eq!(text.text, "abc\ndef\n");
+    }
+
+    fn entry(path: &str, old_path: Option<&str>, index: &'static str) -> (String, StatusEntry) {
+        let entry = StatusEntry {
+            path: path.to_owned(),
+            old_path: old_path.map(str::to_owned),
+            index,
+            worktree: UNMODIFIED,
+        };
+        (path.to_owned(), entry)
+    }
+
+    #[test]
+    fn hidden_status_entries_are_withheld_and_renames_across_the_line_rewritten() {
+        let hidden = |path: &str| path.starts_with("state/");
+        let entries = BTreeMap::from([
+            entry("a.txt", None, "modified"),
+            entry("state/", None, "untracked"),
+            entry("state/grants.json", None, "modified"),
+            // Out of the hidden directory: an addition; into it: its source is gone.
+            entry("b.txt", Some("state/b.txt"), "renamed"),
+            entry("state/c.txt", Some("c.txt"), "renamed"),
+            entry("d.txt", Some("state/d.txt"), "copied"),
+            entry("state/e.txt", Some("e.txt"), "copied"),
+        ]);
+        let shown = withhold_entries(entries, hidden);
+        assert_eq!(
+            shown.into_values().collect::<Vec<_>>(),
+            [
+                entry("a.txt", None, "modified").1,
+                entry("b.txt", None, "added").1,
+                entry("c.txt", None, "deleted").1,
+                entry("d.txt", None, "added").1,
+            ]
+        );
+    }
+
+    #[test]
+    fn hidden_changes_are_withheld_and_renames_across_the_line_rewritten() {
+        let hidden = |path: &str| path.starts_with("state/");
+        let blob = |n: u8| Side::Object {
+            id: ObjectId::from_bytes_or_panic(&[n; 20]),
+            mode: Mode::FILE,
+        };
+        let change = |path: &str, old_path: Option<&str>, status: &'static str| FileChange {
+            path: path.to_owned(),
+            old_path: old_path.map(str::to_owned),
+            status,
+            old: blob(1),
+            new: blob(2),
+        };
+        let table = [
+            (
+                change("a.txt", None, "modified"),
+                Some(change("a.txt", None, "modified")),
+            ),
+            (change("state/x", None, "modified"), None),
+            (change("state/x", Some("state/y"), "renamed"), None),
+            (
+                change("b.txt", Some("state/b.txt"), "renamed"),
+                Some(FileChange {
+                    old: Side::Absent,
+                    ..change("b.txt", None, "added")
+                }),
+            ),
+            (
+                change("state/c.txt", Some("c.txt"), "renamed"),
+                Some(FileChange {
+                    new: Side::Absent,
+                    ..change("c.txt", None, "deleted")
+                }),
+            ),
+            (change("state/e.txt", Some("e.txt"), "copied"), None),
+        ];
+        for (given, expected) in table {
+            let shown = withhold_change(given.clone(), hidden);
+            assert_eq!(shown, expected, "{given:?}");
+        }
+    }
+
+    #[test]
+    fn a_links_text_is_followed_on_paper_only() {
+        let root = Path::new("/home/me");
+        let table = [
+            (
+                "tok",
+                "state/toolgate/console.token",
+                Some("state/toolgate/console.token"),
+            ),
+            ("a/b/tok", "../../state/x", Some("state/x")),
+            ("a/tok", "./b/../c", Some("a/c")),
+            ("tok", "../outside", None),
+            (
+                "tok",
+                "/home/me/.local/state/toolgate/x",
+                Some(".local/state/toolgate/x"),
+            ),
+            ("tok", "/etc/passwd", None),
+        ];
+        for (link, text, expected) in table {
+            assert_eq!(
+                link_target(root, link, text.as_bytes()).as_deref(),
+                expected,
+                "{link} -> {text}"
+            );
+        }
+        assert_eq!(link_target(root, "tok", b"\xff"), None);
+    }
+
+    #[test]
+    fn hidden_directories_become_exclusion_pathspecs() {
+        let sensitivity = Sensitivity::default().with_config_dir(".local/state/toolgate");
+        assert_eq!(
+            hidden_pathspecs(&sensitivity),
+            [
+                ":(exclude,icase,glob)**/.ssh/**",
+                ":(exclude,icase,glob)**/.aws/**",
+                ":(exclude,icase,glob)**/.toolgate/**",
+                ":(exclude,icase,literal).local/state/toolgate",
+            ]
+        );
+        // The workspace itself cannot be excluded from itself; the policy refuses such a call.
+        let whole = Sensitivity::default().with_config_dir(".");
+        assert_eq!(hidden_pathspecs(&whole).len(), 3);
     }
 
     #[test]

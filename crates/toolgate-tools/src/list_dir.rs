@@ -10,7 +10,7 @@ use toolgate_core::{
 };
 use toolgate_workspace::{PathKind, Workspace};
 
-use crate::walk::{WalkOptions, walk};
+use crate::walk::{Found, WalkOptions, walk};
 use crate::{
     Builtin, ENVELOPE_BYTES, json_len, path_argument, read_only_entry, to_usize, u64_argument,
 };
@@ -23,8 +23,8 @@ pub const DEFAULT_MAX_ENTRIES: u64 = 200;
 
 const DESCRIPTION: &str = "List the files and directories in a workspace directory. Use it to \
 learn the project's layout or to find a file's exact path; to find files by what they contain, \
-use `search_text` instead. Files ignored by `.gitignore` and the `.git` directory are left out; \
-hidden files are shown. `path` is a directory relative to the workspace root (default: the root \
+use `search_text` instead. Files ignored by `.gitignore`, the `.git` directory and directories \
+that hold secrets or toolgate's own state (`.ssh`, `.aws`) are left out; hidden files are shown. `path` is a directory relative to the workspace root (default: the root \
 itself); `depth` 1 lists only its direct children, up to 8 descends further. Each entry has a \
 workspace-relative `path` you can pass to `read_file` as is, a `kind` (`file`, `dir` or \
 `symlink`; links are shown, not followed) and, for files, a `size` in bytes. Entries are sorted \
@@ -119,7 +119,7 @@ impl Executor for ListDir {
             &resolved.target,
             &options,
             cx,
-            |entry, rel| {
+            |Found { entry, rel, .. }| {
                 let kind = match entry.file_type() {
                     Some(t) if t.is_symlink() => PathKind::Symlink,
                     Some(t) if t.is_dir() => PathKind::Dir,

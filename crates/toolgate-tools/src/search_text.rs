@@ -18,7 +18,7 @@ use toolgate_core::{
 };
 use toolgate_workspace::{PathKind, RelPath, Workspace};
 
-use crate::walk::{WalkOptions, walk};
+use crate::walk::{Found, WalkOptions, walk};
 use crate::{
     Builtin, ENVELOPE_BYTES, bool_argument, json_len, path_argument, read_only_entry, stopped,
     to_usize, u64_argument,
@@ -38,7 +38,8 @@ const HEAP_LIMIT: usize = 16 * 1024 * 1024;
 
 const DESCRIPTION: &str = "Search the contents of the workspace's files for a string or a \
 regular expression, like ripgrep: files ignored by `.gitignore`, the `.git` directory, binary \
-files and files that commonly hold secrets (`.env*`, `*.pem`, `*.key`, SSH keys) are skipped. \
+files, and files and directories that commonly hold secrets (`.env*`, `*.pem`, `*.key`, SSH \
+keys, `.ssh`) or toolgate's own configuration and state are skipped. \
 Use it to find where something is defined or used; then use `read_file` with an `offset` near \
 the match to see the code around it. To find files by name, use `list_dir`. \
 `pattern` is a literal string unless `regex` is true (Rust regex syntax; a match never spans \
@@ -225,13 +226,18 @@ impl Executor for SearchText {
                     &resolved.target,
                     &options,
                     cx,
-                    |entry, rel| {
+                    |Found {
+                         entry,
+                         rel,
+                         sensitive,
+                     }| {
                         if !entry.file_type().is_some_and(|t| t.is_file()) {
                             return ControlFlow::Continue(());
                         }
-                        // Files the default policy keeps from every tool (`.env`, keys) are not
-                        // searched either; a search must not read what a read may not.
-                        if toolgate_core::sensitive::rule_for(rel.as_str()).is_some() {
+                        // Sensitive files (`.env`, keys, toolgate's configuration) are not
+                        // searched: a search must not read what a read may not. The walk
+                        // never even yields what a sensitive directory holds.
+                        if sensitive.is_some() {
                             search.skipped_sensitive += 1;
                             return ControlFlow::Continue(());
                         }

@@ -10,6 +10,12 @@
 //! it explicitly still gets its contents, as ripgrep searches an ignored directory it is given:
 //! a second walk then starts at the directory itself.
 //!
+//! What the walk yields is only what the pipeline's [`Sensitivity`] (in the [`ExecContext`])
+//! lets a tool show: a sensitive directory (`.git`, `.ssh`, toolgate's state directory when it
+//! lies in the workspace) is pruned as the walk reaches it, so nothing in it is ever visited,
+//! named or counted; a sensitive file is yielded with its kind, for the caller to list without
+//! reading it. A link is as sensitive as where it leads ([`visibility`]).
+//!
 //! The walk uses ambient paths under the canonical root. That is sound because the starting
 //! directory was resolved inside the workspace, links are reported and never followed, and
 //! every entry is made relative to the root (anything that is not is dropped). File *contents*
@@ -17,10 +23,12 @@
 
 use std::ops::ControlFlow;
 use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
 
 use ignore::overrides::Override;
 use ignore::{DirEntry, WalkBuilder};
-use toolgate_core::{ExecContext, ToolError};
+use toolgate_core::sensitive::{SensitiveKind, Visibility};
+use toolgate_core::{ExecContext, Sensitivity, ToolError};
 use toolgate_workspace::{RelPath, Workspace};
 
 use crate::stopped;
@@ -43,21 +51,33 @@ pub(crate) struct WalkSummary {
     pub unnamed: usize,
 }
 
-/// Visits every entry strictly below `start` (a directory inside the workspace), in path order,
-/// until `visit` breaks. Stops with the `timeout`/`cancelled` error when `cx` says so.
+/// One entry the walk yields: never a hidden one.
+pub(crate) struct Found<'a> {
+    pub entry: &'a DirEntry,
+    pub rel: RelPath,
+    /// The kind of sensitive file it is (or leads to), to list by name and never read.
+    pub sensitive: Option<&'static SensitiveKind>,
+}
+
+/// Visits every entry strictly below `start` (a directory inside the workspace) that `cx`'s
+/// sensitivity does not hide, in path order, until `visit` breaks. Stops with the
+/// `timeout`/`cancelled` error when `cx` says so.
 pub(crate) fn walk(
     workspace: &Workspace,
     start: &RelPath,
     options: &WalkOptions,
     cx: &ExecContext,
-    mut visit: impl FnMut(&DirEntry, RelPath) -> ControlFlow<()>,
+    mut visit: impl FnMut(Found<'_>) -> ControlFlow<()>,
 ) -> Result<WalkSummary, ToolError> {
     let root = workspace.root();
     let start_path = workspace.ambient_path(start);
+    let sensitivity = cx.sensitivity();
     let mut summary = WalkSummary::default();
 
     let from_root = builder(
         root,
+        root,
+        Arc::clone(sensitivity),
         options.depth.map(|d| d.saturating_add(start.depth())),
         options.overrides.clone(),
         (!start.is_root()).then(|| start_path.clone()),
@@ -79,7 +99,7 @@ pub(crate) fn walk(
             // An ancestor of the start, walked only to get there.
             continue;
         }
-        if visit_entry(workspace, &entry, &mut summary, &mut visit).is_break() {
+        if visit_entry(workspace, sensitivity, &entry, &mut summary, &mut visit).is_break() {
             return Ok(summary);
         }
     }
@@ -88,7 +108,14 @@ pub(crate) fn walk(
     }
 
     // The start is ignored (or inside something ignored); walk it on its own.
-    let from_start = builder(&start_path, options.depth, options.overrides.clone(), None);
+    let from_start = builder(
+        &start_path,
+        root,
+        Arc::clone(sensitivity),
+        options.depth,
+        options.overrides.clone(),
+        None,
+    );
     for result in from_start.build() {
         if cx.should_stop() {
             return Err(stopped(cx));
@@ -100,7 +127,7 @@ pub(crate) fn walk(
         if entry.depth() == 0 {
             continue;
         }
-        if visit_entry(workspace, &entry, &mut summary, &mut visit).is_break() {
+        if visit_entry(workspace, sensitivity, &entry, &mut summary, &mut visit).is_break() {
             break;
         }
     }
@@ -109,17 +136,59 @@ pub(crate) fn walk(
 
 fn visit_entry(
     workspace: &Workspace,
+    sensitivity: &Sensitivity,
     entry: &DirEntry,
     summary: &mut WalkSummary,
-    visit: &mut impl FnMut(&DirEntry, RelPath) -> ControlFlow<()>,
+    visit: &mut impl FnMut(Found<'_>) -> ControlFlow<()>,
 ) -> ControlFlow<()> {
-    match relative(workspace.root(), entry.path()) {
-        Some(rel) => visit(entry, rel),
-        None => {
-            summary.unnamed += 1;
-            ControlFlow::Continue(())
-        }
+    let Some(rel) = relative(workspace.root(), entry.path()) else {
+        summary.unnamed += 1;
+        return ControlFlow::Continue(());
+    };
+    let sensitive = match visibility(workspace, sensitivity, &rel, entry.path_is_symlink()) {
+        Visibility::Hidden => return ControlFlow::Continue(()),
+        Visibility::NameOnly(kind) => Some(kind),
+        Visibility::Visible => None,
+    };
+    visit(Found {
+        entry,
+        rel,
+        sensitive,
+    })
+}
+
+/// What a tool may show of `rel`: by its own path and, when it may be a link (or lead through
+/// one), by where it leads inside the workspace, as `read_file`'s policy check sees it. A link
+/// that leads out, or nowhere, is judged by its own path: nothing it leads to can be read.
+pub(crate) fn visibility(
+    workspace: &Workspace,
+    sensitivity: &Sensitivity,
+    rel: &RelPath,
+    may_be_link: bool,
+) -> Visibility {
+    let own = sensitivity.visibility(rel.as_str());
+    if own == Visibility::Hidden || !may_be_link {
+        return own;
     }
+    match workspace.resolve(rel) {
+        Ok(resolved) if resolved.target != *rel => {
+            own.or(sensitivity.visibility(resolved.target.as_str()))
+        }
+        _ => own,
+    }
+}
+
+/// Whether `path` (under `root`) is hidden. A name that is not UTF-8 is judged by its readable
+/// parts, so that it cannot shield a `.ssh` below it from pruning.
+fn hidden(root: &Path, sensitivity: &Sensitivity, path: &Path) -> bool {
+    let Ok(rel) = path.strip_prefix(root) else {
+        return false;
+    };
+    let names: Vec<_> = rel
+        .components()
+        .map(|component| component.as_os_str().to_string_lossy())
+        .collect();
+    sensitivity.visibility(&names.join("/")) == Visibility::Hidden
 }
 
 /// The workspace path of an entry the walker found under `root`; `None` for anything not
@@ -137,10 +206,13 @@ fn relative(root: &Path, path: &Path) -> Option<RelPath> {
     RelPath::from_components(names)
 }
 
-/// A walker from `from`, sorted by name, `.gitignore`-aware, showing hidden files but never
-/// `.git`, not following links; pruned to the ancestors and descendants of `only`.
+/// A walker from `from` (at or under the workspace `root`), sorted by name, `.gitignore`-aware,
+/// showing dotfiles but pruning what `sensitivity` hides (`.git` among them), not following
+/// links; pruned to the ancestors and descendants of `only`.
 fn builder(
     from: &Path,
+    root: &Path,
+    sensitivity: Arc<Sensitivity>,
     max_depth: Option<usize>,
     overrides: Option<Override>,
     only: Option<PathBuf>,
@@ -158,11 +230,14 @@ fn builder(
     if let Some(overrides) = overrides {
         builder.overrides(overrides);
     }
+    let root = root.to_path_buf();
+    // Only a directory needs pruning here, before the walker reads it; anything else hidden
+    // is passed over when visited, where its path is looked at anyway.
     builder.filter_entry(move |entry| {
-        entry.file_name() != ".git"
-            && only
-                .as_ref()
-                .is_none_or(|only| only.starts_with(entry.path()) || entry.path().starts_with(only))
+        only.as_ref()
+            .is_none_or(|only| only.starts_with(entry.path()) || entry.path().starts_with(only))
+            && !(entry.file_type().is_some_and(|t| t.is_dir())
+                && hidden(&root, &sensitivity, entry.path()))
     });
     builder
 }
@@ -180,14 +255,27 @@ mod tests {
     }
 
     fn paths(workspace: &Workspace, start: &str, depth: Option<usize>) -> Vec<String> {
+        found(workspace, start, depth, &cx())
+            .into_iter()
+            .map(|(path, _)| path)
+            .collect()
+    }
+
+    /// Each entry walked, with the rule of the sensitive file it is, if it is one.
+    fn found(
+        workspace: &Workspace,
+        start: &str,
+        depth: Option<usize>,
+        cx: &ExecContext,
+    ) -> Vec<(String, Option<&'static str>)> {
         let start = workspace.check_path(start).unwrap();
         let mut seen = Vec::new();
         let options = WalkOptions {
             depth,
             overrides: None,
         };
-        walk(workspace, &start, &options, &cx(), |_, rel| {
-            seen.push(rel.to_string());
+        walk(workspace, &start, &options, cx, |found| {
+            seen.push((found.rel.to_string(), found.sensitive.map(|k| k.rule)));
             ControlFlow::Continue(())
         })
         .unwrap();
@@ -232,6 +320,135 @@ mod tests {
     }
 
     #[test]
+    fn hidden_directories_are_pruned_and_sensitive_files_marked() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        for sub in [
+            "home/.ssh",
+            "state/toolgate/nested",
+            "src",
+            "target/state/toolgate",
+        ] {
+            fs::create_dir_all(root.join(sub)).unwrap();
+        }
+        fs::write(root.join(".gitignore"), "target/\n").unwrap();
+        fs::write(root.join("home/.ssh/config"), "").unwrap();
+        fs::write(root.join("state/toolgate/console-1.token"), "").unwrap();
+        fs::write(root.join("state/toolgate/nested/audit.db"), "").unwrap();
+        fs::write(root.join("state/toolgate.toml"), "").unwrap();
+        fs::write(root.join("target/state/toolgate/grants.json"), "").unwrap();
+        fs::write(root.join("src/.env"), "").unwrap();
+        fs::write(root.join("src/lib.rs"), "").unwrap();
+        std::os::unix::fs::symlink("../state/toolgate/console-1.token", root.join("src/tok"))
+            .unwrap();
+        std::os::unix::fs::symlink("../state/toolgate", root.join("src/dir")).unwrap();
+        std::os::unix::fs::symlink(".env", root.join("src/env_link")).unwrap();
+        std::os::unix::fs::symlink("lib.rs", root.join("src/lib_link")).unwrap();
+        let workspace = Workspace::open(root).unwrap();
+        let sensitivity = Sensitivity::default()
+            .with_config_dir("state/toolgate")
+            .with_config_dir("target/state/toolgate");
+        let fixed_kinds = cx();
+        let cx = cx().with_sensitivity(Arc::new(sensitivity));
+
+        let everything = vec![
+            (".gitignore".to_owned(), None),
+            ("home".to_owned(), None),
+            ("src".to_owned(), None),
+            ("src/.env".to_owned(), Some("sensitive-dotenv")),
+            // A link is as sensitive as where it leads.
+            ("src/env_link".to_owned(), Some("sensitive-dotenv")),
+            ("src/lib.rs".to_owned(), None),
+            ("src/lib_link".to_owned(), None),
+            ("state".to_owned(), None),
+            (
+                "state/toolgate.toml".to_owned(),
+                Some("sensitive-toolgate-config"),
+            ),
+        ];
+        assert_eq!(found(&workspace, ".", None, &cx), everything);
+        // Named, a parent of a hidden directory still shows nothing of it.
+        assert_eq!(
+            found(&workspace, "state", None, &cx),
+            [(
+                "state/toolgate.toml".to_owned(),
+                Some("sensitive-toolgate-config")
+            )]
+        );
+        assert_eq!(found(&workspace, "home", None, &cx), []);
+        // An ignored directory named explicitly is walked on its own, and pruned the same.
+        assert_eq!(
+            found(&workspace, "target", None, &cx),
+            [("target/state".to_owned(), None)]
+        );
+        // Even a walk that starts in a hidden directory shows nothing of it.
+        assert_eq!(found(&workspace, "state/toolgate", None, &cx), []);
+
+        // The fixed kinds alone still hide `.ssh`, and nothing of the state directory.
+        let fixed = found(&workspace, ".", None, &fixed_kinds);
+        assert!(fixed.iter().all(|(p, _)| !p.contains(".ssh")), "{fixed:?}");
+        assert!(
+            fixed
+                .iter()
+                .any(|(p, _)| p == "state/toolgate/console-1.token")
+        );
+    }
+
+    #[test]
+    fn a_hidden_directory_is_never_read() {
+        use std::os::unix::ffi::OsStrExt as _;
+        let dir = tempfile::tempdir().unwrap();
+        fs::create_dir_all(dir.path().join("state/toolgate")).unwrap();
+        let name = std::ffi::OsStr::from_bytes(b"caf\xe9.token");
+        if fs::write(dir.path().join("state/toolgate").join(name), "").is_err() {
+            return;
+        }
+        let workspace = Workspace::open(dir.path()).unwrap();
+        let sensitivity = Sensitivity::default().with_config_dir("state/toolgate");
+        let options = WalkOptions {
+            depth: None,
+            overrides: None,
+        };
+        let cx = cx().with_sensitivity(Arc::new(sensitivity));
+        let mut seen = Vec::new();
+        let summary = walk(&workspace, &RelPath::root(), &options, &cx, |found| {
+            seen.push(found.rel.to_string());
+            ControlFlow::Continue(())
+        })
+        .unwrap();
+        // Had the walker read the directory, the name it cannot show would have been counted.
+        assert_eq!(seen, ["state"]);
+        assert_eq!((summary.unnamed, summary.unreadable), (0, 0));
+    }
+
+    #[test]
+    fn hidden_is_judged_on_the_path_below_the_root() {
+        let root = Path::new("/ws");
+        let sensitivity = Sensitivity::default().with_config_dir(".local/state/toolgate");
+        let table = [
+            ("/ws/.local/state/toolgate", true),
+            ("/ws/.local/state/TOOLGATE/x", true),
+            ("/ws/.local/state", false),
+            ("/ws/a/.ssh", true),
+            ("/ws/.git", true),
+            ("/ws/src", false),
+            // Not under the root: not the walker's to judge (it never yields such a path).
+            ("/elsewhere/.ssh", false),
+        ];
+        for (path, expected) in table {
+            assert_eq!(
+                hidden(root, &sensitivity, Path::new(path)),
+                expected,
+                "{path}"
+            );
+        }
+        // A name that is not UTF-8 above a hidden directory does not shield it.
+        use std::os::unix::ffi::OsStrExt as _;
+        let odd = Path::new("/ws").join(std::ffi::OsStr::from_bytes(b"caf\xe9/.ssh"));
+        assert!(hidden(root, &sensitivity, &odd));
+    }
+
+    #[test]
     fn entries_are_made_relative_to_the_root_or_dropped() {
         let root = Path::new("/work/ws");
         assert_eq!(
@@ -259,8 +476,8 @@ mod tests {
             depth: None,
             overrides: None,
         };
-        let summary = walk(&workspace, &RelPath::root(), &options, &cx(), |_, rel| {
-            seen.push(rel.to_string());
+        let summary = walk(&workspace, &RelPath::root(), &options, &cx(), |found| {
+            seen.push(found.rel.to_string());
             ControlFlow::Continue(())
         })
         .unwrap();
@@ -278,13 +495,9 @@ mod tests {
             depth: None,
             overrides: None,
         };
-        let error = walk(
-            &workspace,
-            &RelPath::root(),
-            &options,
-            &cancelled,
-            |_, _| ControlFlow::Continue(()),
-        )
+        let error = walk(&workspace, &RelPath::root(), &options, &cancelled, |_| {
+            ControlFlow::Continue(())
+        })
         .unwrap_err();
         assert_eq!(error.code, "cancelled");
     }

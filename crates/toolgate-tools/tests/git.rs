@@ -146,7 +146,17 @@ fn entries(status: &Value) -> BTreeSet<(String, Option<String>, String, String)>
 
 /// `git status --porcelain` in the same shape as [`entries`].
 fn porcelain(repo: &Repo) -> BTreeSet<(String, Option<String>, String, String)> {
-    let text = repo.git(&["status", "--porcelain=v1", "-z"]);
+    porcelain_of(repo, &[])
+}
+
+/// `git status --porcelain -- pathspecs…` in the same shape as [`entries`].
+fn porcelain_of(
+    repo: &Repo,
+    pathspecs: &[&str],
+) -> BTreeSet<(String, Option<String>, String, String)> {
+    let mut command = vec!["status", "--porcelain=v1", "-z", "--"];
+    command.extend_from_slice(pathspecs);
+    let text = repo.git(&command);
     let mut records = text.split('\0').filter(|r| !r.is_empty());
     let mut out = BTreeSet::new();
     while let Some(record) = records.next() {
@@ -646,6 +656,201 @@ fn sensitive_files_are_listed_but_never_shown() {
         }
         assert!(diff["diff"].as_str().unwrap().contains("+app 2\n"));
     }
+}
+
+/// A console token, as toolgate writes one.
+const TOKEN: &str = "5f0c8d7e6b5a49382716a5b4c3d2e1f00f1e2d3c4b5a69788796a5b4c3d2e1f0";
+
+impl Repo {
+    /// The pipeline `toolgate serve` builds for a workspace holding its state directory at
+    /// `.local/state/toolgate` (a workspace at `$HOME`).
+    fn pipeline_with_state(&self) -> Pipeline {
+        self.pipeline()
+            .with_sensitivity(Sensitivity::default().with_config_dir(".local/state/toolgate"))
+    }
+
+    fn call_with_state(&self, tool: &str, arguments: Value) -> Value {
+        let outcome = self.pipeline_with_state().run(RawCall::text(
+            tool,
+            arguments.to_string(),
+            Surface::Chat,
+        ));
+        let text = serde_json::to_string(&outcome).unwrap();
+        for secret in [TOKEN, "toolgate/", "console-", "grants-", "GRANT"] {
+            assert!(
+                !text.contains(secret),
+                "{tool} {arguments}: `{secret}` in {text}"
+            );
+        }
+        completed(outcome)
+    }
+}
+
+#[test]
+fn an_untracked_state_directory_is_pruned_from_the_status() {
+    let repo = Repo::new();
+    repo.write("a.txt", "a\n");
+    repo.commit_all("first");
+    repo.write(
+        ".local/state/toolgate/console-4242.token",
+        format!("{TOKEN}\n"),
+    );
+    repo.write(
+        ".local/state/toolgate/grants-0123456789abcdef.json",
+        "[\"GRANT\"]\n",
+    );
+    repo.write("a.txt", "b\n");
+    // Without it, git lists `.local/`: all it holds is untracked.
+    assert!(porcelain(&repo).iter().any(|(path, ..)| path == ".local/"));
+
+    let status = repo.call_with_state("git_status", json!({}));
+    let expected = BTreeSet::from([(
+        "a.txt".to_owned(),
+        None,
+        "unmodified".to_owned(),
+        "modified".to_owned(),
+    )]);
+    assert_eq!(entries(&status), expected);
+    assert_eq!(status["entries_total"], 1);
+    // Nothing is left of it, not even the directory that held nothing else.
+    assert_eq!(
+        entries(&status),
+        porcelain_of(&repo, &[".", ":(exclude).local/state/toolgate"])
+    );
+
+    // Beside something else untracked, that other thing is listed on its own (where git
+    // would still list `.local/`, whose every entry is untracked).
+    repo.write(".local/state/notes.txt", "notes\n");
+    let status = repo.call_with_state("git_status", json!({}));
+    assert!(entries(&status).contains(&(
+        ".local/state/notes.txt".to_owned(),
+        None,
+        "untracked".to_owned(),
+        "untracked".to_owned()
+    )));
+    assert_eq!(status["entries_total"], 2);
+    for staged in [false, true] {
+        let diff = repo.call_with_state("git_diff", json!({"staged": staged}));
+        assert_eq!(diff["files_total"], if staged { 0 } else { 1 }, "{diff}");
+    }
+}
+
+#[test]
+fn a_tracked_state_directory_is_withheld_from_status_and_diff() {
+    let repo = Repo::new();
+    repo.write("a.txt", "a\n");
+    repo.write(
+        ".local/state/toolgate/grants-0123456789abcdef.json",
+        "[\"OLD-GRANT\"]\n",
+    );
+    repo.write(".local/state/toolgate/out.txt", "moves out\nof the state\n");
+    repo.write(".local/share/in.txt", "moves in\n");
+    repo.write(".local/share/kept.txt", "kept\n");
+    repo.commit_all("a dotfiles repository that tracks more than it should");
+    repo.write(
+        ".local/state/toolgate/grants-0123456789abcdef.json",
+        "[\"NEW-GRANT\"]\n",
+    );
+    repo.write(
+        ".local/state/toolgate/console-4242.token",
+        format!("{TOKEN}\n"),
+    );
+    repo.write("a.txt", "b\n");
+    repo.git(&["mv", ".local/share/in.txt", ".local/state/toolgate/in.txt"]);
+    repo.git(&["mv", ".local/state/toolgate/out.txt", "out.txt"]);
+    // A link that leads into it is withheld as what it leads to.
+    std::os::unix::fs::symlink(
+        ".local/state/toolgate/console-4242.token",
+        repo.root().join("token_link"),
+    )
+    .unwrap();
+
+    let status = repo.call_with_state("git_status", json!({}));
+    let row = |path: &str, index: &str, worktree: &str| {
+        (path.to_owned(), None, index.to_owned(), worktree.to_owned())
+    };
+    assert_eq!(
+        entries(&status),
+        BTreeSet::from([
+            row(".local/share/in.txt", "deleted", "unmodified"),
+            row("a.txt", "unmodified", "modified"),
+            row("out.txt", "added", "unmodified"),
+        ])
+    );
+    assert_eq!(status["entries_total"], 3);
+
+    let unstaged = repo.call_with_state("git_diff", json!({}));
+    let paths = |diff: &Value| -> Vec<String> {
+        diff["files"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| {
+                format!(
+                    "{} {}",
+                    f["path"].as_str().unwrap(),
+                    f["status"].as_str().unwrap()
+                )
+            })
+            .collect()
+    };
+    assert_eq!(paths(&unstaged), ["a.txt modified"]);
+    assert_eq!(unstaged["files_total"], 1);
+
+    let staged = repo.call_with_state("git_diff", json!({"staged": true}));
+    assert_eq!(
+        paths(&staged),
+        [".local/share/in.txt deleted", "out.txt added"]
+    );
+    let text = staged["diff"].as_str().unwrap();
+    assert!(text.contains("+moves out\n"), "{text}");
+    assert!(text.contains("-moves in\n"), "{text}");
+    assert!(!text.contains("rename"), "{text}");
+    // Asked for by path, the state directory is refused before anything runs.
+    let outcome = repo.pipeline_with_state().run(RawCall::text(
+        "git_diff",
+        r#"{"path": ".local/state/toolgate"}"#,
+        Surface::Chat,
+    ));
+    assert_eq!(
+        outcome.rejection.unwrap().policies,
+        ["sensitive-toolgate-config"]
+    );
+}
+
+#[test]
+fn a_tracked_links_text_that_names_a_hidden_path_is_not_shown() {
+    let repo = Repo::new();
+    repo.write(
+        ".local/state/toolgate/console-4242.token",
+        format!("{TOKEN}\n"),
+    );
+    std::os::unix::fs::symlink("notes.txt", repo.root().join("tok")).unwrap();
+    repo.write("notes.txt", "notes\n");
+    repo.git(&["add", "tok", "notes.txt"]);
+    repo.git(&["commit", "-q", "-m", "first"]);
+    // The link now leads into the state directory: withheld as what it leads to.
+    fs::remove_file(repo.root().join("tok")).unwrap();
+    std::os::unix::fs::symlink(
+        ".local/state/toolgate/console-4242.token",
+        repo.root().join("tok"),
+    )
+    .unwrap();
+    let diff = repo.call_with_state("git_diff", json!({}));
+    assert_eq!(diff["files_total"], 0, "{diff}");
+    // Staged, then gone from the worktree, its text in the index still names it.
+    repo.git(&["add", "tok"]);
+    fs::remove_file(repo.root().join("tok")).unwrap();
+    let staged = repo.call_with_state("git_diff", json!({"staged": true}));
+    let files = staged["files"].as_array().unwrap();
+    assert_eq!(files.len(), 1, "{staged}");
+    assert_eq!(files[0]["path"], "tok");
+    assert_eq!(files[0]["omitted"], "sensitive-toolgate-config");
+    let unstaged = repo.call_with_state("git_diff", json!({}));
+    assert_eq!(
+        unstaged["files"][0]["omitted"], "sensitive-toolgate-config",
+        "{unstaged}"
+    );
 }
 
 #[test]

@@ -455,6 +455,169 @@ fn search_text_rejects_bad_patterns_and_globs_before_running() {
     assert_eq!(rejection.details[0].pointer, "/glob");
 }
 
+// Sensitive directories
+
+/// A console token, as toolgate writes one.
+const TOKEN: &str = "5f0c8d7e6b5a49382716a5b4c3d2e1f00f1e2d3c4b5a69788796a5b4c3d2e1f0";
+
+impl Fixture {
+    /// Toolgate's state directory at `.local/state/toolgate`, as in a workspace at `$HOME`,
+    /// with links into it; and the pipeline `toolgate serve` would build for that workspace.
+    fn with_state(&self) -> Pipeline {
+        let ws = self.ws();
+        fs::create_dir_all(ws.join(".local/state/toolgate/nested")).unwrap();
+        fs::write(
+            ws.join(".local/state/toolgate/console-4242.token"),
+            format!("{TOKEN}\n"),
+        )
+        .unwrap();
+        fs::write(
+            ws.join(".local/state/toolgate/grants-0123456789abcdef.json"),
+            "[{\"tool\": \"write_file\", \"note\": \"needle in a grant\"}]\n",
+        )
+        .unwrap();
+        fs::write(ws.join(".local/state/toolgate/nested/audit.db"), "needle\n").unwrap();
+        fs::write(
+            ws.join(".local/state/notes.txt"),
+            "needle beside the state\n",
+        )
+        .unwrap();
+        fs::create_dir_all(ws.join(".ssh")).unwrap();
+        fs::write(ws.join(".ssh/id_ed25519"), "needle in a key\n").unwrap();
+        symlink(
+            ".local/state/toolgate/console-4242.token",
+            ws.join("token_link"),
+        )
+        .unwrap();
+        symlink("../.local/state/toolgate", ws.join("docs/state_link")).unwrap();
+        pipeline(&ws)
+            .with_sensitivity(Sensitivity::default().with_config_dir(".local/state/toolgate"))
+    }
+}
+
+#[test]
+fn a_state_directory_in_the_workspace_is_pruned_from_every_listing_and_search() {
+    let fx = Fixture::new();
+    let pipeline = fx.with_state();
+    let calls = [
+        (
+            "search_text",
+            json!({"pattern": "^[0-9a-f]{64}$", "regex": true}),
+        ),
+        ("search_text", json!({"pattern": "needle"})),
+        (
+            "search_text",
+            json!({"pattern": "needle", "path": ".local"}),
+        ),
+        ("search_text", json!({"pattern": "needle", "path": "docs"})),
+        ("list_dir", json!({"depth": 8})),
+        ("list_dir", json!({"path": ".local", "depth": 8})),
+        ("list_dir", json!({"path": ".local/state"})),
+        ("list_dir", json!({"path": "docs"})),
+    ];
+    for (tool, arguments) in calls {
+        let outcome = pipeline.run(RawCall::text(tool, arguments.to_string(), Surface::Chat));
+        assert_eq!(
+            outcome.status,
+            Status::Completed,
+            "{tool} {arguments}: {outcome:?}"
+        );
+        let text = serde_json::to_string(&outcome).unwrap();
+        for secret in [
+            TOKEN,
+            "toolgate",
+            "console-",
+            "grants-",
+            "audit.db",
+            "in a grant",
+            "token_link",
+            "state_link",
+            ".ssh",
+            "in a key",
+        ] {
+            assert!(
+                !text.contains(secret),
+                "{tool} {arguments}: `{secret}` in {text}"
+            );
+        }
+        if tool == "search_text" {
+            // Not counted either: only `.env`, which a listing names, is a skipped file.
+            let skipped = if arguments.get("path").is_none() {
+                1
+            } else {
+                0
+            };
+            assert_eq!(
+                outcome.output.unwrap()["sensitive_files_skipped"],
+                skipped,
+                "{tool} {arguments}"
+            );
+        }
+    }
+    // What lies beside the state directory is still there.
+    let beside = pipeline.run(RawCall::text(
+        "list_dir",
+        r#"{"path": ".local/state"}"#,
+        Surface::Chat,
+    ));
+    assert_eq!(
+        paths(&beside.output.unwrap()["entries"]),
+        [".local/state/notes.txt"]
+    );
+    // The directory, what is in it, and the links into it, named: refused by the policy.
+    for (tool, path) in [
+        ("list_dir", ".local/state/toolgate"),
+        ("search_text", ".local/state/toolgate"),
+        ("read_file", ".local/state/toolgate/console-4242.token"),
+        ("read_file", "token_link"),
+        ("list_dir", "docs/state_link"),
+    ] {
+        let arguments = json!({"path": path, "pattern": "x"});
+        let mut arguments = arguments.as_object().unwrap().clone();
+        if tool != "search_text" {
+            arguments.remove("pattern");
+        }
+        let outcome = pipeline.run(RawCall::text(
+            tool,
+            Value::Object(arguments).to_string(),
+            Surface::Chat,
+        ));
+        assert_eq!(
+            outcome.rejection.map(|r| r.policies),
+            Some(vec!["sensitive-toolgate-config".to_owned()]),
+            "{tool} {path}"
+        );
+    }
+    // Without the state directory's sensitivity, the same search finds the token: the
+    // fixture holds what the calls above must not show.
+    let unaware = fx.output(
+        "search_text",
+        json!({"pattern": "^[0-9a-f]{64}$", "regex": true}),
+    );
+    assert_eq!(
+        paths(&unaware["matches"]),
+        [".local/state/toolgate/console-4242.token"]
+    );
+}
+
+#[test]
+fn a_link_to_a_sensitive_file_is_listed_as_one_and_never_searched() {
+    let fx = Fixture::new();
+    symlink(".env", fx.ws().join("env_link")).unwrap();
+    symlink("docs", fx.ws().join("docs_link")).unwrap();
+    let listed = fx.output("list_dir", json!({}));
+    let names = paths(&listed["entries"]);
+    assert!(names.contains(&"env_link"), "{names:?}");
+    // Searching through a link to a directory searches where it leads, as read_file reads.
+    let through = fx.output(
+        "search_text",
+        json!({"pattern": "needle", "path": "docs_link"}),
+    );
+    assert_eq!(paths(&through["matches"]), ["docs/guide.md"]);
+    let rejection = fx.rejection("read_file", json!({"path": "env_link"}));
+    assert_eq!(rejection.policies, ["sensitive-dotenv"]);
+}
+
 // Hostile paths
 
 #[test]
