@@ -15,6 +15,9 @@
 //! killed command, a process that would not die, an output still held open — comes back in
 //! [`RunOutcome::unknowns`]. A [`TreeObserver`] hears of every process of the tree; the
 //! [`watchdog`] is the one that ends the tree should this process be killed outright.
+//! Where this process's own cgroup v2 is delegated to it, each call also gets a child cgroup,
+//! ended with `cgroup.kill` when the call ends ([`cgroup_tier`] says whether; the subreaper
+//! path stays the guarantee, see `cgroup`); [`RunOutcome::tier`] says what ended the tree.
 //!
 //! [`resolve_program`] turns an `argv[0]` into the canonical path that a person approves and
 //! that then runs.
@@ -44,6 +47,7 @@
 //! ```
 
 mod capture;
+mod cgroup;
 mod env;
 mod household;
 mod procs;
@@ -66,6 +70,7 @@ use rustix::process::{Pid, PidfdFlags, Signal, pidfd_open};
 use thiserror::Error;
 
 pub use capture::Capture;
+pub use cgroup::{CgroupProbe, Tier, cgroup_tier};
 pub use env::{ambient_env, is_allowed, is_denied, scrub_env};
 pub use household::{become_subreaper, no_unregistered_children, own_child};
 pub use procs::ProcessId;
@@ -74,6 +79,7 @@ pub use tree::{TreeObserver, observe_every_command};
 pub use watchdog::{Watchdog, run_watchdog};
 
 use capture::CaptureBuffer;
+use cgroup::CallCgroup;
 use procs::Stat;
 use tree::Tree;
 
@@ -274,6 +280,8 @@ pub struct RunOutcome {
     pub stderr: Capture,
     /// What nobody can vouch for, in words.
     pub unknowns: Vec<String>,
+    /// What ended the command's tree: the subreaper alone, or also the call's cgroup.
+    pub tier: Tier,
 }
 
 impl RunOutcome {
@@ -304,6 +312,19 @@ pub mod unknown {
         "some processes of the command did not die when killed and may still be running";
     pub const ESCAPED: &str = "a process that left the command's process group kept its output \
         open; it may still be running and its later output was not captured";
+
+    /// The call had no cgroup of its own although toolgate's cgroup is delegated to it.
+    pub fn no_call_cgroup(reason: &str) -> String {
+        format!(
+            "the command ran without a cgroup of its own ({reason}); its tree was followed and \
+             ended by the subreaper alone"
+        )
+    }
+
+    /// The call's cgroup could not be ended or removed.
+    pub fn call_cgroup_left(reason: &str) -> String {
+        format!("the command's cgroup was not cleanly ended: {reason}")
+    }
 
     /// A process of the command's tree that was still alive when the run ended.
     pub fn survivor(pid: i32, name: &str) -> String {
@@ -343,6 +364,13 @@ pub fn run(spec: &CommandSpec, cancel: &(impl Cancel + ?Sized)) -> Result<RunOut
         }
     };
 
+    let mut notes = Vec::new();
+    // Made before the spawn, so that the leader can be moved in the moment it exists.
+    let cgroup = CallCgroup::create().unwrap_or_else(|reason| {
+        notes.push(unknown::no_call_cgroup(&reason));
+        None
+    });
+
     let mut command = Command::new(&spec.program);
     if let Some(name) = &spec.arg0 {
         command.arg0(name);
@@ -366,9 +394,21 @@ pub fn run(spec: &CommandSpec, cancel: &(impl Cancel + ?Sized)) -> Result<RunOut
         source,
     })?;
     own_child(child.id());
+    // The leader is running its program already, and what it forked before this write stays
+    // in toolgate's cgroup: the tree followed in `/proc` is what covers that.
+    let cgroup = cgroup.and_then(|cgroup| match cgroup.enter(child.id()) {
+        Ok(()) => Some(cgroup),
+        Err(e) => {
+            notes.push(unknown::no_call_cgroup(&format!(
+                "cannot move it into `{}`: {e}",
+                cgroup.path().display()
+            )));
+            None
+        }
+    });
     let observer = spec.observer.clone().or_else(tree::default_observer);
-    let mut running =
-        Running::new(child, observer).map_err(io_error("starting to follow its processes"))?;
+    let mut running = Running::new(child, observer, cgroup)
+        .map_err(io_error("starting to follow its processes"))?;
 
     let mut stdout = Reader::new(
         running.child.stdout.take().map(OwnedFd::from),
@@ -397,7 +437,7 @@ pub fn run(spec: &CommandSpec, cancel: &(impl Cancel + ?Sized)) -> Result<RunOut
     let deadline = started.checked_add(spec.timeout);
     let mut phase = Phase::Running;
     let mut stopped = None;
-    let mut unknowns = Vec::new();
+    let mut unknowns = notes;
     // Whether processes other than the leader were alive after it ended: in its group only
     // (false) or also outside it (true).
     let mut left: Option<bool> = None;
@@ -549,6 +589,20 @@ pub fn run(spec: &CommandSpec, cancel: &(impl Cancel + ?Sized)) -> Result<RunOut
         Some(status) => exit_of(status),
         None => Exit::Unknown,
     };
+    // The call's cgroup first: one write kills whatever is in it.
+    let tier = match running.end_cgroup() {
+        None => Tier::Subreaper,
+        Some((killed, result)) => {
+            if let Err(reason) = result {
+                unknowns.push(unknown::call_cgroup_left(&reason));
+            }
+            if killed {
+                Tier::SubreaperAndCgroup
+            } else {
+                Tier::Subreaper
+            }
+        }
+    };
     // The last look: whatever of the tree is still alive is named, and the adopted zombies
     // of the tree are reaped so that they do not pile up.
     let survivors = running.finish();
@@ -568,6 +622,7 @@ pub fn run(spec: &CommandSpec, cancel: &(impl Cancel + ?Sized)) -> Result<RunOut
         stdout: stdout.buffer.finish(),
         stderr: stderr.buffer.finish(),
         unknowns,
+        tier,
     })
 }
 
@@ -599,12 +654,18 @@ struct Running {
     leader: ProcessId,
     tree: Tree,
     status: Option<ExitStatus>,
+    /// The call's cgroup, holding the leader, until it is ended.
+    cgroup: Option<CallCgroup>,
     /// The run finished normally; nothing to clean up.
     settled: bool,
 }
 
 impl Running {
-    fn new(mut child: Child, observer: Option<Arc<dyn TreeObserver>>) -> io::Result<Running> {
+    fn new(
+        mut child: Child,
+        observer: Option<Arc<dyn TreeObserver>>,
+        cgroup: Option<CallCgroup>,
+    ) -> io::Result<Running> {
         // The child is not reaped yet, so its pid still names it, zombie or not.
         let leader = i32::try_from(child.id())
             .ok()
@@ -614,14 +675,21 @@ impl Running {
             .ok_or_else(|| io::Error::other("the child has no usable pid"))
             .and_then(|leader| Ok((leader, Tree::new(leader, observer)?)));
         match tree {
-            Ok((leader, tree)) => Ok(Running {
-                child,
-                leader,
-                tree,
-                status: None,
-                settled: false,
-            }),
+            Ok((leader, tree)) => {
+                if let Some(cgroup) = &cgroup {
+                    tree.entered_cgroup(cgroup.path());
+                }
+                Ok(Running {
+                    child,
+                    leader,
+                    tree,
+                    status: None,
+                    cgroup,
+                    settled: false,
+                })
+            }
             Err(e) => {
+                drop(cgroup);
                 // Its group may hold a child already; nothing of it is followed yet.
                 if let Ok(group) = i32::try_from(child.id())
                     && let Some(group) = Pid::from_raw(group).filter(|_| group > 1)
@@ -641,6 +709,12 @@ impl Running {
             self.status = self.child.try_wait()?;
         }
         Ok(())
+    }
+
+    /// Ends the call's cgroup, if it has one: whether `cgroup.kill` was written, and what
+    /// went wrong.
+    fn end_cgroup(&mut self) -> Option<(bool, Result<(), String>)> {
+        self.cgroup.take().map(|mut cgroup| cgroup.end())
     }
 
     /// Reaps the tree's adopted zombies and returns what of the tree is still alive.
@@ -679,6 +753,9 @@ impl Running {
 impl Drop for Running {
     fn drop(&mut self) {
         if !self.settled {
+            if let Some(mut cgroup) = self.cgroup.take() {
+                let _ = cgroup.end();
+            }
             self.tree.stop_then_kill(Instant::now() + KILL_BOUND / 2);
             let _ = self.child.kill();
             let _ = self.child.try_wait();

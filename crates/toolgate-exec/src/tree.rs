@@ -38,6 +38,12 @@ pub trait TreeObserver: Send + Sync + std::fmt::Debug {
     fn saw(&self, call: u64, process: ProcessId);
     /// `call` is over: its tree is dead, or what survived is named in its unknowns.
     fn ended(&self, call: u64);
+    /// `call`'s leader was moved into the call cgroup at `directory` (see
+    /// [`crate::cgroup_tier`]), which `cgroup.kill` ends at once. Optional: the processes
+    /// told of by [`TreeObserver::saw`] are enough to end the tree.
+    fn cgroup(&self, call: u64, directory: &std::path::Path) {
+        let _ = (call, directory);
+    }
 }
 
 static OBSERVER: Mutex<Option<Arc<dyn TreeObserver>>> = Mutex::new(None);
@@ -240,6 +246,13 @@ impl Tree {
             observer.started(call, leader)?;
         }
         Ok(tree)
+    }
+
+    /// Tells the observer that the leader is in the call cgroup at `directory`.
+    pub(crate) fn entered_cgroup(&self, directory: &std::path::Path) {
+        if let Some(observer) = &self.observer {
+            observer.cgroup(self.call, directory);
+        }
     }
 
     /// Looks at `table` and adds to the tree what descends from it, orphans included.

@@ -11,22 +11,28 @@
 //! - `c CALL PID START`: command `CALL` started, its leader `PID` (also its group) with start
 //!   time `START` (field 22 of `/proc/PID/stat`);
 //! - `p CALL PID START`: a process seen in `CALL`'s tree;
+//! - `g CALL PATH`: `CALL`'s leader is in the call cgroup at `PATH` (only where toolgate's
+//!   cgroup is delegated to it; the rest of the line is the path);
 //! - `e CALL`: `CALL` is over.
 //!
 //! When the pipe closes, however toolgate ended, the watchdog ([`run_watchdog`]) kills every
-//! group still listed, and stops and then kills the tree of every command still listed: the
+//! group still listed, ends with `cgroup.kill` and removes the call cgroup of every command
+//! still listed (only a directory named as toolgate names call cgroups), and stops and then
+//! kills the tree of every command still listed: the
 //! processes it was told of (only if each is still the process with that start time), their
 //! descendants, their group and the sessions and groups they created, looked up again until
 //! nothing new appears, so that nothing forks away between the look and the kill.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, Write};
+use std::path::PathBuf;
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use rustix::process::{Pid, Signal, kill_process_group};
 
+use crate::cgroup::CALL_PREFIX;
 use crate::household::own_child;
 use crate::procs::ProcessId;
 use crate::tree::{Members, TreeObserver, stop_then_kill};
@@ -105,6 +111,13 @@ impl TreeObserver for Watchdog {
     fn ended(&self, call: u64) {
         let _ = self.tell(&format!("e {call}\n"));
     }
+
+    fn cgroup(&self, call: u64, directory: &std::path::Path) {
+        // A path that is not one line cannot be told; the processes are told all the same.
+        if let Some(path) = directory.to_str().filter(|p| !p.contains('\n')) {
+            let _ = self.tell(&format!("g {call} {path}\n"));
+        }
+    }
 }
 
 impl Drop for Watchdog {
@@ -131,6 +144,7 @@ enum Line {
     Release(i32),
     Started(u64, ProcessId),
     Saw(u64, ProcessId),
+    Cgroup(u64, PathBuf),
     Ended(u64),
 }
 
@@ -141,6 +155,16 @@ fn parse(line: &str) -> Option<Line> {
         ("+", number) => return pid(number).map(Line::Watch),
         ("-", number) => return pid(number).map(Line::Release),
         _ => {}
+    }
+    if let Some(rest) = line.strip_prefix("g ") {
+        let (call, path) = rest.split_once(' ')?;
+        let path = PathBuf::from(path);
+        // Only a call cgroup, by its name, is ever killed and removed.
+        let named = path
+            .file_name()
+            .and_then(|name| name.to_str())
+            .is_some_and(|name| name.starts_with(CALL_PREFIX));
+        return (path.is_absolute() && named).then_some(Line::Cgroup(call.parse().ok()?, path));
     }
     let mut words = line.split(' ');
     let kind = words.next()?;
@@ -166,6 +190,7 @@ fn parse(line: &str) -> Option<Line> {
 pub fn run_watchdog(input: impl BufRead) -> usize {
     let mut groups = BTreeSet::new();
     let mut calls: BTreeMap<u64, Members> = BTreeMap::new();
+    let mut cgroups: BTreeMap<u64, PathBuf> = BTreeMap::new();
     for line in input.lines() {
         let Ok(line) = line else { break };
         match parse(&line) {
@@ -183,10 +208,22 @@ pub fn run_watchdog(input: impl BufRead) -> usize {
                     members.known.insert(process);
                 }
             }
+            Some(Line::Cgroup(call, path)) if calls.contains_key(&call) => {
+                cgroups.insert(call, path);
+            }
             Some(Line::Ended(call)) => {
                 calls.remove(&call);
+                cgroups.remove(&call);
             }
-            None => {}
+            // A cgroup for a call not listed (or no longer) is not toolgate's to end.
+            Some(Line::Cgroup(..)) | None => {}
+        }
+    }
+    // One write each kills what is in a call cgroup; the trees are then ended as if there
+    // were none, for what was forked before the leader moved in or moved itself out.
+    for path in cgroups.values() {
+        if let Err(reason) = crate::cgroup::kill_and_remove(path) {
+            eprintln!("toolgate watchdog: {reason}");
         }
     }
     let mut trees: Vec<Members> = calls.into_values().collect();
@@ -236,6 +273,16 @@ mod tests {
             ("c 3 100 4242", Some(Line::Started(3, id(100, 4242)))),
             ("p 3 101 4243", Some(Line::Saw(3, id(101, 4243)))),
             ("e 3", Some(Line::Ended(3))),
+            (
+                "g 3 /sys/fs/cgroup/a b/toolgate-call-7-0",
+                Some(Line::Cgroup(
+                    3,
+                    "/sys/fs/cgroup/a b/toolgate-call-7-0".into(),
+                )),
+            ),
+            ("g 3 /sys/fs/cgroup/user.slice", None),
+            ("g 3 toolgate-call-7-0", None),
+            ("g x /a/toolgate-call-7-0", None),
             ("p 3 1 4243", None),
             ("p 3 101", None),
             ("p 3 101 4243 extra", None),

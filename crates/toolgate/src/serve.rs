@@ -78,6 +78,12 @@ impl TreeObserver for CommandWatch {
             watchdog.ended(call);
         }
     }
+
+    fn cgroup(&self, call: u64, directory: &std::path::Path) {
+        if let Ok(watchdog) = watchdog() {
+            watchdog.cgroup(call, directory);
+        }
+    }
 }
 
 pub fn serve(args: &ServeArgs) -> anyhow::Result<u8> {
