@@ -1,0 +1,234 @@
+//! The Landlock ruleset: what a confined child may read, write and connect to, built in the
+//! parent (paths opened, rules added) so that the child only has to enforce it.
+//!
+//! Landlock only grants, and a rule on a directory covers everything beneath it, so "the
+//! system minus a deny list" cannot be said directly. It is granted by enumeration instead:
+//! starting at `/`, a directory with no denied path beneath it is granted whole; one with a
+//! denied path beneath it is not granted itself, but each of its entries is considered in
+//! turn (a denied entry is left out, the others recursed into). So only the directories along
+//! the path to a denied one stay ungranted: their own listing is refused (`ls ~` fails when
+//! `~/.ssh` is denied, and so does `ls /` since `/tmp` is), and an entry made in them after
+//! the call started is not readable. Symbolic links met on the way are left out: Landlock
+//! checks the target a path resolves to, which is granted or not on its own.
+//!
+//! ```no_run
+//! use toolgate_sandbox::{Sandbox, SandboxSpec};
+//!
+//! // The ruleset is built by `prepare`; nothing is enforced until a child applies it.
+//! let prepared = Sandbox::detect().prepare(&SandboxSpec::new("/work/project", "/tmp/call"))?;
+//! print!("{}", prepared.enforced());
+//! # Ok::<(), toolgate_sandbox::SandboxError>(())
+//! ```
+
+use std::path::{Path, PathBuf};
+
+use landlock::{
+    ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, NetPort, PathBeneath,
+    PathFd, Ruleset, RulesetAttr, RulesetCreated, RulesetCreatedAttr, Scope,
+};
+
+use crate::{NetworkMode, SandboxError, SandboxSpec};
+
+/// Devices every program expects to open for writing; granted read and write (and their
+/// ioctls) though `/dev` is otherwise read-only.
+const DEVICES: [&str; 4] = ["/dev/null", "/dev/zero", "/dev/full", "/dev/tty"];
+
+/// What the ruleset grants, kept for the report.
+#[derive(Debug)]
+pub(crate) struct Plan {
+    pub(crate) readable: Vec<PathBuf>,
+    pub(crate) writable: Vec<PathBuf>,
+    pub(crate) denied: Vec<PathBuf>,
+}
+
+/// Builds the ruleset for `spec` with a hard requirement on every right, network rule and
+/// scope it handles, for a kernel of Landlock ABI `abi`.
+pub(crate) fn ruleset(
+    spec: &SandboxSpec,
+    abi: ABI,
+) -> Result<(RulesetCreated, Plan), SandboxError> {
+    let denied = holes(spec);
+    let mut plan = Plan {
+        readable: Vec::new(),
+        writable: Vec::new(),
+        denied: denied.clone(),
+    };
+    grant(Path::new("/"), &denied, &mut plan.readable);
+    let mut writable_roots = vec![&spec.workspace, &spec.temp_dir];
+    writable_roots.extend(spec.extra_writable.iter());
+    for root in writable_roots {
+        let root = root.canonicalize().map_err(|source| SandboxError::Path {
+            path: root.clone(),
+            source,
+        })?;
+        grant(&root, &denied, &mut plan.writable);
+    }
+
+    let handled = AccessFs::from_all(abi);
+    // The kernel is asked for every right in force with a hard requirement; one it lacks is
+    // this machine's shortcoming, never a reason to confine less.
+    let unavailable = |e: landlock::RulesetError| SandboxError::Unavailable {
+        missing: format!("landlock on this kernel refuses a rule in force: {e}"),
+    };
+    let mut ruleset = Ruleset::default()
+        .set_compatibility(CompatLevel::HardRequirement)
+        .handle_access(handled)
+        .map_err(unavailable)?;
+    if spec.network != NetworkMode::DangerousUnconfined {
+        ruleset = ruleset
+            .handle_access(AccessNet::BindTcp | AccessNet::ConnectTcp)
+            .map_err(unavailable)?;
+    }
+    ruleset = ruleset
+        .scope(Scope::AbstractUnixSocket | Scope::Signal)
+        .map_err(unavailable)?;
+    let mut created = ruleset.create().map_err(unavailable)?.no_new_privs(true);
+
+    let read = AccessFs::from_read(abi);
+    for path in &plan.readable {
+        created = add_path(created, path, read, abi)?;
+    }
+    for path in &plan.writable {
+        created = add_path(created, path, handled, abi)?;
+    }
+    let mut device = AccessFs::ReadFile | AccessFs::WriteFile;
+    if abi >= ABI::V5 {
+        device |= AccessFs::IoctlDev;
+    }
+    for dev in DEVICES {
+        if Path::new(dev).exists() {
+            created = add_path(created, Path::new(dev), device, abi)?;
+        }
+    }
+    if let NetworkMode::Proxy { port } = spec.network {
+        created = created.add_rule(NetPort::new(port, AccessNet::ConnectTcp))?;
+    }
+    Ok((created, plan))
+}
+
+fn add_path(
+    ruleset: RulesetCreated,
+    path: &Path,
+    access: BitFlags<AccessFs>,
+    abi: ABI,
+) -> Result<RulesetCreated, SandboxError> {
+    // A file cannot be granted a right that only means something for a directory (listing,
+    // making entries); the hard requirement would refuse it.
+    let access = if path.is_dir() {
+        access
+    } else {
+        access & AccessFs::from_file(abi)
+    };
+    let fd = match PathFd::new(path) {
+        Ok(fd) => fd,
+        // A path that vanished since it was listed needs no rule: nothing there to reach.
+        Err(_) if !path.exists() => return Ok(ruleset),
+        Err(e) => return Err(e.into()),
+    };
+    Ok(ruleset.add_rule(PathBeneath::new(fd, access))?)
+}
+
+/// The denied paths, resolved as Landlock sees them (through symbolic links), with each
+/// `prefix*` entry expanded to what its directory holds now plus the prefix itself.
+fn holes(spec: &SandboxSpec) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for entry in spec.denied.entries() {
+        let name = entry
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        match (name.strip_suffix('*'), entry.parent()) {
+            (Some(prefix), Some(dir)) => {
+                out.push(resolve(&dir.join(prefix)));
+                if let Ok(read) = std::fs::read_dir(dir) {
+                    for item in read.flatten() {
+                        if item.file_name().to_string_lossy().starts_with(prefix) {
+                            out.push(resolve(&item.path()));
+                        }
+                    }
+                }
+            }
+            _ => out.push(resolve(entry)),
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// `path` with its symbolic links resolved; a path that does not exist yet keeps its name
+/// under its resolved parent, so it stays a hole should it appear.
+fn resolve(path: &Path) -> PathBuf {
+    if let Ok(real) = path.canonicalize() {
+        return real;
+    }
+    match (path.parent(), path.file_name()) {
+        (Some(parent), Some(name)) => resolve(parent).join(name),
+        _ => path.to_path_buf(),
+    }
+}
+
+/// Grants `root` minus `holes`: `root` itself when no hole is at or beneath it, otherwise
+/// its entries one by one (see the module documentation).
+fn grant(root: &Path, holes: &[PathBuf], out: &mut Vec<PathBuf>) {
+    if holes.iter().any(|h| h == root) {
+        return;
+    }
+    if !holes.iter().any(|h| h.starts_with(root)) {
+        out.push(root.to_path_buf());
+        return;
+    }
+    // A directory that cannot be listed is left ungranted: less access, never more.
+    let Ok(entries) = std::fs::read_dir(root) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let is_link = entry.file_type().map(|t| t.is_symlink()).unwrap_or(true);
+        if !is_link {
+            grant(&entry.path(), holes, out);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_path_to_a_hole_is_enumerated_and_the_hole_left_out() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = dir.path().canonicalize().unwrap();
+        for d in ["home/.ssh", "home/src", "other"] {
+            std::fs::create_dir_all(base.join(d)).unwrap();
+        }
+        std::fs::write(base.join("home/.bashrc"), "").unwrap();
+        std::os::unix::fs::symlink(base.join("home/.ssh"), base.join("home/link")).unwrap();
+        let mut out = Vec::new();
+        grant(&base, &[base.join("home/.ssh")], &mut out);
+        out.sort();
+        assert_eq!(
+            out,
+            vec![
+                base.join("home/.bashrc"),
+                base.join("home/src"),
+                base.join("other")
+            ]
+        );
+    }
+
+    #[test]
+    fn a_prefix_entry_denies_what_starts_with_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = dir.path().canonicalize().unwrap();
+        std::fs::write(base.join("credentials.toml"), "").unwrap();
+        std::fs::write(base.join("config.toml"), "").unwrap();
+        let mut spec = SandboxSpec::new(&base, &base);
+        spec.denied = crate::DenyList::default();
+        spec.denied.add(&base.join("credentials*"));
+        let got = holes(&spec);
+        assert_eq!(
+            got,
+            vec![base.join("credentials"), base.join("credentials.toml")]
+        );
+    }
+}

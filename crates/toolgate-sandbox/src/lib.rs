@@ -1,0 +1,431 @@
+//! toolgate's confinement of an approved command: a child confined between fork and exec, so
+//! that what a person allowed to run can write only the workspace and its own temporary
+//! directory, cannot read toolgate's state or the usual credential stores, and reaches the
+//! network only as its spec says.
+//!
+//! The work is split in two so that the child does nothing but system calls: [`Sandbox::prepare`]
+//! runs in the parent and does everything that allocates (the paths are resolved and opened,
+//! the Landlock ruleset is built, the seccomp filters are compiled); [`Prepared::apply_in_child`]
+//! only enforces them, and [`Prepared::confine`] installs it as a command's `pre_exec` hook.
+//! The machine is probed once ([`Sandbox::detect`]); a machine that cannot enforce the rules in
+//! force is refused with [`SandboxError::Unavailable`] (`sandbox_unavailable`), never silently
+//! confined less, and each prepared sandbox names what it enforces and what it does not
+//! ([`Enforced`]).
+//!
+//! ```no_run
+//! use std::path::Path;
+//! use std::process::Command;
+//! use toolgate_sandbox::{DenyList, Sandbox, SandboxSpec};
+//!
+//! let sandbox = Sandbox::detect();
+//! let mut spec = SandboxSpec::new("/work/project", "/tmp/toolgate-call-1");
+//! spec.denied = DenyList::defaults(Path::new("/home/ada"), &["/home/ada/.local/state/toolgate"]);
+//! let prepared = sandbox.prepare(&spec)?;
+//! let mut command = Command::new("/bin/sh");
+//! command.args(["-c", "make test"]).current_dir("/work/project");
+//! prepared.confine(&mut command);
+//! let status = command.status()?;
+//! println!("{status}; {}", prepared.enforced());
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+mod filesystem;
+mod probe;
+mod seccomp;
+mod spec;
+
+use std::fmt;
+use std::io;
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::Arc;
+
+use landlock::{ABI, RulesetCreated, RulesetStatus};
+use rustix::process::{Resource, Rlimit};
+
+pub use probe::{Support, probe};
+pub use spec::{DenyList, Limits, NetworkMode, SandboxSpec};
+
+/// The lowest Landlock ABI the rules in force need: TCP rules came with 4, the abstract Unix
+/// socket and signal scopes with 6.
+const REQUIRED_ABI: u8 = 6;
+
+/// Why a sandbox could not be prepared.
+#[derive(Debug, thiserror::Error)]
+pub enum SandboxError {
+    /// This machine cannot enforce the rules in force.
+    #[error("sandbox unavailable: {missing}")]
+    Unavailable {
+        /// What is missing, in words for the operator.
+        missing: String,
+    },
+    /// A writable path of the spec cannot be resolved.
+    #[error("cannot use `{path}` as a writable path: {source}")]
+    Path {
+        /// The path as given.
+        path: PathBuf,
+        /// Why.
+        source: io::Error,
+    },
+    /// A path could not be opened for a Landlock rule.
+    #[error("cannot open a path for a landlock rule: {0}")]
+    PathFd(#[from] landlock::PathFdError),
+    /// Landlock refused a rule.
+    #[error("landlock refused a rule: {0}")]
+    Landlock(#[from] landlock::RulesetError),
+    /// The seccomp filters could not be compiled.
+    #[error("cannot compile the seccomp filter: {0}")]
+    Seccomp(#[from] seccompiler::BackendError),
+}
+
+impl SandboxError {
+    /// The stable code an outcome carries.
+    pub fn code(&self) -> &'static str {
+        match self {
+            SandboxError::Unavailable { .. } => "sandbox_unavailable",
+            SandboxError::Path { .. } => "sandbox_invalid_path",
+            SandboxError::PathFd(_) | SandboxError::Landlock(_) | SandboxError::Seccomp(_) => {
+                "sandbox_failed"
+            }
+        }
+    }
+}
+
+/// The sandbox of this machine: what it supports, probed once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sandbox {
+    support: Support,
+}
+
+impl Sandbox {
+    /// Probes the running kernel.
+    pub fn detect() -> Self {
+        Sandbox { support: probe() }
+    }
+
+    /// A sandbox that believes the kernel supports `support` (what `detect` found, or a
+    /// narrower claim: a test's way to see the refusal of a machine it is not on).
+    pub fn with_support(support: Support) -> Self {
+        Sandbox { support }
+    }
+
+    /// What this sandbox found.
+    pub fn support(&self) -> Support {
+        self.support
+    }
+
+    /// Resolves and opens the paths of `spec`, builds its Landlock ruleset and compiles its
+    /// seccomp filters, in the calling process; nothing is enforced yet.
+    pub fn prepare(&self, spec: &SandboxSpec) -> Result<Prepared, SandboxError> {
+        let abi_number = self.required()?;
+        let abi = ABI::from(i32::from(abi_number));
+        let (ruleset, plan) = filesystem::ruleset(spec, abi)?;
+        let filters = seccomp::filters(spec.network)?;
+        let enforced = Enforced::describe(spec, abi_number, &plan);
+        Ok(Prepared {
+            inner: Arc::new(Inner {
+                ruleset,
+                filters,
+                limits: spec.limits,
+                enforced,
+            }),
+        })
+    }
+
+    fn required(&self) -> Result<u8, SandboxError> {
+        let abi = self
+            .support
+            .landlock_abi
+            .ok_or_else(|| SandboxError::Unavailable {
+                missing: "landlock is not available on this kernel (not built in, or not enabled \
+                      at boot: `lsm=` must name `landlock`)"
+                    .into(),
+            })?;
+        if abi < REQUIRED_ABI {
+            return Err(SandboxError::Unavailable {
+                missing: format!(
+                    "landlock abi {abi} is too old: the rules in force need abi {REQUIRED_ABI} \
+                     (tcp rules from abi 4, abstract unix socket and signal scopes from abi 6)"
+                ),
+            });
+        }
+        if !self.support.seccomp {
+            return Err(SandboxError::Unavailable {
+                missing: "seccomp filters are not available on this kernel".into(),
+            });
+        }
+        Ok(abi)
+    }
+}
+
+/// A sandbox ready to be applied to children; cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Prepared {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    ruleset: RulesetCreated,
+    filters: seccomp::Filters,
+    limits: Limits,
+    enforced: Enforced,
+}
+
+impl Prepared {
+    /// What this sandbox enforces and what it leaves open, for the outcome's evidence.
+    pub fn enforced(&self) -> &Enforced {
+        &self.inner.enforced
+    }
+
+    /// Installs [`Prepared::apply_in_child`] as `command`'s `pre_exec` hook: every process
+    /// spawned from it is confined before it executes its program, and one that cannot be
+    /// confined is not run (the spawn fails with the error).
+    pub fn confine(&self, command: &mut Command) {
+        let prepared = self.clone();
+        install(command, move || prepared.apply_in_child());
+    }
+
+    /// Confines the calling thread for good: limits, descriptors above 2 closed at exec,
+    /// `no_new_privs`, the Landlock ruleset, the seccomp filters, in that order. Meant for a
+    /// child between fork and exec: it makes system calls only, and allocates nothing and
+    /// takes no lock (the ruleset descriptor is duplicated, the filters are already compiled).
+    pub fn apply_in_child(&self) -> io::Result<()> {
+        let inner = &*self.inner;
+        set_limit(Resource::Core, Some(0))?;
+        set_limit(Resource::Fsize, inner.limits.file_size)?;
+        set_limit(Resource::As, inner.limits.address_space)?;
+        set_limit(Resource::Nproc, inner.limits.processes)?;
+        set_limit(Resource::Nofile, inner.limits.open_files)?;
+        close_from_three_at_exec()?;
+        rustix::thread::set_no_new_privs(true)?;
+
+        let status = inner
+            .ruleset
+            .try_clone()?
+            .restrict_self()
+            .map_err(|e| os_error(&e))?;
+        if status.ruleset != RulesetStatus::FullyEnforced {
+            return Err(io::Error::from_raw_os_error(libc::EPERM));
+        }
+        for program in &inner.filters.programs {
+            seccompiler::apply_filter(program).map_err(|e| match e {
+                seccompiler::Error::Seccomp(e) | seccompiler::Error::Prctl(e) => e,
+                _ => io::Error::from_raw_os_error(libc::EINVAL),
+            })?;
+        }
+        Ok(())
+    }
+}
+
+fn set_limit(resource: Resource, value: Option<u64>) -> io::Result<()> {
+    match value {
+        None => Ok(()),
+        Some(v) => Ok(rustix::process::setrlimit(
+            resource,
+            Rlimit {
+                current: Some(v),
+                maximum: Some(v),
+            },
+        )?),
+    }
+}
+
+/// The operating-system error inside `error`, without allocating: a child between fork and
+/// exec reports only an errno to its parent anyway.
+fn os_error(error: &(dyn std::error::Error + 'static)) -> io::Error {
+    let mut next = Some(error);
+    while let Some(e) = next {
+        if let Some(code) = e
+            .downcast_ref::<io::Error>()
+            .and_then(io::Error::raw_os_error)
+        {
+            return io::Error::from_raw_os_error(code);
+        }
+        next = e.source();
+    }
+    io::Error::from_raw_os_error(libc::EPERM)
+}
+
+#[expect(
+    unsafe_code,
+    reason = "the confinement must run between fork and exec, which only pre_exec reaches"
+)]
+fn install<F>(command: &mut Command, hook: F)
+where
+    F: FnMut() -> io::Result<()> + Send + Sync + 'static,
+{
+    // SAFETY: `pre_exec` runs `hook` in the child after fork, where only async-signal-safe
+    // work is sound. The only hook this crate installs is `Prepared::apply_in_child`, which
+    // makes system calls only: `setrlimit`, `close_range`, `prctl`, `fcntl(F_DUPFD_CLOEXEC)`
+    // (the ruleset's descriptor duplicated), `landlock_restrict_self`, `close`, `seccomp`, on
+    // data prepared in the parent and reached through an `Arc` that is only read. It allocates
+    // nothing (errors are raw errnos, the filters are already compiled) and takes no lock.
+    unsafe {
+        command.pre_exec(hook);
+    }
+}
+
+#[expect(
+    unsafe_code,
+    reason = "close_range has no safe wrapper in rustix or std, and it takes integers only"
+)]
+fn close_from_three_at_exec() -> io::Result<()> {
+    // Marked close-on-exec rather than closed: std's own descriptor that reports a failed exec
+    // back to the parent must stay open until the exec, and so must the ruleset's.
+    // SAFETY: `close_range` reads no memory of ours; it takes three integers and changes only
+    // descriptor flags, which no Rust object relies on.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_close_range,
+            3 as libc::c_uint,
+            libc::c_uint::MAX,
+            libc::CLOSE_RANGE_CLOEXEC as libc::c_uint,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// The tiers a prepared sandbox enforces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tier {
+    /// Landlock for paths, TCP ports and scopes; seccomp for the rest.
+    LandlockSeccomp,
+}
+
+impl fmt::Display for Tier {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Tier::LandlockSeccomp => f.write_str("landlock+seccomp"),
+        }
+    }
+}
+
+/// What a prepared sandbox enforces and what it does not, in words for the outcome's evidence.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Enforced {
+    /// The tiers in force.
+    pub tier: Tier,
+    /// The Landlock ABI the ruleset was built for.
+    pub landlock_abi: u8,
+    /// What is enforced, one sentence each.
+    pub enforced: Vec<String>,
+    /// What is not closed, one sentence each; never empty on a kernel below Landlock ABI 9.
+    pub gaps: Vec<String>,
+}
+
+impl Enforced {
+    fn describe(spec: &SandboxSpec, abi: u8, plan: &filesystem::Plan) -> Self {
+        let show = |paths: &[PathBuf]| {
+            paths
+                .iter()
+                .map(|p| format!("`{}`", p.display()))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let mut writable = vec![spec.workspace.clone(), spec.temp_dir.clone()];
+        writable.extend(spec.extra_writable.iter().cloned());
+        let mut enforced = vec![
+            format!(
+                "landlock abi {abi}: writes only beneath {} ({} rules)",
+                show(&writable),
+                plan.writable.len()
+            ),
+            format!(
+                "landlock: the system readable but {} ({} rules)",
+                show(&plan.denied),
+                plan.readable.len()
+            ),
+            "landlock: abstract unix sockets and signals outside the sandbox scoped away".into(),
+        ];
+        let mut gaps = Vec::new();
+        match spec.network {
+            NetworkMode::None => enforced.push(
+                "network none: no tcp bind or connect (landlock), no socket but AF_UNIX \
+                 (seccomp)"
+                    .into(),
+            ),
+            NetworkMode::Proxy { port } => {
+                enforced.push(format!(
+                    "network proxy: tcp connect only to port {port}, no tcp bind (landlock); \
+                     ip sockets only as tcp streams (seccomp)"
+                ));
+                gaps.push(format!(
+                    "landlock names ports, not hosts: tcp port {port} is reachable on any \
+                     address, not only on 127.0.0.1"
+                ));
+            }
+            NetworkMode::DangerousUnconfined => {
+                gaps.push("network unconfined: the operator chose `dangerous-unconfined`".into())
+            }
+        }
+        enforced.push(
+            "seccomp: io_uring, ptrace, process_vm_readv/writev, bpf, perf_event_open, keyrings, \
+             userfaultfd, unshare, setns, namespaces in clone, clone3, mounts, chroot, file \
+             handles, kernel modules, kexec, reboot, swap, TIOCSTI refused; other \
+             architectures' and x32 system calls refused"
+                .into(),
+        );
+        let mut limits = vec!["RLIMIT_CORE 0".to_string()];
+        for (name, value) in [
+            ("RLIMIT_FSIZE", spec.limits.file_size),
+            ("RLIMIT_AS", spec.limits.address_space),
+            ("RLIMIT_NPROC", spec.limits.processes),
+            ("RLIMIT_NOFILE", spec.limits.open_files),
+        ] {
+            if let Some(v) = value {
+                limits.push(format!("{name} {v}"));
+            }
+        }
+        enforced.push(format!(
+            "no_new_privs; descriptors above 2 closed at exec; {}",
+            limits.join(", ")
+        ));
+        if abi < 9 {
+            gaps.push(format!(
+                "pathname unix sockets outside the sandbox (a docker daemon's, an ssh agent's, \
+                 a session bus) are reachable: landlock restricts them from abi 9, this kernel \
+                 has abi {abi}"
+            ));
+        }
+        gaps.push(
+            "names and metadata (stat) of denied paths are visible: landlock checks opening, \
+             not looking up"
+                .into(),
+        );
+        gaps.push(
+            "the directories along the path to a denied one cannot be listed, and entries \
+             made in them during the call are not readable"
+                .into(),
+        );
+        gaps.push("no namespaces: processes and mounts are seen as on the host".into());
+        Enforced {
+            tier: Tier::LandlockSeccomp,
+            landlock_abi: abi,
+            enforced,
+            gaps,
+        }
+    }
+}
+
+impl fmt::Display for Enforced {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "sandbox: {} (landlock abi {})",
+            self.tier, self.landlock_abi
+        )?;
+        for line in &self.enforced {
+            writeln!(f, "  enforced: {line}")?;
+        }
+        for line in &self.gaps {
+            writeln!(f, "  gap: {line}")?;
+        }
+        Ok(())
+    }
+}
