@@ -629,3 +629,37 @@ fn the_pathname_socket_gap_is_real_where_it_is_reported() {
     let out = fixture.run(&["{python}", "-c", &program], Some(&prepared));
     assert!(out.status.success(), "{}", show(&out));
 }
+
+#[test]
+fn the_limits_are_set_in_the_child() {
+    let fixture = Fixture::new();
+    let mut spec = fixture.spec(NetworkMode::None);
+    spec.limits.file_size = Some(4096);
+    spec.limits.open_files = Some(64);
+    let prepared = Sandbox::detect().prepare(&spec).unwrap();
+    let out = fixture.run(
+        &[
+            "{python}",
+            "-c",
+            "import resource as r; print([r.getrlimit(x)[0] for x in (r.RLIMIT_CORE, r.RLIMIT_FSIZE, r.RLIMIT_NOFILE)])",
+        ],
+        Some(&prepared),
+    );
+    assert!(out.status.success(), "{}", show(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "[0, 4096, 64]");
+    // A write past RLIMIT_FSIZE fails and leaves the file at the limit.
+    let out = fixture.run(
+        &[
+            "/bin/sh",
+            "-c",
+            "head -c 10000 /dev/zero > {ws}/big 2>/dev/null; stat -c %s {ws}/big",
+        ],
+        Some(&prepared),
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "4096",
+        "{}",
+        show(&out)
+    );
+}
