@@ -44,7 +44,7 @@
 //! ```
 //!
 //! Not yet wired into commands: the sandbox that leaves the proxy as a command's only
-//! destination, and the policy that chooses the allowlist, come with the rest of issue 13.
+//! destination, and the policy that chooses the allowlist, are still to come.
 
 mod address;
 mod hello;
