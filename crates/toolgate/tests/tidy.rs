@@ -60,15 +60,60 @@ fn every_source_file_opens_with_a_module_doc_and_has_no_grab_bag_name() {
     }
 }
 
+/// The one crate allowed unsafe code: the confinement of a child between fork and exec.
+const UNSAFE_CRATE: &str = "toolgate-sandbox";
+
 #[test]
 fn unsafe_is_forbidden_workspace_wide() {
     let manifest = fs::read_to_string(root().join("Cargo.toml")).unwrap();
     assert!(manifest.contains("unsafe_code = \"forbid\""));
+    let workspace_lints = manifest
+        .split_once("[workspace.lints.clippy]")
+        .unwrap()
+        .1
+        .split("\n\n")
+        .next()
+        .unwrap()
+        .trim()
+        .to_owned();
     for krate in fs::read_dir(root().join("crates")).unwrap() {
-        let manifest = fs::read_to_string(krate.unwrap().path().join("Cargo.toml")).unwrap();
+        let krate = krate.unwrap().path();
+        let name = krate.file_name().unwrap().to_string_lossy().to_string();
+        let manifest = fs::read_to_string(krate.join("Cargo.toml")).unwrap();
+        if name == UNSAFE_CRATE {
+            // Denied rather than forbidden, so that each block can carry its own `#[expect]`;
+            // every other lint is the workspace's.
+            assert!(manifest.contains("unsafe_code = \"deny\""), "{name}");
+            assert!(
+                manifest.contains(&workspace_lints),
+                "{name} keeps the clippy lints"
+            );
+            continue;
+        }
         assert!(
             manifest.contains("[lints]\nworkspace = true"),
-            "every crate uses the workspace lints"
+            "{name}: every crate but {UNSAFE_CRATE} uses the workspace lints"
         );
+    }
+}
+
+#[test]
+fn every_unsafe_block_says_why_it_is_sound() {
+    let mut files = Vec::new();
+    rust_files(&root().join("crates").join(UNSAFE_CRATE), &mut files);
+    for file in files {
+        let text = fs::read_to_string(&file).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        for (i, line) in lines.iter().enumerate() {
+            if line.contains("unsafe {") {
+                let before = &lines[i.saturating_sub(8)..i];
+                assert!(
+                    before.iter().any(|l| l.contains("// SAFETY:")),
+                    "{}:{}: an unsafe block without a `// SAFETY:` note",
+                    file.display(),
+                    i + 1
+                );
+            }
+        }
     }
 }
