@@ -17,7 +17,10 @@
     clippy::panic,
     clippy::indexing_slicing
 )]
+#[path = "../../../tests/support/procs.rs"]
+mod procs;
 
+use procs::{pids, running};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::AtomicBool;
@@ -52,25 +55,6 @@ fn sh(cwd: &Path, script: &str, args: &[&str]) -> CommandSpec {
         .args(["-c", script, "sh"])
         .args(args.iter().copied())
         .env(env())
-}
-
-/// Whether `pid` is a running (not zombie) process.
-fn running(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => {
-            let after = &stat[stat.rfind(')').unwrap() + 1..];
-            !matches!(after.split_whitespace().next(), Some("Z" | "X"))
-        }
-        Err(_) => false,
-    }
-}
-
-fn pids(file: &Path) -> Vec<u32> {
-    std::fs::read_to_string(file)
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| l.trim().parse().ok())
-        .collect()
 }
 
 /// The mount point of the first cgroup2 mount this process sees.

@@ -11,7 +11,10 @@
     clippy::panic,
     clippy::indexing_slicing
 )]
+#[path = "../../../tests/support/procs.rs"]
+mod procs;
 
+use procs::{pids, running};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -55,26 +58,6 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
 
 fn never() -> AtomicBool {
     AtomicBool::new(false)
-}
-
-/// Whether `pid` is a running (not zombie) process.
-fn running(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => {
-            let after = &stat[stat.rfind(')').unwrap() + 1..];
-            !matches!(after.split_whitespace().next(), Some("Z" | "X"))
-        }
-        Err(_) => false,
-    }
-}
-
-/// The pids a script wrote to `file`, one a line.
-fn pids(file: &Path) -> Vec<u32> {
-    std::fs::read_to_string(file)
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| l.trim().parse().ok())
-        .collect()
 }
 
 fn assert_none_running(file: &Path) {

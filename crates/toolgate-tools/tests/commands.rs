@@ -9,7 +9,10 @@
     clippy::panic,
     clippy::indexing_slicing
 )]
+#[path = "../../../tests/support/procs.rs"]
+mod procs;
 
+use procs::running;
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -194,17 +197,6 @@ impl World {
         let alive: Vec<u32> = pids.into_iter().filter(|&p| running(p)).collect();
         assert!(alive.is_empty(), "{name}: still running: {alive:?}");
         let _ = fs::remove_file(pidfile);
-    }
-}
-
-/// Whether `pid` is a running (not zombie) process.
-fn running(pid: u32) -> bool {
-    match fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => {
-            let after = &stat[stat.rfind(')').unwrap() + 1..];
-            !matches!(after.split_whitespace().next(), Some("Z" | "X"))
-        }
-        Err(_) => false,
     }
 }
 

@@ -32,6 +32,23 @@ use clients::*;
 use fixture::Fixture;
 use served::Served;
 
+/// Runs `tests/console/approve.mjs` on `plan` (Chromium as the person) and returns what it saw.
+fn approve_in_chromium(plan: &Value) -> Value {
+    let dir = tempfile::tempdir().unwrap();
+    let plan_path = dir.path().join("plan.json");
+    fs::write(&plan_path, plan.to_string()).unwrap();
+    assert!(
+        Path::new("/usr/bin/chromium").exists(),
+        "/usr/bin/chromium is missing: run scripts/test-deps first"
+    );
+    let output = Command::new(node())
+        .arg(root().join("tests/console/approve.mjs"))
+        .arg(&plan_path)
+        .output()
+        .unwrap();
+    serde_json::from_slice(&succeeded("approve.mjs", output)).unwrap()
+}
+
 fn code(result: &Value) -> &str {
     result["structured"]["rejection"]["code"]
         .as_str()
@@ -75,19 +92,7 @@ fn a_person_in_chromium_allows_once_rejects_with_a_reason_and_sees_commands() {
             {"tool": "run_command", "choice": "reject"},
         ],
     });
-    let dir = tempfile::tempdir().unwrap();
-    let plan_path = dir.path().join("plan.json");
-    fs::write(&plan_path, plan.to_string()).unwrap();
-    assert!(
-        Path::new("/usr/bin/chromium").exists(),
-        "/usr/bin/chromium is missing: run scripts/test-deps first"
-    );
-    let output = Command::new(node())
-        .arg(root().join("tests/console/approve.mjs"))
-        .arg(&plan_path)
-        .output()
-        .unwrap();
-    let seen: Value = serde_json::from_slice(&succeeded("approve.mjs", output)).unwrap();
+    let seen = approve_in_chromium(&plan);
     let results = client.steps();
 
     // The token left the address bar and became an HttpOnly, SameSite=Strict cookie.
@@ -399,19 +404,7 @@ fn invisible_and_bidirectional_characters_are_marked_in_chromium() {
             {"tool": "run_command", "choice": "reject", "open_arguments": true},
         ],
     });
-    let dir = tempfile::tempdir().unwrap();
-    let plan_path = dir.path().join("plan.json");
-    fs::write(&plan_path, plan.to_string()).unwrap();
-    assert!(
-        Path::new("/usr/bin/chromium").exists(),
-        "/usr/bin/chromium is missing: run scripts/test-deps first"
-    );
-    let output = Command::new(node())
-        .arg(root().join("tests/console/approve.mjs"))
-        .arg(&plan_path)
-        .output()
-        .unwrap();
-    let seen: Value = serde_json::from_slice(&succeeded("approve.mjs", output)).unwrap();
+    let seen = approve_in_chromium(&plan);
     let results = client.steps();
     let marks_in = |step: &Value, place: &str| -> Vec<String> {
         step["marks"]

@@ -18,9 +18,12 @@
 
 #[path = "../../../tests/support/clients.rs"]
 mod clients;
+#[path = "../../../tests/support/procs.rs"]
+mod procs;
 #[path = "../../../tests/support/served.rs"]
 mod served;
 
+use procs::{pids, running};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -70,25 +73,6 @@ fn system_program(name: &str) -> String {
         .unwrap_or_else(|| panic!("no `{name}` in /usr/bin or /bin"))
         .display()
         .to_string()
-}
-
-/// Whether `pid` is a process that can still act (not a zombie).
-fn running(pid: u32) -> bool {
-    match fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => {
-            let after = &stat[stat.rfind(')').unwrap() + 1..];
-            !matches!(after.split_whitespace().next(), Some("Z" | "X"))
-        }
-        Err(_) => false,
-    }
-}
-
-fn pids(file: &Path) -> Vec<u32> {
-    fs::read_to_string(file)
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| l.trim().parse().ok())
-        .collect()
 }
 
 /// Kills, by pid, what a failing row left behind, so that a failure does not leak.

@@ -1,0 +1,26 @@
+//! What the process-escape tests read of `/proc`: whether a process can still act, and the
+//! pids a probe wrote down.
+
+#![allow(dead_code)]
+
+use std::path::Path;
+
+/// Whether `pid` is a process that can still act (not a zombie, not dead).
+pub fn running(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => {
+            let after = &stat[stat.rfind(')').unwrap() + 1..];
+            !matches!(after.split_whitespace().next(), Some("Z" | "X"))
+        }
+        Err(_) => false,
+    }
+}
+
+/// The pids a probe wrote to `file`, one a line.
+pub fn pids(file: &Path) -> Vec<u32> {
+    std::fs::read_to_string(file)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect()
+}
