@@ -76,7 +76,10 @@ pub use pipeline::{
     Admit, Authorized, Classification, Classified, ExecContext, Executed, Executor, Normalized,
     Permitted, Pipeline, Resolved, RunHooks, StageReport, Stopped, Validated, WorkspaceId,
 };
-pub use policy::{PolicyDecision, PolicyEngine, PolicyError};
+pub use policy::{
+    NETWORK_NONE, NETWORK_PREFIX, NETWORK_UNCONFINED, NetworkRequest, PolicyContext,
+    PolicyDecision, PolicyEngine, PolicyError,
+};
 pub use record::{RecordError, Recorder};
 pub use registry::{
     ApprovalMode, Availability, Descriptor, EffectClass, Limits, Registry, RegistryBuilder,

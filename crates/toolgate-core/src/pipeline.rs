@@ -22,7 +22,7 @@ use crate::approval::{
 use crate::canonical::{Digest, canonical_json, json_len, sha256_digest};
 use crate::invocation::{Invocation, NormalizeBounds, RawCall, Surface, normalize};
 use crate::outcome::{Evidence, Outcome, Status, ToolError, ToolOutput};
-use crate::policy::{PolicyContext, PolicyEngine};
+use crate::policy::{NetworkRequest, PolicyContext, PolicyEngine};
 use crate::record::Recorder;
 use crate::redact::{redact_string, redact_value};
 use crate::registry::{ApprovalMode, EffectClass, Limits, Registry, Tool};
@@ -617,6 +617,7 @@ impl Pipeline {
                 workspace: self.workspace.digest(),
                 paths: &classification.paths,
                 sensitive: &sensitive,
+                network: NetworkRequest::from_resources(&classification.resources),
             },
         );
         trace.policies.clone_from(&decision.policies);

@@ -7,7 +7,7 @@
 //! | principal  | `Actor::"<actor>"` |
 //! | action     | `Action::"call"` (may the call happen at all), then `Action::"call_unattended"` (may it happen without a person's approval) |
 //! | resource   | `Tool::"<name>"` with attributes `name`, `capability`, `effect` (`"read_only"`, `"local_write"`, `"network"`, `"irreversible"`: the call's class after classification, which arguments can make stricter than the entry's) and `major` (a Long) |
-//! | context    | `surface`, `profile`, `workspace` (a digest) and `paths` (the workspace-relative paths the call touches, a Set of Strings) |
+//! | context    | `surface`, `profile`, `workspace` (a digest), `paths` (the workspace-relative paths the call touches, a Set of Strings), `sensitive` (their sensitive kinds) and `network` (what the call asks of the network: `mode` is `"none"`, `"proxy"` or `"unconfined"`, `hosts` the Set of host patterns the proxy would let through) |
 //!
 //! Decisions are values and never errors: any evaluation error — a missing attribute, a type
 //! error — denies the call, even where Cedar alone would let a `permit` stand. Policies are
@@ -143,7 +143,55 @@ pub struct PolicyContext<'a> {
     pub paths: &'a [String],
     /// The kinds of sensitive file the paths touch (see [`crate::sensitive`]).
     pub sensitive: &'a [&'static str],
+    /// What the call asks of the network, from its `network:` resources.
+    pub network: NetworkRequest<'a>,
 }
+
+/// What a call asks of the network, as policies see it in `context.network`: read from the
+/// classification's resources, `network:none`, `network:unconfined`, or one `network:<host>`
+/// per host pattern the call's proxy would let through. A call with no `network:` resource
+/// (a tool that opens no connection of its own) asks for `none`.
+#[derive(Debug, Clone, Copy)]
+pub struct NetworkRequest<'a> {
+    resources: &'a [String],
+}
+
+impl<'a> NetworkRequest<'a> {
+    /// The request the `network:` entries of `resources` make.
+    pub fn from_resources(resources: &'a [String]) -> Self {
+        NetworkRequest { resources }
+    }
+
+    fn entries(&self) -> impl Iterator<Item = &'a str> {
+        self.resources
+            .iter()
+            .filter_map(|r| r.strip_prefix(NETWORK_PREFIX))
+    }
+
+    /// `"none"`, `"proxy"` or `"unconfined"`.
+    pub fn mode(&self) -> &'static str {
+        if self.entries().any(|e| e == NETWORK_UNCONFINED) {
+            "unconfined"
+        } else if self.hosts().next().is_some() {
+            "proxy"
+        } else {
+            "none"
+        }
+    }
+
+    /// The host patterns the proxy would let through.
+    pub fn hosts(&self) -> impl Iterator<Item = &'a str> {
+        self.entries()
+            .filter(|e| *e != NETWORK_NONE && *e != NETWORK_UNCONFINED)
+    }
+}
+
+/// The prefix of a resource that says what a call asks of the network.
+pub const NETWORK_PREFIX: &str = "network:";
+/// `network:none`: no connection at all.
+pub const NETWORK_NONE: &str = "none";
+/// `network:unconfined`: the operator let commands reach the network unfiltered.
+pub const NETWORK_UNCONFINED: &str = "unconfined";
 
 /// A loaded policy set, sliced per tool.
 #[derive(Debug)]
@@ -685,6 +733,25 @@ fn build_context(context: &PolicyContext<'_>) -> Result<Context, String> {
                     .map(|kind| RestrictedExpression::new_string((*kind).to_owned())),
             ),
         ),
+        (
+            "network".to_owned(),
+            RestrictedExpression::new_record([
+                (
+                    "mode".to_owned(),
+                    RestrictedExpression::new_string(context.network.mode().to_owned()),
+                ),
+                (
+                    "hosts".to_owned(),
+                    RestrictedExpression::new_set(
+                        context
+                            .network
+                            .hosts()
+                            .map(|h| RestrictedExpression::new_string(h.to_owned())),
+                    ),
+                ),
+            ])
+            .map_err(|e| e.to_string())?,
+        ),
     ])
     .map_err(|e| e.to_string())
 }
@@ -844,6 +911,54 @@ mod tests {
     }
 
     #[test]
+    fn policies_see_the_network_a_call_asks_for() {
+        let operator = r#"
+            @id("proxy-only-to-crates")
+            forbid (principal, action, resource)
+            when { context.network.mode == "proxy"
+                   && !(["crates.io", "*.crates.io"].containsAll(context.network.hosts)) };
+            @id("never-unconfined")
+            forbid (principal, action, resource) when { context.network.mode == "unconfined" };
+            @id("permit") permit (principal, action == Action::"call", resource);
+        "#;
+        let mut engine = PolicyEngine::from_sources(&[("o", operator)]).unwrap();
+        let mut builder = RegistryBuilder::new();
+        let descriptor = Descriptor::new("runner", "t", serde_json::json!({"type": "object"}));
+        builder
+            .register(descriptor, ToolEntry::new("runner", "exec"), Arc::new(Noop))
+            .unwrap();
+        let registry = builder.build().unwrap();
+        engine.prepare(&registry).unwrap();
+        let tool = registry.tools().next().unwrap();
+        let decide = |resources: &[&str]| {
+            let resources: Vec<String> = resources.iter().map(|r| (*r).to_owned()).collect();
+            let request = NetworkRequest::from_resources(&resources);
+            let context = PolicyContext {
+                effect: tool.entry.effect(),
+                actor: "local",
+                surface: Surface::Chat,
+                profile: "default",
+                workspace: "w",
+                paths: &[],
+                sensitive: &[],
+                network: request,
+            };
+            (request.mode(), engine.decide(tool, &context).allow)
+        };
+        assert_eq!(decide(&[]), ("none", true));
+        assert_eq!(decide(&["program:/bin/true", "network:none"]), ("none", true));
+        assert_eq!(
+            decide(&["network:crates.io", "network:*.crates.io"]),
+            ("proxy", true)
+        );
+        assert_eq!(
+            decide(&["network:crates.io", "network:evil.test"]),
+            ("proxy", false)
+        );
+        assert_eq!(decide(&["network:unconfined"]), ("unconfined", false));
+    }
+
+    #[test]
     fn sliced_and_pre_evaluated_decisions_equal_whole_set_decisions() {
         let mut engine =
             PolicyEngine::from_sources(&[("d", DEFAULT_POLICY), ("o", OPERATOR)]).unwrap();
@@ -889,6 +1004,7 @@ mod tests {
                                 workspace: "w",
                                 paths: &paths,
                                 sensitive: &sensitive,
+                                network: NetworkRequest::from_resources(&[]),
                             };
                             let decision = engine.decide(tool, &context);
                             let got =

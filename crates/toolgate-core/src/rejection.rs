@@ -75,6 +75,8 @@ pub enum RejectCode {
     PathOutsideWorkspace,
     ReadRequired,
     StaleWrite,
+    /// The call runs a program, and this machine cannot confine it as the rules in force ask.
+    SandboxUnavailable,
     // authorize
     SurfaceNotAllowed,
     PolicyDenied,
@@ -87,7 +89,7 @@ pub enum RejectCode {
 
 impl RejectCode {
     /// Every code, for tables and tests.
-    pub const ALL: [RejectCode; 22] = [
+    pub const ALL: [RejectCode; 23] = [
         RejectCode::Malformed,
         RejectCode::TooLarge,
         RejectCode::UnknownTool,
@@ -104,6 +106,7 @@ impl RejectCode {
         RejectCode::PathOutsideWorkspace,
         RejectCode::ReadRequired,
         RejectCode::StaleWrite,
+        RejectCode::SandboxUnavailable,
         RejectCode::SurfaceNotAllowed,
         RejectCode::PolicyDenied,
         RejectCode::ApprovalRequired,
@@ -120,7 +123,9 @@ impl RejectCode {
             UnknownTool | NotInProfile | Disabled | VersionIncompatible | AmbiguousVersion
             | StaleDescriptor | Unavailable => Stage::Resolve,
             MissingInput | InvalidType | UnknownArgument | ConstraintViolation
-            | PathOutsideWorkspace | ReadRequired | StaleWrite => Stage::Validate,
+            | PathOutsideWorkspace | ReadRequired | StaleWrite | SandboxUnavailable => {
+                Stage::Validate
+            }
             SurfaceNotAllowed | PolicyDenied => Stage::Authorize,
             ApprovalRequired | ApprovalDenied | ApprovalExpired | ApprovalInvalid => Stage::Approve,
         }
@@ -146,6 +151,7 @@ impl RejectCode {
             PathOutsideWorkspace => "path_outside_workspace",
             ReadRequired => "read_required",
             StaleWrite => "stale_write",
+            SandboxUnavailable => "sandbox_unavailable",
             SurfaceNotAllowed => "surface_not_allowed",
             PolicyDenied => "policy_denied",
             ApprovalRequired => "approval_required",

@@ -41,6 +41,12 @@ impl Executor for Recorder {
                 RejectCode::StaleWrite,
                 "it changed since it was read",
             )],
+            // A stand-in for a command tool on a machine that cannot confine it.
+            Some("unconfinable") => vec![FieldError::new(
+                "",
+                RejectCode::SandboxUnavailable,
+                "this machine cannot confine commands",
+            )],
             _ => Vec::new(),
         }
     }
@@ -282,6 +288,11 @@ fn rows() -> Vec<Row> {
             "write",
             r#"{"path": "changed.txt"}"#,
             RejectCode::StaleWrite,
+        ),
+        row(
+            "write",
+            r#"{"path": "unconfinable"}"#,
+            RejectCode::SandboxUnavailable,
         ),
         row("cli_only", ok, RejectCode::SurfaceNotAllowed),
         row("fetch", ok, RejectCode::PolicyDenied),

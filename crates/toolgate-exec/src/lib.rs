@@ -71,6 +71,7 @@ use thiserror::Error;
 
 pub use capture::Capture;
 pub use cgroup::{CgroupProbe, Tier, cgroup_tier};
+pub use toolgate_sandbox::Prepared;
 pub use env::{ambient_env, is_allowed, is_denied, scrub_env};
 pub use household::{become_subreaper, no_unregistered_children, own_child};
 pub use procs::ProcessId;
@@ -182,6 +183,22 @@ pub struct CommandSpec {
     /// Told of every process of the command's tree; `None` is the one set by
     /// [`observe_every_command`], if any.
     pub observer: Option<Arc<dyn TreeObserver>>,
+    /// The sandbox the program is confined in between fork and exec; `None` runs it with
+    /// this process's own authority (only an operator's `dangerous` setting leads there).
+    pub sandbox: Option<Prepared>,
+    /// Limits written into the call's own cgroup, where there is one (see [`cgroup_tier`]).
+    pub cgroup_limits: CgroupLimits,
+}
+
+/// `pids.max` and `memory.max` of a call's own cgroup. They apply only where toolgate's
+/// cgroup is delegated to it and the controllers are enabled there; where a limit was asked
+/// for and could not be set, the outcome's unknowns say so.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CgroupLimits {
+    /// Processes (and threads) in the call's cgroup at once.
+    pub pids_max: Option<u64>,
+    /// Bytes of memory the call's cgroup may use.
+    pub memory_max: Option<u64>,
 }
 
 impl CommandSpec {
@@ -198,7 +215,22 @@ impl CommandSpec {
             capture_bytes: DEFAULT_CAPTURE_BYTES,
             kill_grace: DEFAULT_KILL_GRACE,
             observer: None,
+            sandbox: None,
+            cgroup_limits: CgroupLimits::default(),
         }
+    }
+
+    /// Confines the program in `sandbox`.
+    #[must_use]
+    pub fn sandbox(mut self, sandbox: Prepared) -> Self {
+        self.sandbox = Some(sandbox);
+        self
+    }
+
+    #[must_use]
+    pub fn cgroup_limits(mut self, limits: CgroupLimits) -> Self {
+        self.cgroup_limits = limits;
+        self
     }
 
     #[must_use]
@@ -313,6 +345,11 @@ pub mod unknown {
     pub const ESCAPED: &str = "a process that left the command's process group kept its output \
         open; it may still be running and its later output was not captured";
 
+    /// Cgroup limits were asked for, and the call has no cgroup to hold them.
+    pub const NO_CGROUP_LIMITS: &str = "pids.max and memory.max were not set: toolgate's \
+        cgroup is not delegated to it, so the call has no cgroup of its own; the rlimits \
+        alone applied";
+
     /// The call had no cgroup of its own although toolgate's cgroup is delegated to it.
     pub fn no_call_cgroup(reason: &str) -> String {
         format!(
@@ -370,6 +407,11 @@ pub fn run(spec: &CommandSpec, cancel: &(impl Cancel + ?Sized)) -> Result<RunOut
         notes.push(unknown::no_call_cgroup(&reason));
         None
     });
+    if let Some(cgroup) = &cgroup {
+        notes.extend(cgroup.limit(spec.cgroup_limits));
+    } else if spec.cgroup_limits != CgroupLimits::default() {
+        notes.push(unknown::NO_CGROUP_LIMITS.to_owned());
+    }
 
     let mut command = Command::new(&spec.program);
     if let Some(name) = &spec.arg0 {
@@ -388,6 +430,9 @@ pub fn run(spec: &CommandSpec, cancel: &(impl Cancel + ?Sized)) -> Result<RunOut
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0);
+    if let Some(sandbox) = &spec.sandbox {
+        sandbox.confine(&mut command);
+    }
     let started = Instant::now();
     let child = command.spawn().map_err(|source| ExecError::Spawn {
         program: shown.clone(),

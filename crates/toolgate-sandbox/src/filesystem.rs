@@ -54,14 +54,11 @@ pub(crate) fn ruleset(
         denied: denied.clone(),
     };
     grant(Path::new("/"), &denied, &mut plan.readable);
-    let mut writable_roots = vec![&spec.workspace, &spec.temp_dir];
-    writable_roots.extend(spec.extra_writable.iter());
-    for root in writable_roots {
-        let root = root.canonicalize().map_err(|source| SandboxError::Path {
-            path: root.clone(),
-            source,
-        })?;
-        grant(&root, &denied, &mut plan.writable);
+    for root in &spec.readable {
+        grant(&canonical(root)?, &denied, &mut plan.readable);
+    }
+    for root in spec.writable.iter().chain([&spec.temp_dir]) {
+        grant(&canonical(root)?, &denied, &mut plan.writable);
     }
 
     let handled = AccessFs::from_all(abi);
@@ -104,6 +101,13 @@ pub(crate) fn ruleset(
         created = created.add_rule(NetPort::new(port, AccessNet::ConnectTcp))?;
     }
     Ok((created, plan))
+}
+
+fn canonical(path: &Path) -> Result<PathBuf, SandboxError> {
+    path.canonicalize().map_err(|source| SandboxError::Path {
+        path: path.to_path_buf(),
+        source,
+    })
 }
 
 fn add_path(

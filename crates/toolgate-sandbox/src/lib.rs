@@ -60,8 +60,8 @@ pub enum SandboxError {
         /// What is missing, in words for the operator.
         missing: String,
     },
-    /// A writable path of the spec cannot be resolved.
-    #[error("cannot use `{path}` as a writable path: {source}")]
+    /// A readable or writable path of the spec cannot be resolved.
+    #[error("cannot use `{path}` as a sandbox path: {source}")]
     Path {
         /// The path as given.
         path: PathBuf,
@@ -118,7 +118,7 @@ impl Sandbox {
     /// Resolves and opens the paths of `spec`, builds its Landlock ruleset and compiles its
     /// seccomp filters, in the calling process; nothing is enforced yet.
     pub fn prepare(&self, spec: &SandboxSpec) -> Result<Prepared, SandboxError> {
-        let abi_number = self.required()?;
+        let abi_number = self.check()?;
         let abi = ABI::from(i32::from(abi_number));
         let (ruleset, plan) = filesystem::ruleset(spec, abi)?;
         let filters = seccomp::filters(spec.network)?;
@@ -133,7 +133,9 @@ impl Sandbox {
         })
     }
 
-    fn required(&self) -> Result<u8, SandboxError> {
+    /// Whether this machine can enforce the rules in force, and with which Landlock ABI;
+    /// [`SandboxError::Unavailable`] says what is missing.
+    pub fn check(&self) -> Result<u8, SandboxError> {
         let abi = self
             .support
             .landlock_abi
@@ -328,8 +330,8 @@ impl Enforced {
                 .collect::<Vec<_>>()
                 .join(", ")
         };
-        let mut writable = vec![spec.workspace.clone(), spec.temp_dir.clone()];
-        writable.extend(spec.extra_writable.iter().cloned());
+        let mut writable = spec.writable.clone();
+        writable.push(spec.temp_dir.clone());
         let mut enforced = vec![
             format!(
                 "landlock abi {abi}: writes only beneath {} ({} rules)",
@@ -343,26 +345,17 @@ impl Enforced {
             ),
             "landlock: abstract unix sockets and signals outside the sandbox scoped away".into(),
         ];
-        let mut gaps = Vec::new();
         match spec.network {
             NetworkMode::None => enforced.push(
                 "network none: no tcp bind or connect (landlock), no socket but AF_UNIX \
                  (seccomp)"
                     .into(),
             ),
-            NetworkMode::Proxy { port } => {
-                enforced.push(format!(
-                    "network proxy: tcp connect only to port {port}, no tcp bind (landlock); \
-                     ip sockets only as tcp streams (seccomp)"
-                ));
-                gaps.push(format!(
-                    "landlock names ports, not hosts: tcp port {port} is reachable on any \
-                     address, not only on 127.0.0.1"
-                ));
-            }
-            NetworkMode::DangerousUnconfined => {
-                gaps.push("network unconfined: the operator chose `dangerous-unconfined`".into())
-            }
+            NetworkMode::Proxy { port } => enforced.push(format!(
+                "network proxy: tcp connect only to port {port}, no tcp bind (landlock); ip \
+                 sockets only as tcp streams (seccomp)"
+            )),
+            NetworkMode::DangerousUnconfined => {}
         }
         enforced.push(
             "seccomp: io_uring, ptrace, process_vm_readv/writev, bpf, perf_event_open, keyrings, \
@@ -386,24 +379,7 @@ impl Enforced {
             "no_new_privs; descriptors above 2 closed at exec; {}",
             limits.join(", ")
         ));
-        if abi < 9 {
-            gaps.push(format!(
-                "pathname unix sockets outside the sandbox (a docker daemon's, an ssh agent's, \
-                 a session bus) are reachable: landlock restricts them from abi 9, this kernel \
-                 has abi {abi}"
-            ));
-        }
-        gaps.push(
-            "names and metadata (stat) of denied paths are visible: landlock checks opening, \
-             not looking up"
-                .into(),
-        );
-        gaps.push(
-            "the directories along the path to a denied one cannot be listed, and entries \
-             made in them during the call are not readable"
-                .into(),
-        );
-        gaps.push("no namespaces: processes and mounts are seen as on the host".into());
+        let gaps = gaps(spec.network, abi);
         Enforced {
             tier: Tier::LandlockSeccomp,
             landlock_abi: abi,
@@ -411,6 +387,45 @@ impl Enforced {
             gaps,
         }
     }
+}
+
+/// What a sandbox with `network` on a kernel of Landlock ABI `abi` leaves open, one sentence
+/// each: what a person approving a call should know, and what every outcome names.
+pub fn gaps(network: NetworkMode, abi: u8) -> Vec<String> {
+    let mut gaps = Vec::new();
+    match network {
+        NetworkMode::None => {}
+        NetworkMode::Proxy { port } => gaps.push(format!(
+            "landlock names ports, not hosts: tcp port {port} is reachable on any address, not \
+             only on 127.0.0.1"
+        )),
+        NetworkMode::DangerousUnconfined => gaps.push(
+            "network unconfined: the operator's `dangerous_unconfined_network` setting".into(),
+        ),
+    }
+    if abi < 9 {
+        gaps.push(format!(
+            "pathname unix sockets outside the sandbox (a docker daemon's, an ssh agent's, a \
+             session bus) are reachable: landlock restricts them from abi 9, this kernel has \
+             abi {abi}"
+        ));
+    }
+    gaps.push(
+        "names and metadata (stat) of denied paths are visible: landlock checks opening, not \
+         looking up"
+            .into(),
+    );
+    gaps.push(
+        "the directories along the path to a denied one cannot be listed, and entries made in \
+         them during the call can be neither read nor written"
+            .into(),
+    );
+    gaps.push(
+        "no namespaces: processes and mounts are seen as on the host, and the workspace's \
+         `.git/hooks` and `.git/config` are as writable as the rest of it"
+            .into(),
+    );
+    gaps
 }
 
 impl fmt::Display for Enforced {

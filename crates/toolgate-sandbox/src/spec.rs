@@ -16,18 +16,20 @@ use std::path::{Path, PathBuf};
 
 /// The confinement one call asks for.
 ///
-/// Reading is the whole system minus [`SandboxSpec::denied`]; writing is the workspace, the
-/// call's own temporary directory and [`SandboxSpec::extra_writable`] only (a denied path
-/// inside a writable one stays denied).
+/// Reading is the whole system minus [`SandboxSpec::denied`], plus [`SandboxSpec::readable`];
+/// writing is [`SandboxSpec::writable`] and the call's own temporary directory only (a denied
+/// path inside a readable or writable one stays denied).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SandboxSpec {
-    /// The directory the call works in, readable and writable.
-    pub workspace: PathBuf,
+    /// The paths the child may write (and read): the workspace of a command, and whatever the
+    /// operator configured.
+    pub writable: Vec<PathBuf>,
+    /// Paths the child may read even where they lie inside a denied one (an upstream server's
+    /// working directory under `/tmp`, say).
+    pub readable: Vec<PathBuf>,
     /// The call's private temporary directory (what `TMPDIR` names), readable and writable even
     /// though the shared scratch places around it are denied.
     pub temp_dir: PathBuf,
-    /// Further writable paths the operator configured.
-    pub extra_writable: Vec<PathBuf>,
     /// Paths the child may neither read nor write.
     pub denied: DenyList,
     /// What the child may do on the network.
@@ -37,14 +39,14 @@ pub struct SandboxSpec {
 }
 
 impl SandboxSpec {
-    /// A spec with the given workspace and temporary directory, no network, the default
-    /// limits, and a deny list of only the shared scratch places (callers add the home and
-    /// state entries with [`DenyList::defaults`]).
+    /// A spec with the given workspace (writable) and temporary directory, no network, the
+    /// default limits, and a deny list of only the shared scratch places (callers add the home
+    /// and state entries with [`DenyList::defaults`]).
     pub fn new(workspace: impl Into<PathBuf>, temp_dir: impl Into<PathBuf>) -> Self {
         SandboxSpec {
-            workspace: workspace.into(),
+            writable: vec![workspace.into()],
+            readable: Vec::new(),
             temp_dir: temp_dir.into(),
-            extra_writable: Vec::new(),
             denied: DenyList::scratch_only(),
             network: NetworkMode::None,
             limits: Limits::default(),

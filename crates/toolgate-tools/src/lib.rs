@@ -40,6 +40,7 @@
 //! assert_eq!(escape.rejection.unwrap().code, RejectCode::PathOutsideWorkspace);
 //! ```
 
+mod confine;
 mod edit_file;
 mod file_write;
 mod git;
@@ -62,6 +63,7 @@ use toolgate_core::registry::{DEFAULT_PROFILE, READONLY_PROFILE};
 use toolgate_core::{Descriptor, EffectClass, ExecContext, Executor, Limits, ToolEntry, ToolError};
 use toolgate_workspace::Workspace;
 
+pub use confine::{Confinement, MAX_NETWORK_HOSTS};
 pub use file_write::FileWriter;
 pub use git::{GitDiff, GitStatus};
 pub use list_dir::ListDir;
@@ -78,8 +80,14 @@ pub struct Builtin {
     pub executor: Arc<dyn Executor>,
 }
 
-/// Every builtin tool, over `workspace`.
+/// Every builtin tool, over `workspace`, with commands confined by this machine's sandbox
+/// and the default deny list ([`Confinement::detect`]).
 pub fn builtin(workspace: Arc<Workspace>) -> Vec<Builtin> {
+    builtin_confined(workspace, Arc::new(Confinement::detect()))
+}
+
+/// Every builtin tool, over `workspace`, with commands confined as `confinement` says.
+pub fn builtin_confined(workspace: Arc<Workspace>, confinement: Arc<Confinement>) -> Vec<Builtin> {
     vec![
         read_file::builtin(Arc::clone(&workspace)),
         list_dir::builtin(Arc::clone(&workspace)),
@@ -88,8 +96,8 @@ pub fn builtin(workspace: Arc<Workspace>) -> Vec<Builtin> {
         git::diff_builtin(Arc::clone(&workspace)),
         write_file::builtin(Arc::clone(&workspace)),
         edit_file::builtin(Arc::clone(&workspace)),
-        run_command::builtin(Arc::clone(&workspace)),
-        run_script::builtin(Arc::clone(&workspace)),
+        run_command::builtin(Arc::clone(&workspace), Arc::clone(&confinement)),
+        run_script::builtin(Arc::clone(&workspace), confinement),
     ]
 }
 

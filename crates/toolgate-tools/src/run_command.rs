@@ -33,6 +33,7 @@ use toolgate_exec::{
 };
 use toolgate_workspace::{PathError, PathKind, RelPath, Workspace};
 
+use crate::confine::{self, Confined, Confinement};
 use crate::{Builtin, path_argument, stopped, u64_argument};
 
 pub(crate) const NAME: &str = "run_command";
@@ -83,7 +84,7 @@ passed. The result has `exit_code` (a non-zero exit, e.g. failing tests, is a no
 read, not an error), `stdout` and `stderr` (each at most 64 KiB: the first and last 32 KiB, \
 `stdout_elided`/`stderr_elided` counting the bytes left out in between) and `duration_ms`.";
 
-pub(crate) fn builtin(workspace: Arc<Workspace>) -> Builtin {
+pub(crate) fn builtin(workspace: Arc<Workspace>, confinement: Arc<Confinement>) -> Builtin {
     let schema = json!({
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "type": "object",
@@ -111,7 +112,8 @@ pub(crate) fn builtin(workspace: Arc<Workspace>) -> Builtin {
                 "type": "string",
                 "maxLength": MAX_STDIN_BYTES,
                 "description": "Text written to the program's standard input, which is then closed. Default: no input."
-            }
+            },
+            "network": crate::confine::network_schema()
         },
         "required": ["argv"],
         "additionalProperties": false
@@ -121,7 +123,10 @@ pub(crate) fn builtin(workspace: Arc<Workspace>) -> Builtin {
     Builtin {
         descriptor,
         entry: command_entry(NAME, Some(DEFAULT_TIMEOUT_MS)),
-        executor: Arc::new(RunCommand { workspace }),
+        executor: Arc::new(RunCommand {
+            workspace,
+            confinement,
+        }),
     }
 }
 
@@ -146,12 +151,14 @@ pub(crate) fn command_entry(name: &str, default_timeout_ms: Option<u64>) -> Tool
 #[derive(Debug)]
 pub struct RunCommand {
     workspace: Arc<Workspace>,
+    confinement: Arc<Confinement>,
 }
 
 impl Executor for RunCommand {
     fn check(&self, arguments: &Map<String, Value>) -> Vec<FieldError> {
         let argv = strings(arguments, "argv");
-        let mut errors = check_argv(&argv);
+        let mut errors = self.confinement.check(arguments);
+        errors.extend(check_argv(&argv));
         let cwd_errors = path_argument::check(&self.workspace, arguments, "cwd");
         let cwd = if cwd_errors.is_empty() {
             match working_dir(&self.workspace, str_argument(arguments, "cwd")) {
@@ -206,6 +213,7 @@ impl Executor for RunCommand {
                 );
                 plan.inputs(&self.workspace)
                     .bind(&mut classification, "arguments");
+                confine::bind(&self.confinement, arguments, &mut classification);
                 classification
             }
             // Stage 3 resolved it a moment ago; if it no longer resolves, execution will
@@ -223,13 +231,16 @@ impl Executor for RunCommand {
         let plan = Plan::new(&self.workspace, &argv, str_argument(arguments, "cwd"))?;
         plan.verify(&self.workspace, call.classification())?;
         plan.inputs(&self.workspace).verify(call.classification())?;
-        plan.run(
+        let confined = self.confinement.start(self.workspace.root(), arguments)?;
+        let output = plan.run(
             &self.workspace,
             call,
             cx,
+            &confined,
             u64_argument(arguments, "timeout_ms"),
             str_argument(arguments, "stdin"),
-        )
+        );
+        confined.attach(output)
     }
 }
 
@@ -498,6 +509,7 @@ impl Plan {
         workspace: &Workspace,
         call: &Authorized,
         cx: &ExecContext,
+        confined: &Confined,
         timeout_ms: Option<u64>,
         stdin: Option<&str>,
     ) -> Result<ToolOutput, ToolError> {
@@ -518,6 +530,7 @@ impl Plan {
         if let Some(text) = stdin {
             spec = spec.stdin(text.as_bytes());
         }
+        let spec = confined.apply(spec);
         // The context's own deadline is the entry's maximum, never sooner than ours; only a
         // real cancellation should read as one.
         let cancelled = || cx.should_stop() && Instant::now() < cx.deadline();

@@ -61,6 +61,7 @@ use toolgate_core::{
 use toolgate_exec::{ambient_env, resolve_program, scrub_env};
 use toolgate_workspace::{PathError, RelPath, Workspace};
 
+use crate::confine::{self, Confined, Confinement};
 use crate::makefile::Makefile;
 use crate::run_command::{Plan, command_entry, path_of, program_field_error, unresolved};
 use crate::{Builtin, stopped};
@@ -133,7 +134,7 @@ a normal result: read `stdout` and `stderr`), `stdout`, `stderr` (each at most 6
 first and last 32 KiB) and `duration_ms`; a script of several steps also has `steps`, one \
 entry per step that ran, and stops at the first that fails.";
 
-pub(crate) fn builtin(workspace: Arc<Workspace>) -> Builtin {
+pub(crate) fn builtin(workspace: Arc<Workspace>, confinement: Arc<Confinement>) -> Builtin {
     let schema = json!({
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "type": "object",
@@ -142,7 +143,8 @@ pub(crate) fn builtin(workspace: Arc<Workspace>) -> Builtin {
                 "type": "string",
                 "enum": SCRIPTS,
                 "description": "Which of the project's scripts to run: `test`, `build`, `lint`, `typecheck` or `format`."
-            }
+            },
+            "network": crate::confine::network_schema()
         },
         "required": ["script"],
         "additionalProperties": false
@@ -153,7 +155,10 @@ pub(crate) fn builtin(workspace: Arc<Workspace>) -> Builtin {
         descriptor,
         // No argument asks for less time, so a script gets the whole maximum.
         entry: command_entry(NAME, None),
-        executor: Arc::new(RunScript { workspace }),
+        executor: Arc::new(RunScript {
+            workspace,
+            confinement,
+        }),
     }
 }
 
@@ -161,10 +166,15 @@ pub(crate) fn builtin(workspace: Arc<Workspace>) -> Builtin {
 #[derive(Debug)]
 pub struct RunScript {
     workspace: Arc<Workspace>,
+    confinement: Arc<Confinement>,
 }
 
 impl Executor for RunScript {
     fn check(&self, arguments: &Map<String, Value>) -> Vec<FieldError> {
+        let unconfinable = self.confinement.check(arguments);
+        if !unconfinable.is_empty() {
+            return unconfinable;
+        }
         let Some(script) = arguments.get("script").and_then(Value::as_str) else {
             return Vec::new();
         };
@@ -201,7 +211,11 @@ impl Executor for RunScript {
             .and_then(Value::as_str)
             .unwrap_or_default();
         match Project::read(&self.workspace).resolve(&self.workspace, script) {
-            Ok((definition, plans)) => definition.classification(&self.workspace, &plans),
+            Ok((definition, plans)) => {
+                let mut classification = definition.classification(&self.workspace, &plans);
+                confine::bind(&self.confinement, arguments, &mut classification);
+                classification
+            }
             Err(error) => unresolved(&error),
         }
     }
@@ -213,6 +227,25 @@ impl Executor for RunScript {
             .and_then(Value::as_str)
             .unwrap_or_default();
         let approved = call.classification();
+        let confined = self
+            .confinement
+            .start(self.workspace.root(), call.arguments())?;
+        let output = self.steps(call, cx, script, approved, &confined);
+        confined.attach(output)
+    }
+}
+
+impl RunScript {
+    /// Runs the script's steps in order, each checked again against what was approved, until
+    /// one fails.
+    fn steps(
+        &self,
+        call: &Authorized,
+        cx: &ExecContext,
+        script: &str,
+        approved: &Classification,
+        confined: &Confined,
+    ) -> Result<ToolOutput, ToolError> {
         let mut results: Vec<(String, ToolOutput)> = Vec::new();
         let mut step = 0;
         let mut total;
@@ -236,7 +269,7 @@ impl Executor for RunScript {
                 .map_or_else(|| script.to_owned(), |s| s.name.clone());
             let plan = plans.swap_remove(step);
             let output = plan
-                .run(&self.workspace, call, cx, None, None)
+                .run(&self.workspace, call, cx, confined, None, None)
                 .map_err(|mut error| {
                     if count > 1 {
                         error.message = format!("step `{name}`: {}", error.message);
@@ -484,7 +517,12 @@ impl Definition {
             let file = name.split_once(':').map_or(name.as_str(), |(_, f)| f);
             return Err(changed(format!("`{file}` changed")));
         }
-        if now.resources != classified.resources {
+        // The network and sandbox resources are the confinement's, bound once for the call.
+        let script_resources = classified
+            .resources
+            .iter()
+            .filter(|r| !confine::is_confinement_resource(r));
+        if !now.resources.iter().eq(script_resources) {
             return Err(changed(format!(
                 "the commands of `{}` changed",
                 self.script

@@ -401,7 +401,16 @@ fn the_approval_shows_the_resolved_program_and_binds_the_arguments() {
     // Every call asked, even the repeated one: nothing is remembered for commands.
     assert_eq!(requests.len(), 4);
     let first = &requests[0];
-    assert_eq!(first.resources, ["program:/usr/bin/echo", "cwd:."]);
+    assert_eq!(
+        first.resources[..3],
+        ["program:/usr/bin/echo", "cwd:.", "network:none"]
+    );
+    // The sandbox the command gets is bound too: landlock+seccomp with this kernel's abi.
+    assert!(
+        first.resources[3].starts_with("sandbox:landlock+seccomp:abi"),
+        "{:?}",
+        first.resources
+    );
     assert_eq!(first.effect, EffectClass::Irreversible);
     assert_eq!(first.scope_allowed, GrantScope::Once);
     let preview = first.preview.as_deref().unwrap();
@@ -410,6 +419,8 @@ fn the_approval_shows_the_resolved_program_and_binds_the_arguments() {
     assert!(preview.contains("argv[1]: \"hi\""), "{preview}");
     assert!(preview.contains("no shell"), "{preview}");
     assert!(preview.contains("cwd: . (in the workspace)"), "{preview}");
+    assert!(preview.contains("\nnetwork: none"), "{preview}");
+    assert!(preview.contains("\nsandbox: landlock+seccomp"), "{preview}");
     assert!(
         preview.contains("environment (names only): ") && preview.contains("PATH"),
         "{preview}"
@@ -423,7 +434,10 @@ fn the_approval_shows_the_resolved_program_and_binds_the_arguments() {
     assert_ne!(requests[1].digest, first.digest);
     assert_eq!(requests[2].digest, first.digest);
     assert_ne!(requests[3].digest, first.digest);
-    assert_eq!(requests[3].resources, ["program:/usr/bin/echo", "cwd:src"]);
+    assert_eq!(
+        requests[3].resources[..2],
+        ["program:/usr/bin/echo", "cwd:src"]
+    );
 }
 
 #[test]
@@ -452,6 +466,8 @@ fn the_result_has_every_field_and_the_canonical_argv() {
             "cwd",
             "duration_ms",
             "exit_code",
+            "network",
+            "sandbox",
             "signal",
             "stderr",
             "stderr_bytes",

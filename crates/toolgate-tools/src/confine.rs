@@ -1,0 +1,459 @@
+//! How `run_command` and `run_script` confine what a person approved: the operator's
+//! [`Confinement`] (this machine's sandbox, the deny list, limits, network settings), the
+//! network a call asks for (its `network` argument), and, for one call, a [`Confined`] run:
+//! a private temporary directory, toolgate's proxy when the call asked for hosts, and the
+//! prepared sandbox.
+//!
+//! Stage 3 refuses a call this machine cannot confine (`sandbox_unavailable`) unless the
+//! operator turned the sandbox off with a setting named `dangerous`; stage 4 binds the network
+//! and the sandbox into the approval (`network:…` and `sandbox:…` resources) and shows them;
+//! stage 7 prepares the sandbox and refuses to run when that fails. The result says what was
+//! enforced, what was not, and what the proxy let through.
+//!
+//! ```
+//! use toolgate_tools::Confinement;
+//!
+//! let confinement = Confinement::detect();
+//! // On a kernel with Landlock ABI 6 or newer and seccomp, commands run confined.
+//! println!("{}", confinement.describe());
+//! ```
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::io;
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde_json::{Map, Value, json};
+use toolgate_core::{
+    FieldError, NETWORK_NONE, NETWORK_PREFIX, NETWORK_UNCONFINED, RejectCode, ToolError, ToolOutput,
+};
+use toolgate_exec::{CgroupLimits, CommandSpec};
+use toolgate_proxy::{HostPattern, Proxy, ProxyReport, ProxySpec, Resolver, SystemResolver};
+use toolgate_sandbox::{DenyList, Limits, NetworkMode, Sandbox, SandboxError, SandboxSpec};
+
+/// Most host patterns one call may ask for.
+pub const MAX_NETWORK_HOSTS: usize = 32;
+
+/// The `network` argument's schema, shared by `run_command` and `run_script`.
+pub(crate) fn network_schema() -> Value {
+    json!({
+        "type": "array",
+        "maxItems": MAX_NETWORK_HOSTS,
+        "uniqueItems": true,
+        "items": {"type": "string", "minLength": 1, "maxLength": 260},
+        "description": "Hosts the command needs to reach, such as [\"crates.io\", \"*.crates.io\"] or [\"registry.npmjs.org\"] (ports 80 and 443 unless one is given, `host:port`). Default: none — the command has no network at all. When given, the command reaches exactly these hosts through toolgate's HTTP(S) proxy (HTTP_PROXY/HTTPS_PROXY are set); local and private addresses are refused whatever the name."
+    })
+}
+
+/// The operator's settings for confining commands, and this machine's sandbox.
+#[derive(Debug, Clone)]
+pub struct Confinement {
+    /// `None`: the operator's `dangerous-unconfined` setting; commands run unconfined.
+    sandbox: Option<Sandbox>,
+    denied: DenyList,
+    writable: Vec<PathBuf>,
+    limits: Limits,
+    cgroup: CgroupLimits,
+    unconfined_network: bool,
+    pins: Arc<BTreeMap<String, Vec<IpAddr>>>,
+}
+
+impl Confinement {
+    /// Commands confined by `sandbox`, with the default deny list: `toolgate_dirs`
+    /// (toolgate's state and configuration), the usual credential stores under `home`, and
+    /// the shared scratch places.
+    pub fn new(sandbox: Sandbox, home: Option<&Path>, toolgate_dirs: &[PathBuf]) -> Self {
+        let denied = match home {
+            Some(home) => DenyList::defaults(home, toolgate_dirs),
+            None => {
+                let mut list = DenyList::scratch_only();
+                for dir in toolgate_dirs {
+                    list.add(dir);
+                }
+                list
+            }
+        };
+        Confinement {
+            sandbox: Some(sandbox),
+            denied,
+            writable: Vec::new(),
+            limits: Limits::default(),
+            cgroup: CgroupLimits::default(),
+            unconfined_network: false,
+            pins: Arc::default(),
+        }
+    }
+
+    /// This machine's sandbox, probed now, with the default deny list for `$HOME`.
+    pub fn detect() -> Self {
+        let home = std::env::var_os("HOME").map(PathBuf::from);
+        Confinement::new(Sandbox::detect(), home.as_deref(), &[])
+    }
+
+    /// Commands run with all of the user's authority: only the operator's
+    /// `[sandbox] mode = "dangerous-unconfined"` leads here.
+    pub fn dangerous_unconfined() -> Self {
+        Confinement {
+            sandbox: None,
+            ..Confinement::new(Sandbox::detect(), None, &[])
+        }
+    }
+
+    /// Denies `path` too.
+    pub fn deny(&mut self, path: &Path) {
+        self.denied.add(path);
+    }
+
+    /// Stops denying `path`, one of the default entries; returns whether it was listed.
+    pub fn allow(&mut self, path: &Path) -> bool {
+        self.denied.remove(path)
+    }
+
+    /// Lets commands write `path` too.
+    pub fn writable(&mut self, path: PathBuf) {
+        self.writable.push(path);
+    }
+
+    /// The rlimits set in each command.
+    pub fn set_limits(&mut self, limits: Limits) {
+        self.limits = limits;
+    }
+
+    /// The limits of each call's own cgroup, where there is one.
+    pub fn set_cgroup_limits(&mut self, limits: CgroupLimits) {
+        self.cgroup = limits;
+    }
+
+    /// Lets every command reach the network unfiltered: the operator's
+    /// `dangerous_unconfined_network` setting.
+    pub fn dangerous_unconfined_network(&mut self) {
+        self.unconfined_network = true;
+    }
+
+    /// Makes the proxy resolve `host` to `addresses`, as the operator pinned it (the
+    /// addresses are still checked: a pin to a local address is refused like any other).
+    pub fn pin(&mut self, host: &str, addresses: Vec<IpAddr>) {
+        Arc::make_mut(&mut self.pins).insert(host.to_ascii_lowercase(), addresses);
+    }
+
+    /// The sandbox, unless the operator turned it off.
+    pub fn sandbox(&self) -> Option<&Sandbox> {
+        self.sandbox.as_ref()
+    }
+
+    /// The paths commands may not read or write.
+    pub fn denied(&self) -> &DenyList {
+        &self.denied
+    }
+
+    /// The tier commands get, in a few words: `landlock+seccomp (landlock abi 7)`, or why
+    /// there is none.
+    pub fn describe(&self) -> String {
+        match &self.sandbox {
+            None => "none: the operator's `dangerous-unconfined` setting; commands run with \
+                     all of the user's authority"
+                .to_owned(),
+            Some(sandbox) => match sandbox.check() {
+                Ok(abi) => format!("landlock+seccomp (landlock abi {abi})"),
+                Err(e) => format!("unavailable ({e}): commands are refused"),
+            },
+        }
+    }
+
+    /// Stage 3: why this machine cannot confine a command, if it cannot.
+    pub(crate) fn check(&self, arguments: &Map<String, Value>) -> Vec<FieldError> {
+        let mut errors = Vec::new();
+        if let Some(Err(SandboxError::Unavailable { missing })) =
+            self.sandbox.as_ref().map(Sandbox::check)
+        {
+            errors.push(
+                FieldError::new(
+                    "",
+                    RejectCode::SandboxUnavailable,
+                    format!("this machine cannot confine commands: {missing}"),
+                )
+                .with_hint(Some(UNAVAILABLE_HINT.to_owned())),
+            );
+        }
+        for (i, host) in network_hosts(arguments).iter().enumerate() {
+            if let Err(e) = HostPattern::parse(host) {
+                errors.push(FieldError::new(
+                    format!("/network/{i}"),
+                    RejectCode::ConstraintViolation,
+                    format!("`{host}` is not a host the proxy can allow: {e}"),
+                ));
+            }
+        }
+        errors
+    }
+
+    /// Stage 4: what the call asks of the network and the sandbox it gets, as resources bound
+    /// into the approval, and the lines a person sees.
+    pub(crate) fn classify(&self, arguments: &Map<String, Value>) -> (Vec<String>, String) {
+        let hosts = hosts(arguments);
+        let mut resources: Vec<String> = Vec::new();
+        let mut preview = String::new();
+        if self.unconfined_network {
+            resources.push(format!("{NETWORK_PREFIX}{NETWORK_UNCONFINED}"));
+        }
+        if hosts.is_empty() {
+            if !self.unconfined_network {
+                resources.push(format!("{NETWORK_PREFIX}{NETWORK_NONE}"));
+            }
+        } else {
+            resources.extend(hosts.iter().map(|h| format!("{NETWORK_PREFIX}{h}")));
+        }
+        let shown: Vec<String> = hosts.iter().map(ToString::to_string).collect();
+        if self.unconfined_network {
+            preview.push_str(
+                "\nnetwork: UNCONFINED — the operator's `dangerous_unconfined_network` setting \
+                 lets the command reach any address",
+            );
+        } else if shown.is_empty() {
+            preview.push_str("\nnetwork: none");
+            preview.push_str("\nenvironment added: TMPDIR (the call's own temporary directory)");
+        } else {
+            preview.push_str(
+                "\nenvironment added: TMPDIR (the call's own temporary directory), HTTP_PROXY, \
+                 HTTPS_PROXY, http_proxy, https_proxy (toolgate's proxy)",
+            );
+            let _ = write!(
+                preview,
+                "\nnetwork: only through toolgate's proxy, to {} (names resolved by toolgate; \
+                 local, private and metadata addresses refused)",
+                shown.join(", ")
+            );
+        }
+        match &self.sandbox {
+            None => {
+                resources.push(format!("{SANDBOX_PREFIX}none"));
+                preview.push_str(
+                    "\nsandbox: NONE — the operator's `dangerous-unconfined` setting; the \
+                     command runs with all of the user's authority",
+                );
+            }
+            Some(sandbox) => {
+                let abi = sandbox.check().unwrap_or(0);
+                resources.push(format!("{SANDBOX_PREFIX}landlock+seccomp:abi{abi}"));
+                let _ = write!(
+                    preview,
+                    "\nsandbox: landlock+seccomp (landlock abi {abi}): writes only the \
+                     workspace and a private TMPDIR; toolgate's state, the credential stores \
+                     and the shared temporary directories unreadable"
+                );
+                for gap in toolgate_sandbox::gaps(self.network_mode(&hosts, 0), abi) {
+                    let _ = write!(preview, "\nsandbox gap: {gap}");
+                }
+            }
+        }
+        (resources, preview)
+    }
+
+    fn network_mode(&self, hosts: &[HostPattern], port: u16) -> NetworkMode {
+        if self.unconfined_network {
+            NetworkMode::DangerousUnconfined
+        } else if hosts.is_empty() {
+            NetworkMode::None
+        } else {
+            NetworkMode::Proxy { port }
+        }
+    }
+
+    /// Stage 7: everything one call's commands run in, made now.
+    pub(crate) fn start(
+        &self,
+        workspace: &Path,
+        arguments: &Map<String, Value>,
+    ) -> Result<Confined, ToolError> {
+        let failed = |code: &str, e: &dyn std::fmt::Display| {
+            ToolError::new(
+                code,
+                format!("the command's sandbox could not be made, so nothing ran: {e}"),
+            )
+        };
+        let temp = tempfile::Builder::new()
+            .prefix("toolgate-call-")
+            .tempdir()
+            .map_err(|e| failed("sandbox_failed", &e))?;
+        let hosts = hosts(arguments);
+        let proxy = if hosts.is_empty() || self.unconfined_network {
+            None
+        } else {
+            let resolver = Arc::new(Pinned {
+                pins: Arc::clone(&self.pins),
+            });
+            let spec = ProxySpec::new(hosts.clone()).resolver(resolver);
+            Some(Proxy::start(spec).map_err(|e| failed("sandbox_failed", &e))?)
+        };
+        let network = self.network_mode(&hosts, proxy.as_ref().map_or(0, Proxy::port));
+        let prepared = match &self.sandbox {
+            None => None,
+            Some(sandbox) => {
+                let mut spec = SandboxSpec::new(workspace, temp.path());
+                spec.writable.extend(self.writable.iter().cloned());
+                spec.denied = self.denied.clone();
+                spec.network = network;
+                spec.limits = self.limits;
+                let prepared = sandbox.prepare(&spec).map_err(|e| failed(e.code(), &e))?;
+                Some(prepared)
+            }
+        };
+        let mut env = vec![("TMPDIR".to_owned(), temp.path().display().to_string())];
+        if let Some(proxy) = &proxy {
+            env.extend(proxy.env());
+        }
+        Ok(Confined {
+            temp,
+            proxy,
+            prepared,
+            network,
+            hosts,
+            env,
+            cgroup: self.cgroup,
+        })
+    }
+}
+
+const UNAVAILABLE_HINT: &str = "commands run only confined; the operator can run toolgate on a \
+kernel with Landlock (ABI 6 or newer) and seccomp, or set `[sandbox] mode = \
+\"dangerous-unconfined\"` to run them with all of the user's authority";
+
+/// The `network` argument as given.
+fn network_hosts(arguments: &Map<String, Value>) -> Vec<&str> {
+    arguments
+        .get("network")
+        .and_then(Value::as_array)
+        .map(|items| items.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default()
+}
+
+/// The `network` argument, parsed (stage 3 refused what does not parse).
+fn hosts(arguments: &Map<String, Value>) -> Vec<HostPattern> {
+    network_hosts(arguments)
+        .into_iter()
+        .filter_map(|h| HostPattern::parse(h).ok())
+        .collect()
+}
+
+/// The system's resolver, behind the operator's pins.
+struct Pinned {
+    pins: Arc<BTreeMap<String, Vec<IpAddr>>>,
+}
+
+impl Resolver for Pinned {
+    fn resolve(&self, name: &str) -> io::Result<Vec<IpAddr>> {
+        match self.pins.get(name) {
+            Some(addresses) => Ok(addresses.clone()),
+            None => SystemResolver.resolve(name),
+        }
+    }
+}
+
+/// One call's confinement: its temporary directory, its proxy and its prepared sandbox,
+/// ended (the directory removed, the proxy stopped) by [`Confined::finish`] or when dropped.
+#[derive(Debug)]
+pub(crate) struct Confined {
+    temp: tempfile::TempDir,
+    proxy: Option<Proxy>,
+    prepared: Option<toolgate_sandbox::Prepared>,
+    network: NetworkMode,
+    hosts: Vec<HostPattern>,
+    env: Vec<(String, String)>,
+    cgroup: CgroupLimits,
+}
+
+impl Confined {
+    /// `spec`, confined: the sandbox, `TMPDIR`, the proxy's variables, the cgroup limits.
+    pub(crate) fn apply(&self, mut spec: CommandSpec) -> CommandSpec {
+        for (name, value) in &self.env {
+            spec.env.retain(|(k, _)| k != name);
+            spec.env.push((name.clone(), value.clone()));
+        }
+        if let Some(prepared) = &self.prepared {
+            spec = spec.sandbox(prepared.clone());
+        }
+        spec.cgroup_limits(self.cgroup)
+    }
+
+    /// Ends the call's confinement and adds what it was to a successful `output` (its
+    /// `sandbox` and `network` fields).
+    pub(crate) fn attach(
+        self,
+        output: Result<ToolOutput, ToolError>,
+    ) -> Result<ToolOutput, ToolError> {
+        let (sandbox, network) = self.finish();
+        let mut output = output?;
+        if let Some(object) = output.value.as_object_mut() {
+            object.insert("sandbox".to_owned(), sandbox);
+            object.insert("network".to_owned(), network);
+        }
+        Ok(output)
+    }
+
+    /// Ends the call's confinement and says what it was: `sandbox` (the tier, what was
+    /// enforced, what was not) and `network` (the mode and, through the proxy, the bytes and
+    /// requests allowed and refused).
+    pub(crate) fn finish(self) -> (Value, Value) {
+        let sandbox = match &self.prepared {
+            None => json!({
+                "tier": "none",
+                "enforced": [],
+                "gaps": ["no sandbox: the operator's `dangerous-unconfined` setting; the command ran with all of the user's authority"],
+            }),
+            Some(prepared) => {
+                let enforced = prepared.enforced();
+                json!({
+                    "tier": enforced.tier.to_string(),
+                    "landlock_abi": enforced.landlock_abi,
+                    "enforced": enforced.enforced,
+                    "gaps": enforced.gaps,
+                })
+            }
+        };
+        let hosts: Vec<String> = self.hosts.iter().map(ToString::to_string).collect();
+        let network = match (self.network, self.proxy) {
+            (NetworkMode::DangerousUnconfined, _) => json!({"mode": "unconfined"}),
+            (_, Some(proxy)) => report(hosts, &proxy.stop()),
+            (_, None) => json!({"mode": "none"}),
+        };
+        let _ = self.temp.close();
+        (sandbox, network)
+    }
+}
+
+/// Whether `resource` is one [`bind`] adds.
+pub(crate) fn is_confinement_resource(resource: &str) -> bool {
+    resource.starts_with(NETWORK_PREFIX) || resource.starts_with(SANDBOX_PREFIX)
+}
+
+/// The prefix of the resource that names the sandbox a call gets.
+const SANDBOX_PREFIX: &str = "sandbox:";
+
+/// Adds what `confinement` says of the call's network and sandbox to its stage-4
+/// classification: resources bound into the approval, lines of its preview.
+pub(crate) fn bind(
+    confinement: &Confinement,
+    arguments: &Map<String, Value>,
+    classification: &mut toolgate_core::Classification,
+) {
+    let (resources, lines) = confinement.classify(arguments);
+    classification.resources.extend(resources);
+    classification
+        .preview
+        .get_or_insert_with(String::new)
+        .push_str(&lines);
+}
+
+fn report(hosts: Vec<String>, report: &ProxyReport) -> Value {
+    json!({
+        "mode": "proxy",
+        "hosts": hosts,
+        "bytes_up": report.bytes_up,
+        "bytes_down": report.bytes_down,
+        "allowed": report.allowed.iter().map(|a| json!({"method": a.method, "target": a.target})).collect::<Vec<_>>(),
+        "refused": report.refused.iter().map(|r| json!({"method": r.method, "target": r.target, "reason": r.reason.code()})).collect::<Vec<_>>(),
+        "omitted": report.omitted,
+    })
+}
