@@ -946,7 +946,10 @@ mod tests {
             (request.mode(), engine.decide(tool, &context).allow)
         };
         assert_eq!(decide(&[]), ("none", true));
-        assert_eq!(decide(&["program:/bin/true", "network:none"]), ("none", true));
+        assert_eq!(
+            decide(&["program:/bin/true", "network:none"]),
+            ("none", true)
+        );
         assert_eq!(
             decide(&["network:crates.io", "network:*.crates.io"]),
             ("proxy", true)

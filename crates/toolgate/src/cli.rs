@@ -33,6 +33,11 @@ pub enum Command {
         #[command(flatten)]
         config: ConfigArgs,
     },
+    /// What this machine can confine, and how the configuration confines commands.
+    Sandbox {
+        #[command(subcommand)]
+        command: SandboxCommand,
+    },
     /// Verify, follow or export the audit log.
     Audit {
         #[command(subcommand)]
@@ -42,6 +47,19 @@ pub enum Command {
     /// trees listed on standard input when that input closes.
     #[command(hide = true)]
     UpstreamWatchdog,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SandboxCommand {
+    /// Print what this machine supports, what the configuration asks for and the gaps that
+    /// remain, after running one confined child; exit 1 when commands would be refused.
+    Check {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        config: ConfigArgs,
+    },
 }
 
 #[derive(Debug, Subcommand)]

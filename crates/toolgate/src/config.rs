@@ -46,6 +46,9 @@ pub struct ConfigFile {
     pub audit: AuditSection,
     #[serde(default)]
     pub approval: ApprovalSection,
+    /// How approved commands are confined (see [`crate::sandbox`]).
+    #[serde(default)]
+    pub sandbox: crate::sandbox::SandboxSection,
 }
 
 /// `[audit]`: where the audit log lives and what it keeps.
@@ -320,11 +323,16 @@ impl Config {
 }
 
 fn user_config_path() -> Option<PathBuf> {
+    Some(user_config_dir()?.join("toolgate.toml"))
+}
+
+/// toolgate's directory in the user's XDG configuration directory.
+pub(crate) fn user_config_dir() -> Option<PathBuf> {
     let base = std::env::var_os("XDG_CONFIG_HOME")
         .map(PathBuf::from)
         .filter(|p| p.is_absolute())
         .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".config")))?;
-    Some(base.join("toolgate").join("toolgate.toml"))
+    Some(base.join("toolgate"))
 }
 
 /// The 1-based line holding byte `offset` of `text`.

@@ -8,7 +8,7 @@ use toolgate_core::{
     ApprovalBroker, Descriptor, PolicyEngine, Recorder, Registry, RegistryBuilder, Sensitivity,
     ToolEntry, WorkspaceId, policy::DEFAULT_POLICY,
 };
-use toolgate_tools::Builtin;
+use toolgate_tools::{Builtin, Confinement};
 use toolgate_upstream::{UpstreamSpec, UpstreamTools, Upstreams};
 use toolgate_workspace::Workspace;
 
@@ -23,6 +23,8 @@ pub struct Gate {
     /// The configured upstream MCP servers, running; `None` when there are none.
     pub upstreams: Option<Upstreams>,
     workspace: Arc<Workspace>,
+    /// How commands are confined, resolved once from `[sandbox]`.
+    pub confinement: Arc<Confinement>,
     /// Where every outcome goes before it is returned (see [`Gate::with_audit_log`]).
     pub recorders: Vec<Arc<dyn Recorder>>,
 }
@@ -31,6 +33,7 @@ impl Gate {
     /// Loads and checks the configuration and policy; starts the upstreams and waits for their
     /// first tool lists; builds the registry over `workspace`.
     pub fn build(config: Config, workspace: Arc<Workspace>) -> Result<Gate, ConfigError> {
+        let confinement = Arc::new(config.confinement()?);
         let specs = upstream_specs(&config)?;
         let upstreams = if specs.is_empty() {
             None
@@ -40,7 +43,7 @@ impl Gate {
             upstreams.wait_started();
             Some(upstreams)
         };
-        let (registry, policy) = assemble(&config, &workspace, upstreams.as_ref())?;
+        let (registry, policy) = assemble(&config, &workspace, &confinement, upstreams.as_ref())?;
         let profiles = registry.profiles();
         for profile in &config.file.approval.elicitation {
             if !profiles.contains(profile.get_ref().as_str()) {
@@ -61,6 +64,7 @@ impl Gate {
             policy: Arc::new(policy),
             upstreams,
             workspace,
+            confinement,
             recorders: Vec::new(),
         })
     }
@@ -71,7 +75,12 @@ impl Gate {
         &self,
         broker: Arc<dyn ApprovalBroker>,
     ) -> Result<toolgate_core::Pipeline, ConfigError> {
-        let (registry, policy) = assemble(&self.config, &self.workspace, self.upstreams.as_ref())?;
+        let (registry, policy) = assemble(
+            &self.config,
+            &self.workspace,
+            &self.confinement,
+            self.upstreams.as_ref(),
+        )?;
         let pipeline = toolgate_core::Pipeline::new(
             Arc::new(registry),
             Arc::new(policy),
@@ -149,12 +158,13 @@ impl Gate {
 fn assemble(
     config: &Config,
     workspace: &Arc<Workspace>,
+    confinement: &Arc<Confinement>,
     upstreams: Option<&Upstreams>,
 ) -> Result<(Registry, PolicyEngine), ConfigError> {
     let upstream_tools = upstreams.map(Upstreams::tools).unwrap_or_default();
     let registry = build_registry(
         config,
-        toolgate_tools::builtin(Arc::clone(workspace)),
+        toolgate_tools::builtin_confined(Arc::clone(workspace), Arc::clone(confinement)),
         upstream_tools,
     )?;
     let mut policy = load_policy(config)?;

@@ -9,6 +9,7 @@ mod cli;
 mod config;
 mod console;
 mod gate;
+mod sandbox;
 mod serve;
 mod upstream;
 
@@ -88,6 +89,9 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Serve(args) => serve::serve(&args),
         Command::Check { config } => check(config.config.as_deref()),
         Command::Audit { command } => audit::run(&command),
+        Command::Sandbox {
+            command: cli::SandboxCommand::Check { json, config },
+        } => sandbox::check(config.config.as_deref(), json),
         Command::UpstreamWatchdog => {
             toolgate_upstream::run_watchdog(std::io::stdin().lock());
             Ok(0)
