@@ -45,7 +45,7 @@ use landlock::{ABI, RulesetCreated, RulesetStatus};
 use rustix::process::{Resource, Rlimit};
 
 pub use probe::{Support, probe};
-pub use spec::{DenyList, Limits, NetworkMode, SandboxSpec};
+pub use spec::{DenyList, Limits, NetworkMode, SandboxSpec, UnixSockets};
 
 /// The lowest Landlock ABI the rules in force need: TCP rules came with 4, the abstract Unix
 /// socket and signal scopes with 6.
@@ -121,7 +121,7 @@ impl Sandbox {
         let abi_number = self.check()?;
         let abi = ABI::from(i32::from(abi_number));
         let (ruleset, plan) = filesystem::ruleset(spec, abi)?;
-        let filters = seccomp::filters(spec.network)?;
+        let filters = seccomp::filters(spec.network, spec.unix_sockets)?;
         let enforced = Enforced::describe(spec, abi_number, &plan);
         Ok(Prepared {
             inner: Arc::new(Inner {
@@ -317,7 +317,8 @@ pub struct Enforced {
     pub landlock_abi: u8,
     /// What is enforced, one sentence each.
     pub enforced: Vec<String>,
-    /// What is not closed, one sentence each; never empty on a kernel below Landlock ABI 9.
+    /// What is not closed, one sentence each; never empty (Landlock leaves the names and
+    /// metadata of denied paths visible).
     pub gaps: Vec<String>,
 }
 
@@ -379,7 +380,14 @@ impl Enforced {
             "no_new_privs; descriptors above 2 closed at exec; {}",
             limits.join(", ")
         ));
-        let gaps = gaps(spec.network, abi);
+        if spec.unix_sockets == UnixSockets::PairsOnly {
+            enforced.push(
+                "unix sockets: connected stream pairs only, no socket that could connect to a \
+                 path (seccomp)"
+                    .into(),
+            );
+        }
+        let gaps = gaps(spec.network, spec.unix_sockets, abi);
         Enforced {
             tier: Tier::LandlockSeccomp,
             landlock_abi: abi,
@@ -389,9 +397,9 @@ impl Enforced {
     }
 }
 
-/// What a sandbox with `network` on a kernel of Landlock ABI `abi` leaves open, one sentence
+/// What a sandbox with `network` and `unix` sockets on a kernel of Landlock ABI `abi` leaves open, one sentence
 /// each: what a person approving a call should know, and what every outcome names.
-pub fn gaps(network: NetworkMode, abi: u8) -> Vec<String> {
+pub fn gaps(network: NetworkMode, unix: UnixSockets, abi: u8) -> Vec<String> {
     let mut gaps = Vec::new();
     match network {
         NetworkMode::None => {}
@@ -403,7 +411,7 @@ pub fn gaps(network: NetworkMode, abi: u8) -> Vec<String> {
             "network unconfined: the operator's `dangerous_unconfined_network` setting".into(),
         ),
     }
-    if abi < 9 {
+    if abi < 9 && unix == UnixSockets::Allowed {
         gaps.push(format!(
             "pathname unix sockets outside the sandbox (a docker daemon's, an ssh agent's, a \
              session bus) are reachable: landlock restricts them from abi 9, this kernel has \

@@ -23,7 +23,7 @@ use seccompiler::{
     SeccompFilter, SeccompRule, TargetArch, sock_filter,
 };
 
-use crate::{NetworkMode, SandboxError};
+use crate::{NetworkMode, SandboxError, UnixSockets};
 
 /// System calls refused whatever the network mode.
 const REFUSED: &[libc::c_long] = &[
@@ -86,8 +86,8 @@ pub(crate) struct Filters {
     pub(crate) programs: Vec<BpfProgram>,
 }
 
-/// Compiles the filters for `network`.
-pub(crate) fn filters(network: NetworkMode) -> Result<Filters, SandboxError> {
+/// Compiles the filters for `network` and `unix`.
+pub(crate) fn filters(network: NetworkMode, unix: UnixSockets) -> Result<Filters, SandboxError> {
     let arch = TargetArch::try_from(std::env::consts::ARCH)?;
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
     for nr in REFUSED {
@@ -109,8 +109,45 @@ pub(crate) fn filters(network: NetworkMode) -> Result<Filters, SandboxError> {
             .map(|cmd| rule(vec![cond(1, Len::Dword, Op::Eq, *cmd)?]))
             .collect::<Result<_, _>>()?,
     );
-    if let Some(socket) = socket_rules(network)? {
-        rules.insert(libc::SYS_socket, socket);
+    match (socket_rules(network)?, unix) {
+        // Every `socket` call refused: an empty rule list matches whatever the arguments.
+        (Some(_), UnixSockets::PairsOnly) if network == NetworkMode::None => {
+            rules.insert(libc::SYS_socket, Vec::new());
+        }
+        (Some(mut socket), UnixSockets::PairsOnly) => {
+            socket.push(rule(vec![cond(
+                0,
+                Len::Dword,
+                Op::Eq,
+                libc::AF_UNIX as u64,
+            )?])?);
+            rules.insert(libc::SYS_socket, socket);
+        }
+        (None, UnixSockets::PairsOnly) => {
+            rules.insert(
+                libc::SYS_socket,
+                vec![rule(vec![cond(
+                    0,
+                    Len::Dword,
+                    Op::Eq,
+                    libc::AF_UNIX as u64,
+                )?])?],
+            );
+        }
+        (Some(socket), UnixSockets::Allowed) => {
+            rules.insert(libc::SYS_socket, socket);
+        }
+        (None, UnixSockets::Allowed) => {}
+    }
+    if unix == UnixSockets::PairsOnly {
+        // A datagram pair is not connected for good: `sendto` could aim it at a path.
+        rules.insert(
+            libc::SYS_socketpair,
+            [libc::SOCK_DGRAM, libc::SOCK_RDM, libc::SOCK_RAW, 10]
+                .iter()
+                .map(|kind| rule(vec![cond(1, Len::Dword, Op::MaskedEq(0xf), *kind as u64)?]))
+                .collect::<Result<_, _>>()?,
+        );
     }
     let refused = SeccompFilter::new(
         rules,
@@ -230,8 +267,10 @@ mod tests {
             NetworkMode::Proxy { port: 8080 },
             NetworkMode::DangerousUnconfined,
         ] {
-            let f = filters(mode).unwrap();
-            assert!(f.programs.iter().all(|p| !p.is_empty()));
+            for unix in [UnixSockets::PairsOnly, UnixSockets::Allowed] {
+                let f = filters(mode, unix).unwrap();
+                assert!(f.programs.iter().all(|p| !p.is_empty()));
+            }
         }
     }
 }

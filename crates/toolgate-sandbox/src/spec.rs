@@ -34,6 +34,8 @@ pub struct SandboxSpec {
     pub denied: DenyList,
     /// What the child may do on the network.
     pub network: NetworkMode,
+    /// Which Unix sockets the child may make.
+    pub unix_sockets: UnixSockets,
     /// Resource limits set in the child before it executes.
     pub limits: Limits,
 }
@@ -49,6 +51,7 @@ impl SandboxSpec {
             temp_dir: temp_dir.into(),
             denied: DenyList::scratch_only(),
             network: NetworkMode::None,
+            unix_sockets: UnixSockets::PairsOnly,
             limits: Limits::default(),
         }
     }
@@ -69,6 +72,24 @@ pub enum NetworkMode {
     /// The network is not confined at all; only an operator setting named `dangerous` leads
     /// here.
     DangerousUnconfined,
+}
+
+/// Which Unix sockets a confined child may make.
+///
+/// Below Landlock ABI 9 nothing stops a process from connecting to a pathname Unix socket it
+/// can name (a Docker daemon's, an ssh agent's, a session bus): Landlock checks opening files,
+/// and connecting is not opening. So by default the child cannot make a socket it could
+/// connect with at all: `socket(AF_UNIX, …)` is refused, and `socketpair` only makes
+/// connected stream or seqpacket pairs (a datagram pair could still be aimed at a path with
+/// `sendto`). Programs that only talk to their own children through pairs keep working.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum UnixSockets {
+    /// Connected pairs only (the default).
+    #[default]
+    PairsOnly,
+    /// Any Unix socket: the child can then reach every pathname socket it can name, which
+    /// the report names as a gap below Landlock ABI 9.
+    Allowed,
 }
 
 /// Resource limits for the child. `RLIMIT_CORE` is always 0 (a core dump of a confined

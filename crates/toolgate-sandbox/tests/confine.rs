@@ -21,7 +21,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
 
-use toolgate_sandbox::{DenyList, NetworkMode, Prepared, Sandbox, SandboxSpec, Support};
+use toolgate_sandbox::{
+    DenyList, NetworkMode, Prepared, Sandbox, SandboxSpec, Support, UnixSockets,
+};
 
 /// One probe: `argv` with `{name}` placeholders filled from the fixture.
 struct Escape {
@@ -595,10 +597,16 @@ fn the_report_names_the_tier_and_the_gaps() {
     let report = prepared.enforced().to_string();
     assert!(report.contains("landlock+seccomp"), "{report}");
     assert!(report.contains("network none"), "{report}");
+    // By default no socket that could connect to a path can be made, so that is no gap.
+    assert!(report.contains("connected stream pairs only"), "{report}");
+    assert!(!report.contains("pathname unix sockets"), "{report}");
     let abi = sandbox.support().landlock_abi.unwrap();
+    let mut spec = fixture.spec(NetworkMode::None);
+    spec.unix_sockets = UnixSockets::Allowed;
+    let allowed = sandbox.prepare(&spec).unwrap().enforced().to_string();
     if abi < 9 {
-        assert!(report.contains("pathname unix sockets"), "{report}");
-        assert!(report.contains(&format!("abi {abi}")), "{report}");
+        assert!(allowed.contains("pathname unix sockets"), "{allowed}");
+        assert!(allowed.contains(&format!("abi {abi}")), "{allowed}");
     }
     let proxy = sandbox
         .prepare(&fixture.spec(NetworkMode::Proxy { port: 3128 }))
@@ -610,23 +618,59 @@ fn the_report_names_the_tier_and_the_gaps() {
     );
 }
 
-/// Below Landlock ABI 9 a pathname Unix socket outside the sandbox is reachable; the report
-/// says so, and this shows the report is not guessing.
+/// A pathname Unix socket outside the sandbox (standing for a Docker daemon's) is closed by
+/// default, in every network mode: no socket that could connect to it can be made, and a
+/// datagram pair cannot be aimed at it. Stream pairs keep working. Below Landlock ABI 9, with
+/// Unix sockets allowed, it is reachable, and the report says so: this shows the report is
+/// not guessing.
 #[test]
-fn the_pathname_socket_gap_is_real_where_it_is_reported() {
+fn a_pathname_socket_outside_is_closed_unless_unix_sockets_are_allowed() {
     let fixture = Fixture::new();
     let sandbox = Sandbox::detect();
-    if sandbox.support().landlock_abi.is_some_and(|abi| abi >= 9) {
-        return;
-    }
     let path = fixture.base().join("outside/daemon.sock");
     let _listener = UnixListener::bind(&path).unwrap();
-    let prepared = sandbox.prepare(&fixture.spec(NetworkMode::None)).unwrap();
-    let program = format!(
+    let connect = format!(
         "import socket; socket.socket(socket.AF_UNIX).connect('{}')",
         path.display()
     );
-    let out = fixture.run(&["{python}", "-c", &program], Some(&prepared));
+    let datagram = format!(
+        "import socket; a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM); \
+         a.sendto(b'x', '{}')",
+        path.display()
+    );
+    let pair = "import socket; a, b = socket.socketpair(); a.send(b'x'); assert b.recv(1) == b'x'";
+    for network in [NetworkMode::None, NetworkMode::Proxy { port: 3128 }] {
+        let prepared = sandbox.prepare(&fixture.spec(network)).unwrap();
+        for program in [&connect, &datagram] {
+            let out = fixture.run(&["{python}", "-c", program], Some(&prepared));
+            assert!(
+                !out.status.success(),
+                "{network:?} {program}: {}",
+                show(&out)
+            );
+            assert!(
+                String::from_utf8_lossy(&out.stderr).contains("PermissionError"),
+                "{network:?} {program}: {}",
+                show(&out)
+            );
+        }
+        let out = fixture.run(&["{python}", "-c", pair], Some(&prepared));
+        assert!(out.status.success(), "{network:?}: {}", show(&out));
+    }
+    if sandbox.support().landlock_abi.is_some_and(|abi| abi >= 9) {
+        return;
+    }
+    let mut spec = fixture.spec(NetworkMode::None);
+    spec.unix_sockets = UnixSockets::Allowed;
+    let prepared = sandbox.prepare(&spec).unwrap();
+    assert!(
+        prepared
+            .enforced()
+            .gaps
+            .iter()
+            .any(|g| g.contains("pathname unix sockets"))
+    );
+    let out = fixture.run(&["{python}", "-c", &connect], Some(&prepared));
     assert!(out.status.success(), "{}", show(&out));
 }
 

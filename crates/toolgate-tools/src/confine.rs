@@ -31,7 +31,9 @@ use toolgate_core::{
 };
 use toolgate_exec::{CgroupLimits, CommandSpec};
 use toolgate_proxy::{HostPattern, Proxy, ProxyReport, ProxySpec, Resolver, SystemResolver};
-use toolgate_sandbox::{DenyList, Limits, NetworkMode, Sandbox, SandboxError, SandboxSpec};
+use toolgate_sandbox::{
+    DenyList, Limits, NetworkMode, Sandbox, SandboxError, SandboxSpec, UnixSockets,
+};
 
 /// Most host patterns one call may ask for.
 pub const MAX_NETWORK_HOSTS: usize = 32;
@@ -57,6 +59,7 @@ pub struct Confinement {
     limits: Limits,
     cgroup: CgroupLimits,
     unconfined_network: bool,
+    unix_sockets: UnixSockets,
     pins: Arc<BTreeMap<String, Vec<IpAddr>>>,
 }
 
@@ -82,6 +85,7 @@ impl Confinement {
             limits: Limits::default(),
             cgroup: CgroupLimits::default(),
             unconfined_network: false,
+            unix_sockets: UnixSockets::PairsOnly,
             pins: Arc::default(),
         }
     }
@@ -130,6 +134,18 @@ impl Confinement {
     /// `dangerous_unconfined_network` setting.
     pub fn dangerous_unconfined_network(&mut self) {
         self.unconfined_network = true;
+    }
+
+    /// Lets commands make any Unix socket, and so connect to every pathname socket they can
+    /// name (a Docker daemon's among them, below Landlock ABI 9): the operator's
+    /// `dangerous_allow_unix_sockets` setting.
+    pub fn dangerous_allow_unix_sockets(&mut self) {
+        self.unix_sockets = UnixSockets::Allowed;
+    }
+
+    /// Which Unix sockets commands may make.
+    pub fn unix_sockets(&self) -> UnixSockets {
+        self.unix_sockets
     }
 
     /// Makes the proxy resolve `host` to `addresses`, as the operator pinned it (the
@@ -243,7 +259,9 @@ impl Confinement {
                      workspace and a private TMPDIR; toolgate's state, the credential stores \
                      and the shared temporary directories unreadable"
                 );
-                for gap in toolgate_sandbox::gaps(self.network_mode(&hosts, 0), abi) {
+                for gap in
+                    toolgate_sandbox::gaps(self.network_mode(&hosts, 0), self.unix_sockets, abi)
+                {
                     let _ = write!(preview, "\nsandbox gap: {gap}");
                 }
             }
@@ -295,6 +313,7 @@ impl Confinement {
                 spec.writable.extend(self.writable.iter().cloned());
                 spec.denied = self.denied.clone();
                 spec.network = network;
+                spec.unix_sockets = self.unix_sockets;
                 spec.limits = self.limits;
                 let prepared = sandbox.prepare(&spec).map_err(|e| failed(e.code(), &e))?;
                 Some(prepared)

@@ -8,6 +8,7 @@
 //! allow = ["~/.npmrc"]                  # a default entry the operator lifts
 //! write = ["~/.cache/sccache"]          # writable besides the workspace and TMPDIR
 //! dangerous_unconfined_network = false  # true: every command reaches any address
+//! dangerous_allow_unix_sockets = false  # true: any unix socket (a docker daemon's too)
 //! resolve = { "mirror.internal" = ["203.0.113.7"] }   # the proxy's pinned names
 //!
 //! [sandbox.limits]
@@ -54,6 +55,9 @@ pub struct SandboxSection {
     /// Every command reaches the network unfiltered.
     #[serde(default)]
     pub dangerous_unconfined_network: bool,
+    /// Commands may make any Unix socket, and so reach every pathname socket they can name.
+    #[serde(default)]
+    pub dangerous_allow_unix_sockets: bool,
     /// Names the proxy resolves to these addresses instead of asking the system (the
     /// addresses are checked like any other).
     #[serde(default)]
@@ -127,6 +131,9 @@ impl Config {
         }
         if section.dangerous_unconfined_network {
             confinement.dangerous_unconfined_network();
+        }
+        if section.dangerous_allow_unix_sockets {
+            confinement.dangerous_allow_unix_sockets();
         }
         for (host, addresses) in &section.resolve {
             confinement.pin(host, addresses.clone());
@@ -216,7 +223,9 @@ pub fn check(config_path: Option<&Path>, json: bool) -> anyhow::Result<u8> {
     let verdict = self_test(&confinement);
     let runs = verdict.is_ok();
     let gaps = match confinement.sandbox().map(Sandbox::check) {
-        Some(Ok(abi)) => toolgate_sandbox::gaps(network_mode(&config), abi),
+        Some(Ok(abi)) => {
+            toolgate_sandbox::gaps(network_mode(&config), confinement.unix_sockets(), abi)
+        }
         _ => Vec::new(),
     };
     let limits = &config.file.sandbox.limits;
