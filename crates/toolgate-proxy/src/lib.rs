@@ -43,8 +43,8 @@
 //! assert_eq!(report.bytes_up, 0);
 //! ```
 //!
-//! Not yet wired into commands: the sandbox that leaves the proxy as a command's only
-//! destination, and the policy that chooses the allowlist, are still to come.
+//! `toolgate-tools` starts one for each command whose call names hosts; the sandbox allows that
+//! command TCP connections to the proxy's port alone.
 
 mod address;
 mod hello;

@@ -403,10 +403,11 @@ pub fn gaps(network: NetworkMode, unix: UnixSockets, abi: u8) -> Vec<String> {
     let mut gaps = Vec::new();
     match network {
         NetworkMode::None => {}
-        NetworkMode::Proxy { port } => gaps.push(format!(
-            "landlock names ports, not hosts: tcp port {port} is reachable on any address, not \
-             only on 127.0.0.1"
-        )),
+        NetworkMode::Proxy { .. } => gaps.push(
+            "landlock names ports, not hosts: the proxy's tcp port is reachable on any address, \
+             not only on 127.0.0.1 (another listener on that port elsewhere would be too)"
+                .into(),
+        ),
         NetworkMode::DangerousUnconfined => gaps.push(
             "network unconfined: the operator's `dangerous_unconfined_network` setting".into(),
         ),
