@@ -183,6 +183,12 @@ fn a_person_in_chromium_allows_once_rejects_with_a_reason_and_sees_commands() {
     assert!(preview.contains("argv[1]: \"<b>hi</b>\""), "{preview}");
     assert!(preview.contains("cwd: "), "{preview}");
     assert!(preview.contains("environment (names only): "), "{preview}");
+    // The person sees the sandbox the command would run in, and that it has no network.
+    assert!(preview.contains("\nnetwork: none"), "{preview}");
+    assert!(
+        preview.contains("\nsandbox: landlock+seccomp (landlock abi "),
+        "{preview}"
+    );
     assert_eq!(command["injected_elements"], 0);
     assert_eq!(code(&results[2]), "approval_denied", "{}", results[2]);
     assert!(
