@@ -13,6 +13,7 @@ use serde::Deserialize;
 use toolgate_core::{ApprovalMode, Descriptor, Digest, EffectClass, Limits, Surface, ToolEntry};
 
 use crate::UpstreamError;
+use crate::sandbox::{SandboxSection, UpstreamConfinement, UpstreamSandbox};
 
 /// Variables every upstream gets, when the gateway has them: programs need `PATH` to find
 /// their interpreter and `HOME` to find their own caches (`npx`, `uv`).
@@ -51,6 +52,8 @@ pub struct UpstreamSection {
     /// The operator's admitted tools.
     #[serde(default, rename = "tool")]
     pub tools: Vec<AdmittedSection>,
+    /// What the command may reach besides the defaults (see [`crate::sandbox`]).
+    pub sandbox: Option<SandboxSection>,
 }
 
 /// One `[[upstream.tool]]`: an upstream tool the operator admitted, with its pin.
@@ -96,6 +99,12 @@ pub struct UpstreamSpec {
     pub refresh: Option<Duration>,
     pub max_message_bytes: usize,
     pub admitted: Vec<Admission>,
+    /// The upstream's own `[upstream.sandbox]`, checked.
+    pub sandbox: UpstreamSandbox,
+    /// How toolgate confines the process: [`UpstreamConfinement::detect`] as checked, to be
+    /// replaced by the operator's settings (the deny list with toolgate's own files, limits,
+    /// pins, or `dangerous-unconfined`) before the upstream starts.
+    pub confinement: UpstreamConfinement,
 }
 
 /// An admitted tool: the operator's entry and the descriptor it pinned.
@@ -167,6 +176,18 @@ impl UpstreamSection {
             }
             admitted.push(admission);
         }
+        let home = lookup("HOME");
+        let sandbox = match &self.sandbox {
+            None => UpstreamSandbox::default(),
+            Some(_) if self.url.is_some() => {
+                return Err(UpstreamError::Config(format!(
+                    "upstream `{}`: `[upstream.sandbox]` goes with a `command`; a `url` upstream \
+                     is not a process toolgate starts",
+                    self.name
+                )));
+            }
+            Some(section) => section.check(&self.name, base, home.as_deref())?,
+        };
         let ca_file = self.ca_file.as_ref().map(|file| base.join(file));
         if let Some(file) = &ca_file {
             // A missing or unreadable file is the configuration's fault, said now, not a
@@ -193,6 +214,8 @@ impl UpstreamSection {
             },
             max_message_bytes: self.max_message_bytes.unwrap_or(DEFAULT_MAX_MESSAGE_BYTES),
             admitted,
+            sandbox,
+            confinement: UpstreamConfinement::detect(home.as_deref().map(std::path::Path::new)),
         })
     }
 }
@@ -461,11 +484,62 @@ mod tests {
                 r#"{"name": "a", "command": ["x"], "bogus": 1}"#,
                 "unknown field",
             ),
+            (
+                r#"{"name": "a", "command": ["x"], "sandbox": {"reed": ["/srv"]}}"#,
+                "unknown field `reed`",
+            ),
+            (
+                r#"{"name": "a", "url": "http://x/mcp", "sandbox": {"read": ["/srv"]}}"#,
+                "`[upstream.sandbox]` goes with a `command`",
+            ),
+            (
+                r#"{"name": "a", "command": ["x"], "sandbox": {"network": ["http://x/"]}}"#,
+                "[upstream.sandbox] network `http://x/` is not a host the proxy can allow",
+            ),
+            (
+                r#"{"name": "a", "command": ["x"], "sandbox": {"write": [""]}}"#,
+                "[upstream.sandbox] write: an empty path",
+            ),
+            (
+                r#"{"name": "a", "command": ["x"], "sandbox": {"read": ["~ada/x"]}}"#,
+                "only `~/` (the home directory) is understood",
+            ),
         ];
         for (text, needle) in cases {
             let error = section(text).unwrap_err();
             assert!(error.contains(needle), "{text}: {error}");
         }
+    }
+
+    #[test]
+    fn sandbox_paths_resolve_like_cwd() {
+        let spec = section(
+            r#"{"name": "fs", "command": ["server"], "sandbox": {"read": ["docs", "/srv/a", "~/notes"], "write": ["docs/out"], "network": ["api.example.com", "api.example.com"]}}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            spec.sandbox.read,
+            [
+                PathBuf::from("/etc/toolgate/docs"),
+                PathBuf::from("/srv/a"),
+                PathBuf::from("value of HOME/notes"),
+            ]
+        );
+        assert_eq!(
+            spec.sandbox.write,
+            [PathBuf::from("/etc/toolgate/docs/out")]
+        );
+        let hosts: Vec<String> = spec
+            .sandbox
+            .network
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(hosts, ["api.example.com"]);
+        // Without a section: nothing beyond the defaults, and confined.
+        let spec = section(r#"{"name": "fs", "command": ["server"]}"#).unwrap();
+        assert_eq!(spec.sandbox, crate::UpstreamSandbox::default());
+        assert!(spec.confinement.sandbox().is_some());
     }
 
     #[test]

@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::config::UpstreamSpec;
+use crate::sandbox::Confined;
 use crate::watchdog::Watchdog;
 
 /// The protocol revision toolgate asks for; upstreams answer with the one they speak.
@@ -199,6 +200,8 @@ pub struct Connection {
     group: Mutex<Option<rustix::process::Pid>>,
     /// Told of the group, to kill it if the gateway dies without doing so.
     watchdog: Option<Arc<Watchdog>>,
+    /// The process's sandbox, temporary directory and proxy; ended once the process is gone.
+    confined: Mutex<Option<Confined>>,
     dead: AtomicBool,
 }
 
@@ -227,6 +230,17 @@ impl Connection {
         if let Some(cwd) = &spec.cwd {
             command.current_dir(cwd);
         }
+        let cwd = match &spec.cwd {
+            Some(cwd) => cwd.clone(),
+            None => std::env::current_dir().map_err(|e| {
+                Fault::Unavailable(format!(
+                    "upstream `{}` was not started: no working directory: {e}",
+                    spec.name
+                ))
+            })?,
+        };
+        let confined = spec.confinement.start(&spec.name, &spec.sandbox, &cwd)?;
+        confined.apply(&mut command);
         std::os::unix::process::CommandExt::process_group(&mut command, 0);
         let mut child = command.spawn().map_err(|e| {
             Fault::Unavailable(format!(
@@ -247,6 +261,7 @@ impl Connection {
             }
             let _ = child.kill();
             let _ = child.wait();
+            confined.end();
             return Err(Fault::Unavailable(format!(
                 "upstream `{}` started without pipes",
                 spec.name
@@ -262,6 +277,7 @@ impl Connection {
             child: Mutex::new(child),
             group: Mutex::new(group),
             watchdog,
+            confined: Mutex::new(Some(confined)),
             dead: AtomicBool::new(false),
         });
         let writer = Arc::clone(&connection);
@@ -367,6 +383,10 @@ impl Rpc for Connection {
         let _ = child.kill();
         let _ = child.wait();
         drop(child);
+        // The process is gone: its temporary directory and proxy go with it.
+        if let Some(confined) = lock(&self.confined).take() {
+            confined.end();
+        }
         // Closing the queue ends the writer thread once it is no longer blocked.
         drop(lock(&self.stdin).take());
     }

@@ -30,6 +30,7 @@ pub mod connection;
 pub mod descriptor;
 pub mod executor;
 pub mod http;
+pub mod sandbox;
 pub mod supervisor;
 pub mod watchdog;
 
@@ -44,6 +45,7 @@ use toolgate_core::{Descriptor, Digest, Executor, SchemaBounds, ToolEntry, ToolS
 pub use config::{Admission, AdmittedSection, UpstreamSection, UpstreamSpec, namespaced};
 pub use descriptor::{descriptor_of, diff, hints};
 pub use executor::UpstreamExecutor;
+pub use sandbox::{SandboxSection, UpstreamConfinement, UpstreamSandbox};
 pub use supervisor::{OnChange, UpstreamStatus};
 pub use watchdog::{Watchdog, run_watchdog};
 

@@ -12,7 +12,11 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use toolgate_upstream::{AdmittedSection, UpstreamSection, UpstreamSpec, Upstreams, pin_of};
+use toolgate_sandbox::{DenyList, Sandbox, Support};
+use toolgate_upstream::{
+    AdmittedSection, SandboxSection, UpstreamConfinement, UpstreamSection, UpstreamSpec, Upstreams,
+    pin_of,
+};
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -52,6 +56,12 @@ fn section(state: &Path, refresh_secs: u64) -> UpstreamSection {
         refresh_secs: Some(refresh_secs),
         max_message_bytes: None,
         tools: Vec::new(),
+        // The server keeps its state there, a directory under the shared /tmp that the
+        // sandbox denies unless the operator grants it.
+        sandbox: Some(SandboxSection {
+            write: vec![state.display().to_string()],
+            ..SandboxSection::default()
+        }),
     }
 }
 
@@ -380,4 +390,65 @@ fn calls(state: &Path) -> usize {
     std::fs::read_to_string(state.join("calls.log"))
         .map(|log| log.lines().count())
         .unwrap_or(0)
+}
+
+/// A machine that cannot confine starts no upstream process, and says why and which.
+#[test]
+fn an_upstream_is_not_started_where_it_cannot_be_confined() {
+    let state = tempfile::tempdir().unwrap();
+    for support in [
+        Support {
+            landlock_abi: None,
+            seccomp: true,
+            user_namespaces: false,
+        },
+        Support {
+            landlock_abi: Some(3),
+            seccomp: true,
+            user_namespaces: false,
+        },
+        Support {
+            landlock_abi: Some(7),
+            seccomp: false,
+            user_namespaces: false,
+        },
+    ] {
+        let mut spec = spec(&section(state.path(), 0));
+        spec.confinement =
+            UpstreamConfinement::new(Sandbox::with_support(support), DenyList::scratch_only());
+        let upstreams = Upstreams::start(vec![spec]).unwrap();
+        upstreams.wait_started();
+        let status = upstreams.statuses().remove(0);
+        assert!(!status.connected, "{status:?}");
+        assert!(status.tools.is_none(), "{status:?}");
+        let event = status.events.back().unwrap();
+        assert!(
+            event.contains("upstream `test` was not started: sandbox_unavailable"),
+            "{event}"
+        );
+        drop(upstreams);
+        // The server never ran: it writes its pid first thing.
+        assert!(!state.path().join("pid").exists());
+    }
+}
+
+/// The operator's `dangerous-unconfined` runs the upstream as it is, with nothing granted:
+/// the state directory under /tmp is written without `[upstream.sandbox]`.
+#[test]
+fn dangerous_unconfined_leaves_upstreams_unconfined() {
+    let state = tempfile::tempdir().unwrap();
+    let mut config = section(state.path(), 0);
+    config.sandbox = None;
+    let mut confined = spec(&config);
+    let upstreams = Upstreams::start(vec![confined.clone()]).unwrap();
+    upstreams.wait_started();
+    // Confined, it cannot even write its pid under /tmp.
+    assert!(!upstreams.statuses().remove(0).connected);
+    assert!(!state.path().join("pid").exists());
+    drop(upstreams);
+    confined.confinement = UpstreamConfinement::dangerous_unconfined();
+    let upstreams = Upstreams::start(vec![confined]).unwrap();
+    upstreams.wait_started();
+    assert!(upstreams.statuses().remove(0).connected);
+    assert!(state.path().join("pid").exists());
 }

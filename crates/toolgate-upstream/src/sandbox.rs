@@ -1,0 +1,370 @@
+//! Upstream servers run confined, in the same sandbox as approved commands.
+//!
+//! An upstream started as a child process is a program toolgate runs for as long as it
+//! serves, reading whatever its tools are asked to read; it gets no more of the machine than
+//! the operator gave it:
+//!
+//! ```toml
+//! [[upstream]]
+//! name = "fs"
+//! command = ["node", "server-filesystem/dist/index.js", "/srv/docs"]
+//! [upstream.sandbox]
+//! read = ["/srv/docs"]          # readable besides the system, even inside a denied place
+//! write = ["/srv/docs/out"]     # writable besides its private temporary directory
+//! network = ["api.example.com"] # hosts reached through toolgate's proxy; default none
+//! ```
+//!
+//! Without `[upstream.sandbox]` an upstream reads the system minus the deny list commands get
+//! (toolgate's own files, the credential stores, the shared scratch places) plus its working
+//! directory, writes only a private temporary directory (`TMPDIR`, removed when the process
+//! ends), and has no network at all. Paths in the section are absolute, `~/…` for the home
+//! directory, or relative to the configuration file's directory, as `cwd` is. With `network`
+//! hosts, a proxy of its own serves the process while it lives (`HTTP_PROXY`/`HTTPS_PROXY`
+//! name it) and the sandbox lets it connect to that port only.
+//!
+//! The operator-wide part, [`UpstreamConfinement`], is filled in by whoever builds the specs
+//! (toolgate's `[sandbox]` section: the deny list, limits, pins, `dangerous-unconfined`). A
+//! machine that cannot confine does not start the process (`sandbox_unavailable`); it is
+//! never started less confined.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::io;
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde::Deserialize;
+use toolgate_proxy::{HostPattern, Proxy, ProxySpec, Resolver, SystemResolver};
+use toolgate_sandbox::{
+    DenyList, Limits, NetworkMode, Prepared, Sandbox, SandboxError, SandboxSpec, UnixSockets,
+};
+
+use crate::UpstreamError;
+use crate::connection::Fault;
+
+/// Most hosts one upstream's `network` may name.
+pub const MAX_NETWORK_HOSTS: usize = 32;
+
+/// `[upstream.sandbox]` as written.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SandboxSection {
+    /// Paths readable besides the system, even where they lie inside a denied place.
+    #[serde(default)]
+    pub read: Vec<String>,
+    /// Paths writable besides the private temporary directory.
+    #[serde(default)]
+    pub write: Vec<String>,
+    /// Hosts reachable through toolgate's proxy.
+    #[serde(default)]
+    pub network: Vec<String>,
+}
+
+/// One upstream's own part of its sandbox, checked.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct UpstreamSandbox {
+    pub read: Vec<PathBuf>,
+    pub write: Vec<PathBuf>,
+    /// Empty: no network at all.
+    pub network: Vec<HostPattern>,
+}
+
+impl SandboxSection {
+    /// Checks the section of upstream `upstream`: paths resolved against `base` (the
+    /// configuration file's directory) or `home`, hosts parsed.
+    pub(crate) fn check(
+        &self,
+        upstream: &str,
+        base: &Path,
+        home: Option<&str>,
+    ) -> Result<UpstreamSandbox, UpstreamError> {
+        let error = |message: String| {
+            UpstreamError::Config(format!(
+                "upstream `{upstream}`: [upstream.sandbox] {message}"
+            ))
+        };
+        let path = |key: &str, text: &str| -> Result<PathBuf, UpstreamError> {
+            if text.is_empty() {
+                return Err(error(format!("{key}: an empty path")));
+            }
+            if let Some(rest) = text.strip_prefix("~/") {
+                return home.map(|h| Path::new(h).join(rest)).ok_or_else(|| {
+                    error(format!(
+                        "{key} `{text}` names the home directory, and HOME is not set"
+                    ))
+                });
+            }
+            if text.starts_with('~') {
+                return Err(error(format!(
+                    "{key} `{text}`: only `~/` (the home directory) is understood"
+                )));
+            }
+            Ok(base.join(text))
+        };
+        let read = self
+            .read
+            .iter()
+            .map(|t| path("read", t))
+            .collect::<Result<Vec<_>, _>>()?;
+        let write = self
+            .write
+            .iter()
+            .map(|t| path("write", t))
+            .collect::<Result<Vec<_>, _>>()?;
+        if self.network.len() > MAX_NETWORK_HOSTS {
+            return Err(error(format!(
+                "network names {} hosts; at most {MAX_NETWORK_HOSTS}",
+                self.network.len()
+            )));
+        }
+        let mut network = Vec::new();
+        for host in &self.network {
+            let pattern = HostPattern::parse(host).map_err(|e| {
+                error(format!(
+                    "network `{host}` is not a host the proxy can allow: {e}"
+                ))
+            })?;
+            if !network.contains(&pattern) {
+                network.push(pattern);
+            }
+        }
+        Ok(UpstreamSandbox {
+            read,
+            write,
+            network,
+        })
+    }
+}
+
+/// How toolgate confines every upstream process it starts: this machine's sandbox and the
+/// operator's settings. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct UpstreamConfinement {
+    /// `None`: the operator's `dangerous-unconfined` setting.
+    sandbox: Option<Sandbox>,
+    denied: DenyList,
+    limits: Limits,
+    unix_sockets: UnixSockets,
+    pins: Arc<BTreeMap<String, Vec<IpAddr>>>,
+}
+
+impl UpstreamConfinement {
+    /// Upstreams confined by `sandbox`, denied `denied` (the same list commands get).
+    pub fn new(sandbox: Sandbox, denied: DenyList) -> Self {
+        UpstreamConfinement {
+            sandbox: Some(sandbox),
+            denied,
+            limits: Limits::default(),
+            unix_sockets: UnixSockets::PairsOnly,
+            pins: Arc::default(),
+        }
+    }
+
+    /// This machine's sandbox, probed now, with the default deny list for `home` (and none of
+    /// toolgate's own files, which only the caller knows): what a spec gets until its caller
+    /// says otherwise.
+    pub fn detect(home: Option<&Path>) -> Self {
+        let denied = match home {
+            Some(home) => DenyList::defaults(home, &[] as &[&Path]),
+            None => DenyList::scratch_only(),
+        };
+        UpstreamConfinement::new(Sandbox::detect(), denied)
+    }
+
+    /// Upstreams run with all of the user's authority: only the operator's
+    /// `[sandbox] mode = "dangerous-unconfined"` leads here.
+    pub fn dangerous_unconfined() -> Self {
+        UpstreamConfinement {
+            sandbox: None,
+            ..UpstreamConfinement::new(Sandbox::detect(), DenyList::scratch_only())
+        }
+    }
+
+    /// The rlimits set in each upstream process.
+    pub fn set_limits(&mut self, limits: Limits) {
+        self.limits = limits;
+    }
+
+    /// Which Unix sockets upstream processes may make.
+    pub fn set_unix_sockets(&mut self, unix_sockets: UnixSockets) {
+        self.unix_sockets = unix_sockets;
+    }
+
+    /// Makes an upstream's proxy resolve `host` to `addresses` (still checked like any
+    /// other address).
+    pub fn pin(&mut self, host: &str, addresses: Vec<IpAddr>) {
+        Arc::make_mut(&mut self.pins).insert(host.to_ascii_lowercase(), addresses);
+    }
+
+    /// The sandbox, unless the operator turned it off.
+    pub fn sandbox(&self) -> Option<&Sandbox> {
+        self.sandbox.as_ref()
+    }
+
+    /// The paths upstream processes may neither read nor write.
+    pub fn denied(&self) -> &DenyList {
+        &self.denied
+    }
+
+    /// The network mode an upstream with `hosts` gets, its proxy on `port`.
+    fn network_mode(hosts: &[HostPattern], port: u16) -> NetworkMode {
+        if hosts.is_empty() {
+            NetworkMode::None
+        } else {
+            NetworkMode::Proxy { port }
+        }
+    }
+
+    /// Makes everything one process of upstream `name` runs in: its temporary directory, its
+    /// proxy and its prepared sandbox. `cwd` is where it will run.
+    pub(crate) fn start(
+        &self,
+        name: &str,
+        own: &UpstreamSandbox,
+        cwd: &Path,
+    ) -> Result<Confined, Fault> {
+        let Some(sandbox) = &self.sandbox else {
+            return Ok(Confined::default());
+        };
+        let refused = |code: &str, e: &dyn std::fmt::Display| {
+            Fault::Unavailable(format!(
+                "upstream `{name}` was not started: {code}: its sandbox could not be made: {e}"
+            ))
+        };
+        // Said before anything is made: this machine's shortcoming, named as such.
+        if let Err(e @ SandboxError::Unavailable { .. }) = sandbox.check() {
+            return Err(Fault::Unavailable(format!(
+                "upstream `{name}` was not started: sandbox_unavailable: this machine cannot \
+                 confine it ({e}); upstream processes run only confined, unless the operator \
+                 sets `[sandbox] mode = \"dangerous-unconfined\"`"
+            )));
+        }
+        let temp = tempfile::Builder::new()
+            .prefix(&format!("toolgate-upstream-{name}-"))
+            .tempdir()
+            .map_err(|e| refused("sandbox_failed", &e))?;
+        let proxy = if own.network.is_empty() {
+            None
+        } else {
+            let resolver = Arc::new(Pinned {
+                pins: Arc::clone(&self.pins),
+            });
+            let spec = ProxySpec::new(own.network.clone()).resolver(resolver);
+            Some(Proxy::start(spec).map_err(|e| refused("sandbox_failed", &e))?)
+        };
+        let mut spec = SandboxSpec::new(cwd, temp.path());
+        spec.writable.clone_from(&own.write);
+        spec.readable.clone_from(&own.read);
+        spec.readable.push(cwd.to_path_buf());
+        spec.denied = self.denied.clone();
+        spec.network = Self::network_mode(&own.network, proxy.as_ref().map_or(0, Proxy::port));
+        spec.unix_sockets = self.unix_sockets;
+        spec.limits = self.limits;
+        let prepared = sandbox.prepare(&spec).map_err(|e| refused(e.code(), &e))?;
+        let mut env = vec![("TMPDIR".to_owned(), temp.path().display().to_string())];
+        if let Some(proxy) = &proxy {
+            env.extend(proxy.env());
+        }
+        Ok(Confined {
+            temp: Some(temp),
+            proxy,
+            prepared: Some(prepared),
+            env,
+        })
+    }
+
+    /// What an upstream with `own` and working directory `cwd` is confined to, in words for
+    /// the operator (`toolgate sandbox check`): one line each.
+    pub fn describe(&self, own: &UpstreamSandbox, cwd: &Path) -> Vec<String> {
+        let shown = |paths: &[PathBuf]| {
+            paths
+                .iter()
+                .map(|p| format!("`{}`", p.display()))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let Some(sandbox) = &self.sandbox else {
+            return vec![
+                "sandbox: NONE — the operator's `dangerous-unconfined` setting; the upstream \
+                 runs with all of the user's authority"
+                    .to_owned(),
+            ];
+        };
+        let abi = match sandbox.check() {
+            Ok(abi) => abi,
+            Err(e) => return vec![format!("sandbox_unavailable: not started ({e})")],
+        };
+        let mut lines = vec![format!("sandbox: landlock+seccomp (landlock abi {abi})")];
+        let mut read = vec![cwd.to_path_buf()];
+        read.extend(own.read.iter().cloned());
+        lines.push(format!(
+            "read: the system but the deny list, and {}",
+            shown(&read)
+        ));
+        let mut write = String::from("write: its private TMPDIR");
+        if !own.write.is_empty() {
+            let _ = write!(write, ", {}", shown(&own.write));
+        }
+        lines.push(write);
+        if own.network.is_empty() {
+            lines.push("network: none".to_owned());
+        } else {
+            let hosts: Vec<String> = own.network.iter().map(ToString::to_string).collect();
+            lines.push(format!(
+                "network: only through toolgate's proxy, to {}",
+                hosts.join(", ")
+            ));
+        }
+        let mode = Self::network_mode(&own.network, 0);
+        for gap in toolgate_sandbox::gaps(mode, self.unix_sockets, abi) {
+            lines.push(format!("gap: {gap}"));
+        }
+        lines
+    }
+}
+
+/// The system's resolver, behind the operator's pins.
+struct Pinned {
+    pins: Arc<BTreeMap<String, Vec<IpAddr>>>,
+}
+
+impl Resolver for Pinned {
+    fn resolve(&self, name: &str) -> io::Result<Vec<IpAddr>> {
+        match self.pins.get(&name.to_ascii_lowercase()) {
+            Some(addresses) => Ok(addresses.clone()),
+            None => SystemResolver.resolve(name),
+        }
+    }
+}
+
+/// What one upstream process runs in, for as long as it runs: dropping it removes the
+/// temporary directory and stops the proxy, so it is dropped only once the process is gone.
+#[derive(Debug, Default)]
+pub(crate) struct Confined {
+    temp: Option<tempfile::TempDir>,
+    proxy: Option<Proxy>,
+    prepared: Option<Prepared>,
+    env: Vec<(String, String)>,
+}
+
+impl Confined {
+    /// Confines `command`: the sandbox between fork and exec, `TMPDIR` and the proxy's
+    /// variables in its environment.
+    pub(crate) fn apply(&self, command: &mut std::process::Command) {
+        command.envs(self.env.iter().map(|(k, v)| (k, v)));
+        if let Some(prepared) = &self.prepared {
+            prepared.confine(command);
+        }
+    }
+
+    /// Ends the confinement of a process that is gone.
+    pub(crate) fn end(self) {
+        if let Some(proxy) = self.proxy {
+            let _ = proxy.stop();
+        }
+        if let Some(temp) = self.temp {
+            let _ = temp.close();
+        }
+    }
+}
