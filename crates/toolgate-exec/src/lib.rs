@@ -71,11 +71,11 @@ use thiserror::Error;
 
 pub use capture::Capture;
 pub use cgroup::{CgroupProbe, Tier, cgroup_tier};
-pub use toolgate_sandbox::Prepared;
 pub use env::{ambient_env, is_allowed, is_denied, scrub_env};
 pub use household::{become_subreaper, no_unregistered_children, own_child};
 pub use procs::ProcessId;
 pub use program::resolve_program;
+pub use toolgate_sandbox::Prepared;
 pub use tree::{TreeObserver, observe_every_command};
 pub use watchdog::{Watchdog, run_watchdog};
 
@@ -191,8 +191,8 @@ pub struct CommandSpec {
 }
 
 /// `pids.max` and `memory.max` of a call's own cgroup. They apply only where toolgate's
-/// cgroup is delegated to it and the controllers are enabled there; where a limit was asked
-/// for and could not be set, the outcome's unknowns say so.
+/// cgroup is delegated to it and the controllers are enabled there; where the call has a
+/// cgroup and a limit could not be set, the outcome's unknowns say so.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct CgroupLimits {
     /// Processes (and threads) in the call's cgroup at once.
@@ -345,11 +345,6 @@ pub mod unknown {
     pub const ESCAPED: &str = "a process that left the command's process group kept its output \
         open; it may still be running and its later output was not captured";
 
-    /// Cgroup limits were asked for, and the call has no cgroup to hold them.
-    pub const NO_CGROUP_LIMITS: &str = "pids.max and memory.max were not set: toolgate's \
-        cgroup is not delegated to it, so the call has no cgroup of its own; the rlimits \
-        alone applied";
-
     /// The call had no cgroup of its own although toolgate's cgroup is delegated to it.
     pub fn no_call_cgroup(reason: &str) -> String {
         format!(
@@ -407,10 +402,10 @@ pub fn run(spec: &CommandSpec, cancel: &(impl Cancel + ?Sized)) -> Result<RunOut
         notes.push(unknown::no_call_cgroup(&reason));
         None
     });
+    // Without a cgroup tier there is nothing to write them into; the sandbox's report says so
+    // once for the call (see `cgroup_tier`), not as an unknown of every command.
     if let Some(cgroup) = &cgroup {
         notes.extend(cgroup.limit(spec.cgroup_limits));
-    } else if spec.cgroup_limits != CgroupLimits::default() {
-        notes.push(unknown::NO_CGROUP_LIMITS.to_owned());
     }
 
     let mut command = Command::new(&spec.program);

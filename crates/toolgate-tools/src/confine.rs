@@ -259,14 +259,18 @@ impl Confinement {
                      workspace and a private TMPDIR; toolgate's state, the credential stores \
                      and the shared temporary directories unreadable"
                 );
-                for gap in
-                    toolgate_sandbox::gaps(self.network_mode(&hosts, 0), self.unix_sockets, abi)
-                {
+                let network = self.network_mode(&hosts, 0);
+                let gaps = toolgate_sandbox::gaps(network, self.unix_sockets, abi);
+                for gap in gaps.into_iter().chain(self.cgroup_gap()) {
                     let _ = write!(preview, "\nsandbox gap: {gap}");
                 }
             }
         }
         (resources, preview)
+    }
+
+    fn cgroup_gap(&self) -> Option<String> {
+        cgroup_gap(self.cgroup)
     }
 
     fn network_mode(&self, hosts: &[HostPattern], port: u16) -> NetworkMode {
@@ -338,6 +342,17 @@ impl Confinement {
 const UNAVAILABLE_HINT: &str = "commands run only confined; the operator can run toolgate on a \
 kernel with Landlock (ABI 6 or newer) and seccomp, or set `[sandbox] mode = \
 \"dangerous-unconfined\"` to run them with all of the user's authority";
+
+/// The gap when cgroup limits are asked for and calls get no cgroup to hold them.
+fn cgroup_gap(limits: CgroupLimits) -> Option<String> {
+    let tier = toolgate_exec::cgroup_tier();
+    (limits != CgroupLimits::default() && tier.directory.is_none()).then(|| {
+        format!(
+            "no cgroup of its own, so no pids.max or memory.max: {}",
+            tier.reason
+        )
+    })
+}
 
 /// The `network` argument as given.
 fn network_hosts(arguments: &Map<String, Value>) -> Vec<&str> {
@@ -423,11 +438,13 @@ impl Confined {
             }),
             Some(prepared) => {
                 let enforced = prepared.enforced();
+                let mut gaps = enforced.gaps.clone();
+                gaps.extend(cgroup_gap(self.cgroup));
                 json!({
                     "tier": enforced.tier.to_string(),
                     "landlock_abi": enforced.landlock_abi,
                     "enforced": enforced.enforced,
-                    "gaps": enforced.gaps,
+                    "gaps": gaps,
                 })
             }
         };
