@@ -37,6 +37,17 @@ impl Served {
 
     /// A server keeping its state (token file, standing grants) in `state`.
     pub fn start_at(ws: &Path, config: &str, state: &Path) -> Served {
+        Served::start_with_env(ws, config, state, &[])
+    }
+
+    /// As [`Served::start_at`], with `env` set in the server's environment besides (a fake
+    /// `HOME`, say, and the toolchain homes that would otherwise be looked up under it).
+    pub fn start_with_env(
+        ws: &Path,
+        config: &str,
+        state: &Path,
+        env: &[(&str, std::ffi::OsString)],
+    ) -> Served {
         let config_path = state.join("toolgate.toml");
         fs::write(&config_path, config).unwrap();
         let mut child = Command::new(toolgate_bin())
@@ -45,6 +56,7 @@ impl Served {
             .arg("--config")
             .arg(&config_path)
             .env("XDG_STATE_HOME", state)
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())

@@ -1,0 +1,3 @@
+fn main() {
+    println!("tiny built and ran confined: {}", 6 * 7);
+}
