@@ -174,22 +174,29 @@ fn assemble(
     Ok((registry, policy))
 }
 
-/// The `[[upstream]]` sections, checked, with their environment read from toolgate's own.
+/// The `[[upstream]]` sections, checked, with their environment read from toolgate's own and
+/// the confinement `[sandbox]` asks for (see [`crate::upstream::confinement`]).
 pub fn upstream_specs(config: &Config) -> Result<Vec<UpstreamSpec>, ConfigError> {
     let base = config
         .path
         .as_ref()
         .and_then(|p| p.parent())
         .unwrap_or(Path::new("."));
+    if config.file.upstreams.is_empty() {
+        return Ok(Vec::new());
+    }
+    let confinement = crate::upstream::confinement(config)?;
     config
         .file
         .upstreams
         .iter()
         .map(|section| {
-            section
+            let mut spec = section
                 .get_ref()
                 .check(base, |name| std::env::var(name).ok())
-                .map_err(|e| config.error_at(section.span(), e.to_string()))
+                .map_err(|e| config.error_at(section.span(), e.to_string()))?;
+            spec.confinement = confinement.clone();
+            Ok(spec)
         })
         .collect()
 }

@@ -9,12 +9,14 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context as _, anyhow, bail};
 use serde_json::{Value, json};
 use toolgate_core::{Descriptor, EffectClass};
+use toolgate_sandbox::Limits;
 use toolgate_upstream::config::check_tool_name;
 use toolgate_upstream::{
-    Admission, PinState, UpstreamSpec, UpstreamStatus, Upstreams, namespaced, pin_of, pin_state,
+    Admission, PinState, UpstreamConfinement, UpstreamSpec, UpstreamStatus, Upstreams, namespaced,
+    pin_of, pin_state,
 };
 
-use crate::config::Config;
+use crate::config::{Config, ConfigError};
 use crate::gate::upstream_specs;
 
 /// One line of the upstream listing.
@@ -134,6 +136,91 @@ pub fn print_listing(upstreams: &Upstreams) {
             }
         );
     }
+}
+
+/// How every upstream process is confined, from `[sandbox]`: its mode (`dangerous-unconfined`
+/// leaves upstreams unconfined too), the deny list commands get (toolgate's own files, the
+/// credential stores, the shared scratch places, the operator's `deny` and `allow`),
+/// `dangerous_allow_unix_sockets`, the rlimits and the `resolve` pins of the proxies. Not
+/// `write` nor `dangerous_unconfined_network`: those widen what commands reach, and an
+/// upstream gets only what its own `[upstream.sandbox]` grants.
+pub(crate) fn confinement(config: &Config) -> Result<UpstreamConfinement, ConfigError> {
+    let commands = config.confinement()?;
+    let Some(sandbox) = commands.sandbox() else {
+        return Ok(UpstreamConfinement::dangerous_unconfined());
+    };
+    let mut confinement = UpstreamConfinement::new(*sandbox, commands.denied().clone());
+    confinement.set_unix_sockets(commands.unix_sockets());
+    let limits = &config.file.sandbox.limits;
+    confinement.set_limits(Limits {
+        file_size: Some(
+            limits
+                .file_size_bytes
+                .unwrap_or(crate::sandbox::DEFAULT_FILE_SIZE_BYTES),
+        ),
+        address_space: limits.address_space_bytes,
+        processes: limits.processes,
+        open_files: limits.open_files,
+    });
+    for (host, addresses) in &config.file.sandbox.resolve {
+        confinement.pin(host, addresses.clone());
+    }
+    Ok(confinement)
+}
+
+/// Each upstream's sandbox in words, for `toolgate sandbox check`: its name and one line per
+/// rule (a `url` upstream is not a process toolgate starts, and says so).
+pub(crate) fn sandboxes(config: &Config) -> Result<Vec<(String, Vec<String>)>, ConfigError> {
+    let specs = upstream_specs(config)?;
+    let here = std::env::current_dir().unwrap_or_default();
+    Ok(specs
+        .iter()
+        .map(|spec| {
+            let lines = match &spec.url {
+                Some(url) => vec![format!(
+                    "not a process toolgate starts: reached at {url}, unconfined by toolgate"
+                )],
+                None => spec
+                    .confinement
+                    .describe(&spec.sandbox, spec.cwd.as_deref().unwrap_or(&here)),
+            };
+            (spec.name.clone(), lines)
+        })
+        .collect())
+}
+
+/// [`sandboxes`] for `toolgate sandbox check --json`: `[{"name", "sandbox": [lines]}]`.
+#[allow(
+    dead_code,
+    reason = "for `toolgate sandbox check` (crate::sandbox), to list each upstream's sandbox"
+)]
+pub(crate) fn sandboxes_json(config: &Config) -> Result<Value, ConfigError> {
+    Ok(Value::Array(
+        sandboxes(config)?
+            .into_iter()
+            .map(|(name, lines)| json!({"name": name, "sandbox": lines}))
+            .collect(),
+    ))
+}
+
+/// [`sandboxes`] for `toolgate sandbox check`, as indented lines.
+#[allow(
+    dead_code,
+    reason = "for `toolgate sandbox check` (crate::sandbox), to list each upstream's sandbox"
+)]
+pub(crate) fn print_sandboxes(config: &Config) -> Result<(), ConfigError> {
+    let sandboxes = sandboxes(config)?;
+    if sandboxes.is_empty() {
+        return Ok(());
+    }
+    println!("upstreams:");
+    for (name, lines) in sandboxes {
+        println!("  {name}:");
+        for line in lines {
+            println!("    {line}");
+        }
+    }
+    Ok(())
 }
 
 /// The configuration file that admissions are written to.

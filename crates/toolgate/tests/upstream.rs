@@ -5,7 +5,8 @@
 //!
 //! Admissions are written by the real `toolgate tools admit` and re-pinned by
 //! `toolgate tools pin`; nothing in a configuration here is written by hand except the
-//! `[[upstream]]` sections.
+//! `[[upstream]]` sections. Every upstream process runs in toolgate's sandbox; each is granted
+//! (`[upstream.sandbox]`) only the directory it serves or keeps its state in.
 
 #![allow(
     clippy::unwrap_used,
@@ -121,12 +122,15 @@ fn ok_text(result: &Value) -> &str {
     ok(result)["text"].as_str().unwrap()
 }
 
-/// The `[[upstream]]` of the test upstream, keeping its state in `state`.
+/// The `[[upstream]]` of the test upstream, keeping its state in `state`, which its sandbox
+/// lets it write (a directory under the shared /tmp, denied otherwise).
 fn test_upstream(name: &str, state: &Path, extra: &str) -> String {
     format!(
-        "[[upstream]]\nname = \"{name}\"\ncommand = [{}, {}, {}]\ncall_timeout_ms = 3000\n{extra}\n",
+        "[[upstream]]\nname = \"{name}\"\ncommand = [{}, {}, {}]\ncall_timeout_ms = 3000\n{extra}\n\
+         [upstream.sandbox]\nwrite = [{}]\n",
         quoted(&python()),
         quoted(&root().join("tests/upstream/test_upstream.py")),
+        quoted(state),
         quoted(state),
     )
 }
@@ -389,10 +393,11 @@ fn upstream_faults_are_classified_and_the_gateway_keeps_serving() {
     let parsed: toml::Value = toml::from_str(&written).unwrap();
     let echo = &parsed["upstream"][0]["tool"][0];
     let broken = format!(
-        "\n[[upstream]]\nname = \"broken\"\ncommand = [{}, {}, {}, \"--fail-start\"]\nstartup_timeout_ms = 2000\n\n[[upstream.tool]]\ntool = \"echo\"\neffect = \"read_only\"\ndigest = {}\npinned = {}\n",
+        "\n[[upstream]]\nname = \"broken\"\ncommand = [{}, {}, {}, \"--fail-start\"]\nstartup_timeout_ms = 2000\n\n[upstream.sandbox]\nwrite = [{}]\n\n[[upstream.tool]]\ntool = \"echo\"\neffect = \"read_only\"\ndigest = {}\npinned = {}\n",
         quoted(&python()),
         quoted(&root().join("tests/upstream/test_upstream.py")),
         quoted(&state.join("broken")),
+        quoted(state),
         toml_string(echo["digest"].as_str().unwrap()),
         toml_string(echo["pinned"].as_str().unwrap()),
     );
@@ -557,9 +562,11 @@ fn reference_servers_behind_the_gateway() {
 
     let modules = test_dep("node/node_modules/@modelcontextprotocol");
     let toml = format!(
-        "[[upstream]]\nname = \"fs\"\ncommand = [{node}, {fs}, {files}]\n\n\
+        "[[upstream]]\nname = \"fs\"\ncommand = [{node}, {fs}, {files}]\n\
+         [upstream.sandbox]\nwrite = [{files}]\n\n\
          [[upstream]]\nname = \"everything\"\ncommand = [{node}, {everything}]\n\n\
-         [[upstream]]\nname = \"git\"\ncommand = [{python}, \"-m\", \"mcp_server_git\", \"--repository\", {repo}]\n",
+         [[upstream]]\nname = \"git\"\ncommand = [{python}, \"-m\", \"mcp_server_git\", \"--repository\", {repo}]\n\
+         [upstream.sandbox]\nread = [{repo}]\n",
         node = quoted(&node()),
         fs = quoted(&modules.join("server-filesystem/dist/index.js")),
         files = quoted(&files.path().canonicalize().unwrap()),
