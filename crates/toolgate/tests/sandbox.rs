@@ -28,7 +28,7 @@
 //! | placeholder      | what the runner puts there                                           |
 //! |------------------|----------------------------------------------------------------------|
 //! | `{ws}`           | the workspace                                                        |
-//! | `{outside}`      | a directory beside it holding `canary.txt`, `id-setuid` (a copy of `/usr/bin/id` owned by uid 65534, mode 4755) and `docker.sock` |
+//! | `{outside}`      | a directory beside it: `canary.txt`, `id-setuid`, `docker.sock`      |
 //! | `{home}`         | the `HOME` toolgate runs with, its credential stores full of canaries |
 //! | `{state}`        | toolgate's state directory (`$XDG_STATE_HOME/toolgate`)              |
 //! | `{token_file}`   | the console's token file                                             |
@@ -41,7 +41,9 @@
 //! | `{unix_socket}`  | a pathname Unix socket listening in `{outside}` (a Docker daemon's)  |
 //! | `{abstract}`     | the name of an abstract Unix socket listening (without the NUL)      |
 //! | `{toolgate_pid}` | the pid of the toolgate process the probe runs under                 |
+//! | `{other_pid}`    | another process of the same user, a secret in its environment        |
 //!
+//! `id-setuid` is a copy of `/usr/bin/id` owned by uid 65534 with the setuid bit.
 //! The configuration pins `local.test` to 127.0.0.1 and `tunnel.test` to 203.0.113.5 (a
 //! documentation address the proxy only dials after a valid ClientHello, which no row sends).
 
@@ -149,7 +151,8 @@ fn run_allowed(served: &Served, calls: &[(&str, Value)]) -> Vec<Value> {
     client.steps()
 }
 
-/// Every path below `dir` with its kind, mode and contents (or link target).
+/// Every path below `dir` with its kind, mode, owner, and a file's time and contents (or a
+/// link's target).
 fn snapshot(dir: &Path) -> Vec<(String, String)> {
     fn visit(root: &Path, dir: &Path, out: &mut Vec<(String, String)>) {
         let mut entries: Vec<_> = fs::read_dir(dir).unwrap().map(|e| e.unwrap()).collect();
@@ -167,7 +170,11 @@ fn snapshot(dir: &Path) -> Vec<(String, String)> {
                 visit(root, &path, out);
                 format!("dir {mode:o} {owner}")
             } else if kind.is_file() {
-                format!("file {mode:o} {owner} {:?}", fs::read(&path).unwrap())
+                let mtime = metadata.modified().unwrap();
+                format!(
+                    "file {mode:o} {owner} {mtime:?} {:?}",
+                    fs::read(&path).unwrap()
+                )
             } else {
                 format!("other {mode:o} {owner}")
             };
@@ -270,6 +277,16 @@ impl Drop for Listeners {
     }
 }
 
+/// A process the test started, killed (by its pid) when the test ends however it ends.
+struct Other(std::process::Child);
+
+impl Drop for Other {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// One row of the escape table, placeholders not yet filled.
 struct Probe {
     name: String,
@@ -345,6 +362,12 @@ fn fake_home(home: &Path) {
         fs::create_dir_all(file.parent().unwrap()).unwrap();
         fs::write(file, body).unwrap();
     }
+    // As ssh keeps it: a probe that changes the mode shows in the snapshot.
+    fs::set_permissions(
+        home.join(".ssh/id_ed25519"),
+        fs::Permissions::from_mode(0o600),
+    )
+    .unwrap();
 }
 
 #[test]
@@ -367,6 +390,15 @@ fn every_escape_in_the_table_is_refused_and_changes_nothing() {
     std::os::unix::fs::chown(&setuid, Some(65534), Some(65534)).unwrap();
     fs::set_permissions(&setuid, fs::Permissions::from_mode(0o4755)).unwrap();
     let listeners = Listeners::start(&outside);
+    // Another process of the same user, with a secret in its environment.
+    let other = Other(
+        Command::new("sleep")
+            .arg("120")
+            .env("TOOLGATE_PROBE_SECRET", "canary-environment")
+            .stdin(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
 
     let audit = dir.join("audit/audit.db");
     let config = format!(
@@ -408,6 +440,7 @@ fn every_escape_in_the_table_is_refused_and_changes_nothing() {
         ("unix_socket", listeners.unix_path.display().to_string()),
         ("abstract", listeners.abstract_name.clone()),
         ("toolgate_pid", toolgate_pid.to_string()),
+        ("other_pid", other.0.id().to_string()),
     ];
     let protected = [&outside, &home];
     let before: Vec<_> = protected.iter().map(|d| snapshot(d)).collect();
