@@ -78,8 +78,15 @@ use serde_json::{Value, json};
 use clients::{root, toolgate_bin};
 use served::Served;
 
-/// What every confined outcome names as its tier.
+/// What every confined outcome's tier starts with (a tier may add to it).
 const TIER: &str = "landlock+seccomp";
+
+/// Whether `sandbox` (an outcome's `sandbox` field) names a confined tier.
+fn confined(sandbox: &Value) -> bool {
+    sandbox["tier"]
+        .as_str()
+        .is_some_and(|t| t.starts_with(TIER))
+}
 
 /// A directory for one test under `CARGO_TARGET_TMPDIR`: not below `/tmp`, so that what the
 /// sandbox refuses there it refuses for the deny list's sake, not because `/tmp` is denied.
@@ -131,6 +138,24 @@ fn allow_each(served: &Served, tool: &str, count: usize, choice: &str) {
             continue;
         };
         assert_eq!(request["tool"], tool, "{request}");
+        if tool.starts_with("run_") {
+            // What the person approves names the sandbox and the network, and shows both.
+            let resources = request["resources"].as_array().unwrap();
+            let named = |prefix: &str| {
+                resources
+                    .iter()
+                    .any(|r| r.as_str().unwrap().starts_with(prefix))
+            };
+            assert!(
+                named(&format!("sandbox:{TIER}")) && named("network:"),
+                "{request}"
+            );
+            let preview = request["preview"].as_str().unwrap();
+            assert!(
+                preview.contains("\nsandbox: ") && preview.contains("\nnetwork: "),
+                "{request}"
+            );
+        }
         let id = request["id"].as_str().unwrap().to_owned();
         let reply = served.decide(&id, &json!({ "decision": choice }).to_string());
         assert_eq!(reply.status, 204, "{}", reply.body);
@@ -495,7 +520,7 @@ fn every_escape_in_the_table_is_refused_and_changes_nothing() {
             ));
             continue;
         }
-        if output["sandbox"]["tier"] != TIER {
+        if !confined(&output["sandbox"]) {
             failures.push(format!("{}: sandbox {}", row.name, output["sandbox"]));
         }
         if let Some(reason) = &row.reason {
@@ -592,7 +617,7 @@ fn assert_ran(result: &Value, expected: &str) {
     let output = &result["structured"];
     assert_eq!(result["isError"], false, "{result}");
     assert_eq!(output["exit_code"], 0, "{result}");
-    assert_eq!(output["sandbox"]["tier"], TIER, "{result}");
+    assert!(confined(&output["sandbox"]), "{result}");
     let printed = format!(
         "{}{}",
         output["stdout"].as_str().unwrap(),
