@@ -30,6 +30,7 @@
 //! ```
 
 mod filesystem;
+mod mounts;
 mod probe;
 mod seccomp;
 mod spec;
@@ -122,11 +123,20 @@ impl Sandbox {
         let abi = ABI::from(i32::from(abi_number));
         let (ruleset, plan) = filesystem::ruleset(spec, abi)?;
         let filters = seccomp::filters(spec.network, spec.unix_sockets)?;
-        let enforced = Enforced::describe(spec, abi_number, &plan);
+        let read_only = if self.support.mount_namespaces {
+            mounts::ReadOnly::prepare(&spec.read_only).map_err(|source| SandboxError::Path {
+                path: spec.read_only.first().cloned().unwrap_or_default(),
+                source,
+            })?
+        } else {
+            mounts::ReadOnly::default()
+        };
+        let enforced = Enforced::describe(spec, abi_number, &plan, &read_only);
         Ok(Prepared {
             inner: Arc::new(Inner {
                 ruleset,
                 filters,
+                read_only,
                 limits: spec.limits,
                 enforced,
             }),
@@ -171,6 +181,7 @@ pub struct Prepared {
 struct Inner {
     ruleset: RulesetCreated,
     filters: seccomp::Filters,
+    read_only: mounts::ReadOnly,
     limits: Limits,
     enforced: Enforced,
 }
@@ -189,8 +200,9 @@ impl Prepared {
         install(command, move || prepared.apply_in_child());
     }
 
-    /// Confines the calling thread for good: limits, descriptors above 2 closed at exec,
-    /// `no_new_privs`, the Landlock ruleset, the seccomp filters, in that order. Meant for a
+    /// Confines the calling thread for good: limits, descriptors above 2 closed at exec, the
+    /// read-only binds in a mount namespace of its own (where there are any), `no_new_privs`,
+    /// the Landlock ruleset, the seccomp filters, in that order. Meant for a
     /// child between fork and exec: it makes system calls only, and allocates nothing and
     /// takes no lock (the ruleset descriptor is duplicated, the filters are already compiled).
     pub fn apply_in_child(&self) -> io::Result<()> {
@@ -201,6 +213,7 @@ impl Prepared {
         set_limit(Resource::Nproc, inner.limits.processes)?;
         set_limit(Resource::Nofile, inner.limits.open_files)?;
         close_from_three_at_exec()?;
+        inner.read_only.apply_in_child()?;
         rustix::thread::set_no_new_privs(true)?;
 
         let status = inner
@@ -298,12 +311,15 @@ fn close_from_three_at_exec() -> io::Result<()> {
 pub enum Tier {
     /// Landlock for paths, TCP ports and scopes; seccomp for the rest.
     LandlockSeccomp,
+    /// The same, and a mount namespace of the child's own with paths bound read-only.
+    LandlockSeccompMounts,
 }
 
 impl fmt::Display for Tier {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Tier::LandlockSeccomp => f.write_str("landlock+seccomp"),
+            Tier::LandlockSeccompMounts => f.write_str("landlock+seccomp+mount-namespace"),
         }
     }
 }
@@ -323,7 +339,12 @@ pub struct Enforced {
 }
 
 impl Enforced {
-    fn describe(spec: &SandboxSpec, abi: u8, plan: &filesystem::Plan) -> Self {
+    fn describe(
+        spec: &SandboxSpec,
+        abi: u8,
+        plan: &filesystem::Plan,
+        read_only: &mounts::ReadOnly,
+    ) -> Self {
         let show = |paths: &[PathBuf]| {
             paths
                 .iter()
@@ -387,9 +408,20 @@ impl Enforced {
                     .into(),
             );
         }
-        let gaps = gaps(spec.network, spec.unix_sockets, abi);
+        let mounted = !read_only.is_empty();
+        if mounted {
+            enforced.push(format!(
+                "mount namespace: {} read-only",
+                show(read_only.shown())
+            ));
+        }
+        let gaps = gaps(spec.network, spec.unix_sockets, abi, mounted);
         Enforced {
-            tier: Tier::LandlockSeccomp,
+            tier: if mounted {
+                Tier::LandlockSeccompMounts
+            } else {
+                Tier::LandlockSeccomp
+            },
             landlock_abi: abi,
             enforced,
             gaps,
@@ -397,9 +429,15 @@ impl Enforced {
     }
 }
 
-/// What a sandbox with `network` and `unix` sockets on a kernel of Landlock ABI `abi` leaves open, one sentence
-/// each: what a person approving a call should know, and what every outcome names.
-pub fn gaps(network: NetworkMode, unix: UnixSockets, abi: u8) -> Vec<String> {
+/// What a sandbox with `network` and `unix` sockets on a kernel of Landlock ABI `abi`, with or
+/// without `read_only_mounts` (the mount-namespace tier), leaves open, one sentence each: what
+/// a person approving a call should know, and what every outcome names.
+pub fn gaps(
+    network: NetworkMode,
+    unix: UnixSockets,
+    abi: u8,
+    read_only_mounts: bool,
+) -> Vec<String> {
     let mut gaps = Vec::new();
     match network {
         NetworkMode::None => {}
@@ -429,11 +467,15 @@ pub fn gaps(network: NetworkMode, unix: UnixSockets, abi: u8) -> Vec<String> {
          them during the call can be neither read nor written"
             .into(),
     );
-    gaps.push(
-        "no namespaces: processes and mounts are seen as on the host, and the workspace's \
-         `.git/hooks` and `.git/config` are as writable as the rest of it"
-            .into(),
-    );
+    if read_only_mounts {
+        gaps.push("no pid or network namespace: the host's processes are seen".into());
+    } else {
+        gaps.push(
+            "no namespaces: processes and mounts are seen as on the host, and the workspace's \
+             `.git/hooks` and `.git/config` are as writable as the rest of it"
+                .into(),
+        );
+    }
     gaps
 }
 

@@ -19,9 +19,13 @@ pub struct Support {
     pub landlock_abi: Option<u8>,
     /// Whether seccomp filters can be installed (`Seccomp:` in `/proc/self/status`).
     pub seccomp: bool,
-    /// Whether an unprivileged user namespace could be made (an extra tier the sandbox does
-    /// not use yet; reported for `sandbox check`).
+    /// Whether an unprivileged user namespace could be made (not used by the sandbox;
+    /// reported for `sandbox check`).
     pub user_namespaces: bool,
+    /// Whether this process can give a child a mount namespace with a path bound read-only
+    /// (the extra tier that protects a workspace's `.git/hooks` and `.git/config`), tried in
+    /// a child.
+    pub mount_namespaces: bool,
 }
 
 /// Probes the running kernel. Each Landlock ABI is recognised by what it added, tried with a
@@ -31,6 +35,7 @@ pub fn probe() -> Support {
         landlock_abi: landlock_abi(),
         seccomp: seccomp_available(),
         user_namespaces: user_namespaces_possible(),
+        mount_namespaces: crate::mounts::possible(),
     }
 }
 

@@ -30,6 +30,10 @@ pub struct SandboxSpec {
     /// The call's private temporary directory (what `TMPDIR` names), readable and writable even
     /// though the shared scratch places around it are denied.
     pub temp_dir: PathBuf,
+    /// Paths inside writable ones made read-only for the child where a mount namespace can
+    /// be made (the extra tier; see `Support::mount_namespaces`), and left writable, as a gap
+    /// the report names, where it cannot.
+    pub read_only: Vec<PathBuf>,
     /// Paths the child may neither read nor write.
     pub denied: DenyList,
     /// What the child may do on the network.
@@ -49,6 +53,7 @@ impl SandboxSpec {
             writable: vec![workspace.into()],
             readable: Vec::new(),
             temp_dir: temp_dir.into(),
+            read_only: Vec::new(),
             denied: DenyList::scratch_only(),
             network: NetworkMode::None,
             unix_sockets: UnixSockets::PairsOnly,

@@ -707,3 +707,49 @@ fn the_limits_are_set_in_the_child() {
         show(&out)
     );
 }
+
+/// Where this machine can make a mount namespace, paths given as read-only (a workspace's
+/// `.git/hooks` and `.git/config`) cannot be written, replaced or removed from inside, while
+/// the rest of the workspace stays writable, and the host sees no mount of the child's.
+#[test]
+fn read_only_paths_stay_unwritable_inside_the_workspace_where_mounts_are_possible() {
+    let fixture = Fixture::new();
+    let sandbox = Sandbox::detect();
+    let ws = fixture.base().join("ws");
+    std::fs::create_dir_all(ws.join(".git/hooks")).unwrap();
+    std::fs::write(ws.join(".git/config"), "[core]\n").unwrap();
+    let mut spec = fixture.spec(NetworkMode::None);
+    spec.read_only = vec![ws.join(".git/hooks"), ws.join(".git/config")];
+    let prepared = sandbox.prepare(&spec).unwrap();
+    let report = prepared.enforced().to_string();
+    if !sandbox.support().mount_namespaces {
+        assert!(report.contains(".git/hooks"), "the gap is named: {report}");
+        return;
+    }
+    assert!(report.contains("mount namespace"), "{report}");
+    let script = "import os\n\
+        def tried(f):\n    try:\n        f()\n        return 'ESCAPED'\n    except OSError as e:\n        return 'REFUSED'\n\
+        print(tried(lambda: open('.git/hooks/pre-commit', 'w').write('x')))\n\
+        print(tried(lambda: open('.git/config', 'a').write('[alias]')))\n\
+        print(tried(lambda: os.rename('.git/hooks', 'hooks-moved')))\n\
+        print(tried(lambda: os.unlink('.git/config')))\n\
+        open('other.txt', 'w').write('fine')\nprint('WROTE')\n";
+    let out = fixture.run(&["{python}", "-c", script], Some(&prepared));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        stdout.lines().collect::<Vec<_>>(),
+        ["REFUSED", "REFUSED", "REFUSED", "REFUSED", "WROTE"],
+        "{}",
+        show(&out)
+    );
+    assert!(!ws.join(".git/hooks/pre-commit").exists());
+    assert_eq!(
+        std::fs::read_to_string(ws.join(".git/config")).unwrap(),
+        "[core]\n"
+    );
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    assert!(
+        !mounts.contains(ws.join(".git").to_str().unwrap()),
+        "the child's mounts stay its own"
+    );
+}

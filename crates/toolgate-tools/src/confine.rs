@@ -35,6 +35,9 @@ use toolgate_sandbox::{
     DenyList, Limits, NetworkMode, Sandbox, SandboxError, SandboxSpec, UnixSockets,
 };
 
+/// Paths of a workspace's repository bound read-only for commands, where the kernel allows.
+const GIT_READ_ONLY: [&str; 2] = [".git/hooks", ".git/config"];
+
 /// Most host patterns one call may ask for.
 pub const MAX_NETWORK_HOSTS: usize = 32;
 
@@ -172,6 +175,9 @@ impl Confinement {
                      all of the user's authority"
                 .to_owned(),
             Some(sandbox) => match sandbox.check() {
+                Ok(abi) if sandbox.support().mount_namespaces => {
+                    format!("landlock+seccomp+mount-namespace (landlock abi {abi})")
+                }
                 Ok(abi) => format!("landlock+seccomp (landlock abi {abi})"),
                 Err(e) => format!("unavailable ({e}): commands are refused"),
             },
@@ -252,15 +258,24 @@ impl Confinement {
             }
             Some(sandbox) => {
                 let abi = sandbox.check().unwrap_or(0);
-                resources.push(format!("{SANDBOX_PREFIX}landlock+seccomp:abi{abi}"));
+                let mounts = sandbox.support().mount_namespaces;
+                let (tier, git) = if mounts {
+                    (
+                        "landlock+seccomp+mount-namespace",
+                        " (the workspace's `.git/hooks` and `.git/config` read-only)",
+                    )
+                } else {
+                    ("landlock+seccomp", "")
+                };
+                resources.push(format!("{SANDBOX_PREFIX}{tier}:abi{abi}"));
                 let _ = write!(
                     preview,
-                    "\nsandbox: landlock+seccomp (landlock abi {abi}): writes only the \
-                     workspace and a private TMPDIR; toolgate's state, the credential stores \
-                     and the shared temporary directories unreadable"
+                    "\nsandbox: {tier} (landlock abi {abi}): writes only the workspace{git} and \
+                     a private TMPDIR; toolgate's state, the credential stores and the shared \
+                     temporary directories unreadable"
                 );
                 let network = self.network_mode(&hosts, 0);
-                let gaps = toolgate_sandbox::gaps(network, self.unix_sockets, abi);
+                let gaps = toolgate_sandbox::gaps(network, self.unix_sockets, abi, mounts);
                 for gap in gaps.into_iter().chain(self.cgroup_gap()) {
                     let _ = write!(preview, "\nsandbox gap: {gap}");
                 }
@@ -315,6 +330,11 @@ impl Confinement {
             Some(sandbox) => {
                 let mut spec = SandboxSpec::new(workspace, temp.path());
                 spec.writable.extend(self.writable.iter().cloned());
+                // What git runs and obeys on the user's next commit is not the command's to
+                // change; bound read-only where a mount namespace can be made.
+                if workspace.join(".git").is_dir() {
+                    spec.read_only = GIT_READ_ONLY.iter().map(|p| workspace.join(p)).collect();
+                }
                 spec.denied = self.denied.clone();
                 spec.network = network;
                 spec.unix_sockets = self.unix_sockets;

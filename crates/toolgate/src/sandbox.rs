@@ -223,9 +223,12 @@ pub fn check(config_path: Option<&Path>, json: bool) -> anyhow::Result<u8> {
     let verdict = self_test(&confinement);
     let runs = verdict.is_ok();
     let gaps = match confinement.sandbox().map(Sandbox::check) {
-        Some(Ok(abi)) => {
-            toolgate_sandbox::gaps(network_mode(&config), confinement.unix_sockets(), abi)
-        }
+        Some(Ok(abi)) => toolgate_sandbox::gaps(
+            network_mode(&config),
+            confinement.unix_sockets(),
+            abi,
+            support.mount_namespaces,
+        ),
         _ => Vec::new(),
     };
     let limits = &config.file.sandbox.limits;
@@ -235,6 +238,7 @@ pub fn check(config_path: Option<&Path>, json: bool) -> anyhow::Result<u8> {
                 "landlock_abi": support.landlock_abi,
                 "seccomp": support.seccomp,
                 "user_namespaces": support.user_namespaces,
+                "mount_namespaces": support.mount_namespaces,
                 "cgroup": cgroup.tier.as_str(),
             },
             "mode": match config.file.sandbox.mode.as_ref().map(|m| *m.get_ref()) {
@@ -275,11 +279,19 @@ pub fn check(config_path: Option<&Path>, json: bool) -> anyhow::Result<u8> {
         }
     );
     println!(
-        "  user namespaces: {} (not used: an extra tier toolgate does not rely on)",
+        "  user namespaces: {} (not used)",
         if support.user_namespaces {
             "possible"
         } else {
             "not possible"
+        }
+    );
+    println!(
+        "  mount namespaces: {}",
+        if support.mount_namespaces {
+            "possible: the workspace's `.git/hooks` and `.git/config` are bound read-only"
+        } else {
+            "not possible: `.git/hooks` and `.git/config` stay writable"
         }
     );
     println!("  cgroup: {} ({})", cgroup.tier.as_str(), cgroup.reason);

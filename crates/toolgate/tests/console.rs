@@ -186,7 +186,7 @@ fn a_person_in_chromium_allows_once_rejects_with_a_reason_and_sees_commands() {
     // The person sees the sandbox the command would run in, and that it has no network.
     assert!(preview.contains("\nnetwork: none"), "{preview}");
     assert!(
-        preview.contains("\nsandbox: landlock+seccomp (landlock abi "),
+        preview.contains("\nsandbox: landlock+seccomp") && preview.contains("(landlock abi "),
         "{preview}"
     );
     assert_eq!(command["injected_elements"], 0);
