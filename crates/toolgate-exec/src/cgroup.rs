@@ -265,19 +265,22 @@ impl CallCgroup {
     /// Writes the limits asked for; returns, in words, each that could not be set (the
     /// controller not enabled for toolgate's cgroup, most often).
     pub(crate) fn limit(&self, limits: crate::CgroupLimits) -> Vec<String> {
-        [("pids.max", limits.pids_max), ("memory.max", limits.memory_max)]
-            .into_iter()
-            .filter_map(|(file, value)| {
-                let value = value?;
-                let path = self.directory.join(file);
-                write_existing(&path, &value.to_string()).err().map(|e| {
-                    format!(
-                        "`{file}` of the call's cgroup was not set to {value} ({e}): the rlimits \
+        [
+            ("pids.max", limits.pids_max),
+            ("memory.max", limits.memory_max),
+        ]
+        .into_iter()
+        .filter_map(|(file, value)| {
+            let value = value?;
+            let path = self.directory.join(file);
+            write_existing(&path, &value.to_string()).err().map(|e| {
+                format!(
+                    "`{file}` of the call's cgroup was not set to {value} ({e}): the rlimits \
                          alone applied"
-                    )
-                })
+                )
             })
-            .collect()
+        })
+        .collect()
     }
 
     /// Moves process `pid` (the leader, not reaped yet, so the number is still its) in.
