@@ -27,7 +27,8 @@ use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 use toolgate_exec::{
-    CommandSpec, Tier, ambient_env, cgroup_tier, resolve_program, run, scrub_env, unknown,
+    CgroupLimits, CommandSpec, Tier, ambient_env, cgroup_tier, resolve_program, run, scrub_env,
+    unknown,
 };
 
 /// Set in the re-run test process: the test cgroup it moves itself into.
@@ -268,6 +269,31 @@ fn inside(dir: &Path, out: &Path) {
     assert!(outcome.timed_out(), "{outcome:?}");
     assert!(started.elapsed() < Duration::from_secs(5), "{outcome:?}");
     assert_eq!(outcome.tier, Tier::SubreaperAndCgroup);
+    assert_eq!(call_cgroups(dir), Vec::<String>::new());
+
+    // Limits asked for where the controllers are not enabled for toolgate's cgroup (its
+    // `cgroup.subtree_control` is empty, as the probe requires): the call runs, and says which
+    // limit it could not set rather than claiming it.
+    let outcome = run(
+        &sh(out, "true", &[]).cgroup_limits(CgroupLimits {
+            pids_max: Some(64),
+            memory_max: None,
+        }),
+        &never,
+    )
+    .unwrap();
+    assert!(outcome.success(), "{outcome:?}");
+    assert_eq!(outcome.tier, Tier::SubreaperAndCgroup);
+    let controllers = std::fs::read_to_string(dir.join("cgroup.subtree_control")).unwrap();
+    if !controllers.contains("pids") {
+        assert!(
+            outcome
+                .unknowns
+                .iter()
+                .any(|u| u.starts_with("`pids.max` of the call's cgroup was not set to 64")),
+            "{outcome:?}"
+        );
+    }
     assert_eq!(call_cgroups(dir), Vec::<String>::new());
 
     // A call cgroup that cannot be made: the call runs on the subreaper alone, and says so.
