@@ -78,7 +78,11 @@ argument, the directory and the names of the environment variables. Files inside
 workspace named by an argument (`[\"sh\", \"check.sh\"]`, up to 16 files of 1 MiB) are bound \
 to the approval: if one changes before the program starts, the call fails with \
 `script_changed` and nothing runs. If they refuse, the call \
-fails with `approval_denied`; do not repeat it unchanged. The environment is reduced to \
+fails with `approval_denied`; do not repeat it unchanged. The program runs in a sandbox: it can \
+write only the workspace and its own TMPDIR, cannot read the user's credentials or toolgate's \
+files, and has no network at all unless `network` names the hosts it needs (then only those, \
+through an HTTP(S) proxy; the person approving sees them). A refused file or connection is an \
+ordinary `Permission denied` error of the program. The environment is reduced to \
 harmless variables (PATH, HOME, locale, toolchain homes); tokens, keys and passwords are never \
 passed. The result has `exit_code` (a non-zero exit, e.g. failing tests, is a normal result to \
 read, not an error), `stdout` and `stderr` (each at most 64 KiB: the first and last 32 KiB, \

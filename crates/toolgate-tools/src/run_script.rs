@@ -129,7 +129,9 @@ root and is killed after 10 minutes. Every call needs the user's approval, each 
 every program that will run, the script's text and the project files that decide it, which \
 are bound to the approval — if one changes before the script starts, the call fails with \
 `script_changed`. If they refuse, the call fails with `approval_denied`; do not repeat it \
-unchanged. The result is `run_command`'s: `exit_code` (a non-zero exit, e.g. failing tests, is \
+unchanged. The script runs in `run_command`'s sandbox: writes only in the workspace and its own \
+TMPDIR, and no network unless `network` names the hosts it needs (a test suite that downloads \
+packages needs their registry's hosts). The result is `run_command`'s: `exit_code` (a non-zero exit, e.g. failing tests, is \
 a normal result: read `stdout` and `stderr`), `stdout`, `stderr` (each at most 64 KiB: the \
 first and last 32 KiB) and `duration_ms`; a script of several steps also has `steps`, one \
 entry per step that ran, and stops at the first that fails.";
