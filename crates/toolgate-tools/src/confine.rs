@@ -104,7 +104,13 @@ impl Confinement {
     pub fn dangerous_unconfined() -> Self {
         Confinement {
             sandbox: None,
-            ..Confinement::new(Sandbox::detect(), None, &[])
+            denied: DenyList::default(),
+            writable: Vec::new(),
+            limits: Limits::default(),
+            cgroup: CgroupLimits::default(),
+            unconfined_network: false,
+            unix_sockets: UnixSockets::PairsOnly,
+            pins: Arc::default(),
         }
     }
 
