@@ -316,9 +316,21 @@ impl UpstreamConfinement {
                 hosts.join(", ")
             ));
         }
-        let mode = Self::network_mode(&own.network, 0);
-        for gap in toolgate_sandbox::gaps(mode, self.unix_sockets, abi) {
-            lines.push(format!("gap: {gap}"));
+        // The gaps every sandbox has are listed once, with `[sandbox]`; these are the
+        // upstream's own.
+        if !own.network.is_empty() {
+            lines.push(
+                "gap: landlock names ports, not hosts: its proxy's tcp port is reachable on any \
+                 address, not only on 127.0.0.1"
+                    .to_owned(),
+            );
+        }
+        if self.unix_sockets == UnixSockets::Allowed && abi < 9 {
+            lines.push(
+                "gap: pathname unix sockets outside the sandbox are reachable \
+                 (`dangerous_allow_unix_sockets`)"
+                    .to_owned(),
+            );
         }
         lines
     }
