@@ -350,10 +350,14 @@ fn fill(text: &str, values: &[(&str, String)]) -> String {
     for (name, value) in values {
         out = out.replace(&format!("{{{name}}}"), value);
     }
-    assert!(
-        !values.is_empty() && !out.contains("{outside}") && !out.contains("{ws}"),
-        "{out}"
-    );
+    // A `{name}` left over is a placeholder this runner does not know.
+    let left = out.split('{').skip(1).find_map(|rest| {
+        let name = rest.split('}').next()?;
+        (rest.contains('}') && !name.is_empty())
+            .then_some(name)
+            .filter(|n| n.bytes().all(|b| b.is_ascii_lowercase() || b == b'_'))
+    });
+    assert!(left.is_none(), "unknown placeholder {left:?} in {out}");
     out
 }
 
@@ -818,7 +822,8 @@ fn a_fork_loop_under_a_timeout_ends_and_leaves_nobody() {
         let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
     }
     assert!(left.is_empty(), "survivors: {left:?}");
-    assert!(took < Duration::from_secs(15), "the call took {took:?}");
+    // About 6 s here: the 2 s timeout, then the loop's thousands of processes ended.
+    assert!(took < Duration::from_secs(20), "the call took {took:?}");
     assert!(result.to_string().contains("killed on timeout"), "{result}");
     std::thread::sleep(Duration::from_millis(500));
     assert!(working_in(&ws).is_empty(), "late survivors");
