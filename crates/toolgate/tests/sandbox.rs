@@ -527,6 +527,10 @@ fn every_escape_in_the_table_is_refused_and_changes_nothing() {
         if !confined(&output["sandbox"]) {
             failures.push(format!("{}: sandbox {}", row.name, output["sandbox"]));
         }
+        let let_through = &output["network"]["allowed"];
+        if let_through.as_array().is_some_and(|a| !a.is_empty()) {
+            failures.push(format!("{}: the proxy let through {let_through}", row.name));
+        }
         if let Some(reason) = &row.reason {
             let refused = &output["network"]["refused"];
             let named = refused
