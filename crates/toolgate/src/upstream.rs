@@ -488,3 +488,59 @@ fn write_document(path: &Path, document: &toml_edit::DocumentMut) -> anyhow::Res
         .with_context(|| format!("cannot replace `{}`", path.display()))?;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
+
+    use super::*;
+
+    fn config(text: &str) -> Config {
+        Config::parse(Path::new("/etc/toolgate/toolgate.toml"), text.to_owned()).unwrap()
+    }
+
+    #[test]
+    fn each_upstream_sandbox_is_described_for_sandbox_check() {
+        let config = config(
+            "[[upstream]]\nname = \"fs\"\ncommand = [\"node\", \"fs.js\"]\ncwd = \"/srv\"\n\
+             [upstream.sandbox]\nread = [\"docs\"]\nwrite = [\"/srv/out\"]\nnetwork = [\"api.example.com\"]\n\n\
+             [[upstream]]\nname = \"plain\"\ncommand = [\"server\"]\ncwd = \"/srv/plain\"\n\n\
+             [[upstream]]\nname = \"remote\"\nurl = \"https://mcp.example.com/mcp\"\n",
+        );
+        let sandboxes = sandboxes(&config).unwrap();
+        let names: Vec<&str> = sandboxes.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["fs", "plain", "remote"]);
+        let fs = sandboxes[0].1.join("\n");
+        if toolgate_sandbox::Sandbox::detect().check().is_ok() {
+            assert!(
+                fs.contains("read: the system but the deny list, and `/srv`, `/etc/toolgate/docs`"),
+                "{fs}"
+            );
+            assert!(fs.contains("write: its private TMPDIR, `/srv/out`"), "{fs}");
+            assert!(
+                fs.contains("network: only through toolgate's proxy, to api.example.com"),
+                "{fs}"
+            );
+            let plain = sandboxes[1].1.join("\n");
+            assert!(plain.contains("write: its private TMPDIR\n"), "{plain}");
+            assert!(plain.contains("network: none"), "{plain}");
+        } else {
+            assert!(fs.contains("sandbox_unavailable"), "{fs}");
+        }
+        assert!(sandboxes[2].1[0].contains("not a process toolgate starts"));
+        let json = sandboxes_json(&config).unwrap();
+        assert_eq!(json[1]["name"], "plain");
+    }
+
+    #[test]
+    fn dangerous_unconfined_leaves_upstreams_unconfined_too() {
+        let config = config(
+            "[sandbox]\nmode = \"dangerous-unconfined\"\n\n\
+             [[upstream]]\nname = \"fs\"\ncommand = [\"server\"]\n",
+        );
+        let specs = upstream_specs(&config).unwrap();
+        assert!(specs[0].confinement.sandbox().is_none());
+        let lines = sandboxes(&config).unwrap();
+        assert!(lines[0].1[0].contains("NONE"), "{lines:?}");
+    }
+}
