@@ -12,7 +12,8 @@
 //!
 //! The rows of `tests/corpus/sandbox_escapes.jsonl` marked `"upstream": true` (the escape
 //! table commands are tested with; its placeholders are described in `tests/sandbox.rs`) run
-//! from the upstreams too, besides this file's own probes.
+//! from the upstreams too, besides this file's own probes. A machine without Landlock (strace
+//! failing its system calls, as `tests/sandbox.rs` does for commands) starts no upstream.
 
 #![allow(
     clippy::unwrap_used,
@@ -795,4 +796,71 @@ fn upstream_sandbox_mistakes_name_file_and_line() {
         assert!(stderr.contains(&located), "{located} in {stderr}");
         assert!(stderr.contains(needle), "{needle} in {stderr}");
     }
+}
+
+/// On a machine without Landlock (made so by strace failing `landlock_create_ruleset`) an
+/// upstream process is not started, and the reason names it; the operator's
+/// `dangerous-unconfined` starts it unconfined.
+#[test]
+fn a_machine_without_landlock_starts_no_upstream_process() {
+    let places = Places::new();
+    let strace = Path::new("/usr/bin/strace");
+    assert!(
+        strace.exists(),
+        "strace is missing: run scripts/test-deps first"
+    );
+    let state = places.root.join("upstream-state");
+    fs::create_dir_all(&state).unwrap();
+    let upstream = format!(
+        "[[upstream]]\nname = \"test\"\ncommand = [{}, {}, {}]\nstartup_timeout_ms = 5000\n\
+         [upstream.sandbox]\nwrite = [{}]\n",
+        quoted(&python()),
+        quoted(&root().join("tests/upstream/test_upstream.py")),
+        quoted(&state),
+        quoted(&state),
+    );
+    let listing = |config: &Path| -> Value {
+        let output = Command::new(strace)
+            .args([
+                "-f",
+                "-qq",
+                "-o",
+                "/dev/null",
+                "-e",
+                "inject=landlock_create_ruleset:error=ENOSYS",
+            ])
+            .arg(toolgate_bin())
+            .args(["tools", "list", "--candidates", "--json", "--config"])
+            .arg(config)
+            .env("HOME", &places.home)
+            .env("XDG_STATE_HOME", &places.state)
+            .env("XDG_CONFIG_HOME", &places.xdg_config)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{output:?}");
+        serde_json::from_slice::<Value>(&output.stdout).unwrap()["upstreams"]["servers"][0].clone()
+    };
+
+    let config = places.root.join("enforce.toml");
+    fs::write(&config, &upstream).unwrap();
+    let server = listing(&config);
+    assert_eq!(server["connected"], false, "{server}");
+    let events = server["events"].to_string();
+    assert!(
+        events.contains("upstream `test` was not started: sandbox_unavailable"),
+        "{events}"
+    );
+    assert!(events.contains("landlock"), "{events}");
+    assert!(!state.join("pid").exists(), "the upstream ran");
+
+    let config = places.root.join("unconfined.toml");
+    fs::write(
+        &config,
+        format!("[sandbox]\nmode = \"dangerous-unconfined\"\n\n{upstream}"),
+    )
+    .unwrap();
+    let server = listing(&config);
+    assert_eq!(server["connected"], true, "{server}");
+    assert!(state.join("pid").exists(), "the upstream did not run");
 }
