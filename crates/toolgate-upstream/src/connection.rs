@@ -55,6 +55,8 @@ pub enum Fault {
     TooLarge(String),
     /// The caller gave up.
     Cancelled,
+    /// This machine cannot confine the upstream's process, so it is not started.
+    SandboxUnavailable(String),
 }
 
 impl Fault {
@@ -66,14 +68,17 @@ impl Fault {
             Fault::Protocol(_) => "upstream_protocol_error",
             Fault::TooLarge(_) => "output_too_large",
             Fault::Cancelled => "cancelled",
+            Fault::SandboxUnavailable(_) => "sandbox_unavailable",
         }
     }
 
     pub fn message(&self) -> &str {
         match self {
-            Fault::Unavailable(m) | Fault::Timeout(m) | Fault::Protocol(m) | Fault::TooLarge(m) => {
-                m
-            }
+            Fault::Unavailable(m)
+            | Fault::Timeout(m)
+            | Fault::Protocol(m)
+            | Fault::TooLarge(m)
+            | Fault::SandboxUnavailable(m) => m,
             Fault::Cancelled => "the call was cancelled",
         }
     }
@@ -827,5 +832,9 @@ mod tests {
         );
         assert_eq!(Fault::TooLarge("b".into()).code(), "output_too_large");
         assert_eq!(Fault::Cancelled.message(), "the call was cancelled");
+        assert_eq!(
+            Fault::SandboxUnavailable("s".into()).code(),
+            "sandbox_unavailable"
+        );
     }
 }

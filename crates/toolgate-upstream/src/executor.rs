@@ -62,7 +62,7 @@ impl UpstreamExecutor {
             Fault::Protocol(_) | Fault::TooLarge(_) => {
                 Some("the upstream's answer was not used; whether the call took effect is unknown")
             }
-            Fault::Unavailable(_) => None,
+            Fault::Unavailable(_) | Fault::SandboxUnavailable(_) => None,
         };
         error.unknowns.extend(unknown.map(str::to_owned));
         let status = self.supervisor.status();

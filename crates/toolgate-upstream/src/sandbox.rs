@@ -234,7 +234,7 @@ impl UpstreamConfinement {
         };
         // Said before anything is made: this machine's shortcoming, named as such.
         if let Err(e @ SandboxError::Unavailable { .. }) = sandbox.check() {
-            return Err(Fault::Unavailable(format!(
+            return Err(Fault::SandboxUnavailable(format!(
                 "upstream `{name}` was not started: sandbox_unavailable: this machine cannot \
                  confine it ({e}); upstream processes run only confined, unless the operator \
                  sets `[sandbox] mode = \"dangerous-unconfined\"`"

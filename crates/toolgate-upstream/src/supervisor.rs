@@ -69,6 +69,8 @@ struct State {
     digests: std::collections::HashMap<String, toolgate_core::Digest>,
     connection: Option<Arc<dyn Rpc>>,
     attempted: bool,
+    /// Why the upstream is never started on this machine: it cannot be confined here.
+    refused: Option<Fault>,
 }
 
 /// One upstream's lifecycle.
@@ -165,6 +167,9 @@ impl Supervisor {
 
     /// The running connection, or why there is none.
     fn running(&self, state: &State) -> Result<Arc<dyn Rpc>, Fault> {
+        if let Some(refused) = &state.refused {
+            return Err(refused.clone());
+        }
         match &state.connection {
             Some(connection) if !connection.is_dead() => Ok(Arc::clone(connection)),
             _ => {
@@ -230,13 +235,23 @@ impl Supervisor {
                     }
                 }
                 Err(fault) => {
+                    let refused = matches!(fault, Fault::SandboxUnavailable(_));
                     let mut state = lock(&self.state);
                     state
                         .status
                         .record(format!("start failed: {}", fault.message()));
                     state.attempted = true;
+                    if refused {
+                        // The machine will not learn to confine it by waiting: no restarts,
+                        // and every call says why.
+                        state.refused = Some(fault);
+                    }
                     drop(state);
                     self.started.notify_all();
+                    if refused {
+                        while wait_unless_shutdown(events, MAX_BACKOFF) {}
+                        return;
+                    }
                 }
             }
             if !wait_unless_shutdown(events, backoff) {

@@ -424,6 +424,12 @@ fn an_upstream_is_not_started_where_it_cannot_be_confined() {
             event.contains("upstream `test` was not started: sandbox_unavailable"),
             "{event}"
         );
+        // Not started again: the machine will not learn to confine it by waiting (a failed
+        // start is otherwise retried after 250 ms).
+        std::thread::sleep(Duration::from_millis(700));
+        let status = upstreams.statuses().remove(0);
+        assert_eq!(status.restarts, 0, "{status:?}");
+        assert_eq!(status.events.len(), 1, "{status:?}");
         drop(upstreams);
         // The server never ran: it writes its pid first thing.
         assert!(!state.path().join("pid").exists());

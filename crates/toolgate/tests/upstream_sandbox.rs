@@ -105,11 +105,19 @@ impl Places {
 
     /// `toolgate tools admit UPSTREAM probe --effect read_only`, which must succeed.
     fn admit(&self, config: &Path, upstream: &str) {
+        self.admit_tool(config, upstream, "probe");
+    }
+
+    /// `toolgate tools admit UPSTREAM TOOL --effect read_only`, which must succeed.
+    fn admit_tool(&self, config: &Path, upstream: &str, tool: &str) {
         let output = self.run(
             config,
-            &["tools", "admit", upstream, "probe", "--effect", "read_only"],
+            &["tools", "admit", upstream, tool, "--effect", "read_only"],
         );
-        assert!(output.status.success(), "admit {upstream}: {output:?}");
+        assert!(
+            output.status.success(),
+            "admit {upstream} {tool}: {output:?}"
+        );
     }
 }
 
@@ -863,4 +871,52 @@ fn a_machine_without_landlock_starts_no_upstream_process() {
     let server = listing(&config);
     assert_eq!(server["connected"], true, "{server}");
     assert!(state.join("pid").exists(), "the upstream did not run");
+
+    // A call to an admitted tool of an upstream that cannot be confined fails with the
+    // sandbox's code, and the upstream is not started for it.
+    places.admit_tool(&config, "test", "echo");
+    let admitted = fs::read_to_string(&config)
+        .unwrap()
+        .replace("[sandbox]\nmode = \"dangerous-unconfined\"\n", "");
+    let config = places.root.join("admitted.toml");
+    fs::write(&config, admitted).unwrap();
+    fs::remove_file(state.join("pid")).unwrap();
+    let output = Command::new(strace)
+        .args([
+            "-f",
+            "-qq",
+            "-o",
+            "/dev/null",
+            "-e",
+            "inject=landlock_create_ruleset:error=ENOSYS",
+        ])
+        .arg(toolgate_bin())
+        .args(["call", "--json", "--workspace"])
+        .arg(&places.ws)
+        .args([
+            "--tool",
+            "test__echo",
+            "--args",
+            r#"{"text":"hi"}"#,
+            "--config",
+        ])
+        .arg(&config)
+        .env("HOME", &places.home)
+        .env("XDG_STATE_HOME", &places.state)
+        .env("XDG_CONFIG_HOME", &places.xdg_config)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let outcome: Value =
+        serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {output:?}"));
+    assert_eq!(outcome["error"]["code"], "sandbox_unavailable", "{outcome}");
+    assert!(
+        outcome["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("upstream `test` was not started"),
+        "{outcome}"
+    );
+    assert!(!state.join("pid").exists(), "the upstream ran");
 }
