@@ -4,7 +4,9 @@
 //! An upstream is a child process: its argv, its working directory, and the names of the
 //! environment variables it may see. Nothing else of the gateway's environment is passed on
 //! except `PATH` and `HOME` (see [`PASSED_THROUGH`]), so a secret in the gateway's environment
-//! reaches an upstream only when the operator names it.
+//! reaches an upstream only when the operator names it. What the process may read, write and
+//! reach on the network is its `[upstream.sandbox]` (see [`crate::sandbox`]); besides it, it
+//! gets `TMPDIR` (and the proxy's variables when it has network hosts).
 
 use std::path::PathBuf;
 use std::time::Duration;

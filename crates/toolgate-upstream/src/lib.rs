@@ -4,7 +4,9 @@
 //! toolgate is an MCP *client* here. Each `[[upstream]]` is a child process in its own
 //! process group, kept running by a [`supervisor`] thread that shakes hands, lists every page
 //! of tools, listens for `notifications/tools/list_changed`, refreshes periodically, and
-//! restarts the process with exponential backoff when it dies.
+//! restarts the process with exponential backoff when it dies. The process runs confined, in
+//! the same sandbox as approved commands, with what its `[upstream.sandbox]` grants (see
+//! [`sandbox`]).
 //!
 //! What an upstream lists is only a *candidate*. A tool becomes callable when the operator
 //! admits it (`[[upstream.tool]]`), under the name `<upstream>__<tool>`, with an effect class

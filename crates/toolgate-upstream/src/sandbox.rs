@@ -22,6 +22,11 @@
 //! hosts, a proxy of its own serves the process while it lives (`HTTP_PROXY`/`HTTPS_PROXY`
 //! name it) and the sandbox lets it connect to that port only.
 //!
+//! A launcher that keeps a cache in the home directory (`npx` in `~/.npm`, `uv` in
+//! `~/.cache/uv`) needs it granted (`write = ["~/.npm"]`), or the program installed beforehand
+//! and started directly. The temporary directory is removed by toolgate when the process
+//! ends; a toolgate that is killed leaves it behind.
+//!
 //! The operator-wide part, [`UpstreamConfinement`], is filled in by whoever builds the specs
 //! (toolgate's `[sandbox]` section: the deny list, limits, pins, `dangerous-unconfined`). A
 //! machine that cannot confine does not start the process (`sandbox_unavailable`); it is
