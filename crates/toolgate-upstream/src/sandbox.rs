@@ -180,9 +180,13 @@ impl UpstreamConfinement {
     /// Upstreams run with all of the user's authority: only the operator's
     /// `[sandbox] mode = "dangerous-unconfined"` leads here.
     pub fn dangerous_unconfined() -> Self {
+        // No probe of a sandbox that will not be used.
         UpstreamConfinement {
             sandbox: None,
-            ..UpstreamConfinement::new(Sandbox::detect(), DenyList::scratch_only())
+            denied: DenyList::scratch_only(),
+            limits: Limits::default(),
+            unix_sockets: UnixSockets::PairsOnly,
+            pins: Arc::default(),
         }
     }
 
