@@ -29,6 +29,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod capabilities;
 mod filesystem;
 mod mounts;
 mod probe;
@@ -124,9 +125,13 @@ impl Sandbox {
         let (ruleset, plan) = filesystem::ruleset(spec, abi)?;
         let filters = seccomp::filters(spec.network, spec.unix_sockets)?;
         let read_only = if self.support.mount_namespaces {
-            mounts::ReadOnly::prepare(&spec.read_only).map_err(|source| SandboxError::Path {
-                path: spec.read_only.first().cloned().unwrap_or_default(),
-                source,
+            let mut writable = spec.writable.clone();
+            writable.push(spec.temp_dir.clone());
+            mounts::ReadOnly::prepare(&writable, &spec.read_only).map_err(|source| {
+                SandboxError::Path {
+                    path: spec.temp_dir.clone(),
+                    source,
+                }
             })?
         } else {
             mounts::ReadOnly::default()
@@ -201,8 +206,9 @@ impl Prepared {
     }
 
     /// Confines the calling thread for good: limits, descriptors above 2 closed at exec, the
-    /// read-only binds in a mount namespace of its own (where there are any), `no_new_privs`,
-    /// the Landlock ruleset, the seccomp filters, in that order. Meant for a
+    /// read-only binds in a mount namespace of its own (where there are any), the dangerous
+    /// capabilities dropped, `no_new_privs`, the Landlock ruleset, the seccomp filters, in
+    /// that order. Meant for a
     /// child between fork and exec: it makes system calls only, and allocates nothing and
     /// takes no lock (the ruleset descriptor is duplicated, the filters are already compiled).
     pub fn apply_in_child(&self) -> io::Result<()> {
@@ -214,6 +220,7 @@ impl Prepared {
         set_limit(Resource::Nofile, inner.limits.open_files)?;
         close_from_three_at_exec()?;
         inner.read_only.apply_in_child()?;
+        capabilities::drop_in_child()?;
         rustix::thread::set_no_new_privs(true)?;
 
         let status = inner
@@ -306,6 +313,16 @@ fn close_from_three_at_exec() -> io::Result<()> {
     }
 }
 
+/// Makes the calling process, the one that starts confined children, not dumpable: its
+/// `/proc` entries (environment, memory maps, descriptors) then need `CAP_SYS_PTRACE`, which
+/// a confined child does not keep, even where it runs as the same user, or as root. Call it
+/// once, early; it also stops core dumps of this process.
+pub fn protect_parent() -> io::Result<()> {
+    Ok(rustix::process::set_dumpable_behavior(
+        rustix::process::DumpableBehavior::NotDumpable,
+    )?)
+}
+
 /// The tiers a prepared sandbox enforces.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Tier {
@@ -380,7 +397,7 @@ impl Enforced {
             NetworkMode::DangerousUnconfined => {}
         }
         enforced.push(
-            "seccomp: io_uring, ptrace, process_vm_readv/writev, bpf, perf_event_open, keyrings, \
+            "seccomp: io_uring, ptrace, process_vm_readv/writev, extended attributes, bpf, perf_event_open, keyrings, \
              userfaultfd, unshare, setns, namespaces in clone, clone3, mounts, chroot, file \
              handles, kernel modules, kexec, reboot, swap, TIOCSTI refused; other \
              architectures' and x32 system calls refused"
@@ -398,7 +415,9 @@ impl Enforced {
             }
         }
         enforced.push(format!(
-            "no_new_privs; descriptors above 2 closed at exec; {}",
+            "no_new_privs; descriptors above 2 closed at exec; capabilities that reach other \
+             processes or the kernel dropped (CAP_SYS_PTRACE, CAP_SYS_ADMIN, CAP_CHOWN, \
+             CAP_KILL, CAP_NET_RAW, …); {}",
             limits.join(", ")
         ));
         if spec.unix_sockets == UnixSockets::PairsOnly {
@@ -410,9 +429,15 @@ impl Enforced {
         }
         let mounted = !read_only.is_empty();
         if mounted {
+            let git = if read_only.shown().is_empty() {
+                String::new()
+            } else {
+                format!(", and {} read-only inside them", show(read_only.shown()))
+            };
             enforced.push(format!(
-                "mount namespace: {} read-only",
-                show(read_only.shown())
+                "mount namespace: every mount read-only (no chmod, chown, times or writes) but \
+                 {}{git}",
+                show(&writable)
             ));
         }
         let gaps = gaps(spec.network, spec.unix_sockets, abi, mounted);
@@ -471,10 +496,13 @@ pub fn gaps(
         gaps.push("no pid or network namespace: the host's processes are seen".into());
     } else {
         gaps.push(
-            "no namespaces: processes and mounts are seen as on the host, and the workspace's \
-             `.git/hooks` and `.git/config` are as writable as the rest of it"
+            "no mount namespace: the mode and times of files outside the workspace that the \
+             command's user owns can be changed (landlock governs opening, not chmod or \
+             utime), and the workspace's `.git/hooks` and `.git/config` are as writable as the \
+             rest of it"
                 .into(),
         );
+        gaps.push("no pid or network namespace: the host's processes are seen".into());
     }
     gaps
 }

@@ -1,23 +1,29 @@
-//! The mount-namespace tier: paths inside a writable one made read-only for the child alone
-//! (a workspace's `.git/hooks` and `.git/config`, which git runs and obeys on the user's next
-//! commit). An extra tier where the kernel lets this process make a mount namespace (root, or
-//! a kernel and container that allow it), probed once; never required, and reported either
-//! way.
+//! The mount-namespace tier: the whole system read-only for the child alone, but for its
+//! writable paths, and paths inside those made read-only again (a workspace's `.git/hooks`
+//! and `.git/config`, which git runs and obeys on the user's next commit). Landlock governs
+//! opening files, not changing their metadata, so without this tier a command can still
+//! `chmod`, `touch -d` or truncate-by-mode files it does not own the contents of; a read-only
+//! mount refuses all of that with `EROFS`. An extra tier where the kernel lets this process
+//! make a mount namespace (root, or a kernel and container that allow it), probed once by
+//! doing it in a child; never required, and reported either way.
 //!
-//! In the child, before Landlock and seccomp: `unshare(CLONE_NEWNS)`, the whole tree made
-//! private (so nothing done here reaches the host), then each path bound onto itself and
-//! remounted read-only with the flags its mount already has (a remount that dropped `nosuid`
-//! or `nodev` would be refused). The seccomp filter refuses `mount`, `umount2` and `unshare`
-//! afterwards, so the child cannot undo it. Landlock's rules name inodes, which a bind mount
-//! does not change.
+//! In the child, before the capabilities are dropped and before Landlock and seccomp:
+//! `unshare(CLONE_NEWNS)`; the whole tree made private (so nothing done here reaches the
+//! host); each writable path bound onto itself (recursively), so that it is a mount of its
+//! own; every other mount point of the table read in the parent remounted read-only, keeping
+//! the flags it has (a remount that dropped `nosuid` or `nodev` would be refused); the
+//! read-only paths bound and remounted read-only in turn; and the working directory entered
+//! again by its path, so that it is the writable bind rather than the read-only mount it was
+//! entered on, checked to be the same directory. The seccomp filter refuses `mount`,
+//! `umount2` and `unshare` afterwards, so the child cannot undo any of it. Landlock's rules
+//! name inodes, which a bind mount does not change.
 //!
 //! ```no_run
-//! // `Support::mount_namespaces` says whether this machine can; `SandboxSpec::read_only`
-//! // names the paths.
+//! // `Support::mount_namespaces` says whether this machine can.
 //! println!("{}", toolgate_sandbox::probe().mount_namespaces);
 //! ```
 
-use std::ffi::CString;
+use std::ffi::{CStr, CString};
 use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
@@ -26,60 +32,159 @@ use rustix::fs::StatVfsMountFlags;
 use rustix::mount::{MountFlags, MountPropagationFlags};
 use rustix::thread::UnshareFlags;
 
-/// The paths to bind read-only, prepared in the parent: C strings and the flags each path's
-/// mount already has.
+/// What the child's mount namespace makes read-only, prepared in the parent: C strings and
+/// the flags each mount already has.
 #[derive(Debug, Default)]
 pub(crate) struct ReadOnly {
+    /// Bound onto themselves and left writable.
+    writable: Vec<CString>,
+    /// Every other mount point, remounted read-only.
+    mounts: Vec<(CString, MountFlags)>,
+    /// Paths inside the writable ones, bound and remounted read-only.
     paths: Vec<(CString, MountFlags)>,
     shown: Vec<PathBuf>,
 }
 
 impl ReadOnly {
-    /// `paths` that exist, ready for the child; empty when there is nothing to do.
-    pub(crate) fn prepare(paths: &[PathBuf]) -> io::Result<ReadOnly> {
+    /// The system read-only but `writable`, and `read_only` (inside those) read-only again;
+    /// paths that do not exist are left out.
+    pub(crate) fn prepare(writable: &[PathBuf], read_only: &[PathBuf]) -> io::Result<ReadOnly> {
         let mut out = ReadOnly::default();
-        for path in paths {
+        let writable: Vec<PathBuf> = writable
+            .iter()
+            .map(|p| p.canonicalize())
+            .collect::<io::Result<_>>()?;
+        for path in &writable {
+            out.writable.push(c_path(path)?);
+        }
+        let table = std::fs::read_to_string("/proc/self/mountinfo")?;
+        for line in table.lines() {
+            let mut fields = line.split(' ');
+            let (Some(point), Some(options)) = (fields.nth(4), fields.next()) else {
+                continue;
+            };
+            let point = PathBuf::from(unescape(point));
+            // Inside a writable path: its bind carries it along, writable.
+            if writable.iter().any(|w| point.starts_with(w)) {
+                continue;
+            }
+            out.mounts.push((c_path(&point)?, option_flags(options)));
+        }
+        for path in read_only {
+            // A path that does not exist has nothing to protect (git makes `.git/hooks`
+            // with the repository, and a repository made during the call is the call's).
             let Ok(real) = path.canonicalize() else {
-                // A path that does not exist has nothing to protect; git makes `.git/hooks`
-                // only with the repository, which the command could then make writable
-                // anyway by writing the workspace.
                 continue;
             };
             let flags = existing_flags(&real)?;
-            let text = CString::new(real.as_os_str().as_bytes())
-                .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
-            out.paths.push((text, flags));
+            out.paths.push((c_path(&real)?, flags));
             out.shown.push(real);
         }
         Ok(out)
     }
 
     pub(crate) fn is_empty(&self) -> bool {
-        self.paths.is_empty()
+        self.mounts.is_empty() && self.paths.is_empty()
     }
 
-    /// The paths made read-only, for the report.
+    /// The paths inside the writable ones made read-only, for the report.
     pub(crate) fn shown(&self) -> &[PathBuf] {
         &self.shown
     }
 
-    /// In the child: a mount namespace of its own with each path read-only. System calls
-    /// only, on data prepared in the parent.
+    /// In the child: a mount namespace of its own, read-only as prepared. System calls only,
+    /// on data prepared in the parent (the working directory's path is read into the stack).
     pub(crate) fn apply_in_child(&self) -> io::Result<()> {
-        if self.paths.is_empty() {
+        if self.is_empty() {
             return Ok(());
         }
         enter_private_mount_namespace()?;
+        for path in &self.writable {
+            rustix::mount::mount_bind_recursive(path.as_c_str(), path.as_c_str())?;
+        }
+        for (point, flags) in &self.mounts {
+            match read_only(point, *flags) {
+                // A mount that went away since the table was read has nothing to protect.
+                Err(rustix::io::Errno::NOENT) | Ok(()) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
         for (path, flags) in &self.paths {
             rustix::mount::mount_bind(path.as_c_str(), path.as_c_str())?;
-            rustix::mount::mount_remount(
-                path.as_c_str(),
-                MountFlags::BIND | MountFlags::RDONLY | *flags,
-                c"",
-            )?;
+            read_only(path, *flags)?;
         }
-        Ok(())
+        enter_cwd_again()
     }
+}
+
+fn read_only(point: &CStr, flags: MountFlags) -> rustix::io::Result<()> {
+    rustix::mount::mount_remount(point, MountFlags::BIND | MountFlags::RDONLY | flags, c"")
+}
+
+/// The working directory was entered before the namespace existed, on the mount that is now
+/// read-only; entering it again by its path lands on the writable bind. It must be the same
+/// directory (device and inode), or the child fails.
+fn enter_cwd_again() -> io::Result<()> {
+    let before = rustix::fs::stat(c".")?;
+    let mut buf = [0u8; 4096];
+    let len = rustix::fs::readlinkat_raw(rustix::fs::CWD, c"/proc/self/cwd", &mut buf[..4095])?;
+    let with_nul = buf
+        .get(..=len)
+        .ok_or_else(|| io::Error::from_raw_os_error(libc::ENAMETOOLONG))?;
+    let path = CStr::from_bytes_with_nul(with_nul)
+        .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    rustix::process::chdir(path)?;
+    let after = rustix::fs::stat(c".")?;
+    if (before.st_dev, before.st_ino) != (after.st_dev, after.st_ino) {
+        return Err(io::Error::from_raw_os_error(libc::EPERM));
+    }
+    Ok(())
+}
+
+fn c_path(path: &Path) -> io::Result<CString> {
+    CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))
+}
+
+/// A mount point as `/proc/self/mountinfo` writes it: space, tab, newline and backslash as
+/// three octal digits after a backslash.
+fn unescape(field: &str) -> std::ffi::OsString {
+    let bytes = field.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while let Some(&b) = bytes.get(i) {
+        let octal = bytes
+            .get(i + 1..i + 4)
+            .filter(|d| b == b'\\' && d.iter().all(|c| (b'0'..=b'7').contains(c)))
+            .map(|d| d.iter().fold(0u32, |n, c| n * 8 + u32::from(c - b'0')));
+        match octal.and_then(|n| u8::try_from(n).ok()) {
+            Some(decoded) => {
+                out.push(decoded);
+                i += 4;
+            }
+            None => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    std::ffi::OsString::from(std::ffi::OsStr::from_bytes(&out))
+}
+
+/// The per-mount flags a read-only remount must keep, from mountinfo's options field.
+fn option_flags(options: &str) -> MountFlags {
+    options
+        .split(',')
+        .filter_map(|option| match option {
+            "nosuid" => Some(MountFlags::NOSUID),
+            "nodev" => Some(MountFlags::NODEV),
+            "noexec" => Some(MountFlags::NOEXEC),
+            "noatime" => Some(MountFlags::NOATIME),
+            "nodiratime" => Some(MountFlags::NODIRATIME),
+            "relatime" => Some(MountFlags::RELATIME),
+            _ => None,
+        })
+        .fold(MountFlags::empty(), |all, f| all | f)
 }
 
 /// The flags of the mount `path` is on that a read-only remount must keep.
@@ -117,31 +222,35 @@ fn enter_private_mount_namespace() -> io::Result<()> {
     Ok(())
 }
 
-/// Whether this process can give a child a mount namespace with a path bound read-only: tried
-/// in a child on a directory of its own, never here.
+/// Whether this process can give a child the whole tier: tried in a child, working in a
+/// writable directory of its own, which must be writable (by a path relative to its working
+/// directory) while a directory beside it is not.
 pub(crate) fn possible() -> bool {
-    let Ok(dir) = tempdir() else {
+    let Ok(base) = tempdir() else {
         return false;
     };
+    let (inside, beside) = (base.join("w"), base.join("o"));
     let result = (|| {
-        let ro = ReadOnly::prepare(std::slice::from_ref(&dir))?;
+        std::fs::create_dir(&inside)?;
+        std::fs::create_dir(&beside)?;
+        let ro = ReadOnly::prepare(std::slice::from_ref(&inside), &[])?;
         let mut command = std::process::Command::new("/bin/sh");
         command
-            // The write in a subshell: a failed redirection of a special builtin would end
+            // Each write in a subshell: a failed redirection of a special builtin would end
             // the shell itself.
             .args([
                 "-c",
-                "if (true > \"$0/probe\") 2>/dev/null; then exit 1; fi",
+                "(true > ok) || exit 1; if (true > \"$0/x\") 2>/dev/null; then exit 1; fi",
             ])
-            .arg(&dir)
+            .arg(&beside)
+            .current_dir(&inside)
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null());
         crate::install(&mut command, move || ro.apply_in_child());
         command.status()
     })();
-    let _ = std::fs::remove_dir_all(&dir);
-    // The shell succeeds only when the write was refused: the bind was read-only.
+    let _ = std::fs::remove_dir_all(&base);
     result.is_ok_and(|status| status.success())
 }
 
@@ -157,4 +266,22 @@ fn tempdir() -> io::Result<PathBuf> {
         }
     }
     Err(io::Error::from(io::ErrorKind::AlreadyExists))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mount_points_are_unescaped_and_flags_kept() {
+        assert_eq!(
+            unescape(r"/mnt/a\040b\134c"),
+            std::ffi::OsString::from("/mnt/a b\\c")
+        );
+        assert_eq!(unescape(r"/plain\0"), std::ffi::OsString::from(r"/plain\0"));
+        assert_eq!(
+            option_flags("ro,nosuid,nodev,relatime"),
+            MountFlags::NOSUID | MountFlags::NODEV | MountFlags::RELATIME
+        );
+    }
 }

@@ -3,9 +3,9 @@
 //!
 //! Landlock confines paths and TCP ports; what it does not cover is refused here: sockets of
 //! other families and kinds (UDP, raw, packet, netlink), io_uring (whose operations bypass the
-//! system-call checks), tracing and reading other processes, kernel keyrings, BPF, perf,
-//! userfaultfd, new namespaces and mounts, loading kernel modules, and typing into the
-//! terminal (`TIOCSTI`).
+//! system-call checks), extended attributes, tracing and reading other processes, kernel
+//! keyrings, BPF, perf, userfaultfd, new namespaces and mounts, loading kernel modules, and
+//! typing into the terminal (`TIOCSTI`).
 //!
 //! ```no_run
 //! use toolgate_sandbox::{NetworkMode, Sandbox, SandboxSpec};
@@ -66,7 +66,22 @@ const REFUSED: &[libc::c_long] = &[
     libc::SYS_acct,
     libc::SYS_quotactl,
     libc::SYS_pidfd_getfd,
+    // Extended attributes are metadata Landlock does not govern: refused, so that a file
+    // outside the workspace cannot be marked by a command. Copying tools treat `EPERM` here
+    // as "not supported" and go on.
+    libc::SYS_setxattr,
+    libc::SYS_lsetxattr,
+    libc::SYS_fsetxattr,
+    libc::SYS_removexattr,
+    libc::SYS_lremovexattr,
+    libc::SYS_fremovexattr,
+    SYS_SETXATTRAT,
+    SYS_REMOVEXATTRAT,
 ];
+
+/// `setxattrat` and `removexattrat` (Linux 6.13), the same on every architecture.
+const SYS_SETXATTRAT: libc::c_long = 463;
+const SYS_REMOVEXATTRAT: libc::c_long = 466;
 
 /// `clone` flags that make a namespace (`CLONE_NEWTIME` shares its bit with the exit signal
 /// in `clone`, and is only honoured by `clone3` and `unshare`, both refused).

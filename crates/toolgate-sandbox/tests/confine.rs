@@ -81,7 +81,10 @@ const ESCAPES: &[Escape] = &[
     Escape {
         name: "rename an outside file into the workspace",
         argv: &["/bin/mv", "{outside}/victim", "{ws}/moved"],
-        absent: Some("{ws}/moved"),
+        // Where the mount tier makes the workspace a mount of its own, `mv` falls back to a
+        // copy (the outside file is readable) and then fails to remove the original: the
+        // escape is taking the file away, which the end of the test checks did not happen.
+        absent: None,
         control: false,
     },
     Escape {
@@ -753,3 +756,4 @@ fn read_only_paths_stay_unwritable_inside_the_workspace_where_mounts_are_possibl
         "the child's mounts stay its own"
     );
 }
+

@@ -32,6 +32,12 @@ const EXIT_REJECTED: u8 = 2;
 const EXIT_USAGE: u8 = 3;
 
 fn main() -> ExitCode {
+    // Before anything else: the commands toolgate will confine must not read its /proc
+    // entries (its environment holds the tokens it was given).
+    if let Err(e) = toolgate_sandbox::protect_parent() {
+        eprintln!("toolgate: cannot make this process undumpable: {e}");
+        return ExitCode::from(EXIT_USAGE);
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
