@@ -261,6 +261,7 @@ pub fn check(config_path: Option<&Path>, json: bool) -> anyhow::Result<u8> {
                 Ok(words) => serde_json::json!({"run": true, "how": words}),
                 Err(words) => serde_json::json!({"run": false, "why": words}),
             },
+            "upstreams": crate::upstream::sandboxes_json(&config)?,
         });
         println!("{}", serde_json::to_string_pretty(&value)?);
         return Ok(if runs { 0 } else { 1 });
@@ -309,6 +310,7 @@ pub fn check(config_path: Option<&Path>, json: bool) -> anyhow::Result<u8> {
         Ok(words) => println!("commands: run {words}"),
         Err(words) => println!("commands: refused: {words}"),
     }
+    crate::upstream::print_sandboxes(&config)?;
     Ok(if runs { 0 } else { 1 })
 }
 
@@ -351,7 +353,8 @@ fn self_test(confinement: &Confinement) -> Result<String, String> {
     prepared.confine(&mut command);
     match command.status() {
         Ok(status) if status.success() => Ok(format!(
-            "confined: landlock+seccomp (landlock abi {abi}); a confined child ran"
+            "confined: {} (landlock abi {abi}); a confined child ran",
+            prepared.enforced().tier
         )),
         Ok(status) => Err(format!("a confined child failed: {status}")),
         Err(e) => Err(format!("a confined child could not start: {e}")),

@@ -190,10 +190,6 @@ pub(crate) fn sandboxes(config: &Config) -> Result<Vec<(String, Vec<String>)>, C
 }
 
 /// [`sandboxes`] for `toolgate sandbox check --json`: `[{"name", "sandbox": [lines]}]`.
-#[allow(
-    dead_code,
-    reason = "for `toolgate sandbox check` (crate::sandbox), to list each upstream's sandbox"
-)]
 pub(crate) fn sandboxes_json(config: &Config) -> Result<Value, ConfigError> {
     Ok(Value::Array(
         sandboxes(config)?
@@ -204,10 +200,6 @@ pub(crate) fn sandboxes_json(config: &Config) -> Result<Value, ConfigError> {
 }
 
 /// [`sandboxes`] for `toolgate sandbox check`, as indented lines.
-#[allow(
-    dead_code,
-    reason = "for `toolgate sandbox check` (crate::sandbox), to list each upstream's sandbox"
-)]
 pub(crate) fn print_sandboxes(config: &Config) -> Result<(), ConfigError> {
     let sandboxes = sandboxes(config)?;
     if sandboxes.is_empty() {
