@@ -1,9 +1,14 @@
 //! What the boundary costs a command: `run_command ["true"]` through all eight stages (with a
-//! broker that grants at once) against spawning `/usr/bin/true` directly.
+//! broker that grants at once), confined and not, against spawning `/usr/bin/true` directly.
 //!
-//! - `run_command_true_pipeline`: `Pipeline::run`, from raw arguments to outcome: resolving
-//!   `true` in PATH (three times: check, classify, execute), approval digest, grant, own
-//!   process group, scrubbed environment, captured stdout and stderr, group check at exit.
+//! - `run_command_true_pipeline`: `Pipeline::run`, from raw arguments to outcome, in the
+//!   sandbox: resolving `true` in PATH (three times: check, classify, execute), approval
+//!   digest, grant, the call's temporary directory, the Landlock ruleset (the paths along
+//!   the deny list enumerated and opened) and the seccomp filters prepared, confinement
+//!   between fork and exec, own process group, scrubbed environment, captured stdout and
+//!   stderr, group check at exit.
+//! - `run_command_true_unconfined`: the same with the operator's `dangerous-unconfined`
+//!   setting: no sandbox, so the difference is what confinement costs.
 //! - `exec_run_true`: `toolgate_exec::run` alone, the same command without the pipeline.
 //! - `std_command_true_output`: `std::process::Command::new("/usr/bin/true").output()`, which
 //!   also pipes stdout and stderr.
@@ -46,12 +51,13 @@ impl ApprovalBroker for Yes {
     }
 }
 
-/// The workspace directory (kept alive by the caller) and a granting pipeline over it.
-fn fixture() -> (tempfile::TempDir, Pipeline) {
+/// The workspace directory (kept alive by the caller) and a granting pipeline over it, whose
+/// commands are confined as `confinement` says.
+fn fixture(confinement: toolgate_tools::Confinement) -> (tempfile::TempDir, Pipeline) {
     let dir = tempfile::tempdir().expect("a temporary directory");
     let workspace = Arc::new(Workspace::open(dir.path()).expect("the workspace"));
     let mut registry = RegistryBuilder::new();
-    for tool in toolgate_tools::builtin(Arc::clone(&workspace)) {
+    for tool in toolgate_tools::builtin_confined(Arc::clone(&workspace), Arc::new(confinement)) {
         registry
             .register(tool.descriptor, tool.entry, tool.executor)
             .expect("a builtin");
@@ -84,13 +90,27 @@ fn direct_true() -> std::process::Output {
         .expect("/usr/bin/true runs")
 }
 
+fn confined() -> toolgate_tools::Confinement {
+    let confinement = toolgate_tools::Confinement::detect();
+    assert!(
+        confinement.describe().starts_with("landlock+seccomp"),
+        "this machine cannot confine commands: {}",
+        confinement.describe()
+    );
+    confinement
+}
+
 fn benches(c: &mut Criterion) {
-    let (_dir, pipeline) = fixture();
+    let (_dir, pipeline) = fixture(confined());
+    let (_open_dir, unconfined) = fixture(toolgate_tools::Confinement::dangerous_unconfined());
     let spec = toolgate_exec::CommandSpec::new("/usr/bin/true", "/")
         .env(toolgate_exec::scrub_env(toolgate_exec::ambient_env()));
     let never = AtomicBool::new(false);
     c.bench_function("run_command_true_pipeline", |b| {
         b.iter(|| black_box(run_true(&pipeline)));
+    });
+    c.bench_function("run_command_true_unconfined", |b| {
+        b.iter(|| black_box(run_true(&unconfined)));
     });
     c.bench_function("exec_run_true", |b| {
         b.iter(|| black_box(toolgate_exec::run(&spec, &never).expect("true runs")));
@@ -102,33 +122,38 @@ fn benches(c: &mut Criterion) {
 
 criterion_group!(commands, benches);
 
-/// Medians of the pipeline, the runner alone and the direct spawn over `n` rounds, measured in
-/// alternation so that all three see the same machine.
+/// Medians of the confined pipeline, the unconfined one, the runner alone and the direct
+/// spawn over `n` rounds, measured in alternation so that all four see the same machine.
 fn side_by_side(n: usize) {
-    let (_dir, pipeline) = fixture();
+    let (_dir, pipeline) = fixture(confined());
+    let (_open_dir, unconfined) = fixture(toolgate_tools::Confinement::dangerous_unconfined());
     let spec = toolgate_exec::CommandSpec::new("/usr/bin/true", "/")
         .env(toolgate_exec::scrub_env(toolgate_exec::ambient_env()));
     let never = AtomicBool::new(false);
-    let mut times: [Vec<Duration>; 3] = Default::default();
+    let mut times: [Vec<Duration>; 4] = Default::default();
     for _ in 0..n {
         let started = Instant::now();
         black_box(run_true(&pipeline));
         times[0].push(started.elapsed());
         let started = Instant::now();
-        black_box(toolgate_exec::run(&spec, &never).expect("true runs"));
+        black_box(run_true(&unconfined));
         times[1].push(started.elapsed());
         let started = Instant::now();
-        black_box(direct_true());
+        black_box(toolgate_exec::run(&spec, &never).expect("true runs"));
         times[2].push(started.elapsed());
+        let started = Instant::now();
+        black_box(direct_true());
+        times[3].push(started.elapsed());
     }
-    let [through, runner, direct] = times.map(|mut t| {
+    let [through, open, runner, direct] = times.map(|mut t| {
         t.sort_unstable();
         t.get(n / 2).copied().expect("at least one run")
     });
     println!(
-        "side by side, {n} rounds: median run_command [\"true\"] {through:?}, \
-         toolgate_exec::run {runner:?}, /usr/bin/true direct {direct:?}; \
-         ratio pipeline/direct {:.2}",
+        "side by side, {n} rounds: median run_command [\"true\"] confined {through:?}, \
+         unconfined {open:?} (the sandbox adds {:?}), toolgate_exec::run {runner:?}, \
+         /usr/bin/true direct {direct:?}; ratio confined/direct {:.2}",
+        through.saturating_sub(open),
         through.as_secs_f64() / direct.as_secs_f64()
     );
 }
