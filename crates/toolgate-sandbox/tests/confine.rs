@@ -756,4 +756,3 @@ fn read_only_paths_stay_unwritable_inside_the_workspace_where_mounts_are_possibl
         "the child's mounts stay its own"
     );
 }
-
