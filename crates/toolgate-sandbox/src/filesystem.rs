@@ -31,7 +31,22 @@ use crate::{NetworkMode, SandboxError, SandboxSpec};
 
 /// Devices every program expects to open for writing; granted read and write (and their
 /// ioctls) though `/dev` is otherwise read-only.
-const DEVICES: [&str; 4] = ["/dev/null", "/dev/zero", "/dev/full", "/dev/tty"];
+const DEVICES: [&str; 6] = [
+    "/dev/null",
+    "/dev/zero",
+    "/dev/full",
+    "/dev/tty",
+    "/dev/ptmx",
+    "/dev/pts",
+];
+
+/// Devices granted for reading only. Nothing else of `/dev` is granted: a block device read
+/// as root is every file on its disk, denied ones included, and `/dev/input` is every key
+/// typed.
+const READ_DEVICES: [&str; 2] = ["/dev/random", "/dev/urandom"];
+
+/// Never granted whole: only [`DEVICES`] and [`READ_DEVICES`] in it are.
+const DEV: &str = "/dev";
 
 /// What the ruleset grants, kept for the report.
 #[derive(Debug)]
@@ -53,7 +68,9 @@ pub(crate) fn ruleset(
         writable: Vec::new(),
         denied: denied.clone(),
     };
-    grant(Path::new("/"), &denied, &mut plan.readable);
+    let mut unlisted = denied.clone();
+    unlisted.push(PathBuf::from(DEV));
+    grant(Path::new("/"), &unlisted, &mut plan.readable);
     for root in &spec.readable {
         grant(&canonical(root)?, &denied, &mut plan.readable);
     }
@@ -95,6 +112,11 @@ pub(crate) fn ruleset(
     for dev in DEVICES {
         if Path::new(dev).exists() {
             created = add_path(created, Path::new(dev), device, abi)?;
+        }
+    }
+    for dev in READ_DEVICES {
+        if Path::new(dev).exists() {
+            created = add_path(created, Path::new(dev), AccessFs::ReadFile.into(), abi)?;
         }
     }
     if let NetworkMode::Proxy { port } = spec.network {

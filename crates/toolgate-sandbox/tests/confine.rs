@@ -88,6 +88,12 @@ const ESCAPES: &[Escape] = &[
         control: false,
     },
     Escape {
+        name: "read the kernel log device",
+        argv: &["/bin/dd", "if=/dev/kmsg", "of=/dev/null", "count=1", "iflag=nonblock"],
+        absent: None,
+        control: false,
+    },
+    Escape {
         name: "read a key in ~/.ssh",
         argv: &["/bin/cat", "{home}/.ssh/id_ed25519"],
         absent: None,
