@@ -184,3 +184,14 @@ pub fn wait_until(what: &str, limit: Duration, condition: impl Fn() -> bool) {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// Whether this machine gives confined processes the mount-namespace tier, as `toolgate
+/// sandbox check` reports it.
+pub fn mount_tier() -> bool {
+    let out = Command::new(toolgate_bin())
+        .args(["sandbox", "check", "--json"])
+        .output()
+        .unwrap();
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    report["machine"]["mount_namespaces"].as_bool().unwrap()
+}

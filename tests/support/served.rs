@@ -50,7 +50,7 @@ impl Served {
     ) -> Served {
         let config_path = state.join("toolgate.toml");
         fs::write(&config_path, config).unwrap();
-        let mut child = Command::new(toolgate_bin())
+        let child = Command::new(toolgate_bin())
             .args(["serve", "--http", "127.0.0.1:0", "--workspace"])
             .arg(ws)
             .arg("--config")
@@ -62,6 +62,12 @@ impl Served {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
+        Served::from_child(child)
+    }
+
+    /// A `toolgate serve --http` already started with its standard error piped, once its
+    /// banner says where it serves.
+    pub fn from_child(mut child: Child) -> Served {
         let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
         let mut banner = Vec::new();
         let mcp_url = loop {

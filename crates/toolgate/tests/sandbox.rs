@@ -79,24 +79,13 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use clients::{root, toolgate_bin};
+use clients::{mount_tier, root, toolgate_bin};
 use served::Served;
 
 /// What every confined outcome's tier starts with (a tier may add to it).
 const TIER: &str = "landlock+seccomp";
 
 /// Whether `sandbox` (an outcome's `sandbox` field) names a confined tier.
-/// Whether this machine gives commands the mount-namespace tier, as `toolgate sandbox check`
-/// reports it.
-fn mount_tier() -> bool {
-    let out = Command::new(toolgate_bin())
-        .args(["sandbox", "check", "--json"])
-        .output()
-        .unwrap();
-    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
-    report["machine"]["mount_namespaces"].as_bool().unwrap()
-}
-
 fn confined(sandbox: &Value) -> bool {
     sandbox["tier"]
         .as_str()

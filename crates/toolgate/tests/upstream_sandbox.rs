@@ -24,9 +24,10 @@
 
 #[path = "../../../tests/support/clients.rs"]
 mod clients;
+#[path = "../../../tests/support/served.rs"]
+mod served;
 
 use std::fs;
-use std::io::{BufRead, BufReader};
 use std::net::{TcpListener, UdpSocket};
 use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
@@ -131,18 +132,13 @@ fn probe_upstream(name: &str, extra: &str) -> String {
     )
 }
 
-/// A running `toolgate serve --http` with its console, and what its banner said.
-struct Serving {
-    child: Child,
-    mcp_url: String,
-    mcp_token: String,
-    console_port: u16,
-    token_file: PathBuf,
-}
+/// A running `toolgate serve --http` with its console, started with the places' HOME and
+/// state.
+struct Serving(served::Served);
 
 impl Serving {
     fn start(places: &Places, config: &Path) -> Serving {
-        let mut child = places
+        let child = places
             .toolgate()
             .args(["serve", "--http", "127.0.0.1:0", "--workspace"])
             .arg(&places.ws)
@@ -153,49 +149,7 @@ impl Serving {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-        let mut banner = Vec::new();
-        let mcp_url = loop {
-            let line = lines
-                .next()
-                .unwrap_or_else(|| panic!("the server stopped: {banner:?}"))
-                .unwrap();
-            if let Some(rest) = line.strip_prefix("toolgate: serving MCP at ") {
-                break rest.to_owned();
-            }
-            banner.push(line);
-        };
-        std::thread::spawn(move || lines.for_each(drop));
-        let after = |prefix: &str| {
-            banner
-                .iter()
-                .find_map(|l| l.strip_prefix(prefix))
-                .unwrap_or_else(|| panic!("no `{prefix}` line in {banner:?}"))
-                .to_owned()
-        };
-        let console_url = after("toolgate: approval console at ");
-        let token_file = PathBuf::from(after("toolgate: the console's token is also in "));
-        let token_line = banner
-            .iter()
-            .position(|l| l.contains("this run's token"))
-            .unwrap();
-        let mcp_token = banner[token_line + 1]
-            .strip_prefix("toolgate: ")
-            .unwrap()
-            .to_owned();
-        let (base, _) = console_url.split_once("/?token=").unwrap();
-        let console_port = base
-            .strip_prefix("http://127.0.0.1:")
-            .unwrap()
-            .parse()
-            .unwrap();
-        Serving {
-            child,
-            mcp_url,
-            mcp_token,
-            console_port,
-            token_file,
-        }
+        Serving(served::Served::from_child(child))
     }
 
     /// Runs each probe through `tool`, in one session; the texts the tool returned.
@@ -205,7 +159,7 @@ impl Serving {
             .map(|python| json!({"op": "call", "tool": tool, "arguments": {"python": python}}))
             .collect();
         let plan = json!({"sessions": [{
-            "transport": "http", "url": self.mcp_url, "token": self.mcp_token, "steps": steps,
+            "transport": "http", "url": self.0.mcp_url, "token": self.0.mcp_token, "steps": steps,
         }]});
         let report = drive(&plan);
         report["sessions"][0]["steps"]
@@ -214,13 +168,6 @@ impl Serving {
             .iter()
             .map(probe_output)
             .collect()
-    }
-}
-
-impl Drop for Serving {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -334,18 +281,9 @@ fn escapes() -> Vec<(String, String)> {
     probes
 }
 
-/// Whether this machine gives confined processes the mount-namespace tier, as `toolgate
-/// sandbox check` reports it: the corpus rows marked `"tier": "mount-namespace"` (changing
-/// the mode or times of a file outside, which Landlock does not govern) are closed only by it,
-/// and are not run without it, since they would change the files this test checks.
-fn mount_tier() -> bool {
-    let out = Command::new(toolgate_bin())
-        .args(["sandbox", "check", "--json"])
-        .output()
-        .unwrap();
-    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
-    report["machine"]["mount_namespaces"].as_bool().unwrap()
-}
+// The corpus rows marked `"tier": "mount-namespace"` (changing the mode or times of a file
+// outside, which Landlock does not govern) are closed only by that tier, and are not run
+// without it (`mount_tier`), since they would change the files this test checks.
 
 /// The corpus rows marked for upstreams: (name, python). Lines starting with `//` are
 /// comments.
@@ -509,18 +447,18 @@ fn a_confined_upstream_is_refused_every_escape_and_changes_nothing() {
     places.admit(&config, "net");
 
     let serving = Serving::start(&places, &config);
-    let toolgate_pid = serving.child.id();
+    let toolgate_pid = serving.0.child.id();
     let fill = Fill {
         pairs: vec![
             ("outside", outside.display().to_string()),
             ("home", places.home.display().to_string()),
             ("state", places.state.join("toolgate").display().to_string()),
             ("workspace", places.ws.display().to_string()),
-            ("token_file", serving.token_file.display().to_string()),
+            ("token_file", serving.0.token_file.display().to_string()),
             ("audit", audit.display().to_string()),
             ("config", config.display().to_string()),
             ("hidden", hidden.path().display().to_string()),
-            ("console_port", serving.console_port.to_string()),
+            ("console_port", serving.0.port.to_string()),
             ("listener_port", listener_port.to_string()),
             ("udp_port", udp_port.to_string()),
             ("unix_socket", unix_socket.display().to_string()),
@@ -529,8 +467,8 @@ fn a_confined_upstream_is_refused_every_escape_and_changes_nothing() {
             ("other_pid", other.0.id().to_string()),
         ],
     };
-    assert!(serving.token_file.starts_with(&places.state));
-    let token_before = fs::read(&serving.token_file).unwrap();
+    assert!(serving.0.token_file.starts_with(&places.state));
+    let token_before = fs::read(&serving.0.token_file).unwrap();
     let protected = [&outside, &places.home, &places.ws];
     let before: Vec<_> = protected.iter().map(|d| snapshot(d)).collect();
 
@@ -666,7 +604,7 @@ fn a_confined_upstream_is_refused_every_escape_and_changes_nothing() {
         abstract_listener.accept().is_err(),
         "a probe reached the abstract socket"
     );
-    assert_eq!(fs::read(&serving.token_file).unwrap(), token_before);
+    assert_eq!(fs::read(&serving.0.token_file).unwrap(), token_before);
     let again = serving.probe("probe__probe", &["print('still serving')".to_owned()]);
     assert_eq!(again[0].trim(), "still serving");
 }
