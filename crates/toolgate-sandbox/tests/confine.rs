@@ -89,7 +89,13 @@ const ESCAPES: &[Escape] = &[
     },
     Escape {
         name: "read the kernel log device",
-        argv: &["/bin/dd", "if=/dev/kmsg", "of=/dev/null", "count=1", "iflag=nonblock"],
+        argv: &[
+            "/bin/dd",
+            "if=/dev/kmsg",
+            "of=/dev/null",
+            "count=1",
+            "iflag=nonblock",
+        ],
         absent: None,
         control: false,
     },
