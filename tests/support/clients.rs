@@ -195,3 +195,13 @@ pub fn mount_tier() -> bool {
     let report: Value = serde_json::from_slice(&out.stdout).unwrap();
     report["machine"]["mount_namespaces"].as_bool().unwrap()
 }
+
+/// `read = ["<this repository>"]`, for a `[sandbox]` or `[upstream.sandbox]` section: the
+/// test servers, scripts and installed test dependencies live in the repository, which may
+/// itself lie under `/tmp`, where the sandbox denies everything by default.
+pub fn repo_read() -> String {
+    format!(
+        "read = [{}]\n",
+        serde_json::to_string(&root().display().to_string()).unwrap()
+    )
+}

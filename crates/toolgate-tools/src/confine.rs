@@ -58,6 +58,7 @@ pub struct Confinement {
     /// `None`: the operator's `dangerous-unconfined` setting; commands run unconfined.
     sandbox: Option<Sandbox>,
     denied: DenyList,
+    readable: Vec<PathBuf>,
     writable: Vec<PathBuf>,
     limits: Limits,
     cgroup: CgroupLimits,
@@ -84,6 +85,7 @@ impl Confinement {
         Confinement {
             sandbox: Some(sandbox),
             denied,
+            readable: Vec::new(),
             writable: Vec::new(),
             limits: Limits::default(),
             cgroup: CgroupLimits::default(),
@@ -105,6 +107,7 @@ impl Confinement {
         Confinement {
             sandbox: None,
             denied: DenyList::default(),
+            readable: Vec::new(),
             writable: Vec::new(),
             limits: Limits::default(),
             cgroup: CgroupLimits::default(),
@@ -122,6 +125,17 @@ impl Confinement {
     /// Stops denying `path`, one of the default entries; returns whether it was listed.
     pub fn allow(&mut self, path: &Path) -> bool {
         self.denied.remove(path)
+    }
+
+    /// Lets commands read `path` too, even inside a denied place (a toolchain kept under
+    /// `/tmp`, say); a denied path inside it stays denied.
+    pub fn readable(&mut self, path: PathBuf) {
+        self.readable.push(path);
+    }
+
+    /// The paths readable besides the system.
+    pub fn read_paths(&self) -> &[PathBuf] {
+        &self.readable
     }
 
     /// Lets commands write `path` too.
@@ -336,6 +350,7 @@ impl Confinement {
             Some(sandbox) => {
                 let mut spec = SandboxSpec::new(workspace, temp.path());
                 spec.writable.extend(self.writable.iter().cloned());
+                spec.readable.extend(self.readable.iter().cloned());
                 // What git runs and obeys on the user's next commit is not the command's to
                 // change; bound read-only where a mount namespace can be made.
                 if workspace.join(".git").is_dir() {

@@ -149,6 +149,8 @@ pub struct UpstreamConfinement {
     /// `None`: the operator's `dangerous-unconfined` setting.
     sandbox: Option<Sandbox>,
     denied: DenyList,
+    /// Readable by every upstream besides the system (the operator's `[sandbox] read`).
+    readable: Vec<PathBuf>,
     limits: Limits,
     unix_sockets: UnixSockets,
     pins: Arc<BTreeMap<String, Vec<IpAddr>>>,
@@ -160,6 +162,7 @@ impl UpstreamConfinement {
         UpstreamConfinement {
             sandbox: Some(sandbox),
             denied,
+            readable: Vec::new(),
             limits: Limits::default(),
             unix_sockets: UnixSockets::PairsOnly,
             pins: Arc::default(),
@@ -184,10 +187,16 @@ impl UpstreamConfinement {
         UpstreamConfinement {
             sandbox: None,
             denied: DenyList::scratch_only(),
+            readable: Vec::new(),
             limits: Limits::default(),
             unix_sockets: UnixSockets::PairsOnly,
             pins: Arc::default(),
         }
+    }
+
+    /// Lets every upstream read `path` too, even inside a denied place.
+    pub fn add_readable(&mut self, path: PathBuf) {
+        self.readable.push(path);
     }
 
     /// The rlimits set in each upstream process.
@@ -266,6 +275,7 @@ impl UpstreamConfinement {
         spec.writable.clone_from(&own.write);
         spec.readable.clone_from(&own.read);
         spec.readable.push(cwd.to_path_buf());
+        spec.readable.extend(self.readable.iter().cloned());
         spec.denied = self.denied.clone();
         spec.network = Self::network_mode(&own.network, proxy.as_ref().map_or(0, Proxy::port));
         spec.unix_sockets = self.unix_sockets;

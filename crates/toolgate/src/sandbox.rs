@@ -6,6 +6,7 @@
 //! mode = "enforce"                      # or "dangerous-unconfined": no sandbox at all
 //! deny = ["/srv/secrets", "~/.config/rclone"]
 //! allow = ["~/.npmrc"]                  # a default entry the operator lifts
+//! read = ["/tmp/toolchains"]            # readable besides the system, even in a denied place
 //! write = ["~/.cache/sccache"]          # writable besides the workspace and TMPDIR
 //! dangerous_unconfined_network = false  # true: every command reaches any address
 //! dangerous_allow_unix_sockets = false  # true: any unix socket (a docker daemon's too)
@@ -49,6 +50,9 @@ pub struct SandboxSection {
     /// Default entries lifted.
     #[serde(default)]
     pub allow: Vec<Spanned<String>>,
+    /// Paths readable besides the system, even inside a denied place.
+    #[serde(default)]
+    pub read: Vec<Spanned<String>>,
     /// Paths writable besides the workspace and the call's temporary directory.
     #[serde(default)]
     pub write: Vec<Spanned<String>>,
@@ -125,6 +129,9 @@ impl Config {
                     ),
                 ));
             }
+        }
+        for path in &section.read {
+            confinement.readable(self.sandbox_path(path, home.as_deref())?);
         }
         for path in &section.write {
             confinement.writable(self.sandbox_path(path, home.as_deref())?);

@@ -141,7 +141,7 @@ pub fn print_listing(upstreams: &Upstreams) {
 /// How every upstream process is confined, from `[sandbox]`: its mode (`dangerous-unconfined`
 /// leaves upstreams unconfined too), the deny list commands get (toolgate's own files, the
 /// credential stores, the shared scratch places, the operator's `deny` and `allow`),
-/// `dangerous_allow_unix_sockets`, the rlimits and the `resolve` pins of the proxies. Not
+/// `dangerous_allow_unix_sockets`, `read`, the rlimits and the `resolve` pins of the proxies. Not
 /// `write` nor `dangerous_unconfined_network`: those widen what commands reach, and an
 /// upstream gets only what its own `[upstream.sandbox]` grants.
 pub(crate) fn confinement(config: &Config) -> Result<UpstreamConfinement, ConfigError> {
@@ -151,6 +151,9 @@ pub(crate) fn confinement(config: &Config) -> Result<UpstreamConfinement, Config
     };
     let mut confinement = UpstreamConfinement::new(*sandbox, commands.denied().clone());
     confinement.set_unix_sockets(commands.unix_sockets());
+    for path in commands.read_paths() {
+        confinement.add_readable(path.clone());
+    }
     let limits = &config.file.sandbox.limits;
     confinement.set_limits(Limits {
         file_size: Some(

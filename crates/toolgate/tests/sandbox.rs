@@ -79,7 +79,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use clients::{mount_tier, root, toolgate_bin};
+use clients::{mount_tier, repo_read, root, toolgate_bin};
 use served::Served;
 
 /// What every confined outcome's tier starts with (a tier may add to it).
@@ -444,8 +444,9 @@ fn every_escape_in_the_table_is_refused_and_changes_nothing() {
 
     let audit = dir.join("audit/audit.db");
     let config = format!(
-        "[audit]\npath = \"{}\"\n\n[sandbox]\nresolve = {{ \"local.test\" = [\"127.0.0.1\"], \"tunnel.test\" = [\"203.0.113.5\"] }}\n",
-        audit.display()
+        "[audit]\npath = \"{}\"\n\n[sandbox]\nresolve = {{ \"local.test\" = [\"127.0.0.1\"], \"tunnel.test\" = [\"203.0.113.5\"] }}\n{}",
+        audit.display(),
+        repo_read()
     );
     let mut served = Served::start_with_env(&ws, &config, &state, &environment(&home));
     let toolgate_pid = served.child.id();
@@ -638,7 +639,8 @@ fn served_on(name: &str) -> (tempfile::TempDir, PathBuf, Served) {
     }
     fake_home(&home);
     copy_fixture(name, &ws);
-    let served = Served::start_with_env(&ws, "", &state, &environment(&home));
+    let config = format!("[sandbox]\n{}", repo_read());
+    let served = Served::start_with_env(&ws, &config, &state, &environment(&home));
     (base, ws, served)
 }
 

@@ -127,11 +127,12 @@ fn ok_text(result: &Value) -> &str {
 fn test_upstream(name: &str, state: &Path, extra: &str) -> String {
     format!(
         "[[upstream]]\nname = \"{name}\"\ncommand = [{}, {}, {}]\ncall_timeout_ms = 3000\n{extra}\n\
-         [upstream.sandbox]\nwrite = [{}]\n",
+         [upstream.sandbox]\nwrite = [{}]\n{}",
         quoted(&python()),
         quoted(&root().join("tests/upstream/test_upstream.py")),
         quoted(state),
         quoted(state),
+        repo_read(),
     )
 }
 
@@ -393,11 +394,12 @@ fn upstream_faults_are_classified_and_the_gateway_keeps_serving() {
     let parsed: toml::Value = toml::from_str(&written).unwrap();
     let echo = &parsed["upstream"][0]["tool"][0];
     let broken = format!(
-        "\n[[upstream]]\nname = \"broken\"\ncommand = [{}, {}, {}, \"--fail-start\"]\nstartup_timeout_ms = 2000\n\n[upstream.sandbox]\nwrite = [{}]\n\n[[upstream.tool]]\ntool = \"echo\"\neffect = \"read_only\"\ndigest = {}\npinned = {}\n",
+        "\n[[upstream]]\nname = \"broken\"\ncommand = [{}, {}, {}, \"--fail-start\"]\nstartup_timeout_ms = 2000\n\n[upstream.sandbox]\nwrite = [{}]\n{}\n[[upstream.tool]]\ntool = \"echo\"\neffect = \"read_only\"\ndigest = {}\npinned = {}\n",
         quoted(&python()),
         quoted(&root().join("tests/upstream/test_upstream.py")),
         quoted(&state.join("broken")),
         quoted(state),
+        repo_read(),
         toml_string(echo["digest"].as_str().unwrap()),
         toml_string(echo["pinned"].as_str().unwrap()),
     );
@@ -563,10 +565,13 @@ fn reference_servers_behind_the_gateway() {
     let modules = test_dep("node/node_modules/@modelcontextprotocol");
     let toml = format!(
         "[[upstream]]\nname = \"fs\"\ncommand = [{node}, {fs}, {files}]\n\
-         [upstream.sandbox]\nwrite = [{files}]\n\n\
-         [[upstream]]\nname = \"everything\"\ncommand = [{node}, {everything}]\n\n\
+         [upstream.sandbox]\nwrite = [{files}]\n{read}\n\
+         [[upstream]]\nname = \"everything\"\ncommand = [{node}, {everything}]\n\
+         [upstream.sandbox]\n{read}\n\
          [[upstream]]\nname = \"git\"\ncommand = [{python}, \"-m\", \"mcp_server_git\", \"--repository\", {repo}]\n\
-         [upstream.sandbox]\nread = [{repo}]\n",
+         [upstream.sandbox]\nread = [{repo}, {root}]\n",
+        read = repo_read(),
+        root = quoted(&root()),
         node = quoted(&node()),
         fs = quoted(&modules.join("server-filesystem/dist/index.js")),
         files = quoted(&files.path().canonicalize().unwrap()),
@@ -690,9 +695,10 @@ impl Drop for HttpServer {
 #[test]
 fn upstream_conformance_suite() {
     let toml = format!(
-        "[[upstream]]\nname = \"conformance\"\ncommand = [{}, {}]\n",
+        "[[upstream]]\nname = \"conformance\"\ncommand = [{}, {}]\n[upstream.sandbox]\n{}",
         quoted(&python()),
         quoted(&root().join("tests/upstream/conformance_upstream.py")),
+        repo_read(),
     );
     let setup = Setup::new(&toml);
     for tool in [

@@ -431,8 +431,9 @@ fn a_confined_upstream_is_refused_every_escape_and_changes_nothing() {
     let config = config_dir_path.join("toolgate.toml");
     let audit = audit_dir.join("audit.db");
     let toml = format!(
-        "[audit]\npath = {}\n\n[sandbox]\nresolve = {{ \"allowed.test\" = [\"127.0.0.1\"] }}\n\n{}{}",
+        "[audit]\npath = {}\n\n[sandbox]\nresolve = {{ \"allowed.test\" = [\"127.0.0.1\"] }}\n{}\n{}{}",
         quoted(&audit),
+        repo_read(),
         probe_upstream(
             "probe",
             &format!(
@@ -625,7 +626,11 @@ fn by_default_an_upstream_reads_its_cwd_writes_only_its_tmpdir_and_has_no_networ
     let config = places.root.join("toolgate.toml");
     fs::write(
         &config,
-        probe_upstream("plain", &format!("cwd = {}", quoted(&cwd_path))),
+        format!(
+            "{}\n[sandbox]\n{}",
+            probe_upstream("plain", &format!("cwd = {}", quoted(&cwd_path))),
+            repo_read()
+        ),
     )
     .unwrap();
     places.admit(&config, "plain");
