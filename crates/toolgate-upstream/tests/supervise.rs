@@ -57,9 +57,11 @@ fn section(state: &Path, refresh_secs: u64) -> UpstreamSection {
         max_message_bytes: None,
         tools: Vec::new(),
         // The server keeps its state there, a directory under the shared /tmp that the
-        // sandbox denies unless the operator grants it.
+        // sandbox denies unless the operator grants it; and its script lives in this
+        // repository, which may lie under /tmp too.
         sandbox: Some(SandboxSection {
             write: vec![state.display().to_string()],
+            read: vec![root().display().to_string()],
             ..SandboxSection::default()
         }),
     }
