@@ -25,6 +25,9 @@ pub enum HostError {
     /// The port is missing, zero or not a number.
     #[error("invalid port in `{0}`")]
     Port(String),
+    /// A wildcard over a single label (`*.com`): the whole of a top-level domain.
+    #[error("`{0}` allows a whole top-level domain; name the domain (`*.example.com`)")]
+    TooBroad(String),
 }
 
 /// A host, normalized: a lowercase DNS name without a trailing dot, or an address literal.
@@ -201,6 +204,11 @@ impl HostPattern {
         let (host, port) = split_port(text)?;
         let host = match host.strip_prefix("*.") {
             Some(suffix) => match Host::parse(suffix)? {
+                // A pattern asked for by a model and allowed by a hurried person should not
+                // open a whole top-level domain.
+                Host::Name(name) if !name.contains('.') => {
+                    return Err(HostError::TooBroad(text.to_owned()));
+                }
                 Host::Name(name) => PatternHost::Under(name),
                 Host::Ip(_) => return Err(HostError::Invalid(text.to_owned())),
             },
@@ -317,6 +325,9 @@ mod tests {
         for text in [
             "",
             "*.",
+            "*.com",
+            "*.COM.",
+            "*.test:8080",
             "*.*.example.com",
             "ex*.com",
             "*.203.0.113.7",

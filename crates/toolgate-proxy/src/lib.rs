@@ -64,7 +64,7 @@ use tokio::sync::oneshot;
 pub use address::{AddressClass, classify};
 pub use hello::{HelloError, MAX_HELLO, server_name};
 pub use host::{Host, HostError, HostPattern, Target};
-pub use net::{Connecting, Connector, DirectConnector, Resolver, SystemResolver};
+pub use net::{Connecting, Connector, DirectConnector, PinnedResolver, Resolver, SystemResolver};
 pub use report::{Allowed, MAX_REPORTED, ProxyReport, Refusal, Refused};
 pub use server::REFUSAL_HEADER;
 

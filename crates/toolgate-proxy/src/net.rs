@@ -5,6 +5,7 @@
 //! address. There is no second resolution between the check and the connection, so a name that
 //! answers differently the second time (DNS rebinding) gains nothing.
 
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::io;
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
@@ -38,6 +39,30 @@ impl Resolver for SystemResolver {
     }
 }
 
+/// The system's resolver behind the names an operator pinned to addresses of their choosing
+/// (a mirror on a known address, a name a test controls). A pinned address is still judged
+/// like any other: a name pinned to a local address is refused all the same.
+#[derive(Debug, Clone, Default)]
+pub struct PinnedResolver {
+    pins: BTreeMap<String, Vec<IpAddr>>,
+}
+
+impl PinnedResolver {
+    /// Makes `host` (any case, no trailing dot) resolve to `addresses`.
+    pub fn pin(&mut self, host: &str, addresses: Vec<IpAddr>) {
+        self.pins.insert(host.to_ascii_lowercase(), addresses);
+    }
+}
+
+impl Resolver for PinnedResolver {
+    fn resolve(&self, name: &str) -> io::Result<Vec<IpAddr>> {
+        match self.pins.get(name) {
+            Some(addresses) => Ok(addresses.clone()),
+            None => SystemResolver.resolve(name),
+        }
+    }
+}
+
 /// Connects to the address it is given, directly.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct DirectConnector;
@@ -45,5 +70,23 @@ pub struct DirectConnector;
 impl Connector for DirectConnector {
     fn connect(&self, addr: SocketAddr) -> Connecting {
         Box::pin(TcpStream::connect(addr))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pin_answers_in_any_case_and_other_names_go_to_the_system() {
+        let mut resolver = PinnedResolver::default();
+        let mirror: IpAddr = "203.0.113.7".parse().unwrap();
+        resolver.pin("Mirror.Test", vec![mirror]);
+        assert_eq!(resolver.resolve("mirror.test").unwrap(), [mirror]);
+        let local = resolver.resolve("localhost").unwrap();
+        assert!(
+            !local.is_empty() && local.iter().all(IpAddr::is_loopback),
+            "{local:?}"
+        );
     }
 }

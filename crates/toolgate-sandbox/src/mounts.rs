@@ -226,10 +226,13 @@ fn enter_private_mount_namespace() -> io::Result<()> {
 /// writable directory of its own, which must be writable (by a path relative to its working
 /// directory) while a directory beside it is not.
 pub(crate) fn possible() -> bool {
-    let Ok(base) = tempdir() else {
+    let Ok(base) = tempfile::Builder::new()
+        .prefix("toolgate-mount-probe-")
+        .tempdir()
+    else {
         return false;
     };
-    let (inside, beside) = (base.join("w"), base.join("o"));
+    let (inside, beside) = (base.path().join("w"), base.path().join("o"));
     let result = (|| {
         std::fs::create_dir(&inside)?;
         std::fs::create_dir(&beside)?;
@@ -250,22 +253,8 @@ pub(crate) fn possible() -> bool {
         crate::install(&mut command, move || ro.apply_in_child());
         command.status()
     })();
-    let _ = std::fs::remove_dir_all(&base);
+    drop(base);
     result.is_ok_and(|status| status.success())
-}
-
-/// A fresh directory under the system's temporary directory (the crate has no tempfile).
-fn tempdir() -> io::Result<PathBuf> {
-    let base = std::env::temp_dir();
-    for n in 0..100u32 {
-        let dir = base.join(format!("toolgate-mount-probe-{}-{n}", std::process::id()));
-        match std::fs::create_dir(&dir) {
-            Ok(()) => return Ok(dir),
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
-            Err(e) => return Err(e),
-        }
-    }
-    Err(io::Error::from(io::ErrorKind::AlreadyExists))
 }
 
 #[cfg(test)]

@@ -18,9 +18,7 @@
 //! println!("{}", confinement.describe());
 //! ```
 
-use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::io;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -30,7 +28,7 @@ use toolgate_core::{
     FieldError, NETWORK_NONE, NETWORK_PREFIX, NETWORK_UNCONFINED, RejectCode, ToolError, ToolOutput,
 };
 use toolgate_exec::{CgroupLimits, CommandSpec};
-use toolgate_proxy::{HostPattern, Proxy, ProxyReport, ProxySpec, Resolver, SystemResolver};
+use toolgate_proxy::{HostPattern, PinnedResolver, Proxy, ProxyReport, ProxySpec};
 use toolgate_sandbox::{
     DenyList, Limits, NetworkMode, Sandbox, SandboxError, SandboxSpec, UnixSockets,
 };
@@ -64,7 +62,7 @@ pub struct Confinement {
     cgroup: CgroupLimits,
     unconfined_network: bool,
     unix_sockets: UnixSockets,
-    pins: Arc<BTreeMap<String, Vec<IpAddr>>>,
+    pins: Arc<PinnedResolver>,
 }
 
 impl Confinement {
@@ -82,8 +80,13 @@ impl Confinement {
                 list
             }
         };
+        Confinement::with(Some(sandbox), denied)
+    }
+
+    /// The settings of a confinement before the operator changes any.
+    fn with(sandbox: Option<Sandbox>, denied: DenyList) -> Self {
         Confinement {
-            sandbox: Some(sandbox),
+            sandbox,
             denied,
             readable: Vec::new(),
             writable: Vec::new(),
@@ -104,17 +107,7 @@ impl Confinement {
     /// Commands run with all of the user's authority: only the operator's
     /// `[sandbox] mode = "dangerous-unconfined"` leads here.
     pub fn dangerous_unconfined() -> Self {
-        Confinement {
-            sandbox: None,
-            denied: DenyList::default(),
-            readable: Vec::new(),
-            writable: Vec::new(),
-            limits: Limits::default(),
-            cgroup: CgroupLimits::default(),
-            unconfined_network: false,
-            unix_sockets: UnixSockets::PairsOnly,
-            pins: Arc::default(),
-        }
+        Confinement::with(None, DenyList::default())
     }
 
     /// Denies `path` too.
@@ -174,7 +167,7 @@ impl Confinement {
     /// Makes the proxy resolve `host` to `addresses`, as the operator pinned it (the
     /// addresses are still checked: a pin to a local address is refused like any other).
     pub fn pin(&mut self, host: &str, addresses: Vec<IpAddr>) {
-        Arc::make_mut(&mut self.pins).insert(host.to_ascii_lowercase(), addresses);
+        Arc::make_mut(&mut self.pins).pin(host, addresses);
     }
 
     /// The sandbox, unless the operator turned it off.
@@ -338,10 +331,7 @@ impl Confinement {
         let proxy = if hosts.is_empty() || self.unconfined_network {
             None
         } else {
-            let resolver = Arc::new(Pinned {
-                pins: Arc::clone(&self.pins),
-            });
-            let spec = ProxySpec::new(hosts.clone()).resolver(resolver);
+            let spec = ProxySpec::new(hosts.clone()).resolver(self.pins.clone());
             Some(Proxy::start(spec).map_err(|e| failed("sandbox_failed", &e))?)
         };
         let network = self.network_mode(&hosts, proxy.as_ref().map_or(0, Proxy::port));
@@ -410,20 +400,6 @@ fn hosts(arguments: &Map<String, Value>) -> Vec<HostPattern> {
         .into_iter()
         .filter_map(|h| HostPattern::parse(h).ok())
         .collect()
-}
-
-/// The system's resolver, behind the operator's pins.
-struct Pinned {
-    pins: Arc<BTreeMap<String, Vec<IpAddr>>>,
-}
-
-impl Resolver for Pinned {
-    fn resolve(&self, name: &str) -> io::Result<Vec<IpAddr>> {
-        match self.pins.get(name) {
-            Some(addresses) => Ok(addresses.clone()),
-            None => SystemResolver.resolve(name),
-        }
-    }
 }
 
 /// One call's confinement: its temporary directory, its proxy and its prepared sandbox,

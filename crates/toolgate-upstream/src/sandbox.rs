@@ -32,15 +32,13 @@
 //! machine that cannot confine does not start the process (`sandbox_unavailable`); it is
 //! never started less confined.
 
-use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::io;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde::Deserialize;
-use toolgate_proxy::{HostPattern, Proxy, ProxySpec, Resolver, SystemResolver};
+use toolgate_proxy::{HostPattern, PinnedResolver, Proxy, ProxySpec};
 use toolgate_sandbox::{
     DenyList, Limits, NetworkMode, Prepared, Sandbox, SandboxError, SandboxSpec, UnixSockets,
 };
@@ -153,7 +151,7 @@ pub struct UpstreamConfinement {
     readable: Vec<PathBuf>,
     limits: Limits,
     unix_sockets: UnixSockets,
-    pins: Arc<BTreeMap<String, Vec<IpAddr>>>,
+    pins: Arc<PinnedResolver>,
 }
 
 impl UpstreamConfinement {
@@ -212,7 +210,7 @@ impl UpstreamConfinement {
     /// Makes an upstream's proxy resolve `host` to `addresses` (still checked like any
     /// other address).
     pub fn pin(&mut self, host: &str, addresses: Vec<IpAddr>) {
-        Arc::make_mut(&mut self.pins).insert(host.to_ascii_lowercase(), addresses);
+        Arc::make_mut(&mut self.pins).pin(host, addresses);
     }
 
     /// The sandbox, unless the operator turned it off.
@@ -265,10 +263,7 @@ impl UpstreamConfinement {
         let proxy = if own.network.is_empty() {
             None
         } else {
-            let resolver = Arc::new(Pinned {
-                pins: Arc::clone(&self.pins),
-            });
-            let spec = ProxySpec::new(own.network.clone()).resolver(resolver);
+            let spec = ProxySpec::new(own.network.clone()).resolver(self.pins.clone());
             Some(Proxy::start(spec).map_err(|e| refused("sandbox_failed", &e))?)
         };
         let mut spec = SandboxSpec::new(cwd, temp.path());
@@ -352,20 +347,6 @@ impl UpstreamConfinement {
             );
         }
         lines
-    }
-}
-
-/// The system's resolver, behind the operator's pins.
-struct Pinned {
-    pins: Arc<BTreeMap<String, Vec<IpAddr>>>,
-}
-
-impl Resolver for Pinned {
-    fn resolve(&self, name: &str) -> io::Result<Vec<IpAddr>> {
-        match self.pins.get(&name.to_ascii_lowercase()) {
-            Some(addresses) => Ok(addresses.clone()),
-            None => SystemResolver.resolve(name),
-        }
     }
 }
 
