@@ -54,6 +54,7 @@ pub mod approval;
 pub mod canonical;
 pub mod hint;
 pub mod invocation;
+pub mod notice;
 pub mod outcome;
 pub mod pipeline;
 pub mod policy;
@@ -71,6 +72,7 @@ pub use approval::{
 };
 pub use canonical::{Digest, canonical_json, sha256_digest};
 pub use invocation::{Invocation, NormalizeBounds, RawArguments, RawCall, Surface};
+pub use notice::{NOTICES_PER_SECOND, Notice, NoticeSink};
 pub use outcome::{Evidence, Outcome, Status, ToolError, ToolOutput};
 pub use pipeline::{
     Admit, Authorized, Classification, Classified, ExecContext, Executed, Executor, Normalized,

@@ -21,6 +21,7 @@ use crate::approval::{
 };
 use crate::canonical::{Digest, canonical_json, json_len, sha256_digest};
 use crate::invocation::{Invocation, NormalizeBounds, RawCall, Surface, normalize};
+use crate::notice::{Notice, NoticeSink, Notices};
 use crate::outcome::{Evidence, Outcome, Status, ToolError, ToolOutput};
 use crate::policy::{NetworkRequest, PolicyContext, PolicyEngine};
 use crate::record::Recorder;
@@ -99,12 +100,13 @@ fn new_call_id() -> String {
     format!("{:016x}-{n}", *PROCESS)
 }
 
-/// Cancellation, deadline and sensitive paths for one execution.
+/// Cancellation, deadline, sensitive paths and where to report progress, for one execution.
 #[derive(Debug, Clone)]
 pub struct ExecContext {
     cancelled: Arc<AtomicBool>,
     deadline: Instant,
     sensitivity: Arc<Sensitivity>,
+    notices: Option<Arc<Notices>>,
 }
 
 impl ExecContext {
@@ -115,7 +117,23 @@ impl ExecContext {
             cancelled,
             deadline: Instant::now() + timeout,
             sensitivity: Arc::default(),
+            notices: None,
         }
+    }
+
+    /// The same context, passing what the executor reports to `sink` (see [`Notice`]).
+    #[must_use]
+    pub fn with_notices(mut self, sink: NoticeSink) -> Self {
+        self.notices = Some(Arc::new(Notices::new(sink)));
+        self
+    }
+
+    /// Reports `notice` to the client that made the call, redacted, unless nobody listens or
+    /// the call already reported its share this second; whether it was passed on.
+    pub fn notify(&self, notice: Notice) -> bool {
+        self.notices
+            .as_ref()
+            .is_some_and(|notices| notices.send(notice))
     }
 
     /// The same context with `sensitivity`. [`Pipeline::execute`] sets its own, so that what a
@@ -324,6 +342,8 @@ pub struct RunHooks<'a> {
     pub admit: &'a Admit<'a>,
     pub awaiting_approval: &'a (dyn Fn(&str) + 'a),
     pub executing: &'a (dyn Fn() + 'a),
+    /// Where the executor's progress and log notices go (see [`ExecContext::notify`]).
+    pub notices: Option<NoticeSink>,
 }
 
 impl Default for RunHooks<'_> {
@@ -332,6 +352,7 @@ impl Default for RunHooks<'_> {
             admit: &|_, _| Ok(()),
             awaiting_approval: &|_| {},
             executing: &|| {},
+            notices: None,
         }
     }
 }
@@ -423,7 +444,11 @@ impl Pipeline {
             .and_then(|authorized| {
                 (hooks.executing)();
                 let timeout = Duration::from_millis(authorized.limits().timeout_ms);
-                self.execute(authorized, &ExecContext::new(timeout, cancelled))
+                let mut cx = ExecContext::new(timeout, cancelled);
+                if let Some(sink) = &hooks.notices {
+                    cx = cx.with_notices(Arc::clone(sink));
+                }
+                self.execute(authorized, &cx)
             });
         self.describe(result)
     }

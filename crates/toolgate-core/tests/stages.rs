@@ -501,6 +501,7 @@ fn a_caller_may_narrow_what_resolves_never_widen_it_and_hears_of_approval_and_ex
         admit: &only_look,
         awaiting_approval: &|_| events.lock().unwrap().push("approval"),
         executing: &|| events.lock().unwrap().push("executing"),
+        notices: None,
     };
     let run = |tool: &str| {
         p.run_with(

@@ -618,6 +618,7 @@ fn run_call(
         executing: &|| {
             phase.send_replace(Phase::Running);
         },
+        notices: None,
     };
     pipeline.run_with(raw, cancelled, &hooks)
 }
