@@ -7,6 +7,7 @@ use std::time::Duration;
 use rmcp::model::{Implementation, ServerConfig};
 use serde_json::{Map, Value};
 use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
 use toolgate_core::Pipeline;
 
 use crate::auth::Principal;
@@ -23,6 +24,9 @@ const UNKNOWN_STATE: &str =
 /// How often a long call reports progress to a client that asked for it.
 pub const DEFAULT_PROGRESS_INTERVAL: Duration = Duration::from_secs(1);
 
+/// How long a stopping server waits for its open subscriptions to send their final result.
+const SUBSCRIPTIONS_FAREWELL: Duration = Duration::from_secs(2);
+
 /// The pipeline behind every session of one server.
 ///
 /// The pipeline can be replaced while sessions run (a reloaded configuration, say). A call
@@ -38,6 +42,10 @@ pub struct Gateway {
     elicitation: Option<Elicitation>,
     /// Calls that answered `input_required`, by the `requestState` they gave.
     parked: Mutex<HashMap<String, Box<Parked>>>,
+    /// Cancelled when the server stops, so that open subscriptions end with their result.
+    closing: CancellationToken,
+    /// How many `subscriptions/listen` requests are open.
+    listening: watch::Sender<usize>,
 }
 
 impl Gateway {
@@ -57,6 +65,8 @@ impl Gateway {
             progress_interval: DEFAULT_PROGRESS_INTERVAL,
             elicitation: None,
             parked: Mutex::default(),
+            closing: CancellationToken::new(),
+            listening: watch::Sender::new(0),
         }
     }
 
@@ -100,6 +110,30 @@ impl Gateway {
 
     pub(crate) fn changes(&self) -> watch::Receiver<u64> {
         self.generation.subscribe()
+    }
+
+    /// Cancelled once the server begins to stop.
+    pub(crate) fn closing(&self) -> &CancellationToken {
+        &self.closing
+    }
+
+    /// Counts an open subscription until the guard is dropped.
+    pub(crate) fn listening(&self) -> Listening<'_> {
+        self.listening.send_modify(|open| *open += 1);
+        Listening(&self.listening)
+    }
+
+    /// Ends every open subscription with its final result, and waits (a little) for them to
+    /// have sent it: a transport about to stop calls this before it closes its streams.
+    pub async fn end_subscriptions(&self) {
+        self.closing.cancel();
+        let mut open = self.listening.subscribe();
+        let ended = tokio::time::timeout(SUBSCRIPTIONS_FAREWELL, open.wait_for(|n| *n == 0));
+        if ended.await.is_ok_and(|waited| waited.is_ok()) {
+            // The results are on their way through in-process channels to local sockets; give
+            // the writers a moment before the streams are cut.
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
     }
 
     pub(crate) fn elicitation(&self) -> Option<&Elicitation> {
@@ -163,6 +197,15 @@ impl Gateway {
             ),
             None => Err(UNKNOWN_STATE),
         }
+    }
+}
+
+/// One open subscription, counted by its gateway while it lives.
+pub(crate) struct Listening<'a>(&'a watch::Sender<usize>);
+
+impl Drop for Listening<'_> {
+    fn drop(&mut self) {
+        self.0.send_modify(|open| *open = open.saturating_sub(1));
     }
 }
 

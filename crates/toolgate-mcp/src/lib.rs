@@ -15,7 +15,10 @@
 //!   tool included: it gets the did-you-mean hint); malformed JSON-RPC gets JSON-RPC errors,
 //!   and nothing a client sends ends the session.
 //! - **Long calls report progress and can be cancelled**, by `notifications/cancelled` or, over
-//!   HTTP, by closing the response stream.
+//!   HTTP, by closing the response stream. What a tool reports while it runs (an upstream
+//!   server's progress and log messages) reaches the client as the call's own.
+//! - **Clients hear that the tools changed**: those of the 2025 revisions unasked, those of
+//!   2026-07-28 through `subscriptions/listen` (see [`subscriptions`]).
 //! - **HTTP is loopback-only and authenticated** by default: `Host` and `Origin` checked,
 //!   bearer tokens mapped to principals (see [`http`]).
 //!
@@ -37,6 +40,7 @@ mod logging;
 mod reply;
 pub mod session;
 pub mod stdio;
+mod subscriptions;
 pub mod wire;
 
 use std::time::Duration;

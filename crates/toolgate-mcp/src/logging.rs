@@ -1,6 +1,10 @@
-//! MCP logging, for clients of the revisions that have it (SEP-2577 deprecates it from
-//! 2026-07-28 on): a session that sets a level is sent a `warning` for every call that was
-//! rejected or failed, so that a client's log shows what the model was told.
+//! MCP logging (SEP-2577 deprecates it from 2026-07-28 on): a client that asks for logs is
+//! sent a `warning` for every call that was rejected or failed, so that its log shows what the
+//! model was told, and the log messages a tool reports while it runs (an upstream server's own).
+//!
+//! A client of the 2025 revisions asks once for the session (`logging/setLevel`); one of
+//! 2026-07-28 asks per request (`_meta["io.modelcontextprotocol/logLevel"]`), has no
+//! `logging/setLevel`, and is not offered the deprecated `logging` capability.
 
 #![expect(
     deprecated,
@@ -16,10 +20,24 @@ use rmcp::model::{
 use rmcp::service::Peer;
 use serde_json::Value;
 
-/// What a server offers: tools whose list may change, and logging.
+/// MCP's logging levels, under a name the rest of the crate may use without repeating why.
+pub(crate) type Level = LoggingLevel;
+
+/// What a server offers clients of the 2025 revisions: tools whose list may change, and
+/// logging.
 pub(crate) fn capabilities() -> ServerCapabilities {
     ServerCapabilities::builder()
         .enable_logging()
+        .enable_tools()
+        .enable_tool_list_changed()
+        .build()
+}
+
+/// What a server offers clients of 2026-07-28: the same less what that revision deprecates
+/// (logging; toolgate never offered roots or sampling, which are client capabilities). Tool
+/// list changes are heard through `subscriptions/listen`.
+pub(crate) fn modern_capabilities() -> ServerCapabilities {
+    ServerCapabilities::builder()
         .enable_tools()
         .enable_tool_list_changed()
         .build()
@@ -34,17 +52,55 @@ impl LogLevel {
         *self.0.lock().unwrap_or_else(PoisonError::into_inner) = Some(rank(params.level));
     }
 
-    /// Sends `text` as a warning, if the session asked for warnings.
-    pub(crate) async fn warn(&self, peer: &Peer<RoleServer>, text: String) {
-        let wanted = *self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        if wanted.is_some_and(|least| rank(LoggingLevel::Warning) >= least) {
-            let mut params =
-                LoggingMessageNotificationParam::new(LoggingLevel::Warning, Value::String(text));
-            params.logger = Some("toolgate".to_owned());
+    /// Whether a message at `level` is wanted: by the request's own level when it has one
+    /// (2026-07-28), else by the session's.
+    pub(crate) fn wants(&self, level: LoggingLevel, request: Option<LoggingLevel>) -> bool {
+        let least = match request {
+            Some(least) => Some(rank(least)),
+            None => *self.0.lock().unwrap_or_else(PoisonError::into_inner),
+        };
+        least.is_some_and(|least| rank(level) >= least)
+    }
+
+    /// Sends `text` as a warning, if the request or the session asked for warnings.
+    pub(crate) async fn warn(
+        &self,
+        peer: &Peer<RoleServer>,
+        request: Option<LoggingLevel>,
+        text: String,
+    ) {
+        self.send(
+            peer,
+            request,
+            LoggingLevel::Warning,
+            Some("toolgate".to_owned()),
+            Value::String(text),
+        )
+        .await;
+    }
+
+    /// Sends a log message at `level`, if the request or the session asked for that level.
+    pub(crate) async fn send(
+        &self,
+        peer: &Peer<RoleServer>,
+        request: Option<LoggingLevel>,
+        level: LoggingLevel,
+        logger: Option<String>,
+        data: Value,
+    ) {
+        if self.wants(level, request) {
+            let mut params = LoggingMessageNotificationParam::new(level, data);
+            params.logger = logger;
             // Logging is a courtesy: a client that stopped listening does not fail the call.
             let _ = peer.notify_logging_message(params).await;
         }
     }
+}
+
+/// A level named as MCP names them (`debug` … `emergency`); a name MCP does not know reads as
+/// `info`, so that a message from a tool with its own vocabulary is neither lost nor raised.
+pub(crate) fn level_named(name: &str) -> LoggingLevel {
+    serde_json::from_value(Value::String(name.to_owned())).unwrap_or(LoggingLevel::Info)
 }
 
 fn rank(level: LoggingLevel) -> u8 {

@@ -15,26 +15,29 @@ use rmcp::RoleServer;
 use rmcp::ServerHandler;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CancelledNotificationParam, ClientResult,
-    ElicitRequest, ElicitRequestParams, InitializeRequestParams, InitializeResult,
+    DiscoverResult, ElicitRequest, ElicitRequestParams, InitializeRequestParams, InitializeResult,
     InputRequiredResult, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
-    ProgressToken, ProtocolVersion, RequestId, ServerConfig, ServerRequest, Tool as McpTool,
-    ToolAnnotations,
+    ProgressToken, ProtocolVersion, RequestId, ServerConfig, ServerRequest, SubscriptionFilter,
+    Tool as McpTool, ToolAnnotations,
 };
-use rmcp::service::{NotificationContext, Peer, PeerRequestOptions, RequestContext};
+use rmcp::service::{
+    NotificationContext, Peer, PeerRequestOptions, RequestContext, SubscriptionContext,
+};
 use serde_json::{Map, Value};
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 use toolgate_core::hint::{did_you_mean, hint_for};
 use toolgate_core::{
-    EffectClass, Invocation, Outcome, Pipeline, RawArguments, RawCall, Registry, RejectCode,
-    Rejection, RunHooks, Status, Surface, Tool,
+    EffectClass, Invocation, Notice, NoticeSink, Outcome, Pipeline, RawArguments, RawCall,
+    Registry, RejectCode, Rejection, RunHooks, Status, Surface, Tool,
 };
 
 use crate::auth::Principal;
 use crate::elicit::{self, ApprovalDesk};
 use crate::gateway::Gateway;
-use crate::logging::LogLevel;
+use crate::logging::{self, LogLevel};
 use crate::reply;
+use crate::subscriptions::{self, ListenEnd};
 use crate::wire::{ArgumentText, ClientRequestId};
 
 /// Set by a transport that can tell when the client stopped listening for one call's answer
@@ -149,6 +152,20 @@ impl ServerHandler for Session {
         self.negotiate_initialize(&request)
     }
 
+    /// What a 2026-07-28 client learns before its first request: the capabilities less those
+    /// that revision deprecates.
+    async fn discover(
+        &self,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<DiscoverResult, McpError> {
+        let mut info = self.gateway.info();
+        info.capabilities = logging::modern_capabilities();
+        Ok(DiscoverResult::from_server_info(
+            self.supported_protocol_versions().into_owned(),
+            info,
+        ))
+    }
+
     #[expect(
         deprecated,
         reason = "MCP logging is deprecated by SEP-2577, and clients of the 2025 revisions still use it"
@@ -156,10 +173,29 @@ impl ServerHandler for Session {
     async fn set_level(
         &self,
         request: rmcp::model::SetLevelRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
+        // 2026-07-28 removed the method: such a client names its level on each request.
+        if modern(&context) {
+            return Err(McpError::method_not_found::<
+                rmcp::model::SetLevelRequestMethod,
+            >());
+        }
         self.log.set(&request);
         Ok(())
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        _requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        Some(subscriptions::honoured())
+    }
+
+    async fn listen(&self, subscription: SubscriptionContext) -> Result<(), McpError> {
+        self.principal(subscription.request_context())?;
+        let ending = request_extension::<ListenEnd>(subscription.request_context());
+        subscriptions::serve(&self.gateway, subscription, &self.ended, ending).await
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
@@ -252,16 +288,24 @@ impl ServerHandler for Session {
         };
         let cancelled = Arc::new(AtomicBool::new(false));
         let (phase_tx, phase_rx) = watch::channel(Phase::Deciding);
+        // Core limits each call's notices (ten a second), so this channel stays short.
+        let (notice_tx, notices) = mpsc::unbounded_channel();
+        let sink: NoticeSink = Arc::new(move |notice| {
+            // The call outlived its watcher (its client went away): nobody to tell.
+            let _ = notice_tx.send(notice);
+        });
         let task = tokio::task::spawn_blocking({
             let cancelled = Arc::clone(&cancelled);
-            move || run_call(&pipeline, &shown, raw, cancelled, &phase_tx)
+            move || run_call(&pipeline, &shown, raw, cancelled, &phase_tx, sink)
         });
         let mut call = Running {
             task,
             cancelled,
             phase: phase_rx,
+            notices,
         };
         let mut progress = self.progress(&context, &request.name);
+        let logs = self.logs(&context);
         let answer = request_extension::<AnswerWatch>(&context).unwrap_or_default();
         let interval = self.gateway.progress_interval();
         let mut watched = watch_call(
@@ -269,6 +313,7 @@ impl ServerHandler for Session {
             &context.ct,
             &answer.0,
             &mut progress,
+            &logs,
             interval,
             &ask,
         )
@@ -298,6 +343,7 @@ impl ServerHandler for Session {
                         &context.ct,
                         &answer.0,
                         &mut progress,
+                        &logs,
                         interval,
                         &Ask::Nobody,
                     )
@@ -333,17 +379,28 @@ impl Session {
             let _ = elicitation.desk.answer(&parked.call_id, answer);
         }
         let mut progress = self.progress(context, &request.name);
+        let logs = self.logs(context);
         let answer = request_extension::<AnswerWatch>(context).unwrap_or_default();
         let watched = watch_call(
             &mut parked.call,
             &context.ct,
             &answer.0,
             &mut progress,
+            &logs,
             self.gateway.progress_interval(),
             &Ask::Nobody,
         )
         .await;
         self.respond(watched, context).await
+    }
+
+    /// Where the log messages of the request's call go, at the level the client asked for.
+    fn logs(&self, context: &RequestContext<RoleServer>) -> Logs<'_> {
+        Logs {
+            level: &self.log,
+            request: context.meta.log_level(),
+            peer: context.peer.clone(),
+        }
     }
 
     fn progress(&self, context: &RequestContext<RoleServer>, tool: &str) -> Option<Progress> {
@@ -380,7 +437,9 @@ impl Session {
         let summary = (outcome.status != Status::Completed).then(|| outcome.summary());
         let result = reply::tool_result(outcome);
         if let Some(summary) = summary {
-            self.log.warn(&context.peer, summary).await;
+            self.log
+                .warn(&context.peer, context.meta.log_level(), summary)
+                .await;
         }
         Ok(CallToolResponse::from(result))
     }
@@ -553,6 +612,8 @@ pub(crate) struct Running {
     /// Set to cancel the call.
     cancelled: Arc<AtomicBool>,
     phase: watch::Receiver<Phase>,
+    /// What the executor reports while it runs, for the client.
+    notices: mpsc::UnboundedReceiver<Notice>,
 }
 
 impl Running {
@@ -566,6 +627,7 @@ impl Running {
     pub(crate) fn waiting(pipeline: Arc<Pipeline>, tool: &str) -> Running {
         let cancelled = Arc::new(AtomicBool::new(false));
         let (_, phase) = watch::channel(Phase::Deciding);
+        let (_, notices) = mpsc::unbounded_channel();
         let raw = RawCall::text(tool, "{}", Surface::Chat);
         let task = tokio::task::spawn_blocking({
             let cancelled = Arc::clone(&cancelled);
@@ -580,6 +642,7 @@ impl Running {
             task,
             cancelled,
             phase,
+            notices,
         }
     }
 
@@ -602,13 +665,15 @@ pub(crate) struct Parked {
 }
 
 /// One call, stages 1 to 8, on a blocking thread: the pipeline's own run, with the session's
-/// admission in stage 2 and `phase` told when the call waits for a person or runs.
+/// admission in stage 2, `phase` told when the call waits for a person or runs, and what the
+/// executor reports (already redacted and limited) sent to `notices`.
 fn run_call(
     pipeline: &Pipeline,
     shown: &Shown,
     raw: RawCall,
     cancelled: Arc<AtomicBool>,
     phase: &watch::Sender<Phase>,
+    notices: NoticeSink,
 ) -> Outcome {
     let hooks = RunHooks {
         admit: &|invocation, tool| shown.admit(invocation, tool),
@@ -618,18 +683,30 @@ fn run_call(
         executing: &|| {
             phase.send_replace(Phase::Running);
         },
-        notices: None,
+        notices: Some(notices),
     };
     pipeline.run_with(raw, cancelled, &hooks)
 }
 
-/// Progress notifications for one call, to a client that sent a progress token.
+/// Progress notifications for one call, to a client that sent a progress token: toolgate's
+/// own reports of where the call is, and those the tool makes itself.
+///
+/// MCP wants the value to grow with every notification, whoever made it. toolgate's own
+/// reports count up by one until the tool reports progress; from then on they add only a
+/// little, so that the tool's numbers keep their meaning against its total. A tool's value
+/// that does not grow is raised just past the last one sent.
 struct Progress {
     token: ProgressToken,
     peer: Peer<RoleServer>,
     tool: String,
-    sent: u32,
+    /// The value last sent.
+    last: f64,
+    /// Whether the tool reported progress of its own.
+    relayed: bool,
 }
+
+/// How much a report adds to the last value once the tool counts for itself.
+const STEP_AFTER_TOOL: f64 = 0.001;
 
 impl Progress {
     fn new(token: ProgressToken, peer: Peer<RoleServer>, tool: String) -> Self {
@@ -637,8 +714,29 @@ impl Progress {
             token,
             peer,
             tool,
-            sent: 0,
+            last: 0.0,
+            relayed: false,
         }
+    }
+
+    /// The next value when nobody says what it is.
+    fn step(&self) -> f64 {
+        self.last + if self.relayed { STEP_AFTER_TOOL } else { 1.0 }
+    }
+
+    /// Sends the tool's own report, `progress` of `total`, under the call's token.
+    async fn relay(&mut self, progress: f64, total: Option<f64>, message: Option<String>) {
+        let value = if progress.is_finite() && progress > self.last {
+            progress
+        } else {
+            self.step()
+        };
+        self.relayed = true;
+        self.last = value;
+        let mut params = ProgressNotificationParam::new(self.token.clone(), value);
+        params.total = total.filter(|total| total.is_finite() && *total >= value);
+        params.message = message;
+        let _ = self.peer.notify_progress(params).await;
     }
 
     async fn report(&mut self, phase: &Phase, waited: Duration) {
@@ -651,11 +749,51 @@ impl Progress {
             ),
             Phase::Running => format!("`{}` is running ({}s)", self.tool, waited.as_secs()),
         };
-        self.sent += 1;
-        let mut params = ProgressNotificationParam::new(self.token.clone(), f64::from(self.sent));
+        self.last = self.step();
+        let mut params = ProgressNotificationParam::new(self.token.clone(), self.last);
         params.message = Some(message);
         // A client that stopped listening for progress does not stop the call.
         let _ = self.peer.notify_progress(params).await;
+    }
+}
+
+/// Where one call's log messages go.
+struct Logs<'a> {
+    /// The session's level (`logging/setLevel`, before 2026-07-28).
+    level: &'a LogLevel,
+    /// The request's own level (`_meta["io.modelcontextprotocol/logLevel"]`, 2026-07-28).
+    request: Option<logging::Level>,
+    peer: Peer<RoleServer>,
+}
+
+/// Passes one of the executor's notices to the client, as the call's own: progress under the
+/// call's token (only if the client sent one), a log message if the client wants its level.
+async fn relay(notice: Notice, progress: &mut Option<Progress>, logs: &Logs<'_>) {
+    match notice {
+        Notice::Progress {
+            progress: value,
+            total,
+            message,
+        } => {
+            if let Some(progress) = progress.as_mut() {
+                progress.relay(value, total, message).await;
+            }
+        }
+        Notice::Log {
+            level,
+            logger,
+            data,
+        } => {
+            logs.level
+                .send(
+                    &logs.peer,
+                    logs.request,
+                    logging::level_named(&level),
+                    logger,
+                    data,
+                )
+                .await;
+        }
     }
 }
 
@@ -687,13 +825,15 @@ type Asking =
     std::pin::Pin<Box<dyn std::future::Future<Output = Option<Box<ElicitRequestParams>>> + Send>>;
 
 /// Waits for a call to end, cancelling it when the client asks (`notifications/cancelled`),
-/// stops listening (`answer` closed) or the session ends, reporting progress meanwhile, and
-/// asking the client about a call that waits for approval as `ask` says.
+/// stops listening (`answer` closed) or the session ends, reporting progress and relaying the
+/// executor's notices meanwhile, and asking the client about a call that waits for approval as
+/// `ask` says.
 async fn watch_call(
     call: &mut Running,
     request: &CancellationToken,
     answer: &CancellationToken,
     progress: &mut Option<Progress>,
+    logs: &Logs<'_>,
     interval: Duration,
     ask: &Ask,
 ) -> Watched {
@@ -705,9 +845,14 @@ async fn watch_call(
     // The elicitation in progress, and the id of its request once sent.
     let mut asking: Option<Asking> = None;
     let sent: Arc<Mutex<Option<RequestId>>> = Arc::default();
+    let mut notices_open = true;
     let watched = loop {
         tokio::select! {
             ended = &mut call.task => break Watched::Ended(Box::new(ended)),
+            notice = call.notices.recv(), if notices_open => match notice {
+                Some(notice) => relay(notice, progress, logs).await,
+                None => notices_open = false,
+            },
             () = request.cancelled(), if !cancel_sent => {
                 call.cancel();
                 cancel_sent = true;
@@ -758,6 +903,12 @@ async fn watch_call(
             }
         }
     };
+    // What the executor reported just before it ended goes out before the result.
+    if matches!(watched, Watched::Ended(_)) {
+        while let Ok(notice) = call.notices.try_recv() {
+            relay(notice, progress, logs).await;
+        }
+    }
     // The call ended before the person at the client answered.
     withdraw(ask, &sent).await;
     watched

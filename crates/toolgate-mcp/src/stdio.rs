@@ -10,17 +10,23 @@
 //! - it gives every request an id of its own and maps answers back to the client's id. A
 //!   cancelled request's mapping is dropped at once, so its late answer, if the handler still
 //!   produces one, goes nowhere — in particular never to a new request that reuses the id. A
-//!   request whose id is still in use is refused.
+//!   request whose id is still in use is refused. A `subscriptions/listen` request's id is also
+//!   the tag of every notification on that subscription, so the tag is mapped back too, and a
+//!   cancelled subscription's late notifications go nowhere either.
+//!
+//! When the client closes its input, open subscriptions are told to end and given a moment to
+//! send their final result before the session ends.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::io::{BufRead, BufReader, BufWriter, Read, Write};
 use std::os::fd::AsFd as _;
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use rmcp::ServiceExt as _;
 use rmcp::model::{
-    ClientJsonRpcMessage, ClientNotification, ErrorData, NumberOrString, RequestId,
-    ServerJsonRpcMessage,
+    ClientJsonRpcMessage, ClientNotification, ClientRequest, ErrorData, GetExtensions as _,
+    GetMeta as _, NumberOrString, RequestId, ServerJsonRpcMessage, ServerResult,
 };
 use rmcp::service::{RoleServer, ServerInitializeError};
 use rmcp::transport::Transport;
@@ -31,12 +37,15 @@ use tokio::sync::mpsc;
 use crate::auth::Principal;
 use crate::gateway::Gateway;
 use crate::session::Session;
+use crate::subscriptions::ListenEnd;
 use crate::wire::{Decoded, decode};
 
 /// How many messages may wait to be written before responses wait for the writer.
 const OUTBOUND_CAPACITY: usize = 256;
 /// How many lines may wait to be read.
 const INBOUND_CAPACITY: usize = 64;
+/// How long open subscriptions have to send their final result once the input closed.
+const LISTEN_FAREWELL: Duration = Duration::from_secs(1);
 
 /// Why serving stopped abnormally.
 #[derive(Debug, thiserror::Error)]
@@ -160,6 +169,10 @@ pub struct LineTransport {
     outbound: mpsc::Sender<Vec<u8>>,
     ids: Arc<Mutex<IdMap>>,
     max_message_bytes: usize,
+    /// Cancelled when the input closed, to end open subscriptions with their result.
+    ending: ListenEnd,
+    /// When open subscriptions stop being waited for, once the input closed.
+    farewell: Arc<Mutex<Option<tokio::time::Instant>>>,
 }
 
 impl std::fmt::Debug for LineTransport {
@@ -181,12 +194,7 @@ impl LineTransport {
         let (out_tx, out_rx) = mpsc::channel(OUTBOUND_CAPACITY);
         std::thread::spawn(move || read_lines(BufReader::new(input), max_message_bytes, &in_tx));
         std::thread::spawn(move || write_lines(BufWriter::new(output), out_rx));
-        LineTransport {
-            inbound: Arc::new(tokio::sync::Mutex::new(in_rx)),
-            outbound: out_tx,
-            ids: Arc::new(Mutex::new(IdMap::default())),
-            max_message_bytes,
-        }
+        LineTransport::new(in_rx, out_tx, max_message_bytes)
     }
 
     /// Starts reading and writing as tasks on the runtime.
@@ -203,11 +211,21 @@ impl LineTransport {
             in_tx,
         ));
         tokio::spawn(write_lines_async(output, out_rx));
+        LineTransport::new(in_rx, out_tx, max_message_bytes)
+    }
+
+    fn new(
+        inbound: mpsc::Receiver<Inbound>,
+        outbound: mpsc::Sender<Vec<u8>>,
+        max_message_bytes: usize,
+    ) -> Self {
         LineTransport {
-            inbound: Arc::new(tokio::sync::Mutex::new(in_rx)),
-            outbound: out_tx,
+            inbound: Arc::new(tokio::sync::Mutex::new(inbound)),
+            outbound,
             ids: Arc::new(Mutex::new(IdMap::default())),
             max_message_bytes,
+            ending: ListenEnd::default(),
+            farewell: Arc::default(),
         }
     }
 
@@ -241,6 +259,13 @@ impl LineTransport {
                     ));
                     return None;
                 };
+                if matches!(
+                    request.request,
+                    ClientRequest::SubscriptionsListenRequest(_)
+                ) {
+                    self.ids().listens.insert(internal.clone());
+                    request.request.extensions_mut().insert(self.ending.clone());
+                }
                 request.id = internal;
                 Some(ClientJsonRpcMessage::Request(request))
             }
@@ -262,19 +287,50 @@ impl LineTransport {
         }
     }
 
-    /// An outgoing message with the client's id put back; `None` for the answer to a request
-    /// that was cancelled (or never came from the client).
+    /// An outgoing message with the client's id put back, in its own place and in the tag of a
+    /// subscription's messages; `None` for the answer to a request that was cancelled (or never
+    /// came from the client) and for a cancelled subscription's notifications.
     fn restore(&self, mut message: ServerJsonRpcMessage) -> Option<ServerJsonRpcMessage> {
         let id = match &mut message {
-            ServerJsonRpcMessage::Response(response) => &mut response.id,
+            ServerJsonRpcMessage::Notification(notification) => {
+                let notification = &mut notification.notification;
+                if let Some(internal) = notification.get_meta().subscription_id() {
+                    let client = self.ids().client_of(&internal)?;
+                    notification.get_meta_mut().set_subscription_id(client);
+                }
+                return Some(message);
+            }
+            ServerJsonRpcMessage::Response(response) => {
+                if let ServerResult::SubscriptionsListenResult(result) = &mut response.result
+                    && let Some(client) = self.ids().client_of(&response.id)
+                {
+                    result.meta.set_subscription_id(client);
+                }
+                &mut response.id
+            }
             ServerJsonRpcMessage::Error(error) => match &mut error.id {
                 Some(id) => id,
                 None => return Some(message),
             },
-            _ => return Some(message),
+            ServerJsonRpcMessage::Request(_) => return Some(message),
         };
         *id = self.ids().finish(id)?;
         Some(message)
+    }
+
+    /// The input closed: tells open subscriptions to end, and waits (briefly) until they have
+    /// sent their result. Called again if rmcp gives up on one wait, it keeps the first
+    /// deadline.
+    async fn farewell(&self) {
+        self.ending.0.cancel();
+        let deadline = *self
+            .farewell
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get_or_insert_with(|| tokio::time::Instant::now() + LISTEN_FAREWELL);
+        while !self.ids().listens.is_empty() && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
     }
 }
 
@@ -299,7 +355,11 @@ impl Transport<RoleServer> for LineTransport {
         // Receiving from the channel is cancel-safe: rmcp polls this inside a `select!`.
         let mut inbound = self.inbound.lock().await;
         loop {
-            match inbound.recv().await? {
+            let Some(inbound) = inbound.recv().await else {
+                self.farewell().await;
+                return None;
+            };
+            match inbound {
                 Inbound::TooLong => self.reply(&ServerJsonRpcMessage::error(
                     ErrorData::invalid_request(
                         format!("message longer than {} bytes", self.max_message_bytes),
@@ -337,6 +397,8 @@ struct IdMap {
     next: i64,
     by_client: HashMap<RequestId, RequestId>,
     by_transport: HashMap<RequestId, RequestId>,
+    /// The transport's ids of `subscriptions/listen` requests in progress.
+    listens: HashSet<RequestId>,
 }
 
 impl IdMap {
@@ -352,8 +414,14 @@ impl IdMap {
         Some(internal)
     }
 
+    /// The client's id of a request in progress.
+    fn client_of(&self, internal: &RequestId) -> Option<RequestId> {
+        self.by_transport.get(internal).cloned()
+    }
+
     /// The request is answered: its client id, which is free again.
     fn finish(&mut self, internal: &RequestId) -> Option<RequestId> {
+        self.listens.remove(internal);
         let client = self.by_transport.remove(internal)?;
         self.by_client.remove(&client);
         Some(client)
@@ -363,6 +431,7 @@ impl IdMap {
     fn cancel(&mut self, client: &RequestId) -> Option<RequestId> {
         let internal = self.by_client.remove(client)?;
         self.by_transport.remove(&internal);
+        self.listens.remove(&internal);
         Some(internal)
     }
 }
