@@ -19,8 +19,10 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
+use toolgate_core::Notice;
 
 use crate::config::UpstreamSpec;
+use crate::relay::{Heard, Relay, heard, with_progress_token};
 use crate::sandbox::Confined;
 use crate::watchdog::Watchdog;
 
@@ -41,6 +43,10 @@ const WRITE_QUEUE: usize = 64;
 
 /// How often a send waiting for room in the write queue looks again.
 const SEND_POLL: Duration = Duration::from_millis(5);
+
+/// How many notices of one call may wait for the thread that made it; past that the upstream
+/// reports faster than the call takes them, and the rest are dropped rather than held.
+const QUEUED_NOTICES: usize = 64;
 
 /// Why a request to an upstream got no usable answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -95,7 +101,75 @@ pub enum Event {
     Shutdown,
 }
 
-type Waiter = mpsc::Sender<Result<Value, Fault>>;
+/// Where a connection's reader tells the supervisor what happened. `list_changed` is
+/// coalesced here, on the reader's side: while one is waiting for the supervisor, more of them
+/// add nothing, so a flood of them costs the reader a flag and never grows a queue.
+#[derive(Debug, Clone)]
+pub struct Events {
+    sender: mpsc::Sender<Event>,
+    list_changed: Arc<AtomicBool>,
+}
+
+impl Events {
+    pub fn new(sender: mpsc::Sender<Event>) -> Self {
+        Events {
+            sender,
+            list_changed: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    /// The upstream said its tool list changed.
+    pub fn list_changed(&self) {
+        if !self.list_changed.swap(true, Ordering::AcqRel) {
+            let _ = self.sender.send(Event::ListChanged);
+        }
+    }
+
+    /// Forgets the `list_changed` that is waiting, if one is, right before a listing that will
+    /// see whatever it announced; one that arrives after this is announced anew.
+    pub(crate) fn take_list_changed(&self) -> bool {
+        self.list_changed.swap(false, Ordering::AcqRel)
+    }
+
+    pub fn send(&self, event: Event) {
+        let _ = self.sender.send(event);
+    }
+}
+
+/// What the reader hands the thread waiting for a request.
+#[derive(Debug)]
+enum Delivery {
+    Notice(Notice),
+    Answer(Result<Value, Fault>),
+}
+
+/// A request waiting for its answer, and, for a call that listens, its notices.
+#[derive(Debug)]
+struct Waiter {
+    sender: mpsc::Sender<Delivery>,
+    /// How many notices wait for the caller; `None` for a request that does not listen.
+    queued: Option<Arc<AtomicU64>>,
+}
+
+impl Waiter {
+    fn answer(self, answer: Result<Value, Fault>) {
+        let _ = self.sender.send(Delivery::Answer(answer));
+    }
+
+    /// Hands `notice` to the caller unless too many already wait.
+    fn notice(&self, notice: Notice) {
+        let Some(queued) = &self.queued else {
+            return;
+        };
+        if queued.fetch_add(1, Ordering::AcqRel) >= QUEUED_NOTICES as u64 {
+            queued.fetch_sub(1, Ordering::AcqRel);
+            return;
+        }
+        if self.sender.send(Delivery::Notice(notice)).is_err() {
+            queued.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+}
 
 /// What the supervisor and the executors need of a connection, whatever carries it.
 pub trait Rpc: Send + Sync + std::fmt::Debug {
@@ -105,13 +179,29 @@ pub trait Rpc: Send + Sync + std::fmt::Debug {
     /// Sends a request and waits for its result, giving up (and cancelling it upstream) once
     /// `stop` says so. A well-formed JSON-RPC `error` is returned as `Ok` with an `error`
     /// member, for the caller to interpret.
+    ///
+    /// With a `listener`, the request carries a progress token, and what the upstream reports
+    /// about it until it is answered (see [`crate::relay`]) is passed to `listener`, in order,
+    /// on the calling thread.
+    fn request_reporting(
+        &self,
+        method: &str,
+        params: Value,
+        timeout: Duration,
+        stop: &dyn Fn() -> bool,
+        listener: Option<&dyn Fn(Notice)>,
+    ) -> Result<Value, Fault>;
+
+    /// [`Rpc::request_reporting`] without a listener.
     fn request_until(
         &self,
         method: &str,
         params: Value,
         timeout: Duration,
         stop: &dyn Fn() -> bool,
-    ) -> Result<Value, Fault>;
+    ) -> Result<Value, Fault> {
+        self.request_reporting(method, params, timeout, stop, None)
+    }
 
     fn notify(&self, method: &str, params: Value) -> Result<(), Fault>;
 
@@ -215,7 +305,7 @@ impl Connection {
     /// Nothing is sent yet; see [`Connection::initialize`].
     pub fn spawn(
         spec: &UpstreamSpec,
-        events: mpsc::Sender<Event>,
+        events: Events,
         watchdog: Option<Arc<Watchdog>>,
     ) -> Result<Arc<Self>, Fault> {
         let Some((program, args)) = spec.command.split_first() else {
@@ -312,12 +402,13 @@ impl Rpc for Connection {
         &self.upstream
     }
 
-    fn request_until(
+    fn request_reporting(
         &self,
         method: &str,
         params: Value,
         timeout: Duration,
         stop: &dyn Fn() -> bool,
+        listener: Option<&dyn Fn(Notice)>,
     ) -> Result<Value, Fault> {
         if self.dead.load(Ordering::SeqCst) {
             return Err(Fault::Unavailable(format!(
@@ -327,7 +418,17 @@ impl Rpc for Connection {
         }
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = mpsc::channel();
-        lock(&self.pending).insert(id, tx);
+        let queued = listener.map(|_| Arc::new(AtomicU64::new(0)));
+        let waiter = Waiter {
+            sender: tx,
+            queued: queued.clone(),
+        };
+        lock(&self.pending).insert(id, waiter);
+        let relay = listener.map(Relay::new);
+        let params = match relay {
+            Some(_) => with_progress_token(params, id),
+            None => params,
+        };
         let message = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
         let deadline = Instant::now() + timeout;
         if let Err(fault) = self.send(&message, deadline, stop) {
@@ -356,8 +457,16 @@ impl Rpc for Connection {
                 return Err(Fault::Cancelled);
             }
             match rx.recv_timeout(CANCEL_POLL.min(deadline - now)) {
-                Ok(Ok(message)) => return self.result_of(message),
-                Ok(Err(fault)) => return Err(fault),
+                Ok(Delivery::Notice(notice)) => {
+                    if let Some(queued) = &queued {
+                        queued.fetch_sub(1, Ordering::AcqRel);
+                    }
+                    if let Some(relay) = &relay {
+                        relay.pass(notice);
+                    }
+                }
+                Ok(Delivery::Answer(Ok(message))) => return self.result_of(message),
+                Ok(Delivery::Answer(Err(fault))) => return Err(fault),
                 Err(RecvTimeoutError::Timeout) => {}
                 Err(RecvTimeoutError::Disconnected) => {
                     return Err(Fault::Unavailable(format!(
@@ -476,12 +585,7 @@ impl Connection {
 
     /// Writes queued lines to the process until the queue closes or a write fails; a failed
     /// write leaves the stream in doubt, so the connection is failed.
-    fn write_loop(
-        &self,
-        mut stdin: ChildStdin,
-        lines: &mpsc::Receiver<Vec<u8>>,
-        events: &mpsc::Sender<Event>,
-    ) {
+    fn write_loop(&self, mut stdin: ChildStdin, lines: &mpsc::Receiver<Vec<u8>>, events: &Events) {
         while let Ok(line) = lines.recv() {
             if let Err(e) = stdin.write_all(&line).and_then(|()| stdin.flush()) {
                 let fault = Fault::Unavailable(format!(
@@ -498,7 +602,7 @@ impl Connection {
         protocol(&self.upstream, what)
     }
 
-    fn read_loop(&self, mut reader: impl BufRead, max: usize, events: &mpsc::Sender<Event>) {
+    fn read_loop(&self, mut reader: impl BufRead, max: usize, events: &Events) {
         loop {
             let fault = match read_line(&mut reader, max) {
                 Ok(Line::Full(line)) => match self.dispatch(&line, events) {
@@ -554,19 +658,52 @@ impl Connection {
     }
 
     /// Kills the process, fails every pending call with `fault`, and tells the supervisor.
-    fn fail(&self, fault: Fault, events: &mpsc::Sender<Event>) {
+    fn fail(&self, fault: Fault, events: &Events) {
         let was_dead = self.dead.swap(true, Ordering::SeqCst);
         let waiters: Vec<Waiter> = lock(&self.pending).drain().map(|(_, w)| w).collect();
         for waiter in waiters {
-            let _ = waiter.send(Err(fault.clone()));
+            waiter.answer(Err(fault.clone()));
         }
         self.kill();
         if !was_dead {
-            let _ = events.send(Event::Died(fault.message().to_owned()));
+            events.send(Event::Died(fault.message().to_owned()));
         }
     }
 
-    fn dispatch(&self, line: &[u8], events: &mpsc::Sender<Event>) -> Result<(), Fault> {
+    /// A notification: `list_changed` for the supervisor, a call's progress or log line for
+    /// the thread waiting for that call, anything else dropped. Nothing here waits.
+    fn notified(
+        &self,
+        method: &str,
+        object: &serde_json::Map<String, Value>,
+        bytes: usize,
+        events: &Events,
+    ) {
+        if method == "notifications/tools/list_changed" {
+            events.list_changed();
+            return;
+        }
+        let pending = lock(&self.pending);
+        match heard(method, object.get("params"), bytes) {
+            Some(Heard::Progress {
+                token: Some(token),
+                notice,
+            }) => {
+                if let Some(waiter) = pending.get(&token) {
+                    waiter.notice(notice);
+                }
+            }
+            Some(Heard::Log(notice)) => {
+                let mut listening = pending.values().filter(|w| w.queued.is_some());
+                if let (Some(only), None) = (listening.next(), listening.next()) {
+                    only.notice(notice);
+                }
+            }
+            Some(Heard::Progress { token: None, .. }) | None => {}
+        }
+    }
+
+    fn dispatch(&self, line: &[u8], events: &Events) -> Result<(), Fault> {
         if line.iter().all(u8::is_ascii_whitespace) {
             return Ok(());
         }
@@ -591,9 +728,7 @@ impl Connection {
         let id = object.get("id");
         match (object.get("method").and_then(Value::as_str), id) {
             (Some(method), None) => {
-                if method == "notifications/tools/list_changed" {
-                    let _ = events.send(Event::ListChanged);
-                }
+                self.notified(method, object, line.len(), events);
                 Ok(())
             }
             (Some(method), Some(id)) => {
@@ -616,7 +751,7 @@ impl Connection {
                 let waiter = id.as_u64().and_then(|n| lock(&self.pending).remove(&n));
                 match waiter {
                     Some(waiter) => {
-                        let _ = waiter.send(Ok(message));
+                        waiter.answer(Ok(message));
                         Ok(())
                     }
                     None if id
@@ -652,7 +787,7 @@ impl Connection {
         drop(pending);
         match id.and_then(|id| lock(&self.pending).remove(&id)) {
             Some(waiter) => {
-                let _ = waiter.send(Err(Fault::TooLarge(message)));
+                waiter.answer(Err(Fault::TooLarge(message)));
                 Ok(())
             }
             None => Err(Fault::TooLarge(message)),

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use toolgate_core::{Authorized, ExecContext, Executor, ToolError, ToolOutput, ToolSchema};
+use toolgate_core::{Authorized, ExecContext, Executor, Notice, ToolError, ToolOutput, ToolSchema};
 
 use crate::connection::Fault;
 use crate::supervisor::{Stale, Supervisor};
@@ -175,8 +175,13 @@ impl Executor for UpstreamExecutor {
         // The context stops at its deadline too; stopping a little before it lets the timeout
         // be reported as such, not as a cancellation.
         let stop = || cx.should_stop() && Instant::now() + Duration::from_millis(5) < cx.deadline();
+        // What the upstream reports while it works is the call's own, limited and redacted by
+        // the context like everything else the tool says.
+        let listener = |notice: Notice| {
+            cx.notify(notice);
+        };
         let result = connection
-            .request_until("tools/call", params, timeout, &stop)
+            .request_reporting("tools/call", params, timeout, &stop, Some(&listener))
             .map_err(|fault| {
                 if matches!(fault, Fault::Timeout(_)) {
                     self.supervisor.probe(Arc::clone(&connection));

@@ -9,22 +9,27 @@
 //! its certificate checked against the built-in web roots and the configuration's `ca_file`;
 //! the handshake completes before the request is written, within the call's deadline.
 //! Server-initiated messages arrive only inside responses (no standing `GET` stream); the
-//! periodic refresh covers a `list_changed` sent outside one.
+//! periodic refresh covers a `list_changed` sent outside one. A call's progress and log
+//! notifications arrive in its own response stream, so they are plainly its own (see
+//! [`crate::relay`]).
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use rustls::pki_types::pem::PemObject as _;
 use rustls::pki_types::{CertificateDer, ServerName};
 use serde_json::{Value, json};
+use toolgate_core::Notice;
 
 use crate::config::UpstreamSpec;
-use crate::connection::{Event, Fault, Line, Rpc, find_id, lock, preview, protocol, read_line};
+use crate::connection::{
+    Event, Events, Fault, Line, Rpc, find_id, lock, preview, protocol, read_line,
+};
+use crate::relay::{Heard, Relay, heard, with_progress_token};
 
 /// The longest status line, header line or chunk-size line read.
 const MAX_HEADER_LINE: usize = 8 << 10;
@@ -193,16 +198,12 @@ pub struct HttpConnection {
     max: usize,
     next_id: AtomicU64,
     dead: AtomicBool,
-    events: mpsc::Sender<Event>,
+    events: Events,
 }
 
 impl HttpConnection {
     /// Resolves `url`; nothing is sent until [`Rpc::initialize`].
-    pub fn open(
-        spec: &UpstreamSpec,
-        url: &str,
-        events: mpsc::Sender<Event>,
-    ) -> Result<Arc<dyn Rpc>, Fault> {
+    pub fn open(spec: &UpstreamSpec, url: &str, events: Events) -> Result<Arc<dyn Rpc>, Fault> {
         let unavailable =
             |what: String| Fault::Unavailable(format!("upstream `{}`: {what}", spec.name));
         let (secure, rest) = scheme_of(url)
@@ -253,18 +254,20 @@ impl HttpConnection {
     /// Marks the session dead and tells the supervisor, once.
     fn fail(&self, fault: Fault) -> Fault {
         if !self.dead.swap(true, Ordering::SeqCst) {
-            let _ = self.events.send(Event::Died(fault.message().to_owned()));
+            self.events.send(Event::Died(fault.message().to_owned()));
         }
         fault
     }
 
-    /// POSTs `message`; for a request, waits for the response with `id`.
+    /// POSTs `message`; for a request, waits for the response with `id`, passing what the
+    /// upstream reports about it on the way to `relay`.
     fn post(
         &self,
         message: &Value,
         id: Option<u64>,
         deadline: Instant,
         stop: &dyn Fn() -> bool,
+        relay: Option<&Relay<'_>>,
     ) -> Result<Option<Value>, Fault> {
         let unavailable =
             |what: String| Fault::Unavailable(format!("upstream `{}`: {what}", self.upstream));
@@ -369,7 +372,7 @@ impl HttpConnection {
         let event_stream =
             header("content-type").is_some_and(|v| v.starts_with("text/event-stream"));
         if event_stream {
-            self.read_events(body, id)
+            self.read_events(body, id, relay)
         } else {
             self.read_json(body, id)
         }
@@ -463,7 +466,12 @@ impl HttpConnection {
     }
 
     /// Reads events until the response with `id`.
-    fn read_events(&self, mut body: impl BufRead, id: u64) -> Result<Value, Fault> {
+    fn read_events(
+        &self,
+        mut body: impl BufRead,
+        id: u64,
+        relay: Option<&Relay<'_>>,
+    ) -> Result<Value, Fault> {
         let mut data = Vec::new();
         loop {
             match read_line(&mut body, self.max).map_err(|e| self.io_fault(&e))? {
@@ -508,7 +516,13 @@ impl HttpConnection {
                                 &format!("an event that is not JSON: `{}`", preview(&data)),
                             ))
                         })?;
+                        let bytes = data.len();
                         data.clear();
+                        if let Some(notice) = self.notice_in(&message, id, bytes)
+                            && let Some(relay) = relay
+                        {
+                            relay.pass(notice);
+                        }
                         if let Some(result) = self.response(message, id)? {
                             return Ok(result);
                         }
@@ -526,7 +540,7 @@ impl HttpConnection {
         };
         if object.get("method").and_then(Value::as_str) == Some("notifications/tools/list_changed")
         {
-            let _ = self.events.send(Event::ListChanged);
+            self.events.list_changed();
         }
         if object.contains_key("method") {
             return Ok(None);
@@ -554,17 +568,34 @@ impl HttpConnection {
     }
 }
 
+impl HttpConnection {
+    /// The notice a notification in the response stream of request `id` carries for it: its
+    /// log lines, and progress for its own token only.
+    fn notice_in(&self, message: &Value, id: u64, bytes: usize) -> Option<Notice> {
+        if message.get("id").is_some() {
+            return None;
+        }
+        let method = message.get("method").and_then(Value::as_str)?;
+        match heard(method, message.get("params"), bytes)? {
+            Heard::Progress { token, notice } if token == Some(id) => Some(notice),
+            Heard::Progress { .. } => None,
+            Heard::Log(notice) => Some(notice),
+        }
+    }
+}
+
 impl Rpc for HttpConnection {
     fn upstream(&self) -> &str {
         &self.upstream
     }
 
-    fn request_until(
+    fn request_reporting(
         &self,
         method: &str,
         params: Value,
         timeout: Duration,
         stop: &dyn Fn() -> bool,
+        listener: Option<&dyn Fn(Notice)>,
     ) -> Result<Value, Fault> {
         if self.is_dead() {
             return Err(Fault::Unavailable(format!(
@@ -573,9 +604,14 @@ impl Rpc for HttpConnection {
             )));
         }
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let relay = listener.map(Relay::new);
+        let params = match relay {
+            Some(_) => with_progress_token(params, id),
+            None => params,
+        };
         let message = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
         let deadline = Instant::now() + timeout;
-        let result = self.post(&message, Some(id), deadline, stop);
+        let result = self.post(&message, Some(id), deadline, stop, relay.as_ref());
         if method == "initialize"
             && let Ok(Some(result)) = &result
             && let Some(version) = result.get("protocolVersion").and_then(Value::as_str)
@@ -624,6 +660,7 @@ impl Rpc for HttpConnection {
             None,
             Instant::now() + Duration::from_secs(5),
             &|| false,
+            None,
         )
         .map(|_| ())
     }

@@ -3,8 +3,10 @@
 //!
 //! toolgate is an MCP *client* here. Each `[[upstream]]` is a child process in its own
 //! process group, kept running by a [`supervisor`] thread that shakes hands, lists every page
-//! of tools, listens for `notifications/tools/list_changed`, refreshes periodically, and
-//! restarts the process with exponential backoff when it dies. The process runs confined, in
+//! of tools, listens for `notifications/tools/list_changed` (coalesced and paced, so a flood
+//! of them costs a handful of refreshes), refreshes periodically, and restarts the process
+//! with exponential backoff when it dies. What an upstream reports about a call while it runs,
+//! its progress and log notifications, is relayed as that call's own (see [`relay`]). The process runs confined, in
 //! the same sandbox as approved commands, with what its `[upstream.sandbox]` grants (see
 //! [`sandbox`]).
 //!
@@ -32,6 +34,7 @@ pub mod connection;
 pub mod descriptor;
 pub mod executor;
 pub mod http;
+pub mod relay;
 pub mod sandbox;
 pub mod supervisor;
 pub mod watchdog;
@@ -48,7 +51,7 @@ pub use config::{Admission, AdmittedSection, UpstreamSection, UpstreamSpec, name
 pub use descriptor::{descriptor_of, diff, hints};
 pub use executor::UpstreamExecutor;
 pub use sandbox::{SandboxSection, UpstreamConfinement, UpstreamSandbox};
-pub use supervisor::{OnChange, UpstreamStatus};
+pub use supervisor::{OnChange, REFRESHES_PER_MINUTE, UpstreamStatus};
 pub use watchdog::{Watchdog, run_watchdog};
 
 use crate::supervisor::Supervisor;

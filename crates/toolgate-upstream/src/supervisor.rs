@@ -4,6 +4,13 @@
 //! The thread owns the lifecycle; calls only borrow the current connection. The tool list is
 //! the last one fetched successfully: a refresh that fails, or an upstream that is down,
 //! leaves it as it was, so the pinned set in force never changes on a failure.
+//!
+//! `notifications/tools/list_changed` costs the upstream's reader a flag (see
+//! [`Events`]), and costs this thread at most one refresh in flight and one queued, paced by
+//! [`Pace`]: the first at once, each next one later than the last while they keep coming, and
+//! never more than [`REFRESHES_PER_MINUTE`] in a minute. What arrives meanwhile is merged into
+//! the queued refresh, which still runs when the pace allows, so the list that is last served
+//! is the list toolgate ends up with.
 
 use std::collections::VecDeque;
 use std::sync::mpsc::{self, RecvTimeoutError};
@@ -14,7 +21,7 @@ use serde_json::Value;
 use toolgate_core::Descriptor;
 
 use crate::config::UpstreamSpec;
-use crate::connection::{Connection, Event, Fault, Rpc};
+use crate::connection::{Connection, Event, Events, Fault, Rpc};
 use crate::watchdog::Watchdog;
 
 /// The first wait before a restart; it doubles up to [`MAX_BACKOFF`] while starts keep failing.
@@ -24,6 +31,58 @@ const MAX_BACKOFF: Duration = Duration::from_secs(30);
 const PING_TIMEOUT: Duration = Duration::from_secs(2);
 /// How many recent events an upstream's status keeps.
 const RECENT_EVENTS: usize = 16;
+/// The most refreshes `list_changed` causes in any one minute, per upstream.
+pub const REFRESHES_PER_MINUTE: usize = 6;
+/// The wait after a `list_changed` refresh before the next may start; it doubles with each
+/// refresh of the last minute, so a burst is listed at once, a flood seldom.
+const FIRST_GAP: Duration = Duration::from_millis(250);
+const MINUTE: Duration = Duration::from_secs(60);
+
+/// When the `list_changed` refreshes of one upstream may run.
+#[derive(Debug, Default)]
+pub(crate) struct Pace {
+    /// A `list_changed` arrived since the last refresh started.
+    queued: bool,
+    /// When the refreshes of the last minute started, oldest first.
+    recent: VecDeque<Instant>,
+}
+
+impl Pace {
+    pub(crate) fn queue(&mut self) {
+        self.queued = true;
+    }
+
+    /// When the queued refresh may start; `None` when none is queued.
+    pub(crate) fn due(&mut self, now: Instant) -> Option<Instant> {
+        if !self.queued {
+            return None;
+        }
+        while self
+            .recent
+            .front()
+            .is_some_and(|started| now.duration_since(*started) >= MINUTE)
+        {
+            self.recent.pop_front();
+        }
+        let Some(last) = self.recent.back() else {
+            return Some(now);
+        };
+        let doublings = u32::try_from(self.recent.len().saturating_sub(1)).unwrap_or(u32::MAX);
+        let gap = FIRST_GAP.saturating_mul(2u32.saturating_pow(doublings.min(16)));
+        let mut due = *last + gap.min(MINUTE);
+        if self.recent.len() >= REFRESHES_PER_MINUTE
+            && let Some(oldest) = self.recent.front()
+        {
+            due = due.max(*oldest + MINUTE);
+        }
+        Some(due)
+    }
+
+    pub(crate) fn started(&mut self, now: Instant) {
+        self.queued = false;
+        self.recent.push_back(now);
+    }
+}
 
 /// Called on the supervisor's thread when an upstream's tool list changed.
 pub type OnChange = Arc<dyn Fn() + Send + Sync>;
@@ -78,7 +137,7 @@ pub struct Supervisor {
     pub(crate) spec: UpstreamSpec,
     state: Mutex<State>,
     started: Condvar,
-    events: Mutex<mpsc::Sender<Event>>,
+    events: Events,
     on_change: Mutex<Option<OnChange>>,
     watchdog: Option<Arc<Watchdog>>,
 }
@@ -108,7 +167,7 @@ impl Supervisor {
             }),
             spec,
             started: Condvar::new(),
-            events: Mutex::new(tx),
+            events: Events::new(tx),
             on_change: Mutex::new(None),
             watchdog,
         });
@@ -208,13 +267,13 @@ impl Supervisor {
                         "did not answer `ping` after a call timed out ({})",
                         fault.message()
                     );
-                    let _ = lock(&supervisor.events).send(Event::Died(reason));
+                    supervisor.events.send(Event::Died(reason));
                 }
             });
     }
 
     pub(crate) fn shutdown(&self) {
-        let _ = lock(&self.events).send(Event::Shutdown);
+        self.events.send(Event::Shutdown);
         // The connection is taken out first so that the state lock is not held while the
         // process is killed: calls and status readers never wait on a dying upstream.
         let connection = lock(&self.state).connection.take();
@@ -265,11 +324,13 @@ impl Supervisor {
     /// Starts the process, shakes hands and lists its tools; the connection is published only
     /// once its tool list is known, so no call reaches a tool whose descriptor is unchecked.
     fn connect(&self) -> Result<Arc<dyn Rpc>, Fault> {
-        let sender = lock(&self.events).clone();
+        let sender = self.events.clone();
         let connection: Arc<dyn Rpc> = match &self.spec.url {
             Some(url) => crate::http::HttpConnection::open(&self.spec, url, sender)?,
             None => Connection::spawn(&self.spec, sender, self.watchdog.clone())?,
         };
+        // The first listing sees whatever an earlier connection announced.
+        self.events.take_list_changed();
         let deadline = Instant::now() + self.spec.startup_timeout;
         let listed = connection
             .initialize(self.spec.startup_timeout)
@@ -301,11 +362,23 @@ impl Supervisor {
     fn serve(&self, connection: &Arc<dyn Rpc>, events: &mpsc::Receiver<Event>) -> bool {
         let refresh = self.spec.refresh.unwrap_or(Duration::from_secs(3600));
         let mut next_refresh = Instant::now() + refresh;
+        let mut pace = Pace::default();
         loop {
-            let wait = next_refresh.saturating_duration_since(Instant::now());
-            let event = events.recv_timeout(wait);
+            let now = Instant::now();
+            let due = pace.due(now);
+            if due.is_some_and(|due| due <= now) {
+                // Cleared before listing: a `list_changed` sent from here on queues another
+                // refresh, one sent before is seen by this one.
+                self.events.take_list_changed();
+                pace.started(now);
+                self.refresh(connection.as_ref(), "list_changed");
+                continue;
+            }
+            let wake = due.map_or(next_refresh, |due| due.min(next_refresh));
+            let event = events.recv_timeout(wake.saturating_duration_since(now));
             match event {
-                Ok(Event::ListChanged) => self.refresh(connection.as_ref(), "list_changed"),
+                Ok(Event::ListChanged) => pace.queue(),
+                Err(RecvTimeoutError::Timeout) if Instant::now() < next_refresh => {}
                 Err(RecvTimeoutError::Timeout) => {
                     next_refresh = Instant::now() + refresh;
                     if self.spec.refresh.is_some() {
@@ -406,4 +479,75 @@ fn wait_unless_shutdown(events: &mpsc::Receiver<Event>, wait: Duration) -> bool 
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The `list_changed` refreshes a flood of `seconds` seconds, one notification every
+    /// millisecond, would start (each taking `listing` to run), and whether one started after
+    /// the last notification.
+    fn flood(seconds: u64, listing: Duration) -> (Vec<Duration>, bool) {
+        let start = Instant::now();
+        let end = start + Duration::from_secs(seconds);
+        let mut pace = Pace::default();
+        let mut now = start;
+        let mut started = Vec::new();
+        let mut busy_until = start;
+        // Steps of a millisecond, for two minutes past the flood.
+        while now < end + Duration::from_secs(120) {
+            if now < end {
+                pace.queue();
+            }
+            if now >= busy_until && pace.due(now).is_some_and(|due| due <= now) {
+                pace.started(now);
+                started.push(now - start);
+                busy_until = now + listing;
+            }
+            now += Duration::from_millis(1);
+        }
+        let after = started.last().is_some_and(|last| start + *last >= end);
+        (started, after)
+    }
+
+    #[test]
+    fn a_short_flood_is_listed_a_few_times_and_once_after_it_ends() {
+        let (started, after) = flood(3, Duration::from_millis(5));
+        assert!(started.len() <= 6, "{started:?}");
+        assert!(after, "{started:?}");
+        assert_eq!(started.first(), Some(&Duration::ZERO));
+        // Soon after, not a minute after.
+        assert!(
+            *started.last().unwrap() < Duration::from_secs(5),
+            "{started:?}"
+        );
+    }
+
+    #[test]
+    fn a_long_flood_is_held_to_the_bound_per_minute_and_listed_after_it() {
+        let (started, after) = flood(150, Duration::from_millis(50));
+        assert!(after, "{started:?}");
+        for (i, first) in started.iter().enumerate() {
+            let within = started
+                .iter()
+                .skip(i)
+                .take_while(|t| **t < *first + MINUTE)
+                .count();
+            assert!(within <= REFRESHES_PER_MINUTE, "{started:?}");
+        }
+    }
+
+    #[test]
+    fn nothing_queued_is_nothing_due() {
+        let mut pace = Pace::default();
+        let now = Instant::now();
+        assert_eq!(pace.due(now), None);
+        pace.queue();
+        assert_eq!(pace.due(now), Some(now));
+        pace.started(now);
+        assert_eq!(pace.due(now), None);
+        pace.queue();
+        assert_eq!(pace.due(now), Some(now + FIRST_GAP));
+    }
 }
