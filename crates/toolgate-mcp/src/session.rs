@@ -966,3 +966,224 @@ fn start_asking(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! A call's notices, from a fake executor through a real session over pipes.
+
+    use std::io::{BufRead, BufReader, Write};
+    use std::sync::mpsc as std_mpsc;
+
+    use serde_json::json;
+    use toolgate_core::{
+        Authorized, Descriptor, ExecContext, Executor, HeadlessBroker, PolicyEngine,
+        RegistryBuilder, ToolEntry, ToolError, ToolOutput, WorkspaceId,
+    };
+
+    use super::*;
+    use crate::auth::Principal;
+
+    const WAIT: Duration = Duration::from_secs(10);
+
+    /// Reports as an upstream server would for the call it serves, with a pause in which
+    /// toolgate makes a report of its own.
+    #[derive(Debug)]
+    struct Chatty;
+
+    impl Executor for Chatty {
+        fn execute(&self, _: &Authorized, cx: &ExecContext) -> Result<ToolOutput, ToolError> {
+            cx.notify(Notice::Progress {
+                progress: 1.0,
+                total: Some(4.0),
+                message: Some("cloning".into()),
+            });
+            std::thread::sleep(Duration::from_millis(250));
+            // Lower than what was sent since: raised past it.
+            cx.notify(Notice::Progress {
+                progress: 0.5,
+                total: Some(4.0),
+                message: Some("resolving".into()),
+            });
+            cx.notify(Notice::Log {
+                level: "info".into(),
+                logger: Some("upstream".into()),
+                data: json!({"fetched": 3}),
+            });
+            cx.notify(Notice::Log {
+                level: "debug".into(),
+                logger: None,
+                data: json!("too chatty"),
+            });
+            Ok(ToolOutput::new(json!({"done": true})))
+        }
+    }
+
+    fn gateway() -> Arc<Gateway> {
+        let mut builder = RegistryBuilder::new();
+        let mut entry = ToolEntry::new("chatty", "test");
+        entry.effect = Some(EffectClass::ReadOnly);
+        entry.profiles = ["default".to_owned()].into_iter().collect();
+        builder
+            .register(
+                Descriptor::new("chatty", "Talks while it works.", json!({"type": "object"})),
+                entry,
+                Arc::new(Chatty),
+            )
+            .unwrap();
+        let registry = builder.build().unwrap();
+        let mut policy = PolicyEngine::default_policy().unwrap();
+        policy.prepare(&registry).unwrap();
+        let pipeline = Pipeline::new(
+            Arc::new(registry),
+            Arc::new(policy),
+            Arc::new(HeadlessBroker),
+            WorkspaceId::new("/test"),
+        );
+        Arc::new(
+            Gateway::new(pipeline, "toolgate", "test")
+                .with_progress_interval(Duration::from_millis(50)),
+        )
+    }
+
+    /// A session over pipes: send lines, read every message until the answer to `id`.
+    struct Client {
+        input: std::io::PipeWriter,
+        lines: std_mpsc::Receiver<Value>,
+    }
+
+    impl Client {
+        fn start() -> Client {
+            let (server_in, input) = std::io::pipe().unwrap();
+            let (output, server_out) = std::io::pipe().unwrap();
+            let gateway = gateway();
+            std::thread::spawn(move || {
+                let runtime = crate::runtime().unwrap();
+                let principal = Principal::new("tester", "default");
+                let served =
+                    crate::serve_streams(gateway, principal, server_in, server_out, 1 << 20);
+                runtime.block_on(served).unwrap();
+            });
+            let (tx, lines) = std_mpsc::channel();
+            std::thread::spawn(move || {
+                for line in BufReader::new(output).lines() {
+                    let Ok(line) = line else { return };
+                    if tx.send(serde_json::from_str(&line).unwrap()).is_err() {
+                        return;
+                    }
+                }
+            });
+            Client { input, lines }
+        }
+
+        /// Everything up to and including the answer to `message`.
+        fn exchange(&mut self, message: &Value) -> Vec<Value> {
+            writeln!(self.input, "{message}").unwrap();
+            let mut seen = Vec::new();
+            loop {
+                let next = self.lines.recv_timeout(WAIT).expect("an answer in time");
+                let done = next["id"] == message["id"] && next.get("method").is_none();
+                seen.push(next);
+                if done {
+                    return seen;
+                }
+            }
+        }
+
+        fn initialize(&mut self) {
+            self.exchange(
+                &json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+                "protocolVersion": "2025-11-25", "capabilities": {},
+                "clientInfo": {"name": "t", "version": "1"}}}),
+            );
+            writeln!(
+                self.input,
+                r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}"#
+            )
+            .unwrap();
+        }
+    }
+
+    fn of<'a>(seen: &'a [Value], method: &str) -> Vec<&'a Value> {
+        seen.iter().filter(|m| m["method"] == method).collect()
+    }
+
+    #[test]
+    fn a_calls_notices_reach_the_client_as_its_own() {
+        let mut client = Client::start();
+        client.initialize();
+        client.exchange(
+            &json!({"jsonrpc": "2.0", "id": 1, "method": "logging/setLevel",
+            "params": {"level": "info"}}),
+        );
+        let seen = client.exchange(&json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+            "params": {"name": "chatty", "arguments": {}, "_meta": {"progressToken": "p"}}}));
+        assert_eq!(seen.last().unwrap()["result"]["isError"], false, "{seen:?}");
+
+        let progress = of(&seen, "notifications/progress");
+        assert!(
+            progress.iter().all(|p| p["params"]["progressToken"] == "p"),
+            "{progress:?}"
+        );
+        let values: Vec<f64> = progress
+            .iter()
+            .map(|p| p["params"]["progress"].as_f64().unwrap())
+            .collect();
+        assert!(
+            values.windows(2).all(|w| w[0] < w[1]),
+            "strictly increasing: {values:?}"
+        );
+        let message = |p: &&Value| p["params"]["message"].as_str().unwrap_or("").to_owned();
+        let messages: Vec<String> = progress.iter().map(message).collect();
+        let cloning = progress.iter().find(|p| message(p) == "cloning").unwrap();
+        assert_eq!(cloning["params"]["progress"], 1.0);
+        assert_eq!(cloning["params"]["total"], 4.0);
+        assert!(
+            messages.iter().any(|m| m.contains("`chatty` is running")),
+            "toolgate's own reports go on: {messages:?}"
+        );
+        let resolving = progress.iter().find(|p| message(p) == "resolving").unwrap();
+        assert!(
+            resolving["params"]["progress"].as_f64().unwrap() > 1.0,
+            "{resolving}"
+        );
+
+        let logs = of(&seen, "notifications/message");
+        assert_eq!(
+            logs.len(),
+            1,
+            "debug is below the session's level: {logs:?}"
+        );
+        assert_eq!(logs[0]["params"]["level"], "info");
+        assert_eq!(logs[0]["params"]["logger"], "upstream");
+        assert_eq!(logs[0]["params"]["data"], json!({"fetched": 3}));
+    }
+
+    #[test]
+    fn a_client_that_asked_for_nothing_hears_nothing() {
+        let mut client = Client::start();
+        client.initialize();
+        let seen = client.exchange(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "chatty", "arguments": {}}}));
+        assert_eq!(seen.len(), 1, "only the answer: {seen:?}");
+    }
+
+    #[test]
+    fn a_2026_client_names_its_log_level_on_the_request() {
+        let mut client = Client::start();
+        let meta = json!({
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"},
+            "io.modelcontextprotocol/clientCapabilities": {},
+            "io.modelcontextprotocol/logLevel": "debug",
+        });
+        let seen = client.exchange(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "chatty", "arguments": {}, "_meta": meta}}));
+        let logs = of(&seen, "notifications/message");
+        let levels: Vec<&Value> = logs.iter().map(|l| &l["params"]["level"]).collect();
+        assert_eq!(levels, [&json!("info"), &json!("debug")], "{seen:?}");
+        assert!(
+            of(&seen, "notifications/progress").is_empty(),
+            "no token, no progress"
+        );
+    }
+}
