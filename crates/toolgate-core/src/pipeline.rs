@@ -333,10 +333,15 @@ pub struct StageReport {
 /// exists in another profile), but it can never make a refused call resolve.
 pub type Admit<'a> = dyn Fn(&Invocation, Option<&Arc<Tool>>) -> Result<(), Rejection> + 'a;
 
+/// What to do about a call that needs approval when no one can give it.
+const NO_APPROVER_HINT: &str = "it cannot be approved here, so do not retry it; the user can run \
+it themselves, or the operator can allow it: `toolgate serve` with its approval console, or a \
+policy that permits it without approval";
+
 /// What a transport adds to a run without changing its stages: a further condition on the
 /// entry resolved ([`Pipeline::resolve_within`]), and word of when the call starts waiting
 /// for a person (with the call's id, which its [`ApprovalRequest`] carries too; never for a
-/// call a standing grant covers) and when it starts executing (for progress reports, and to
+/// call a standing grant covers, nor under a broker that can never grant) and when it starts executing (for progress reports, and to
 /// ask a person on another channel).
 pub struct RunHooks<'a> {
     pub admit: &'a Admit<'a>,
@@ -708,7 +713,7 @@ impl Pipeline {
     }
 
     /// Stage 6, calling `awaiting` with the call's id when a person is about to be asked
-    /// (not when a standing grant covers the call).
+    /// (not when a standing grant covers the call, nor when the broker can never grant).
     fn approve_with(
         &self,
         permitted: Permitted,
@@ -757,7 +762,9 @@ impl Pipeline {
         })
     }
 
-    /// A standing workspace grant where one applies, else a person's answer.
+    /// A standing workspace grant where one applies, else a person's answer. `awaiting` is
+    /// told only when a person can be asked: a broker without a ledger never grants, so its
+    /// answer is a refusal, and a transport told of a wait would promise one that never comes.
     fn obtain_grant(
         &self,
         request: ApprovalRequest,
@@ -771,7 +778,10 @@ impl Pipeline {
         {
             return Ok((grant, request.digest));
         }
-        awaiting(&request.call_id);
+        let approver = self.broker.ledger().is_some();
+        if approver {
+            awaiting(&request.call_id);
+        }
         match self.broker.request(&request) {
             ApprovalResponse::Grant(grant) => Ok((grant, request.digest)),
             ApprovalResponse::Deny { reason } => Err(Rejection::new(
@@ -788,6 +798,16 @@ impl Pipeline {
             .with_hint(Some(
                 "ask the user whether they still want it before trying again".into(),
             ))),
+            // Said so that a model neither retries nor sends the user to a console that is
+            // not there, and the operator reading along learns what would allow it.
+            ApprovalResponse::Unanswered { reason } if !approver => Err(Rejection::new(
+                RejectCode::ApprovalRequired,
+                format!(
+                    "`{}` needs a person's approval, and nobody can be asked here: {reason}",
+                    tool.entry.name
+                ),
+            )
+            .with_hint(Some(NO_APPROVER_HINT.into()))),
             ApprovalResponse::Unanswered { reason } => Err(Rejection::new(
                 RejectCode::ApprovalRequired,
                 format!(
@@ -1241,5 +1261,49 @@ mod tests {
         );
         pipeline.describe(pipeline.execute(authorized, &cx));
         assert_eq!(looks.0.lock().unwrap().take(), Some(Visibility::Hidden));
+    }
+
+    #[test]
+    fn a_broker_that_never_grants_is_not_waited_for() {
+        let mut builder = RegistryBuilder::new();
+        let mut entry = ToolEntry::new("change", "test");
+        entry.effect = Some(EffectClass::LocalWrite);
+        entry.approval = ApprovalMode::EachCall;
+        let schema = serde_json::json!({"type": "object"});
+        builder
+            .register(
+                Descriptor::new("change", "t", schema),
+                entry,
+                Arc::new(Looks::default()),
+            )
+            .unwrap();
+        let registry = builder.build().unwrap();
+        let mut policy = PolicyEngine::default_policy().unwrap();
+        policy.prepare(&registry).unwrap();
+        let pipeline = Pipeline::new(
+            Arc::new(registry),
+            Arc::new(policy),
+            Arc::new(HeadlessBroker),
+            WorkspaceId::new("/ws"),
+        );
+        let waited = Mutex::new(0);
+        let hooks = RunHooks {
+            awaiting_approval: &|_| *waited.lock().unwrap() += 1,
+            ..RunHooks::default()
+        };
+        let outcome = pipeline.run_with(
+            RawCall::text("change", "{}", Surface::Chat),
+            Arc::default(),
+            &hooks,
+        );
+        let rejection = outcome.rejection.unwrap();
+        assert_eq!(rejection.code, RejectCode::ApprovalRequired);
+        assert_eq!(*waited.lock().unwrap(), 0, "nobody was said to be asked");
+        let hint = rejection.hint.unwrap();
+        assert!(hint.contains("cannot be approved here"), "{hint}");
+        assert!(
+            !hint.contains("approve it in toolgate's approval console"),
+            "{hint}"
+        );
     }
 }

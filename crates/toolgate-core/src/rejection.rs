@@ -235,7 +235,8 @@ impl Rejection {
     }
 
     /// A validation rejection from a non-empty list of field errors: the code is the most
-    /// actionable one present, the message lists every error.
+    /// actionable one present, the message states every problem once, and the hint is the
+    /// errors' own hints in one line. `details` keeps every error as found.
     pub fn from_field_errors(mut errors: Vec<FieldError>) -> Self {
         // Order of precedence: a misspelt name explains a missing one, a missing one explains
         // nothing else, a wrong type comes before a wrong value.
@@ -256,27 +257,114 @@ impl Rejection {
             return Rejection::new(RejectCode::ConstraintViolation, "arguments are invalid");
         };
         let code = first.code;
-        let hint = errors.iter().find_map(|e| e.hint.clone());
-        let message = errors
+        let shown: Vec<&FieldError> = errors
             .iter()
-            .map(|e| {
-                if e.pointer.is_empty() {
-                    e.message.clone()
-                } else {
-                    format!("`{}`: {}", e.pointer, e.message)
-                }
-            })
-            .collect::<Vec<_>>()
-            .join("; ");
+            .filter(|e| !explained_by_a_misspelling(e, &errors))
+            .collect();
         Rejection {
             stage: Stage::Validate,
             code,
-            message,
-            hint,
-            details: errors,
+            message: field_message(&shown),
+            hint: field_hint(&shown),
+            details: errors.clone(),
             policies: Vec::new(),
         }
     }
+}
+
+/// A missing argument that a misspelt one next to it is suggested for: `pth` given and `path`
+/// missing is one mistake, which the misspelling's hint already names.
+fn explained_by_a_misspelling(error: &FieldError, errors: &[FieldError]) -> bool {
+    if error.code != RejectCode::MissingInput {
+        return false;
+    }
+    let (parent, name) = split_pointer(&error.pointer);
+    let suggestion = crate::hint::hint_for(Some(&name));
+    errors.iter().any(|other| {
+        other.code == RejectCode::UnknownArgument
+            && split_pointer(&other.pointer).0 == parent
+            && other.hint == suggestion
+    })
+}
+
+/// Every error's message, each clause once: siblings that share a clause (`expected one of
+/// …`) say it once, after the last of them. An error whose message does not name its argument
+/// is prefixed with it.
+fn field_message(errors: &[&FieldError]) -> String {
+    let clauses: Vec<Vec<&str>> = errors
+        .iter()
+        .map(|e| e.message.split("; ").collect())
+        .collect();
+    let mut parts: Vec<String> = Vec::new();
+    for (i, (error, own)) in errors.iter().zip(&clauses).enumerate() {
+        let later = clauses.get(i + 1..).unwrap_or_default();
+        let kept: Vec<&str> = own
+            .iter()
+            .copied()
+            .filter(|clause| !later.iter().any(|l| l.contains(&clause)))
+            .collect();
+        if kept.is_empty() {
+            continue;
+        }
+        let text = kept.join("; ");
+        match located(error) {
+            Some(place) => parts.push(format!("{place}: {text}")),
+            None => parts.push(text),
+        }
+    }
+    parts.join("; ")
+}
+
+/// The errors' hints as one line: one hint as it is, several each after the argument it is
+/// for.
+fn field_hint(errors: &[&FieldError]) -> Option<String> {
+    let mut hinted: Vec<(&FieldError, &str)> = Vec::new();
+    for error in errors {
+        if let Some(hint) = error.hint.as_deref()
+            && !hinted.iter().any(|(_, h)| *h == hint)
+        {
+            hinted.push((error, hint));
+        }
+    }
+    match hinted.as_slice() {
+        [] => None,
+        [(_, hint)] => Some((*hint).to_owned()),
+        several => Some(
+            several
+                .iter()
+                .map(|(error, hint)| format!("{}: {hint}", display_pointer(&error.pointer)))
+                .collect::<Vec<_>>()
+                .join(" "),
+        ),
+    }
+}
+
+/// Where an error is, when its message does not say: `` `limit` `` for a top-level argument,
+/// the pointer for a nested value.
+fn located(error: &FieldError) -> Option<String> {
+    if error.pointer.is_empty() {
+        return None;
+    }
+    let (_, name) = split_pointer(&error.pointer);
+    let named = error.message.contains(&format!("`{name}`"))
+        || error.message.starts_with(&format!("{name} "));
+    (!named).then(|| display_pointer(&error.pointer))
+}
+
+/// A top-level argument by its name, anything deeper by its JSON pointer.
+fn display_pointer(pointer: &str) -> String {
+    let (parent, name) = split_pointer(pointer);
+    if parent.is_empty() {
+        format!("`{name}`")
+    } else {
+        format!("`{pointer}`")
+    }
+}
+
+/// `/edits/0/old_text` as (`/edits/0`, `old_text`), the last segment unescaped.
+fn split_pointer(pointer: &str) -> (&str, String) {
+    let (parent, last) = pointer.rsplit_once('/').unwrap_or(("", pointer));
+    (parent, last.replace("~1", "/").replace("~0", "~"))
 }
 
 impl fmt::Display for Rejection {
@@ -287,7 +375,7 @@ impl fmt::Display for Rejection {
             self.stage, self.code, self.message
         )?;
         if let Some(hint) = &self.hint {
-            write!(f, " — {hint}")?;
+            write!(f, ". Hint: {hint}")?;
         }
         Ok(())
     }
@@ -320,9 +408,81 @@ mod tests {
         assert_eq!(rejection.code, RejectCode::UnknownArgument);
         assert_eq!(rejection.stage, Stage::Validate);
         assert_eq!(rejection.hint.as_deref(), Some("did you mean `path`?"));
+        // The missing `path` is the misspelt `file_path`: one mistake, said once.
+        assert_eq!(rejection.message, "`file_path`: unknown");
+        assert_eq!(rejection.details.len(), 2, "details keep every error");
+    }
+
+    #[test]
+    fn each_problem_is_said_once() {
+        let expected = "expected one of `path`, `offset`, `limit`";
+        let rejection = Rejection::from_field_errors(vec![
+            FieldError::new(
+                "/pth",
+                RejectCode::UnknownArgument,
+                format!("unknown argument `pth`; {expected}"),
+            )
+            .with_hint(Some("did you mean `path`?".into())),
+            FieldError::new(
+                "/lmit",
+                RejectCode::UnknownArgument,
+                format!("unknown argument `lmit`; {expected}"),
+            )
+            .with_hint(Some("did you mean `limit`?".into())),
+            FieldError::new(
+                "/path",
+                RejectCode::MissingInput,
+                "missing required argument `path`",
+            ),
+            FieldError::new(
+                "/edits/0/old_text",
+                RejectCode::ConstraintViolation,
+                "\"\" is shorter than 1 character",
+            ),
+        ]);
         assert_eq!(
             rejection.message,
-            "`/file_path`: unknown; `/path`: required"
+            format!(
+                "unknown argument `lmit`; unknown argument `pth`; {expected}; \
+                 `/edits/0/old_text`: \"\" is shorter than 1 character"
+            )
+        );
+        assert_eq!(
+            rejection.hint.as_deref(),
+            Some("`lmit`: did you mean `limit`? `pth`: did you mean `path`?")
+        );
+    }
+
+    #[test]
+    fn a_missing_argument_no_misspelling_explains_is_reported() {
+        let rejection = Rejection::from_field_errors(vec![
+            FieldError::new(
+                "/banana",
+                RejectCode::UnknownArgument,
+                "unknown argument `banana`",
+            ),
+            FieldError::new(
+                "/path",
+                RejectCode::MissingInput,
+                "missing required argument `path`",
+            ),
+        ]);
+        assert_eq!(
+            rejection.message,
+            "unknown argument `banana`; missing required argument `path`"
+        );
+        assert_eq!(rejection.hint, None);
+    }
+
+    #[test]
+    fn the_summary_is_one_paragraph() {
+        let rejection =
+            Rejection::new(RejectCode::UnknownTool, "no tool `reed_file` is registered")
+                .with_hint(Some("did you mean `read_file`?".into()));
+        assert_eq!(
+            rejection.to_string(),
+            "rejected at resolve (unknown_tool): no tool `reed_file` is registered. \
+             Hint: did you mean `read_file`?"
         );
     }
 }

@@ -3,35 +3,79 @@
 //! A completed call returns its output as text (compact JSON) and, when it is an object, as
 //! `structuredContent`. A rejected or failed call is a result with `isError: true` — never a
 //! JSON-RPC error, which clients tend to hide from the model — whose text says where the call
-//! stopped and what to change, and whose `structuredContent` is the whole outcome (status,
-//! rejection or error, evidence, unknowns). Every result carries the call's id in
+//! stopped and what to change, one hint at most, each fact once.
+//!
+//! Clients forward different parts to their model: Claude Code the text, Codex CLI the
+//! `structuredContent`. So a refusal's `structuredContent` reads well on its own and says only
+//! what the model can act on — status, whether anything ran, and the stage, code, message and
+//! hint of a rejection or the code and message of a failure — while the evidence (digests,
+//! resources, per-stage times), which is for people and logs, goes in
+//! `_meta["toolgate/evidence"]` and the audit log. Every result carries the call's id in
 //! `_meta["toolgate/call_id"]`, the key to its audit record.
 
 use std::fmt::Write as _;
 
 use rmcp::model::{CallToolResult, ContentBlock};
-use serde_json::Value;
+use serde_json::{Map, Value, json};
 use toolgate_core::{Outcome, Rejection, Status};
 
 /// The `_meta` key of every tool result that holds the call's id, which names its audit
 /// record.
 pub const CALL_ID_META: &str = "toolgate/call_id";
 
-/// The tool result for `outcome`, with the call's id in `_meta`.
+/// The `_meta` key of every tool result that holds the call's evidence, as the audit log
+/// records it.
+pub const EVIDENCE_META: &str = "toolgate/evidence";
+
+/// The tool result for `outcome`, with the call's id and evidence in `_meta`.
 pub fn tool_result(outcome: Outcome) -> CallToolResult {
     let call_id = Value::String(outcome.evidence.call_id.clone());
+    let evidence = serde_json::to_value(&outcome.evidence).unwrap_or(Value::Null);
     let mut result = if outcome.status == Status::Completed {
         completed(outcome)
     } else {
         let text = explain(&outcome);
         let mut result = CallToolResult::error(vec![ContentBlock::text(text)]);
-        result.structured_content = serde_json::to_value(&outcome).ok();
+        result.structured_content = Some(lean(&outcome));
         result
     };
     let mut meta = result.meta.take().unwrap_or_default();
     meta.0.insert(CALL_ID_META.to_owned(), call_id);
+    meta.0.insert(EVIDENCE_META.to_owned(), evidence);
     result.meta = Some(meta);
     result
+}
+
+/// A refusal or failure as a model should read it when it reads nothing else: what happened
+/// and what to change, without evidence.
+fn lean(outcome: &Outcome) -> Value {
+    let mut lean = Map::new();
+    let status = serde_json::to_value(outcome.status).unwrap_or(Value::Null);
+    lean.insert("status".to_owned(), status);
+    lean.insert(
+        "executed".to_owned(),
+        Value::Bool(outcome.status == Status::Failed),
+    );
+    if let Some(rejection) = &outcome.rejection {
+        let mut said = json!({
+            "stage": rejection.stage,
+            "code": rejection.code,
+            "message": rejection.message,
+        });
+        if let (Some(hint), Some(said)) = (&rejection.hint, said.as_object_mut()) {
+            said.insert("hint".to_owned(), Value::String(hint.clone()));
+        }
+        lean.insert("rejection".to_owned(), said);
+    } else if let Some(error) = &outcome.error {
+        lean.insert(
+            "error".to_owned(),
+            json!({"code": error.code, "message": error.message}),
+        );
+    }
+    if !outcome.unknowns.is_empty() {
+        lean.insert("unknowns".to_owned(), json!(outcome.unknowns));
+    }
+    Value::Object(lean)
 }
 
 fn completed(outcome: Outcome) -> CallToolResult {
@@ -85,29 +129,17 @@ fn explain(outcome: &Outcome) -> String {
     text
 }
 
+/// Where the call stopped, the message (which states every argument problem once, and names
+/// the deciding policies), and the one hint. The field errors and the policies are not listed
+/// again: they are in the message, and in the evidence.
 fn explain_rejection(text: &mut String, rejection: &Rejection) {
     let _ = write!(
         text,
         "toolgate rejected this call at the {} stage ({}); nothing ran.\n{}",
         rejection.stage, rejection.code, rejection.message
     );
-    if rejection.details.len() > 1 {
-        for detail in &rejection.details {
-            let _ = write!(
-                text,
-                "\n- `{}` ({}): {}",
-                detail.pointer, detail.code, detail.message
-            );
-            if let Some(hint) = &detail.hint {
-                let _ = write!(text, " — {hint}");
-            }
-        }
-    }
     if let Some(hint) = &rejection.hint {
         let _ = write!(text, "\nHint: {hint}");
-    }
-    if !rejection.policies.is_empty() {
-        let _ = write!(text, "\nPolicies: {}", rejection.policies.join(", "));
     }
 }
 
@@ -132,28 +164,57 @@ mod tests {
     }
 
     #[test]
-    fn rejections_say_stage_code_and_what_to_change() {
+    fn rejections_say_stage_code_and_what_to_change_once() {
         let rejection = Rejection::from_field_errors(vec![
             FieldError::new(
                 "/file_path",
                 RejectCode::UnknownArgument,
-                "unknown argument",
+                "unknown argument `file_path`; expected one of `path`, `limit`",
             )
             .with_hint(Some("did you mean `path`?".into())),
-            FieldError::new("/path", RejectCode::MissingInput, "required"),
+            FieldError::new(
+                "/path",
+                RejectCode::MissingInput,
+                "missing required argument `path`",
+            ),
         ]);
         let mut text = String::new();
         explain_rejection(&mut text, &rejection);
-        assert!(
-            text.starts_with(
-                "toolgate rejected this call at the validate stage (unknown_argument)"
-            ),
-            "{text}"
+        assert_eq!(
+            text,
+            "toolgate rejected this call at the validate stage (unknown_argument); nothing ran.\n\
+             unknown argument `file_path`; expected one of `path`, `limit`\n\
+             Hint: did you mean `path`?"
         );
-        assert!(text.contains("Hint: did you mean `path`?"), "{text}");
-        assert!(
-            text.contains("- `/path` (missing_input): required"),
-            "{text}"
+    }
+
+    #[test]
+    fn a_refusal_carries_its_evidence_in_meta_only() {
+        let outcome: Outcome = serde_json::from_value(json!({
+            "status": "rejected",
+            "rejection": {"stage": "resolve", "code": "unknown_tool",
+                          "message": "no tool `reed_file` is registered",
+                          "hint": "did you mean `read_file`?"},
+            "evidence": {"call_id": "c-1", "tool": "reed_file", "surface": "chat",
+                         "actor": "a", "profile": "default", "workspace": "sha256:00",
+                         "argument_names": [], "resources": [], "policies": [],
+                         "durations_ns": {"normalize": 5}, "total_ns": 5,
+                         "output_bytes": 0, "truncated": false, "redactions": 0},
+            "unknowns": []
+        }))
+        .unwrap();
+        let result = serde_json::to_value(tool_result(outcome)).unwrap();
+        assert_eq!(
+            result["structuredContent"],
+            json!({"status": "rejected", "executed": false, "rejection": {
+                "stage": "resolve", "code": "unknown_tool",
+                "message": "no tool `reed_file` is registered",
+                "hint": "did you mean `read_file`?"}})
+        );
+        assert_eq!(result["_meta"][CALL_ID_META], "c-1");
+        assert_eq!(
+            result["_meta"][EVIDENCE_META]["durations_ns"]["normalize"],
+            5
         );
     }
 }

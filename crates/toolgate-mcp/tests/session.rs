@@ -19,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 use toolgate_core::{
     ApprovalBroker, ApprovalRequest, ApprovalResponse, Authorized, Descriptor, EffectClass,
     ExecContext, Executor, GrantLedger, HeadlessBroker, Pipeline, PolicyEngine, RegistryBuilder,
-    ToolEntry, ToolError, ToolOutput, WorkspaceId,
+    SystemClock, ToolEntry, ToolError, ToolOutput, WorkspaceId,
 };
 use toolgate_mcp::{Gateway, HttpOptions, Principal, TokenTable};
 
@@ -50,9 +50,9 @@ impl Executor for Sleep {
     }
 }
 
-/// Takes a while to say nobody is there.
+/// A channel where a person could answer, who takes a while to say nobody is there.
 #[derive(Debug)]
-struct SlowBroker;
+struct SlowBroker(GrantLedger);
 impl ApprovalBroker for SlowBroker {
     fn request(&self, _: &ApprovalRequest) -> ApprovalResponse {
         std::thread::sleep(Duration::from_millis(400));
@@ -61,7 +61,7 @@ impl ApprovalBroker for SlowBroker {
         }
     }
     fn ledger(&self) -> Option<&GrantLedger> {
-        None
+        Some(&self.0)
     }
 }
 
@@ -132,7 +132,7 @@ fn pipeline(sleep: &Arc<Sleep>, toggle: &Arc<AtomicBool>, echo_description: &str
     Pipeline::new(
         Arc::new(registry),
         Arc::new(policy),
-        Arc::new(SlowBroker),
+        Arc::new(SlowBroker(GrantLedger::new(Arc::new(SystemClock)))),
         WorkspaceId::new("/test"),
     )
 }
@@ -363,8 +363,8 @@ fn calls_run_the_pipeline_and_rejections_are_tool_errors() {
         "unknown_tool"
     );
     assert!(text(&unknown).contains("did you mean `echo`?"), "{unknown}");
-    assert_eq!(unknown["structuredContent"]["evidence"]["tool"], "ecko");
-    assert_eq!(unknown["structuredContent"]["evidence"]["request_id"], "4");
+    assert_eq!(unknown["_meta"]["toolgate/evidence"]["tool"], "ecko");
+    assert_eq!(unknown["_meta"]["toolgate/evidence"]["request_id"], "4");
 
     let not_object = client.call(5, "echo", "[1]");
     assert_eq!(

@@ -24,9 +24,9 @@ use toolgate_core::{
 /// How long an approval given at the prompt stays redeemable.
 const GRANT_TTL: Duration = Duration::from_secs(60);
 
-/// Why nobody was asked when the prompt is off; the rejection's message carries it.
-pub const PROMPT_OFF: &str = "`toolgate call` asks nobody unless `--ask` is given; \
-     to approve calls, run them through `toolgate serve` and allow them in its approval console";
+/// Why nobody was asked when the prompt is off; the rejection's message carries it, and its
+/// hint says what else would allow the call.
+pub const PROMPT_OFF: &str = "`toolgate call` asks nobody unless `--ask` is given at a terminal";
 
 /// Whether the person running `toolgate call` asked to be asked at the terminal.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -105,7 +105,9 @@ impl ApprovalBroker for TerminalBroker {
         }
     }
 
+    /// None when nobody will be asked, so that the pipeline refuses the call as one no one
+    /// can approve here rather than as one that waited for a person.
     fn ledger(&self) -> Option<&GrantLedger> {
-        Some(&self.ledger)
+        (self.prompt == Prompt::Ask && self.interactive).then_some(&self.ledger)
     }
 }
