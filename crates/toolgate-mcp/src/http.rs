@@ -7,26 +7,30 @@
 //!    `Origin` must be a loopback origin — else 403;
 //! 2. the path must be `/mcp` — else 404;
 //! 3. `Authorization: Bearer <token>` must name a configured token — else 401;
-//! 4. a request in a session must carry the token that began it — else 404.
+//! 4. a request in a session must carry the token that began it, and the session must be
+//!    open — else 404;
+//! 5. an `initialize` must find room under the session limits — else 503, with a JSON-RPC
+//!    error that names the limit (see [`sessions`]).
+//!
+//! Sessions idle for the configured time end as if their client had ended them.
 //!
 //! The server binds loopback addresses only, unless told otherwise in so many words
 //! ([`bind`]'s `dangerous_bind_any`). When the response stream of a call closes early, the
 //! call is cancelled.
 
-use std::collections::HashMap;
 use std::convert::Infallible;
 use std::net::{IpAddr, SocketAddr};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::header::{AUTHORIZATION, CONTENT_TYPE, HOST, ORIGIN, WWW_AUTHENTICATE};
+use http::header::{AUTHORIZATION, CONTENT_TYPE, HOST, ORIGIN, RETRY_AFTER, WWW_AUTHENTICATE};
 use http::{HeaderMap, Method, Request, Response, StatusCode};
 use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use rmcp::model::{ClientJsonRpcMessage, GetExtensions};
+use rmcp::model::{ClientJsonRpcMessage, ClientRequest, GetExtensions, RequestId};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio_util::sync::CancellationToken;
@@ -35,6 +39,11 @@ use crate::auth::{Principal, TokenTable};
 use crate::gateway::Gateway;
 use crate::session::{AnswerWatch, Session};
 use crate::wire::{ArgumentText, Decoded, decode};
+
+pub mod sessions;
+
+pub use sessions::SessionLimits;
+use sessions::{Holder, Refusal, Reservation, SessionLedger};
 
 /// The one path toolgate answers.
 pub const MCP_PATH: &str = "/mcp";
@@ -80,6 +89,11 @@ pub struct HttpOptions {
     /// How often an idle event stream carries a keep-alive comment; a client that went away
     /// is noticed, and its call cancelled, by the next one at the latest.
     pub keep_alive: Duration,
+    /// How many sessions may be open, and when an idle one ends.
+    pub sessions: SessionLimits,
+    /// Gives memory the allocator holds free back to the system; run after sessions ended
+    /// (see [`sessions`]). `None` leaves it to the allocator.
+    pub release_memory: Option<fn()>,
 }
 
 impl HttpOptions {
@@ -90,6 +104,8 @@ impl HttpOptions {
             allowed_hosts: Vec::new(),
             max_message_bytes: 4 * 1024 * 1024,
             keep_alive: Duration::from_secs(5),
+            sessions: SessionLimits::default(),
+            release_memory: None,
         }
     }
 }
@@ -161,28 +177,48 @@ pub async fn serve_http(
         return Err(HttpError::AnonymousNotLoopback(local));
     }
     let listener = tokio::net::TcpListener::from_std(listener)?;
+    let streams_end = CancellationToken::new();
     let config = StreamableHttpServerConfig::default()
         // Host and Origin are checked before rmcp sees the request, by the rules above.
         .disable_allowed_hosts()
         .with_max_request_body_bytes(options.max_message_bytes)
         .with_sse_keep_alive(Some(options.keep_alive))
-        .with_cancellation_token(shutdown.child_token());
+        // Cancelled only once open subscriptions have sent their final result (see below).
+        .with_cancellation_token(streams_end.child_token());
+    let mut manager = LocalSessionManager::default();
+    // The ledger ends idle sessions (see `sessions`); rmcp's own timer would also end those
+    // whose client only listens.
+    manager.session_config.keep_alive = None;
+    let manager = Arc::new(manager);
+    let ledger = Arc::new(SessionLedger::new(options.sessions));
+    tokio::spawn(sessions::sweep(
+        Arc::clone(&ledger),
+        Arc::clone(&manager),
+        options.release_memory,
+        shutdown.child_token(),
+    ));
     let sessions_gateway = Arc::clone(&gateway);
     let mcp = StreamableHttpService::new(
         move || Ok(Session::bound_by_request(Arc::clone(&sessions_gateway))),
-        Arc::new(LocalSessionManager::default()),
+        manager,
         config,
     );
     let front = Arc::new(Front {
         hosts: allowed_hosts(local, &options.allowed_hosts),
         options,
-        owners: Mutex::new(HashMap::new()),
+        ledger,
         mcp,
     });
     loop {
         let accepted = tokio::select! {
             accepted = listener.accept() => accepted,
-            () = shutdown.cancelled() => return Ok(()),
+            () = shutdown.cancelled() => {
+                // A subscription's stream ends with its result, which tells its client that
+                // the end was deliberate; rmcp cuts every stream at once when told to stop.
+                gateway.end_subscriptions().await;
+                streams_end.cancel();
+                return Ok(());
+            }
         };
         let stream = match accepted {
             Ok((stream, _)) => stream,
@@ -211,13 +247,13 @@ pub async fn serve_http(
 struct Front {
     hosts: Vec<String>,
     options: HttpOptions,
-    /// Which principal began each session.
-    owners: Mutex<HashMap<String, Principal>>,
+    /// Which principal began each open session, and which are idle.
+    ledger: Arc<SessionLedger>,
     mcp: StreamableHttpService<Session, LocalSessionManager>,
 }
 
 impl Front {
-    async fn handle(&self, request: Request<Incoming>) -> Response<Body> {
+    async fn handle(self: &Arc<Self>, request: Request<Incoming>) -> Response<Body> {
         if !self.host_allowed(request.headers()) {
             return plain(
                 StatusCode::FORBIDDEN,
@@ -252,16 +288,18 @@ impl Front {
             .get(SESSION_HEADER)
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned);
-        if let Some(session) = &session
-            && self
-                .owners()
-                .get(session)
-                .is_some_and(|owner| *owner != principal)
-        {
-            // The same answer as for a session that does not exist: nothing to learn here.
-            return plain(StatusCode::NOT_FOUND, "not found: no such session");
-        }
+        // While this request is answered, its session is not idle.
+        let busy = match &session {
+            Some(session) => match self.ledger.enter(session, &principal) {
+                Some(busy) => Some(busy),
+                // Another token's session gets the same answer as one that does not exist
+                // (or no longer does): nothing to learn here.
+                None => return plain(StatusCode::NOT_FOUND, "not found: no such session"),
+            },
+            None => None,
+        };
         let (mut parts, body) = request.into_parts();
+        let mut beginning = None;
         let bytes = if parts.method == Method::POST {
             match Limited::new(body, self.options.max_message_bytes)
                 .collect()
@@ -291,11 +329,22 @@ impl Front {
                     return response;
                 }
                 Decoded::Message(message) => {
-                    if let ClientJsonRpcMessage::Request(mut request) = *message
-                        && let Some(text) =
+                    if let ClientJsonRpcMessage::Request(mut request) = *message {
+                        if session.is_none()
+                            && matches!(request.request, ClientRequest::InitializeRequest(_))
+                        {
+                            let holder =
+                                Holder::of(parts.headers.get(AUTHORIZATION).map(|v| v.as_bytes()));
+                            match self.ledger.reserve(holder) {
+                                Ok(reservation) => beginning = Some(reservation),
+                                Err(refusal) => return refused(&refusal, &request.id),
+                            }
+                        }
+                        if let Some(text) =
                             request.request.extensions_mut().remove::<ArgumentText>()
-                    {
-                        parts.extensions.insert(text);
+                        {
+                            parts.extensions.insert(text);
+                        }
                     }
                 }
                 Decoded::Ignore => {}
@@ -305,35 +354,57 @@ impl Front {
         let answer = AnswerWatch::default();
         parts.extensions.insert(principal.clone());
         parts.extensions.insert(answer.clone());
-        let response = self
-            .mcp
-            .handle(Request::from_parts(parts, Full::new(bytes)))
-            .await;
-        match (&session, response.headers().get(SESSION_HEADER)) {
-            (None, Some(begun)) => {
-                if let Ok(begun) = begun.to_str() {
-                    self.owners().insert(begun.to_owned(), principal);
-                }
-            }
-            (Some(ended), _) if method == Method::DELETE && response.status().is_success() => {
-                self.owners().remove(ended);
-            }
-            _ => {}
+        let request = Request::from_parts(parts, Full::new(bytes));
+        let response = match beginning {
+            Some(reservation) => self.begin(request, reservation, principal).await,
+            None => self.mcp.handle(request).await,
+        };
+        if let Some(ended) = &session
+            && method == Method::DELETE
+            && response.status().is_success()
+        {
+            self.ledger.forget(ended);
         }
         // The response stream carries the call's answer: when the client drops it, the call
         // is cancelled (its executor kills what it started).
         let guard = answer.0.drop_guard();
         response.map(|body| {
             body.map_frame(move |frame| {
-                let _alive = &guard;
+                let _alive = (&guard, &busy);
                 frame
             })
             .boxed()
         })
     }
 
-    fn owners(&self) -> std::sync::MutexGuard<'_, HashMap<String, Principal>> {
-        self.owners.lock().unwrap_or_else(PoisonError::into_inner)
+    /// Answers an `initialize` that has a slot, and gives the slot to the session it begins.
+    /// On a task of its own, so that a client hanging up halfway cannot leave a session
+    /// that rmcp holds and the ledger does not know.
+    async fn begin(
+        self: &Arc<Self>,
+        request: Request<Full<Bytes>>,
+        reservation: Reservation,
+        principal: Principal,
+    ) -> Response<Body> {
+        let front = Arc::clone(self);
+        let task = tokio::spawn(async move {
+            let response = front.mcp.handle(request).await;
+            if let Some(begun) = response
+                .headers()
+                .get(SESSION_HEADER)
+                .and_then(|v| v.to_str().ok())
+            {
+                reservation.admit(begun, principal);
+            }
+            response
+        });
+        match task.await {
+            Ok(response) => response,
+            Err(_) => plain(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "internal error: the session could not be begun",
+            ),
+        }
     }
 
     fn host_allowed(&self, headers: &HeaderMap) -> bool {
@@ -402,6 +473,24 @@ fn origin_allowed(headers: &HeaderMap) -> bool {
         Some(host) => host.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback()),
         None => false,
     }
+}
+
+/// HTTP 503 with the JSON-RPC error answering the refused `initialize` `id`, and when to try
+/// again.
+fn refused(refusal: &Refusal, id: &RequestId) -> Response<Body> {
+    let body = serde_json::to_vec(&refusal.body(Some(id))).unwrap_or_default();
+    let mut response = Response::new(Full::new(Bytes::from(body)).boxed());
+    *response.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
+    let headers = response.headers_mut();
+    headers.insert(
+        CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json"),
+    );
+    headers.insert(
+        RETRY_AFTER,
+        http::HeaderValue::from(refusal.retry_after_secs()),
+    );
+    response
 }
 
 fn plain(status: StatusCode, text: &'static str) -> Response<Body> {

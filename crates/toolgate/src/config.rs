@@ -130,7 +130,19 @@ pub struct ServeSection {
     /// Bearer tokens and whom they stand for.
     #[serde(default, rename = "token")]
     pub tokens: Vec<Spanned<TokenSection>>,
+    /// Most open sessions of all tokens together (default 64).
+    pub max_sessions: Option<Spanned<u64>>,
+    /// Most open sessions begun with any one token (default 16, or `max_sessions` if lower).
+    pub max_sessions_per_token: Option<Spanned<u64>>,
+    /// Seconds a session may go without a request before it ends (default 600).
+    pub session_idle_timeout_secs: Option<Spanned<u64>>,
 }
+
+/// The most sessions `[serve] max_sessions` may allow: about 6 GB of sessions, beyond any
+/// loopback server's needs; a larger number is more likely a typo than a plan.
+pub const MAX_SESSIONS: u64 = 100_000;
+/// The longest idle timeout of a session: a day, as for approvals.
+pub const MAX_SESSION_IDLE_TIMEOUT_SECS: u64 = 24 * 60 * 60;
 
 /// One `[[serve.token]]`. The token itself is never written in the file: `env` names the
 /// environment variable that holds it.
@@ -184,6 +196,7 @@ impl Config {
         };
         config.check_duplicates()?;
         config.approval_timeout()?;
+        config.session_limits()?;
         Ok(config)
     }
 
@@ -286,6 +299,50 @@ impl Config {
         Ok(std::time::Duration::from_secs(value))
     }
 
+    /// `[serve]`'s session limits, the defaults where the file says nothing. Each number must
+    /// be at least 1, and one token may not be allowed more sessions than all together.
+    pub fn session_limits(&self) -> Result<toolgate_mcp::http::SessionLimits, ConfigError> {
+        let serve = &self.file.serve;
+        let mut limits = toolgate_mcp::http::SessionLimits::default();
+        let in_range = |key: &str, value: &Spanned<u64>, max: u64| {
+            let v = *value.get_ref();
+            if v == 0 || v > max {
+                return Err(self.error_at(
+                    value.span(),
+                    format!("[serve] {key} `{v}` is out of range; use 1 to {max}"),
+                ));
+            }
+            Ok(v)
+        };
+        if let Some(max) = &serve.max_sessions {
+            limits.max_sessions =
+                usize::try_from(in_range("max_sessions", max, MAX_SESSIONS)?).unwrap_or(usize::MAX);
+        }
+        limits.max_sessions_per_token = limits.max_sessions_per_token.min(limits.max_sessions);
+        if let Some(per_token) = &serve.max_sessions_per_token {
+            let v = in_range("max_sessions_per_token", per_token, MAX_SESSIONS)?;
+            let v = usize::try_from(v).unwrap_or(usize::MAX);
+            if v > limits.max_sessions {
+                return Err(self.error_at(
+                    per_token.span(),
+                    format!(
+                        "[serve] max_sessions_per_token `{v}` is more than max_sessions `{}`, which no token could reach; raise max_sessions too",
+                        limits.max_sessions
+                    ),
+                ));
+            }
+            limits.max_sessions_per_token = v;
+        }
+        if let Some(secs) = &serve.session_idle_timeout_secs {
+            limits.idle_timeout = std::time::Duration::from_secs(in_range(
+                "session_idle_timeout_secs",
+                secs,
+                MAX_SESSION_IDLE_TIMEOUT_SECS,
+            )?);
+        }
+        Ok(limits)
+    }
+
     /// The profiles `[approval] elicitation` names (checked against the registry's profiles
     /// when the gate is built).
     pub fn elicitation_profiles(&self) -> BTreeSet<String> {
@@ -375,6 +432,28 @@ mod tests {
     }
 
     #[test]
+    fn session_limits_default_and_follow_the_file() {
+        let defaults = parse("").unwrap().session_limits().unwrap();
+        assert_eq!(defaults, toolgate_mcp::http::SessionLimits::default());
+        assert_eq!(
+            (defaults.max_sessions, defaults.max_sessions_per_token),
+            (64, 16)
+        );
+        assert_eq!(defaults.idle_timeout.as_secs(), 600);
+        let small = parse("[serve]\nmax_sessions = 4\n").unwrap();
+        let small = small.session_limits().unwrap();
+        assert_eq!((small.max_sessions, small.max_sessions_per_token), (4, 4));
+        let set = parse(
+            "[serve]\nmax_sessions = 200\nmax_sessions_per_token = 50\nsession_idle_timeout_secs = 2\n",
+        )
+        .unwrap()
+        .session_limits()
+        .unwrap();
+        assert_eq!((set.max_sessions, set.max_sessions_per_token), (200, 50));
+        assert_eq!(set.idle_timeout.as_secs(), 2);
+    }
+
+    #[test]
     fn errors_name_file_and_line() {
         let cases = [
             ("\n\nbogus = 1\n", 3, "unknown field `bogus`"),
@@ -414,6 +493,29 @@ mod tests {
                 "[audit]\npath = \"a.db\"\npth = 1\n",
                 3,
                 "unknown field `pth`",
+            ),
+            ("[serve]\n\nmax_sessions = \"many\"\n", 3, "invalid type"),
+            ("[serve]\nmax_sessions = -1\n", 2, "invalid value"),
+            (
+                "[serve]\nmax_sessions = 0\n",
+                2,
+                "out of range; use 1 to 100000",
+            ),
+            (
+                "[serve]\nmax_sessions = 8\nmax_sessions_per_token = 9\n",
+                3,
+                "more than max_sessions `8`",
+            ),
+            (
+                "[serve]\nsession_idle_timeout_secs = 86401\n",
+                2,
+                "out of range; use 1 to 86400",
+            ),
+            ("[serve]\nsession_idle_timeout = 60\n", 2, "unknown field"),
+            (
+                "[serve]\nsession_idle_timeout_secs = 1.5\n",
+                2,
+                "invalid type",
             ),
         ];
         for (text, line, needle) in cases {

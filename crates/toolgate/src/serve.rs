@@ -138,6 +138,7 @@ pub fn serve(args: &ServeArgs) -> anyhow::Result<u8> {
     let mut options = HttpOptions::new(tokens(&gate)?);
     options.max_message_bytes = max_message_bytes;
     options.allowed_hosts = gate.config.file.serve.allowed_hosts.clone();
+    options.sessions = gate.config.session_limits()?;
     if args.dangerous_no_auth {
         options.dangerous_anonymous = Some(Principal::new("anonymous", &args.profile));
     } else if options.tokens.is_empty() {
