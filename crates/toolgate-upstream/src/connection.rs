@@ -683,8 +683,10 @@ impl Connection {
             events.list_changed();
             return;
         }
+        // Read before the lock is taken: the calls waiting for answers do not wait on this.
+        let heard = heard(method, object.get("params"), bytes);
         let pending = lock(&self.pending);
-        match heard(method, object.get("params"), bytes) {
+        match heard {
             Some(Heard::Progress {
                 token: Some(token),
                 notice,
