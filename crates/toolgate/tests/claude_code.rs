@@ -135,6 +135,20 @@ fn claude_code_is_offered_toolgate_s_tools_reads_and_gets_refusals_as_tool_error
         "{others:?}"
     );
 
+    // toolgate's instructions reach the model too.
+    let instructions = setup
+        .wire()
+        .iter()
+        .filter(|l| l.from == "server")
+        .filter_map(|l| l.json())
+        .find_map(|m| m["result"]["instructions"].as_str().map(str::to_owned))
+        .unwrap_or_else(|| panic!("toolgate gave no instructions: {:?}", setup.wire()));
+    let first_sentence = instructions.split(". ").next().unwrap();
+    assert!(
+        conversation[0].to_string().contains(first_sentence),
+        "`{first_sentence}` is not in the model's first request"
+    );
+
     let last = &conversation[3];
     let read = result_of(last, 0);
     assert!(!read.is_error, "{read:?}");
