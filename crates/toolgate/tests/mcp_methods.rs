@@ -765,3 +765,36 @@ fn raw_listen_over_stdio_is_tagged_with_the_clients_id() {
         .collect();
     assert!(untagged.is_empty(), "sent unasked: {untagged:?}");
 }
+
+/// A server that stops (SIGTERM) ends an open subscription's stream with its result, which
+/// tells the client the end was deliberate.
+#[test]
+fn a_stopping_http_server_ends_subscriptions_with_their_result() {
+    let (_dir, ws, config) = plain_workspace();
+    let server = HttpServer::start(&ws, &config);
+    let pid = server.child.id().to_string();
+    let stop = std::thread::spawn(move || {
+        // Long after the acknowledgement, which comes at once.
+        std::thread::sleep(Duration::from_secs(1));
+        Command::new("kill").args(["-TERM", &pid]).status().unwrap()
+    });
+    let listen = json!({"jsonrpc": "2.0", "id": 41, "method": "subscriptions/listen",
+        "params": {"_meta": modern_meta(), "notifications": {"toolsListChanged": true}}});
+    let headers = [
+        ("mcp-protocol-version", MODERN.to_owned()),
+        ("mcp-method", "subscriptions/listen".to_owned()),
+    ];
+    let (status, _, messages) = server.post(&listen, &headers, |m| m["id"] == 41);
+    assert!(stop.join().unwrap().success());
+    assert_eq!(status, 200);
+    assert_eq!(
+        messages[0]["method"], "notifications/subscriptions/acknowledged",
+        "{messages:?}"
+    );
+    let result = messages
+        .iter()
+        .find(|m| m["id"] == 41)
+        .unwrap_or_else(|| panic!("the stream ended without a result: {messages:?}"));
+    assert_eq!(result["result"]["_meta"][SUBSCRIPTION_ID], 41, "{result}");
+    assert_eq!(result["result"]["resultType"], "complete", "{result}");
+}
