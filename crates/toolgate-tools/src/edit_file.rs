@@ -64,7 +64,7 @@ pub(crate) fn builtin(workspace: Arc<Workspace>) -> Builtin {
             "expected_digest": {
                 "type": "string",
                 "pattern": "^sha256:[0-9a-f]{64}$",
-                "description": "Required: the `digest` from your latest `read_file` of this file (or from your last edit of it)."
+                "description": "The `digest` from your latest `read_file` of this file (or from your last edit of it); without it the edit is refused with `read_required`."
             }
         },
         "required": ["path", "edits"],

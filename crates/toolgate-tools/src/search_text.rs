@@ -78,7 +78,7 @@ pub(crate) fn builtin(workspace: Arc<Workspace>) -> Builtin {
                 "type": "string",
                 "minLength": 1,
                 "maxLength": 256,
-                "description": "Only search files whose path matches this glob (`*.rs`, `src/**/*.toml`); a leading `!` excludes instead."
+                "description": "Only search files whose path matches this glob (`*.rs`, `src/**/*.toml`); a leading `!` excludes instead. Default: every file."
             },
             "max_results": {
                 "type": "integer",
