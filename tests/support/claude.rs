@@ -256,7 +256,7 @@ impl ClaudeSetup {
 
     /// The `--mcp-config` that starts toolgate over stdio, through the wire tap.
     fn mcp_config(&self) -> Value {
-        let mut args = vec![
+        let args = [
             root()
                 .join("tests/clients/wire_tap.py")
                 .display()
@@ -265,17 +265,12 @@ impl ClaudeSetup {
             self.server_stderr().display().to_string(),
             "--".to_owned(),
             toolgate_bin().to_owned(),
+            "serve".to_owned(),
+            "--workspace".to_owned(),
+            self.ws.display().to_string(),
+            "--config".to_owned(),
+            self.config.display().to_string(),
         ];
-        args.extend(
-            [
-                "serve".to_owned(),
-                "--workspace".to_owned(),
-                self.ws.display().to_string(),
-                "--config".to_owned(),
-                self.config.display().to_string(),
-            ]
-            .into_iter(),
-        );
         json!({"mcpServers": {"toolgate": {
             "type": "stdio",
             "command": python().display().to_string(),
