@@ -8,7 +8,8 @@ line by line, unchanged; each line is also appended to WIRE_LOG as a JSON object
 `{"from": "client" | "server", "line": TEXT}`. COMMAND's standard error goes to STDERR_LOG and
 to this program's own standard error (a client keeps it in its server log). When the client
 closes its side, COMMAND's input is closed; when COMMAND ends, so does this program, with its
-exit status. A SIGTERM is passed on to COMMAND.
+exit status. SIGINT and SIGTERM, which a client sends its server when it stops, are passed on
+to COMMAND, so that it stops as it would without the tap in between.
 """
 
 import json
@@ -53,7 +54,8 @@ def server_errors(child):
 
 def main():
     child = subprocess.Popen(COMMAND, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    signal.signal(signal.SIGTERM, lambda *_: child.terminate())
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda signum, _: child.send_signal(signum))
     threading.Thread(target=client_to_server, args=(child,), daemon=True).start()
     errors = threading.Thread(target=server_errors, args=(child,), daemon=True)
     errors.start()

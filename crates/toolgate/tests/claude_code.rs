@@ -2,6 +2,9 @@
 //! over stdio, with a scripted model in the model's place: what the model is offered and what
 //! it gets back is what Claude Code really sends, not what an SDK test client would.
 //!
+//! Every test also checks the JSON-RPC wire between the two (`tests/clients/wire_tap.py`):
+//! no error crosses it.
+//!
 //! Claude Code is installed by `scripts/test-deps` into `target/test-deps/node/`; a missing
 //! one fails the test with a message saying so. Each run is bounded by
 //! [`claude::RUN_LIMIT`].
@@ -35,16 +38,6 @@ const PREFIX: &str = "mcp__toolgate__";
 
 fn tool_use(name: &str, input: Value) -> Value {
     json!({"tool_use": {"name": format!("{PREFIX}{name}"), "input": input}})
-}
-
-/// A read, a traversal and a misspelt argument, then the end.
-fn reads_and_refusals() -> Value {
-    json!({"turns": [
-        tool_use("read_file", json!({"path": "a.txt"})),
-        tool_use("read_file", json!({"path": "../../etc/passwd"})),
-        tool_use("read_file", json!({"pth": "a.txt"})),
-        {"text": "All done."},
-    ]})
 }
 
 /// The tool names toolgate listed in its answers to `tools/list`, in order of answer.
@@ -92,6 +85,42 @@ fn file_text(result: &ToolResult) -> String {
     }
 }
 
+/// Checks that every line on the wire between Claude Code and toolgate was JSON-RPC 2.0 and
+/// that none was an error: whatever the client asks of toolgate (discovery, the 2026-07-28
+/// subscription, listings, calls refused or not), toolgate answers it.
+fn assert_no_json_rpc_error(setup: &ClaudeSetup) {
+    let wire = setup.wire();
+    assert!(
+        wire.iter().any(|l| l.from == "client"),
+        "nothing crossed the wire"
+    );
+    let mut errors = Vec::new();
+    for line in &wire {
+        let message = line
+            .json()
+            .unwrap_or_else(|| panic!("not JSON on the wire: {line:?}"));
+        assert_eq!(message["jsonrpc"], "2.0", "{line:?}");
+        if message.get("error").is_some() {
+            // The request it answers, for the message.
+            let request = wire
+                .iter()
+                .filter(|l| l.from != line.from)
+                .filter_map(|l| l.json())
+                .find(|m| m["id"] == message["id"] && m.get("method").is_some());
+            errors.push(format!(
+                "{} answered {} with {}",
+                line.from,
+                request.map(|r| r["method"].to_string()).unwrap_or_default(),
+                message["error"]
+            ));
+        }
+    }
+    assert!(
+        errors.is_empty(),
+        "JSON-RPC errors on the wire: {errors:#?}"
+    );
+}
+
 fn finished_ok(run: &Finished, model: &ScriptedModel) {
     assert!(
         run.status.success(),
@@ -108,7 +137,15 @@ fn finished_ok(run: &Finished, model: &ScriptedModel) {
 fn claude_code_is_offered_toolgate_s_tools_reads_and_gets_refusals_as_tool_errors() {
     let fx = Fixture::new();
     let setup = ClaudeSetup::new(&fx.workspace(), "");
-    let model = ScriptedModel::start(setup.dir.path(), &reads_and_refusals());
+    let model = ScriptedModel::start(
+        setup.dir.path(),
+        &json!({"turns": [
+            tool_use("read_file", json!({"path": "a.txt"})),
+            tool_use("read_file", json!({"path": "../../etc/passwd"})),
+            tool_use("read_file", json!({"pth": "a.txt"})),
+            {"text": "All done."},
+        ]}),
+    );
     let run = setup.start(&model, &["read_file"]).finish();
     finished_ok(&run, &model);
 
@@ -179,6 +216,7 @@ fn claude_code_is_offered_toolgate_s_tools_reads_and_gets_refusals_as_tool_error
     );
     // Neither refusal ran anything.
     assert!(!fx.dir.path().join("ws/pth").exists());
+    assert_no_json_rpc_error(&setup);
 }
 
 #[test]
@@ -219,6 +257,7 @@ fn claude_code_s_write_waits_for_a_person_in_the_console() {
     let conversation = model.conversation();
     let written = result_of(conversation.last().unwrap(), 0);
     assert!(!written.is_error, "{written:?}");
+    assert_no_json_rpc_error(&setup);
 }
 
 /// The `[[upstream]]` of `tests/upstream/test_upstream.py`, keeping its state in `state`,
@@ -267,19 +306,7 @@ fn claude_code_hears_that_toolgate_s_tools_changed() {
     let run = setup.start(&model, &["test__echo"]).finish();
     finished_ok(&run, &model);
 
-    let conversation = model.conversation();
     let wire = setup.wire();
-    assert_eq!(conversation.len(), 3, "{conversation:?}");
-    assert!(
-        toolgate_tools(&conversation[0]).contains(&"test__echo".to_owned()),
-        "{:?}",
-        offered(&conversation[0])
-    );
-    let echoed = result_of(&conversation[1], 0);
-    assert!(
-        !echoed.is_error && echoed.text.contains("before"),
-        "{echoed:?}"
-    );
     assert!(
         wire.iter()
             .any(|l| l.from == "server" && l.line.contains("notifications/tools/list_changed")),
@@ -294,6 +321,18 @@ fn claude_code_hears_that_toolgate_s_tools_changed() {
         !listings.last().unwrap().contains(&"test__echo".to_owned()),
         "{listings:?}"
     );
+    let conversation = model.conversation();
+    assert_eq!(conversation.len(), 3, "{conversation:?}");
+    assert!(
+        toolgate_tools(&conversation[0]).contains(&"test__echo".to_owned()),
+        "{:?}",
+        offered(&conversation[0])
+    );
+    let echoed = result_of(&conversation[1], 0);
+    assert!(
+        !echoed.is_error && echoed.text.contains("before"),
+        "{echoed:?}"
+    );
     // Claude Code 2.1.332 keeps offering the model the tools its session began with (it
     // lists again, but does not pass the new list on), so the model can still ask for the
     // quarantined tool: toolgate refuses it, as the session's listing no longer holds it.
@@ -306,44 +345,5 @@ fn claude_code_hears_that_toolgate_s_tools_changed() {
         .map(|l| serde_json::from_str::<Value>(l).unwrap()["arguments"]["text"].to_string())
         .collect();
     assert_eq!(received, ["\"before\""]);
-}
-
-#[test]
-fn no_json_rpc_error_crosses_the_wire_between_claude_code_and_toolgate() {
-    let fx = Fixture::new();
-    let setup = ClaudeSetup::new(&fx.workspace(), "");
-    let model = ScriptedModel::start(setup.dir.path(), &reads_and_refusals());
-    let run = setup.start(&model, &["read_file"]).finish();
-    finished_ok(&run, &model);
-
-    let wire = setup.wire();
-    assert!(
-        wire.iter().any(|l| l.from == "client"),
-        "nothing crossed the wire"
-    );
-    let mut errors = Vec::new();
-    for line in &wire {
-        let message = line
-            .json()
-            .unwrap_or_else(|| panic!("not JSON on the wire: {line:?}"));
-        assert_eq!(message["jsonrpc"], "2.0", "{line:?}");
-        if message.get("error").is_some() {
-            // The request it answers, for the message.
-            let request = wire
-                .iter()
-                .filter(|l| l.from != line.from)
-                .filter_map(|l| l.json())
-                .find(|m| m["id"] == message["id"] && m.get("method").is_some());
-            errors.push(format!(
-                "{} answered {} with {}",
-                line.from,
-                request.map(|r| r["method"].to_string()).unwrap_or_default(),
-                message["error"]
-            ));
-        }
-    }
-    assert!(
-        errors.is_empty(),
-        "JSON-RPC errors on the wire: {errors:#?}"
-    );
+    assert_no_json_rpc_error(&setup);
 }
