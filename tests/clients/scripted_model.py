@@ -116,69 +116,42 @@ def usage():
 
 def sse(blocks, stop_reason, message_id):
     """The answer as the event stream the API sends for `stream: true`."""
-    events = [
-        (
-            "message_start",
-            {
-                "type": "message_start",
-                "message": {
-                    "id": message_id,
-                    "type": "message",
-                    "role": "assistant",
-                    "model": MODEL,
-                    "content": [],
-                    "stop_reason": None,
-                    "stop_sequence": None,
-                    "usage": usage(),
-                },
-            },
-        )
-    ]
+    events = []
+
+    def event(kind, **fields):
+        events.append(f"event: {kind}\ndata: {json.dumps(dict(type=kind, **fields))}\n\n")
+
+    message = {
+        "id": message_id,
+        "type": "message",
+        "role": "assistant",
+        "model": MODEL,
+        "content": [],
+        "stop_reason": None,
+        "stop_sequence": None,
+        "usage": usage(),
+    }
+    event("message_start", message=message)
     for i, block in enumerate(blocks):
         if block["type"] == "tool_use":
-            start = dict(block, input={})
-            events.append(
-                ("content_block_start", {"type": "content_block_start", "index": i, "content_block": start})
-            )
+            event("content_block_start", index=i, content_block=dict(block, input={}))
             text = json.dumps(block["input"])
-            # Split in two, as the API streams partial JSON.
+            # In two parts, as the API streams a tool's input as partial JSON.
             for part in (text[: len(text) // 2], text[len(text) // 2 :]):
-                events.append(
-                    (
-                        "content_block_delta",
-                        {
-                            "type": "content_block_delta",
-                            "index": i,
-                            "delta": {"type": "input_json_delta", "partial_json": part},
-                        },
-                    )
-                )
+                delta = {"type": "input_json_delta", "partial_json": part}
+                event("content_block_delta", index=i, delta=delta)
         else:
-            events.append(
-                (
-                    "content_block_start",
-                    {"type": "content_block_start", "index": i, "content_block": {"type": "text", "text": ""}},
-                )
-            )
-            events.append(
-                (
-                    "content_block_delta",
-                    {"type": "content_block_delta", "index": i, "delta": {"type": "text_delta", "text": block["text"]}},
-                )
-            )
-        events.append(("content_block_stop", {"type": "content_block_stop", "index": i}))
-    events.append(
-        (
-            "message_delta",
-            {
-                "type": "message_delta",
-                "delta": {"stop_reason": stop_reason, "stop_sequence": None},
-                "usage": {"output_tokens": 5},
-            },
-        )
+            event("content_block_start", index=i, content_block={"type": "text", "text": ""})
+            delta = {"type": "text_delta", "text": block["text"]}
+            event("content_block_delta", index=i, delta=delta)
+        event("content_block_stop", index=i)
+    event(
+        "message_delta",
+        delta={"stop_reason": stop_reason, "stop_sequence": None},
+        usage={"output_tokens": 5},
     )
-    events.append(("message_stop", {"type": "message_stop"}))
-    return "".join(f"event: {name}\ndata: {json.dumps(data)}\n\n" for name, data in events)
+    event("message_stop")
+    return "".join(events)
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -201,9 +174,15 @@ class Handler(BaseHTTPRequestHandler):
         log({"method": "GET", "path": self.path})
         path = self.path.split("?")[0]
         if path.startswith("/v1/models"):
-            model = {"type": "model", "id": MODEL, "display_name": "Scripted", "created_at": "2026-01-01T00:00:00Z"}
+            model = {
+                "type": "model",
+                "id": MODEL,
+                "display_name": "Scripted",
+                "created_at": "2026-01-01T00:00:00Z",
+            }
             if path.rstrip("/") == "/v1/models":
-                self.reply(200, json.dumps({"data": [model], "has_more": False, "first_id": MODEL, "last_id": MODEL}))
+                listing = {"data": [model], "has_more": False, "first_id": MODEL, "last_id": MODEL}
+                self.reply(200, json.dumps(listing))
             else:
                 self.reply(200, json.dumps(model))
             return
@@ -214,10 +193,8 @@ class Handler(BaseHTTPRequestHandler):
         self.reply(200, "")
 
     def not_found(self):
-        self.reply(
-            404,
-            json.dumps({"type": "error", "error": {"type": "not_found_error", "message": f"no {self.path} here"}}),
-        )
+        error = {"type": "not_found_error", "message": f"no {self.path} here"}
+        self.reply(404, json.dumps({"type": "error", "error": error}))
 
     def do_POST(self):
         length = int(self.headers.get("content-length") or 0)

@@ -26,7 +26,8 @@ LOCK = threading.Lock()
 def record(direction, line):
     with LOCK:
         with open(WIRE_LOG, "a") as f:
-            f.write(json.dumps({"from": direction, "line": line.decode(errors="replace").rstrip("\n")}) + "\n")
+            text = line.decode(errors="replace").rstrip("\n")
+            f.write(json.dumps({"from": direction, "line": text}) + "\n")
 
 
 def client_to_server(child):
@@ -53,7 +54,8 @@ def server_errors(child):
 
 
 def main():
-    child = subprocess.Popen(COMMAND, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    pipe = subprocess.PIPE
+    child = subprocess.Popen(COMMAND, stdin=pipe, stdout=pipe, stderr=pipe)
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda signum, _: child.send_signal(signum))
     threading.Thread(target=client_to_server, args=(child,), daemon=True).start()
