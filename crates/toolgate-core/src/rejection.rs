@@ -293,7 +293,18 @@ fn explained_by_a_misspelling(error: &FieldError, errors: &[FieldError]) -> bool
 fn field_message(errors: &[&FieldError]) -> String {
     let clauses: Vec<Vec<&str>> = errors
         .iter()
-        .map(|e| e.message.split("; ").collect())
+        .map(|e| {
+            e.message
+                .split("; ")
+                // A misspelling's hint names the argument it meant; the list of every argument
+                // would name it a second time, and the schema has the list.
+                .filter(|clause| {
+                    !(e.code == RejectCode::UnknownArgument
+                        && e.hint.is_some()
+                        && clause.starts_with("expected one of "))
+                })
+                .collect()
+        })
         .collect();
     let mut parts: Vec<String> = Vec::new();
     for (i, (error, own)) in errors.iter().zip(&clauses).enumerate() {
@@ -315,6 +326,10 @@ fn field_message(errors: &[&FieldError]) -> String {
     parts.join("; ")
 }
 
+/// What to do about arguments that are missing, when nothing else says: the message names
+/// them, so the hint does not.
+const ADD_MISSING: &str = "add it and call again; the tool's input schema says what it holds";
+
 /// The errors' hints as one line: one hint as it is, several each after the argument it is
 /// for.
 fn field_hint(errors: &[&FieldError]) -> Option<String> {
@@ -327,6 +342,9 @@ fn field_hint(errors: &[&FieldError]) -> Option<String> {
         }
     }
     match hinted.as_slice() {
+        [] if errors.iter().any(|e| e.code == RejectCode::MissingInput) => {
+            Some(ADD_MISSING.to_owned())
+        }
         [] => None,
         [(_, hint)] => Some((*hint).to_owned()),
         several => Some(
@@ -440,13 +458,14 @@ mod tests {
                 "\"\" is shorter than 1 character",
             ),
         ]);
+        // Each misspelling's hint names what it meant, so the list of every argument is left
+        // out.
         assert_eq!(
             rejection.message,
-            format!(
-                "unknown argument `lmit`; unknown argument `pth`; {expected}; \
-                 `/edits/0/old_text`: \"\" is shorter than 1 character"
-            )
+            "unknown argument `lmit`; unknown argument `pth`; \
+             `/edits/0/old_text`: \"\" is shorter than 1 character"
         );
+        assert!(!rejection.message.contains(expected));
         assert_eq!(
             rejection.hint.as_deref(),
             Some("`lmit`: did you mean `limit`? `pth`: did you mean `path`?")
@@ -471,7 +490,7 @@ mod tests {
             rejection.message,
             "unknown argument `banana`; missing required argument `path`"
         );
-        assert_eq!(rejection.hint, None);
+        assert_eq!(rejection.hint.as_deref(), Some(ADD_MISSING));
     }
 
     #[test]

@@ -183,7 +183,7 @@ mod tests {
         assert_eq!(
             text,
             "toolgate rejected this call at the validate stage (unknown_argument); nothing ran.\n\
-             unknown argument `file_path`; expected one of `path`, `limit`\n\
+             unknown argument `file_path`\n\
              Hint: did you mean `path`?"
         );
     }
