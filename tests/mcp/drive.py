@@ -61,6 +61,7 @@ def result_of(result):
         "isError": bool(result.is_error),
         "text": text,
         "structured": result.structured_content,
+        "meta": result.meta,
     }
 
 

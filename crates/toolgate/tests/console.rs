@@ -537,7 +537,7 @@ fn a_state_directory_inside_the_workspace_is_out_of_the_models_reach() {
         .steps();
     // The grants file this workspace's standing grants would be restored from, before it
     // exists: named by the workspace's digest.
-    let workspace = read[0]["structured"]["evidence"]["workspace"]
+    let workspace = read[0]["meta"]["toolgate/evidence"]["workspace"]
         .as_str()
         .unwrap();
     let digest = workspace.strip_prefix("sha256:").unwrap();

@@ -223,7 +223,7 @@ fn readonly_sessions_see_and_call_only_read_only_tools() {
     assert_eq!(steps[1]["isError"], false, "{}", steps[1]);
     for refused in &steps[2..] {
         assert_eq!(code(refused), "unknown_tool", "{refused}");
-        assert_eq!(refused["structured"]["evidence"]["profile"], "readonly");
+        assert_eq!(refused["meta"]["toolgate/evidence"]["profile"], "readonly");
     }
     assert!(!ws.join("b.txt").exists());
 }
@@ -474,7 +474,10 @@ fn hostile_corpus_over_mcp() {
                 }
                 other => panic!("{name}: unknown status {other}"),
             }
-            assert_eq!(outcome["evidence"]["surface"], "chat", "{name}");
+            assert_eq!(
+                result["_meta"]["toolgate/evidence"]["surface"], "chat",
+                "{name}"
+            );
             checked += 1;
         }
     }
@@ -771,9 +774,9 @@ fn http_serves_concurrent_sessions_by_token_and_refuses_strangers() {
     assert_eq!(bob[1]["isError"], false, "{}", bob[1]);
     assert_eq!(alice[3]["isError"], false, "{}", alice[3]);
     assert_eq!(code(&bob[3]), "unknown_tool", "{}", bob[3]);
-    assert_eq!(bob[3]["structured"]["evidence"]["actor"], "bob");
+    assert_eq!(bob[3]["meta"]["toolgate/evidence"]["actor"], "bob");
     assert_eq!(code(&alice[4]), "unknown_tool", "{}", alice[4]);
-    assert_eq!(alice[4]["structured"]["evidence"]["actor"], "alice");
+    assert_eq!(alice[4]["meta"]["toolgate/evidence"]["actor"], "alice");
     assert!(!ws.join("b.txt").exists());
 }
 
