@@ -488,7 +488,7 @@ impl HttpServer {
                         messages.push(serde_json::from_str(&data).unwrap());
                     }
                 }
-                body = text[end + 2..].as_bytes().to_vec();
+                body = text.as_bytes()[end + 2..].to_vec();
                 if messages.iter().any(&enough) {
                     break;
                 }
