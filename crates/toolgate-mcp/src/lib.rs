@@ -18,7 +18,7 @@
 //!   HTTP, by closing the response stream. What a tool reports while it runs (an upstream
 //!   server's progress and log messages) reaches the client as the call's own.
 //! - **Clients hear that the tools changed**: those of the 2025 revisions unasked, those of
-//!   2026-07-28 through `subscriptions/listen` (see [`subscriptions`]).
+//!   2026-07-28 through `subscriptions/listen`, which the `subscriptions` module serves.
 //! - **HTTP is loopback-only and authenticated** by default: `Host` and `Origin` checked,
 //!   bearer tokens mapped to principals (see [`http`]).
 //!
