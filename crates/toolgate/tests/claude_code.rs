@@ -27,6 +27,7 @@ mod served;
 
 use std::fs;
 use std::path::Path;
+use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
@@ -220,7 +221,7 @@ fn claude_code_is_offered_toolgate_s_tools_reads_and_gets_refusals_as_tool_error
 }
 
 #[test]
-fn claude_code_s_write_waits_for_a_person_in_the_console() {
+fn claude_code_s_writes_wait_for_a_person_in_the_console() {
     let fx = Fixture::new();
     let ws = fx.workspace();
     let setup = ClaudeSetup::new(&ws, "");
@@ -228,7 +229,8 @@ fn claude_code_s_write_waits_for_a_person_in_the_console() {
         setup.dir.path(),
         &json!({"turns": [
             tool_use("write_file", json!({"path": "new.txt", "content": "written by the model\n"})),
-            {"text": "Written."},
+            tool_use("write_file", json!({"path": "other.txt", "content": "refused\n"})),
+            {"text": "Done."},
         ]}),
     );
     let mut run = setup.start(&model, &["write_file"]);
@@ -244,8 +246,27 @@ fn claude_code_s_write_waits_for_a_person_in_the_console() {
         1,
         "the model has no result while the call waits"
     );
-    let id = pending[0]["id"].as_str().unwrap().to_owned();
-    let decided = console.decide(&id, r#"{"decision":"allow_once"}"#);
+    let first = pending[0]["id"].as_str().unwrap().to_owned();
+    let decided = console.decide(&first, r#"{"decision":"allow_once"}"#);
+    assert_eq!(decided.status, 204, "{}", decided.body);
+
+    // The second write waits in its turn, and the person refuses it.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let second = loop {
+        let pending = console.get_json("/api/pending");
+        if let Some(id) = pending
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|p| p["id"].as_str())
+            .find(|id| *id != first)
+        {
+            break id.to_owned();
+        }
+        assert!(Instant::now() < deadline, "no second request: {pending}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let decided = console.decide(&second, r#"{"decision":"reject"}"#);
     assert_eq!(decided.status, 204, "{}", decided.body);
     let run = run.finish();
     finished_ok(&run, &model);
@@ -254,9 +275,17 @@ fn claude_code_s_write_waits_for_a_person_in_the_console() {
         fs::read_to_string(ws.join("new.txt")).unwrap(),
         "written by the model\n"
     );
+    assert!(!ws.join("other.txt").exists());
     let conversation = model.conversation();
-    let written = result_of(conversation.last().unwrap(), 0);
+    assert_eq!(conversation.len(), 3, "{conversation:?}");
+    let written = result_of(&conversation[2], 0);
     assert!(!written.is_error, "{written:?}");
+    let refused = result_of(&conversation[2], 1);
+    assert!(
+        refused.is_error,
+        "a person's refusal is a tool error: {refused:?}"
+    );
+    assert!(refused.text.contains("approval_denied"), "{refused:?}");
     assert_no_json_rpc_error(&setup);
 }
 
