@@ -35,7 +35,7 @@ pub const CLAUDE_CODE_VERSION: &str = "2.1.332";
 pub const RUN_LIMIT: Duration = Duration::from_secs(90);
 
 /// The `claude` binary `scripts/test-deps` installed, checked to be the pinned native build
-/// (without its platform package, npm leaves a placeholder that only prints advice).
+/// (without its platform package, a small stub stays in the binary's place).
 pub fn claude_bin() -> PathBuf {
     let bin = test_dep("node/node_modules/.bin/claude");
     let output = Command::new(&bin)

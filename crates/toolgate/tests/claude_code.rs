@@ -122,6 +122,7 @@ fn assert_no_json_rpc_error(setup: &ClaudeSetup) {
     );
 }
 
+/// Checks that Claude Code ended well and had toolgate connected.
 fn finished_ok(run: &Finished, model: &ScriptedModel) {
     assert!(
         run.status.success(),
