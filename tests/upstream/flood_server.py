@@ -13,9 +13,10 @@ Its tools:
   comes), one last list_changed is sent, and `flood.done` is written. Every `tools/list` it
   answers from the start of the flood on is appended to `lists.log` as the list's version.
 - `doomed`, `arrived`: answer "ok"; each is listed only before, or only after, the flood.
-- `chatty` (`secret`, `burst`): while the call runs, reports progress for the call's token
-  (one message and one log line carrying `secret`, then `burst` progress notifications at
-  once, a wrong token's, a pause, one more), answers, and keeps reporting for the ended call.
+- `chatty` (`secret`, `burst`, `label`): while the call runs, reports progress for the call's
+  token (one message and one log line carrying `secret`, then `burst` progress notifications
+  at once, a wrong token's, a pause, one more; each message starts with `label`), answers,
+  and keeps reporting for the ended call.
 """
 
 import json
@@ -63,7 +64,8 @@ def tools():
             "description": "Reports progress and logs, far too often, while it runs.",
             "inputSchema": {
                 "type": "object",
-                "properties": {"secret": {"type": "string"}, "burst": {"type": "integer"}},
+                "properties": {"secret": {"type": "string"}, "burst": {"type": "integer"},
+                               "label": {"type": "string"}},
                 "required": ["secret", "burst"],
             },
         },
@@ -99,11 +101,12 @@ def chatty(id, params):
     arguments = params.get("arguments", {})
     secret = arguments["secret"]
     burst = arguments["burst"]
+    label = arguments.get("label", "")
 
     def progress(value, message=None, token=token):
         body = {"progressToken": token, "progress": value, "total": burst + 10}
         if message is not None:
-            body["message"] = message
+            body["message"] = f"{label} {message}".strip()
         notify("notifications/progress", body)
 
     def log(text, data=None):

@@ -219,6 +219,29 @@ impl Client {
         }
     }
 
+    /// The answers to requests `ids`, in that order, with when each arrived.
+    fn answers(&mut self, ids: &[u64]) -> Vec<(Instant, Value)> {
+        let mut answers: Vec<Option<(Instant, Value)>> = vec![None; ids.len()];
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while answers.iter().any(Option::is_none) {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let (at, message) = self.messages.recv_timeout(left).unwrap_or_else(|_| {
+                panic!(
+                    "no answers to {ids:?}\nstderr: {}",
+                    self.stderr.lock().unwrap()
+                )
+            });
+            let slot = ids.iter().position(|id| message["id"] == json!(id));
+            match slot {
+                Some(slot) if message.get("method").is_none() => {
+                    answers[slot] = Some((at, message));
+                }
+                _ => self.seen.push((at, message)),
+            }
+        }
+        answers.into_iter().map(Option::unwrap).collect()
+    }
+
     fn request(&mut self, method: &str, params: Value) -> Value {
         let id = self.begin(method, params);
         let (_, answer) = self.answer(id);
@@ -495,7 +518,7 @@ fn relayed_as_the_calls_own(transport: Transport) {
     let windows = lasted.as_secs() as usize + 1;
     let count = relayed.len() + logs.len();
     eprintln!(
-        "{transport:?}: a call of {lasted:?} reporting 1,004 progress notifications and 2 logs: the client \
+        "{transport:?}: a call of {lasted:?} reporting over 1,000 progress notifications and its logs: the client \
          heard {} of its progress and {} logs (limit {limit} a second)",
         relayed.len(),
         logs.len()
@@ -504,4 +527,48 @@ fn relayed_as_the_calls_own(transport: Transport) {
         count <= limit * windows,
         "{count} notices in {lasted:?}:\n{everything}"
     );
+}
+
+/// Two calls to the same stdio upstream at once: each hears only the progress reported under
+/// its own token, under the token its client gave it, never the other's.
+#[test]
+fn two_calls_at_once_each_hear_only_their_own_progress() {
+    let setup = Setup::new(&["chatty"]);
+    let mut client = Client::start(&setup);
+    client.initialize();
+    let mut ids = Vec::new();
+    for (label, token) in [("first", "tok-first"), ("second", "tok-second")] {
+        ids.push(client.begin(
+            "tools/call",
+            json!({"name": "flood__chatty",
+                   "arguments": {"secret": fresh_secret(), "burst": 30, "label": label},
+                   "_meta": {"progressToken": token}}),
+        ));
+    }
+    for (_, answer) in client.answers(&ids) {
+        assert_eq!(answer["result"]["isError"], json!(false), "{answer}");
+    }
+    client.listen(Duration::from_millis(500));
+    let mut heard = std::collections::BTreeMap::<String, usize>::new();
+    for (_, message) in &client.seen {
+        if message["method"] != "notifications/progress" {
+            continue;
+        }
+        let token = message["params"]["progressToken"].as_str().unwrap();
+        let text = message["params"]["message"].as_str().unwrap_or_default();
+        if text.contains("`flood__chatty` is") {
+            continue;
+        }
+        let (own, other) = match token {
+            "tok-first" => ("first", "second"),
+            "tok-second" => ("second", "first"),
+            other => panic!("progress under a token nobody gave: {other}"),
+        };
+        assert!(
+            text.starts_with(own) && !text.contains(other),
+            "{token} heard `{text}`"
+        );
+        *heard.entry(token.to_owned()).or_default() += 1;
+    }
+    assert_eq!(heard.len(), 2, "{heard:?}");
 }
