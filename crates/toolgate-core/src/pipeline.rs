@@ -803,7 +803,7 @@ impl Pipeline {
             ApprovalResponse::Unanswered { reason } if !approver => Err(Rejection::new(
                 RejectCode::ApprovalRequired,
                 format!(
-                    "`{}` needs a person's approval, and nobody can be asked here: {reason}",
+                    "`{}` needs a person's approval, and nobody can be asked: {reason}",
                     tool.entry.name
                 ),
             )

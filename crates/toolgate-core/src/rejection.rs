@@ -330,30 +330,30 @@ fn field_message(errors: &[&FieldError]) -> String {
 /// them, so the hint does not.
 const ADD_MISSING: &str = "add it and call again; the tool's input schema says what it holds";
 
-/// The errors' hints as one line: one hint as it is, several each after the argument it is
-/// for.
+/// The errors' hints as one line: one as it is, several suggestions as one question (in the
+/// order the message names the arguments), other hints one after another.
 fn field_hint(errors: &[&FieldError]) -> Option<String> {
-    let mut hinted: Vec<(&FieldError, &str)> = Vec::new();
-    for error in errors {
-        if let Some(hint) = error.hint.as_deref()
-            && !hinted.iter().any(|(_, h)| *h == hint)
-        {
-            hinted.push((error, hint));
+    let mut hints: Vec<&str> = Vec::new();
+    for hint in errors.iter().filter_map(|e| e.hint.as_deref()) {
+        if !hints.contains(&hint) {
+            hints.push(hint);
         }
     }
-    match hinted.as_slice() {
+    let suggested: Vec<&str> = hints
+        .iter()
+        .filter_map(|h| h.strip_prefix("did you mean ")?.strip_suffix('?'))
+        .collect();
+    match hints.as_slice() {
         [] if errors.iter().any(|e| e.code == RejectCode::MissingInput) => {
             Some(ADD_MISSING.to_owned())
         }
         [] => None,
-        [(_, hint)] => Some((*hint).to_owned()),
-        several => Some(
-            several
-                .iter()
-                .map(|(error, hint)| format!("{}: {hint}", display_pointer(&error.pointer)))
-                .collect::<Vec<_>>()
-                .join(" "),
-        ),
+        [hint] => Some((*hint).to_owned()),
+        several if suggested.len() == several.len() => {
+            let (last, rest) = suggested.split_last()?;
+            Some(format!("did you mean {} and {last}?", rest.join(", ")))
+        }
+        several => Some(several.join("; ")),
     }
 }
 
@@ -364,8 +364,12 @@ fn located(error: &FieldError) -> Option<String> {
         return None;
     }
     let (_, name) = split_pointer(&error.pointer);
-    let named = error.message.contains(&format!("`{name}`"))
-        || error.message.starts_with(&format!("{name} "));
+    let quoted = format!("`{name}`");
+    // A hint that names the argument says where the problem is, and saying it twice helps
+    // nobody.
+    let named = error.message.contains(&quoted)
+        || error.message.starts_with(&format!("{name} "))
+        || error.hint.as_deref().is_some_and(|h| h.contains(&quoted));
     (!named).then(|| display_pointer(&error.pointer))
 }
 
@@ -468,7 +472,7 @@ mod tests {
         assert!(!rejection.message.contains(expected));
         assert_eq!(
             rejection.hint.as_deref(),
-            Some("`lmit`: did you mean `limit`? `pth`: did you mean `path`?")
+            Some("did you mean `limit` and `path`?")
         );
     }
 
@@ -491,6 +495,28 @@ mod tests {
             "unknown argument `banana`; missing required argument `path`"
         );
         assert_eq!(rejection.hint.as_deref(), Some(ADD_MISSING));
+    }
+
+    #[test]
+    fn an_argument_the_hint_names_is_not_named_again() {
+        let rejection = Rejection::from_field_errors(vec![
+            FieldError::new(
+                "/expected_digest",
+                RejectCode::ReadRequired,
+                "`a.txt` exists; changing it requires proof that you read it",
+            )
+            .with_hint(Some("pass the `digest` as `expected_digest`".into())),
+        ]);
+        assert_eq!(
+            rejection.message,
+            "`a.txt` exists; changing it requires proof that you read it"
+        );
+        let typed = Rejection::from_field_errors(vec![FieldError::new(
+            "/limit",
+            RejectCode::InvalidType,
+            "\"5\" is not of type \"integer\"",
+        )]);
+        assert_eq!(typed.message, "`limit`: \"5\" is not of type \"integer\"");
     }
 
     #[test]
