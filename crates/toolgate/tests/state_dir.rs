@@ -223,7 +223,7 @@ impl Scene {
         for (row, result) in rows.iter().zip(&results) {
             let arguments = self.arguments(row);
             let what = format!("{:?} over MCP: {}", self.layout, row.name);
-            let policies = &result["structured"]["rejection"]["policies"];
+            let policies = &result["meta"]["toolgate/evidence"]["policies"];
             match row.expect.as_str() {
                 "completed" => assert_eq!(result["isError"], false, "{what}: {result}"),
                 _ => assert_eq!(policies, &json!([row.policy]), "{what}: {result}"),
