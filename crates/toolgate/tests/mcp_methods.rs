@@ -798,3 +798,40 @@ fn a_stopping_http_server_ends_subscriptions_with_their_result() {
     assert_eq!(result["result"]["_meta"][SUBSCRIPTION_ID], 41, "{result}");
     assert_eq!(result["result"]["resultType"], "complete", "{result}");
 }
+
+/// A cancelled subscription hears nothing more, while another one on the same channel does.
+#[test]
+fn a_cancelled_subscription_hears_no_more_changes() {
+    let upstream = Upstream::new();
+    let mut server = RawStdio::start(&upstream.ws(), &upstream.config);
+    for id in ["gone", "kept"] {
+        server.send(
+            &json!({"jsonrpc": "2.0", "id": id, "method": "subscriptions/listen",
+            "params": {"_meta": modern_meta(), "notifications": {"toolsListChanged": true}}}),
+        );
+        server.until("the acknowledgement", WAIT, |m| {
+            m["method"] == "notifications/subscriptions/acknowledged"
+                && m["params"]["_meta"][SUBSCRIPTION_ID] == id
+        });
+    }
+    server.send(
+        &json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+        "params": {"_meta": modern_meta(), "requestId": "gone"}}),
+    );
+    // The cancellation is read before this request, which is answered after it.
+    server.send(&sentinel(MODERN));
+    server.until("the sentinel's answer", WAIT, |m| m["id"] == "sentinel");
+    upstream.change();
+    server.until("the change on the subscription kept", WAIT, |m| {
+        m["method"] == "notifications/tools/list_changed"
+            && m["params"]["_meta"][SUBSCRIPTION_ID] == "kept"
+    });
+    server.drain(Duration::from_millis(500));
+    let after_cancel: Vec<&Value> = server
+        .seen
+        .iter()
+        .filter(|m| m["id"] == "gone" || m["params"]["_meta"][SUBSCRIPTION_ID] == "gone")
+        .filter(|m| m["method"] != "notifications/subscriptions/acknowledged")
+        .collect();
+    assert!(after_cancel.is_empty(), "{after_cancel:?}");
+}
