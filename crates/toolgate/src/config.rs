@@ -130,9 +130,9 @@ pub struct ServeSection {
     /// Bearer tokens and whom they stand for.
     #[serde(default, rename = "token")]
     pub tokens: Vec<Spanned<TokenSection>>,
-    /// Most open sessions of all tokens together (default 64).
+    /// Most open sessions of all tokens together (default 128).
     pub max_sessions: Option<Spanned<u64>>,
-    /// Most open sessions begun with any one token (default 16, or `max_sessions` if lower).
+    /// Most open sessions begun with any one token (default 64, or `max_sessions` if lower).
     pub max_sessions_per_token: Option<Spanned<u64>>,
     /// Seconds a session may go without a request before it ends (default 600).
     pub session_idle_timeout_secs: Option<Spanned<u64>>,
@@ -437,7 +437,7 @@ mod tests {
         assert_eq!(defaults, toolgate_mcp::http::SessionLimits::default());
         assert_eq!(
             (defaults.max_sessions, defaults.max_sessions_per_token),
-            (64, 16)
+            (128, 64)
         );
         assert_eq!(defaults.idle_timeout.as_secs(), 600);
         let small = parse("[serve]\nmax_sessions = 4\n").unwrap();

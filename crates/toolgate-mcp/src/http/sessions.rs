@@ -43,10 +43,12 @@ pub struct SessionLimits {
 }
 
 impl SessionLimits {
-    /// 64 sessions cost the server about 4 MB; one person's agents use a few each.
-    pub const DEFAULT_MAX_SESSIONS: usize = 64;
-    /// A quarter of all: one token's runaway client leaves room for three others.
-    pub const DEFAULT_MAX_SESSIONS_PER_TOKEN: usize = 16;
+    /// 128 sessions cost the server about 8 MB, while one person's agents use a few each.
+    pub const DEFAULT_MAX_SESSIONS: usize = 128;
+    /// Half of all: a token whose client runs away leaves room for the others. Clients that
+    /// never end their sessions still fit: the MCP conformance suite, which begins one per
+    /// scenario, begins 33.
+    pub const DEFAULT_MAX_SESSIONS_PER_TOKEN: usize = 64;
     /// Long enough for a person to read and think between two turns of their agent.
     pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(600);
 }
