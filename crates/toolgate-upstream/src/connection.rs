@@ -108,6 +108,8 @@ pub enum Event {
 pub struct Events {
     sender: mpsc::Sender<Event>,
     list_changed: Arc<AtomicBool>,
+    /// Every `list_changed` heard, for the upstream's events.
+    heard: Arc<AtomicU64>,
 }
 
 impl Events {
@@ -115,11 +117,13 @@ impl Events {
         Events {
             sender,
             list_changed: Arc::new(AtomicBool::new(false)),
+            heard: Arc::new(AtomicU64::new(0)),
         }
     }
 
     /// The upstream said its tool list changed.
     pub fn list_changed(&self) {
+        self.heard.fetch_add(1, Ordering::Relaxed);
         if !self.list_changed.swap(true, Ordering::AcqRel) {
             let _ = self.sender.send(Event::ListChanged);
         }
@@ -129,6 +133,11 @@ impl Events {
     /// see whatever it announced; one that arrives after this is announced anew.
     pub(crate) fn take_list_changed(&self) -> bool {
         self.list_changed.swap(false, Ordering::AcqRel)
+    }
+
+    /// How many `list_changed` were heard so far, on every connection.
+    pub(crate) fn heard(&self) -> u64 {
+        self.heard.load(Ordering::Relaxed)
     }
 
     pub fn send(&self, event: Event) {

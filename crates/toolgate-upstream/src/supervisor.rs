@@ -363,6 +363,7 @@ impl Supervisor {
         let refresh = self.spec.refresh.unwrap_or(Duration::from_secs(3600));
         let mut next_refresh = Instant::now() + refresh;
         let mut pace = Pace::default();
+        let mut heard = self.events.heard();
         loop {
             let now = Instant::now();
             let due = pace.due(now);
@@ -371,6 +372,15 @@ impl Supervisor {
                 // refresh, one sent before is seen by this one.
                 self.events.take_list_changed();
                 pace.started(now);
+                // An operator looking at the upstream's events sees that it floods.
+                let total = self.events.heard();
+                let merged = total.saturating_sub(heard);
+                heard = total;
+                if merged > 1 {
+                    self.record(format!(
+                        "{merged} list_changed notifications merged into one refresh"
+                    ));
+                }
                 self.refresh(connection.as_ref(), "list_changed");
                 continue;
             }
