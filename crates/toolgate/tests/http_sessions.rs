@@ -440,3 +440,49 @@ fn three_thousand_initializes_keep_memory_bounded_and_expiry_returns_it() {
     // And the server serves on.
     alice.lists(&alice.begin());
 }
+
+#[test]
+fn unusable_session_settings_stop_serve_at_their_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    fs::create_dir(&ws).unwrap();
+    for (serve, line, needle) in [
+        ("max_sessions = \"many\"", 2, "invalid type"),
+        ("max_sessions = -3", 2, "invalid value"),
+        ("max_sessions = 0", 2, "max_sessions `0` is out of range"),
+        (
+            "max_sessions = 4\nmax_sessions_per_token = 5",
+            3,
+            "more than max_sessions `4`",
+        ),
+        ("session_idle_timeout_secs = 0", 2, "out of range"),
+        ("session_idle_timeout = 60", 2, "unknown field"),
+    ] {
+        let config_path = dir.path().join("toolgate.toml");
+        fs::write(&config_path, config(serve)).unwrap();
+        let output = Command::new(toolgate_bin())
+            .args([
+                "serve",
+                "--no-console",
+                "--http",
+                "127.0.0.1:0",
+                "--workspace",
+            ])
+            .arg(&ws)
+            .arg("--config")
+            .arg(&config_path)
+            .env("XDG_STATE_HOME", dir.path().join("state"))
+            .env("TOOLGATE_TEST_TOKEN_ALICE", TOKEN_ALICE)
+            .env("TOOLGATE_TEST_TOKEN_BOB", TOKEN_BOB)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(3), "{serve}: {stderr}");
+        assert!(
+            stderr.contains(&format!("toolgate.toml:{line}: ")) && stderr.contains(needle),
+            "{serve}: {stderr}"
+        );
+        assert!(!stderr.contains("serving MCP"), "{stderr}");
+    }
+}
