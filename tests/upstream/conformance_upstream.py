@@ -7,6 +7,7 @@ Usage: python conformance_upstream.py
 
 import json
 import sys
+import time
 
 PIXEL = (
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=="
@@ -18,6 +19,11 @@ RESOURCE = {
                  "text": "This is an embedded resource content."},
 }
 EMPTY = {"type": "object", "properties": {}}
+
+NOTIFYING = {
+    "test_tool_with_logging": "Tests tool that emits log messages during execution",
+    "test_tool_with_progress": "Tests tool that reports progress notifications",
+}
 
 TOOLS = {
     "test_simple_text": (
@@ -90,10 +96,25 @@ for line in sys.stdin:
         write({"jsonrpc": "2.0", "id": id, "result": {"tools": [
             {"name": name, "description": description, "inputSchema": schema}
             for name, (description, schema, _) in TOOLS.items()
-        ]}})
+        ] + [{"name": name, "description": description, "inputSchema": EMPTY}
+             for name, description in NOTIFYING.items()]}})
     elif method == "tools/call":
         name = message["params"]["name"]
-        if name in TOOLS:
+        if name == "test_tool_with_logging":
+            for text in ("Tool execution started", "Tool processing data", "Tool execution completed"):
+                write({"jsonrpc": "2.0", "method": "notifications/message",
+                       "params": {"level": "info", "data": text}})
+                time.sleep(0.05)
+            write({"jsonrpc": "2.0", "id": id, "result": {"content": [{"type": "text", "text": "logged"}]}})
+        elif name == "test_tool_with_progress":
+            token = message["params"].get("_meta", {}).get("progressToken")
+            for value in (0, 50, 100):
+                if token is not None:
+                    write({"jsonrpc": "2.0", "method": "notifications/progress",
+                           "params": {"progressToken": token, "progress": value, "total": 100}})
+                time.sleep(0.05)
+            write({"jsonrpc": "2.0", "id": id, "result": {"content": [{"type": "text", "text": "progressed"}]}})
+        elif name in TOOLS:
             write({"jsonrpc": "2.0", "id": id, "result": TOOLS[name][2]})
         else:
             write({"jsonrpc": "2.0", "id": id, "error": {"code": -32602, "message": f"unknown tool {name}"}})

@@ -259,9 +259,20 @@ fn candidates_stay_invisible_until_admitted_and_arguments_are_checked_before_for
     );
     assert_eq!(rejected(&report[7]), "approval_required");
 
-    // The upstream saw only the calls toolgate let through.
+    // The upstream saw only the calls toolgate let through, each with a progress token of
+    // its own so that it can report while it works.
+    let mut seen = calls(state);
+    let tokens: std::collections::HashSet<String> = seen
+        .iter()
+        .map(|c| c["_meta"]["progressToken"].to_string())
+        .collect();
+    assert_eq!(tokens.len(), seen.len(), "{seen:?}");
+    for call in &mut seen {
+        let meta = call.as_object_mut().unwrap().remove("_meta").unwrap();
+        assert!(meta["progressToken"].is_u64(), "{meta}");
+    }
     assert_eq!(
-        calls(state),
+        seen,
         [
             json!({"name": "count", "arguments": {}}),
             json!({"name": "count", "arguments": {"lie": true}}),
@@ -709,6 +720,8 @@ fn upstream_conformance_suite() {
         "test_multiple_content_types",
         "test_error_handling",
         "json_schema_2020_12_tool",
+        "test_tool_with_logging",
+        "test_tool_with_progress",
     ] {
         setup.admit(
             "conformance",
@@ -730,6 +743,8 @@ fn upstream_conformance_suite() {
             "tools-call-audio",
             "tools-call-embedded-resource",
             "tools-call-mixed-content",
+            "tools-call-with-logging",
+            "tools-call-with-progress",
         ],
     );
 }
