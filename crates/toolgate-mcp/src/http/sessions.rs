@@ -565,6 +565,47 @@ mod tests {
         );
     }
 
+    static RELEASED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+    fn count_release() {
+        RELEASED.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    #[tokio::test]
+    async fn sweeps_forget_closed_sessions_and_then_release_memory_once() {
+        let ledger = Arc::new(SessionLedger::new(SessionLimits {
+            max_sessions: 4,
+            max_sessions_per_token: 4,
+            // A sweep every 100 ms.
+            idle_timeout: Duration::from_millis(400),
+        }));
+        let alice = Principal::new("alice", "default");
+        // Known to the ledger only, as after rmcp closed it: forgotten at the first sweep,
+        // and the memory released at the next.
+        ledger
+            .reserve(token("a"))
+            .unwrap()
+            .admit("closed", alice.clone());
+        let shutdown = CancellationToken::new();
+        let sweeper = tokio::spawn(sweep(
+            Arc::clone(&ledger),
+            Arc::new(LocalSessionManager::default()),
+            Some(count_release),
+            shutdown.clone(),
+        ));
+        tokio::time::sleep(Duration::from_millis(350)).await;
+        assert_eq!(ledger.open(), 0);
+        assert_eq!(RELEASED.load(std::sync::atomic::Ordering::SeqCst), 1);
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert_eq!(
+            RELEASED.load(std::sync::atomic::Ordering::SeqCst),
+            1,
+            "nothing ended since"
+        );
+        shutdown.cancel();
+        sweeper.await.unwrap();
+    }
+
     #[test]
     fn reconciling_forgets_closed_sessions_and_ends_strays_seen_twice() {
         let ledger = ledger(4, 4);
