@@ -312,7 +312,7 @@ fn field_message(errors: &[&FieldError]) -> String {
         let kept: Vec<&str> = own
             .iter()
             .copied()
-            .filter(|clause| !later.iter().any(|l| l.contains(&clause)))
+            .filter(|clause| !later.iter().any(|l| l.contains(clause)))
             .collect();
         if kept.is_empty() {
             continue;

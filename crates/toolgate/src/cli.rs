@@ -1,11 +1,12 @@
-//! The command line as typed: flags close to the raw text. `gate` turns them into a working
-//! pipeline.
+//! The command line as typed: flags close to the raw text, which `gate` turns into a working
+//! pipeline; and what `call` prints for the person who typed it.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
-use toolgate_core::{EffectClass, Surface};
+use serde_json::Value;
+use toolgate_core::{EffectClass, Outcome, Status, Surface};
 
 /// toolgate: a fail-closed boundary between the tool calls a model proposes and what runs.
 #[derive(Debug, Parser)]
@@ -225,4 +226,221 @@ fn parse_surface(text: &str) -> Result<Surface, String> {
 
 fn parse_effect(text: &str) -> Result<EffectClass, String> {
     text.parse()
+}
+
+/// What `toolgate call` prints for a person, without `--json`: a file's text as text, a
+/// listing and a search's matches as lines, a diff or a command's output as it is, and any
+/// other output as JSON, on standard output; a refusal or failure as one paragraph, and what
+/// is cut short or unknown, on standard error. `--json` prints the whole outcome instead.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Printed {
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// Prints `outcome` as [`Printed`] says, or as JSON.
+#[allow(
+    dead_code,
+    reason = "`main` prints the outcome of `call` through it once it is wired there"
+)]
+pub fn print_call(outcome: &Outcome, as_json: bool) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    if as_json {
+        println!("{}", serde_json::to_string_pretty(outcome)?);
+        return Ok(());
+    }
+    let printed = for_a_person(outcome);
+    let mut stdout = std::io::stdout().lock();
+    stdout.write_all(printed.stdout.as_bytes())?;
+    stdout.flush()?;
+    eprint!("{}", printed.stderr);
+    Ok(())
+}
+
+/// `outcome` as a person reads it; see [`Printed`].
+pub fn for_a_person(outcome: &Outcome) -> Printed {
+    let mut printed = Printed::default();
+    match (&outcome.output, outcome.status) {
+        (Some(output), Status::Completed) => print_output(output, &mut printed),
+        _ => printed.note(&outcome.summary()),
+    }
+    for unknown in &outcome.unknowns {
+        printed.note(&format!("unknown: {unknown}"));
+    }
+    printed
+}
+
+impl Printed {
+    fn line(&mut self, text: &str) {
+        self.stdout.push_str(text);
+        self.stdout.push('\n');
+    }
+
+    fn note(&mut self, text: &str) {
+        self.stderr.push_str("toolgate: ");
+        self.stderr.push_str(text);
+        self.stderr.push('\n');
+    }
+}
+
+fn print_output(output: &Value, printed: &mut Printed) {
+    let text = |key: &str| output.get(key).and_then(Value::as_str);
+    let number = |key: &str| output.get(key).and_then(Value::as_u64);
+    let cut = output.get("truncated") == Some(&Value::Bool(true));
+    if let (Some(content), Some(total)) = (text("content"), number("total_lines")) {
+        // A file's text, exactly as read.
+        printed.stdout.push_str(content);
+        let first = number("offset").unwrap_or(1);
+        let returned = number("lines_returned").unwrap_or(0);
+        if cut {
+            printed.note(&format!(
+                "the text was cut at 256 KiB; the rest starts at offset {}",
+                first + returned
+            ));
+        } else if first > 1 || first + returned <= total {
+            let last = (first + returned).saturating_sub(1);
+            printed.note(&format!(
+                "{} lines {first}-{last} of {total}",
+                text("path").unwrap_or("the file")
+            ));
+        }
+    } else if let Some(entries) = output.get("entries").and_then(Value::as_array)
+        && text("path").is_some()
+    {
+        // A listing: one path a line, directories with `/` and links with `@`, as `ls -F`.
+        for entry in entries {
+            let path = entry
+                .get("path")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            let mark = match entry.get("kind").and_then(Value::as_str) {
+                Some("dir") => "/",
+                Some("symlink") => "@",
+                _ => "",
+            };
+            printed.line(&format!("{path}{mark}"));
+        }
+        if cut {
+            printed.note("there are more entries: list a subdirectory or a lower depth");
+        }
+    } else if let Some(matches) = output.get("matches").and_then(Value::as_array) {
+        // Matches as grep prints them: path, line number, text.
+        for found in matches {
+            let path = found
+                .get("path")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            let line = found
+                .get("line")
+                .and_then(Value::as_u64)
+                .unwrap_or_default();
+            let text = found
+                .get("text")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            printed.line(&format!("{path}:{line}:{text}"));
+        }
+        if cut {
+            printed.note("there are more matches: narrow the path, the glob or the pattern");
+        }
+    } else if let (Some(diff), Some(_)) = (text("diff"), output.get("files")) {
+        printed.stdout.push_str(diff);
+        if cut {
+            printed.note("the diff was cut: call again with a path to see the rest");
+        }
+    } else if let (Some(out), Some(err), Some(code)) = (
+        text("stdout"),
+        text("stderr"),
+        output.get("exit_code").and_then(Value::as_i64),
+    ) {
+        printed.stdout.push_str(out);
+        printed.stderr.push_str(err);
+        printed.note(&format!("exit code {code}"));
+    } else if let Some(blocks) = output.get("content").and_then(Value::as_array)
+        && output.as_object().is_some_and(|o| o.len() == 1)
+    {
+        // An upstream's MCP content: its text as text, other blocks named.
+        for block in blocks {
+            match block.get("text").and_then(Value::as_str) {
+                Some(text) => printed.line(text),
+                None => printed.note(&format!(
+                    "a `{}` block is not shown; --json prints it",
+                    block
+                        .get("type")
+                        .and_then(Value::as_str)
+                        .unwrap_or("unknown")
+                )),
+            }
+        }
+    } else {
+        printed.line(&serde_json::to_string_pretty(output).unwrap_or_default());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn completed(output: Value) -> Outcome {
+        serde_json::from_value(json!({
+            "status": "completed",
+            "output": output,
+            "evidence": {"tool": "t", "surface": "cli", "actor": "local", "profile": "default",
+                         "workspace": "sha256:00", "argument_names": [], "resources": [],
+                         "policies": [], "durations_ns": {}, "total_ns": 0,
+                         "output_bytes": 0, "truncated": false, "redactions": 0},
+            "unknowns": []
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_file_is_its_text() {
+        let whole = completed(
+            json!({"path": "a.txt", "content": "alpha\nbeta\n", "offset": 1,
+            "lines_returned": 2, "total_lines": 2, "digest": "sha256:00", "truncated": false}),
+        );
+        assert_eq!(
+            for_a_person(&whole),
+            Printed {
+                stdout: "alpha\nbeta\n".into(),
+                stderr: String::new()
+            }
+        );
+        let part = completed(json!({"path": "a.txt", "content": "beta\n", "offset": 2,
+            "lines_returned": 1, "total_lines": 3, "digest": "sha256:00", "truncated": false}));
+        assert_eq!(
+            for_a_person(&part).stderr,
+            "toolgate: a.txt lines 2-2 of 3\n"
+        );
+    }
+
+    #[test]
+    fn listings_and_matches_are_lines() {
+        let listing = completed(json!({"path": ".", "entries": [
+            {"path": "a.txt", "kind": "file", "size": 3},
+            {"path": "src", "kind": "dir"},
+            {"path": "link", "kind": "symlink"}], "truncated": true}));
+        let printed = for_a_person(&listing);
+        assert_eq!(printed.stdout, "a.txt\nsrc/\nlink@\n");
+        assert!(printed.stderr.contains("more entries"), "{printed:?}");
+        let search = completed(json!({"pattern": "fn", "matches": [
+            {"path": "src/lib.rs", "line": 1, "text": "pub fn answer() -> u32 {"}],
+            "files_searched": 2, "truncated": false}));
+        assert_eq!(
+            for_a_person(&search).stdout,
+            "src/lib.rs:1:pub fn answer() -> u32 {\n"
+        );
+    }
+
+    #[test]
+    fn other_outputs_are_json() {
+        let written = completed(json!({"path": "b.txt", "digest": "sha256:00"}));
+        let printed = for_a_person(&written);
+        assert_eq!(
+            serde_json::from_str::<Value>(&printed.stdout).unwrap(),
+            json!({"path": "b.txt", "digest": "sha256:00"})
+        );
+    }
 }
