@@ -1,0 +1,446 @@
+//! Redaction against three corpora: secrets generated afresh on every run from each rule's own
+//! regular expression, real text that holds no secret and must come back byte for byte, and
+//! the provider keys that passed through before toolgate used gitleaks' rules.
+//!
+//! The generated corpus prints its seed when it fails; `REDACTION_SEED=<seed>` runs the same
+//! samples again.
+
+use std::path::Path;
+
+use rand::rngs::StdRng;
+use rand::{RngExt, SeedableRng};
+use regex::Regex;
+use regex_syntax::hir::{
+    Capture, Class, ClassUnicode, ClassUnicodeRange, Hir, HirKind, Repetition,
+};
+use serde_json::Value;
+use toolgate_core::redact::{MARKER, redact_text};
+
+const RULE_DATA: &str = include_str!("../data/secret-rules.json");
+
+/// Attempts per rule before a rule counts as one the test cannot generate for.
+const ATTEMPTS: usize = 400;
+
+fn seed() -> u64 {
+    std::env::var("REDACTION_SEED")
+        .ok()
+        .and_then(|seed| seed.parse().ok())
+        .unwrap_or_else(rand::random)
+}
+
+/// The rule's pattern as a generator can use it: look-arounds (`\b`, `^`, `$`), which produce
+/// no text, become empty, and every class is narrowed to printable ASCII, as real keys are.
+fn generator_hir(hir: &Hir) -> Hir {
+    match hir.kind() {
+        HirKind::Empty | HirKind::Look(_) => Hir::empty(),
+        HirKind::Literal(literal) => Hir::literal(literal.0.clone()),
+        HirKind::Class(Class::Unicode(class)) => {
+            let mut narrowed = class.clone();
+            narrowed.intersect(&ClassUnicode::new([
+                ClassUnicodeRange::new(' ', '~'),
+                ClassUnicodeRange::new('\n', '\n'),
+            ]));
+            if narrowed.ranges().is_empty() {
+                Hir::class(Class::Unicode(class.clone()))
+            } else {
+                Hir::class(Class::Unicode(narrowed))
+            }
+        }
+        HirKind::Class(Class::Bytes(class)) => Hir::class(Class::Bytes(class.clone())),
+        HirKind::Repetition(repetition) => Hir::repetition(Repetition {
+            min: repetition.min,
+            max: repetition.max,
+            greedy: repetition.greedy,
+            sub: Box::new(generator_hir(&repetition.sub)),
+        }),
+        HirKind::Capture(capture) => Hir::capture(Capture {
+            index: capture.index,
+            name: capture.name.clone(),
+            sub: Box::new(generator_hir(&capture.sub)),
+        }),
+        HirKind::Concat(parts) => Hir::concat(parts.iter().map(generator_hir).collect()),
+        HirKind::Alternation(parts) => Hir::alternation(parts.iter().map(generator_hir).collect()),
+    }
+}
+
+/// Shannon entropy as gitleaks computes it.
+fn entropy(data: &str) -> f64 {
+    let mut counts = std::collections::HashMap::new();
+    for ch in data.chars() {
+        *counts.entry(ch).or_insert(0usize) += 1;
+    }
+    let length = data.len() as f64;
+    counts
+        .values()
+        .map(|count| {
+            let frequency = *count as f64 / length;
+            -frequency * frequency.log2()
+        })
+        .sum()
+}
+
+fn joined(list: &Value) -> Option<Regex> {
+    let regexes: Vec<String> = list
+        .get("regexes")?
+        .as_array()?
+        .iter()
+        .filter_map(Value::as_str)
+        .map(|regex| format!("(?:{regex})"))
+        .collect();
+    (!regexes.is_empty()).then(|| Regex::new(&regexes.join("|")).unwrap())
+}
+
+/// An allowlist from the data file, checked the way gitleaks checks one.
+struct Allowlist {
+    target: String,
+    regex: Option<Regex>,
+    stopwords: Vec<String>,
+}
+
+impl Allowlist {
+    fn new(list: &Value) -> Self {
+        Self {
+            target: list["target"].as_str().unwrap_or("secret").to_owned(),
+            regex: joined(list),
+            stopwords: list["stopwords"]
+                .as_array()
+                .map(|words| {
+                    words
+                        .iter()
+                        .filter_map(Value::as_str)
+                        .map(str::to_lowercase)
+                        .collect()
+                })
+                .unwrap_or_default(),
+        }
+    }
+
+    fn allows(&self, secret: &str, matched: &str, line: &str) -> bool {
+        let target = match self.target.as_str() {
+            "match" => matched,
+            "line" => line,
+            _ => secret,
+        };
+        let lower = secret.to_lowercase();
+        self.regex
+            .as_ref()
+            .is_some_and(|regex| regex.is_match(target))
+            || self
+                .stopwords
+                .iter()
+                .any(|word| lower.contains(word.as_str()))
+    }
+}
+
+/// A value toolgate never redacts on its own: a `sha256:` digest, a git object id, a UUID.
+fn protected_shape(secret: &str) -> bool {
+    Regex::new(
+        r#"(?i)^["']?(?:sha256:[0-9a-f]{64}|[0-9a-f]{64}|[0-9a-f]{40}|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})["']?$"#,
+    )
+    .unwrap()
+    .is_match(secret)
+}
+
+/// Where a generated key is put: the lines a tool's output holds keys in.
+fn in_context(rng: &mut StdRng, sample: &str) -> String {
+    match rng.random_range(0..4) {
+        0 => format!("{sample}\n"),
+        1 => format!("# written by the deploy script\nexport SERVICE_VALUE={sample}\nexit 0\n"),
+        2 => format!("config loaded\n{sample}\nready\n"),
+        _ => format!("value = '{sample}'\n"),
+    }
+}
+
+/// A line holding a secret the rule finds, as gitleaks would report it, or why none could be
+/// made.
+fn generate(
+    rng: &mut StdRng,
+    rule: &Value,
+    global: &Allowlist,
+) -> Result<(String, String), String> {
+    let id = rule["id"].as_str().unwrap();
+    let pattern = rule["regex"].as_str().unwrap();
+    let regex = Regex::new(pattern).map_err(|err| format!("{id}: {err}"))?;
+    let hir = regex_syntax::Parser::new()
+        .parse(pattern)
+        .map_err(|err| format!("{id}: {err}"))?;
+    let generator = rand_regex::Regex::with_hir(generator_hir(&hir), 24)
+        .map_err(|err| format!("{id}: {err}"))?;
+    let keywords: Vec<String> = rule["keywords"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|word| word.as_str().unwrap().to_owned())
+        .collect();
+    let dotted: Vec<(String, Regex)> = keywords
+        .iter()
+        .filter(|word| word.contains('.'))
+        .map(|word| {
+            let pattern = regex::escape(word).replace("\\.", ".");
+            (word.clone(), Regex::new(&format!("(?i){pattern}")).unwrap())
+        })
+        .collect();
+    let limit = rule["entropy"].as_f64().unwrap_or(0.0);
+    let group = rule["secretGroup"].as_u64().unwrap_or(0) as usize;
+    let allowlists: Vec<Allowlist> = rule["allowlists"]
+        .as_array()
+        .map(|lists| lists.iter().map(Allowlist::new).collect())
+        .unwrap_or_default();
+    let generic = id == "generic-api-key";
+    for _ in 0..ATTEMPTS {
+        let mut sample: String = rng.sample(&generator);
+        // A keyword such as `hooks.slack.com` reads as a pattern with `.` for any character in
+        // the rule; write it as the literal it stands for.
+        for (word, pattern) in &dotted {
+            sample = pattern
+                .replace_all(&sample, |found: &regex::Captures<'_>| {
+                    // Keep the sample's letters, whose case the rule may care about.
+                    found[0]
+                        .chars()
+                        .zip(word.chars())
+                        .map(|(got, want)| if want == '.' { '.' } else { got })
+                        .collect::<String>()
+                })
+                .into_owned();
+        }
+        let mut line = in_context(rng, &sample);
+        // Some rules want their keyword near the key rather than in it (`facebook`).
+        if !keywords.is_empty()
+            && !keywords
+                .iter()
+                .any(|word| line.to_lowercase().contains(word.as_str()))
+        {
+            let word = &keywords[rng.random_range(0..keywords.len())];
+            line = format!("# {word} settings\n{line}");
+        }
+        for found in regex.find_iter(&line) {
+            let matched = found.as_str().trim_matches('\n');
+            let groups = regex.captures(matched).unwrap();
+            let secret = if groups.len() >= 2 {
+                if group > 0 {
+                    match groups.get(group) {
+                        Some(found) => found.as_str(),
+                        None => continue,
+                    }
+                } else {
+                    groups
+                        .iter()
+                        .skip(1)
+                        .flatten()
+                        .map(|found| found.as_str())
+                        .find(|found| !found.is_empty())
+                        .unwrap_or(matched)
+                }
+            } else {
+                matched
+            };
+            let line_of_match = line
+                .lines()
+                .find(|text| text.contains(matched))
+                .unwrap_or(&line);
+            if secret.len() < 4
+                || (limit > 0.0 && entropy(secret) <= limit)
+                || global.allows(secret, matched, line_of_match)
+                || allowlists
+                    .iter()
+                    .any(|list| list.allows(secret, matched, line_of_match))
+                || ((generic || secret == matched) && protected_shape(secret))
+                // A secret that also occurs in the context cannot be checked for.
+                || line.matches(secret).count() > 1
+            {
+                continue;
+            }
+            return Ok((line.clone(), secret.to_owned()));
+        }
+    }
+    Err(format!("{id}: no sample in {ATTEMPTS} attempts"))
+}
+
+#[test]
+fn every_rule_family_is_redacted_in_a_fresh_generated_corpus() {
+    let seed = seed();
+    let mut rng = StdRng::seed_from_u64(seed);
+    let data: Value = serde_json::from_str(RULE_DATA).unwrap();
+    let global = Allowlist::new(&data["allowlist"]);
+    let rules = data["rules"].as_array().unwrap();
+    assert!(
+        rules.len() > 200,
+        "the data file holds {} rules",
+        rules.len()
+    );
+    let mut failures = Vec::new();
+    for rule in rules {
+        match generate(&mut rng, rule, &global) {
+            Ok((line, secret)) => {
+                let (redacted, count) = redact_text(&line);
+                let redacted = redacted.unwrap_or_else(|| line.clone());
+                if count == 0 || redacted.contains(&secret) || !redacted.contains(MARKER) {
+                    failures.push(format!(
+                        "{}: not redacted\n  input:  {line:?}\n  secret: {secret:?}\n  output: {redacted:?}",
+                        rule["id"]
+                    ));
+                }
+            }
+            Err(why) => failures.push(why),
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "seed {seed} (rerun with REDACTION_SEED={seed}): {} of {} rules failed:\n{}",
+        failures.len(),
+        rules.len(),
+        failures.join("\n")
+    );
+}
+
+#[test]
+fn benign_corpus_is_left_byte_for_byte() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/corpus/redaction/benign");
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .collect();
+    files.sort();
+    assert!(files.len() >= 8, "benign corpus: {} files", files.len());
+    let mut changed = Vec::new();
+    for file in &files {
+        let text = std::fs::read_to_string(file).unwrap();
+        let (redacted, count) = redact_text(&text);
+        if let Some(redacted) = redacted {
+            let lines: String = text
+                .lines()
+                .zip(redacted.lines())
+                .filter(|(before, after)| before != after)
+                .map(|(before, after)| format!("\n  before: {before}\n  after:  {after}"))
+                .collect();
+            changed.push(format!("{}: {count} redactions{lines}", file.display()));
+        }
+    }
+    assert!(changed.is_empty(), "{}", changed.join("\n"));
+}
+
+/// `count` characters drawn from `alphabet`.
+fn random(rng: &mut StdRng, alphabet: &str, count: usize) -> String {
+    let chars: Vec<char> = alphabet.chars().collect();
+    (0..count)
+        .map(|_| chars[rng.random_range(0..chars.len())])
+        .collect()
+}
+
+const ALNUM: &str = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+const URLSAFE: &str = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+const BASE64: &str = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+const LETTERS: &str = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+const PASSWORD: &str =
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789!#$%&*+-?@^_~";
+
+/// The keys the issue found passing through, each with a fresh random body in the provider's
+/// format, in the line a tool would print them in; the secret is what must go.
+fn provider_keys(rng: &mut StdRng) -> Vec<(String, String)> {
+    let anthropic = format!("sk-ant-api03-{}AA", random(rng, URLSAFE, 93));
+    let openai = format!(
+        "sk-proj-{}T3BlbkFJ{}",
+        random(rng, URLSAFE, 74),
+        random(rng, URLSAFE, 74)
+    );
+    let google = format!("AIza{}", random(rng, URLSAFE, 35));
+    let stripe = format!("sk_live_{}", random(rng, ALNUM, 24));
+    let npm = format!("npm_{}", random(rng, ALNUM, 36));
+    let pypi = format!("pypi-AgEIcHlwaS5vcmc{}", random(rng, URLSAFE, 70));
+    let huggingface = format!("hf_{}", random(rng, LETTERS, 34));
+    let sendgrid = format!(
+        "SG.{}.{}",
+        random(rng, URLSAFE, 22),
+        random(rng, URLSAFE, 43)
+    );
+    let aws = random(rng, BASE64, 40);
+    let password = random(rng, PASSWORD, 16);
+    let quoted_password = random(rng, PASSWORD, 14);
+    let short_password = format!(
+        "{}{}",
+        random(rng, LETTERS, 6),
+        random(rng, "0123456789", 2)
+    );
+    vec![
+        (
+            format!("ANTHROPIC_API_KEY={anthropic}\n"),
+            anthropic.clone(),
+        ),
+        (
+            format!("export OPENAI_API_KEY=\"{openai}\"\n"),
+            openai.clone(),
+        ),
+        (format!("const key = \"{google}\";\n"), google),
+        (format!("stripe.api_key = '{stripe}'\n"), stripe),
+        (
+            format!("//registry.npmjs.org/:_authToken={npm}\n"),
+            npm.clone(),
+        ),
+        (
+            format!("[pypi]\nusername = __token__\npassword = {pypi}\n"),
+            pypi,
+        ),
+        (format!("HF_TOKEN={huggingface}\n"), huggingface),
+        (format!("SENDGRID_API_KEY={sendgrid}\n"), sendgrid),
+        (
+            format!(
+                "[default]\naws_access_key_id = AKIA{}\naws_secret_access_key = {aws}\n",
+                random(rng, "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567", 16)
+            ),
+            aws,
+        ),
+        (
+            format!("database:\n  user: app\n  password: {password}\n"),
+            password,
+        ),
+        (
+            format!("password: \"{quoted_password}\"\n"),
+            quoted_password,
+        ),
+        (format!("DB_PASSWORD={short_password}\n"), short_password),
+        (format!("{{\"api_token\": \"{npm}x\"}}"), format!("{npm}x")),
+        (
+            format!("curl -H 'Authorization: Bearer {openai}' https://api.openai.com\n"),
+            openai,
+        ),
+        (format!("sk = {anthropic}"), anthropic),
+    ]
+}
+
+#[test]
+fn the_provider_keys_that_passed_through_are_redacted() {
+    let seed = seed();
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut missed = Vec::new();
+    for (line, secret) in provider_keys(&mut rng) {
+        let (redacted, count) = redact_text(&line);
+        let redacted = redacted.unwrap_or_else(|| line.clone());
+        if count == 0 || redacted.contains(&secret) {
+            missed.push(format!("{line:?} -> {redacted:?}"));
+        }
+    }
+    assert!(
+        missed.is_empty(),
+        "seed {seed} (rerun with REDACTION_SEED={seed}):\n{}",
+        missed.join("\n")
+    );
+}
+
+#[test]
+fn settings_named_like_secrets_stay() {
+    for line in [
+        "\"read_token\": \"allowed\"",
+        "token_type: Bearer",
+        "max_tokens=4096",
+        "let password_hash = hash(&password);",
+        "password: String,",
+        "secret: Vec<u8>,",
+        "token: Option<String>,",
+        "password: &str",
+        "\"expected_digest\": \"sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08\"",
+        "commit 4b825dc642cb6eb9a060e54bf8d69288fbee4904",
+        "auth_token: 3f2c8e1a-9b4d-4c7e-a1f0-6d5e4b3a2c1f",
+    ] {
+        assert_eq!(redact_text(line), (None, 0), "{line}");
+    }
+}
