@@ -161,6 +161,76 @@ fn human_output_and_hints() {
         .stderr(predicates::str::contains("did you mean `read_file`?"));
 }
 
+/// Runs `toolgate call` without `--json`, as a person would: exit code, standard output,
+/// standard error.
+fn call_for_a_person(ws: &Path, tool: &str, args: &str) -> (i32, String, String) {
+    let output = toolgate()
+        .args(["call", "--workspace"])
+        .arg(ws)
+        .args(["--tool", tool, "--args", args])
+        .output()
+        .unwrap();
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&output.stdout).to_string(),
+        String::from_utf8_lossy(&output.stderr).to_string(),
+    )
+}
+
+#[test]
+fn a_refusal_is_one_paragraph_for_a_person() {
+    let fx = Fixture::new();
+    let ws = fx.workspace();
+    let (code, stdout, stderr) = call_for_a_person(&ws, "read_file", r#"{"file_path": "a.txt"}"#);
+    assert_eq!((code, stdout.as_str()), (2, ""), "{stderr}");
+    assert_eq!(
+        stderr,
+        "toolgate: rejected at validate (unknown_argument): unknown argument `file_path`. \
+         Hint: did you mean `path`?\n"
+    );
+    let (code, _, stderr) = call_for_a_person(&ws, "raed_file", "{}");
+    assert_eq!(code, 2);
+    assert_eq!(
+        stderr,
+        "toolgate: rejected at resolve (unknown_tool): no tool `raed_file` is registered. \
+         Hint: did you mean `read_file`?\n"
+    );
+    // Without `--ask` nobody is asked, and the paragraph says so once, with what would allow
+    // the call, and sends nobody to a console this command does not have.
+    let (code, stdout, stderr) =
+        call_for_a_person(&ws, "write_file", r#"{"path": "new.txt", "content": "x"}"#);
+    assert_eq!((code, stdout.as_str()), (2, ""), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("asks nobody unless `--ask`"), "{stderr}");
+    assert!(stderr.contains("cannot be approved here"), "{stderr}");
+    assert!(
+        !stderr.contains("approve it in toolgate's approval console"),
+        "{stderr}"
+    );
+    assert_eq!(stderr.matches("Hint:").count(), 1, "{stderr}");
+    assert!(!ws.join("new.txt").exists());
+}
+
+#[test]
+fn the_outcome_is_json_only_with_json() {
+    let fx = Fixture::new();
+    let ws = fx.workspace();
+    let (code, stdout, _) = call_for_a_person(&ws, "read_file", r#"{"path": "a.txt"}"#);
+    assert_eq!(code, 0);
+    let printed: Value = serde_json::from_str(&stdout).unwrap_or(Value::Null);
+    assert!(printed.get("status").is_none(), "{stdout}");
+    assert!(printed.get("evidence").is_none(), "{stdout}");
+    let (code, outcome, _) = call(&ws, "read_file", r#"{"path": "a.txt"}"#, &[]);
+    assert_eq!(code, 0);
+    assert_eq!(outcome["status"], "completed");
+    assert_eq!(outcome["output"]["content"], "alpha\nbeta\ngamma\n");
+    assert!(outcome["evidence"]["call_id"].is_string(), "{outcome}");
+    let (code, outcome, _) = call(&ws, "read_file", r#"{"pth": "a.txt"}"#, &[]);
+    assert_eq!(code, 2);
+    assert_eq!(outcome["rejection"]["code"], "unknown_argument");
+    assert_eq!(outcome["rejection"]["hint"], "did you mean `path`?");
+}
+
 #[test]
 fn secrets_in_output_are_redacted_and_counted() {
     let fx = Fixture::new();
@@ -226,15 +296,16 @@ fn approval_is_refused_without_a_terminal() {
     assert_eq!(outcome["rejection"]["stage"], "approve");
     assert_eq!(outcome["rejection"]["code"], "approval_required");
     assert!(outcome["output"].is_null());
-    // Without `--ask` nobody is asked, and the refusal says where approval is given.
+    // Without `--ask` nobody is asked: the message says why, the hint where approval could
+    // be given instead, each once.
     let message = outcome["rejection"]["message"].as_str().unwrap();
-    assert!(
-        message.contains("`--ask`") && message.contains("`toolgate serve`"),
-        "{message}"
-    );
-    assert!(message.contains("approval console"), "{message}");
+    assert!(message.contains("`--ask`"), "{message}");
+    assert!(!message.contains("approval console"), "{message}");
     let hint = outcome["rejection"]["hint"].as_str().unwrap();
-    assert!(hint.contains("approval console"), "{hint}");
+    assert!(
+        hint.contains("`toolgate serve` with its approval console"),
+        "{hint}"
+    );
     // With `--ask` but no terminal, nobody is asked either.
     let (code, outcome, stderr) = call(
         &fx.workspace(),
