@@ -270,6 +270,24 @@ fn os_error(error: &(dyn std::error::Error + 'static)) -> io::Error {
     io::Error::from_raw_os_error(libc::EPERM)
 }
 
+/// Gives the memory the allocator holds free back to the system. glibc keeps what a
+/// long-running server frees (the state of ended HTTP sessions, for one) scattered between
+/// pages still in use and returns none of it by itself. It lives here, beside the other few
+/// calls toolgate makes that have no safe wrapper.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+#[expect(unsafe_code, reason = "glibc's malloc_trim has no safe wrapper")]
+pub fn release_free_memory() {
+    // SAFETY: malloc_trim takes no pointer and only walks glibc's own heaps under their
+    // locks; it may run on any thread at any time.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
+/// Elsewhere the allocator is left to itself.
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+pub fn release_free_memory() {}
+
 #[expect(
     unsafe_code,
     reason = "the confinement must run between fork and exec, which only pre_exec reaches"

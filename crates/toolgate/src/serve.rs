@@ -139,6 +139,7 @@ pub fn serve(args: &ServeArgs) -> anyhow::Result<u8> {
     options.max_message_bytes = max_message_bytes;
     options.allowed_hosts = gate.config.file.serve.allowed_hosts.clone();
     options.sessions = gate.config.session_limits()?;
+    options.release_memory = Some(toolgate_sandbox::release_free_memory);
     if args.dangerous_no_auth {
         options.dangerous_anonymous = Some(Principal::new("anonymous", &args.profile));
     } else if options.tokens.is_empty() {
