@@ -555,7 +555,7 @@ fn a_state_directory_inside_the_workspace_is_out_of_the_models_reach() {
     assert_eq!(written.len(), 3);
     for result in read.iter().chain(&written) {
         assert_eq!(
-            result["structured"]["rejection"]["policies"],
+            result["meta"]["toolgate/evidence"]["policies"],
             json!(["sensitive-toolgate-config"]),
             "{result}"
         );
