@@ -793,7 +793,7 @@ impl Pipeline {
             ))),
             ApprovalResponse::Expired { reason } => Err(Rejection::new(
                 RejectCode::ApprovalExpired,
-                format!("nobody approved `{}` in time: {reason}", tool.entry.name),
+                format!("`{}` waited for approval, and {reason}", tool.entry.name),
             )
             .with_hint(Some(
                 "ask the user whether they still want it before trying again".into(),
