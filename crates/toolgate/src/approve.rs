@@ -64,7 +64,7 @@ impl ApprovalBroker for TerminalBroker {
         }
         if !self.interactive {
             return ApprovalResponse::Unanswered {
-                reason: "standard input is not a terminal, so nobody can be asked".to_owned(),
+                reason: "standard input or standard error is not a terminal".to_owned(),
             };
         }
         let arguments = serde_json::to_string_pretty(&request.arguments).unwrap_or_default();
