@@ -20,7 +20,7 @@
 
 use std::sync::{LazyLock, OnceLock};
 
-use aho_corasick::{AhoCorasick, AhoCorasickKind, MatchKind};
+use aho_corasick::{AhoCorasick, AhoCorasickKind, Input, MatchKind};
 use regex::{Regex, RegexBuilder};
 use serde::Deserialize;
 use serde_json::Value;
@@ -72,11 +72,12 @@ fn own_rules() -> Vec<RuleData> {
             allowlists: Vec::new(),
             generic: false,
         },
-        // `NAME=value` without spaces, as in .env files, shell exports and query strings.
+        // `NAME=value` without spaces, as in .env files, shell exports and query strings. A
+        // backslash ends the value: in JSON text it begins the escape of a line break.
         RuleData {
             id: "toolgate-secret-assignment".to_owned(),
             regex: format!(
-                r#"(?i)(?-u:\b)[A-Z0-9_.-]*{SENSITIVE_NAME}[A-Z0-9_]*=([^\t\n\f\r '"`;=][^\t\n\f\r '"`;]*)"#
+                r#"(?i)(?-u:\b)[A-Z0-9_.-]*{SENSITIVE_NAME}[A-Z0-9_]*=([^\t\n\f\r '"`;=\\][^\t\n\f\r '"`;\\]*)"#
             ),
             secret_group: 1,
             entropy: Some(OWN_ENTROPY),
@@ -213,11 +214,34 @@ pub(crate) struct RuleSet {
     /// gitleaks' `[\w.-]{0,50}?`-style prefixes make its rules slow to run where a keyword
     /// occurs in ordinary text; one pass over all keywords tells which can match at all.
     keywords: AhoCorasick,
+    /// The keywords, lowercased, in the automaton's order.
+    words: Vec<String>,
+    /// The keywords looked for one by one rather than by the automaton.
+    frequent: Vec<usize>,
+    /// For each pattern of the automaton, its keyword.
+    automaton_words: Vec<usize>,
+    /// For each pattern of the automaton, the longer keywords that contain it, with the
+    /// offset it is at.
+    containing: Vec<Vec<(usize, usize)>>,
     /// For each keyword in `keywords`, the rules that name it.
     keyword_rules: Vec<Vec<usize>>,
     /// Rules without keywords, which run on every text.
     always: Vec<usize>,
 }
+
+/// Keywords that occur in most text, of gitleaks' generic rule and toolgate's own.
+const FREQUENT_KEYWORDS: &[&str] = &[
+    "access",
+    "api_key",
+    "apikey",
+    "auth",
+    "credential",
+    "creds",
+    "passwd",
+    "password",
+    "secret",
+    "token",
+];
 
 /// Regular expressions as big as gitleaks' largest need more room than the regex crate's
 /// default; the limit still bounds what a broken data file could cost.
@@ -343,18 +367,49 @@ impl RuleSet {
                 }
             }
         }
-        // Overlapping matches, so that a keyword inside another (`api` in `sk-ant-api03`)
-        // still counts.
+        // Short and generic keywords (`ey`, `key`, `token`) occur in nearly every text; the
+        // automaton would stop at each of them. A substring search for each finds them at
+        // once where they occur, and leaves the automaton the rarer ones.
+        let frequent: Vec<usize> = words
+            .iter()
+            .enumerate()
+            .filter(|(_, word)| word.len() <= 3 || FREQUENT_KEYWORDS.contains(&word.as_str()))
+            .map(|(index, _)| index)
+            .collect();
+        let automaton_words: Vec<usize> = (0..words.len())
+            .filter(|index| !frequent.contains(index))
+            .collect();
         let keywords = AhoCorasick::builder()
-            .ascii_case_insensitive(true)
             .match_kind(MatchKind::Standard)
             .kind(Some(AhoCorasickKind::DFA))
-            .build(&words)
+            .build(automaton_words.iter().filter_map(|index| words.get(*index)))
             .map_err(|err| format!("keywords: {err}"))?;
+        // For each keyword of the automaton, the longer ones of the automaton that contain it
+        // and where.
+        let containing = automaton_words
+            .iter()
+            .filter_map(|index| words.get(*index))
+            .map(|inner| {
+                automaton_words
+                    .iter()
+                    .filter_map(|index| words.get(*index).map(|word| (*index, word)))
+                    .filter(|(_, outer)| outer.len() > inner.len())
+                    .flat_map(|(index, outer)| {
+                        outer
+                            .match_indices(inner.as_str())
+                            .map(move |(offset, _)| (index, offset))
+                    })
+                    .collect()
+            })
+            .collect();
         Ok(Self {
             rules,
             global: Allowlist::new(data.allowlist)?,
             keywords,
+            words,
+            frequent,
+            automaton_words,
+            containing,
             keyword_rules,
             always,
         })
@@ -368,6 +423,11 @@ impl RuleSet {
             .map(|rule| (rule.id.as_str(), rule.regex()))
     }
 
+    /// Whether `text` holds a keyword of any rule.
+    fn mentions_keyword(&self, text: &str) -> bool {
+        self.candidates(text).len() > self.always.len()
+    }
+
     /// The indexes of the rules whose keywords occur in `text`, in rule order.
     fn candidates(&self, text: &str) -> Vec<usize> {
         let mut wanted = vec![false; self.rules.len()];
@@ -377,10 +437,9 @@ impl RuleSet {
             }
         }
         let mut seen = vec![false; self.keyword_rules.len()];
-        for hit in self.keywords.find_overlapping_iter(text) {
-            let word = hit.pattern().as_usize();
+        let mut mark = |word: usize, seen: &mut Vec<bool>| {
             if seen.get(word).copied().unwrap_or(true) {
-                continue;
+                return;
             }
             if let Some(slot) = seen.get_mut(word) {
                 *slot = true;
@@ -390,6 +449,43 @@ impl RuleSet {
                     *slot = true;
                 }
             }
+        };
+        // Earliest-ending matches, each search starting one byte after the last match began:
+        // every keyword that occurs is then either found itself or contains one found, which
+        // `containing` checks in place. Cheaper than an overlapping search, which must stop
+        // at every state on the way.
+        let lowered = text.to_ascii_lowercase();
+        for word in &self.frequent {
+            if self
+                .words
+                .get(*word)
+                .is_some_and(|w| lowered.contains(w.as_str()))
+            {
+                mark(*word, &mut seen);
+            }
+        }
+        let bytes = lowered.as_bytes();
+        let mut at = 0;
+        while at < bytes.len() {
+            let Some(hit) = self.keywords.find(Input::new(bytes).span(at..bytes.len())) else {
+                break;
+            };
+            let pattern = hit.pattern().as_usize();
+            if let Some(word) = self.automaton_words.get(pattern) {
+                mark(*word, &mut seen);
+            }
+            for (outer, offset) in self.containing.get(pattern).into_iter().flatten() {
+                let outer_word = self.words.get(*outer).map_or(&[][..], |w| w.as_bytes());
+                let occurs = hit
+                    .start()
+                    .checked_sub(*offset)
+                    .and_then(|start| bytes.get(start..start + outer_word.len()))
+                    .is_some_and(|found| found == outer_word);
+                if occurs {
+                    mark(*outer, &mut seen);
+                }
+            }
+            at = hit.start() + 1;
         }
         wanted
             .iter()
@@ -611,13 +707,49 @@ pub fn redact_string(text: &mut String) -> usize {
     count
 }
 
+/// Redacts a string under a name that can make it a secret (`"aws_secret_access_key": "…"`)
+/// as the text `"name": "value"` it stands for: most rules need the name to tell a key from
+/// any other long string. Returns the number of secrets.
+fn redact_named(key: &str, value: &mut String) -> usize {
+    let Ok(rules) = rule_set() else {
+        return 0;
+    };
+    if !rules.mentions_keyword(key) {
+        return 0;
+    }
+    let (Ok(key_json), Ok(value_json)) = (serde_json::to_string(key), serde_json::to_string(value))
+    else {
+        return 0;
+    };
+    let prefix = format!("{key_json}: ");
+    let (Some(redacted), found) = redact_text(&format!("{prefix}{value_json}")) else {
+        return 0;
+    };
+    // The replacement lies inside the quotes, or took them with it: then the whole value goes.
+    let replaced = redacted
+        .strip_prefix(&prefix)
+        .and_then(|rest| serde_json::from_str::<String>(rest).ok())
+        .unwrap_or_else(|| MARKER.to_owned());
+    if replaced == *value {
+        return 0;
+    }
+    *value = replaced;
+    found
+}
+
 /// Redacts every string in `value`, keys included; returns the number of secrets.
 pub fn redact_value(value: &mut Value) -> usize {
     match value {
         Value::String(text) => redact_string(text),
         Value::Array(items) => items.iter_mut().map(redact_value).sum(),
         Value::Object(map) => {
-            let mut count: usize = map.values_mut().map(redact_value).sum();
+            let mut count: usize = map
+                .iter_mut()
+                .map(|(key, item)| match item {
+                    Value::String(text) => redact_string(text) + redact_named(key, text),
+                    other => redact_value(other),
+                })
+                .sum();
             // Keys rarely hold secrets; rename only those that do.
             let renames: Vec<(String, String, usize)> = map
                 .keys()
@@ -749,6 +881,20 @@ mod tests {
             }
         }
         assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    }
+
+    #[test]
+    fn a_value_is_read_with_its_name() {
+        let mut value = json!({
+            "aws_secret_access_key": "m6aY4WSVvdG4BAVYrsh7sQc8RxjZNLxBQkkDau4k",
+            "read_token": "allowed",
+            "note": "m6aY4WSVvdG4BAVYrsh7sQc8RxjZNLxBQkkDau4k",
+        });
+        assert_eq!(redact_value(&mut value), 1);
+        assert_eq!(value["aws_secret_access_key"], "[REDACTED]");
+        assert_eq!(value["read_token"], "allowed");
+        // Without a name, a long string is only a long string.
+        assert_eq!(value["note"], "m6aY4WSVvdG4BAVYrsh7sQc8RxjZNLxBQkkDau4k");
     }
 
     #[test]

@@ -5,6 +5,13 @@
 //! The generated corpus prints its seed when it fails; `REDACTION_SEED=<seed>` runs the same
 //! samples again.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
+
 use std::path::Path;
 
 use rand::rngs::StdRng;
