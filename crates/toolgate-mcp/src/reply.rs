@@ -52,10 +52,11 @@ fn lean(outcome: &Outcome) -> Value {
     let mut lean = Map::new();
     let status = serde_json::to_value(outcome.status).unwrap_or(Value::Null);
     lean.insert("status".to_owned(), status);
-    lean.insert(
-        "executed".to_owned(),
-        Value::Bool(outcome.status == Status::Failed),
-    );
+    // Whether the tool ran, as stage 7's time says: a rejection never has one, nor does a
+    // refusal that became a failure because it could not be recorded.
+    let executed =
+        outcome.status != Status::Rejected && outcome.evidence.durations_ns.contains_key("execute");
+    lean.insert("executed".to_owned(), Value::Bool(executed));
     if let Some(rejection) = &outcome.rejection {
         let mut said = json!({
             "stage": rejection.stage,
