@@ -239,10 +239,6 @@ pub struct Printed {
 }
 
 /// Prints `outcome` as [`Printed`] says, or as JSON.
-#[allow(
-    dead_code,
-    reason = "`main` prints the outcome of `call` through it once it is wired there"
-)]
 pub fn print_call(outcome: &Outcome, as_json: bool) -> anyhow::Result<()> {
     use std::io::Write as _;
     if as_json {

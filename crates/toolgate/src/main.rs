@@ -20,7 +20,7 @@ use std::sync::Arc;
 
 use clap::Parser;
 use serde_json::json;
-use toolgate_core::{NormalizeBounds, Outcome, RawArguments, RawCall, Status};
+use toolgate_core::{NormalizeBounds, RawArguments, RawCall, Status};
 
 use crate::cli::{CallArgs, Cli, Command, ToolsCommand};
 use crate::config::Config;
@@ -147,27 +147,12 @@ fn call(args: &CallArgs) -> anyhow::Result<u8> {
     };
     let pipeline = gate.pipeline(&workspace, Arc::new(approve::TerminalBroker::new(prompt)));
     let outcome = pipeline.run(raw_call(args, &gate.config.bounds())?);
-    print_outcome(&outcome, args.json)?;
+    cli::print_call(&outcome, args.json)?;
     Ok(match outcome.status {
         Status::Completed => EXIT_COMPLETED,
         Status::Failed => EXIT_FAILED,
         Status::Rejected => EXIT_REJECTED,
     })
-}
-
-fn print_outcome(outcome: &Outcome, as_json: bool) -> anyhow::Result<()> {
-    if as_json {
-        println!("{}", serde_json::to_string_pretty(outcome)?);
-        return Ok(());
-    }
-    match (&outcome.output, outcome.status) {
-        (Some(output), Status::Completed) => println!("{}", serde_json::to_string_pretty(output)?),
-        _ => eprintln!("toolgate: {}", outcome.summary()),
-    }
-    for unknown in &outcome.unknowns {
-        eprintln!("toolgate: unknown: {unknown}");
-    }
-    Ok(())
 }
 
 fn explain(args: &CallArgs) -> anyhow::Result<u8> {

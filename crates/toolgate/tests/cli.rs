@@ -232,6 +232,46 @@ fn the_outcome_is_json_only_with_json() {
 }
 
 #[test]
+fn completed_calls_print_for_a_person() {
+    let fx = Fixture::new();
+    let ws = fx.workspace();
+    let (code, stdout, stderr) = call_for_a_person(&ws, "read_file", r#"{"path": "a.txt"}"#);
+    assert_eq!(
+        (code, stdout.as_str(), stderr.as_str()),
+        (0, "alpha\nbeta\ngamma\n", "")
+    );
+    let (code, stdout, stderr) = call_for_a_person(
+        &ws,
+        "read_file",
+        r#"{"path": "a.txt", "offset": 2, "limit": 1}"#,
+    );
+    assert_eq!((code, stdout.as_str()), (0, "beta\n"));
+    assert_eq!(stderr, "toolgate: a.txt lines 2-2 of 3\n");
+    let (code, stdout, _) = call_for_a_person(&ws, "list_dir", "{}");
+    assert_eq!(code, 0);
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert!(
+        lines.contains(&"a.txt") && lines.contains(&"src/"),
+        "{stdout}"
+    );
+    let (code, stdout, _) = call_for_a_person(&ws, "search_text", r#"{"pattern": "fn answer"}"#);
+    assert_eq!(
+        (code, stdout.as_str()),
+        (0, "src/lib.rs:1:pub fn answer() -> u32 {\n")
+    );
+}
+
+#[test]
+fn the_readme_first_call_prints_the_first_lines() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let readme = fs::read_to_string(root.join("README.md")).unwrap();
+    let first: String = readme.split_inclusive('\n').take(5).collect();
+    let (code, stdout, _) =
+        call_for_a_person(&root, "read_file", r#"{"path": "README.md", "limit": 5}"#);
+    assert_eq!((code, stdout), (0, first));
+}
+
+#[test]
 fn secrets_in_output_are_redacted_and_counted() {
     let fx = Fixture::new();
     fs::write(fx.workspace().join("settings.ini"), "API_KEY=supersecret\n").unwrap();
