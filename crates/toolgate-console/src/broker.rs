@@ -495,6 +495,10 @@ impl ConsoleBroker {
 }
 
 impl ApprovalBroker for ConsoleBroker {
+    fn has_room(&self) -> bool {
+        self.lock().len() < MAX_PENDING
+    }
+
     fn request(&self, request: &ApprovalRequest) -> ApprovalResponse {
         let id = match Secret::generate() {
             Ok(secret) => secret.expose().chars().take(32).collect::<String>(),
@@ -1108,8 +1112,11 @@ mod tests {
         let b = broker(Duration::from_secs(60));
         let req = request("write_file", EffectClass::LocalWrite, GrantScope::Once);
         for n in 0..MAX_PENDING {
+            assert!(b.has_room());
             pend(&b, &format!("r{n}"), &req, None);
         }
+        // A full console is not a wait: the pipeline tells the transport none.
+        assert!(!b.has_room());
         let started = Instant::now();
         let response = b.request(&req);
         assert!(

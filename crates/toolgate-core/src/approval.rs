@@ -130,6 +130,13 @@ pub trait ApprovalBroker: Send + Sync + std::fmt::Debug {
     /// The ledger that holds this broker's grants; `None` for a broker that never grants.
     fn ledger(&self) -> Option<&GrantLedger>;
 
+    /// Whether a request made now would wait for a person, rather than be answered at once
+    /// because the broker has no room for another; a transport told of a wait that never
+    /// comes would promise the model one.
+    fn has_room(&self) -> bool {
+        true
+    }
+
     /// Redeems `grant` for `digest` immediately before execution. Without a ledger every
     /// grant is unknown.
     fn redeem(

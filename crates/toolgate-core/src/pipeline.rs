@@ -778,7 +778,7 @@ impl Pipeline {
         {
             return Ok((grant, request.digest));
         }
-        let approver = self.broker.ledger().is_some();
+        let approver = self.broker.ledger().is_some() && self.broker.has_room();
         if approver {
             awaiting(&request.call_id);
         }
