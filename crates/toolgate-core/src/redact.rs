@@ -778,12 +778,8 @@ mod tests {
     /// (input, expected output, secrets found)
     const CASES: &[(&str, &str, usize)] = &[
         ("key AKIA2OGYBAH6TPLQZR7M here", "key [REDACTED] here", 1),
-        // AWS's documentation key, which gitleaks allows on purpose.
-        (
-            "key AKIAIOSFODNN7EXAMPLE here",
-            "key AKIAIOSFODNN7EXAMPLE here",
-            0,
-        ),
+        // AWS's documentation key: gitleaks allows it, toolgate redacts it like any key.
+        ("key AKIAIOSFODNN7EXAMPLE here", "key [REDACTED] here", 1),
         ("ghp_0123456789abcdefghijABCDEFGHIJ012345", "[REDACTED]", 1),
         (
             "github_pat_11ABCDEFG0Qx7rT2mZ9kLw_4nVb8sYp1cHd6jFg3uRe5oTi0aXz7qWm2kLn9bVc4xZs8dFh1jGk6lPo3iU",
