@@ -6,10 +6,11 @@
 //! gitleaks leaves to file scanning: private-key blocks cut off by truncation, and short
 //! values assigned to names such as `password` or `token`.
 //!
-//! One Aho-Corasick pass over the text finds the rules' keywords (case-insensitively, as
-//! gitleaks does over lowercased text); only rules whose keyword occurs run their regular
-//! expression, each compiled the first time it is needed, so text without secrets — nearly all
-//! of it — costs one pass. A match counts when its secret clears the rule's entropy threshold
+//! The text is lowercased, as gitleaks does, and one Aho-Corasick pass finds the rarer
+//! keywords while a substring search finds each of the few common ones (`key`, `token`,
+//! `s.`); only rules whose keyword occurs run their regular expression, each compiled the
+//! first time it is needed, so start-up stays fast and most text meets few rules. Gitleaks'
+//! generic rules still run wherever a common keyword occurs. A match counts when its secret clears the rule's entropy threshold
 //! and no allowlist holds, as in gitleaks. toolgate's own `sha256:` digests, git object ids
 //! and UUIDs are never redacted on their own or as the value of a generic assignment; only a
 //! provider rule that names the provider (`HEROKU_API_KEY=<uuid>`) redacts one.
