@@ -160,6 +160,19 @@ impl ExecContext {
     }
 }
 
+/// Replaces secrets in everything a rejection says; the number replaced.
+fn redact_rejection(rejection: &mut Rejection) -> usize {
+    redact_string(&mut rejection.message)
+        + rejection.hint.as_mut().map_or(0, redact_string)
+        + rejection
+            .details
+            .iter_mut()
+            .map(|detail| {
+                redact_string(&mut detail.message) + detail.hint.as_mut().map_or(0, redact_string)
+            })
+            .sum::<usize>()
+}
+
 /// Evidence gathered as a call moves through the stages.
 #[derive(Debug, Clone)]
 struct Trace {
@@ -912,7 +925,7 @@ impl Pipeline {
     /// Stage 8: the outcome, redacted and bounded, with evidence.
     pub fn describe(&self, result: Result<Executed, Stopped>) -> Outcome {
         let started = Instant::now();
-        let (mut status, rejection, mut output, mut error, mut trace, truncated, mut unknowns) =
+        let (mut status, mut rejection, mut output, mut error, mut trace, truncated, mut unknowns) =
             match result {
                 Err(Stopped { rejection, trace }) => (
                     Status::Rejected,
@@ -953,8 +966,12 @@ impl Pipeline {
             };
         // Resources are evidence, and evidence is kept: a secret-shaped path is hidden too.
         let mut resources = std::mem::take(&mut trace.resources);
+        // What a refusal or failure says can quote the tool or the arguments: it is output
+        // too, for the model, the console and the audit log alike.
         let redactions = output.as_mut().map_or(0, redact_value)
             + error.as_mut().map_or(0, |e| redact_string(&mut e.message))
+            + rejection.as_mut().map_or(0, redact_rejection)
+            + unknowns.iter_mut().map(redact_string).sum::<usize>()
             + resources.iter_mut().map(redact_string).sum::<usize>();
         let output_bytes = output.as_ref().map_or(0, json_len);
         let limit = trace

@@ -192,3 +192,51 @@ fn an_upstream_results_keys_reach_neither_client_nor_audit_log() {
     assert!(!state.is_empty(), "toolgate wrote no state");
     assert_no_key("toolgate's state directory", &state, &keys);
 }
+
+#[test]
+fn a_refusal_that_quotes_a_key_passes_it_neither_to_the_model_nor_to_the_audit_log() {
+    let setup = Setup::new();
+    let ws = setup.path("ws");
+    fs::write(ws.join("notes.txt"), "hello\n").unwrap();
+    // A fresh key each run, of GitHub's shape, in an argument the schema refuses: the
+    // validator's message quotes the value.
+    let alphabet: Vec<char> = ('a'..='z').chain('A'..='Z').chain('0'..='9').collect();
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    let body: String = (0..36u128)
+        .map(|i| {
+            let n = (seed
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(i * 1_442_695_040_888_963_407)
+                >> 17) as usize;
+            alphabet[n % alphabet.len()]
+        })
+        .collect();
+    let key = format!("ghp_{body}");
+    let arguments = json!({"path": "notes.txt", "limit": key}).to_string();
+    let out = setup.toolgate(&[
+        "call",
+        "--workspace",
+        ws.to_str().unwrap(),
+        "--tool",
+        "read_file",
+        "--args",
+        &arguments,
+        "--json",
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let outcome: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(outcome["status"], "rejected", "{stdout}");
+    assert!(
+        outcome["rejection"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("[REDACTED]"),
+        "{stdout}"
+    );
+    let keys = [key];
+    assert_no_key("the refusal", &stdout, &keys);
+    assert_no_key("toolgate's state directory", &setup.state_text(), &keys);
+}
