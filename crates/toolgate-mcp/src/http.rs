@@ -49,6 +49,12 @@ use sessions::{Holder, Refusal, Reservation, SessionLedger};
 pub const MCP_PATH: &str = "/mcp";
 const SESSION_HEADER: &str = "mcp-session-id";
 
+/// The most connections served at once. Sessions are limited per token, but a connection
+/// costs a descriptor before anyone is known, and a 2026-07-28 client's stateless requests
+/// (a `subscriptions/listen` stream among them) belong to no session: this bounds them all,
+/// whoever opens them.
+pub const MAX_CONNECTIONS: usize = 512;
+
 type Body = BoxBody<Bytes, Infallible>;
 
 /// Why the HTTP server would not start or stopped.
@@ -209,6 +215,7 @@ pub async fn serve_http(
         ledger,
         mcp,
     });
+    let connections = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     loop {
         let accepted = tokio::select! {
             accepted = listener.accept() => accepted,
@@ -228,8 +235,13 @@ pub async fn serve_http(
                 continue;
             }
         };
+        let Ok(permit) = Arc::clone(&connections).try_acquire_owned() else {
+            tokio::spawn(refuse_busy(stream));
+            continue;
+        };
         let front = Arc::clone(&front);
         tokio::spawn(async move {
+            let _permit = permit;
             let service = hyper::service::service_fn(move |request| {
                 let front = Arc::clone(&front);
                 async move { Ok::<_, Infallible>(front.handle(request).await) }
@@ -241,6 +253,25 @@ pub async fn serve_http(
                 .await;
         });
     }
+}
+
+/// Answers a connection over [`MAX_CONNECTIONS`] with a 503 and closes it, without reading
+/// the request: a JSON-RPC error with no id, since none was read.
+async fn refuse_busy(mut stream: tokio::net::TcpStream) {
+    use tokio::io::AsyncWriteExt as _;
+    let body = format!(
+        r#"{{"jsonrpc":"2.0","id":null,"error":{{"code":-32000,"message":"toolgate serves {MAX_CONNECTIONS} connections at once and all are open; close connections no longer needed, or retry shortly"}}}}"#
+    );
+    let response = format!(
+        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nretry-after: 1\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let answer = async {
+        stream.write_all(response.as_bytes()).await?;
+        stream.shutdown().await
+    };
+    // A client that does not take the answer within a second gets the connection closed.
+    let _ = tokio::time::timeout(Duration::from_secs(1), answer).await;
 }
 
 /// The checks in front of rmcp's service.

@@ -486,3 +486,49 @@ fn unusable_session_settings_stop_serve_at_their_line() {
         assert!(!stderr.contains("serving MCP"), "{stderr}");
     }
 }
+
+#[test]
+fn connections_beyond_the_limit_are_answered_503_and_the_server_serves_on() {
+    let server = Server::start(&config(""));
+    // Connections that never send a request, as many as the server serves at once: whoever
+    // opens them needs no token.
+    let held: Vec<TcpStream> = (0..512)
+        .map(|_| TcpStream::connect(server.addr).unwrap())
+        .collect();
+    // Wait until the server has accepted them all: the next connection is refused with a 503.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let answer = loop {
+        let mut extra = TcpStream::connect(server.addr).unwrap();
+        extra
+            .set_read_timeout(Some(Duration::from_millis(500)))
+            .unwrap();
+        let mut answer = String::new();
+        let _ = extra.read_to_string(&mut answer);
+        if !answer.is_empty() || Instant::now() > deadline {
+            break answer;
+        }
+    };
+    assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
+    let body = answer.split("\r\n\r\n").nth(1).unwrap();
+    let error: Value = serde_json::from_str(body).unwrap();
+    assert_eq!(error["error"]["code"], -32000, "{body}");
+    assert!(
+        error["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("512 connections"),
+        "{body}"
+    );
+    // Closed, they free their places.
+    drop(held);
+    let alice = server.as_token(TOKEN_ALICE);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let reply = alice.initialize();
+        if reply.status == 200 || Instant::now() > deadline {
+            assert_eq!(reply.status, 200, "{reply:?}");
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
