@@ -276,7 +276,11 @@ fn secrets_in_output_are_redacted_and_counted() {
     let fx = Fixture::new();
     // A value of a key's shape; a plain word (`API_KEY=changeme`) names a placeholder and
     // stays, as it does for gitleaks.
-    fs::write(fx.workspace().join("settings.ini"), "API_KEY=q7Rz2Kp9wXv4Lm8T\n").unwrap();
+    fs::write(
+        fx.workspace().join("settings.ini"),
+        "API_KEY=q7Rz2Kp9wXv4Lm8T\n",
+    )
+    .unwrap();
     let (code, outcome, _) = call(
         &fx.workspace(),
         "read_file",
