@@ -73,12 +73,14 @@ fn own_rules() -> Vec<RuleData> {
             allowlists: Vec::new(),
             generic: false,
         },
-        // `NAME=value` without spaces, as in .env files, shell exports and query strings. A
+        // `NAME=value`, as in .env files, shell exports and query strings, and `name = value`
+        // as in INI and TOML files and logs: there gitleaks' generic rule alone would decide,
+        // and its stop words let through a random key that happens to hold a word. A
         // backslash ends the value: in JSON text it begins the escape of a line break.
         RuleData {
             id: "toolgate-secret-assignment".to_owned(),
             regex: format!(
-                r#"(?i)(?-u:\b)[A-Z0-9_.-]*{SENSITIVE_NAME}[A-Z0-9_]*=([^\t\n\f\r '"`;=\\][^\t\n\f\r '"`;\\]*)"#
+                r#"(?i)(?-u:\b)[A-Z0-9_.-]*{SENSITIVE_NAME}[A-Z0-9_]*[\t ]*=[\t ]*([^\t\n\f\r '"`;=\\][^\t\n\f\r '"`;\\]*)"#
             ),
             secret_group: 1,
             entropy: Some(OWN_ENTROPY),
@@ -126,7 +128,7 @@ fn plain_word_allowlist() -> AllowlistData {
         target: Target::Secret,
         regexes: vec![
             r"^[A-Za-z_.-]+$".to_owned(),
-            r"^[A-Za-z_][A-Za-z0-9_.:]*\(".to_owned(),
+            r"^[A-Za-z_][A-Za-z0-9_.:]*!?[(\[]".to_owned(),
             r"^&[A-Za-z_'][A-Za-z0-9_:]*[),]?$|^[A-Za-z_][A-Za-z0-9_:]*<".to_owned(),
             r"^[0-9.x*~^<>=v| ,-]*[0-9]\.[0-9.x*~^<>=v| ,-]*$".to_owned(),
             r"^\{[A-Za-z0-9_.:]*\}$".to_owned(),
@@ -782,6 +784,24 @@ mod tests {
         // AWS's documentation key: gitleaks allows it, toolgate redacts it like any key.
         ("key AKIAIOSFODNN7EXAMPLE here", "key [REDACTED] here", 1),
         ("ghp_0123456789abcdefghijABCDEFGHIJ012345", "[REDACTED]", 1),
+        // A random key that holds one of gitleaks' stop words (`idea`), assigned with spaces:
+        // gitleaks' generic rule lets it through; toolgate's own assignment rule does not.
+        (
+            "aws_secret_access_key = j8bxN/P01AzIR2svIDea7Op+RinM57ElsBvL4QzJ",
+            "aws_secret_access_key = [REDACTED]",
+            1,
+        ),
+        ("password = hunter2", "password = [REDACTED]", 1),
+        (
+            "let token = format!(\"{a}{b}\");",
+            "let token = format!(\"{a}{b}\");",
+            0,
+        ),
+        (
+            "api_key = os.environ[\"API_KEY\"]",
+            "api_key = os.environ[\"API_KEY\"]",
+            0,
+        ),
         (
             "github_pat_11ABCDEFG0Qx7rT2mZ9kLw_4nVb8sYp1cHd6jFg3uRe5oTi0aXz7qWm2kLn9bVc4xZs8dFh1jGk6lPo3iU",
             "[REDACTED]",
