@@ -302,13 +302,27 @@ fn every_rule_family_is_redacted_in_a_fresh_generated_corpus() {
 
 #[test]
 fn benign_corpus_is_left_byte_for_byte() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/corpus/redaction/benign");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let dir = root.join("tests/corpus/redaction/benign");
     let mut files: Vec<_> = std::fs::read_dir(&dir)
         .unwrap()
         .map(|entry| entry.unwrap().path())
         .collect();
     files.sort();
-    assert!(files.len() >= 8, "benign corpus: {} files", files.len());
+    assert!(files.len() >= 4, "benign corpus: {} files", files.len());
+    // Real files of this repository, read where they are rather than copied: lockfiles full
+    // of digests, and source that talks of tokens, secrets and keys without holding any.
+    files.extend(
+        [
+            "Cargo.lock",
+            "tests/deps/package-lock.json",
+            "crates/toolgate-core/src/approval.rs",
+            "crates/toolgate-core/src/sensitive.rs",
+            "crates/toolgate-audit/src/chain.rs",
+            "crates/toolgate-tools/src/git.rs",
+        ]
+        .map(|path| root.join(path)),
+    );
     let mut changed = Vec::new();
     for file in &files {
         let text = std::fs::read_to_string(file).unwrap();
