@@ -13,6 +13,8 @@
 )]
 
 use std::fs;
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -204,4 +206,24 @@ pub fn repo_read() -> String {
         "read = [{}]\n",
         serde_json::to_string(&root().display().to_string()).unwrap()
     )
+}
+
+/// The address `toolgate serve --http` announced on its standard error (which must be piped),
+/// and the lines it printed before; the rest of its standard error is read and dropped, so the
+/// server never blocks on a full pipe.
+pub fn http_address(child: &mut Child) -> (SocketAddr, Vec<String>) {
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let mut banner = Vec::new();
+    let addr = loop {
+        let line = lines
+            .next()
+            .unwrap_or_else(|| panic!("the server stopped: {banner:?}"))
+            .unwrap();
+        if let Some(rest) = line.strip_prefix("toolgate: serving MCP at http://") {
+            break rest.trim_end_matches("/mcp").parse().unwrap();
+        }
+        banner.push(line);
+    };
+    std::thread::spawn(move || lines.for_each(drop));
+    (addr, banner)
 }

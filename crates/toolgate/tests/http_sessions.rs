@@ -15,7 +15,7 @@
 mod clients;
 
 use std::fs;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -72,19 +72,7 @@ impl Server {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-        let mut banner = Vec::new();
-        let addr = loop {
-            let line = lines
-                .next()
-                .unwrap_or_else(|| panic!("the server stopped: {banner:?}"))
-                .unwrap();
-            if let Some(rest) = line.strip_prefix("toolgate: serving MCP at http://") {
-                break rest.trim_end_matches("/mcp").parse().unwrap();
-            }
-            banner.push(line);
-        };
-        std::thread::spawn(move || lines.for_each(drop));
+        let (addr, _) = clients::http_address(&mut child);
         Server {
             child,
             addr,

@@ -647,19 +647,7 @@ impl HttpServer {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-        let mut banner = Vec::new();
-        let addr = loop {
-            let line = lines
-                .next()
-                .unwrap_or_else(|| panic!("the server stopped: {banner:?}"))
-                .unwrap();
-            if let Some(rest) = line.strip_prefix("toolgate: serving MCP at http://") {
-                break rest.trim_end_matches("/mcp").parse().unwrap();
-            }
-            banner.push(line);
-        };
-        std::thread::spawn(move || lines.for_each(drop));
+        let (addr, banner) = http_address(&mut child);
         HttpServer {
             child,
             addr,

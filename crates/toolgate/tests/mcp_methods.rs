@@ -391,17 +391,7 @@ impl HttpServer {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-        let addr = loop {
-            let line = lines
-                .next()
-                .expect("the server printed its address")
-                .unwrap();
-            if let Some(rest) = line.strip_prefix("toolgate: serving MCP at http://") {
-                break rest.trim_end_matches("/mcp").parse().unwrap();
-            }
-        };
-        std::thread::spawn(move || lines.for_each(drop));
+        let (addr, _) = http_address(&mut child);
         HttpServer { child, addr }
     }
 
