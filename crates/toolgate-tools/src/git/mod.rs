@@ -1,0 +1,288 @@
+//! `git_status` and `git_diff`: the workspace root's own git repository, read in process with
+//! gix. No `git` process is ever started.
+//!
+//! What gix may touch, and why that keeps the tools read-only and inside the workspace:
+//!
+//! - Only the repository whose `.git` *directory* sits at the workspace root is opened. A
+//!   `.git` file (a linked worktree, a submodule) or link points elsewhere and is refused
+//!   rather than followed out of the workspace; so is a repository whose working tree is not
+//!   the workspace root.
+//! - Configuration is read in isolation: the repository's own file only, no global or system
+//!   file, no environment. And no configuration section is trusted to name a program, so no
+//!   filter driver, diff driver or helper can run.
+//! - gix reads the index and the object database under `.git` by path, and, to decide whether
+//!   a tracked file changed, it stats and hashes worktree files itself (refusing any path that
+//!   goes through a symbolic link). Only names and hashes come out of that.
+//! - Everything `git_diff` *shows* from the worktree is read through [`Workspace`]: file
+//!   contents with [`Workspace::read_file`], a tracked link as its link text, never followed.
+//! - What either tool shows is what the pipeline's sensitivity lets it show, as for the
+//!   walkers ([`Sensitivity::visibility`]): nothing in a sensitive directory (`.ssh`,
+//!   toolgate's state directory) is listed, counted or diffed — a rename out of one is an
+//!   addition, a rename into one the deletion of its source — and a sensitive file is listed
+//!   with the rule that hides it, never read. A link counts as where it leads, and so does a
+//!   tracked link's text.
+//! - Neither tool writes: the index gix would refresh (stat information) is left as it is.
+
+mod diff;
+mod render;
+mod repository;
+mod status;
+
+use std::sync::Arc;
+
+use serde_json::{Map, Value, json};
+use toolgate_core::sensitive::Visibility;
+use toolgate_core::{
+    Authorized, Classification, Descriptor, ExecContext, Executor, FieldError, ToolError,
+    ToolOutput,
+};
+use toolgate_workspace::Workspace;
+
+use crate::{Builtin, ENVELOPE_BYTES, bool_argument, path_argument, read_only_entry, stopped};
+
+use diff::{FileChange, in_scope, staged_changes, unstaged_changes, withhold_change};
+use render::{ContentReader, DiffText, render};
+use repository::{git_error, hidden_pathspecs, open_repository, visibility, with_interrupt};
+use status::{head_state, status_entries, withhold_entries};
+
+pub(crate) const STATUS_NAME: &str = "git_status";
+pub(crate) const DIFF_NAME: &str = "git_diff";
+
+const STATUS_DESCRIPTION: &str = "Show the state of the workspace's git repository, like `git \
+status`: the current branch and every path that differs from it. Read-only: it changes no \
+file and not the index, and runs no git command. `branch` is the checked-out branch (null when \
+HEAD is detached), `commit` the commit HEAD points to (null before the first commit). Each of \
+`entries` has a workspace-relative `path`, an `index_status` (staged for the next commit: \
+`added`, `modified`, `deleted`, `renamed` with the `old_path` it came from, `type_changed`, or \
+`unmodified`) and a `worktree_status` (changed in the working tree but not staged: \
+`modified`, `deleted`, `type_changed`, `added` for intent-to-add, or `unmodified`). Untracked \
+paths have both set to `untracked`; an untracked directory is listed once, as `dir/`. Merge \
+conflicts are `conflicted`. Ignored files are not listed, nor are directories that hold \
+secrets or toolgate's own state (`.ssh`, `.aws`); submodules are not inspected. \
+Entries are sorted by path; `entries_total` counts them all, and `truncated: true` means fewer \
+were returned. `clean: true` means nothing changed and nothing is untracked. To see the changes \
+themselves use `git_diff`. Only the repository whose `.git` directory is at \
+the workspace root is read; without one the error is `not_a_repository`.";
+
+const DIFF_DESCRIPTION: &str = "Show the changes in the workspace's git repository as a unified \
+diff, like `git diff`. By default it compares the working tree with the index (changes not yet \
+staged); with `staged: true` it compares the index with HEAD (what the next commit would \
+contain). Read-only: it changes nothing and runs no git command. `path` narrows it to one file \
+or directory, relative to the workspace root (`src` or `src/main.rs`). In the result, `files` \
+lists every changed file with its `status` (`added`, `modified`, `deleted`, `renamed` or \
+`copied` with `old_path`, `type_changed`, `unmerged`) and its `added` and `removed` line \
+counts; `binary: true` files show only a \"Binary files … differ\" line, files over 8 MiB are \
+marked `too_large`, and files that commonly hold secrets (`.env`, keys, …) are listed with \
+`omitted` (the rule that hides them) and never shown. `diff` holds the unified diff text. \
+`files_total` counts every changed file; `truncated: true` means the text was cut at a line \
+boundary or fewer files were listed: call again with a `path` to see the rest. Untracked files are not diffed; `git_status` lists them.";
+
+pub(crate) fn status_builtin(workspace: Arc<Workspace>) -> Builtin {
+    let schema = json!({
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "type": "object",
+        "properties": {},
+        "required": [],
+        "additionalProperties": false
+    });
+    let mut descriptor = Descriptor::new(STATUS_NAME, STATUS_DESCRIPTION, schema);
+    descriptor.title = Some("Show the git status".to_owned());
+    Builtin {
+        descriptor,
+        entry: read_only_entry(STATUS_NAME, "git_read", 512 * 1024),
+        executor: Arc::new(GitStatus { workspace }),
+    }
+}
+
+pub(crate) fn diff_builtin(workspace: Arc<Workspace>) -> Builtin {
+    let schema = json!({
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "type": "object",
+        "properties": {
+            "path": {
+                "type": "string",
+                "maxLength": 4096,
+                "description": "A file or directory to limit the diff to, relative to the workspace root (`src/main.rs`, `src`). Default: the whole repository."
+            },
+            "staged": {
+                "type": "boolean",
+                "description": "`true` to diff the index against HEAD (staged changes) instead of the working tree against the index. Default false."
+            }
+        },
+        "required": [],
+        "additionalProperties": false
+    });
+    let mut descriptor = Descriptor::new(DIFF_NAME, DIFF_DESCRIPTION, schema);
+    descriptor.title = Some("Show a git diff".to_owned());
+    Builtin {
+        descriptor,
+        // Diff text is escaped as JSON, like read_file's content; the same generous limit.
+        entry: read_only_entry(DIFF_NAME, "git_read", 1024 * 1024),
+        executor: Arc::new(GitDiff { workspace }),
+    }
+}
+
+/// The executor for `git_status`.
+#[derive(Debug)]
+pub struct GitStatus {
+    workspace: Arc<Workspace>,
+}
+
+/// The executor for `git_diff`.
+#[derive(Debug)]
+pub struct GitDiff {
+    workspace: Arc<Workspace>,
+}
+
+impl Executor for GitStatus {
+    fn classify(&self, arguments: &Map<String, Value>) -> Classification {
+        // The whole workspace: no `path` argument means the root.
+        path_argument::classify(&self.workspace, arguments, "path")
+    }
+
+    fn execute(&self, call: &Authorized, cx: &ExecContext) -> Result<ToolOutput, ToolError> {
+        let repo = open_repository(&self.workspace)?;
+        let head = head_state(&repo, &self.workspace)?;
+        let entries = with_interrupt(cx, |interrupt| {
+            status_entries(&repo, hidden_pathspecs(cx.sensitivity()), interrupt)
+        })
+        .map_err(|e| git_error(&self.workspace, cx, &e))?;
+        if cx.should_stop() {
+            return Err(stopped(cx));
+        }
+        let entries = withhold_entries(entries, |path| {
+            visibility(&self.workspace, cx.sensitivity(), path) == Visibility::Hidden
+        });
+
+        let total = entries.len();
+        let max_results = call.limits().max_results;
+        let budget = call
+            .limits()
+            .max_output_bytes
+            .saturating_sub(ENVELOPE_BYTES);
+        let mut used = 2usize;
+        let mut listed = Vec::new();
+        for entry in entries.into_values() {
+            let item = entry.to_json();
+            let cost = value_len(&item) + 1;
+            if listed.len() == max_results || used + cost > budget {
+                break;
+            }
+            used += cost;
+            listed.push(item);
+        }
+        let truncated = listed.len() < total;
+        let output = json!({
+            "branch": head.branch,
+            "commit": head.commit,
+            "detached": head.detached,
+            "clean": total == 0,
+            "entries": listed,
+            "entries_total": total,
+            "truncated": truncated,
+        });
+        Ok(ToolOutput::new(output).truncated(truncated))
+    }
+}
+
+impl Executor for GitDiff {
+    fn check(&self, arguments: &Map<String, Value>) -> Vec<FieldError> {
+        path_argument::check(&self.workspace, arguments, "path")
+    }
+
+    fn classify(&self, arguments: &Map<String, Value>) -> Classification {
+        path_argument::classify(&self.workspace, arguments, "path")
+    }
+
+    fn execute(&self, call: &Authorized, cx: &ExecContext) -> Result<ToolOutput, ToolError> {
+        let arguments = call.arguments();
+        let staged = bool_argument(arguments, "staged").unwrap_or(false);
+        let scope = path_argument::rel(&self.workspace, arguments, "path")?;
+        let repo = open_repository(&self.workspace)?;
+        let changes = with_interrupt(cx, |interrupt| {
+            if staged {
+                staged_changes(&repo, interrupt)
+            } else {
+                unstaged_changes(&repo, hidden_pathspecs(cx.sensitivity()), interrupt)
+            }
+        })
+        .map_err(|e| git_error(&self.workspace, cx, &e))?;
+        if cx.should_stop() {
+            return Err(stopped(cx));
+        }
+        let hidden =
+            |path: &str| visibility(&self.workspace, cx.sensitivity(), path) == Visibility::Hidden;
+        let mut changes: Vec<FileChange> = changes
+            .into_iter()
+            .filter_map(|change| withhold_change(change, hidden))
+            .collect();
+        changes.retain(|change| {
+            in_scope(&change.path, &scope)
+                || change
+                    .old_path
+                    .as_deref()
+                    .is_some_and(|old| in_scope(old, &scope))
+        });
+        changes.sort_by(|a, b| a.path.cmp(&b.path));
+
+        let total = changes.len();
+        changes.truncate(call.limits().max_results);
+        let budget = call
+            .limits()
+            .max_output_bytes
+            .saturating_sub(ENVELOPE_BYTES);
+        let reader = ContentReader {
+            repo: &repo,
+            workspace: &self.workspace,
+            sensitivity: cx.sensitivity(),
+        };
+        // Every file is rendered first. Its text is kept only while it could still fit (escaped
+        // JSON is never shorter than the text), so memory stays within the budget.
+        let mut files = Vec::with_capacity(changes.len());
+        let mut pending = String::new();
+        let mut starts = Vec::with_capacity(changes.len());
+        for change in &changes {
+            if cx.should_stop() {
+                return Err(stopped(cx));
+            }
+            let rendered = render(&reader, change, cx);
+            starts.push(pending.len());
+            if pending.len() <= budget {
+                pending.push_str(&rendered.text);
+            }
+            files.push(rendered.summary);
+        }
+        // The file list comes first and may take half the budget; the text gets the rest.
+        let mut list_used = 2usize;
+        let mut listed = 0usize;
+        for file in &files {
+            let cost = value_len(file) + 1;
+            if list_used + cost > budget / 2 {
+                break;
+            }
+            list_used += cost;
+            listed += 1;
+        }
+        files.truncate(listed);
+        if let Some(end) = starts.get(listed) {
+            // Text only for the files listed.
+            pending.truncate(*end);
+        }
+        let mut text = DiffText::new(budget.saturating_sub(list_used));
+        text.push(&pending);
+        let truncated = listed < total || text.truncated;
+        let output = json!({
+            "staged": staged,
+            "files": files,
+            "files_total": total,
+            "diff": text.text,
+            "truncated": truncated,
+        });
+        Ok(ToolOutput::new(output).truncated(truncated))
+    }
+}
+
+/// What `value` takes as JSON.
+fn value_len(value: &Value) -> usize {
+    serde_json::to_string(value).map_or(usize::MAX, |text| text.len())
+}

@@ -1,0 +1,191 @@
+//! Opening the workspace root's own repository, and what both tools share in reading it:
+//! errors, interruption, what is hidden from them.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use gix::Repository;
+use gix::bstr::{BStr, BString, ByteSlice};
+use toolgate_core::sensitive::Visibility;
+use toolgate_core::{ExecContext, Sensitivity, ToolError};
+use toolgate_workspace::{PathError, PathKind, Workspace};
+
+use crate::{path_argument, stopped, walk};
+
+/// The workspace root's own repository, or why there is none that may be read.
+pub(super) fn open_repository(workspace: &Workspace) -> Result<Repository, ToolError> {
+    let dot_git = workspace
+        .check_path(".git")
+        .map_err(path_argument::tool_error)?;
+    match workspace.resolve(&dot_git) {
+        Ok(resolved) if resolved.kind == PathKind::Dir && !resolved.through_symlink => {}
+        Ok(resolved) if resolved.through_symlink => {
+            return Err(elsewhere("`.git` is a symbolic link"));
+        }
+        Ok(_) => {
+            return Err(elsewhere(
+                "`.git` is a file that points to a repository elsewhere (a linked worktree or a \
+                 submodule)",
+            ));
+        }
+        Err(PathError::NotFound { .. }) => return Err(not_a_repository(None)),
+        Err(PathError::Outside { .. }) => return Err(elsewhere("`.git` is a symbolic link")),
+        Err(other) => return Err(path_argument::tool_error(other)),
+    }
+    let options = gix::open::Options::isolated().filter_config_section(trust_no_section);
+    let repo = gix::open_opts(workspace.root(), options)
+        .map_err(|e| not_a_repository(Some(scrub(workspace, &e.to_string()))))?;
+    // The repository gix opened must be this one, with this worktree: `core.worktree` or a
+    // `commondir` file would lead elsewhere.
+    let root = workspace.root();
+    let workdir = repo.workdir().and_then(canonical);
+    if workdir.as_deref() != Some(root) {
+        return Err(elsewhere(
+            "its working tree is not the workspace root (`core.worktree` points elsewhere)",
+        ));
+    }
+    if canonical(repo.common_dir()) != Some(root.join(".git"))
+        || canonical(repo.git_dir()) != Some(root.join(".git"))
+    {
+        return Err(elsewhere(
+            "its `.git` directory shares data with a repository elsewhere",
+        ));
+    }
+    Ok(repo)
+}
+
+/// No configuration section is trusted with anything gix would execute or hand to a program
+/// (filter and diff drivers, credential helpers); gix then falls back to its built-in behaviour.
+pub(super) fn trust_no_section(_: &gix::config::file::Metadata) -> bool {
+    false
+}
+
+pub(super) fn canonical(path: &Path) -> Option<PathBuf> {
+    std::fs::canonicalize(path).ok()
+}
+
+pub(super) fn not_a_repository(detail: Option<String>) -> ToolError {
+    let mut message = "the workspace root is not a git repository".to_owned();
+    match detail {
+        Some(detail) => {
+            message.push_str(": ");
+            message.push_str(&detail);
+        }
+        None => message.push_str(" (it has no `.git` directory)"),
+    }
+    message.push_str("; only the workspace root's own repository can be read");
+    ToolError::new("not_a_repository", message)
+}
+
+pub(super) fn elsewhere(reason: &str) -> ToolError {
+    ToolError::new(
+        "repository_outside_workspace",
+        format!(
+            "the workspace's git repository is not wholly inside the workspace: {reason}; only a \
+             repository whose `.git` directory is at the workspace root can be read"
+        ),
+    )
+}
+
+/// A gix failure as the tool's error, unless the call was stopped, which is what made gix fail.
+pub(super) fn git_error(workspace: &Workspace, cx: &ExecContext, error: &gix::Error) -> ToolError {
+    if cx.should_stop() {
+        return stopped(cx);
+    }
+    ToolError::new(
+        "git_error",
+        format!(
+            "cannot read the git repository: {}",
+            scrub(workspace, &error.to_string())
+        ),
+    )
+}
+
+/// `message` without the workspace's absolute path, which the model has no use for.
+pub(super) fn scrub(workspace: &Workspace, message: &str) -> String {
+    let root = workspace.root().to_string_lossy();
+    message.replace(root.as_ref(), "<workspace>")
+}
+
+/// Runs `f` with an interrupt flag for gix that is raised as soon as `cx` says to stop: gix
+/// polls a flag of its own and cannot see `cx`, so a watcher thread relays it.
+pub(super) fn with_interrupt<T>(cx: &ExecContext, f: impl FnOnce(Arc<AtomicBool>) -> T) -> T {
+    let interrupt = Arc::new(AtomicBool::new(false));
+    let done = AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        let watcher = scope.spawn(|| {
+            while !done.load(Ordering::Acquire) {
+                if cx.should_stop() {
+                    interrupt.store(true, Ordering::Release);
+                    return;
+                }
+                std::thread::park_timeout(Duration::from_millis(10));
+            }
+        });
+        let out = f(Arc::clone(&interrupt));
+        done.store(true, Ordering::Release);
+        watcher.thread().unpark();
+        out
+    })
+}
+
+/// Pathspecs that keep gix out of the directories `sensitivity` hides, so that its walk of
+/// the worktree prunes them as the walkers do: an untracked directory that holds nothing else
+/// is then not listed either. (`.git` gix never walks.) What a pattern cannot say (a link
+/// that leads into one) is withheld afterwards.
+pub(super) fn hidden_pathspecs(sensitivity: &Sensitivity) -> Vec<BString> {
+    let anywhere = sensitivity
+        .hidden_dir_names()
+        .filter(|name| *name != ".git")
+        .map(|name| format!(":(exclude,icase,glob)**/{name}/**"));
+    let here = sensitivity
+        .hidden_dir_paths()
+        .filter(|path| !path.is_empty())
+        .map(|path| format!(":(exclude,icase,literal){path}"));
+    anywhere.chain(here).map(BString::from).collect()
+}
+
+/// What the git tools may show of a path git names (a directory as `dir/`), a link judged by
+/// where it leads as well.
+pub(super) fn visibility(
+    workspace: &Workspace,
+    sensitivity: &Sensitivity,
+    path: &str,
+) -> Visibility {
+    let path = path.trim_end_matches('/');
+    match workspace.check_path(path) {
+        Ok(rel) => walk::visibility(workspace, sensitivity, &rel, true),
+        // A name no tool could pass back (git's bytes shown lossily) is judged as it reads.
+        Err(_) => sensitivity.visibility(path),
+    }
+}
+
+/// A git path as text. Git paths are bytes; one that is not UTF-8 is shown with replacement
+/// characters, and cannot be read back, which the diff then reports as an error for that file.
+pub(super) fn text(path: &BStr) -> String {
+    path.to_str_lossy().into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hidden_directories_become_exclusion_pathspecs() {
+        let sensitivity = Sensitivity::default().with_config_dir(".local/state/toolgate");
+        assert_eq!(
+            hidden_pathspecs(&sensitivity),
+            [
+                ":(exclude,icase,glob)**/.ssh/**",
+                ":(exclude,icase,glob)**/.aws/**",
+                ":(exclude,icase,glob)**/.toolgate/**",
+                ":(exclude,icase,literal).local/state/toolgate",
+            ]
+        );
+        // The workspace itself cannot be excluded from itself; the policy refuses such a call.
+        let whole = Sensitivity::default().with_config_dir(".");
+        assert_eq!(hidden_pathspecs(&whole).len(), 3);
+    }
+}
