@@ -82,17 +82,26 @@ pub struct AdmittedSection {
     pub pinned: String,
 }
 
+/// How toolgate reaches an upstream: a process it starts, or a streamable-HTTP endpoint it
+/// connects to. One or the other, never both, so nothing downstream has to guess which.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Endpoint {
+    /// A child process; `program` is looked up on `PATH` if it has no slash.
+    Command { program: String, args: Vec<String> },
+    /// A streamable-HTTP endpoint, `http://` or `https://`, its host checked.
+    Http { url: String },
+}
+
 /// A checked upstream.
 #[derive(Debug, Clone)]
 pub struct UpstreamSpec {
     pub name: String,
-    /// A streamable-HTTP endpoint; `None` runs `command`.
-    pub url: Option<String>,
-    /// Request headers for `url`, with their values.
+    pub endpoint: Endpoint,
+    /// Request headers for an [`Endpoint::Http`], with their values.
     pub headers: Vec<(String, String)>,
-    /// Certificates trusted for an `https://` `url` besides the built-in web roots.
+    /// Certificates trusted for an `https://` endpoint besides the built-in web roots.
     pub ca_file: Option<PathBuf>,
-    pub command: Vec<String>,
+    /// Working directory of an [`Endpoint::Command`].
     pub cwd: Option<PathBuf>,
     /// The environment the command gets, resolved from the gateway's own.
     pub env: Vec<(String, String)>,
@@ -135,12 +144,19 @@ impl UpstreamSection {
     ) -> Result<UpstreamSpec, UpstreamError> {
         check_upstream_name(&self.name)?;
         let headers = self.check_url(&lookup)?;
-        if self.url.is_none() && self.command.first().is_none_or(String::is_empty) {
-            return Err(UpstreamError::Config(format!(
-                "upstream `{}` needs a `command` (program and arguments) or a `url`",
-                self.name
-            )));
-        }
+        let endpoint = match (&self.url, self.command.split_first()) {
+            (Some(url), _) => Endpoint::Http { url: url.clone() },
+            (None, Some((program, args))) if !program.is_empty() => Endpoint::Command {
+                program: program.clone(),
+                args: args.to_vec(),
+            },
+            (None, _) => {
+                return Err(UpstreamError::Config(format!(
+                    "upstream `{}` needs a `command` (program and arguments) or a `url`",
+                    self.name
+                )));
+            }
+        };
         let mut env = Vec::new();
         for name in PASSED_THROUGH
             .iter()
@@ -199,10 +215,9 @@ impl UpstreamSection {
         }
         Ok(UpstreamSpec {
             name: self.name.clone(),
-            url: self.url.clone(),
+            endpoint,
             headers,
             ca_file,
-            command: self.command.clone(),
             cwd: self.cwd.as_ref().map(|cwd| base.join(cwd)),
             env,
             startup_timeout: Duration::from_millis(
@@ -428,6 +443,13 @@ mod tests {
         .unwrap();
         let names: Vec<&str> = spec.env.iter().map(|(n, _)| n.as_str()).collect();
         assert_eq!(names, ["PATH", "HOME", "TOKEN"]);
+        assert_eq!(
+            spec.endpoint,
+            Endpoint::Command {
+                program: "server".to_owned(),
+                args: Vec::new()
+            }
+        );
         assert_eq!(spec.cwd, Some(PathBuf::from("/etc/toolgate/data")));
         assert_eq!(spec.refresh, Some(Duration::from_secs(300)));
     }
@@ -550,7 +572,12 @@ mod tests {
             r#"{"name": "api", "url": "http://127.0.0.1:3001/mcp", "headers": {"Authorization": "TOKEN"}}"#,
         )
         .unwrap();
-        assert_eq!(spec.url.as_deref(), Some("http://127.0.0.1:3001/mcp"));
+        assert_eq!(
+            spec.endpoint,
+            Endpoint::Http {
+                url: "http://127.0.0.1:3001/mcp".to_owned()
+            }
+        );
         assert_eq!(
             spec.headers,
             [("Authorization".to_owned(), "value of TOKEN".to_owned())]

@@ -47,7 +47,7 @@ use serde_json::json;
 use thiserror::Error;
 use toolgate_core::{Descriptor, Digest, Executor, SchemaBounds, ToolEntry, ToolSchema};
 
-pub use config::{Admission, AdmittedSection, UpstreamSection, UpstreamSpec, namespaced};
+pub use config::{Admission, AdmittedSection, Endpoint, UpstreamSection, UpstreamSpec, namespaced};
 pub use descriptor::{descriptor_of, diff, hints};
 pub use executor::UpstreamExecutor;
 pub use sandbox::{SandboxSection, UpstreamConfinement, UpstreamSandbox};

@@ -325,9 +325,13 @@ impl Supervisor {
     /// once its tool list is known, so no call reaches a tool whose descriptor is unchecked.
     fn connect(&self) -> Result<Arc<dyn Rpc>, Fault> {
         let sender = self.events.clone();
-        let connection: Arc<dyn Rpc> = match &self.spec.url {
-            Some(url) => crate::http::HttpConnection::open(&self.spec, url, sender)?,
-            None => Connection::spawn(&self.spec, sender, self.watchdog.clone())?,
+        let connection: Arc<dyn Rpc> = match &self.spec.endpoint {
+            crate::Endpoint::Http { url } => {
+                crate::http::HttpConnection::open(&self.spec, url, sender)?
+            }
+            crate::Endpoint::Command { .. } => {
+                Connection::spawn(&self.spec, sender, self.watchdog.clone())?
+            }
         };
         // The first listing sees whatever an earlier connection announced.
         self.events.take_list_changed();

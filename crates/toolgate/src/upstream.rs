@@ -12,8 +12,8 @@ use toolgate_core::{Descriptor, EffectClass};
 use toolgate_sandbox::Limits;
 use toolgate_upstream::config::check_tool_name;
 use toolgate_upstream::{
-    Admission, PinState, UpstreamConfinement, UpstreamSpec, UpstreamStatus, Upstreams, namespaced,
-    pin_of, pin_state,
+    Admission, Endpoint, PinState, UpstreamConfinement, UpstreamSpec, UpstreamStatus, Upstreams,
+    namespaced, pin_of, pin_state,
 };
 
 use crate::config::{Config, ConfigError};
@@ -179,11 +179,11 @@ pub(crate) fn sandboxes(config: &Config) -> Result<Vec<(String, Vec<String>)>, C
     Ok(specs
         .iter()
         .map(|spec| {
-            let lines = match &spec.url {
-                Some(url) => vec![format!(
+            let lines = match &spec.endpoint {
+                Endpoint::Http { url } => vec![format!(
                     "not a process toolgate starts: reached at {url}, unconfined by toolgate"
                 )],
-                None => spec
+                Endpoint::Command { .. } => spec
                     .confinement
                     .describe(&spec.sandbox, spec.cwd.as_deref().unwrap_or(&here)),
             };
