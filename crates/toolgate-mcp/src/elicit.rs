@@ -23,9 +23,9 @@
 //!   and arguments) carries the answer and gets the call's result. A waiting call nobody comes
 //!   back for is cancelled after [`Elicitation::hold`].
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::fmt::Debug;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use rmcp::RoleServer;
@@ -34,10 +34,19 @@ use rmcp::model::{
     InputRequest, InputRequests,
 };
 use rmcp::service::RequestContext;
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
+
+use crate::auth::Principal;
 
 /// The key of the approval form in an `input_required` result's `inputRequests`.
 pub(crate) const INPUT_KEY: &str = "approval";
+
+/// The most calls that wait at once for a 2026-07-28 client to come back with an answer
+/// (the console's desk holds fewer requests than this).
+pub(crate) const MAX_PARKED: usize = 64;
+
+const UNKNOWN_STATE: &str =
+    "unknown requestState: the call it named has ended or was never made; call the tool again";
 
 /// How long a session looks for a call's request at the desk after the call said it waits for
 /// a person: the request is registered at once, unless a standing grant or a full desk
@@ -189,6 +198,113 @@ pub(crate) async fn find_form(
             return None;
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// A 2026-07-28 call that answered `input_required` and waits, on the server, for the
+/// client's retry.
+#[derive(Debug)]
+pub(crate) struct Parked<C> {
+    pub(crate) principal: Principal,
+    pub(crate) tool: String,
+    pub(crate) arguments: Option<Map<String, Value>>,
+    pub(crate) call_id: Arc<str>,
+    pub(crate) call: C,
+}
+
+/// What the parking lot needs of a waiting call: that it can be told to stop, when nobody
+/// comes back for it or the server stops.
+pub(crate) trait Cancel {
+    fn cancel(&self);
+}
+
+/// Calls that answered `input_required`, by the `requestState` they gave, shared by every
+/// session of one server: a retry may come on another session than the call.
+#[derive(Debug)]
+pub(crate) struct ParkingLot<C: Cancel> {
+    table: Arc<Mutex<HashMap<String, Box<Parked<C>>>>>,
+}
+
+impl<C: Cancel> Default for ParkingLot<C> {
+    fn default() -> Self {
+        ParkingLot {
+            table: Arc::default(),
+        }
+    }
+}
+
+impl<C: Cancel + Send + 'static> ParkingLot<C> {
+    /// Leaves `parked` waiting for its client's retry under a fresh random `requestState`,
+    /// for at most `hold`; then it is cancelled. Gives it back when too many wait already or
+    /// no state could be drawn.
+    pub(crate) fn park(
+        &self,
+        parked: Box<Parked<C>>,
+        hold: Duration,
+    ) -> Result<String, Box<Parked<C>>> {
+        let Ok(state) = crate::auth::generate_token() else {
+            return Err(parked);
+        };
+        {
+            let mut table = self.table.lock().unwrap_or_else(PoisonError::into_inner);
+            if table.len() >= MAX_PARKED {
+                return Err(parked);
+            }
+            table.insert(state.clone(), parked);
+        }
+        let table = Arc::downgrade(&self.table);
+        let expiring = state.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(hold).await;
+            let Some(table) = table.upgrade() else {
+                return;
+            };
+            let left = table
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .remove(&expiring);
+            if let Some(parked) = left {
+                parked.call.cancel();
+            }
+        });
+        Ok(state)
+    }
+
+    /// The call parked under `state`, for a retry by the same principal of the same tool with
+    /// the same arguments. A retry that does not match leaves it parked.
+    pub(crate) fn claim(
+        &self,
+        state: &str,
+        principal: &Principal,
+        tool: &str,
+        arguments: Option<&Map<String, Value>>,
+    ) -> Result<Box<Parked<C>>, &'static str> {
+        let mut table = self.table.lock().unwrap_or_else(PoisonError::into_inner);
+        let matches = |parked: &Parked<C>| {
+            parked.principal == *principal
+                && parked.tool == tool
+                && parked.arguments.as_ref() == arguments
+        };
+        match table.get(state) {
+            Some(parked) if matches(parked) => table.remove(state).ok_or(UNKNOWN_STATE),
+            Some(_) => Err(
+                "this requestState belongs to another call: a retry must repeat the same tool and arguments",
+            ),
+            None => Err(UNKNOWN_STATE),
+        }
+    }
+}
+
+impl<C: Cancel> Drop for ParkingLot<C> {
+    fn drop(&mut self) {
+        for parked in self
+            .table
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+        {
+            parked.call.cancel();
+        }
     }
 }
 

@@ -1,7 +1,6 @@
 //! What every session of one server shares: the pipeline, and news that it changed.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
 
 use rmcp::model::{Implementation, ServerConfig};
@@ -11,15 +10,8 @@ use tokio_util::sync::CancellationToken;
 use toolgate_core::Pipeline;
 
 use crate::auth::Principal;
-use crate::elicit::Elicitation;
-use crate::session::Parked;
-
-/// The most calls that wait at once for a 2026-07-28 client to come back with an answer
-/// (the console's desk holds fewer requests than this).
-const MAX_PARKED: usize = 64;
-
-const UNKNOWN_STATE: &str =
-    "unknown requestState: the call it named has ended or was never made; call the tool again";
+use crate::elicit::{Elicitation, Parked, ParkingLot};
+use crate::watcher::Running;
 
 /// How often a long call reports progress to a client that asked for it.
 pub const DEFAULT_PROGRESS_INTERVAL: Duration = Duration::from_secs(1);
@@ -40,8 +32,9 @@ pub struct Gateway {
     info: ServerConfig,
     progress_interval: Duration,
     elicitation: Option<Elicitation>,
-    /// Calls that answered `input_required`, by the `requestState` they gave.
-    parked: Mutex<HashMap<String, Box<Parked>>>,
+    /// Calls that answered `input_required`, by the `requestState` they gave; cancelled when
+    /// the gateway goes.
+    parked: ParkingLot<Running>,
     /// Cancelled when the server stops, so that open subscriptions end with their result.
     closing: CancellationToken,
     /// How many `subscriptions/listen` requests are open.
@@ -64,7 +57,7 @@ impl Gateway {
             info,
             progress_interval: DEFAULT_PROGRESS_INTERVAL,
             elicitation: None,
-            parked: Mutex::default(),
+            parked: ParkingLot::default(),
             closing: CancellationToken::new(),
             listening: watch::Sender::new(0),
         }
@@ -143,36 +136,14 @@ impl Gateway {
     /// Leaves `parked` waiting for its client's retry under a fresh random `requestState`,
     /// for at most the elicitation's hold; then it is cancelled. Gives it back when
     /// elicitation is off, too many wait already, or no state could be drawn.
-    pub(crate) fn park(self: &Arc<Self>, parked: Box<Parked>) -> Result<String, Box<Parked>> {
-        let (Some(elicitation), Ok(state)) = (&self.elicitation, crate::auth::generate_token())
-        else {
-            return Err(parked);
-        };
-        {
-            let mut table = self.parked.lock().unwrap_or_else(PoisonError::into_inner);
-            if table.len() >= MAX_PARKED {
-                return Err(parked);
-            }
-            table.insert(state.clone(), parked);
+    pub(crate) fn park(
+        &self,
+        parked: Box<Parked<Running>>,
+    ) -> Result<String, Box<Parked<Running>>> {
+        match &self.elicitation {
+            Some(elicitation) => self.parked.park(parked, elicitation.hold),
+            None => Err(parked),
         }
-        let gateway = Arc::downgrade(self);
-        let hold = elicitation.hold;
-        let expiring = state.clone();
-        tokio::spawn(async move {
-            tokio::time::sleep(hold).await;
-            let Some(gateway) = gateway.upgrade() else {
-                return;
-            };
-            let left = gateway
-                .parked
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .remove(&expiring);
-            if let Some(parked) = left {
-                parked.call.cancel();
-            }
-        });
-        Ok(state)
     }
 
     /// The call parked under `state`, for a retry by the same principal of the same tool with
@@ -183,20 +154,8 @@ impl Gateway {
         principal: &Principal,
         tool: &str,
         arguments: Option<&Map<String, Value>>,
-    ) -> Result<Box<Parked>, &'static str> {
-        let mut table = self.parked.lock().unwrap_or_else(PoisonError::into_inner);
-        let matches = |parked: &Parked| {
-            parked.principal == *principal
-                && parked.tool == tool
-                && parked.arguments.as_ref() == arguments
-        };
-        match table.get(state) {
-            Some(parked) if matches(parked) => table.remove(state).ok_or(UNKNOWN_STATE),
-            Some(_) => Err(
-                "this requestState belongs to another call: a retry must repeat the same tool and arguments",
-            ),
-            None => Err(UNKNOWN_STATE),
-        }
+    ) -> Result<Box<Parked<Running>>, &'static str> {
+        self.parked.claim(state, principal, tool, arguments)
     }
 }
 
@@ -209,19 +168,6 @@ impl Drop for Listening<'_> {
     }
 }
 
-impl Drop for Gateway {
-    fn drop(&mut self) {
-        for parked in self
-            .parked
-            .get_mut()
-            .unwrap_or_else(PoisonError::into_inner)
-            .values()
-        {
-            parked.call.cancel();
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeSet;
@@ -231,8 +177,8 @@ mod tests {
     use toolgate_core::{HeadlessBroker, PolicyEngine, RegistryBuilder, WorkspaceId};
 
     use super::*;
+    use crate::elicit::MAX_PARKED;
     use crate::elicit::{Answer, ApprovalDesk};
-    use crate::session::Running;
 
     #[derive(Debug)]
     struct NoDesk;
@@ -262,7 +208,7 @@ mod tests {
         )
     }
 
-    fn parked(gateway: &Gateway, principal: &Principal) -> Box<Parked> {
+    fn parked(gateway: &Gateway, principal: &Principal) -> Box<Parked<Running>> {
         Box::new(Parked {
             principal: principal.clone(),
             tool: "write_file".into(),

@@ -41,6 +41,7 @@ mod reply;
 pub mod session;
 pub mod stdio;
 mod subscriptions;
+mod watcher;
 pub mod wire;
 
 use std::time::Duration;
