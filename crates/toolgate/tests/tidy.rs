@@ -7,6 +7,7 @@
     clippy::indexing_slicing
 )]
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -116,4 +117,280 @@ fn every_unsafe_block_says_why_it_is_sound() {
             }
         }
     }
+}
+
+/// Places where toolgate-core's sources use I/O, each with why: (file under
+/// crates/toolgate-core/src, what it uses, the top-level module it is confined to, reason).
+const CORE_IO_EXCEPTIONS: &[(&str, &str, &str, &str)] = &[(
+    "redact.rs",
+    "std::fs",
+    "mod timing_probe",
+    "test code (`#[cfg(test)]`): it reads the repository's Rust sources as a sample text to \
+     time redaction on; the library itself reads nothing",
+)];
+
+/// The lines of a top-level module: from its `mod NAME {` to the first `}` that closes at
+/// the start of a line, as rustfmt writes it.
+fn module_lines(text: &str, module: &str) -> Option<std::ops::RangeInclusive<usize>> {
+    let lines: Vec<&str> = text.lines().collect();
+    let start = lines
+        .iter()
+        .position(|l| l.starts_with(&format!("{module} {{")))?;
+    let end = lines[start..].iter().position(|l| *l == "}")? + start;
+    Some(start + 1..=end + 1)
+}
+
+/// What toolgate-core may not use: it does no I/O of its own (ARCHITECTURE.md: tools,
+/// approvals and time enter through its traits).
+const CORE_FORBIDDEN: &[&str] = &["std::fs", "std::net", "std::process", "tokio"];
+
+/// The forbidden paths one source text uses, outside comments: written out
+/// (`std::fs::read`), or named in a group (`use std::{fs, io}`).
+fn io_uses(text: &str) -> Vec<(usize, &'static str)> {
+    let mut found = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        let code = line.split("//").next().unwrap_or("");
+        for forbidden in CORE_FORBIDDEN {
+            let hit = code.match_indices(forbidden).any(|(at, _)| {
+                let before = code[..at].chars().next_back();
+                let after = code[at + forbidden.len()..].chars().next();
+                !before.is_some_and(|c| c.is_alphanumeric() || c == '_')
+                    && !after.is_some_and(|c| c.is_alphanumeric() || c == '_')
+            });
+            if hit {
+                found.push((n + 1, *forbidden));
+            }
+        }
+    }
+    // Groups may span lines: read them from the whole text.
+    let mut rest = text;
+    let mut offset = 0;
+    while let Some(at) = rest.find("std::{") {
+        let start = at + "std::{".len();
+        let group = &rest[start..];
+        let end = group.find('}').unwrap_or(group.len());
+        let line = text[..offset + at].matches('\n').count() + 1;
+        for item in group[..end].split(',') {
+            let head = item.trim().split("::").next().unwrap_or("").trim();
+            for forbidden in CORE_FORBIDDEN {
+                if forbidden.strip_prefix("std::") == Some(head) {
+                    found.push((line, *forbidden));
+                }
+            }
+        }
+        offset += start + end;
+        rest = &text[offset..];
+    }
+    found
+}
+
+#[test]
+fn the_io_check_sees_every_spelling() {
+    assert_eq!(io_uses("use std::fs::File;"), [(1, "std::fs")]);
+    assert_eq!(io_uses("let _ = tokio::spawn(f);"), [(1, "tokio")]);
+    assert_eq!(
+        io_uses("use std::{\n    fmt,\n    net::TcpStream,\n};"),
+        [(1, "std::net")]
+    );
+    assert!(io_uses("// std::process is not used here\nuse std::fmt;").is_empty());
+    assert!(io_uses("use std::fsx; let tokio_like = 1;").is_empty());
+}
+
+#[test]
+fn toolgate_core_does_no_io() {
+    let core = root().join("crates/toolgate-core");
+    let mut files = Vec::new();
+    rust_files(&core.join("src"), &mut files);
+    assert!(files.len() > 5);
+    let mut found = Vec::new();
+    for file in &files {
+        let name = file
+            .strip_prefix(core.join("src"))
+            .unwrap()
+            .display()
+            .to_string();
+        let text = fs::read_to_string(file).unwrap();
+        for (line, what) in io_uses(&text) {
+            let excepted = CORE_IO_EXCEPTIONS.iter().any(|(f, w, module, _)| {
+                *f == name
+                    && *w == what
+                    && module_lines(&text, module).is_some_and(|m| m.contains(&line))
+            });
+            if !excepted {
+                found.push(format!("crates/toolgate-core/src/{name}:{line}: {what}"));
+            }
+        }
+    }
+    let manifest: toml::Table = fs::read_to_string(core.join("Cargo.toml"))
+        .unwrap()
+        .parse()
+        .unwrap();
+    if let Some(deps) = manifest.get("dependencies").and_then(|d| d.as_table()) {
+        if deps.contains_key("tokio") {
+            found.push("crates/toolgate-core/Cargo.toml: depends on tokio".to_owned());
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "toolgate-core does no I/O (ARCHITECTURE.md); give each use its reason in \
+         CORE_IO_EXCEPTIONS or move it out:\n{}",
+        found.join("\n")
+    );
+}
+
+/// The crates in layers, lowest first: a crate may depend only on crates of lower layers.
+/// ARCHITECTURE.md gives no numbered order; this one is read from what it says of each crate.
+const LAYERS: &[(&str, &[&str])] = &[
+    (
+        // core "does no I/O" and knows nothing of MCP, terminals or files; the workspace, the
+        // sandbox ("knows nothing of tools, policies or processes' lifetimes") and the proxy
+        // stand on nothing of toolgate's.
+        "foundations",
+        &[
+            "toolgate-core",
+            "toolgate-workspace",
+            "toolgate-sandbox",
+            "toolgate-proxy",
+        ],
+    ),
+    (
+        // the process runner, confined through the sandbox; it "knows nothing of tools,
+        // policies or workspaces".
+        "processes",
+        &["toolgate-exec"],
+    ),
+    (
+        // what the binary assembles: the tools, upstream servers, the audit log, the
+        // approval console.
+        "parts",
+        &[
+            "toolgate-tools",
+            "toolgate-upstream",
+            "toolgate-audit",
+            "toolgate-console",
+        ],
+    ),
+    (
+        // the MCP facade: it serves the pipeline and hands a form's answer to the console's
+        // broker (an `ApprovalDesk`), so it may stand on the console.
+        "facade",
+        &["toolgate-mcp"],
+    ),
+    ("binary", &["toolgate"]),
+];
+
+/// Dependencies ARCHITECTURE.md rules out beyond the layers: (crate, must not depend on, why).
+const NEVER_DEPENDS: &[(&str, &str, &str)] = &[
+    (
+        "toolgate-exec",
+        "toolgate-core",
+        "it knows nothing of tools, policies or workspaces",
+    ),
+    (
+        "toolgate-exec",
+        "toolgate-workspace",
+        "it knows nothing of tools, policies or workspaces",
+    ),
+    (
+        "toolgate-sandbox",
+        "toolgate-core",
+        "it knows nothing of tools or policies",
+    ),
+];
+
+/// Each crate and the toolgate crates its `[dependencies]` name.
+fn crate_graph() -> BTreeMap<String, Vec<String>> {
+    let mut graph = BTreeMap::new();
+    for krate in fs::read_dir(root().join("crates")).unwrap() {
+        let dir = krate.unwrap().path();
+        let manifest: toml::Table = fs::read_to_string(dir.join("Cargo.toml"))
+            .unwrap()
+            .parse()
+            .unwrap();
+        let name = manifest["package"]["name"].as_str().unwrap().to_owned();
+        let deps = manifest
+            .get("dependencies")
+            .and_then(|d| d.as_table())
+            .map(|d| {
+                d.keys()
+                    .filter(|k| k.starts_with("toolgate"))
+                    .cloned()
+                    .collect()
+            })
+            .unwrap_or_default();
+        graph.insert(name, deps);
+    }
+    graph
+}
+
+#[test]
+fn the_crate_graph_has_no_back_edges() {
+    let graph = crate_graph();
+    let layer_of = |name: &str| LAYERS.iter().position(|(_, crates)| crates.contains(&name));
+    let architecture = fs::read_to_string(root().join("ARCHITECTURE.md")).unwrap();
+    let mut wrong = Vec::new();
+    for name in graph.keys() {
+        if layer_of(name).is_none() {
+            wrong.push(format!("{name} is in no layer of LAYERS"));
+        }
+        if !architecture.contains(&format!("### `crates/{name}`")) {
+            wrong.push(format!("{name} has no part in ARCHITECTURE.md's code map"));
+        }
+    }
+    for (_, crates) in LAYERS {
+        for name in *crates {
+            if !graph.contains_key(*name) {
+                wrong.push(format!("LAYERS names {name}, which is not a crate"));
+            }
+        }
+    }
+    for (name, deps) in &graph {
+        for dep in deps {
+            if !graph.contains_key(dep) {
+                wrong.push(format!(
+                    "{name} depends on {dep}, which is not a crate here"
+                ));
+                continue;
+            }
+            if let (Some(from), Some(to)) = (layer_of(name), layer_of(dep)) {
+                if to >= from {
+                    wrong.push(format!(
+                        "{name} ({}) depends on {dep} ({}): a crate depends only on lower layers",
+                        LAYERS[from].0, LAYERS[to].0
+                    ));
+                }
+            }
+        }
+    }
+    for (name, dep, why) in NEVER_DEPENDS {
+        if graph.get(*name).is_some_and(|d| d.iter().any(|d| d == dep)) {
+            wrong.push(format!("{name} depends on {dep}, yet {why}"));
+        }
+    }
+    // No cycle, checked on the graph itself as well as through the layers.
+    fn visit(
+        name: &str,
+        graph: &BTreeMap<String, Vec<String>>,
+        path: &mut Vec<String>,
+        done: &mut BTreeSet<String>,
+        wrong: &mut Vec<String>,
+    ) {
+        if let Some(at) = path.iter().position(|p| p == name) {
+            wrong.push(format!("a cycle: {} -> {name}", path[at..].join(" -> ")));
+            return;
+        }
+        if !done.insert(name.to_owned()) {
+            return;
+        }
+        path.push(name.to_owned());
+        for dep in graph.get(name).into_iter().flatten() {
+            visit(dep, graph, path, done, wrong);
+        }
+        path.pop();
+    }
+    let mut done = BTreeSet::new();
+    for name in graph.keys() {
+        visit(name, &graph, &mut Vec::new(), &mut done, &mut wrong);
+    }
+    assert!(wrong.is_empty(), "the crate graph:\n{}", wrong.join("\n"));
 }
