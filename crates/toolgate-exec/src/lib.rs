@@ -373,6 +373,17 @@ const CLOSE_WATCH: Duration = Duration::from_secs(2);
 /// Survivors named one by one in the unknowns; more are counted.
 const NAMED_SURVIVORS: usize = 8;
 
+/// Spawns `command` as the leader of a process group of its own, registered at once as this
+/// process's own child ([`own_child`]), so that it is never taken for an orphan a command left
+/// behind, and its whole group can be signalled by its number. Whatever `command` was told
+/// before (a sandbox's `pre_exec` confinement, pipes, environment) applies as set.
+pub fn spawn_group_leader(command: &mut Command) -> io::Result<Child> {
+    command.process_group(0);
+    let child = command.spawn()?;
+    own_child(child.id());
+    Ok(child)
+}
+
 /// Runs `spec` to completion, timeout or cancellation. An `Err` means nothing ran (or the
 /// runner itself failed, in which case the tree is killed before returning).
 pub fn run(spec: &CommandSpec, cancel: &(impl Cancel + ?Sized)) -> Result<RunOutcome, ExecError> {
@@ -423,17 +434,15 @@ pub fn run(spec: &CommandSpec, cancel: &(impl Cancel + ?Sized)) -> Result<RunOut
             Stdio::null()
         })
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0);
+        .stderr(Stdio::piped());
     if let Some(sandbox) = &spec.sandbox {
         sandbox.confine(&mut command);
     }
     let started = Instant::now();
-    let child = command.spawn().map_err(|source| ExecError::Spawn {
+    let child = spawn_group_leader(&mut command).map_err(|source| ExecError::Spawn {
         program: shown.clone(),
         source,
     })?;
-    own_child(child.id());
     // The leader is running its program already, and what it forked before this write stays
     // in toolgate's cgroup: the tree followed in `/proc` is what covers that.
     let cgroup = cgroup.and_then(|cgroup| match cgroup.enter(child.id()) {

@@ -109,11 +109,10 @@ fn digest(token: &str) -> [u8; 32] {
     Sha256::digest(token.as_bytes()).into()
 }
 
-/// A fresh random token, 256 bits in hex, for a server started without configured tokens.
+/// A fresh random token, 256 bits in hex, for a server started without configured tokens:
+/// made as the approval console makes its secrets.
 pub fn generate_token() -> Result<String, getrandom::Error> {
-    let mut bytes = [0u8; 32];
-    getrandom::fill(&mut bytes)?;
-    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+    toolgate_console::guard::random_hex()
 }
 
 #[cfg(test)]

@@ -317,7 +317,7 @@ impl Connection {
         events: Events,
         watchdog: Option<Arc<Watchdog>>,
     ) -> Result<Arc<Self>, Fault> {
-        let crate::Endpoint::Command { program, args } = &spec.endpoint else {
+        let Some((program, args)) = spec.command.split_first() else {
             return Err(Fault::Unavailable(format!(
                 "upstream `{}` has no command",
                 spec.name
@@ -345,8 +345,7 @@ impl Connection {
         };
         let confined = spec.confinement.start(&spec.name, &spec.sandbox, &cwd)?;
         confined.apply(&mut command);
-        std::os::unix::process::CommandExt::process_group(&mut command, 0);
-        let mut child = command.spawn().map_err(|e| {
+        let mut child = toolgate_exec::spawn_group_leader(&mut command).map_err(|e| {
             Fault::Unavailable(format!(
                 "upstream `{}` could not start `{program}`: {e}",
                 spec.name
@@ -844,29 +843,50 @@ pub enum Line {
 
 /// One newline-terminated line of at most `max` bytes (the newline not included). A longer one
 /// is read to its end and dropped, keeping only its first and last bytes, so memory stays
-/// bounded whatever the upstream writes.
+/// bounded whatever the upstream writes. A last line without a newline is a line.
 pub fn read_line(reader: &mut impl BufRead, max: usize) -> std::io::Result<Line> {
-    let mut line = Vec::new();
-    let mut oversized: Option<(Vec<u8>, VecDeque<u8>, usize)> = None;
+    let mut lines = LineSplitter::new(max);
     loop {
         let buffer = reader.fill_buf()?;
         if buffer.is_empty() {
-            return Ok(match oversized {
-                Some((head, tail, length)) => Line::Oversized {
-                    head,
-                    tail: tail.into(),
-                    length,
-                },
-                None if line.is_empty() => Line::End,
-                None => Line::Full(line),
-            });
+            return Ok(lines.end());
         }
-        let (chunk, done) = match buffer.iter().position(|b| *b == b'\n') {
-            Some(end) => (buffer.get(..end).unwrap_or_default(), Some(end + 1)),
-            None => (buffer, None),
+        let (used, line) = lines.take(buffer);
+        reader.consume(used);
+        if let Some(line) = line {
+            return Ok(line);
+        }
+    }
+}
+
+/// Splits bytes, as they arrive, into the lines [`read_line`] reads; it does no I/O of its
+/// own, so a blocking reader and a stream of HTTP body frames split lines alike.
+#[derive(Debug)]
+pub struct LineSplitter {
+    max: usize,
+    line: Vec<u8>,
+    /// For a line over `max`: its first bytes, its last bytes, and its length so far.
+    oversized: Option<(Vec<u8>, VecDeque<u8>, usize)>,
+}
+
+impl LineSplitter {
+    pub fn new(max: usize) -> Self {
+        LineSplitter {
+            max,
+            line: Vec::new(),
+            oversized: None,
+        }
+    }
+
+    /// Takes bytes from `available` up to and including the first newline: how many it took,
+    /// and the line they completed.
+    pub fn take(&mut self, available: &[u8]) -> (usize, Option<Line>) {
+        let (chunk, done) = match available.iter().position(|b| *b == b'\n') {
+            Some(end) => (available.get(..end).unwrap_or_default(), Some(end + 1)),
+            None => (available, None),
         };
         let used = done.unwrap_or(chunk.len());
-        match &mut oversized {
+        match &mut self.oversized {
             Some((_, tail, length)) => {
                 *length += chunk.len();
                 tail.extend(
@@ -878,7 +898,8 @@ pub fn read_line(reader: &mut impl BufRead, max: usize) -> std::io::Result<Line>
                     tail.pop_front();
                 }
             }
-            None if line.len() + chunk.len() > max => {
+            None if self.line.len() + chunk.len() > self.max => {
+                let mut line = std::mem::take(&mut self.line);
                 line.extend_from_slice(chunk);
                 let head = line.iter().take(KEPT).copied().collect();
                 let tail = line
@@ -887,21 +908,29 @@ pub fn read_line(reader: &mut impl BufRead, max: usize) -> std::io::Result<Line>
                     .iter()
                     .copied()
                     .collect();
-                oversized = Some((head, tail, line.len()));
-                line = Vec::new();
+                self.oversized = Some((head, tail, line.len()));
             }
-            None => line.extend_from_slice(chunk),
+            None => self.line.extend_from_slice(chunk),
         }
-        reader.consume(used);
-        if done.is_some() {
-            return Ok(match oversized {
-                Some((head, tail, length)) => Line::Oversized {
-                    head,
-                    tail: tail.into(),
-                    length,
-                },
-                None => Line::Full(line),
-            });
+        (used, done.map(|_| self.complete()))
+    }
+
+    /// The end of the input: the line it cut short, if one was begun, else [`Line::End`].
+    pub fn end(&mut self) -> Line {
+        if self.oversized.is_none() && self.line.is_empty() {
+            return Line::End;
+        }
+        self.complete()
+    }
+
+    fn complete(&mut self) -> Line {
+        match self.oversized.take() {
+            Some((head, tail, length)) => Line::Oversized {
+                head,
+                tail: tail.into(),
+                length,
+            },
+            None => Line::Full(std::mem::take(&mut self.line)),
         }
     }
 }

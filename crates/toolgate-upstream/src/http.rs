@@ -1,25 +1,35 @@
-//! An upstream reached over MCP's streamable HTTP, with a small blocking HTTP/1.1 client.
+//! An upstream reached over MCP's streamable HTTP, spoken to with hyper's HTTP/1.1 client.
 //!
 //! Each JSON-RPC message is one `POST` on its own TCP connection; the answer is either one JSON
 //! body or a server-sent-event stream whose events are read until the response with the
-//! request's id arrives. Like the stdio client, everything read is capped (status line,
-//! headers, chunk sizes, each event, each body), a response with an id nobody asked for is a
-//! protocol fault, and a fault that leaves the session in doubt marks the connection dead so
-//! the supervisor starts a new session. An `https://` upstream is spoken to over TLS (rustls),
-//! its certificate checked against the built-in web roots and the configuration's `ca_file`;
-//! the handshake completes before the request is written, within the call's deadline.
+//! request's id arrives. hyper frames the request and parses the response (status line,
+//! headers, chunked bodies); toolgate keeps its own ids and caps on top: the response head is
+//! capped (headers and bytes), and so is each event, each line of the stream and each body. As
+//! with the stdio client, a response with an id nobody asked for is a protocol fault, and a
+//! fault that leaves the session in doubt marks the connection dead so the supervisor starts a
+//! new session. An `https://` upstream is spoken to over TLS (rustls), its certificate checked
+//! against the built-in web roots and the configuration's `ca_file`. Each exchange runs on a
+//! small runtime of its own on the calling thread, which gives up at the call's deadline, or
+//! as soon as the caller stops waiting, whatever stage it is in (connecting, the TLS
+//! handshake, sending, reading).
 //! Server-initiated messages arrive only inside responses (no standing `GET` stream); the
 //! periodic refresh covers a `list_changed` sent outside one. A call's progress and log
 //! notifications arrive in its own response stream, so they are plainly its own (see
 //! [`crate::relay`]).
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::cell::Cell;
+use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use bytes::{Buf as _, Bytes};
+use http::header::{ACCEPT, CONNECTION, CONTENT_TYPE, HOST};
+use http::{HeaderName, HeaderValue, Request};
+use http_body_util::{BodyExt as _, Full};
+use hyper::body::Incoming;
+use hyper_util::rt::TokioIo;
 use rustls::pki_types::pem::PemObject as _;
 use rustls::pki_types::{CertificateDer, ServerName};
 use serde_json::{Value, json};
@@ -27,14 +37,15 @@ use toolgate_core::Notice;
 
 use crate::config::UpstreamSpec;
 use crate::connection::{
-    Event, Events, Fault, Line, Rpc, find_id, lock, preview, protocol, read_line,
+    Event, Events, Fault, Line, LineSplitter, Rpc, find_id, lock, preview, protocol,
 };
 use crate::relay::{Heard, Relay, heard, with_progress_token};
 
-/// The longest status line, header line or chunk-size line read.
-const MAX_HEADER_LINE: usize = 8 << 10;
+/// The most bytes of a response head (status line and headers) read.
+const MAX_HEAD: usize = 64 << 10;
+/// The most headers of a response read.
 const MAX_HEADERS: usize = 100;
-/// How often a blocked read looks at its deadline and stop flag.
+/// How often a waiting exchange looks at its caller's stop flag.
 const POLL: Duration = Duration::from_millis(20);
 
 /// Whether a value the upstream chose may go into a later request's header: visible ASCII
@@ -42,12 +53,6 @@ const POLL: Duration = Duration::from_millis(20);
 fn header_safe(value: &str) -> bool {
     !value.is_empty() && value.bytes().all(|b| (0x21..=0x7e).contains(&b))
 }
-
-/// The error a [`Patient`] read returns when its caller gave up. It is not
-/// `ErrorKind::Interrupted`, which `read_to_end` and friends retry forever.
-#[derive(Debug, thiserror::Error)]
-#[error("the call was cancelled")]
-struct Stopped;
 
 /// The rest of an `https://` (`true`) or `http://` (`false`) URL.
 pub(crate) fn scheme_of(url: &str) -> Option<(bool, &str)> {
@@ -102,84 +107,105 @@ impl Tls {
             server,
         })
     }
+}
 
-    /// A TLS session over `tcp`, its handshake complete and the certificate checked. The
-    /// handshake is driven here, one short read at a time (`tcp` reads with a [`POLL`]
-    /// timeout), so that it ends by `deadline` or when `stop` says so, however slowly the
-    /// server answers.
-    fn connect(
-        &self,
-        mut tcp: TcpStream,
-        deadline: Instant,
-        stop: &dyn Fn() -> bool,
-        peer: &str,
-    ) -> Result<Stream, Fault> {
-        let failed = |what: &dyn std::fmt::Display| {
-            Fault::Unavailable(format!("{peer}: TLS handshake failed: {what}"))
-        };
-        let mut session =
-            rustls::ClientConnection::new(Arc::clone(&self.config), self.server.clone())
-                .map_err(|e| failed(&e))?;
-        while session.is_handshaking() {
-            if stop() {
-                return Err(Fault::Cancelled);
-            }
-            if Instant::now() >= deadline {
-                return Err(Fault::Timeout(format!(
-                    "{peer}: the TLS handshake did not finish in time"
-                )));
-            }
-            if session.wants_write() {
-                session.write_tls(&mut tcp).map_err(|e| failed(&e))?;
-                continue;
-            }
-            match session.read_tls(&mut tcp) {
-                Ok(0) => return Err(failed(&"the server closed the connection")),
-                Ok(_) => {
-                    session.process_new_packets().map_err(|e| failed(&e))?;
+/// How far an exchange got, for the fault of one given up on at its deadline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stage {
+    Connecting,
+    Handshaking,
+    Waiting,
+}
+
+/// What an HTTP body reads as: its bytes, a frame at a time, and the error that ended it.
+struct Body {
+    incoming: Incoming,
+    /// What the last frame held that was not taken yet.
+    left: Bytes,
+}
+
+/// Why a body could not be read to its end.
+enum BodyError {
+    /// It ended before its framing said it would.
+    Early,
+    /// Its framing is broken: the stream cannot be trusted any more.
+    Malformed(String),
+    /// The connection failed under it.
+    Failed(String),
+}
+
+impl Body {
+    /// The next bytes of the body; `None` at its end.
+    async fn next(&mut self) -> Result<Option<Bytes>, BodyError> {
+        if !self.left.is_empty() {
+            return Ok(Some(std::mem::take(&mut self.left)));
+        }
+        loop {
+            match self.incoming.frame().await {
+                None => return Ok(None),
+                Some(Err(error)) => return Err(body_error(&error)),
+                Some(Ok(frame)) => {
+                    if let Ok(data) = frame.into_data()
+                        && !data.is_empty()
+                    {
+                        return Ok(Some(data));
+                    }
                 }
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                    ) => {}
-                Err(e) => return Err(failed(&e)),
             }
         }
-        Ok(Stream::Tls(Box::new(rustls::StreamOwned::new(
-            session, tcp,
-        ))))
     }
-}
 
-/// A connection to the upstream, in the clear or over TLS.
-enum Stream {
-    Plain(TcpStream),
-    Tls(Box<rustls::StreamOwned<rustls::ClientConnection, TcpStream>>),
-}
-
-impl Read for Stream {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        match self {
-            Stream::Plain(tcp) => tcp.read(buf),
-            Stream::Tls(tls) => tls.read(buf),
+    /// The next line of the body, split by `lines`.
+    async fn line(&mut self, lines: &mut LineSplitter) -> Result<Line, BodyError> {
+        loop {
+            let Some(mut bytes) = self.next().await? else {
+                return Ok(lines.end());
+            };
+            let (used, line) = lines.take(&bytes);
+            bytes.advance(used);
+            self.left = bytes;
+            if let Some(line) = line {
+                return Ok(line);
+            }
         }
     }
 }
 
-impl Write for Stream {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        match self {
-            Stream::Plain(tcp) => tcp.write(buf),
-            Stream::Tls(tls) => tls.write(buf),
+/// The I/O error somewhere under `error`, if there is one.
+fn io_error_in<'e>(error: &'e (dyn std::error::Error + 'static)) -> Option<&'e std::io::Error> {
+    let mut at = Some(error);
+    while let Some(error) = at {
+        if let Some(io) = error.downcast_ref::<std::io::Error>() {
+            return Some(io);
         }
+        at = error.source();
     }
+    None
+}
 
-    fn flush(&mut self) -> std::io::Result<()> {
-        match self {
-            Stream::Plain(tcp) => tcp.flush(),
-            Stream::Tls(tls) => tls.flush(),
+/// `error` and what caused it, for a message.
+fn chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut at = error.source();
+    while let Some(cause) = at {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        at = cause.source();
+    }
+    text
+}
+
+fn body_error(error: &hyper::Error) -> BodyError {
+    if error.is_incomplete_message() {
+        return BodyError::Early;
+    }
+    match io_error_in(error).map(std::io::Error::kind) {
+        Some(std::io::ErrorKind::UnexpectedEof) => BodyError::Early,
+        // hyper's decoder says InvalidInput or InvalidData of broken chunked framing.
+        Some(std::io::ErrorKind::InvalidData | std::io::ErrorKind::InvalidInput) | None => {
+            BodyError::Malformed(chain(error))
         }
+        Some(_) => BodyError::Failed(chain(error)),
     }
 }
 
@@ -260,7 +286,8 @@ impl HttpConnection {
     }
 
     /// POSTs `message`; for a request, waits for the response with `id`, passing what the
-    /// upstream reports about it on the way to `relay`.
+    /// upstream reports about it on the way to `relay`. Gives up at `deadline`, or once `stop`
+    /// says so, in whatever stage the exchange is.
     fn post(
         &self,
         message: &Value,
@@ -269,71 +296,87 @@ impl HttpConnection {
         stop: &dyn Fn() -> bool,
         relay: Option<&Relay<'_>>,
     ) -> Result<Option<Value>, Fault> {
-        let unavailable =
-            |what: String| Fault::Unavailable(format!("upstream `{}`: {what}", self.upstream));
         let body = serde_json::to_vec(message)
             .map_err(|e| protocol(&self.upstream, &format!("cannot encode a request: {e}")))?;
-        let connect_within = deadline
-            .saturating_duration_since(Instant::now())
-            .max(Duration::from_millis(1));
-        let tcp = TcpStream::connect_timeout(&self.addr, connect_within)
-            .map_err(|e| unavailable(format!("cannot connect to `{}`: {e}", self.authority)))?;
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_io()
+            .enable_time()
+            .build()
+            .map_err(|e| self.unavailable(format!("cannot start an HTTP client: {e}")))?;
+        let stage = Cell::new(Stage::Connecting);
+        runtime.block_on(async {
+            tokio::select! {
+                answer = self.exchange(body, id, &stage, relay) => answer,
+                () = given_up(deadline, stop) => Err(self.given_up(stage.get(), stop)),
+            }
+        })
+    }
+
+    /// The fault of an exchange given up on in `stage`.
+    fn given_up(&self, stage: Stage, stop: &dyn Fn() -> bool) -> Fault {
+        if stop() {
+            return Fault::Cancelled;
+        }
+        match stage {
+            Stage::Connecting => self.unavailable(format!(
+                "cannot connect to `{}`: it did not accept in time",
+                self.authority
+            )),
+            Stage::Handshaking => Fault::Timeout(format!(
+                "upstream `{}`: `{}`: the TLS handshake did not finish in time",
+                self.upstream, self.authority
+            )),
+            Stage::Waiting => Fault::Timeout(format!(
+                "upstream `{}` did not answer in time",
+                self.upstream
+            )),
+        }
+    }
+
+    fn unavailable(&self, what: String) -> Fault {
+        Fault::Unavailable(format!("upstream `{}`: {what}", self.upstream))
+    }
+
+    /// One request and its answer, on a connection of its own.
+    async fn exchange(
+        &self,
+        body: Vec<u8>,
+        id: Option<u64>,
+        stage: &Cell<Stage>,
+        relay: Option<&Relay<'_>>,
+    ) -> Result<Option<Value>, Fault> {
+        let request = self.request(body)?;
+        let tcp = tokio::net::TcpStream::connect(self.addr)
+            .await
+            .map_err(|e| {
+                self.unavailable(format!("cannot connect to `{}`: {e}", self.authority))
+            })?;
         let _ = tcp.set_nodelay(true);
-        // Reads wait in short slices (see `Patient`), and an upstream that stops reading must
-        // not hold a write past the call's deadline.
-        tcp.set_read_timeout(Some(POLL))
-            .and_then(|()| {
-                tcp.set_write_timeout(Some(
-                    deadline
-                        .saturating_duration_since(Instant::now())
-                        .max(Duration::from_millis(1)),
-                ))
-            })
-            .map_err(|e| unavailable(e.to_string()))?;
-        let mut stream = match &self.tls {
-            Some(tls) => tls.connect(
-                tcp,
-                deadline,
-                stop,
-                &format!("upstream `{}`: `{}`", self.upstream, self.authority),
-            )?,
-            None => Stream::Plain(tcp),
+        let response = match &self.tls {
+            Some(tls) => {
+                stage.set(Stage::Handshaking);
+                let stream = tokio_rustls::TlsConnector::from(Arc::clone(&tls.config))
+                    .connect(tls.server.clone(), tcp)
+                    .await
+                    .map_err(|e| {
+                        self.unavailable(format!(
+                            "`{}`: TLS handshake failed: {}",
+                            self.authority,
+                            chain(&e)
+                        ))
+                    })?;
+                stage.set(Stage::Waiting);
+                self.send(TokioIo::new(stream), request).await?
+            }
+            None => {
+                stage.set(Stage::Waiting);
+                self.send(TokioIo::new(tcp), request).await?
+            }
         };
-        let mut head = format!(
-            "POST {} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n",
-            self.path,
-            self.authority,
-            body.len()
-        );
-        if let Some(session) = lock(&self.session).as_ref() {
-            head.push_str(&format!("Mcp-Session-Id: {session}\r\n"));
-        }
-        if let Some(version) = lock(&self.protocol_version).as_ref() {
-            head.push_str(&format!("MCP-Protocol-Version: {version}\r\n"));
-        }
-        for (name, value) in &self.headers {
-            head.push_str(&format!("{name}: {value}\r\n"));
-        }
-        head.push_str("\r\n");
-        stream
-            .write_all(head.as_bytes())
-            .and_then(|()| stream.write_all(&body))
-            .and_then(|()| stream.flush())
-            .map_err(|e| unavailable(format!("cannot send to `{}`: {e}", self.authority)))?;
-        let mut reader = BufReader::new(Patient {
-            inner: stream,
-            deadline,
-            stop,
-        });
-        let (status, headers) = self.read_head(&mut reader)?;
-        let header = |name: &str| {
-            headers
-                .iter()
-                .find(|(n, _)| n.eq_ignore_ascii_case(name))
-                .map(|(_, v)| v.as_str())
-        };
+        let header = |name: &str| response.headers().get(name);
         if let Some(session) = header("mcp-session-id") {
-            if !header_safe(session) {
+            let safe = session.to_str().ok().filter(|v| header_safe(v));
+            let Some(session) = safe else {
                 return Err(self.fail(protocol(
                     &self.upstream,
                     &format!(
@@ -341,119 +384,141 @@ impl HttpConnection {
                         preview(session.as_bytes())
                     ),
                 )));
-            }
+            };
             *lock(&self.session) = Some(session.to_owned());
         }
+        let status = response.status().as_u16();
         if status == 404 && lock(&self.session).is_some() {
-            return Err(self.fail(unavailable(
-                "the upstream ended the session (HTTP 404)".into(),
-            )));
+            return Err(
+                self.fail(self.unavailable("the upstream ended the session (HTTP 404)".into()))
+            );
         }
         if !(200..300).contains(&status) {
-            return Err(unavailable(format!("HTTP status {status}")));
+            return Err(self.unavailable(format!("HTTP status {status}")));
         }
         let Some(id) = id else {
             return Ok(None);
         };
-        let chunked =
-            header("transfer-encoding").is_some_and(|v| v.eq_ignore_ascii_case("chunked"));
-        let length = header("content-length").and_then(|v| v.trim().parse::<usize>().ok());
-        let body: Box<dyn BufRead + '_> = if chunked {
-            Box::new(BufReader::new(Chunked {
-                inner: reader,
-                left: 0,
-                done: false,
-            }))
-        } else if let Some(length) = length {
-            Box::new(reader.take(u64::try_from(length).unwrap_or(u64::MAX)))
-        } else {
-            Box::new(reader)
+        let event_stream = header("content-type")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("text/event-stream"));
+        let mut body = Body {
+            incoming: response.into_body(),
+            left: Bytes::new(),
         };
-        let event_stream =
-            header("content-type").is_some_and(|v| v.starts_with("text/event-stream"));
         if event_stream {
-            self.read_events(body, id, relay)
+            self.read_events(&mut body, id, relay).await
         } else {
-            self.read_json(body, id)
+            self.read_json(&mut body, id).await
         }
         .map(Some)
     }
 
-    fn read_head(&self, reader: &mut impl BufRead) -> Result<(u16, Vec<(String, String)>), Fault> {
-        let status_line = self.header_line(reader)?;
-        let status = status_line
-            .split_whitespace()
-            .nth(1)
-            .and_then(|s| s.parse::<u16>().ok())
-            .ok_or_else(|| {
+    /// The `POST` of `body`, with the session's headers and the configured ones.
+    fn request(&self, body: Vec<u8>) -> Result<Request<Full<Bytes>>, Fault> {
+        let mut request = Request::post(self.path.as_str())
+            .header(HOST, self.authority.as_str())
+            .header(CONTENT_TYPE, "application/json")
+            .header(ACCEPT, "application/json, text/event-stream")
+            .header(CONNECTION, "close");
+        if let Some(session) = lock(&self.session).as_ref() {
+            request = request.header("mcp-session-id", session.as_str());
+        }
+        if let Some(version) = lock(&self.protocol_version).as_ref() {
+            request = request.header("mcp-protocol-version", version.as_str());
+        }
+        for (name, value) in &self.headers {
+            let name = HeaderName::from_bytes(name.as_bytes());
+            let value = HeaderValue::from_bytes(value.as_bytes());
+            if let (Ok(name), Ok(value)) = (name, value) {
+                request = request.header(name, value);
+            }
+        }
+        request
+            .body(Full::new(Bytes::from(body)))
+            .map_err(|e| self.unavailable(format!("cannot make a request of `{}`: {e}", self.path)))
+    }
+
+    /// Sends `request` over `io` and reads the head of the response, within the caps.
+    async fn send<T>(
+        &self,
+        io: T,
+        request: Request<Full<Bytes>>,
+    ) -> Result<hyper::Response<Incoming>, Fault>
+    where
+        T: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+    {
+        let (mut sender, connection) = hyper::client::conn::http1::Builder::new()
+            .max_headers(MAX_HEADERS)
+            .max_header_size(MAX_HEAD)
+            .handshake(io)
+            .await
+            .map_err(|e| {
+                self.unavailable(format!(
+                    "cannot talk to `{}`: {}",
+                    self.authority,
+                    chain(&e)
+                ))
+            })?;
+        // The connection is driven beside the exchange; it ends with this call's runtime.
+        tokio::spawn(connection);
+        sender.send_request(request).await.map_err(|e| {
+            if e.is_parse_too_large() {
                 self.fail(protocol(
                     &self.upstream,
                     &format!(
-                        "not an HTTP status line: `{}`",
-                        preview(status_line.as_bytes())
+                        "an HTTP response head over {MAX_HEADERS} headers or {MAX_HEAD} bytes"
                     ),
                 ))
-            })?;
-        let mut headers = Vec::new();
-        loop {
-            let line = self.header_line(reader)?;
-            if line.is_empty() {
-                return Ok((status, headers));
+            } else if e.is_parse() {
+                self.fail(protocol(
+                    &self.upstream,
+                    &format!("not an HTTP response: {}", chain(&e)),
+                ))
+            } else if e.is_incomplete_message() {
+                self.fail(Fault::Unavailable(format!(
+                    "upstream `{}` closed the connection without an answer",
+                    self.upstream
+                )))
+            } else {
+                self.unavailable(format!(
+                    "cannot send to `{}`: {}",
+                    self.authority,
+                    chain(&e)
+                ))
             }
-            if headers.len() >= MAX_HEADERS {
-                return Err(self.fail(protocol(&self.upstream, "too many HTTP headers")));
-            }
-            if let Some((name, value)) = line.split_once(':') {
-                headers.push((name.trim().to_owned(), value.trim().to_owned()));
-            }
-        }
+        })
     }
 
-    fn header_line(&self, reader: &mut impl BufRead) -> Result<String, Fault> {
-        match read_line(reader, MAX_HEADER_LINE).map_err(|e| self.io_fault(&e))? {
-            Line::Full(line) => Ok(String::from_utf8_lossy(&line)
-                .trim_end_matches('\r')
-                .to_owned()),
-            Line::Oversized { .. } => {
-                Err(self.fail(protocol(&self.upstream, "an HTTP header line is too long")))
-            }
-            Line::End => Err(self.fail(Fault::Unavailable(format!(
-                "upstream `{}` closed the connection without an answer",
+    /// The fault of a body that could not be read to its end.
+    fn body_fault(&self, error: BodyError, early: &str) -> Fault {
+        match error {
+            BodyError::Early => self.fail(Fault::Unavailable(format!(
+                "upstream `{}` {early}",
                 self.upstream
-            )))),
-        }
-    }
-
-    fn io_fault(&self, error: &std::io::Error) -> Fault {
-        match error.kind() {
-            std::io::ErrorKind::TimedOut => Fault::Timeout(format!(
-                "upstream `{}` did not answer in time",
-                self.upstream
-            )),
-            _ if error.get_ref().is_some_and(|e| e.is::<Stopped>()) => Fault::Cancelled,
-            // Broken chunked framing: the stream cannot be trusted any more.
-            std::io::ErrorKind::InvalidData => self.fail(protocol(
+            ))),
+            BodyError::Malformed(what) => self.fail(protocol(
                 &self.upstream,
-                &format!("a malformed HTTP body: {error}"),
+                &format!("a malformed HTTP body: {what}"),
             )),
-            _ => Fault::Unavailable(format!("upstream `{}`: {error}", self.upstream)),
+            BodyError::Failed(what) => self.unavailable(what),
         }
     }
 
-    fn read_json(&self, mut body: impl BufRead, id: u64) -> Result<Value, Fault> {
+    async fn read_json(&self, body: &mut Body, id: u64) -> Result<Value, Fault> {
         let mut bytes = Vec::new();
-        let cap = u64::try_from(self.max)
-            .unwrap_or(u64::MAX)
-            .saturating_add(1);
-        (&mut body)
-            .take(cap)
-            .read_to_end(&mut bytes)
-            .map_err(|e| self.io_fault(&e))?;
-        if bytes.len() > self.max {
-            return Err(Fault::TooLarge(format!(
-                "upstream `{}` answered with more than {} bytes",
-                self.upstream, self.max
-            )));
+        while let Some(frame) = body
+            .next()
+            .await
+            .map_err(|e| self.body_fault(e, "ended its answer early"))?
+        {
+            if bytes.len() + frame.len() > self.max {
+                return Err(Fault::TooLarge(format!(
+                    "upstream `{}` answered with more than {} bytes",
+                    self.upstream, self.max
+                )));
+            }
+            bytes.extend_from_slice(&frame);
         }
         let message: Value = serde_json::from_slice(&bytes).map_err(|_| {
             self.fail(protocol(
@@ -466,18 +531,24 @@ impl HttpConnection {
     }
 
     /// Reads events until the response with `id`.
-    fn read_events(
+    async fn read_events(
         &self,
-        mut body: impl BufRead,
+        body: &mut Body,
         id: u64,
         relay: Option<&Relay<'_>>,
     ) -> Result<Value, Fault> {
+        let early = "ended its event stream before answering";
+        let mut lines = LineSplitter::new(self.max);
         let mut data = Vec::new();
         loop {
-            match read_line(&mut body, self.max).map_err(|e| self.io_fault(&e))? {
+            match body
+                .line(&mut lines)
+                .await
+                .map_err(|e| self.body_fault(e, early))?
+            {
                 Line::End => {
                     return Err(self.fail(Fault::Unavailable(format!(
-                        "upstream `{}` ended its event stream before answering",
+                        "upstream `{}` {early}",
                         self.upstream
                     ))));
                 }
@@ -674,160 +745,300 @@ impl Rpc for HttpConnection {
     }
 }
 
-/// A socket read that waits, in short slices, until its deadline or until `stop` says so.
-struct Patient<'a> {
-    inner: Stream,
-    deadline: Instant,
-    stop: &'a dyn Fn() -> bool,
-}
-
-impl Read for Patient<'_> {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        loop {
-            match self.inner.read(buf) {
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                    ) =>
-                {
-                    if (self.stop)() {
-                        return Err(std::io::Error::other(Stopped));
-                    }
-                    if Instant::now() >= self.deadline {
-                        return Err(std::io::ErrorKind::TimedOut.into());
-                    }
-                }
-                other => return other,
-            }
+/// Returns at `deadline`, or once `stop` says so.
+async fn given_up(deadline: Instant, stop: &dyn Fn() -> bool) {
+    loop {
+        let now = Instant::now();
+        if stop() || now >= deadline {
+            return;
         }
-    }
-}
-
-/// `Transfer-Encoding: chunked`, decoded with every size line capped.
-struct Chunked<R> {
-    inner: R,
-    left: usize,
-    done: bool,
-}
-
-impl<R: BufRead> Read for Chunked<R> {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let invalid =
-            |what: &str| std::io::Error::new(std::io::ErrorKind::InvalidData, what.to_owned());
-        if self.done {
-            return Ok(0);
-        }
-        if self.left == 0 {
-            let size = match read_line(&mut self.inner, MAX_HEADER_LINE)? {
-                Line::Full(line) => line,
-                _ => return Err(invalid("a bad chunk size line")),
-            };
-            let text = String::from_utf8_lossy(&size);
-            let hex = text.trim().split(';').next().unwrap_or_default();
-            self.left = usize::from_str_radix(hex, 16).map_err(|_| invalid("a bad chunk size"))?;
-            if self.left == 0 {
-                self.done = true;
-                return Ok(0);
-            }
-        }
-        let want = buf.len().min(self.left);
-        let read = self.inner.read(buf.get_mut(..want).unwrap_or_default())?;
-        if read == 0 {
-            return Err(invalid("the chunked body ended early"));
-        }
-        self.left -= read;
-        if self.left == 0 {
-            // Each chunk ends with CRLF; anything else means the sizes were lies.
-            match read_line(&mut self.inner, 2)? {
-                Line::Full(end) if end == b"\r" => {}
-                _ => return Err(invalid("a chunk not followed by CRLF")),
-            }
-        }
-        Ok(read)
+        tokio::time::sleep(POLL.min(deadline - now)).await;
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::io::{Read as _, Write as _};
+    use std::net::TcpListener;
+    use std::sync::mpsc;
+
     use super::*;
 
-    #[test]
-    fn a_server_trickling_its_handshake_is_given_up_on_at_the_deadline() {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    /// A connection to `addr`, over TLS for `localhost` when `tls`, and what it tells the
+    /// supervisor.
+    fn upstream_at(
+        addr: SocketAddr,
+        tls: bool,
+        max: usize,
+    ) -> (HttpConnection, mpsc::Receiver<Event>) {
+        let (sender, events) = mpsc::channel();
+        let connection = HttpConnection {
+            upstream: "peer".to_owned(),
+            addr,
+            tls: tls.then(|| Tls::new("localhost", None).unwrap()),
+            authority: addr.to_string(),
+            path: "/mcp".to_owned(),
+            headers: vec![("X-Token".to_owned(), "t0ken".to_owned())],
+            session: Mutex::new(None),
+            protocol_version: Mutex::new(None),
+            max,
+            next_id: AtomicU64::new(1),
+            dead: AtomicBool::new(false),
+            events: Events::new(sender),
+        };
+        (connection, events)
+    }
+
+    /// A server that answers one request with `answer`, and hands back the request it read.
+    fn answering(answer: Vec<u8>) -> (SocketAddr, std::thread::JoinHandle<String>) {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
-        // A handshake record header announcing 16 KiB, then its body one byte at a time.
-        std::thread::spawn(move || {
+        let served = std::thread::spawn(move || {
             let (mut peer, _) = listener.accept().unwrap();
-            let _ = peer.write_all(&[0x16, 0x03, 0x03, 0x40, 0x00]);
-            while peer.write_all(&[0]).is_ok() {
-                std::thread::sleep(Duration::from_millis(10));
+            let mut request = Vec::new();
+            let mut byte = [0u8; 1];
+            while !request.ends_with(b"\r\n\r\n") && peer.read(&mut byte).unwrap() == 1 {
+                request.push(byte[0]);
+            }
+            let head = String::from_utf8_lossy(&request).into_owned();
+            let length: usize = head
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length: "))
+                .map_or(0, |n| n.trim().parse().unwrap());
+            let mut body = vec![0u8; length];
+            peer.read_exact(&mut body).unwrap();
+            let _ = peer.write_all(&answer);
+            let _ = peer.flush();
+            std::thread::sleep(Duration::from_millis(100));
+            head + &String::from_utf8_lossy(&body)
+        });
+        (addr, served)
+    }
+
+    fn call(connection: &HttpConnection, timeout: Duration) -> Result<Value, Fault> {
+        connection.request_reporting("tools/list", json!({}), timeout, &|| false, None)
+    }
+
+    fn json_answer(head: &str, body: &str) -> Vec<u8> {
+        format!(
+            "HTTP/1.1 200 OK\r\n{head}Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .into_bytes()
+    }
+
+    #[test]
+    fn a_json_answer_is_read_and_the_session_kept() {
+        let (addr, served) = answering(json_answer(
+            "Mcp-Session-Id: s-1\r\n",
+            r#"{"jsonrpc":"2.0","id":1,"result":{"tools":[]}}"#,
+        ));
+        let (connection, _events) = upstream_at(addr, false, 1 << 20);
+        assert_eq!(
+            call(&connection, Duration::from_secs(5)),
+            Ok(json!({"tools": []}))
+        );
+        let request = served.join().unwrap();
+        assert!(request.starts_with("POST /mcp HTTP/1.1\r\n"), "{request}");
+        for header in [
+            "host: ",
+            "x-token: t0ken",
+            "accept: application/json, text/event-stream",
+        ] {
+            assert!(request.to_ascii_lowercase().contains(header), "{request}");
+        }
+        assert!(request.contains(r#""method":"tools/list""#), "{request}");
+        assert_eq!(lock(&connection.session).as_deref(), Some("s-1"));
+        assert!(!connection.is_dead());
+    }
+
+    #[test]
+    fn a_chunked_event_stream_is_read_to_the_response() {
+        let events = concat!(
+            ": a comment\r\n\r\n",
+            "data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}\n\n",
+            "data: {\"jsonrpc\":\"2.0\",\"id\":1,\n",
+            "data: \"result\":{\"ok\":true}}\n\n",
+        );
+        let mut chunked = String::new();
+        for piece in events.as_bytes().chunks(7) {
+            let piece = std::str::from_utf8(piece).unwrap();
+            chunked.push_str(&format!("{:x};ext=1\r\n{piece}\r\n", piece.len()));
+        }
+        chunked.push_str("0\r\n\r\n");
+        let (addr, _served) = answering(
+            format!("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n{chunked}")
+                .into_bytes(),
+        );
+        let (connection, events) = upstream_at(addr, false, 1 << 20);
+        assert_eq!(
+            call(&connection, Duration::from_secs(5)),
+            Ok(json!({"ok": true}))
+        );
+        assert_eq!(events.try_recv(), Ok(Event::ListChanged));
+    }
+
+    #[test]
+    fn broken_chunked_framing_fails_the_session() {
+        let (addr, _served) = answering(
+            b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhelloXX\r\n0\r\n\r\n".to_vec(),
+        );
+        let (connection, _events) = upstream_at(addr, false, 1 << 20);
+        let fault = call(&connection, Duration::from_secs(5)).unwrap_err();
+        assert!(
+            matches!(&fault, Fault::Protocol(m) if m.contains("malformed HTTP body")),
+            "{fault:?}"
+        );
+        assert!(connection.is_dead());
+    }
+
+    #[test]
+    fn heads_past_the_caps_fail_the_session() {
+        let many: String = (0..=MAX_HEADERS).map(|n| format!("X-{n}: v\r\n")).collect();
+        let long = format!("X-Long: {}\r\n", "v".repeat(MAX_HEAD));
+        for head in [many, long] {
+            let (addr, _served) = answering(json_answer(&head, "{}"));
+            let (connection, _events) = upstream_at(addr, false, 1 << 20);
+            let fault = call(&connection, Duration::from_secs(5)).unwrap_err();
+            assert!(
+                matches!(&fault, Fault::Protocol(m) if m.contains("response head over")),
+                "{fault:?}"
+            );
+            assert!(connection.is_dead());
+        }
+        let (addr, _served) = answering(b"SMTP ready\r\n\r\n".to_vec());
+        let (connection, _events) = upstream_at(addr, false, 1 << 20);
+        let fault = call(&connection, Duration::from_secs(5)).unwrap_err();
+        assert!(
+            matches!(&fault, Fault::Protocol(m) if m.contains("not an HTTP response")),
+            "{fault:?}"
+        );
+    }
+
+    #[test]
+    fn answers_and_events_past_the_cap_are_too_large() {
+        let big = format!(
+            r#"{{"jsonrpc":"2.0","id":1,"result":{{"x":"{}"}}}}"#,
+            "x".repeat(300)
+        );
+        let (addr, _served) = answering(json_answer("", &big));
+        let (connection, _events) = upstream_at(addr, false, 100);
+        let fault = call(&connection, Duration::from_secs(5)).unwrap_err();
+        assert!(
+            matches!(&fault, Fault::TooLarge(m) if m.contains("more than 100 bytes")),
+            "{fault:?}"
+        );
+        assert!(!connection.is_dead(), "the answer was the call's own");
+
+        // An event line over the cap: the call's own fails alone; anyone else's fails the session.
+        for (id, dies) in [(1, false), (9, true)] {
+            let event = format!(
+                "data: {{\"jsonrpc\":\"2.0\",\"id\":{id},\"result\":{{\"x\":\"{}\"}}}}\n\n",
+                "x".repeat(300)
+            );
+            let (addr, _served) = answering(
+                format!("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n{event}")
+                    .into_bytes(),
+            );
+            let (connection, _events) = upstream_at(addr, false, 100);
+            let fault = call(&connection, Duration::from_secs(5)).unwrap_err();
+            assert!(
+                matches!(&fault, Fault::TooLarge(m) if m.contains("event of")),
+                "{fault:?}"
+            );
+            assert_eq!(connection.is_dead(), dies, "id {id}");
+        }
+    }
+
+    #[test]
+    fn a_session_id_that_is_not_visible_ascii_is_refused() {
+        let (addr, _served) = answering(json_answer("Mcp-Session-Id: a b\r\n", "{}"));
+        let (connection, _events) = upstream_at(addr, false, 1 << 20);
+        let fault = call(&connection, Duration::from_secs(5)).unwrap_err();
+        assert!(
+            matches!(&fault, Fault::Protocol(m) if m.contains("Mcp-Session-Id")),
+            "{fault:?}"
+        );
+        assert_eq!(*lock(&connection.session), None);
+    }
+
+    #[test]
+    fn a_silent_server_is_given_up_on_at_the_deadline_or_when_stopped() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        std::thread::spawn(move || {
+            let mut held = Vec::new();
+            while let Ok((peer, _)) = listener.accept() {
+                held.push(peer);
             }
         });
-        let tls = Tls::new("localhost", None).unwrap();
-        let polled = || {
-            let tcp = TcpStream::connect(addr).unwrap();
-            tcp.set_read_timeout(Some(POLL)).unwrap();
-            tcp
-        };
+        let (connection, _events) = upstream_at(addr, false, 1 << 20);
         let started = Instant::now();
         let deadline = started + Duration::from_millis(300);
-        let outcome = tls.connect(polled(), deadline, &|| false, "peer");
+        let outcome = connection.post(&json!({}), Some(1), deadline, &|| false, None);
         assert!(
-            matches!(outcome, Err(Fault::Timeout(_))),
-            "{:?}",
-            outcome.err()
+            matches!(&outcome, Err(Fault::Timeout(m)) if m.contains("did not answer in time")),
+            "{outcome:?}"
         );
         assert!(
             started.elapsed() < Duration::from_secs(2),
             "{:?}",
             started.elapsed()
         );
-
-        let stopped = tls.connect(
-            polled(),
-            Instant::now() + Duration::from_secs(30),
-            &|| true,
-            "peer",
-        );
+        let started = Instant::now();
+        let far = started + Duration::from_secs(30);
+        let stopped = connection.post(&json!({}), Some(2), far, &|| true, None);
+        assert_eq!(stopped, Err(Fault::Cancelled));
         assert!(
-            matches!(stopped, Err(Fault::Cancelled)),
+            started.elapsed() < Duration::from_secs(2),
             "{:?}",
-            stopped.err()
+            started.elapsed()
         );
+        // The call's fault names the method and its timeout.
+        let fault = call(&connection, Duration::from_millis(300)).unwrap_err();
+        assert!(
+            matches!(&fault, Fault::Timeout(m) if m.contains("`tools/list` within 300 ms")),
+            "{fault:?}"
+        );
+        assert!(!connection.is_dead());
     }
 
     #[test]
-    fn chunked_bodies_decode() {
-        let raw: &[u8] = b"5\r\nhello\r\n7;ext=1\r\n, world\r\n0\r\n\r\n";
-        let mut decoded = String::new();
-        Chunked {
-            inner: BufReader::new(raw),
-            left: 0,
-            done: false,
-        }
-        .read_to_string(&mut decoded)
-        .unwrap();
-        assert_eq!(decoded, "hello, world");
-        let mut bad = String::new();
-        let error = Chunked {
-            inner: BufReader::new(&b"zz\r\n"[..]),
-            left: 0,
-            done: false,
-        }
-        .read_to_string(&mut bad)
-        .unwrap_err();
-        assert_eq!(error.kind(), std::io::ErrorKind::InvalidData);
-        // A chunk longer than its size line says is refused, not resynchronised.
-        let mut smuggled = String::new();
-        let error = Chunked {
-            inner: BufReader::new(&b"5\r\nhelloXX\r\n0\r\n\r\n"[..]),
-            left: 0,
-            done: false,
-        }
-        .read_to_string(&mut smuggled)
-        .unwrap_err();
-        assert_eq!(error.kind(), std::io::ErrorKind::InvalidData);
+    fn a_server_trickling_its_handshake_is_given_up_on_at_the_deadline() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        // A handshake record header announcing 16 KiB, then its body one byte at a time.
+        std::thread::spawn(move || {
+            while let Ok((mut peer, _)) = listener.accept() {
+                std::thread::spawn(move || {
+                    let _ = peer.write_all(&[0x16, 0x03, 0x03, 0x40, 0x00]);
+                    while peer.write_all(&[0]).is_ok() {
+                        std::thread::sleep(Duration::from_millis(10));
+                    }
+                });
+            }
+        });
+        let (connection, _events) = upstream_at(addr, true, 1 << 20);
+        let started = Instant::now();
+        let deadline = started + Duration::from_millis(300);
+        let outcome = connection.post(&json!({}), Some(1), deadline, &|| false, None);
+        assert!(
+            matches!(&outcome, Err(Fault::Timeout(m)) if m.contains("TLS handshake did not finish")),
+            "{outcome:?}"
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "{:?}",
+            started.elapsed()
+        );
+        let stopped = connection.post(
+            &json!({}),
+            Some(2),
+            Instant::now() + Duration::from_secs(30),
+            &|| true,
+            None,
+        );
+        assert_eq!(stopped, Err(Fault::Cancelled));
     }
 
     #[test]
@@ -837,25 +1048,5 @@ mod tests {
         for bad in ["", "x\r\nHost: evil", "x y", "x\ty", "caf\u{e9}", "x\n"] {
             assert!(!header_safe(bad), "{bad:?}");
         }
-    }
-
-    #[test]
-    fn a_stopped_read_is_not_retried() {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let stream = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
-        let _held = listener.accept().unwrap();
-        stream.set_read_timeout(Some(POLL)).unwrap();
-        let mut patient = Patient {
-            inner: Stream::Plain(stream),
-            deadline: Instant::now() + Duration::from_secs(30),
-            stop: &|| true,
-        };
-        let started = Instant::now();
-        let error = patient.read_to_end(&mut Vec::new()).unwrap_err();
-        assert!(
-            error.get_ref().is_some_and(|e| e.is::<Stopped>()),
-            "{error}"
-        );
-        assert!(started.elapsed() < Duration::from_secs(5));
     }
 }
