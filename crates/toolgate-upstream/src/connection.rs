@@ -317,7 +317,7 @@ impl Connection {
         events: Events,
         watchdog: Option<Arc<Watchdog>>,
     ) -> Result<Arc<Self>, Fault> {
-        let Some((program, args)) = spec.command.split_first() else {
+        let crate::Endpoint::Command { program, args } = &spec.endpoint else {
             return Err(Fault::Unavailable(format!(
                 "upstream `{}` has no command",
                 spec.name
