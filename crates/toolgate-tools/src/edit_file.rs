@@ -3,11 +3,12 @@
 use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
-use toolgate_core::{Descriptor, FieldError, RejectCode};
+use toolgate_core::{FieldError, RejectCode};
 use toolgate_workspace::Workspace;
 
+use crate::descriptor::{closed_schema, titled};
 use crate::file_write::{FileWriter, str_argument};
-use crate::{Builtin, write_entry};
+use crate::{Builtin, path_argument, write_entry};
 
 pub(crate) const NAME: &str = "edit_file";
 
@@ -27,53 +28,41 @@ written. A person approves each change after seeing its diff. The result gives t
 `digest`, for a following edit.";
 
 pub(crate) fn builtin(workspace: Arc<Workspace>) -> Builtin {
-    let schema = json!({
-        "$schema": "https://json-schema.org/draft/2020-12/schema",
-        "type": "object",
-        "properties": {
-            "path": {
-                "type": "string",
-                "minLength": 1,
-                "maxLength": 4096,
-                "description": "The file to edit, relative to the workspace root (`src/main.rs`)."
-            },
-            "edits": {
-                "type": "array",
-                "minItems": 1,
-                "maxItems": MAX_EDITS,
-                "description": "Replacements, applied in order: each `old_text` must match exactly once.",
-                "items": {
-                    "type": "object",
-                    "properties": {
-                        "old_text": {
-                            "type": "string",
-                            "minLength": 1,
-                            "maxLength": MAX_EDIT_TEXT_BYTES,
-                            "description": "Text that appears exactly once in the file now."
-                        },
-                        "new_text": {
-                            "type": "string",
-                            "maxLength": MAX_EDIT_TEXT_BYTES,
-                            "description": "What replaces it; empty to delete it."
-                        }
+    let properties = json!({
+        "path": path_argument::required_schema("The file to edit, relative to the workspace root (`src/main.rs`)."),
+        "edits": {
+            "type": "array",
+            "minItems": 1,
+            "maxItems": MAX_EDITS,
+            "description": "Replacements, applied in order: each `old_text` must match exactly once.",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "old_text": {
+                        "type": "string",
+                        "minLength": 1,
+                        "maxLength": MAX_EDIT_TEXT_BYTES,
+                        "description": "Text that appears exactly once in the file now."
                     },
-                    "required": ["old_text", "new_text"],
-                    "additionalProperties": false
-                }
-            },
-            "expected_digest": {
-                "type": "string",
-                "pattern": "^sha256:[0-9a-f]{64}$",
-                "description": "The `digest` from your latest `read_file` of this file (or from your last edit of it); without it the edit is refused with `read_required`."
+                    "new_text": {
+                        "type": "string",
+                        "maxLength": MAX_EDIT_TEXT_BYTES,
+                        "description": "What replaces it; empty to delete it."
+                    }
+                },
+                "required": ["old_text", "new_text"],
+                "additionalProperties": false
             }
         },
-        "required": ["path", "edits"],
-        "additionalProperties": false
+        "expected_digest": {
+            "type": "string",
+            "pattern": "^sha256:[0-9a-f]{64}$",
+            "description": "The `digest` from your latest `read_file` of this file (or from your last edit of it); without it the edit is refused with `read_required`."
+        }
     });
-    let mut descriptor = Descriptor::new(NAME, DESCRIPTION, schema);
-    descriptor.title = Some("Edit a file".to_owned());
+    let schema = closed_schema(properties, &["path", "edits"]);
     Builtin {
-        descriptor,
+        descriptor: titled(NAME, "Edit a file", DESCRIPTION, schema),
         entry: write_entry(NAME),
         executor: Arc::new(FileWriter::new(workspace, plan)),
     }

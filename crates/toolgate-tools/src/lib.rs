@@ -41,6 +41,7 @@
 //! ```
 
 mod confine;
+mod descriptor;
 mod edit_file;
 mod file_write;
 mod git;

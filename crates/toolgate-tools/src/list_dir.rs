@@ -5,11 +5,11 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 use toolgate_core::{
-    Authorized, Classification, Descriptor, ExecContext, Executor, FieldError, ToolError,
-    ToolOutput,
+    Authorized, Classification, ExecContext, Executor, FieldError, ToolError, ToolOutput,
 };
 use toolgate_workspace::{PathKind, Workspace};
 
+use crate::descriptor::{closed_schema, titled};
 use crate::walk::{Found, WalkOptions, walk};
 use crate::{
     Builtin, ENVELOPE_BYTES, json_len, path_argument, read_only_entry, to_usize, u64_argument,
@@ -32,35 +32,24 @@ by path. `truncated: true` means there are more entries than returned: list a su
 lower `depth`.";
 
 pub(crate) fn builtin(workspace: Arc<Workspace>) -> Builtin {
-    let schema = json!({
-        "$schema": "https://json-schema.org/draft/2020-12/schema",
-        "type": "object",
-        "properties": {
-            "path": {
-                "type": "string",
-                "maxLength": 4096,
-                "description": "The directory to list, relative to the workspace root. Default: the root (`.`)."
-            },
-            "depth": {
-                "type": "integer",
-                "minimum": 1,
-                "maximum": MAX_DEPTH,
-                "description": "How many levels to descend: 1 for direct children only. Default 1, at most 8."
-            },
-            "max_entries": {
-                "type": "integer",
-                "minimum": 1,
-                "maximum": 1000,
-                "description": "The most entries to return. Default 200, at most 1000."
-            }
+    let properties = json!({
+        "path": path_argument::schema("The directory to list, relative to the workspace root. Default: the root (`.`)."),
+        "depth": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": MAX_DEPTH,
+            "description": "How many levels to descend: 1 for direct children only. Default 1, at most 8."
         },
-        "required": [],
-        "additionalProperties": false
+        "max_entries": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": 1000,
+            "description": "The most entries to return. Default 200, at most 1000."
+        }
     });
-    let mut descriptor = Descriptor::new(NAME, DESCRIPTION, schema);
-    descriptor.title = Some("List a directory".to_owned());
+    let schema = closed_schema(properties, &[]);
     Builtin {
-        descriptor,
+        descriptor: titled(NAME, "List a directory", DESCRIPTION, schema),
         entry: read_only_entry(NAME, "workspace_list", 512 * 1024),
         executor: Arc::new(ListDir { workspace }),
     }

@@ -6,11 +6,34 @@
 //! that is the tool's answer to give (`not_found`, `is_a_directory`), and the model learns
 //! more from it than from a rejection.
 
-use serde_json::{Map, Value};
+use serde_json::{Map, Value, json};
 use toolgate_core::{Classification, FieldError, RejectCode, ToolError};
 use toolgate_workspace::{PathError, PathKind, RelPath, ResolvedPath, Workspace};
 
 const HINT: &str = "paths are relative to the workspace root, e.g. `src/main.rs`";
+
+/// The longest `path` a schema admits, in bytes.
+const MAX_PATH_BYTES: usize = 4096;
+
+/// The schema of a `path` the tool needs (a file): required by the tool's schema, and never
+/// empty.
+pub(crate) fn required_schema(description: &str) -> Value {
+    json!({
+        "type": "string",
+        "minLength": 1,
+        "maxLength": MAX_PATH_BYTES,
+        "description": description
+    })
+}
+
+/// The schema of a `path` the tool may go without: absent, it is the workspace root.
+pub(crate) fn schema(description: &str) -> Value {
+    json!({
+        "type": "string",
+        "maxLength": MAX_PATH_BYTES,
+        "description": description
+    })
+}
 
 /// Stage 3: field errors for the path in `field`, if any. An absent path is the schema's
 /// business (required) or the root (optional).
@@ -19,7 +42,7 @@ pub(crate) fn check(
     arguments: &Map<String, Value>,
     field: &str,
 ) -> Vec<FieldError> {
-    let Some(raw) = arguments.get(field).and_then(Value::as_str) else {
+    let Some(raw) = raw(arguments, field) else {
         return Vec::new();
     };
     let pointer = format!("/{field}");
@@ -50,7 +73,7 @@ pub(crate) fn classify(
     arguments: &Map<String, Value>,
     field: &str,
 ) -> Classification {
-    let rel = match arguments.get(field).and_then(Value::as_str) {
+    let rel = match raw(arguments, field) {
         Some(raw) => match workspace.check_path(raw) {
             Ok(rel) => rel,
             // Stage 3 refused it already; nothing to classify.
@@ -89,10 +112,15 @@ pub(crate) fn rel(
     arguments: &Map<String, Value>,
     field: &str,
 ) -> Result<RelPath, ToolError> {
-    match arguments.get(field).and_then(Value::as_str) {
+    match raw(arguments, field) {
         Some(raw) => workspace.check_path(raw).map_err(tool_error),
         None => Ok(RelPath::root()),
     }
+}
+
+/// The argument `field` as the model sent it, if it is a string.
+fn raw<'a>(arguments: &'a Map<String, Value>, field: &str) -> Option<&'a str> {
+    arguments.get(field).and_then(Value::as_str)
 }
 
 /// A path error as the tool's error, with a stable code.

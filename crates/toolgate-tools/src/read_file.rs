@@ -7,11 +7,12 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 use toolgate_core::{
-    Authorized, Classification, Descriptor, ExecContext, Executor, FieldError, ToolError,
-    ToolOutput, sha256_digest,
+    Authorized, Classification, ExecContext, Executor, FieldError, ToolError, ToolOutput,
+    sha256_digest,
 };
 use toolgate_workspace::{PathError, PathKind, Workspace};
 
+use crate::descriptor::{closed_schema, titled};
 use crate::{
     Builtin, ENVELOPE_BYTES, json_len, path_argument, read_only_entry, stopped, to_usize,
     u64_argument,
@@ -39,36 +40,24 @@ and binary files. `path` is relative to the workspace root, e.g. `src/main.rs`; 
 the whole file; it changes when the file does. Files over 16 MiB are refused.";
 
 pub(crate) fn builtin(workspace: Arc<Workspace>) -> Builtin {
-    let schema = json!({
-        "$schema": "https://json-schema.org/draft/2020-12/schema",
-        "type": "object",
-        "properties": {
-            "path": {
-                "type": "string",
-                "minLength": 1,
-                "maxLength": 4096,
-                "description": "The file to read, relative to the workspace root (`src/main.rs`)."
-            },
-            "offset": {
-                "type": "integer",
-                "minimum": 1,
-                "maximum": 1_000_000_000u64,
-                "description": "The 1-based line to start at. Default 1."
-            },
-            "limit": {
-                "type": "integer",
-                "minimum": 1,
-                "maximum": 1_000_000_000u64,
-                "description": "The most lines to return. Default: every line up to 256 KiB of text."
-            }
+    let properties = json!({
+        "path": path_argument::required_schema("The file to read, relative to the workspace root (`src/main.rs`)."),
+        "offset": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": 1_000_000_000u64,
+            "description": "The 1-based line to start at. Default 1."
         },
-        "required": ["path"],
-        "additionalProperties": false
+        "limit": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": 1_000_000_000u64,
+            "description": "The most lines to return. Default: every line up to 256 KiB of text."
+        }
     });
-    let mut descriptor = Descriptor::new(NAME, DESCRIPTION, schema);
-    descriptor.title = Some("Read a file".to_owned());
+    let schema = closed_schema(properties, &["path"]);
     Builtin {
-        descriptor,
+        descriptor: titled(NAME, "Read a file", DESCRIPTION, schema),
         // Content is escaped as JSON; a file of control characters grows sixfold, so the
         // output limit is generous and the content is budgeted against it as escaped text.
         entry: read_only_entry(NAME, "workspace_read", 1024 * 1024),

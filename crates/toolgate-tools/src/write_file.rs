@@ -3,11 +3,12 @@
 use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
-use toolgate_core::{Descriptor, FieldError};
+use toolgate_core::FieldError;
 use toolgate_workspace::Workspace;
 
+use crate::descriptor::{closed_schema, titled};
 use crate::file_write::{FileWriter, str_argument};
-use crate::{Builtin, write_entry};
+use crate::{Builtin, path_argument, write_entry};
 
 pub(crate) const NAME: &str = "write_file";
 
@@ -24,39 +25,27 @@ after seeing its diff. Symbolic links, directories and paths outside the workspa
 refused. The result gives the new `digest`, for a following edit.";
 
 pub(crate) fn builtin(workspace: Arc<Workspace>) -> Builtin {
-    let schema = json!({
-        "$schema": "https://json-schema.org/draft/2020-12/schema",
-        "type": "object",
-        "properties": {
-            "path": {
-                "type": "string",
-                "minLength": 1,
-                "maxLength": 4096,
-                "description": "The file to write, relative to the workspace root (`src/new.rs`)."
-            },
-            "content": {
-                "type": "string",
-                "maxLength": MAX_CONTENT_BYTES,
-                "description": "The complete new contents of the file, as UTF-8 text (at most 4 MiB)."
-            },
-            "expected_digest": {
-                "type": "string",
-                "pattern": "^sha256:[0-9a-f]{64}$",
-                "description": "Required to replace an existing file: the `digest` from your `read_file` of it."
-            },
-            "expected_content": {
-                "type": "string",
-                "maxLength": MAX_CONTENT_BYTES,
-                "description": "Instead of `expected_digest`: the file's exact current text."
-            }
+    let properties = json!({
+        "path": path_argument::required_schema("The file to write, relative to the workspace root (`src/new.rs`)."),
+        "content": {
+            "type": "string",
+            "maxLength": MAX_CONTENT_BYTES,
+            "description": "The complete new contents of the file, as UTF-8 text (at most 4 MiB)."
         },
-        "required": ["path", "content"],
-        "additionalProperties": false
+        "expected_digest": {
+            "type": "string",
+            "pattern": "^sha256:[0-9a-f]{64}$",
+            "description": "Required to replace an existing file: the `digest` from your `read_file` of it."
+        },
+        "expected_content": {
+            "type": "string",
+            "maxLength": MAX_CONTENT_BYTES,
+            "description": "Instead of `expected_digest`: the file's exact current text."
+        }
     });
-    let mut descriptor = Descriptor::new(NAME, DESCRIPTION, schema);
-    descriptor.title = Some("Write a file".to_owned());
+    let schema = closed_schema(properties, &["path", "content"]);
     Builtin {
-        descriptor,
+        descriptor: titled(NAME, "Write a file", DESCRIPTION, schema),
         entry: write_entry(NAME),
         executor: Arc::new(FileWriter::new(workspace, plan)),
     }

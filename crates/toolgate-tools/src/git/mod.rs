@@ -33,11 +33,11 @@ use std::sync::Arc;
 use serde_json::{Map, Value, json};
 use toolgate_core::sensitive::Visibility;
 use toolgate_core::{
-    Authorized, Classification, Descriptor, ExecContext, Executor, FieldError, ToolError,
-    ToolOutput,
+    Authorized, Classification, ExecContext, Executor, FieldError, ToolError, ToolOutput,
 };
 use toolgate_workspace::Workspace;
 
+use crate::descriptor::{closed_schema, titled};
 use crate::{Builtin, ENVELOPE_BYTES, bool_argument, path_argument, read_only_entry, stopped};
 
 use diff::{FileChange, in_scope, staged_changes, unstaged_changes, withhold_change};
@@ -78,44 +78,30 @@ marked `too_large`, and files that commonly hold secrets (`.env`, keys, …) are
 boundary or fewer files were listed: call again with a `path` to see the rest. Untracked files are not diffed; `git_status` lists them.";
 
 pub(crate) fn status_builtin(workspace: Arc<Workspace>) -> Builtin {
-    let schema = json!({
-        "$schema": "https://json-schema.org/draft/2020-12/schema",
-        "type": "object",
-        "properties": {},
-        "required": [],
-        "additionalProperties": false
-    });
-    let mut descriptor = Descriptor::new(STATUS_NAME, STATUS_DESCRIPTION, schema);
-    descriptor.title = Some("Show the git status".to_owned());
+    let schema = closed_schema(json!({}), &[]);
     Builtin {
-        descriptor,
+        descriptor: titled(
+            STATUS_NAME,
+            "Show the git status",
+            STATUS_DESCRIPTION,
+            schema,
+        ),
         entry: read_only_entry(STATUS_NAME, "git_read", 512 * 1024),
         executor: Arc::new(GitStatus { workspace }),
     }
 }
 
 pub(crate) fn diff_builtin(workspace: Arc<Workspace>) -> Builtin {
-    let schema = json!({
-        "$schema": "https://json-schema.org/draft/2020-12/schema",
-        "type": "object",
-        "properties": {
-            "path": {
-                "type": "string",
-                "maxLength": 4096,
-                "description": "A file or directory to limit the diff to, relative to the workspace root (`src/main.rs`, `src`). Default: the whole repository."
-            },
-            "staged": {
-                "type": "boolean",
-                "description": "`true` to diff the index against HEAD (staged changes) instead of the working tree against the index. Default false."
-            }
-        },
-        "required": [],
-        "additionalProperties": false
+    let properties = json!({
+        "path": path_argument::schema("A file or directory to limit the diff to, relative to the workspace root (`src/main.rs`, `src`). Default: the whole repository."),
+        "staged": {
+            "type": "boolean",
+            "description": "`true` to diff the index against HEAD (staged changes) instead of the working tree against the index. Default false."
+        }
     });
-    let mut descriptor = Descriptor::new(DIFF_NAME, DIFF_DESCRIPTION, schema);
-    descriptor.title = Some("Show a git diff".to_owned());
+    let schema = closed_schema(properties, &[]);
     Builtin {
-        descriptor,
+        descriptor: titled(DIFF_NAME, "Show a git diff", DIFF_DESCRIPTION, schema),
         // Diff text is escaped as JSON, like read_file's content; the same generous limit.
         entry: read_only_entry(DIFF_NAME, "git_read", 1024 * 1024),
         executor: Arc::new(GitDiff { workspace }),
@@ -160,17 +146,11 @@ impl Executor for GitStatus {
             .limits()
             .max_output_bytes
             .saturating_sub(ENVELOPE_BYTES);
-        let mut used = 2usize;
-        let mut listed = Vec::new();
-        for entry in entries.into_values() {
-            let item = entry.to_json();
-            let cost = value_len(&item) + 1;
-            if listed.len() == max_results || used + cost > budget {
-                break;
-            }
-            used += cost;
-            listed.push(item);
-        }
+        let (listed, _) = fitting(
+            entries.into_values().map(|entry| entry.to_json()),
+            max_results,
+            budget,
+        );
         let truncated = listed.len() < total;
         let output = json!({
             "branch": head.branch,
@@ -253,17 +233,8 @@ impl Executor for GitDiff {
             files.push(rendered.summary);
         }
         // The file list comes first and may take half the budget; the text gets the rest.
-        let mut list_used = 2usize;
-        let mut listed = 0usize;
-        for file in &files {
-            let cost = value_len(file) + 1;
-            if list_used + cost > budget / 2 {
-                break;
-            }
-            list_used += cost;
-            listed += 1;
-        }
-        files.truncate(listed);
+        let (files, list_used) = fitting(files, usize::MAX, budget / 2);
+        let listed = files.len();
         if let Some(end) = starts.get(listed) {
             // Text only for the files listed.
             pending.truncate(*end);
@@ -280,6 +251,26 @@ impl Executor for GitDiff {
         });
         Ok(ToolOutput::new(output).truncated(truncated))
     }
+}
+
+/// As many of `items`, from the first, as fit a JSON array of at most `max` items and
+/// `budget` bytes; and the bytes that array takes.
+fn fitting(
+    items: impl IntoIterator<Item = Value>,
+    max: usize,
+    budget: usize,
+) -> (Vec<Value>, usize) {
+    let mut used = 2usize;
+    let mut listed = Vec::new();
+    for item in items {
+        let cost = value_len(&item) + 1;
+        if listed.len() == max || used + cost > budget {
+            break;
+        }
+        used += cost;
+        listed.push(item);
+    }
+    (listed, used)
 }
 
 /// What `value` takes as JSON.
