@@ -351,10 +351,10 @@ fn every_documented_command_is_a_real_subcommand() {
         // A second word is a subcommand only where the first has some; elsewhere it is an
         // argument (`toolgate tools admit fs …` against `toolgate serve --workspace`).
         let nested = text.lines().any(|l| l.trim() == "Commands:");
-        if let (true, Some(second)) = (nested, words.get(1)) {
-            if help(&[first, second]).is_none() {
-                wrong.push(format!("`toolgate {first} {second}` is not a subcommand"));
-            }
+        if let (true, Some(second)) = (nested, words.get(1))
+            && help(&[first, second]).is_none()
+        {
+            wrong.push(format!("`toolgate {first} {second}` is not a subcommand"));
         }
     }
     assert!(

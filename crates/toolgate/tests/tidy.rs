@@ -225,10 +225,10 @@ fn toolgate_core_does_no_io() {
         .unwrap()
         .parse()
         .unwrap();
-    if let Some(deps) = manifest.get("dependencies").and_then(|d| d.as_table()) {
-        if deps.contains_key("tokio") {
-            found.push("crates/toolgate-core/Cargo.toml: depends on tokio".to_owned());
-        }
+    if let Some(deps) = manifest.get("dependencies").and_then(|d| d.as_table())
+        && deps.contains_key("tokio")
+    {
+        found.push("crates/toolgate-core/Cargo.toml: depends on tokio".to_owned());
     }
     assert!(
         found.is_empty(),
@@ -352,13 +352,13 @@ fn the_crate_graph_has_no_back_edges() {
                 ));
                 continue;
             }
-            if let (Some(from), Some(to)) = (layer_of(name), layer_of(dep)) {
-                if to >= from {
-                    wrong.push(format!(
-                        "{name} ({}) depends on {dep} ({}): a crate depends only on lower layers",
-                        LAYERS[from].0, LAYERS[to].0
-                    ));
-                }
+            if let (Some(from), Some(to)) = (layer_of(name), layer_of(dep))
+                && to >= from
+            {
+                wrong.push(format!(
+                    "{name} ({}) depends on {dep} ({}): a crate depends only on lower layers",
+                    LAYERS[from].0, LAYERS[to].0
+                ));
             }
         }
     }
