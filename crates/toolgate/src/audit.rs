@@ -10,16 +10,16 @@ use serde_json::Value;
 use toolgate_audit::{AuditLog, AuditOptions, StoredRecord, Verdict};
 
 use crate::cli::{AuditCommand, AuditLogArgs};
-use crate::config::Config;
+use crate::settings::Settings;
 
 /// How often `tail --follow` looks for new records.
 const FOLLOW_INTERVAL: Duration = Duration::from_millis(250);
 
 /// The configured audit log, opened for appending.
-pub fn open_log(config: &Config) -> anyhow::Result<AuditLog> {
-    let path = config.audit_path()?;
+pub fn open_log(settings: &Settings) -> anyhow::Result<AuditLog> {
+    let path = settings.audit_path()?;
     let options = AuditOptions {
-        store_values: config.file.audit.debug_store_redacted_values,
+        store_values: settings.audit.store_values,
         ..AuditOptions::default()
     };
     AuditLog::open(&path, options).context("cannot start without the audit log")
@@ -36,7 +36,7 @@ pub fn run(command: &AuditCommand) -> anyhow::Result<u8> {
 fn db_path(args: &AuditLogArgs) -> anyhow::Result<PathBuf> {
     match &args.db {
         Some(path) => Ok(path.clone()),
-        None => Ok(Config::load(args.config.config.as_deref())?.audit_path()?),
+        None => Ok(Settings::load(args.config.config.as_deref())?.audit_path()?),
     }
 }
 

@@ -106,7 +106,8 @@ pub enum ToolsCommand {
         /// Profile whose tools to list.
         #[arg(long, default_value = "default")]
         profile: String,
-        /// Also list candidates: descriptors no entry admits, and entries that are disabled.
+        /// Also list candidates: entries that are hidden, and each upstream's admitted tools
+        /// as their pins say (no upstream is started; see `tools discover`).
         #[arg(long)]
         candidates: bool,
         /// Print JSON.
@@ -128,6 +129,15 @@ pub enum ToolsCommand {
         /// The name a model sees (default: UPSTREAM__TOOL).
         #[arg(long, value_name = "N")]
         name: Option<String>,
+        #[command(flatten)]
+        config: ConfigArgs,
+    },
+    /// Start the configured upstreams, list what each serves (candidates, and admitted tools
+    /// against their pins), and stop them. `tools list` starts nothing and cannot tell.
+    Discover {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
         #[command(flatten)]
         config: ConfigArgs,
     },

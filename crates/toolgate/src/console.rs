@@ -31,8 +31,10 @@ pub struct RunningConsole {
 
 impl RunningConsole {
     pub fn start(gate: &Gate, workspace: &Workspace) -> anyhow::Result<RunningConsole> {
-        let dir = state_dir()
-            .context("cannot find a state directory for the console: set XDG_STATE_HOME or HOME")?;
+        let dir =
+            gate.settings.state_dir.dir.clone().context(
+                "cannot find a state directory for the console: set XDG_STATE_HOME or HOME",
+            )?;
         std::fs::DirBuilder::new()
             .recursive(true)
             .mode(0o700)
@@ -40,7 +42,7 @@ impl RunningConsole {
             .with_context(|| format!("cannot create `{}`", dir.display()))?;
         let root = workspace.root().display().to_string();
         let broker = Arc::new(ConsoleBroker::new(BrokerOptions {
-            timeout: gate.config.approval_timeout()?,
+            timeout: gate.settings.approval.timeout,
             workspace_root: root,
             grants_file: Some(dir.join(grants_file_name(workspace))),
             ..BrokerOptions::default()
@@ -134,40 +136,4 @@ fn grants_file_name(workspace: &Workspace) -> String {
     let id = WorkspaceId::new(&workspace.root().to_string_lossy());
     let digest = id.digest().trim_start_matches("sha256:");
     format!("grants-{}.json", digest.get(..16).unwrap_or(digest))
-}
-
-/// toolgate's state directory, absolute and with symbolic links resolved as far as it exists
-/// (it may not exist yet: toolgate creates it when it first writes there).
-pub(crate) fn resolved_state_dir() -> Option<PathBuf> {
-    let dir = state_dir()?;
-    let mut missing = Vec::new();
-    let mut existing = dir.as_path();
-    loop {
-        if let Ok(resolved) = std::fs::canonicalize(existing) {
-            return Some(
-                missing
-                    .iter()
-                    .rev()
-                    .fold(resolved, |path, name| path.join(name)),
-            );
-        }
-        match (existing.file_name(), existing.parent()) {
-            (Some(name), Some(parent)) => {
-                missing.push(name.to_owned());
-                existing = parent;
-            }
-            // A name such as `..` cannot be resolved before it exists: take it as written.
-            _ => return Some(dir.clone()),
-        }
-    }
-}
-
-fn state_dir() -> Option<PathBuf> {
-    let base = std::env::var_os("XDG_STATE_HOME")
-        .map(PathBuf::from)
-        .filter(|p| p.is_absolute())
-        .or_else(|| {
-            std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".local/state"))
-        })?;
-    Some(base.join("toolgate"))
 }

@@ -17,9 +17,9 @@ use toolgate_exec::{ProcessId, TreeObserver, Watchdog};
 use toolgate_mcp::{Elicitation, Gateway, HttpOptions, Principal, TokenTable};
 
 use crate::cli::ServeArgs;
-use crate::config::Config;
 use crate::console::RunningConsole;
 use crate::gate::{Gate, open_workspace};
+use crate::settings::Settings;
 
 /// The smallest message limit; above it, room for the largest argument text twice over, so
 /// that an oversized argument is refused by stage 1 (`too_large`, as a tool error) rather than
@@ -89,15 +89,15 @@ impl TreeObserver for CommandWatch {
 pub fn serve(args: &ServeArgs) -> anyhow::Result<u8> {
     watch_commands();
     let workspace = open_workspace(&args.workspace)?;
-    let gate = Gate::build(
-        Config::load(args.config.config.as_deref())?,
-        Arc::clone(&workspace),
-    )?;
+    let settings = Arc::new(Settings::load(args.config.config.as_deref())?);
+    let gate = Gate::configured(settings, Arc::clone(&workspace))?;
+    // Checked before any upstream is started.
     check_profile(&gate, &args.profile, "--profile")?;
+    let gate = gate.start()?;
     let mut gate = gate.with_audit_log()?;
     let max_message_bytes = gate
-        .config
-        .bounds()
+        .settings
+        .bounds
         .max_argument_bytes
         .saturating_mul(2)
         .saturating_add(64 << 10)
@@ -113,13 +113,13 @@ pub fn serve(args: &ServeArgs) -> anyhow::Result<u8> {
     };
     let pipeline = gate.pipeline(&workspace, Arc::clone(&broker));
     let mut gateway = Gateway::new(pipeline, "toolgate", env!("CARGO_PKG_VERSION"));
-    let elicitation = gate.config.elicitation_profiles();
+    let elicitation = gate.settings.elicitation_profiles();
     match &console {
         Some(console) if !elicitation.is_empty() => {
             gateway = gateway.with_elicitation(Elicitation {
                 desk: console.desk(),
                 profiles: elicitation,
-                hold: gate.config.approval_timeout()? + ELICITATION_GRACE,
+                hold: gate.settings.approval.timeout + ELICITATION_GRACE,
             });
         }
         None if !elicitation.is_empty() => eprintln!(
@@ -137,8 +137,8 @@ pub fn serve(args: &ServeArgs) -> anyhow::Result<u8> {
     };
     let mut options = HttpOptions::new(tokens(&gate)?);
     options.max_message_bytes = max_message_bytes;
-    options.allowed_hosts = gate.config.file.serve.allowed_hosts.clone();
-    options.sessions = gate.config.session_limits()?;
+    options.allowed_hosts = gate.settings.serve.allowed_hosts.clone();
+    options.sessions = gate.settings.serve.sessions;
     options.release_memory = Some(toolgate_sandbox::release_free_memory);
     if args.dangerous_no_auth {
         options.dangerous_anonymous = Some(Principal::new("anonymous", &args.profile));
@@ -156,7 +156,7 @@ pub fn serve(args: &ServeArgs) -> anyhow::Result<u8> {
     }
     let listener = toolgate_mcp::bind(
         addr,
-        args.dangerous_bind_any || gate.config.file.serve.dangerous_bind_any,
+        args.dangerous_bind_any || gate.settings.serve.dangerous_bind_any,
     )?;
     eprintln!(
         "toolgate: serving MCP at http://{}/mcp",
@@ -201,28 +201,26 @@ fn follow_upstreams(gate: &Arc<Gate>, gateway: &Arc<Gateway>, broker: Arc<dyn Ap
 /// The configured tokens, read from the environment variables `[[serve.token]]` names. A
 /// variable that is unset or holds a weak token stops the server from starting.
 fn tokens(gate: &Gate) -> anyhow::Result<TokenTable> {
-    let config = &gate.config;
+    let settings = &gate.settings;
     let mut table = TokenTable::new();
-    for section in &config.file.serve.tokens {
-        let section = section.get_ref();
-        let name = section.env.get_ref();
-        let token = std::env::var(name).ok().filter(|t| !t.is_empty());
-        let Some(token) = token else {
-            return Err(config
-                .error_at(
-                    section.env.span(),
+    for token in &settings.serve.tokens {
+        let name = &token.env;
+        let Some(value) = &token.value else {
+            return Err(settings
+                .error_at_line(
+                    token.env_line,
                     format!(
                         "the environment variable `{name}` that should hold this token is not set"
                     ),
                 )
                 .into());
         };
-        check_profile(gate, section.profile.get_ref(), "[[serve.token]] profile")
-            .map_err(|e| config.error_at(section.profile.span(), e.to_string()))?;
-        let principal = Principal::new(&section.actor, section.profile.get_ref());
+        check_profile(gate, &token.profile, "[[serve.token]] profile")
+            .map_err(|e| settings.error_at_line(token.profile_line, e.to_string()))?;
+        let principal = Principal::new(&token.actor, &token.profile);
         table
-            .insert(token.trim(), principal)
-            .map_err(|e| config.error_at(section.env.span(), format!("`{name}`: {e}")))?;
+            .insert(value.trim(), principal)
+            .map_err(|e| settings.error_at_line(token.env_line, format!("`{name}`: {e}")))?;
     }
     Ok(table)
 }

@@ -737,3 +737,87 @@ fn the_user_configuration_applies_without_config_flag() {
     let outcome: Value = serde_json::from_slice(&output.stdout).unwrap();
     assert_eq!(outcome["rejection"]["code"], "disabled");
 }
+
+/// `tools list` and `check` start no process: an upstream whose command leaves a mark when it
+/// starts has left none after them, and its admitted tool is listed from its pin, said to be
+/// not started. `tools discover` does start it, and the mark appears, so the mark would show a
+/// listing that started it.
+#[test]
+fn listing_and_checking_start_no_upstream() {
+    let dir = tempfile::tempdir().unwrap();
+    let marks = dir.path().join("marks");
+    fs::create_dir(&marks).unwrap();
+    let mark = marks.join("started");
+    let descriptor = toolgate_core::Descriptor::new(
+        "echo",
+        "Echoes its text back.",
+        json!({"type": "object", "properties": {"text": {"type": "string"}}}),
+    );
+    let (digest, pinned) = toolgate_upstream::pin_of(&descriptor);
+    let quoted = |text: &str| serde_json::to_string(text).unwrap();
+    let script = format!("echo started >> '{}'; exec sleep 30", mark.display());
+    let config = dir.path().join("toolgate.toml");
+    fs::write(
+        &config,
+        format!(
+            "[sandbox]\nmode = \"dangerous-unconfined\"\n\n\
+             [[upstream]]\nname = \"marker\"\ncommand = [\"/bin/sh\", \"-c\", {script}]\n\
+             startup_timeout_ms = 1000\n\n\
+             [[upstream.tool]]\ntool = \"echo\"\neffect = \"read_only\"\ndigest = {digest}\npinned = {pinned}\n",
+            script = quoted(&script),
+            digest = quoted(&digest.to_string()),
+            pinned = quoted(&pinned),
+        ),
+    )
+    .unwrap();
+    let run = |args: &[&str]| {
+        let output = toolgate()
+            .current_dir(dir.path())
+            .args(args)
+            .arg("--config")
+            .arg(&config)
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(0), "{args:?}: {output:?}");
+        String::from_utf8(output.stdout).unwrap()
+    };
+
+    let listed: Value = serde_json::from_str(&run(&["tools", "list", "--json"])).unwrap();
+    let names: Vec<&str> = listed["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert!(names.contains(&"marker__echo"), "{names:?}");
+    let candidates: Value =
+        serde_json::from_str(&run(&["tools", "list", "--candidates", "--json"])).unwrap();
+    let upstreams = &candidates["upstreams"];
+    assert_eq!(upstreams["servers"][0]["name"], "marker", "{upstreams}");
+    assert_eq!(upstreams["servers"][0]["started"], false, "{upstreams}");
+    assert_eq!(
+        upstreams["tools"],
+        json!([{
+            "name": "marker__echo", "upstream": "marker", "tool": "echo",
+            "state": "admitted (upstream not started)", "hints": [],
+            "digest": digest.to_string(),
+        }])
+    );
+    let text = run(&["tools", "list", "--candidates"]);
+    assert!(
+        text.contains("upstream marker: not started: `toolgate tools list` starts nothing"),
+        "{text}"
+    );
+    let checked = run(&["check"]);
+    assert!(checked.contains("marker__echo"), "{checked}");
+    assert!(checked.ends_with("ok\n"), "{checked}");
+    // A process started by any of them would have written the mark by now: each waited for
+    // nothing, and the shell writes before anything else.
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    assert!(!mark.exists(), "a listing or check started the upstream");
+
+    let discovered: Value = serde_json::from_str(&run(&["tools", "discover", "--json"])).unwrap();
+    assert_eq!(discovered["servers"][0]["name"], "marker", "{discovered}");
+    assert_eq!(discovered["servers"][0]["connected"], false, "{discovered}");
+    assert!(mark.exists(), "`tools discover` did not start the upstream");
+}

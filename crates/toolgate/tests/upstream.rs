@@ -72,12 +72,11 @@ impl Setup {
         assert!(output.status.success(), "admit {tool}: {output:?}");
     }
 
-    /// `toolgate tools list --candidates --json`'s upstream part.
+    /// `toolgate tools discover --json`: what the upstreams serve, started for the listing.
     fn upstream_listing(&self) -> Value {
-        let output = self.toolgate(&["tools", "list", "--candidates", "--json"]);
+        let output = self.toolgate(&["tools", "discover", "--json"]);
         assert!(output.status.success(), "{output:?}");
-        let listing: Value = serde_json::from_slice(&output.stdout).unwrap();
-        listing["upstreams"].clone()
+        serde_json::from_slice(&output.stdout).unwrap()
     }
 
     fn session(&self, steps: Value) -> Value {

@@ -766,7 +766,7 @@ fn a_machine_without_landlock_starts_no_upstream_process() {
                 "inject=landlock_create_ruleset:error=ENOSYS",
             ])
             .arg(toolgate_bin())
-            .args(["tools", "list", "--candidates", "--json", "--config"])
+            .args(["tools", "discover", "--json", "--config"])
             .arg(config)
             .env("HOME", &places.home)
             .env("XDG_STATE_HOME", &places.state)
@@ -775,7 +775,7 @@ fn a_machine_without_landlock_starts_no_upstream_process() {
             .output()
             .unwrap();
         assert!(output.status.success(), "{output:?}");
-        serde_json::from_slice::<Value>(&output.stdout).unwrap()["upstreams"]["servers"][0].clone()
+        serde_json::from_slice::<Value>(&output.stdout).unwrap()["servers"][0].clone()
     };
 
     let config = places.root.join("enforce.toml");

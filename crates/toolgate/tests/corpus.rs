@@ -1,4 +1,5 @@
-//! The shared hostile-input corpus against the library: builtin tools in a real pipeline.
+//! The shared hostile-input corpus against the library: builtin tools in the pipeline the
+//! `toolgate` binary builds, from the same settings and with the same builder.
 
 #![allow(
     clippy::unwrap_used,
@@ -10,48 +11,23 @@
 #[path = "../../../tests/support/fixture.rs"]
 mod fixture;
 
-use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use toolgate_core::policy::DEFAULT_POLICY;
+use toolgate::{Gate, Settings};
 use toolgate_core::*;
 use toolgate_workspace::Workspace;
 
 use fixture::{Fixture, corpus};
 
-/// The pipeline the CLI would build for the fixture configuration `config`.
+/// The pipeline the CLI builds for the fixture configuration `config`, asking nobody.
 fn pipeline(fx: &Fixture, config: &str) -> Pipeline {
     let workspace = Arc::new(Workspace::open(&fx.workspace()).unwrap());
-    let mut builder = RegistryBuilder::new();
-    for tool in toolgate_tools::builtin(Arc::clone(&workspace)) {
-        let mut entry = tool.entry;
-        if config == "restricted" {
-            match entry.name.as_str() {
-                "list_dir" => entry.surfaces = BTreeSet::from([Surface::Cli, Surface::Console]),
-                "search_text" => entry.enabled = false,
-                _ => {}
-            }
-        }
-        builder
-            .register(tool.descriptor, entry, tool.executor)
-            .unwrap();
-    }
-    let registry = builder.build().unwrap();
-    let operator = fx
-        .config(config)
-        .map(|_| std::fs::read_to_string(fx.dir.path().join("restricted.cedar")).unwrap());
-    let mut sources = vec![("<default policy>", DEFAULT_POLICY)];
-    if let Some(text) = &operator {
-        sources.push(("restricted.cedar", text));
-    }
-    let mut policy = PolicyEngine::from_sources(&sources).unwrap();
-    policy.prepare(&registry).unwrap();
-    Pipeline::new(
-        Arc::new(registry),
-        Arc::new(policy),
-        Arc::new(HeadlessBroker),
-        WorkspaceId::new(&workspace.root().to_string_lossy()),
-    )
+    let settings = match fx.config(config) {
+        Some(path) => Settings::load(Some(&path)).unwrap(),
+        None => Settings::defaults().unwrap(),
+    };
+    let gate = Gate::configured(Arc::new(settings), Arc::clone(&workspace)).unwrap();
+    gate.pipeline(&workspace, Arc::new(HeadlessBroker))
 }
 
 #[test]

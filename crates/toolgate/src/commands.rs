@@ -1,0 +1,285 @@
+//! The commands of `toolgate` other than `serve`, `audit`, `sandbox` and the upstream
+//! admissions: `call`, `explain`, `tools list` and `check`, and the dispatch of every command.
+
+use std::io::Read;
+use std::path::Path;
+use std::sync::Arc;
+
+use serde_json::json;
+use toolgate_core::{NormalizeBounds, RawArguments, RawCall, Status};
+
+use crate::cli::{self, CallArgs, Cli, Command, ToolsCommand};
+use crate::gate::{Gate, open_workspace};
+use crate::settings::Settings;
+use crate::{approve, audit, sandbox, serve, upstream};
+
+/// The call completed.
+pub const EXIT_COMPLETED: u8 = 0;
+/// The tool failed.
+pub const EXIT_FAILED: u8 = 1;
+/// The call was rejected or denied.
+pub const EXIT_REJECTED: u8 = 2;
+/// Bad usage or configuration.
+pub const EXIT_USAGE: u8 = 3;
+
+/// Runs one parsed command line: its exit code, or the error that makes it exit 3.
+pub fn run(cli: Cli) -> anyhow::Result<u8> {
+    match cli.command {
+        Command::Call(args) => call(&args),
+        Command::Explain(args) => explain(&args),
+        Command::Tools {
+            command:
+                ToolsCommand::List {
+                    profile,
+                    candidates,
+                    json,
+                    config,
+                },
+        } => tools_list(config.config.as_deref(), &profile, candidates, json),
+        Command::Tools {
+            command:
+                ToolsCommand::Admit {
+                    upstream,
+                    tool,
+                    effect,
+                    name,
+                    config,
+                },
+        } => upstream::admit(config.config.as_deref(), &upstream, &tool, effect, name),
+        Command::Tools {
+            command: ToolsCommand::Diff { name, config },
+        } => upstream::diff(config.config.as_deref(), &name),
+        Command::Tools {
+            command: ToolsCommand::Discover { json, config },
+        } => upstream::discover(config.config.as_deref(), json),
+        Command::Tools {
+            command:
+                ToolsCommand::Pin {
+                    name,
+                    digest,
+                    config,
+                },
+        } => upstream::pin(config.config.as_deref(), &name, digest.as_deref()),
+        Command::Serve(args) => serve::serve(&args),
+        Command::Check { config } => check(config.config.as_deref()),
+        Command::Audit { command } => audit::run(&command),
+        Command::Sandbox {
+            command: cli::SandboxCommand::Check { json, config },
+        } => sandbox::check(config.config.as_deref(), json),
+        Command::UpstreamWatchdog => {
+            toolgate_upstream::run_watchdog(std::io::stdin().lock());
+            Ok(0)
+        }
+    }
+}
+
+fn raw_call(args: &CallArgs, bounds: &NormalizeBounds) -> anyhow::Result<RawCall> {
+    let arguments = if args.args == "-" {
+        // Read one byte more than the bound, so that stage 1 sees the excess and rejects it
+        // without toolgate holding an unbounded input in memory.
+        let limit = u64::try_from(bounds.max_argument_bytes)
+            .unwrap_or(u64::MAX)
+            .saturating_add(1);
+        let mut text = String::new();
+        std::io::stdin()
+            .lock()
+            .take(limit)
+            .read_to_string(&mut text)
+            .map_err(|e| anyhow::anyhow!("cannot read arguments from standard input: {e}"))?;
+        text
+    } else {
+        args.args.clone()
+    };
+    Ok(RawCall {
+        tool: args.tool.clone(),
+        arguments: RawArguments::Text(arguments),
+        surface: args.surface,
+        actor: args.actor.clone(),
+        profile: args.profile.clone(),
+        request_id: None,
+    })
+}
+
+fn call(args: &CallArgs) -> anyhow::Result<u8> {
+    serve::watch_commands();
+    let workspace = open_workspace(&args.workspace)?;
+    let settings = Arc::new(Settings::load(args.config.config.as_deref())?);
+    let gate = Gate::running(settings, Arc::clone(&workspace))?.with_audit_log()?;
+    let prompt = if args.ask {
+        approve::Prompt::Ask
+    } else {
+        approve::Prompt::Off
+    };
+    let pipeline = gate.pipeline(&workspace, Arc::new(approve::TerminalBroker::new(prompt)));
+    let outcome = pipeline.run(raw_call(args, &gate.settings.bounds)?);
+    cli::print_call(&outcome, args.json)?;
+    Ok(match outcome.status {
+        Status::Completed => EXIT_COMPLETED,
+        Status::Failed => EXIT_FAILED,
+        Status::Rejected => EXIT_REJECTED,
+    })
+}
+
+fn explain(args: &CallArgs) -> anyhow::Result<u8> {
+    let workspace = open_workspace(&args.workspace)?;
+    let settings = Arc::new(Settings::load(args.config.config.as_deref())?);
+    let gate = Gate::running(settings, Arc::clone(&workspace))?;
+    // Explaining never asks anyone: the headless broker is never consulted by `explain`.
+    let pipeline = gate.pipeline(&workspace, Arc::new(toolgate_core::HeadlessBroker));
+    let reports = pipeline.explain(raw_call(args, &gate.settings.bounds)?);
+    let rejected = reports.iter().any(|r| r.decision == "reject");
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&reports)?);
+    } else {
+        for report in &reports {
+            println!(
+                "{:<10} {:<7} {}",
+                report.stage.as_str(),
+                report.decision,
+                report.detail
+            );
+        }
+    }
+    Ok(if rejected {
+        EXIT_REJECTED
+    } else {
+        EXIT_COMPLETED
+    })
+}
+
+/// The registry as configured, over the current directory. Listing starts nothing: no
+/// upstream, no command.
+fn registry_for_listing(config: Option<&Path>) -> anyhow::Result<Gate> {
+    let workspace = open_workspace(Path::new("."))?;
+    let settings = Arc::new(Settings::load(config)?);
+    Ok(Gate::configured(settings, workspace)?)
+}
+
+fn tools_list(
+    config: Option<&Path>,
+    profile: &str,
+    candidates: bool,
+    as_json: bool,
+) -> anyhow::Result<u8> {
+    let gate = registry_for_listing(config)?;
+    let registry = &gate.registry;
+    if !registry.profiles().contains(profile) {
+        eprintln!(
+            "toolgate: unknown profile `{profile}`; profiles: {}",
+            registry
+                .profiles()
+                .into_iter()
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        return Ok(EXIT_USAGE);
+    }
+    let visible: Vec<_> = registry.visible(profile).collect();
+    let hidden: Vec<_> = registry
+        .tools()
+        .filter(|t| !visible.iter().any(|v| Arc::ptr_eq(v, t)))
+        .collect();
+    if as_json {
+        let tool_json = |t: &toolgate_core::Tool, state: &str| {
+            json!({
+                "name": t.entry.name,
+                "version": t.entry.version.to_string(),
+                "state": state,
+                "effect": t.entry.effect(),
+                "description": t.description(),
+                "inputSchema": t.descriptor.input_schema,
+                "digest": t.digest,
+            })
+        };
+        let mut tools: Vec<_> = visible.iter().map(|t| tool_json(t, "visible")).collect();
+        if candidates {
+            tools.extend(
+                hidden
+                    .iter()
+                    .map(|t| tool_json(t, hidden_state(t, profile))),
+            );
+            tools.extend(registry.candidates().iter().map(|d| {
+                json!({"name": d.name, "state": "candidate", "description": d.description, "digest": d.digest()})
+            }));
+        }
+        let mut listing = json!({ "profile": profile, "tools": tools });
+        if candidates
+            && !gate.settings.upstreams.is_empty()
+            && let Some(listing) = listing.as_object_mut()
+        {
+            listing.insert(
+                "upstreams".into(),
+                upstream::configured_json(&gate.settings.upstreams),
+            );
+        }
+        println!("{}", serde_json::to_string_pretty(&listing)?);
+        return Ok(EXIT_COMPLETED);
+    }
+    for tool in &visible {
+        println!(
+            "{:<14} {:<5} {:<13} {}",
+            tool.entry.name,
+            tool.entry.version.to_string(),
+            tool.entry.effect().as_str(),
+            first_line(tool.description())
+        );
+    }
+    if candidates {
+        for tool in &hidden {
+            println!(
+                "{:<14} {:<5} {:<13} [{}]",
+                tool.entry.name,
+                tool.entry.version.to_string(),
+                tool.entry.effect().as_str(),
+                hidden_state(tool, profile)
+            );
+        }
+        for descriptor in registry.candidates() {
+            println!(
+                "{:<14} {:<5} {:<13} [candidate: no registry entry]",
+                descriptor.name, "-", "-"
+            );
+        }
+        upstream::print_configured(&gate.settings.upstreams);
+    }
+    Ok(EXIT_COMPLETED)
+}
+
+fn hidden_state(tool: &toolgate_core::Tool, profile: &str) -> &'static str {
+    if !tool.entry.enabled {
+        "disabled"
+    } else if tool.is_stale() {
+        "stale"
+    } else if !tool.entry.profiles.contains(profile) {
+        "not in profile"
+    } else {
+        "unavailable"
+    }
+}
+
+fn first_line(text: &str) -> &str {
+    text.lines().next().unwrap_or_default()
+}
+
+fn check(config: Option<&Path>) -> anyhow::Result<u8> {
+    let gate = registry_for_listing(config)?;
+    println!("configuration: {}", gate.settings.display_path());
+    println!("policies: {} loaded", gate.policy.len());
+    for profile in gate.registry.profiles() {
+        let names: Vec<&str> = gate
+            .registry
+            .visible(profile)
+            .map(|t| t.entry.name.as_str())
+            .collect();
+        println!(
+            "profile {profile}: {}",
+            if names.is_empty() {
+                "no tools".to_owned()
+            } else {
+                names.join(", ")
+            }
+        );
+    }
+    println!("ok");
+    Ok(EXIT_COMPLETED)
+}

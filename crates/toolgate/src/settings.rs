@@ -1,0 +1,979 @@
+//! toolgate's settings: `toolgate.toml` and the environment, read and checked once.
+//!
+//! [`Settings::load`] is the one place the configuration file is read. It parses the file
+//! strictly (an unknown key, the same tool or upstream twice, a number out of range is an
+//! error that names the file and line), resolves every path against the file's directory or
+//! the user's directories, reads the policy files, checks each `[[upstream]]` into an
+//! [`UpstreamSpec`] with its [`Endpoint`](toolgate_upstream::Endpoint), and resolves
+//! `[sandbox]` into the [`Confinement`] commands run under. What it returns is only values:
+//! nothing has been started. With no configuration at all the defaults apply, and they are
+//! safe: builtin read-only tools only, the default policy, approvals refused headlessly.
+//!
+//! What can only be checked against the tools themselves (a `[[tool]]` or profile naming a
+//! tool that does not exist, a profile `[approval] elicitation` or a token names that no tool
+//! is in, a policy about an unknown tool) is checked when the registry is built from these
+//! settings (see [`crate::gate`]), before any upstream is started, with errors located in the
+//! file the same way.
+
+mod file;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Deserialize;
+use thiserror::Error;
+use toml::Spanned;
+use toolgate_core::{
+    ApprovalMode, EffectClass, NormalizeBounds, PolicyEngine, Surface, ToolEntry, Version,
+    policy::DEFAULT_POLICY,
+};
+use toolgate_exec::CgroupLimits;
+use toolgate_mcp::http::SessionLimits;
+use toolgate_sandbox::{Limits, Sandbox};
+use toolgate_tools::Confinement;
+use toolgate_upstream::{UpstreamConfinement, UpstreamSpec};
+
+use file::{ConfigFile, Located, ToolSection};
+
+/// A configuration problem, located in its file.
+#[derive(Debug, Error)]
+#[error("{file}:{line}: {message}")]
+pub struct ConfigError {
+    pub file: String,
+    pub line: usize,
+    pub message: String,
+}
+
+/// The approval timeout when `[approval] timeout_secs` is not set.
+pub const DEFAULT_APPROVAL_TIMEOUT_SECS: u64 = 300;
+/// The longest approval timeout: a call should not hold a client for longer than a day.
+pub const MAX_APPROVAL_TIMEOUT_SECS: u64 = 24 * 60 * 60;
+/// The most sessions `[serve] max_sessions` may allow: about 6 GB of sessions, beyond any
+/// loopback server's needs; a larger number is more likely a typo than a plan.
+pub const MAX_SESSIONS: u64 = 100_000;
+/// The longest idle timeout of a session: a day, as for approvals.
+pub const MAX_SESSION_IDLE_TIMEOUT_SECS: u64 = 24 * 60 * 60;
+/// The largest file a command may write unless the operator says otherwise.
+pub const DEFAULT_FILE_SIZE_BYTES: u64 = 4 << 30;
+/// Processes in a call's own cgroup unless the operator says otherwise.
+pub const DEFAULT_PIDS_MAX: u64 = 4096;
+
+/// Everything toolgate runs on, resolved from the configuration and the environment.
+#[derive(Debug)]
+pub struct Settings {
+    origin: Located,
+    /// The operator's Cedar policy file, resolved against the configuration's directory.
+    pub policy_path: Option<PathBuf>,
+    /// The policy sources in force (the default policy unless turned off, then the
+    /// operator's file), as name and text; they parse.
+    pub policy: Vec<(String, String)>,
+    /// Bounds on requests, before anything is parsed.
+    pub bounds: NormalizeBounds,
+    /// The `[[tool]]` sections: changes to builtin registry entries.
+    pub tools: Vec<ToolOverride>,
+    /// The `[profiles.NAME]` sections, by name.
+    pub profiles: Vec<ProfileTools>,
+    pub serve: ServeSettings,
+    pub approval: ApprovalSettings,
+    pub audit: AuditSettings,
+    /// The `[[upstream]]` servers, checked, each with the confinement `[sandbox]` asks for.
+    pub upstreams: Vec<UpstreamSpec>,
+    pub sandbox: SandboxSettings,
+    /// toolgate's state directory: the console's token file, the standing grants, and the
+    /// audit log unless `[audit] path` says otherwise.
+    pub state_dir: StateDir,
+}
+
+/// One `[[tool]]`, with the line it starts on.
+#[derive(Debug, Clone)]
+pub struct ToolOverride {
+    pub name: String,
+    /// The line of its `name`, for an error about it.
+    pub line: usize,
+    pub enabled: Option<bool>,
+    pub version: Option<Version>,
+    pub capability: Option<String>,
+    pub effect: Option<EffectClass>,
+    pub surfaces: Option<std::collections::BTreeSet<Surface>>,
+    pub profiles: Option<std::collections::BTreeSet<String>>,
+    pub approval: Option<ApprovalMode>,
+    pub description: Option<String>,
+    pub timeout_ms: Option<u64>,
+    pub default_timeout_ms: Option<u64>,
+    pub max_output_bytes: Option<usize>,
+    pub max_results: Option<usize>,
+}
+
+/// One `[profiles.NAME]`: the tools it adds, each with its line.
+#[derive(Debug, Clone)]
+pub struct ProfileTools {
+    pub name: String,
+    pub tools: Vec<(String, usize)>,
+}
+
+/// `[serve]`, for `toolgate serve --http`.
+#[derive(Debug, Clone)]
+pub struct ServeSettings {
+    /// Listen on a non-loopback address (as `--dangerous-bind-any`).
+    pub dangerous_bind_any: bool,
+    /// `Host` values accepted beyond the bound address and `localhost`, as `host:port`.
+    pub allowed_hosts: Vec<String>,
+    pub tokens: Vec<TokenSetting>,
+    /// The session limits, the defaults where the file says nothing.
+    pub sessions: SessionLimits,
+}
+
+/// One `[[serve.token]]`: the token is read from the environment variable `env`.
+#[derive(Debug, Clone)]
+pub struct TokenSetting {
+    pub env: String,
+    /// The variable's value, `None` when it is unset or empty.
+    pub value: Option<String>,
+    pub actor: String,
+    pub profile: String,
+    /// The lines of `env` and `profile`, for errors found when serving.
+    pub env_line: usize,
+    pub profile_line: usize,
+}
+
+/// `[approval]`.
+#[derive(Debug, Clone)]
+pub struct ApprovalSettings {
+    /// How long a request waits in the console before it is `approval_expired`.
+    pub timeout: Duration,
+    /// Profiles whose sessions may also be asked by MCP elicitation, each with its line.
+    pub elicitation: Vec<(String, usize)>,
+}
+
+/// `[audit]`.
+#[derive(Debug, Clone)]
+pub struct AuditSettings {
+    /// The log's file; `None` when neither `[audit] path` nor a state directory gives one.
+    pub path: Option<PathBuf>,
+    /// Also keep each call's redacted messages and output.
+    pub store_values: bool,
+}
+
+/// `[sandbox]`, resolved.
+#[derive(Debug, Clone)]
+pub struct SandboxSettings {
+    pub mode: Mode,
+    /// How commands are confined: this machine's sandbox, the deny list with toolgate's own
+    /// files, the operator's additions.
+    pub confinement: Arc<Confinement>,
+    pub limits: SandboxLimits,
+    /// Every command reaches the network unfiltered.
+    pub dangerous_unconfined_network: bool,
+}
+
+/// Whether commands are confined.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Mode {
+    /// Confined, or refused with `sandbox_unavailable` where this machine cannot.
+    #[default]
+    Enforce,
+    /// Not confined at all.
+    DangerousUnconfined,
+}
+
+/// `[sandbox.limits]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SandboxLimits {
+    pub file_size_bytes: Option<u64>,
+    pub address_space_bytes: Option<u64>,
+    pub open_files: Option<u64>,
+    pub processes: Option<u64>,
+    pub pids_max: Option<u64>,
+    pub memory_max_bytes: Option<u64>,
+}
+
+/// toolgate's state directory, as the environment names it and with symbolic links resolved.
+#[derive(Debug, Clone, Default)]
+pub struct StateDir {
+    /// `$XDG_STATE_HOME/toolgate`, else `~/.local/state/toolgate`; `None` without either.
+    pub dir: Option<PathBuf>,
+    /// `dir`, absolute and with symbolic links resolved as far as it exists (it may not exist
+    /// yet: toolgate creates it when it first writes there).
+    pub resolved: Option<PathBuf>,
+}
+
+impl StateDir {
+    /// The one place the state directory is looked up.
+    pub fn from_environment() -> StateDir {
+        let dir = std::env::var_os("XDG_STATE_HOME")
+            .map(PathBuf::from)
+            .filter(|p| p.is_absolute())
+            .or_else(|| {
+                std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".local/state"))
+            })
+            .map(|base| base.join("toolgate"));
+        let resolved = dir.as_deref().map(resolve_existing);
+        StateDir { dir, resolved }
+    }
+}
+
+/// `dir` with its longest existing prefix canonicalized.
+fn resolve_existing(dir: &Path) -> PathBuf {
+    let mut missing = Vec::new();
+    let mut existing = dir;
+    loop {
+        if let Ok(resolved) = std::fs::canonicalize(existing) {
+            return missing
+                .iter()
+                .rev()
+                .fold(resolved, |path, name| path.join(name));
+        }
+        match (existing.file_name(), existing.parent()) {
+            (Some(name), Some(parent)) => {
+                missing.push(name.to_owned());
+                existing = parent;
+            }
+            // A name such as `..` cannot be resolved before it exists: take it as written.
+            _ => return dir.to_path_buf(),
+        }
+    }
+}
+
+impl Settings {
+    /// `--config F` if given; else the user's `toolgate/toolgate.toml` in the XDG config
+    /// directory if it exists; else the defaults.
+    pub fn load(explicit: Option<&Path>) -> Result<Settings, ConfigError> {
+        let path = match explicit {
+            Some(path) => Some(path.to_owned()),
+            None => user_config_path().filter(|p| p.is_file()),
+        };
+        let Some(path) = path else {
+            return Settings::defaults();
+        };
+        let text = std::fs::read_to_string(&path).map_err(|e| ConfigError {
+            file: path.display().to_string(),
+            line: 0,
+            message: format!("cannot read the configuration: {e}"),
+        })?;
+        Settings::parse(&path, text)
+    }
+
+    /// The settings with no configuration file.
+    pub fn defaults() -> Result<Settings, ConfigError> {
+        Settings::resolve(Located::default(), ConfigFile::default(), Sandbox::detect())
+    }
+
+    /// Parses and checks `text` as the file at `path`.
+    pub fn parse(path: &Path, text: String) -> Result<Settings, ConfigError> {
+        Settings::parse_on(path, text, Sandbox::detect())
+    }
+
+    /// As [`Settings::parse`], on a machine whose sandbox is `sandbox`.
+    pub fn parse_on(path: &Path, text: String, sandbox: Sandbox) -> Result<Settings, ConfigError> {
+        let (origin, file) = Located::parse(path, text)?;
+        Settings::resolve(origin, file, sandbox)
+    }
+
+    /// Every check that needs only the file and the environment, and every path resolved.
+    fn resolve(
+        origin: Located,
+        file: ConfigFile,
+        sandbox: Sandbox,
+    ) -> Result<Settings, ConfigError> {
+        check_duplicates(&origin, &file)?;
+        let approval = ApprovalSettings {
+            timeout: approval_timeout(&origin, &file)?,
+            elicitation: file
+                .approval
+                .elicitation
+                .iter()
+                .map(|p| (p.get_ref().clone(), origin.line(p.span())))
+                .collect(),
+        };
+        let sessions = session_limits(&origin, &file)?;
+        let base = origin
+            .path
+            .as_ref()
+            .and_then(|p| p.parent())
+            .unwrap_or(Path::new("."))
+            .to_path_buf();
+        let policy_file = file
+            .policy
+            .as_ref()
+            .map(|policy| (base.join(policy.get_ref()), policy.span()));
+        let state_dir = StateDir::from_environment();
+        let audit = AuditSettings {
+            path: match &file.audit.path {
+                Some(path) => Some(base.join(path.get_ref())),
+                None => state_dir.dir.as_ref().map(|dir| dir.join("audit.db")),
+            },
+            store_values: file.audit.debug_store_redacted_values,
+        };
+        let mut settings = Settings {
+            policy_path: policy_file.as_ref().map(|(path, _)| path.clone()),
+            policy: Vec::new(),
+            bounds: bounds(&file.limits),
+            tools: file
+                .tools
+                .iter()
+                .map(|section| tool_override(&origin, section.get_ref()))
+                .collect(),
+            profiles: Vec::new(),
+            serve: ServeSettings {
+                dangerous_bind_any: file.serve.dangerous_bind_any,
+                allowed_hosts: file.serve.allowed_hosts.clone(),
+                tokens: file
+                    .serve
+                    .tokens
+                    .iter()
+                    .map(|token| {
+                        let token = token.get_ref();
+                        TokenSetting {
+                            env: token.env.get_ref().clone(),
+                            value: std::env::var(token.env.get_ref())
+                                .ok()
+                                .filter(|t| !t.is_empty()),
+                            actor: token.actor.clone(),
+                            profile: token.profile.get_ref().clone(),
+                            env_line: origin.line(token.env.span()),
+                            profile_line: origin.line(token.profile.span()),
+                        }
+                    })
+                    .collect(),
+                sessions,
+            },
+            approval,
+            audit,
+            upstreams: Vec::new(),
+            sandbox: SandboxSettings {
+                mode: file
+                    .sandbox
+                    .mode
+                    .as_ref()
+                    .map_or(Mode::Enforce, |m| *m.get_ref()),
+                confinement: Arc::new(Confinement::dangerous_unconfined()),
+                limits: file.sandbox.limits.clone(),
+                dangerous_unconfined_network: file.sandbox.dangerous_unconfined_network,
+            },
+            state_dir,
+            origin,
+        };
+        for (profile, section) in &file.profiles {
+            if profile.get_ref() == toolgate_core::registry::DEFAULT_PROFILE {
+                return Err(settings.origin.error_at(
+                    profile.span(),
+                    "the `default` profile is defined by each tool's `profiles`; it cannot be redefined",
+                ));
+            }
+            settings.profiles.push(ProfileTools {
+                name: profile.get_ref().clone(),
+                tools: section
+                    .tools
+                    .iter()
+                    .map(|t| (t.get_ref().clone(), settings.origin.line(t.span())))
+                    .collect(),
+            });
+        }
+        settings.sandbox.confinement = Arc::new(settings.confinement(&file, sandbox)?);
+        settings.upstreams = settings.upstream_specs(&file, &base)?;
+        settings.policy = settings.policy_sources(&file, policy_file)?;
+        Ok(settings)
+    }
+
+    /// The configuration file, or `None` when running on defaults.
+    pub fn path(&self) -> Option<&Path> {
+        self.origin.path.as_deref()
+    }
+
+    pub fn display_path(&self) -> String {
+        self.origin.display_path()
+    }
+
+    /// An error at `line` of the configuration file (0: the file as a whole).
+    pub fn error_at_line(&self, line: usize, message: impl Into<String>) -> ConfigError {
+        ConfigError {
+            file: self.display_path(),
+            line,
+            message: message.into(),
+        }
+    }
+
+    /// An error about the configuration as a whole.
+    pub fn error(&self, message: impl Into<String>) -> ConfigError {
+        self.origin.error(message)
+    }
+
+    /// The audit log's file: `[audit] path`, resolved against the configuration's directory;
+    /// else `audit.db` in the state directory.
+    pub fn audit_path(&self) -> Result<PathBuf, ConfigError> {
+        self.audit.path.clone().ok_or_else(|| {
+            self.error("no place for the audit log: set `[audit] path`, XDG_STATE_HOME or HOME")
+        })
+    }
+
+    /// The profiles `[approval] elicitation` names.
+    pub fn elicitation_profiles(&self) -> std::collections::BTreeSet<String> {
+        self.approval
+            .elicitation
+            .iter()
+            .map(|(p, _)| p.clone())
+            .collect()
+    }
+
+    /// A policy engine over [`Settings::policy`], not yet prepared for a registry.
+    pub fn policy_engine(&self) -> Result<PolicyEngine, ConfigError> {
+        policy_engine_of(&self.policy, &self.display_path())
+    }
+
+    /// The default policy (unless turned off) and the operator's file. A policy file that
+    /// cannot be read or parsed stops toolgate from starting.
+    fn policy_sources(
+        &self,
+        file: &ConfigFile,
+        policy_file: Option<(PathBuf, std::ops::Range<usize>)>,
+    ) -> Result<Vec<(String, String)>, ConfigError> {
+        let mut sources = Vec::new();
+        if file.default_policy.unwrap_or(true) {
+            sources.push(("<default policy>".to_owned(), DEFAULT_POLICY.to_owned()));
+        }
+        if let Some((path, span)) = policy_file {
+            let text = std::fs::read_to_string(&path).map_err(|e| {
+                self.origin.error_at(
+                    span,
+                    format!("cannot read policy file `{}`: {e}", path.display()),
+                )
+            })?;
+            sources.push((path.display().to_string(), text));
+        }
+        policy_engine_of(&sources, &self.display_path())?;
+        Ok(sources)
+    }
+
+    /// The `[[upstream]]` sections, checked, with their environment read from toolgate's own
+    /// and the confinement `[sandbox]` asks for (see [`Settings::upstream_confinement`]).
+    fn upstream_specs(
+        &self,
+        file: &ConfigFile,
+        base: &Path,
+    ) -> Result<Vec<UpstreamSpec>, ConfigError> {
+        if file.upstreams.is_empty() {
+            return Ok(Vec::new());
+        }
+        let confinement = self.upstream_confinement(file);
+        file.upstreams
+            .iter()
+            .map(|section| {
+                let mut spec = section
+                    .get_ref()
+                    .check(base, |name| std::env::var(name).ok())
+                    .map_err(|e| self.origin.error_at(section.span(), e.to_string()))?;
+                spec.confinement = confinement.clone();
+                Ok(spec)
+            })
+            .collect()
+    }
+
+    /// How every upstream process is confined, from `[sandbox]`: its mode
+    /// (`dangerous-unconfined` leaves upstreams unconfined too), the deny list commands get
+    /// (toolgate's own files, the credential stores, the shared scratch places, the
+    /// operator's `deny` and `allow`), `dangerous_allow_unix_sockets`, `read`, the rlimits and
+    /// the `resolve` pins of the proxies. Not `write` nor `dangerous_unconfined_network`:
+    /// those widen what commands reach, and an upstream gets only what its own
+    /// `[upstream.sandbox]` grants.
+    fn upstream_confinement(&self, file: &ConfigFile) -> UpstreamConfinement {
+        let commands = &self.sandbox.confinement;
+        let Some(sandbox) = commands.sandbox() else {
+            return UpstreamConfinement::dangerous_unconfined();
+        };
+        let mut confinement = UpstreamConfinement::new(*sandbox, commands.denied().clone());
+        confinement.set_unix_sockets(commands.unix_sockets());
+        for path in commands.read_paths() {
+            confinement.add_readable(path.clone());
+        }
+        let limits = &self.sandbox.limits;
+        confinement.set_limits(Limits {
+            file_size: Some(limits.file_size_bytes.unwrap_or(DEFAULT_FILE_SIZE_BYTES)),
+            address_space: limits.address_space_bytes,
+            processes: limits.processes,
+            open_files: limits.open_files,
+        });
+        for (host, addresses) in &file.sandbox.resolve {
+            confinement.pin(host, addresses.clone());
+        }
+        confinement
+    }
+
+    /// The confinement `[sandbox]` asks for, on a machine whose sandbox is `sandbox`, with
+    /// the default deny list. A path that is neither absolute nor `~/…`, or an `allow` entry
+    /// that names no default entry, is an error at its line.
+    fn confinement(&self, file: &ConfigFile, sandbox: Sandbox) -> Result<Confinement, ConfigError> {
+        let section = &file.sandbox;
+        let home = std::env::var_os("HOME").map(PathBuf::from);
+        let mut confinement = match self.sandbox.mode {
+            Mode::DangerousUnconfined => Confinement::dangerous_unconfined(),
+            Mode::Enforce => Confinement::new(sandbox, home.as_deref(), &self.toolgate_paths()),
+        };
+        let resolved = |path: &Spanned<String>| {
+            resolve(path.get_ref(), home.as_deref())
+                .map_err(|message| self.origin.error_at(path.span(), message))
+        };
+        for path in &section.deny {
+            confinement.deny(&resolved(path)?);
+        }
+        for path in &section.allow {
+            if !confinement.allow(&resolved(path)?) {
+                return Err(self.origin.error_at(
+                    path.span(),
+                    format!(
+                        "[sandbox] allow `{}` is not on the deny list; its entries: {}",
+                        path.get_ref(),
+                        shown(confinement.denied().entries())
+                    ),
+                ));
+            }
+        }
+        for path in &section.read {
+            confinement.readable(resolved(path)?);
+        }
+        for path in &section.write {
+            confinement.writable(resolved(path)?);
+        }
+        if section.dangerous_unconfined_network {
+            confinement.dangerous_unconfined_network();
+        }
+        if section.dangerous_allow_unix_sockets {
+            confinement.dangerous_allow_unix_sockets();
+        }
+        for (host, addresses) in &section.resolve {
+            confinement.pin(host, addresses.clone());
+        }
+        let limits = &section.limits;
+        confinement.set_limits(Limits {
+            file_size: Some(limits.file_size_bytes.unwrap_or(DEFAULT_FILE_SIZE_BYTES)),
+            address_space: limits.address_space_bytes,
+            processes: limits.processes,
+            open_files: limits.open_files,
+        });
+        confinement.set_cgroup_limits(CgroupLimits {
+            pids_max: Some(limits.pids_max.unwrap_or(DEFAULT_PIDS_MAX)),
+            memory_max: limits.memory_max_bytes,
+        });
+        Ok(confinement)
+    }
+
+    /// toolgate's own files, denied to every command: the state directory, the configuration
+    /// directory, the configuration and policy files in use, and the audit log with its
+    /// journal files (`audit.db*`).
+    fn toolgate_paths(&self) -> Vec<PathBuf> {
+        let mut paths = Vec::new();
+        let state = &self.state_dir.resolved;
+        paths.extend(state.clone());
+        paths.extend(user_config_dir());
+        paths.extend(self.origin.path.iter().map(|p| absolute(p)));
+        paths.extend(self.policy_path.iter().map(|p| absolute(p)));
+        if let Some(audit) = &self.audit.path
+            && !state.as_ref().is_some_and(|dir| audit.starts_with(dir))
+        {
+            let audit = absolute(audit);
+            let mut prefix = audit.clone().into_os_string();
+            prefix.push("*");
+            paths.push(PathBuf::from(prefix));
+            paths.push(audit);
+        }
+        paths
+    }
+}
+
+impl ToolOverride {
+    /// Applies this section's changes to `entry`.
+    pub fn apply(&self, entry: &mut ToolEntry) {
+        if let Some(v) = self.enabled {
+            entry.enabled = v;
+        }
+        if let Some(v) = self.version {
+            entry.version = v;
+        }
+        if let Some(v) = &self.capability {
+            entry.capability.clone_from(v);
+        }
+        if let Some(v) = self.effect {
+            entry.effect = Some(v);
+        }
+        if let Some(v) = &self.surfaces {
+            entry.surfaces.clone_from(v);
+        }
+        if let Some(v) = &self.profiles {
+            entry.profiles.clone_from(v);
+        }
+        if let Some(v) = self.approval {
+            entry.approval = v;
+        }
+        if let Some(v) = &self.description {
+            entry.description = Some(v.clone());
+        }
+        if let Some(v) = self.timeout_ms {
+            entry.limits.timeout_ms = v;
+        }
+        if let Some(v) = self.default_timeout_ms {
+            entry.limits.default_timeout_ms = Some(v);
+        }
+        if let Some(v) = self.max_output_bytes {
+            entry.limits.max_output_bytes = v;
+        }
+        if let Some(v) = self.max_results {
+            entry.limits.max_results = v;
+        }
+    }
+}
+
+fn tool_override(origin: &Located, section: &ToolSection) -> ToolOverride {
+    ToolOverride {
+        name: section.name.get_ref().clone(),
+        line: origin.line(section.name.span()),
+        enabled: section.enabled,
+        version: section.version,
+        capability: section.capability.clone(),
+        effect: section.effect,
+        surfaces: section.surfaces.clone(),
+        profiles: section.profiles.clone(),
+        approval: section.approval,
+        description: section.description.clone(),
+        timeout_ms: section.timeout_ms,
+        default_timeout_ms: section.default_timeout_ms,
+        max_output_bytes: section.max_output_bytes,
+        max_results: section.max_results,
+    }
+}
+
+/// Normalize bounds: the defaults, overridden where the file says so.
+fn bounds(limits: &file::BoundsSection) -> NormalizeBounds {
+    let mut bounds = NormalizeBounds::default();
+    if let Some(v) = limits.max_name_bytes {
+        bounds.max_name_bytes = v;
+    }
+    if let Some(v) = limits.max_argument_bytes {
+        bounds.max_argument_bytes = v;
+    }
+    if let Some(v) = limits.max_depth {
+        bounds.max_depth = v;
+    }
+    bounds
+}
+
+/// `[approval] timeout_secs`, between 1 s and a day.
+fn approval_timeout(origin: &Located, file: &ConfigFile) -> Result<Duration, ConfigError> {
+    let Some(secs) = &file.approval.timeout_secs else {
+        return Ok(Duration::from_secs(DEFAULT_APPROVAL_TIMEOUT_SECS));
+    };
+    let value = *secs.get_ref();
+    if value == 0 || value > MAX_APPROVAL_TIMEOUT_SECS {
+        return Err(origin.error_at(
+            secs.span(),
+            format!(
+                "approval timeout_secs `{value}` is out of range; use 1 to {MAX_APPROVAL_TIMEOUT_SECS}"
+            ),
+        ));
+    }
+    Ok(Duration::from_secs(value))
+}
+
+/// `[serve]`'s session limits, the defaults where the file says nothing. Each number must be
+/// at least 1, and one token may not be allowed more sessions than all together.
+fn session_limits(origin: &Located, file: &ConfigFile) -> Result<SessionLimits, ConfigError> {
+    let serve = &file.serve;
+    let mut limits = SessionLimits::default();
+    let in_range = |key: &str, value: &Spanned<u64>, max: u64| {
+        let v = *value.get_ref();
+        if v == 0 || v > max {
+            return Err(origin.error_at(
+                value.span(),
+                format!("[serve] {key} `{v}` is out of range; use 1 to {max}"),
+            ));
+        }
+        Ok(v)
+    };
+    if let Some(max) = &serve.max_sessions {
+        limits.max_sessions =
+            usize::try_from(in_range("max_sessions", max, MAX_SESSIONS)?).unwrap_or(usize::MAX);
+    }
+    limits.max_sessions_per_token = limits.max_sessions_per_token.min(limits.max_sessions);
+    if let Some(per_token) = &serve.max_sessions_per_token {
+        let v = in_range("max_sessions_per_token", per_token, MAX_SESSIONS)?;
+        let v = usize::try_from(v).unwrap_or(usize::MAX);
+        if v > limits.max_sessions {
+            return Err(origin.error_at(
+                per_token.span(),
+                format!(
+                    "[serve] max_sessions_per_token `{v}` is more than max_sessions `{}`, which no token could reach; raise max_sessions too",
+                    limits.max_sessions
+                ),
+            ));
+        }
+        limits.max_sessions_per_token = v;
+    }
+    if let Some(secs) = &serve.session_idle_timeout_secs {
+        limits.idle_timeout = Duration::from_secs(in_range(
+            "session_idle_timeout_secs",
+            secs,
+            MAX_SESSION_IDLE_TIMEOUT_SECS,
+        )?);
+    }
+    Ok(limits)
+}
+
+fn check_duplicates(origin: &Located, file: &ConfigFile) -> Result<(), ConfigError> {
+    let mut seen = std::collections::BTreeSet::new();
+    for tool in &file.tools {
+        let name = &tool.get_ref().name;
+        if !seen.insert(name.get_ref().as_str()) {
+            return Err(origin.error_at(
+                name.span(),
+                format!("tool `{}` is configured twice", name.get_ref()),
+            ));
+        }
+    }
+    let mut upstreams = std::collections::BTreeSet::new();
+    for upstream in &file.upstreams {
+        let name = &upstream.get_ref().name;
+        if !upstreams.insert(name.as_str()) {
+            return Err(origin.error_at(
+                upstream.span(),
+                format!("upstream `{name}` is configured twice"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn user_config_path() -> Option<PathBuf> {
+    Some(user_config_dir()?.join("toolgate.toml"))
+}
+
+/// toolgate's directory in the user's XDG configuration directory.
+fn user_config_dir() -> Option<PathBuf> {
+    let base = std::env::var_os("XDG_CONFIG_HOME")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".config")))?;
+    Some(base.join("toolgate"))
+}
+
+/// `text` as a path: absolute, or under `home` for `~/…`.
+fn resolve(text: &str, home: Option<&Path>) -> Result<PathBuf, String> {
+    if let Some(rest) = text.strip_prefix("~/") {
+        return home
+            .map(|h| h.join(rest))
+            .ok_or_else(|| format!("`{text}` names the home directory, and HOME is not set"));
+    }
+    let path = PathBuf::from(text);
+    if path.is_absolute() {
+        Ok(path)
+    } else {
+        Err(format!(
+            "sandbox path `{text}` must be absolute or start with `~/`"
+        ))
+    }
+}
+
+fn absolute(path: &Path) -> PathBuf {
+    std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
+}
+
+fn shown(paths: &[PathBuf]) -> String {
+    paths
+        .iter()
+        .map(|p| format!("`{}`", p.display()))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The policy engine of `sources`; a source that does not parse is an error about `file`.
+fn policy_engine_of(sources: &[(String, String)], file: &str) -> Result<PolicyEngine, ConfigError> {
+    let borrowed: Vec<(&str, &str)> = sources
+        .iter()
+        .map(|(name, text)| (name.as_str(), text.as_str()))
+        .collect();
+    PolicyEngine::from_sources(&borrowed).map_err(|e| ConfigError {
+        file: file.to_owned(),
+        line: 0,
+        message: format!("bad policy: {e}"),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Settings, ConfigError> {
+        Settings::parse(Path::new("t.toml"), text.to_owned())
+    }
+
+    #[test]
+    fn empty_file_is_the_defaults() {
+        let settings = parse("").unwrap();
+        assert!(settings.tools.is_empty());
+        assert_eq!(settings.policy.len(), 1, "the default policy alone");
+        assert_eq!(
+            Settings::defaults().unwrap().policy.len(),
+            1,
+            "no file at all means the default policy"
+        );
+        assert_eq!(settings.bounds, NormalizeBounds::default());
+        let off = parse("default_policy = false\n").unwrap();
+        assert!(off.policy.is_empty());
+    }
+
+    #[test]
+    fn the_audit_log_is_relative_to_the_configuration() {
+        let settings = Settings::parse(
+            Path::new("/etc/toolgate/t.toml"),
+            "[audit]\npath = \"logs/audit.db\"\n".to_owned(),
+        )
+        .unwrap();
+        assert_eq!(
+            settings.audit_path().unwrap(),
+            Path::new("/etc/toolgate/logs/audit.db")
+        );
+        assert!(!settings.audit.store_values);
+    }
+
+    #[test]
+    fn by_default_the_audit_log_is_in_the_state_directory() {
+        let settings = parse("").unwrap();
+        let state = StateDir::from_environment();
+        assert_eq!(settings.state_dir.dir, state.dir);
+        assert_eq!(
+            settings.audit.path,
+            state.dir.map(|dir| dir.join("audit.db"))
+        );
+    }
+
+    #[test]
+    fn upstream_endpoints_are_one_or_the_other() {
+        let settings = parse(
+            "[[upstream]]\nname = \"fs\"\ncommand = [\"node\", \"fs.js\"]\n\n\
+             [[upstream]]\nname = \"remote\"\nurl = \"http://127.0.0.1:1/mcp\"\n",
+        )
+        .unwrap();
+        let endpoints: Vec<&toolgate_upstream::Endpoint> =
+            settings.upstreams.iter().map(|u| &u.endpoint).collect();
+        assert_eq!(
+            endpoints,
+            [
+                &toolgate_upstream::Endpoint::Command {
+                    program: "node".to_owned(),
+                    args: vec!["fs.js".to_owned()]
+                },
+                &toolgate_upstream::Endpoint::Http {
+                    url: "http://127.0.0.1:1/mcp".to_owned()
+                }
+            ]
+        );
+    }
+
+    #[test]
+    fn session_limits_default_and_follow_the_file() {
+        let defaults = parse("").unwrap().serve.sessions;
+        assert_eq!(defaults, SessionLimits::default());
+        assert_eq!(
+            (defaults.max_sessions, defaults.max_sessions_per_token),
+            (128, 64)
+        );
+        assert_eq!(defaults.idle_timeout.as_secs(), 600);
+        let small = parse("[serve]\nmax_sessions = 4\n").unwrap().serve.sessions;
+        assert_eq!((small.max_sessions, small.max_sessions_per_token), (4, 4));
+        let set = parse(
+            "[serve]\nmax_sessions = 200\nmax_sessions_per_token = 50\nsession_idle_timeout_secs = 2\n",
+        )
+        .unwrap()
+        .serve
+        .sessions;
+        assert_eq!((set.max_sessions, set.max_sessions_per_token), (200, 50));
+        assert_eq!(set.idle_timeout.as_secs(), 2);
+    }
+
+    #[test]
+    fn errors_name_file_and_line() {
+        let cases = [
+            ("\n\nbogus = 1\n", 3, "unknown field `bogus`"),
+            (
+                "[[tool]]\nname = \"read_file\"\nenabeld = false\n",
+                3,
+                "unknown field `enabeld`",
+            ),
+            (
+                "[[tool]]\nname = \"a\"\n[[tool]]\nname = \"a\"\n",
+                4,
+                "configured twice",
+            ),
+            (
+                "[[tool]]\nname = \"a\"\neffect = \"dangerous\"\n",
+                3,
+                "unknown variant",
+            ),
+            ("[limits]\nmax_depth = \"deep\"\n", 2, "invalid type"),
+            (
+                "[serve]\n\n[[serve.token]]\nenv = \"T\"\nactor = \"a\"\ntoken = \"secret\"\n",
+                6,
+                "unknown field `token`",
+            ),
+            ("x = [\n", 1, "unclosed array"),
+            (
+                "[[upstream]]\nname = \"a\"\ncommand = [\"x\"]\n\n[[upstream]]\nname = \"a\"\ncommand = [\"y\"]\n",
+                5,
+                "upstream `a` is configured twice",
+            ),
+            (
+                "[[upstream]]\nname = \"a\"\ncomand = [\"x\"]\n",
+                3,
+                "unknown field `comand`",
+            ),
+            (
+                "[audit]\npath = \"a.db\"\npth = 1\n",
+                3,
+                "unknown field `pth`",
+            ),
+            ("[serve]\n\nmax_sessions = \"many\"\n", 3, "invalid type"),
+            ("[serve]\nmax_sessions = -1\n", 2, "invalid value"),
+            (
+                "[serve]\nmax_sessions = 0\n",
+                2,
+                "out of range; use 1 to 100000",
+            ),
+            (
+                "[serve]\nmax_sessions = 8\nmax_sessions_per_token = 9\n",
+                3,
+                "more than max_sessions `8`",
+            ),
+            (
+                "[serve]\nsession_idle_timeout_secs = 86401\n",
+                2,
+                "out of range; use 1 to 86400",
+            ),
+            ("[serve]\nsession_idle_timeout = 60\n", 2, "unknown field"),
+            (
+                "[serve]\nsession_idle_timeout_secs = 1.5\n",
+                2,
+                "invalid type",
+            ),
+            (
+                "[[upstream]]\nname = \"a\"\ncommand = []\n",
+                1,
+                "needs a `command`",
+            ),
+            (
+                "\n[sandbox]\ndeny = [\"relative\"]\n",
+                3,
+                "must be absolute or start with `~/`",
+            ),
+            ("[profiles.default]\ntools = []\n", 1, "cannot be redefined"),
+        ];
+        for (text, line, needle) in cases {
+            let error = parse(text).unwrap_err();
+            assert_eq!(error.line, line, "{text:?}: {error}");
+            assert!(
+                error.to_string().starts_with(&format!("t.toml:{line}: ")),
+                "{error}"
+            );
+            assert!(error.message.contains(needle), "{text:?}: {error}");
+        }
+    }
+}

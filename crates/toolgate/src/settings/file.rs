@@ -1,0 +1,227 @@
+//! `toolgate.toml` as written: the shapes serde reads, nothing resolved. Only
+//! [`crate::settings`] reads these; everything else runs on the [`Settings`] made from them.
+//!
+//! [`Settings`]: crate::settings::Settings
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::IpAddr;
+use std::ops::Range;
+use std::path::Path;
+
+use serde::Deserialize;
+use toml::Spanned;
+use toolgate_core::{ApprovalMode, EffectClass, Surface, Version};
+
+use super::ConfigError;
+
+/// The file as written.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigFile {
+    /// An operator's Cedar policy file, relative to this file.
+    pub policy: Option<Spanned<String>>,
+    /// Whether the built-in default policy is loaded alongside the operator's (default true).
+    pub default_policy: Option<bool>,
+    #[serde(default)]
+    pub limits: BoundsSection,
+    #[serde(default, rename = "tool")]
+    pub tools: Vec<Spanned<ToolSection>>,
+    #[serde(default)]
+    pub profiles: BTreeMap<Spanned<String>, ProfileSection>,
+    #[serde(default)]
+    pub serve: ServeSection,
+    /// Upstream MCP servers whose tools may be admitted (see `toolgate_upstream`).
+    #[serde(default, rename = "upstream")]
+    pub upstreams: Vec<Spanned<toolgate_upstream::UpstreamSection>>,
+    #[serde(default)]
+    pub audit: AuditSection,
+    #[serde(default)]
+    pub approval: ApprovalSection,
+    /// How approved commands are confined (see [`SandboxSection`]).
+    #[serde(default)]
+    pub sandbox: SandboxSection,
+}
+
+/// `[audit]`: where the audit log lives and what it keeps.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuditSection {
+    /// The log's SQLite file, relative to this file (default: the user's state directory).
+    pub path: Option<Spanned<String>>,
+    /// Also keep each call's redacted messages and output: a local debugging aid, off by
+    /// default, since they can quote arguments and file contents.
+    #[serde(default)]
+    pub debug_store_redacted_values: bool,
+}
+
+/// `[approval]`: how long a call waits for a person in the approval console.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApprovalSection {
+    /// Seconds before an unanswered request is `approval_expired` (default 300).
+    pub timeout_secs: Option<Spanned<u64>>,
+    /// Profiles whose sessions may also be asked by MCP elicitation, when their client can
+    /// show a form (default: none).
+    #[serde(default)]
+    pub elicitation: Vec<Spanned<String>>,
+}
+
+/// Bounds on requests, before anything is parsed.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BoundsSection {
+    pub max_name_bytes: Option<usize>,
+    pub max_argument_bytes: Option<usize>,
+    pub max_depth: Option<usize>,
+}
+
+/// One `[[tool]]`: changes to a known tool's registry entry.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolSection {
+    pub name: Spanned<String>,
+    pub enabled: Option<bool>,
+    pub version: Option<Version>,
+    pub capability: Option<String>,
+    pub effect: Option<EffectClass>,
+    pub surfaces: Option<BTreeSet<Surface>>,
+    pub profiles: Option<BTreeSet<String>>,
+    pub approval: Option<ApprovalMode>,
+    pub description: Option<String>,
+    pub timeout_ms: Option<u64>,
+    pub default_timeout_ms: Option<u64>,
+    pub max_output_bytes: Option<usize>,
+    pub max_results: Option<usize>,
+}
+
+/// One `[profiles.NAME]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProfileSection {
+    /// Tools added to this profile.
+    #[serde(default)]
+    pub tools: Vec<Spanned<String>>,
+}
+
+/// `[serve]`: how `toolgate serve --http` accepts requests.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServeSection {
+    /// Listen on a non-loopback address (as `--dangerous-bind-any`).
+    #[serde(default)]
+    pub dangerous_bind_any: bool,
+    /// `Host` values accepted beyond the bound address and `localhost`, as `host:port`.
+    #[serde(default)]
+    pub allowed_hosts: Vec<String>,
+    /// Bearer tokens and whom they stand for.
+    #[serde(default, rename = "token")]
+    pub tokens: Vec<Spanned<TokenSection>>,
+    /// Most open sessions of all tokens together (default 128).
+    pub max_sessions: Option<Spanned<u64>>,
+    /// Most open sessions begun with any one token (default 64, or `max_sessions` if lower).
+    pub max_sessions_per_token: Option<Spanned<u64>>,
+    /// Seconds a session may go without a request before it ends (default 600).
+    pub session_idle_timeout_secs: Option<Spanned<u64>>,
+}
+
+/// One `[[serve.token]]`. The token itself is never written in the file: `env` names the
+/// environment variable that holds it.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TokenSection {
+    pub env: Spanned<String>,
+    pub actor: String,
+    pub profile: Spanned<String>,
+}
+
+/// `[sandbox]` as written.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SandboxSection {
+    /// `enforce` (the default) or `dangerous-unconfined`.
+    pub mode: Option<Spanned<super::Mode>>,
+    /// Paths denied besides the defaults: absolute, or `~/` for the home directory.
+    #[serde(default)]
+    pub deny: Vec<Spanned<String>>,
+    /// Default entries lifted.
+    #[serde(default)]
+    pub allow: Vec<Spanned<String>>,
+    /// Paths readable besides the system, even inside a denied place.
+    #[serde(default)]
+    pub read: Vec<Spanned<String>>,
+    /// Paths writable besides the workspace and the call's temporary directory.
+    #[serde(default)]
+    pub write: Vec<Spanned<String>>,
+    /// Every command reaches the network unfiltered.
+    #[serde(default)]
+    pub dangerous_unconfined_network: bool,
+    /// Commands may make any Unix socket, and so reach every pathname socket they can name.
+    #[serde(default)]
+    pub dangerous_allow_unix_sockets: bool,
+    /// Names the proxy resolves to these addresses instead of asking the system (the
+    /// addresses are checked like any other).
+    #[serde(default)]
+    pub resolve: BTreeMap<String, Vec<IpAddr>>,
+    #[serde(default)]
+    pub limits: super::SandboxLimits,
+}
+
+/// The text of a configuration file with its path, for locating errors by line.
+#[derive(Debug, Default)]
+pub struct Located {
+    /// The file, or `None` when running on defaults.
+    pub path: Option<std::path::PathBuf>,
+    text: String,
+}
+
+impl Located {
+    /// Parses `text` as the file at `path`.
+    pub fn parse(path: &Path, text: String) -> Result<(Located, ConfigFile), ConfigError> {
+        let file: ConfigFile = toml::from_str(&text).map_err(|e| ConfigError {
+            file: path.display().to_string(),
+            line: e.span().map_or(0, |span| line_of(&text, span.start)),
+            message: e.message().trim().to_owned(),
+        })?;
+        Ok((
+            Located {
+                path: Some(path.to_owned()),
+                text,
+            },
+            file,
+        ))
+    }
+
+    /// The 1-based line of byte `offset`.
+    pub fn line(&self, span: Range<usize>) -> usize {
+        line_of(&self.text, span.start)
+    }
+
+    pub fn display_path(&self) -> String {
+        self.path
+            .as_ref()
+            .map_or_else(|| "<defaults>".to_owned(), |p| p.display().to_string())
+    }
+
+    /// An error at `span` in this file.
+    pub fn error_at(&self, span: Range<usize>, message: impl Into<String>) -> ConfigError {
+        ConfigError {
+            file: self.display_path(),
+            line: self.line(span),
+            message: message.into(),
+        }
+    }
+
+    /// An error about the file as a whole.
+    pub fn error(&self, message: impl Into<String>) -> ConfigError {
+        ConfigError {
+            file: self.display_path(),
+            line: 0,
+            message: message.into(),
+        }
+    }
+}
+
+/// The 1-based line holding byte `offset` of `text`.
+fn line_of(text: &str, offset: usize) -> usize {
+    text.get(..offset).unwrap_or(text).matches('\n').count() + 1
+}
