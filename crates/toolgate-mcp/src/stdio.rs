@@ -33,6 +33,7 @@ use rmcp::transport::Transport;
 use tokio::io::{AsyncBufRead, AsyncBufReadExt as _, AsyncRead, AsyncWrite, AsyncWriteExt as _};
 use tokio::net::unix::pipe;
 use tokio::sync::mpsc;
+use toolgate_upstream::connection::{Line, LineSplitter};
 
 use crate::auth::Principal;
 use crate::gateway::Gateway;
@@ -436,45 +437,14 @@ impl IdMap {
     }
 }
 
-/// Splits a byte stream into lines of at most `max` bytes; a longer one is dropped as it
-/// arrives and reported once its end is seen.
-struct LineSplitter {
-    line: Vec<u8>,
-    discarding: bool,
-    max: usize,
-}
-
-impl LineSplitter {
-    fn new(max: usize) -> Self {
-        LineSplitter {
-            line: Vec::new(),
-            discarding: false,
-            max,
-        }
-    }
-
-    /// Takes bytes from `available` up to and including the first newline: how many it took,
-    /// and the line they completed.
-    fn take(&mut self, available: &[u8]) -> (usize, Option<Inbound>) {
-        let (used, complete) = match available.iter().position(|&b| b == b'\n') {
-            Some(end) => (end + 1, Some(available.get(..end).unwrap_or_default())),
-            None => (available.len(), None),
-        };
-        if !self.discarding {
-            self.line.extend_from_slice(complete.unwrap_or(available));
-            if self.line.len() > self.max {
-                self.line = Vec::new();
-                self.discarding = true;
-            }
-        }
-        let event = complete.map(|_| {
-            if std::mem::take(&mut self.discarding) {
-                Inbound::TooLong
-            } else {
-                Inbound::Line(std::mem::take(&mut self.line))
-            }
-        });
-        (used, event)
+/// What a line the splitter completed is to the session. Lines are split as toolgate's
+/// upstream client splits an upstream's output: over `max` bytes, a line is dropped as it
+/// arrives and reported once its end is seen. A last line without a newline is no message.
+fn inbound(line: Line) -> Option<Inbound> {
+    match line {
+        Line::Full(line) => Some(Inbound::Line(line)),
+        Line::Oversized { .. } => Some(Inbound::TooLong),
+        Line::End => None,
     }
 }
 
@@ -482,12 +452,12 @@ impl LineSplitter {
 fn read_lines<R: BufRead>(mut input: R, max: usize, lines: &mpsc::Sender<Inbound>) {
     let mut splitter = LineSplitter::new(max);
     loop {
-        let (used, event) = match input.fill_buf() {
+        let (used, line) = match input.fill_buf() {
             Ok([]) | Err(_) => return,
             Ok(available) => splitter.take(available),
         };
         input.consume(used);
-        if let Some(event) = event
+        if let Some(event) = line.and_then(inbound)
             && lines.blocking_send(event).is_err()
         {
             return;
@@ -503,12 +473,12 @@ async fn read_lines_async<R: AsyncBufRead + Unpin>(
 ) {
     let mut splitter = LineSplitter::new(max);
     loop {
-        let (used, event) = match input.fill_buf().await {
+        let (used, line) = match input.fill_buf().await {
             Ok([]) | Err(_) => return,
             Ok(available) => splitter.take(available),
         };
         input.consume(used);
-        if let Some(event) = event
+        if let Some(event) = line.and_then(inbound)
             && lines.send(event).await.is_err()
         {
             return;
