@@ -288,7 +288,16 @@ fn commands_in(code: &str, out: &mut BTreeSet<Vec<String>>) {
         if bare != "toolgate" && !bare.ends_with("/toolgate") {
             continue;
         }
-        let words: Vec<String> = tokens[i + 1..]
+        // `cargo run -p toolgate -- call`, `inspector --cli toolgate -- serve`; but in
+        // `claude mcp add toolgate -- toolgate serve` the second `toolgate` speaks for itself.
+        let mut after = &tokens[i + 1..];
+        if after.first() == Some(&"--") {
+            after = &after[1..];
+            if after.first() == Some(&"toolgate") {
+                continue;
+            }
+        }
+        let words: Vec<String> = after
             .iter()
             .take(2)
             .take_while(|w| word(w))
@@ -298,6 +307,24 @@ fn commands_in(code: &str, out: &mut BTreeSet<Vec<String>>) {
             out.insert(words);
         }
     }
+}
+
+#[test]
+fn the_command_scan_reads_commands_as_a_reader_does() {
+    let mut found = BTreeSet::new();
+    for code in [
+        "cargo run -q -p toolgate -- call --workspace .",
+        "claude mcp add toolgate -- toolgate serve --workspace \"$PWD\"",
+        "script -qec \"toolgate sandbox check --json\"",
+        "toolgate: rejected at validate",
+        "cargo install --path crates/toolgate",
+        "mcp__toolgate__read_file",
+        without_comment("toolgate tools list   # what a model sees"),
+    ] {
+        commands_in(code, &mut found);
+    }
+    let found: Vec<String> = found.into_iter().map(|w| w.join(" ")).collect();
+    assert_eq!(found, ["call", "sandbox check", "serve", "tools list"]);
 }
 
 /// A shell line without its comment.
