@@ -16,6 +16,9 @@ use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 
 use subtle::ConstantTimeEq;
 
+/// Why the operating system gave no random bytes for a secret.
+pub use getrandom::Error as RandomError;
+
 /// Why a request was turned away, and the status it is answered with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum Refusal {
@@ -47,7 +50,7 @@ pub struct Secret(String);
 
 /// 256 bits from the operating system's generator, as 64 hex digits: the console's secrets,
 /// and the bearer token of a server started without configured ones.
-pub fn random_hex() -> Result<String, getrandom::Error> {
+pub fn random_hex() -> Result<String, RandomError> {
     let mut bytes = [0u8; 32];
     getrandom::fill(&mut bytes)?;
     Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
@@ -55,7 +58,7 @@ pub fn random_hex() -> Result<String, getrandom::Error> {
 
 impl Secret {
     /// A fresh [`random_hex`] value.
-    pub fn generate() -> Result<Secret, getrandom::Error> {
+    pub fn generate() -> Result<Secret, RandomError> {
         random_hex().map(Secret)
     }
 
