@@ -177,8 +177,7 @@ mod tests {
     use toolgate_core::{HeadlessBroker, PolicyEngine, RegistryBuilder, WorkspaceId};
 
     use super::*;
-    use crate::elicit::MAX_PARKED;
-    use crate::elicit::{Answer, ApprovalDesk};
+    use crate::elicit::{Answer, ApprovalDesk, MAX_PARKED};
 
     #[derive(Debug)]
     struct NoDesk;

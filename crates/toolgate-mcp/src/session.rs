@@ -5,6 +5,10 @@
 //! visible since is refused until the session lists again; a tool that was hidden since, or
 //! whose entry changed, is refused too. A call in flight keeps the entry it resolved to (the
 //! pipeline holds it), whatever happens to the registry meanwhile.
+//!
+//! A call, once started, is watched by the `watcher` module (progress, the executor's notices,
+//! cancellation, asking the person at the client); one that answered `input_required` waits
+//! in the parking lot of [`crate::elicit`] for its retry.
 
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 

@@ -22,6 +22,10 @@
 //!   with the rule that hides it, never read. A link counts as where it leads, and so does a
 //!   tracked link's text.
 //! - Neither tool writes: the index gix would refresh (stat information) is left as it is.
+//!
+//! The executors are here; `repository` opens the repository and holds what both tools
+//! share in reading it, `status` and `diff` ask gix what changed, and `render` reads each
+//! side of a change and writes the text the model is shown.
 
 mod diff;
 mod render;
