@@ -427,12 +427,16 @@ impl HttpConnection {
         if let Some(version) = lock(&self.protocol_version).as_ref() {
             request = request.header("mcp-protocol-version", version.as_str());
         }
+        // The configuration checked these; one that still cannot be sent is not left out,
+        // since the upstream may rely on it (a credential, say).
         for (name, value) in &self.headers {
-            let name = HeaderName::from_bytes(name.as_bytes());
-            let value = HeaderValue::from_bytes(value.as_bytes());
-            if let (Ok(name), Ok(value)) = (name, value) {
-                request = request.header(name, value);
-            }
+            let header = HeaderName::from_bytes(name.as_bytes())
+                .ok()
+                .zip(HeaderValue::from_bytes(value.as_bytes()).ok());
+            let Some((name, value)) = header else {
+                return Err(self.unavailable(format!("header `{name}` cannot be sent")));
+            };
+            request = request.header(name, value);
         }
         request
             .body(Full::new(Bytes::from(body)))
