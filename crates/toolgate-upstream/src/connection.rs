@@ -22,7 +22,7 @@ use serde_json::{Value, json};
 use toolgate_core::Notice;
 
 use crate::config::UpstreamSpec;
-use crate::relay::{Heard, Relay, heard, with_progress_token};
+use crate::relay::{Heard, Relay, heard, request_message};
 use crate::sandbox::Confined;
 use crate::watchdog::Watchdog;
 
@@ -282,6 +282,19 @@ pub trait Rpc: Send + Sync + std::fmt::Debug {
     }
 }
 
+/// The fault of request `method`, given `timeout` to be answered in, that was not.
+pub(crate) fn unanswered(upstream: &str, method: &str, timeout: Duration) -> Fault {
+    Fault::Timeout(format!(
+        "upstream `{upstream}` did not answer `{method}` within {} ms",
+        timeout.as_millis()
+    ))
+}
+
+/// The parameters of `notifications/cancelled` for request `id`.
+pub(crate) fn cancellation(id: u64, reason: &str) -> Value {
+    json!({"requestId": id, "reason": reason})
+}
+
 /// A protocol fault of `upstream`.
 pub fn protocol(upstream: &str, what: &str) -> Fault {
     Fault::Protocol(format!("upstream `{upstream}` broke the protocol: {what}"))
@@ -433,11 +446,7 @@ impl Rpc for Connection {
         };
         lock(&self.pending).insert(id, waiter);
         let relay = listener.map(Relay::new);
-        let params = match relay {
-            Some(_) => with_progress_token(params, id),
-            None => params,
-        };
-        let message = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        let message = request_message(id, method, params, relay.is_some());
         let deadline = Instant::now() + timeout;
         if let Err(fault) = self.send(&message, deadline, stop) {
             lock(&self.pending).remove(&id);
@@ -454,11 +463,7 @@ impl Rpc for Connection {
             let now = Instant::now();
             if now >= deadline {
                 self.abandon(id, "timeout");
-                return Err(Fault::Timeout(format!(
-                    "upstream `{}` did not answer `{method}` within {} ms",
-                    self.upstream,
-                    timeout.as_millis()
-                )));
+                return Err(unanswered(&self.upstream, method, timeout));
             }
             if stop() {
                 self.abandon(id, "cancelled by the client");
@@ -545,10 +550,7 @@ impl Connection {
         }
         drop(abandoned);
         // Tell the upstream to stop working on it; if this fails the reader will find out.
-        let _ = self.notify(
-            "notifications/cancelled",
-            json!({"requestId": id, "reason": reason}),
-        );
+        let _ = self.notify("notifications/cancelled", cancellation(id, reason));
     }
 
     /// Queues one line for the writer thread, waiting for room until `deadline` or `stop`.

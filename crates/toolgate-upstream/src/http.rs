@@ -37,9 +37,10 @@ use toolgate_core::Notice;
 
 use crate::config::UpstreamSpec;
 use crate::connection::{
-    Event, Events, Fault, Line, LineSplitter, Rpc, find_id, lock, preview, protocol,
+    Event, Events, Fault, Line, LineSplitter, Rpc, cancellation, find_id, lock, preview, protocol,
+    unanswered,
 };
-use crate::relay::{Heard, Relay, heard, with_progress_token};
+use crate::relay::{Heard, Relay, heard, request_message};
 
 /// The most bytes of a response head (status line and headers) read.
 const MAX_HEAD: usize = 64 << 10;
@@ -680,11 +681,7 @@ impl Rpc for HttpConnection {
         }
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let relay = listener.map(Relay::new);
-        let params = match relay {
-            Some(_) => with_progress_token(params, id),
-            None => params,
-        };
-        let message = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        let message = request_message(id, method, params, relay.is_some());
         let deadline = Instant::now() + timeout;
         let result = self.post(&message, Some(id), deadline, stop, relay.as_ref());
         if method == "initialize"
@@ -711,16 +708,9 @@ impl Rpc for HttpConnection {
                 } else {
                     "timeout"
                 };
-                let _ = self.notify(
-                    "notifications/cancelled",
-                    json!({"requestId": id, "reason": reason}),
-                );
+                let _ = self.notify("notifications/cancelled", cancellation(id, reason));
                 Err(match fault {
-                    Fault::Timeout(_) => Fault::Timeout(format!(
-                        "upstream `{}` did not answer `{method}` within {} ms",
-                        self.upstream,
-                        timeout.as_millis()
-                    )),
+                    Fault::Timeout(_) => unanswered(&self.upstream, method, timeout),
                     other => other,
                 })
             }

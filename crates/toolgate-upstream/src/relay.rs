@@ -127,6 +127,17 @@ impl<'a> Relay<'a> {
     }
 }
 
+/// Request `id` of `method`, as sent over either transport. A call that listens for what the
+/// upstream reports carries its id as its progress token too.
+pub(crate) fn request_message(id: u64, method: &str, params: Value, listening: bool) -> Value {
+    let params = if listening {
+        with_progress_token(params, id)
+    } else {
+        params
+    };
+    serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+}
+
 /// `params` with `_meta.progressToken` set to `token`, so the upstream may report progress.
 pub(crate) fn with_progress_token(mut params: Value, token: u64) -> Value {
     if let Value::Object(object) = &mut params {
