@@ -80,7 +80,7 @@ fn own_rules() -> Vec<RuleData> {
         RuleData {
             id: "toolgate-secret-assignment".to_owned(),
             regex: format!(
-                r#"(?i)(?-u:\b)[A-Z0-9_.-]*{SENSITIVE_NAME}[A-Z0-9_]*[\t ]*=[\t ]*([^\t\n\f\r '"`;=\\][^\t\n\f\r '"`;\\]*)"#
+                r#"(?i){SENSITIVE_NAME}[A-Z0-9_]*[\t ]*=[\t ]*([^\t\n\f\r '"`;=\\][^\t\n\f\r '"`;\\]*)"#
             ),
             secret_group: 1,
             entropy: Some(OWN_ENTROPY),
@@ -93,7 +93,7 @@ fn own_rules() -> Vec<RuleData> {
         RuleData {
             id: "toolgate-secret-quoted".to_owned(),
             regex: format!(
-                r#"(?i)(?-u:\b)[A-Z0-9_.-]*{SENSITIVE_NAME}[A-Z0-9_]*["']?[\t ]*[:=][\t ]*(?:"([^"\n]+)"|'([^'\n]+)')"#
+                r#"(?i){SENSITIVE_NAME}[A-Z0-9_]*["']?[\t ]*[:=][\t ]*(?:"([^"\n]+)"|'([^'\n]+)')"#
             ),
             secret_group: 0,
             entropy: Some(OWN_ENTROPY),
@@ -105,7 +105,9 @@ fn own_rules() -> Vec<RuleData> {
         // password or secret: `token: Option<String>` is a Rust field, not a token.
         RuleData {
             id: "toolgate-password-colon".to_owned(),
-            regex: r"(?i)(?-u:\b)[A-Z0-9_.-]*(?:password|passwd|secret)[A-Z0-9_]*[\t ]*:[\t ]+([^\t\n\f\r '\x22\x60;,]+)".to_owned(),
+            regex:
+                r"(?i)(?:password|passwd|secret)[A-Z0-9_]*[\t ]*:[\t ]+([^\t\n\f\r '\x22\x60;,]+)"
+                    .to_owned(),
             secret_group: 1,
             entropy: Some(OWN_ENTROPY),
             keywords: ["password", "passwd", "secret"].map(str::to_owned).to_vec(),
@@ -190,7 +192,7 @@ pub(crate) struct Rule {
     #[cfg_attr(not(test), expect(dead_code, reason = "named in the tests' failures"))]
     id: String,
     pattern: String,
-    compiled: OnceLock<Option<Regex>>,
+    compiled: OnceLock<Option<Compiled>>,
     secret_group: usize,
     entropy: Option<f64>,
     keywords: Vec<String>,
@@ -219,8 +221,8 @@ pub(crate) struct RuleSet {
     keywords: AhoCorasick,
     /// The keywords, lowercased, in the automaton's order.
     words: Vec<String>,
-    /// The keywords looked for one by one rather than by the automaton.
-    frequent: Vec<usize>,
+    /// The keywords looked for one by one rather than by the automaton, each with its finder.
+    frequent: Vec<(usize, memchr::memmem::Finder<'static>)>,
     /// For each pattern of the automaton, its keyword.
     automaton_words: Vec<usize>,
     /// For each pattern of the automaton, the longer keywords that contain it, with the
@@ -278,10 +280,168 @@ impl Rule {
         })
     }
 
-    fn regex(&self) -> Option<&Regex> {
+    fn compiled(&self) -> Option<&Compiled> {
         self.compiled
-            .get_or_init(|| compile(&self.pattern))
+            .get_or_init(|| {
+                let regex = compile(&self.pattern)?;
+                let anchor = Anchor::new(&self.pattern);
+                Some(Compiled { regex, anchor })
+            })
             .as_ref()
+    }
+
+    fn regex(&self) -> Option<&Regex> {
+        self.compiled().map(|compiled| &compiled.regex)
+    }
+
+    /// The byte ranges where this rule's expression matches `text`, as `find_iter` over the
+    /// whole text reports them; `None` if the expression does not compile. `lowered` is the
+    /// text lowercased.
+    fn matches(&self, text: &str, lowered: &[u8]) -> Option<Vec<(usize, usize)>> {
+        let compiled = self.compiled()?;
+        let Some(anchor) = &compiled.anchor else {
+            return Some(
+                compiled
+                    .regex
+                    .find_iter(text)
+                    .map(|found| (found.start(), found.end()))
+                    .collect(),
+            );
+        };
+        let mut starts: Vec<usize> = anchor
+            .starts
+            .iter()
+            .flat_map(|finder| finder.find_iter(lowered).collect::<Vec<_>>())
+            .collect();
+        starts.sort_unstable();
+        starts.dedup();
+        let mut found = Vec::new();
+        let mut searched_to = 0;
+        for at in starts {
+            if at < searched_to || !anchor.holds_at(text, at) {
+                continue;
+            }
+            // A match can begin at most `room` bytes before its name. Searching from there
+            // finds what a search of the whole text finds: no earlier match can reach past
+            // `searched_to`, and any match starting in between holds a name found before.
+            let mut from = anchor
+                .room
+                .map_or(searched_to, |room| at.saturating_sub(room).max(searched_to));
+            while !text.is_char_boundary(from) {
+                from -= 1;
+            }
+            match compiled.regex.find_at(text, from) {
+                Some(hit) => {
+                    found.push((hit.start(), hit.end()));
+                    searched_to = hit.end().max(hit.start() + 1);
+                }
+                None => break,
+            }
+        }
+        Some(found)
+    }
+}
+
+/// A rule's expression and, where it has one, its anchor.
+#[derive(Debug)]
+struct Compiled {
+    regex: Regex,
+    anchor: Option<Anchor>,
+}
+
+/// Most of gitleaks' rules and all of toolgate's begin with a name (`key`, `heroku`,
+/// `password`) that their keywords name, after at most a bounded run of name characters
+/// (`[\w.-]{0,50}?`). Such a rule cannot match where no keyword occurs that the rest of the
+/// expression follows, so the rest is tried, anchored, at each keyword found: a few bytes
+/// each, where running the whole expression costs a pass over all the text, slowed by its
+/// leading run, which keeps the regex engine from skipping ahead.
+#[derive(Debug)]
+struct Anchor {
+    /// The expression without its leading run and look-arounds, anchored where it starts.
+    rest: regex_automata::meta::Regex,
+    /// How many bytes the leading run can take at most; `None` if it has no bound.
+    room: Option<usize>,
+    /// What every match of `rest` starts with, lowercased: where to try it.
+    starts: Vec<memchr::memmem::Finder<'static>>,
+}
+
+/// The most prefixes a rule's leading name may spell out, with case variants, to be anchored.
+const ANCHOR_LITERALS: usize = 20_000;
+
+/// The most distinct lowercased prefixes an anchored rule may have, and the fewest bytes each:
+/// more or shorter would be found nearly everywhere.
+const ANCHOR_STARTS: usize = 32;
+const ANCHOR_MIN_LEN: usize = 3;
+
+impl Anchor {
+    /// The anchor of `pattern`, if it has the shape described above.
+    fn new(pattern: &str) -> Option<Self> {
+        use regex_syntax::hir::literal::{ExtractKind, Extractor};
+        use regex_syntax::hir::{Hir, HirKind};
+        let hir = regex_syntax::Parser::new().parse(pattern).ok()?;
+        let HirKind::Concat(parts) = hir.kind() else {
+            return None;
+        };
+        let skipped = parts
+            .iter()
+            .take_while(|part| match part.kind() {
+                HirKind::Look(_) => true,
+                HirKind::Repetition(repetition) => repetition.min == 0,
+                _ => false,
+            })
+            .count();
+        let (lead, rest) = parts.split_at(skipped);
+        let rest = Hir::concat(rest.to_vec());
+        let spellings = Extractor::new()
+            .kind(ExtractKind::Prefix)
+            .limit_class(16)
+            .limit_repeat(16)
+            .limit_total(ANCHOR_LITERALS)
+            .extract(&rest);
+        let literals = spellings.literals()?;
+        // Spellings outside ASCII (the Kelvin sign for `k`) are left out: the keyword search
+        // that chose the rule reads ASCII-lowercased text and would not have seen them either.
+        let mut starts: Vec<Vec<u8>> = literals
+            .iter()
+            .map(|literal| literal.as_bytes())
+            .filter(|bytes| bytes.is_ascii())
+            .map(<[u8]>::to_ascii_lowercase)
+            .collect();
+        starts.sort_unstable();
+        starts.dedup();
+        if starts.is_empty()
+            || starts.len() > ANCHOR_STARTS
+            || starts.iter().any(|start| start.len() < ANCHOR_MIN_LEN)
+        {
+            return None;
+        }
+        let room = lead.iter().try_fold(0usize, |room, part| {
+            part.properties()
+                .maximum_len()
+                .and_then(|len| room.checked_add(len))
+        });
+        let rest = regex_automata::meta::Regex::builder()
+            .configure(
+                regex_automata::meta::Config::new()
+                    .nfa_size_limit(Some(SIZE_LIMIT))
+                    .hybrid_cache_capacity(SIZE_LIMIT),
+            )
+            .build_from_hir(&rest)
+            .ok()?;
+        let starts = starts
+            .iter()
+            .map(|start| memchr::memmem::Finder::new(start).into_owned())
+            .collect();
+        Some(Self { rest, room, starts })
+    }
+
+    /// Whether the rest of the expression matches at `at`.
+    fn holds_at(&self, text: &str, at: usize) -> bool {
+        let input = regex_automata::Input::new(text)
+            .range(at..)
+            .anchored(regex_automata::Anchored::Yes)
+            .earliest(true);
+        self.rest.is_match(input)
     }
 }
 
@@ -373,14 +533,19 @@ impl RuleSet {
         // Short and generic keywords (`ey`, `key`, `token`) occur in nearly every text; the
         // automaton would stop at each of them. A substring search for each finds them at
         // once where they occur, and leaves the automaton the rarer ones.
-        let frequent: Vec<usize> = words
+        let frequent: Vec<(usize, memchr::memmem::Finder<'static>)> = words
             .iter()
             .enumerate()
             .filter(|(_, word)| word.len() <= 3 || FREQUENT_KEYWORDS.contains(&word.as_str()))
-            .map(|(index, _)| index)
+            .map(|(index, word)| {
+                (
+                    index,
+                    memchr::memmem::Finder::new(word.as_bytes()).into_owned(),
+                )
+            })
             .collect();
         let automaton_words: Vec<usize> = (0..words.len())
-            .filter(|index| !frequent.contains(index))
+            .filter(|index| !frequent.iter().any(|(word, _)| word == index))
             .collect();
         let keywords = AhoCorasick::builder()
             .match_kind(MatchKind::Standard)
@@ -428,11 +593,12 @@ impl RuleSet {
 
     /// Whether `text` holds a keyword of any rule.
     fn mentions_keyword(&self, text: &str) -> bool {
-        self.candidates(text).len() > self.always.len()
+        self.candidates(&text.to_ascii_lowercase()).len() > self.always.len()
     }
 
-    /// The indexes of the rules whose keywords occur in `text`, in rule order.
-    fn candidates(&self, text: &str) -> Vec<usize> {
+    /// The indexes of the rules whose keywords occur in `lowered`, text lowercased as gitleaks
+    /// does, in rule order.
+    fn candidates(&self, lowered: &str) -> Vec<usize> {
         let mut wanted = vec![false; self.rules.len()];
         for index in &self.always {
             if let Some(slot) = wanted.get_mut(*index) {
@@ -457,13 +623,8 @@ impl RuleSet {
         // every keyword that occurs is then either found itself or contains one found, which
         // `containing` checks in place. Cheaper than an overlapping search, which must stop
         // at every state on the way.
-        let lowered = text.to_ascii_lowercase();
-        for word in &self.frequent {
-            if self
-                .words
-                .get(*word)
-                .is_some_and(|w| lowered.contains(w.as_str()))
-            {
+        for (word, finder) in &self.frequent {
+            if finder.find(lowered.as_bytes()).is_some() {
                 mark(*word, &mut seen);
             }
         }
@@ -502,12 +663,12 @@ impl RuleSet {
     fn secrets(&self, text: &str) -> Option<Vec<(usize, usize)>> {
         let mut spans = Vec::new();
         let mut protected: Option<Vec<(usize, usize)>> = None;
-        for index in self.candidates(text) {
+        let lowered = text.to_ascii_lowercase();
+        for index in self.candidates(&lowered) {
             let rule = self.rules.get(index)?;
             let regex = rule.regex()?;
-            for found in regex.find_iter(text) {
-                let Some(finding) = Finding::new(rule, regex, text, found.start(), found.end())
-                else {
+            for (start, end) in rule.matches(text, lowered.as_bytes())? {
+                let Some(finding) = Finding::new(rule, regex, text, start, end) else {
                     continue;
                 };
                 if rule

@@ -319,7 +319,8 @@ fn benign_corpus_is_left_byte_for_byte() {
             "crates/toolgate-core/src/approval.rs",
             "crates/toolgate-core/src/sensitive.rs",
             "crates/toolgate-audit/src/chain.rs",
-            "crates/toolgate-tools/src/git.rs",
+            "crates/toolgate-tools/src/git/mod.rs",
+            "crates/toolgate-tools/src/git/diff.rs",
         ]
         .map(|path| root.join(path)),
     );
