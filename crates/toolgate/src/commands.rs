@@ -280,6 +280,12 @@ fn check(config: Option<&Path>) -> anyhow::Result<u8> {
             }
         );
     }
+    for upstream in &gate.settings.upstreams {
+        println!(
+            "upstream {}: not started; its admitted tools count as their pins say (`toolgate tools discover` starts it)",
+            upstream.name
+        );
+    }
     println!("ok");
     Ok(EXIT_COMPLETED)
 }

@@ -125,7 +125,7 @@ pub struct ServeSettings {
 }
 
 /// One `[[serve.token]]`: the token is read from the environment variable `env`.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct TokenSetting {
     pub env: String,
     /// The variable's value, `None` when it is unset or empty.
@@ -135,6 +135,18 @@ pub struct TokenSetting {
     /// The lines of `env` and `profile`, for errors found when serving.
     pub env_line: usize,
     pub profile_line: usize,
+}
+
+// By hand, so that the token itself is never printed with the settings.
+impl std::fmt::Debug for TokenSetting {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TokenSetting")
+            .field("env", &self.env)
+            .field("value", &self.value.as_ref().map(|_| "<set>"))
+            .field("actor", &self.actor)
+            .field("profile", &self.profile)
+            .finish_non_exhaustive()
+    }
 }
 
 /// `[approval]`.
@@ -867,6 +879,18 @@ mod tests {
                 }
             ]
         );
+    }
+
+    #[test]
+    fn a_token_is_read_once_and_never_shown() {
+        let settings =
+            parse("[[serve.token]]\nenv = \"PATH\"\nactor = \"a\"\nprofile = \"default\"\n")
+                .unwrap();
+        let token = settings.serve.tokens.first().unwrap();
+        assert_eq!(token.value, std::env::var("PATH").ok());
+        assert_eq!((token.env_line, token.profile_line), (2, 4));
+        let shown = format!("{settings:?}");
+        assert!(!shown.contains(token.value.as_deref().unwrap()), "{shown}");
     }
 
     #[test]

@@ -810,6 +810,11 @@ fn listing_and_checking_start_no_upstream() {
     );
     let checked = run(&["check"]);
     assert!(checked.contains("marker__echo"), "{checked}");
+    assert!(
+        checked
+            .contains("upstream marker: not started; its admitted tools count as their pins say"),
+        "{checked}"
+    );
     assert!(checked.ends_with("ok\n"), "{checked}");
     // A process started by any of them would have written the mark by now: each waited for
     // nothing, and the shell writes before anything else.
