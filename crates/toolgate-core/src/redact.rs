@@ -6,14 +6,19 @@
 //! gitleaks leaves to file scanning: private-key blocks cut off by truncation, and short
 //! values assigned to names such as `password` or `token`.
 //!
-//! The text is lowercased, as gitleaks does, and one Aho-Corasick pass finds the rarer
-//! keywords while a substring search finds each of the few common ones (`key`, `token`,
-//! `s.`); only rules whose keyword occurs run their regular expression, each compiled the
-//! first time it is needed, so start-up stays fast and most text meets few rules. Gitleaks'
-//! generic rules still run wherever a common keyword occurs. A match counts when its secret clears the rule's entropy threshold
-//! and no allowlist holds, as in gitleaks. toolgate's own `sha256:` digests, git object ids
-//! and UUIDs are never redacted on their own or as the value of a generic assignment; only a
-//! provider rule that names the provider (`HEROKU_API_KEY=<uuid>`) redacts one.
+//! The text is lowercased, as gitleaks does, and searched for every rule's keywords: the
+//! common ones (`key`, `token`, `secret`) by one packed SIMD searcher that keeps where each
+//! begins, the two hundred rarer ones by a few more, a few dozen each, and the one- and
+//! two-byte ones (`ey`, `sk`) by a substring search each. Only rules whose keyword occurs run,
+//! each compiled the first time it is needed, so start-up stays fast and most text meets few
+//! rules. Most rules begin with a name after a bounded run of name characters
+//! (`[\w.-]{0,50}?(?:heroku)…`); such a rule is tried, anchored, only where a spelling of its
+//! name begins, and its whole expression runs only from just before a place where the rest
+//! matched, so that it finds what a search of the whole text finds at a fraction of the cost.
+//! A match counts when its secret clears the rule's entropy threshold and no allowlist holds,
+//! as in gitleaks. toolgate's own `sha256:` digests, git object ids and UUIDs are never
+//! redacted on their own or as the value of a generic assignment; only a provider rule that
+//! names the provider (`HEROKU_API_KEY=<uuid>`) redacts one.
 //!
 //! The count of replacements goes into the evidence so a reviewer knows something was hidden.
 //! Should the compiled-in rules ever fail to load, every text is replaced whole: output that
@@ -21,7 +26,7 @@
 
 use std::sync::{LazyLock, OnceLock};
 
-use aho_corasick::{AhoCorasick, AhoCorasickKind, Input, MatchKind};
+use aho_corasick::{AhoCorasick, Input, MatchKind};
 use regex::{Regex, RegexBuilder};
 use serde::Deserialize;
 use serde_json::Value;
@@ -211,27 +216,122 @@ struct Allowlist {
     stopwords: Option<AhoCorasick>,
 }
 
-/// Every rule, the keyword automaton over all of them, and gitleaks' global allowlist.
+/// Every rule, the keyword searchers over all of them, and gitleaks' global allowlist.
 #[derive(Debug)]
 pub(crate) struct RuleSet {
     rules: Vec<Rule>,
     global: Allowlist,
-    /// gitleaks' `[\w.-]{0,50}?`-style prefixes make its rules slow to run where a keyword
-    /// occurs in ordinary text; one pass over all keywords tells which can match at all.
-    keywords: AhoCorasick,
-    /// The keywords, lowercased, in the automaton's order.
+    /// The keywords, lowercased.
     words: Vec<String>,
-    /// The keywords looked for one by one rather than by the automaton, each with its finder.
-    frequent: Vec<(usize, memchr::memmem::Finder<'static>)>,
-    /// For each pattern of the automaton, its keyword.
-    automaton_words: Vec<usize>,
-    /// For each pattern of the automaton, the longer keywords that contain it, with the
-    /// offset it is at.
-    containing: Vec<Vec<(usize, usize)>>,
-    /// For each keyword in `keywords`, the rules that name it.
+    /// For each keyword, the shorter ones it begins with: found where it is found.
+    prefixes: Vec<Vec<usize>>,
+    /// The keywords that occur in most text, whose places are kept for anchored rules.
+    frequent: Scanner,
+    /// For each keyword, whether `frequent` looks for it.
+    is_frequent: Vec<bool>,
+    /// The rest.
+    rare: Scanner,
+    /// For each keyword, the rules that name it.
     keyword_rules: Vec<Vec<usize>>,
+    /// Keywords of one or two bytes, each with its finder.
+    tiny: Vec<(usize, memchr::memmem::Finder<'static>)>,
     /// Rules without keywords, which run on every text.
     always: Vec<usize>,
+}
+
+/// Keywords looked for together: a few dozen at a time with the SIMD searcher of
+/// `aho-corasick`'s packed module where the processor has it, one automaton where it has not.
+/// A byte-at-a-time automaton over all two hundred keywords costs more than running the few
+/// rules that ordinary text meets.
+#[derive(Debug)]
+struct Scanner {
+    groups: Vec<Group>,
+}
+
+#[derive(Debug)]
+struct Group {
+    search: GroupSearch,
+    /// For each pattern of the group, its keyword.
+    words: Vec<usize>,
+}
+
+#[derive(Debug)]
+enum GroupSearch {
+    Packed(aho_corasick::packed::Searcher),
+    Automaton(AhoCorasick),
+}
+
+/// How many keywords one packed searcher takes: more and its fingerprints match nearly every
+/// position of ordinary text.
+const GROUP_SIZE: usize = 24;
+
+impl Scanner {
+    /// A scanner for `chosen`, indexes into `words`.
+    fn new(words: &[String], chosen: Vec<usize>) -> Result<Self, String> {
+        Self::build(words, chosen, true)
+    }
+
+    /// A scanner, with packed searchers if `packed` and the processor has them.
+    fn build(words: &[String], mut chosen: Vec<usize>, packed: bool) -> Result<Self, String> {
+        // Alphabetical groups share their first bytes, which is what the fingerprints read.
+        chosen.sort_by(|a, b| words.get(*a).cmp(&words.get(*b)));
+        let groups = chosen
+            .chunks(GROUP_SIZE)
+            .map(|chunk| {
+                let mut members = chunk.to_vec();
+                // At a position where two begin, the one listed first is reported: the longer,
+                // whose prefixes are then marked with it.
+                members
+                    .sort_by_key(|word| std::cmp::Reverse(words.get(*word).map_or(0, String::len)));
+                let patterns: Vec<&str> = members
+                    .iter()
+                    .filter_map(|word| words.get(*word).map(String::as_str))
+                    .collect();
+                let mut searcher = aho_corasick::packed::Config::new().builder();
+                for pattern in &patterns {
+                    searcher.add(pattern);
+                }
+                let search = match packed.then(|| searcher.build()).flatten() {
+                    Some(searcher) => GroupSearch::Packed(searcher),
+                    None => GroupSearch::Automaton(
+                        AhoCorasick::builder()
+                            .match_kind(MatchKind::LeftmostFirst)
+                            .build(&patterns)
+                            .map_err(|err| format!("keywords: {err}"))?,
+                    ),
+                };
+                Ok(Group {
+                    search,
+                    words: members,
+                })
+            })
+            .collect::<Result<_, String>>()?;
+        Ok(Self { groups })
+    }
+
+    /// Calls `found` with every place a keyword begins in `bytes`, and the longest of a group
+    /// that begins there.
+    fn scan(&self, bytes: &[u8], mut found: impl FnMut(usize, usize)) {
+        for group in &self.groups {
+            let mut at = 0;
+            while at < bytes.len() {
+                let span = aho_corasick::Span::from(at..bytes.len());
+                let hit = match &group.search {
+                    GroupSearch::Packed(searcher) => searcher.find_in(bytes, span),
+                    GroupSearch::Automaton(automaton) => {
+                        automaton.find(Input::new(bytes).span(span))
+                    }
+                };
+                let Some(hit) = hit else {
+                    break;
+                };
+                if let Some(word) = group.words.get(hit.pattern().as_usize()) {
+                    found(*word, hit.start());
+                }
+                at = hit.start() + 1;
+            }
+        }
+    }
 }
 
 /// Keywords that occur in most text, of gitleaks' generic rule and toolgate's own.
@@ -297,9 +397,18 @@ impl Rule {
     /// The byte ranges where this rule's expression matches `text`, as `find_iter` over the
     /// whole text reports them; `None` if the expression does not compile. `lowered` is the
     /// text lowercased.
-    fn matches(&self, text: &str, lowered: &[u8]) -> Option<Vec<(usize, usize)>> {
+    fn matches(
+        &self,
+        text: &str,
+        lowered: &[u8],
+        keywords: &Keywords<'_>,
+    ) -> Option<Vec<(usize, usize)>> {
         let compiled = self.compiled()?;
-        let Some(anchor) = &compiled.anchor else {
+        let anchor = compiled
+            .anchor
+            .as_ref()
+            .filter(|_| !keywords.folds_outside_ascii);
+        let Some(anchor) = anchor else {
             return Some(
                 compiled
                     .regex
@@ -308,11 +417,32 @@ impl Rule {
                     .collect(),
             );
         };
-        let mut starts: Vec<usize> = anchor
-            .starts
-            .iter()
-            .flat_map(|finder| finder.find_iter(lowered).collect::<Vec<_>>())
-            .collect();
+        let mut starts: Vec<usize> = match anchor.covering(keywords) {
+            // Each of its starts holds a frequent keyword, whose places are known.
+            Some(covering) => keywords
+                .places
+                .iter()
+                .flat_map(|(word, place)| {
+                    covering
+                        .iter()
+                        .filter(move |(covered, _)| covered == word)
+                        .filter_map(move |(_, offset)| place.checked_sub(*offset))
+                })
+                .filter(|start| {
+                    lowered.get(*start..).is_some_and(|rest| {
+                        anchor
+                            .literals
+                            .iter()
+                            .any(|literal| rest.starts_with(literal))
+                    })
+                })
+                .collect(),
+            None => anchor
+                .finders
+                .iter()
+                .flat_map(|finder| finder.find_iter(lowered).collect::<Vec<_>>())
+                .collect(),
+        };
         starts.sort_unstable();
         starts.dedup();
         let mut found = Vec::new();
@@ -362,7 +492,27 @@ struct Anchor {
     /// How many bytes the leading run can take at most; `None` if it has no bound.
     room: Option<usize>,
     /// What every match of `rest` starts with, lowercased: where to try it.
-    starts: Vec<memchr::memmem::Finder<'static>>,
+    literals: Vec<Vec<u8>>,
+    finders: Vec<memchr::memmem::Finder<'static>>,
+    /// A frequent keyword within each literal and where, if each holds one.
+    covering: OnceLock<Option<Vec<(usize, usize)>>>,
+}
+
+/// Whether `text` holds `ſ` or the Kelvin sign, which a case-insensitive expression takes for
+/// `s` and `k`.
+fn folds_outside_ascii(text: &str) -> bool {
+    !text.is_ascii() && (text.contains('\u{17f}') || text.contains('\u{212a}'))
+}
+
+/// The keywords of a rule set, and where the frequent ones begin in one text.
+struct Keywords<'a> {
+    /// The text holds one of the two characters outside ASCII that a case-insensitive
+    /// expression takes for an ASCII letter (`ſ` for `s`, the Kelvin sign for `k`): anchors,
+    /// found in ASCII-lowercased text, could miss a name spelled with one.
+    folds_outside_ascii: bool,
+    words: &'a [String],
+    frequent: &'a [bool],
+    places: &'a [(usize, usize)],
 }
 
 /// The most prefixes a rule's leading name may spell out, with case variants, to be anchored.
@@ -399,8 +549,8 @@ impl Anchor {
             .limit_total(ANCHOR_LITERALS)
             .extract(&rest);
         let literals = spellings.literals()?;
-        // Spellings outside ASCII (the Kelvin sign for `k`) are left out: the keyword search
-        // that chose the rule reads ASCII-lowercased text and would not have seen them either.
+        // Spellings outside ASCII (`ſ` for `s`, the Kelvin sign for `k`) are left out: where a
+        // text holds one of those two characters the whole expression runs instead.
         let mut starts: Vec<Vec<u8>> = literals
             .iter()
             .map(|literal| literal.as_bytes())
@@ -428,11 +578,45 @@ impl Anchor {
             )
             .build_from_hir(&rest)
             .ok()?;
-        let starts = starts
+        let finders = starts
             .iter()
             .map(|start| memchr::memmem::Finder::new(start).into_owned())
             .collect();
-        Some(Self { rest, room, starts })
+        Some(Self {
+            rest,
+            room,
+            literals: starts,
+            finders,
+            covering: OnceLock::new(),
+        })
+    }
+
+    /// For each literal of this anchor, a frequent keyword within it and where, if every
+    /// literal holds one: then the places the keyword search keeps for those keywords are
+    /// where to try it.
+    fn covering(&self, keywords: &Keywords<'_>) -> Option<&[(usize, usize)]> {
+        self.covering
+            .get_or_init(|| {
+                let frequent: Vec<(usize, &str)> = keywords
+                    .frequent
+                    .iter()
+                    .zip(keywords.words)
+                    .enumerate()
+                    .filter(|(_, (frequent, _))| **frequent)
+                    .map(|(index, (_, word))| (index, word.as_str()))
+                    .collect();
+                let mut covering = Vec::new();
+                for literal in &self.literals {
+                    let within = frequent.iter().find_map(|(index, word)| {
+                        memchr::memmem::find(literal, word.as_bytes()).map(|at| (*index, at))
+                    });
+                    covering.push(within?);
+                }
+                covering.sort_unstable();
+                covering.dedup();
+                Some(covering)
+            })
+            .as_deref()
     }
 
     /// Whether the rest of the expression matches at `at`.
@@ -530,54 +714,46 @@ impl RuleSet {
                 }
             }
         }
-        // Short and generic keywords (`ey`, `key`, `token`) occur in nearly every text; the
-        // automaton would stop at each of them. A substring search for each finds them at
-        // once where they occur, and leaves the automaton the rarer ones.
-        let frequent: Vec<(usize, memchr::memmem::Finder<'static>)> = words
+        // Keywords of one or two bytes (`ey` of a JWT, `sk`, `q~`) would leave a packed
+        // searcher's fingerprints too short: each is looked for on its own.
+        let tiny: Vec<(usize, memchr::memmem::Finder<'static>)> = words
             .iter()
             .enumerate()
-            .filter(|(_, word)| word.len() <= 3 || FREQUENT_KEYWORDS.contains(&word.as_str()))
-            .map(|(index, word)| {
-                (
-                    index,
-                    memchr::memmem::Finder::new(word.as_bytes()).into_owned(),
-                )
-            })
+            .filter(|(_, word)| word.len() <= 2)
+            .map(|(index, word)| (index, memchr::memmem::Finder::new(word).into_owned()))
             .collect();
-        let automaton_words: Vec<usize> = (0..words.len())
-            .filter(|index| !frequent.iter().any(|(word, _)| word == index))
-            .collect();
-        let keywords = AhoCorasick::builder()
-            .match_kind(MatchKind::Standard)
-            .kind(Some(AhoCorasickKind::DFA))
-            .build(automaton_words.iter().filter_map(|index| words.get(*index)))
-            .map_err(|err| format!("keywords: {err}"))?;
-        // For each keyword of the automaton, the longer ones of the automaton that contain it
-        // and where.
-        let containing = automaton_words
+        let (frequent, rare): (Vec<usize>, Vec<usize>) = (0..words.len())
+            .filter(|index| words.get(*index).is_some_and(|word| word.len() > 2))
+            .partition(|index| {
+                words.get(*index).is_some_and(|word| {
+                    word.len() == 3 || FREQUENT_KEYWORDS.contains(&word.as_str())
+                })
+            });
+        let prefixes = words
             .iter()
-            .filter_map(|index| words.get(*index))
-            .map(|inner| {
-                automaton_words
+            .map(|word| {
+                words
                     .iter()
-                    .filter_map(|index| words.get(*index).map(|word| (*index, word)))
-                    .filter(|(_, outer)| outer.len() > inner.len())
-                    .flat_map(|(index, outer)| {
-                        outer
-                            .match_indices(inner.as_str())
-                            .map(move |(offset, _)| (index, offset))
+                    .enumerate()
+                    .filter(|(_, other)| {
+                        other.len() < word.len() && word.starts_with(other.as_str())
                     })
+                    .map(|(index, _)| index)
                     .collect()
             })
+            .collect();
+        let is_frequent = (0..words.len())
+            .map(|word| frequent.contains(&word))
             .collect();
         Ok(Self {
             rules,
             global: Allowlist::new(data.allowlist)?,
-            keywords,
+            is_frequent,
+            frequent: Scanner::new(&words, frequent)?,
+            rare: Scanner::new(&words, rare)?,
             words,
-            frequent,
-            automaton_words,
-            containing,
+            prefixes,
+            tiny,
             keyword_rules,
             always,
         })
@@ -593,69 +769,59 @@ impl RuleSet {
 
     /// Whether `text` holds a keyword of any rule.
     fn mentions_keyword(&self, text: &str) -> bool {
-        self.candidates(&text.to_ascii_lowercase()).len() > self.always.len()
+        let (candidates, _) = self.candidates(&text.to_ascii_lowercase());
+        candidates.len() > self.always.len()
     }
 
     /// The indexes of the rules whose keywords occur in `lowered`, text lowercased as gitleaks
-    /// does, in rule order.
-    fn candidates(&self, lowered: &str) -> Vec<usize> {
+    /// does, in rule order; and where each frequent keyword begins, for anchored rules.
+    fn candidates(&self, lowered: &str) -> (Vec<usize>, Vec<(usize, usize)>) {
+        let bytes = lowered.as_bytes();
+        let mut seen = vec![false; self.words.len()];
+        let mut places = Vec::new();
+        self.frequent.scan(bytes, |word, start| {
+            places.push((word, start));
+            for prefix in self.prefixes.get(word).into_iter().flatten() {
+                places.push((*prefix, start));
+            }
+        });
+        for (word, _) in &places {
+            if let Some(slot) = seen.get_mut(*word) {
+                *slot = true;
+            }
+        }
+        self.rare.scan(bytes, |word, _| {
+            for word in std::iter::once(&word).chain(self.prefixes.get(word).into_iter().flatten())
+            {
+                if let Some(slot) = seen.get_mut(*word) {
+                    *slot = true;
+                }
+            }
+        });
+        for (word, finder) in &self.tiny {
+            if finder.find(bytes).is_some()
+                && let Some(slot) = seen.get_mut(*word)
+            {
+                *slot = true;
+            }
+        }
         let mut wanted = vec![false; self.rules.len()];
-        for index in &self.always {
+        let found = seen.iter().enumerate().filter(|(_, seen)| **seen);
+        for index in self
+            .always
+            .iter()
+            .chain(found.flat_map(|(word, _)| self.keyword_rules.get(word).into_iter().flatten()))
+        {
             if let Some(slot) = wanted.get_mut(*index) {
                 *slot = true;
             }
         }
-        let mut seen = vec![false; self.keyword_rules.len()];
-        let mut mark = |word: usize, seen: &mut Vec<bool>| {
-            if seen.get(word).copied().unwrap_or(true) {
-                return;
-            }
-            if let Some(slot) = seen.get_mut(word) {
-                *slot = true;
-            }
-            for index in self.keyword_rules.get(word).into_iter().flatten() {
-                if let Some(slot) = wanted.get_mut(*index) {
-                    *slot = true;
-                }
-            }
-        };
-        // Earliest-ending matches, each search starting one byte after the last match began:
-        // every keyword that occurs is then either found itself or contains one found, which
-        // `containing` checks in place. Cheaper than an overlapping search, which must stop
-        // at every state on the way.
-        for (word, finder) in &self.frequent {
-            if finder.find(lowered.as_bytes()).is_some() {
-                mark(*word, &mut seen);
-            }
-        }
-        let bytes = lowered.as_bytes();
-        let mut at = 0;
-        while at < bytes.len() {
-            let Some(hit) = self.keywords.find(Input::new(bytes).span(at..bytes.len())) else {
-                break;
-            };
-            let pattern = hit.pattern().as_usize();
-            if let Some(word) = self.automaton_words.get(pattern) {
-                mark(*word, &mut seen);
-            }
-            for (outer, offset) in self.containing.get(pattern).into_iter().flatten() {
-                let outer_word = self.words.get(*outer).map_or(&[][..], |w| w.as_bytes());
-                let occurs = hit
-                    .start()
-                    .checked_sub(*offset)
-                    .and_then(|start| bytes.get(start..start + outer_word.len()))
-                    .is_some_and(|found| found == outer_word);
-                if occurs {
-                    mark(*outer, &mut seen);
-                }
-            }
-            at = hit.start() + 1;
-        }
-        wanted
+        let candidates = wanted
             .iter()
             .enumerate()
             .filter_map(|(index, wanted)| wanted.then_some(index))
-            .collect()
+            .collect();
+        (candidates, places)
     }
 
     /// The byte ranges of `text` to replace, sorted, or `None` if a rule that could match
@@ -664,10 +830,18 @@ impl RuleSet {
         let mut spans = Vec::new();
         let mut protected: Option<Vec<(usize, usize)>> = None;
         let lowered = text.to_ascii_lowercase();
-        for index in self.candidates(&lowered) {
+        let (candidates, places) = self.candidates(&lowered);
+        let folds_outside_ascii = folds_outside_ascii(text);
+        for index in candidates {
             let rule = self.rules.get(index)?;
             let regex = rule.regex()?;
-            for (start, end) in rule.matches(text, lowered.as_bytes())? {
+            let keywords = Keywords {
+                folds_outside_ascii,
+                words: &self.words,
+                frequent: &self.is_frequent,
+                places: &places,
+            };
+            for (start, end) in rule.matches(text, lowered.as_bytes(), &keywords)? {
                 let Some(finding) = Finding::new(rule, regex, text, start, end) else {
                     continue;
                 };
@@ -1104,6 +1278,113 @@ mod tests {
         }
         let global = rules.global.pattern.as_deref().unwrap();
         assert!(compile(global).is_some());
+    }
+
+    /// The rule's pattern with its look-arounds dropped, for a generator: what it generates
+    /// need not match, only look like what does.
+    fn without_looks(hir: &regex_syntax::hir::Hir) -> regex_syntax::hir::Hir {
+        use regex_syntax::hir::{Capture, Hir, HirKind, Repetition};
+        match hir.kind() {
+            HirKind::Look(_) => Hir::empty(),
+            HirKind::Repetition(rep) => Hir::repetition(Repetition {
+                sub: Box::new(without_looks(&rep.sub)),
+                ..rep.clone()
+            }),
+            HirKind::Capture(capture) => Hir::capture(Capture {
+                sub: Box::new(without_looks(&capture.sub)),
+                ..capture.clone()
+            }),
+            HirKind::Concat(parts) => Hir::concat(parts.iter().map(without_looks).collect()),
+            HirKind::Alternation(parts) => {
+                Hir::alternation(parts.iter().map(without_looks).collect())
+            }
+            _ => hir.clone(),
+        }
+    }
+
+    /// An anchored rule finds exactly what its expression finds over the whole text: samples
+    /// of every rule, alone, side by side and inside ordinary source, each compared span for
+    /// span with `find_iter`. `ANCHOR_SEED=<n>` draws other samples.
+    #[test]
+    fn anchored_rules_find_what_the_whole_expression_finds() {
+        use rand::{RngExt, SeedableRng};
+        let rules = rule_set().unwrap();
+        let mut rng = rand::rngs::StdRng::seed_from_u64(
+            std::env::var("ANCHOR_SEED")
+                .ok()
+                .and_then(|s| s.parse().ok())
+                .unwrap_or(7),
+        );
+        let source = include_str!("approval.rs");
+        let mut anchored = 0;
+        for rule in &rules.rules {
+            let compiled = rule.compiled().unwrap();
+            if compiled.anchor.is_none() {
+                continue;
+            }
+            anchored += 1;
+            let hir = regex_syntax::Parser::new().parse(&rule.pattern).unwrap();
+            let generator = rand_regex::Regex::with_hir(without_looks(&hir), 24).unwrap();
+            for round in 0..6 {
+                let one: String = rng.sample(&generator);
+                let two: String = rng.sample(&generator);
+                let cut = (round * 397) % 3000;
+                let around = source.get(..cut).unwrap_or_default();
+                let texts = [
+                    one.clone(),
+                    format!("{one}{two}"),
+                    format!("{one} {two}\n{one}"),
+                    format!("{around}\nlet key = \"{one}\";\n{two}"),
+                    format!("x{one}y"),
+                ];
+                for text in texts {
+                    let lowered = text.to_ascii_lowercase();
+                    let (_, places) = rules.candidates(&lowered);
+                    let keywords = Keywords {
+                        folds_outside_ascii: folds_outside_ascii(&text),
+                        words: &rules.words,
+                        frequent: &rules.is_frequent,
+                        places: &places,
+                    };
+                    let found = rule.matches(&text, lowered.as_bytes(), &keywords).unwrap();
+                    let whole: Vec<(usize, usize)> = compiled
+                        .regex
+                        .find_iter(&text)
+                        .map(|m| (m.start(), m.end()))
+                        .collect();
+                    assert_eq!(found, whole, "{}: {text:?}", rule.id);
+                }
+            }
+        }
+        assert!(anchored > 150, "{anchored} rules anchored");
+    }
+
+    /// Where the processor has no packed searcher, the automaton finds the same places.
+    #[test]
+    fn both_searchers_find_the_same_places() {
+        let rules = rule_set().unwrap();
+        let chosen: Vec<usize> = (0..rules.words.len())
+            .filter(|word| rules.words[*word].len() > 2)
+            .collect();
+        let packed = Scanner::build(&rules.words, chosen.clone(), true).unwrap();
+        let automaton = Scanner::build(&rules.words, chosen, false).unwrap();
+        assert!(
+            matches!(packed.groups[0].search, GroupSearch::Packed(_))
+                || !cfg!(target_arch = "x86_64")
+        );
+        let mut text = include_str!("approval.rs").to_ascii_lowercase();
+        for word in &rules.words {
+            text.push_str(word);
+            text.push(' ');
+        }
+        let places = |scanner: &Scanner| {
+            let mut places = Vec::new();
+            scanner.scan(text.as_bytes(), |word, start| places.push((word, start)));
+            places.sort_unstable();
+            places
+        };
+        assert_eq!(places(&packed), places(&automaton));
+        assert!(places(&packed).len() > rules.words.len() / 2);
     }
 
     #[test]
