@@ -55,9 +55,7 @@ impl Watchdog {
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .stderr(Stdio::inherit());
-        std::os::unix::process::CommandExt::process_group(&mut command, 0);
-        let mut child = command.spawn()?;
-        own_child(child.id());
+        let mut child = crate::spawn_group_leader(&mut command)?;
         let input = child.stdin.take();
         Ok(Watchdog {
             input: Mutex::new(input),
