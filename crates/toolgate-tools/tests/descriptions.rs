@@ -19,7 +19,6 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use serde_json::Value;
-use toolgate_core::RejectCode;
 use toolgate_tools::Builtin;
 use toolgate_workspace::Workspace;
 
@@ -99,6 +98,26 @@ fn result_words(tool: &str) -> &'static [&'static str] {
         ],
         _ => &[],
     }
+}
+
+/// The rejection codes the documentation names, from the table the binary's tests check the
+/// code against (tests/corpus/reject_codes.jsonl).
+fn reject_codes() -> BTreeSet<String> {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../tests/corpus/reject_codes.jsonl"
+    );
+    let text = std::fs::read_to_string(path).unwrap();
+    let codes: BTreeSet<String> = text
+        .lines()
+        .filter(|line| !line.trim().is_empty() && !line.trim_start().starts_with("//"))
+        .map(|line| {
+            let row: Value = serde_json::from_str(line).unwrap();
+            row["code"].as_str().unwrap().to_owned()
+        })
+        .collect();
+    assert!(codes.len() > 20, "{path}: {codes:?}");
+    codes
 }
 
 fn builtins() -> (tempfile::TempDir, Vec<Builtin>) {
@@ -227,7 +246,8 @@ fn required_arguments_agree_with_the_schema() {
 fn every_name_a_description_uses_exists() {
     let (_dir, tools) = builtins();
     let tool_names: BTreeSet<&str> = tools.iter().map(|t| t.descriptor.name.as_str()).collect();
-    let codes: BTreeSet<&str> = RejectCode::ALL.iter().map(|c| c.as_str()).collect();
+    let codes = reject_codes();
+    let codes: BTreeSet<&str> = codes.iter().map(String::as_str).collect();
     // A description may point to another tool's argument (`read_file` with an `offset`).
     let mut every_argument = BTreeSet::new();
     for tool in &tools {
