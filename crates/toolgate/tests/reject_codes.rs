@@ -201,3 +201,41 @@ fn every_rejected_corpus_row_agrees_with_the_table() {
     assert!(checked > 20, "only {checked} rejected rows found");
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
+
+/// The effect classes the README lists, in its order from least to most consequential, against
+/// the declared variants and their spellings in configuration and on the wire.
+#[test]
+fn the_effect_classes_are_the_ones_the_readme_lists() {
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let flat = readme.split_whitespace().collect::<Vec<_>>().join(" ");
+    let start = flat
+        .find("**Effect classes**")
+        .expect("the README lists the effect classes");
+    let listed: Vec<String> = flat[start..]
+        .split(" — ")
+        .next()
+        .unwrap()
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(
+        listed,
+        ["read_only", "local_write", "network", "irreversible"],
+        "the README's list as this test reads it"
+    );
+    let source =
+        std::fs::read_to_string(root().join("crates/toolgate-core/src/registry.rs")).unwrap();
+    assert_eq!(declared_variants(&source, "EffectClass"), listed);
+    let classes: Vec<toolgate_core::EffectClass> = listed
+        .iter()
+        .map(|name| {
+            let parsed: toolgate_core::EffectClass = name.parse().unwrap();
+            assert_eq!(parsed.as_str(), name);
+            assert_eq!(serde_json::to_value(parsed).unwrap(), json!(name));
+            parsed
+        })
+        .collect();
+    assert!(classes.windows(2).all(|w| w[0] < w[1]), "{classes:?}");
+}
