@@ -377,13 +377,21 @@ fn a_call_whose_record_cannot_be_written_fails_closed_without_output() {
     let mut holder = Command::new("sqlite3")
         .arg(audited.db())
         .stdin(Stdio::piped())
-        .stdout(Stdio::null())
+        .stdout(Stdio::piped())
         .spawn()
         .unwrap();
     let mut input = holder.stdin.take().unwrap();
-    input.write_all(b"BEGIN IMMEDIATE;\nSELECT 1;\n").unwrap();
+    // `.bail on` ends the shell if the lock cannot be had, so the line `locked` says it is
+    // held: the call below starts only then.
+    input
+        .write_all(b".bail on\nBEGIN IMMEDIATE;\nSELECT 'locked';\n")
+        .unwrap();
     input.flush().unwrap();
-    std::thread::sleep(Duration::from_millis(300));
+    let mut announced = String::new();
+    BufReader::new(holder.stdout.take().unwrap())
+        .read_line(&mut announced)
+        .unwrap();
+    assert_eq!(announced, "locked\n", "sqlite3 did not take the write lock");
     let output = audited.call("read_file", r#"{"path": "a.txt"}"#);
     drop(input);
     let _ = holder.wait();
