@@ -50,6 +50,7 @@ mod capture;
 mod cgroup;
 mod env;
 mod household;
+mod machine;
 mod procs;
 mod program;
 mod tree;
@@ -57,7 +58,7 @@ pub mod watchdog;
 
 use std::fs::File;
 use std::io::{self, Read, Write};
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -65,7 +66,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use rustix::event::{PollFd, PollFlags, Timespec, poll};
+use rustix::event::{EventfdFlags, PollFd, PollFlags, Timespec, eventfd, poll};
 use rustix::process::{Pid, PidfdFlags, Signal, pidfd_open};
 use thiserror::Error;
 
@@ -81,6 +82,7 @@ pub use watchdog::{Watchdog, run_watchdog};
 
 use capture::CaptureBuffer;
 use cgroup::CallCgroup;
+use machine::{Action, DRAIN_BOUND, KILL_BOUND, Limits, Phase, Seen, State};
 use procs::Stat;
 use tree::Tree;
 
@@ -90,15 +92,8 @@ pub const DEFAULT_CAPTURE_BYTES: usize = 64 * 1024;
 /// Time between `SIGTERM` and `SIGKILL` unless the spec says otherwise.
 pub const DEFAULT_KILL_GRACE: Duration = Duration::from_millis(300);
 
-/// How long `SIGKILL` is repeated before the runner gives up on a group (a process stuck in
-/// the kernel cannot die until it returns).
-const KILL_BOUND: Duration = Duration::from_secs(2);
-
-/// How long the pipes are drained once the group is gone. Anything still holding them open
-/// then has left the group, and is not waited for.
-const DRAIN_BOUND: Duration = Duration::from_millis(250);
-
-/// How often cancellation is looked at while nothing else happens.
+/// How often cancellation is looked at while nothing else happens, unless the caller's
+/// [`Cancel`] can wake the runner.
 const TICK: Duration = Duration::from_millis(20);
 
 /// Reads per stream per wake-up, so that a flood cannot keep the deadline from being seen.
@@ -144,6 +139,48 @@ impl ExecError {
 /// A way for the caller to give up on a running command.
 pub trait Cancel {
     fn is_cancelled(&self) -> bool;
+
+    /// A descriptor that becomes readable once [`Cancel::is_cancelled`] holds, so that the
+    /// runner wakes the moment the caller gives up. Without one (the default) cancellation is
+    /// looked at on every wake-up, at least every 20 ms.
+    fn waker(&self) -> Option<BorrowedFd<'_>> {
+        None
+    }
+}
+
+/// A cancellation that wakes the runner at once: [`CancelToken::cancel`] from any thread
+/// makes every [`run`] given the token stop its command without waiting for its next tick.
+#[derive(Debug)]
+pub struct CancelToken {
+    cancelled: AtomicBool,
+    /// An eventfd written once cancelled, never read: it stays readable.
+    event: OwnedFd,
+}
+
+impl CancelToken {
+    pub fn new() -> io::Result<CancelToken> {
+        let event = eventfd(0, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK)?;
+        Ok(CancelToken {
+            cancelled: AtomicBool::new(false),
+            event,
+        })
+    }
+
+    pub fn cancel(&self) {
+        self.cancelled.store(true, Ordering::Release);
+        // Only a counter at its maximum refuses the write, and that one is readable already.
+        let _ = rustix::io::write(&self.event, &1u64.to_ne_bytes());
+    }
+}
+
+impl Cancel for CancelToken {
+    fn is_cancelled(&self) -> bool {
+        self.cancelled.load(Ordering::Acquire)
+    }
+
+    fn waker(&self) -> Option<BorrowedFd<'_>> {
+        Some(self.event.as_fd())
+    }
 }
 
 impl Cancel for AtomicBool {
@@ -477,30 +514,30 @@ pub fn run(spec: &CommandSpec, cancel: &(impl Cancel + ?Sized)) -> Result<RunOut
     // Without a pidfd (kernels before 5.3) the leader's exit is noticed on the next tick.
     let pidfd =
         Pid::from_raw(running.leader.pid).and_then(|pid| pidfd_open(pid, PidfdFlags::empty()).ok());
+    let waker = cancel.waker();
     let tick = if pidfd.is_some() {
         TICK
     } else {
         TICK.min(Duration::from_millis(5))
     };
 
-    let deadline = started.checked_add(spec.timeout);
-    let mut phase = Phase::Running;
-    let mut stopped = None;
+    let limits = Limits {
+        deadline: started.checked_add(spec.timeout),
+        kill_grace: spec.kill_grace,
+        tick,
+    };
+    let mut state = State::START;
     let mut unknowns = notes;
-    // Whether processes other than the leader were alive after it ended: in its group only
-    // (false) or also outside it (true).
-    let mut left: Option<bool> = None;
-    // Set once the tree would not die within the kill bound; the run then ends regardless.
-    let mut gave_up = false;
     let mut chunk = vec![0u8; READ_CHUNK];
     let mut table: Vec<Stat> = Vec::new();
     let mut next_scan = started;
     loop {
         let now = Instant::now();
         running.reap().map_err(io_error("waiting for the leader"))?;
-        let leader_done = running.status.is_some();
+        let exited = running.status.is_some();
+        let mut others = None;
         // While the leader runs, a look now and then; once anything ends, a look every time.
-        if now >= next_scan || leader_done || !matches!(phase, Phase::Running) {
+        if now >= next_scan || exited || !matches!(state.phase, Phase::Running) {
             table = procs::family(household::me()).map_err(io_error("reading /proc"))?;
             running.tree.update(&table, now);
             let every = if now.saturating_duration_since(started) < CLOSE_WATCH {
@@ -509,90 +546,33 @@ pub fn run(spec: &CommandSpec, cancel: &(impl Cancel + ?Sized)) -> Result<RunOut
                 SCAN_LATER
             };
             next_scan = now + every;
-            if leader_done && stopped.is_none() && !running.tree.others(&table).is_empty() {
-                left = Some(left.unwrap_or(false) || running.tree.detached(&table));
+            if exited && state.stopped.is_none() && !running.tree.others(&table).is_empty() {
+                others = Some(running.tree.detached(&table));
             }
         }
-        phase = match phase {
-            Phase::Running if leader_done => {
-                if running.tree.busy(&table) {
-                    running.tree.signal(&table, Signal::TERM);
-                    Phase::Terminating(now)
-                } else {
-                    Phase::Draining(now + DRAIN_BOUND)
-                }
-            }
-            Phase::Running => {
-                let reason = if cancel.is_cancelled() {
-                    Some(StopReason::Cancelled)
-                } else if deadline.is_some_and(|d| now >= d) {
-                    Some(StopReason::Timeout)
-                } else {
-                    None
-                };
-                match reason {
-                    Some(reason) => {
-                        stopped = Some(reason);
-                        unknowns.push(
-                            match reason {
-                                StopReason::Timeout => unknown::KILLED_ON_TIMEOUT,
-                                StopReason::Cancelled => unknown::KILLED_ON_CANCEL,
-                            }
-                            .to_owned(),
-                        );
-                        running.tree.signal(&table, Signal::TERM);
-                        // A stopped process cannot act on SIGTERM until continued.
-                        running.tree.signal(&table, Signal::CONT);
-                        Phase::Terminating(now)
-                    }
-                    None => Phase::Running,
-                }
-            }
-            Phase::Terminating(_) | Phase::Killing(_)
-                if leader_done && !running.tree.busy(&table) =>
-            {
-                Phase::Draining(now + DRAIN_BOUND)
-            }
-            Phase::Terminating(since)
-                if now.saturating_duration_since(since) >= spec.kill_grace =>
-            {
-                running.tree.stop_then_kill(now + KILL_BOUND / 2);
-                Phase::Killing(now)
-            }
-            Phase::Killing(since) if now.saturating_duration_since(since) >= KILL_BOUND => {
-                unknowns.push(unknown::UNKILLABLE.to_owned());
-                gave_up = true;
-                Phase::Draining(now + DRAIN_BOUND)
-            }
-            Phase::Killing(since) => {
-                // Again: a fork loop may have made new members since the last time.
-                running.tree.stop_then_kill(now + Duration::from_millis(50));
-                Phase::Killing(since)
-            }
-            // Something of the tree turned up once the pipes were being drained: it is ended
-            // like any other.
-            Phase::Draining(_) if !gave_up && running.tree.busy(&table) => {
-                running.tree.signal(&table, Signal::TERM);
-                Phase::Terminating(now)
-            }
-            Phase::Draining(until)
-                if now >= until && !(stdout.is_closed() && stderr.is_closed()) =>
-            {
-                unknowns.push(unknown::ESCAPED.to_owned());
-                break;
-            }
-            other => other,
+        let seen = Seen {
+            now,
+            exited,
+            busy: running.tree.busy(&table),
+            others,
+            cancelled: cancel.is_cancelled(),
+            closed: stdout.is_closed() && stderr.is_closed(),
         };
-        if matches!(phase, Phase::Draining(_)) && stdout.is_closed() && stderr.is_closed() {
-            break;
+        let actions;
+        (state, actions) = machine::step(state, seen, &limits);
+        let mut wait = None;
+        for action in actions {
+            match action {
+                Action::Note(text) => unknowns.push(text.to_owned()),
+                Action::Signal(signal) => running.tree.signal(&table, signal),
+                Action::StopThenKill(until) => running.tree.stop_then_kill(until),
+                Action::Wait(time) => wait = Some(time),
+                Action::End => {}
+            }
         }
+        let Some(wait) = wait else { break };
 
-        let wait = match phase {
-            Phase::Running => deadline.map_or(tick, |d| d.saturating_duration_since(now).min(tick)),
-            Phase::Terminating(_) | Phase::Killing(_) => Duration::from_millis(10),
-            Phase::Draining(until) => until.saturating_duration_since(now),
-        };
-        let mut fds: Vec<PollFd<'_>> = Vec::with_capacity(4);
+        let mut fds: Vec<PollFd<'_>> = Vec::with_capacity(5);
         for pipe in [stdout.pipe.as_ref(), stderr.pipe.as_ref()]
             .into_iter()
             .flatten()
@@ -604,6 +584,11 @@ pub fn run(spec: &CommandSpec, cancel: &(impl Cancel + ?Sized)) -> Result<RunOut
         }
         if let Some(pidfd) = pidfd.as_ref().filter(|_| running.status.is_none()) {
             fds.push(PollFd::new(pidfd, PollFlags::IN));
+        }
+        // Once the run is ending, a cancellation changes nothing, and its descriptor stays
+        // readable: it is no longer waited on.
+        if let Some(waker) = waker.filter(|_| matches!(state.phase, Phase::Running)) {
+            fds.push(PollFd::from_borrowed_fd(waker, PollFlags::IN));
         }
         let timeout = Timespec::try_from(wait).unwrap_or(Timespec {
             tv_sec: 0,
@@ -623,10 +608,12 @@ pub fn run(spec: &CommandSpec, cancel: &(impl Cancel + ?Sized)) -> Result<RunOut
             .map_err(io_error("reading stderr"))?;
         stdin.write();
     }
+    let State { stopped, left, .. } = state;
     if stopped.is_none() {
-        if let Some(detached) = running.tree.left {
-            left = Some(left.unwrap_or(false) || detached);
-        }
+        let left = match running.tree.left {
+            Some(detached) => Some(left.unwrap_or(false) || detached),
+            None => left,
+        };
         match left {
             Some(true) => unknowns.insert(0, unknown::DETACHED.to_owned()),
             Some(false) => unknowns.insert(0, unknown::LEFT_RUNNING.to_owned()),
@@ -673,19 +660,6 @@ pub fn run(spec: &CommandSpec, cancel: &(impl Cancel + ?Sized)) -> Result<RunOut
         unknowns,
         tier,
     })
-}
-
-/// Where a run is.
-#[derive(Debug, Clone, Copy)]
-enum Phase {
-    /// The leader runs.
-    Running,
-    /// `SIGTERM` sent at this instant; waiting for the tree to empty.
-    Terminating(Instant),
-    /// The tree stopped and killed since this instant, repeatedly.
-    Killing(Instant),
-    /// The tree is gone; reading what is left in the pipes until this instant.
-    Draining(Instant),
 }
 
 fn exit_of(status: ExitStatus) -> Exit {

@@ -21,8 +21,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use toolgate_exec::{
-    CommandSpec, ExecError, Exit, RunOutcome, StopReason, ambient_env, resolve_program, run,
-    scrub_env, unknown,
+    Cancel, CancelToken, CommandSpec, ExecError, Exit, RunOutcome, StopReason, ambient_env,
+    resolve_program, run, scrub_env, unknown,
 };
 
 /// The scrubbed environment of this process.
@@ -240,6 +240,43 @@ fn cancelling_kills_the_command() {
     // A closure works as well as a flag.
     let outcome = run(&sh(dir.path(), "sleep 100"), &|| true).unwrap();
     assert!(outcome.cancelled());
+}
+
+#[test]
+fn a_cancel_token_wakes_the_runner_and_kills_the_command() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let pidfile = dir.path().join("pids");
+    let token = Arc::new(CancelToken::new().unwrap());
+    let waker = token.waker().unwrap();
+    let mut fds = [rustix::event::PollFd::new(
+        &waker,
+        rustix::event::PollFlags::IN,
+    )];
+    let zero = rustix::event::Timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    assert_eq!(rustix::event::poll(&mut fds, Some(&zero)).unwrap(), 0);
+    let canceller = Arc::clone(&token);
+    let setter = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(200));
+        canceller.cancel();
+    });
+    let spec = sh(dir.path(), "sleep 100 & echo $! >> pids; wait");
+    let started = Instant::now();
+    let outcome = run(&spec, &*token).unwrap();
+    setter.join().unwrap();
+    assert!(outcome.cancelled(), "{outcome:?}");
+    assert_eq!(outcome.unknowns, [unknown::KILLED_ON_CANCEL]);
+    assert!(started.elapsed() < Duration::from_secs(3));
+    assert_none_running(&pidfile);
+    // Once cancelled it stays so, and readable, for every later run.
+    assert_eq!(rustix::event::poll(&mut fds, Some(&zero)).unwrap(), 1);
+    let started = Instant::now();
+    let outcome = run(&sh(dir.path(), "sleep 100"), &*token).unwrap();
+    assert!(outcome.cancelled(), "{outcome:?}");
+    assert!(started.elapsed() < Duration::from_secs(3));
 }
 
 #[test]
