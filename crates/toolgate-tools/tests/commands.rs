@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use toolgate_core::policy::DEFAULT_POLICY;
@@ -582,9 +582,17 @@ fn cancelling_kills_the_command() {
     let pipeline = pipeline(&world.ws(), yes());
     let cancelled = Arc::new(AtomicBool::new(false));
     let flag = Arc::clone(&cancelled);
+    // Cancelled once the command has started its child and noted it, so that what is
+    // cancelled is a running tree; cancelled at the deadline regardless, so the call ends.
+    let pids = world.ws().join("pids");
     let setter = std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_millis(300));
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let noted = || fs::read_to_string(&pids).is_ok_and(|t| t.ends_with('\n'));
+        while !noted() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
         flag.store(true, Ordering::Relaxed);
+        noted()
     });
     let raw = RawCall::text(
         "run_command",
@@ -592,7 +600,7 @@ fn cancelling_kills_the_command() {
         Surface::Chat,
     );
     let outcome = pipeline.run_cancellable(raw, cancelled);
-    setter.join().unwrap();
+    assert!(setter.join().unwrap(), "the command never noted its child");
     assert_eq!(outcome.status, Status::Failed, "{outcome:?}");
     assert_eq!(outcome.error.as_ref().unwrap().code, "cancelled");
     assert!(
