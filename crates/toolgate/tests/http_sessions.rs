@@ -361,7 +361,15 @@ fn three_thousand_initializes_keep_memory_bounded_and_expiry_returns_it() {
     let alice = server.as_token(TOKEN_ALICE);
     let warm_up = alice.begin();
     assert_eq!(alice.delete(&warm_up), 202);
-    std::thread::sleep(Duration::from_millis(500));
+    // Measured once the warm-up session is gone, so its teardown is not counted as growth.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while alice.list(&warm_up).status != 404 {
+        assert!(
+            Instant::now() < deadline,
+            "the deleted session still answers"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
     let start = server.rss();
 
     let began = Instant::now();
