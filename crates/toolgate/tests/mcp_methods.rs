@@ -763,19 +763,23 @@ fn a_stopping_http_server_ends_subscriptions_with_their_result() {
     let (_dir, ws, config) = plain_workspace();
     let server = HttpServer::start(&ws, &config);
     let pid = server.child.id().to_string();
-    let stop = std::thread::spawn(move || {
-        // Long after the acknowledgement, which comes at once.
-        std::thread::sleep(Duration::from_secs(1));
-        Command::new("kill").args(["-TERM", &pid]).status().unwrap()
-    });
+    // Stopped once the subscription is acknowledged, so that it is open when the server stops.
+    let stopped = std::cell::Cell::new(None);
+    let enough = |m: &Value| {
+        if m["method"] == "notifications/subscriptions/acknowledged" && stopped.get().is_none() {
+            let status = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+            stopped.set(Some(status.success()));
+        }
+        m["id"] == 41
+    };
     let listen = json!({"jsonrpc": "2.0", "id": 41, "method": "subscriptions/listen",
         "params": {"_meta": modern_meta(), "notifications": {"toolsListChanged": true}}});
     let headers = [
         ("mcp-protocol-version", MODERN.to_owned()),
         ("mcp-method", "subscriptions/listen".to_owned()),
     ];
-    let (status, _, messages) = server.post(&listen, &headers, |m| m["id"] == 41);
-    assert!(stop.join().unwrap().success());
+    let (status, _, messages) = server.post(&listen, &headers, enough);
+    assert_eq!(stopped.get(), Some(true), "{messages:?}");
     assert_eq!(status, 200);
     assert_eq!(
         messages[0]["method"], "notifications/subscriptions/acknowledged",
