@@ -30,6 +30,9 @@ Each STEP is one of
         `notifications/cancelled` (or, at 2026-07-28 over HTTP, close the stream)
     {"op": "sleep", "seconds": 0.2}
     {"op": "signal", "pidfile": "...", "signal": "SIGUSR1"}
+    {"op": "signal", ..., "await": "notifications/tools/list_changed", "within": 10}
+        also waits, at most `within` seconds, until the server sends that notification after
+        the signal; the report says whether it came ("heard": true or false)
 
 The report, printed to standard output as JSON, is {"sessions": [{"init": ..., "steps":
 [...]}, ...]} with one result per step. Assertions live in the Rust test that runs this
@@ -65,7 +68,29 @@ def result_of(result):
     }
 
 
-async def run_steps(session, steps):
+class Heard:
+    """The notifications the server sent, by method, with a way to wait for the next one."""
+
+    def __init__(self):
+        self.counts = {}
+        self.changed = anyio.Event()
+
+    async def handler(self, message):
+        method = getattr(getattr(message, "root", message), "method", None)
+        if method is not None:
+            self.counts[method] = self.counts.get(method, 0) + 1
+            self.changed.set()
+            self.changed = anyio.Event()
+
+    async def after(self, method, seen, within):
+        """Whether `method` arrives more than `seen` times within `within` seconds."""
+        with anyio.move_on_after(within):
+            while self.counts.get(method, 0) <= seen:
+                await self.changed.wait()
+        return self.counts.get(method, 0) > seen
+
+
+async def run_steps(session, steps, heard=None):
     report = []
     for step in steps:
         op = step["op"]
@@ -118,9 +143,16 @@ async def run_steps(session, steps):
         elif op == "signal":
             # Sends a signal to the process whose pid is in `pidfile` (an upstream behind the
             # server under test).
+            awaited = step.get("await")
+            seen = heard.counts.get(awaited, 0) if awaited and heard else 0
             with open(step["pidfile"]) as f:
                 os.kill(int(f.read().strip()), getattr(signal, step["signal"]))
-            report.append({"signalled": step["signal"]})
+            entry = {"signalled": step["signal"]}
+            if awaited:
+                if heard is None:
+                    raise ValueError("`await` needs a session that records notifications")
+                entry["heard"] = await heard.after(awaited, seen, step.get("within", 10))
+            report.append(entry)
         elif op == "sleep":
             await anyio.sleep(step["seconds"])
             report.append({"slept": step["seconds"]})
@@ -186,21 +218,26 @@ async def run_session(spec):
         return await run_modern(spec)
     elicited = []
     callback = elicitation(spec, elicited)
+    heard = Heard()
     if spec["transport"] == "stdio":
         params = StdioServerParameters(
             command=spec["command"], args=spec.get("args", []), env=server_env(spec)
         )
         async with stdio_client(params) as (read, write):
-            async with ClientSession(read, write, elicitation_callback=callback) as session:
+            async with ClientSession(
+                read, write, elicitation_callback=callback, message_handler=heard.handler
+            ) as session:
                 init = await session.initialize()
-                steps = await run_steps(session, spec["steps"])
+                steps = await run_steps(session, spec["steps"], heard)
     else:
         headers = {"Authorization": f"Bearer {spec['token']}"} if spec.get("token") else {}
         async with create_mcp_http_client(headers=headers) as http:
             async with streamable_http_client(spec["url"], http_client=http) as (read, write):
-                async with ClientSession(read, write, elicitation_callback=callback) as session:
+                async with ClientSession(
+                    read, write, elicitation_callback=callback, message_handler=heard.handler
+                ) as session:
                     init = await session.initialize()
-                    steps = await run_steps(session, spec["steps"])
+                    steps = await run_steps(session, spec["steps"], heard)
     return {"init": dump(init), "steps": steps, "elicited": elicited}
 
 

@@ -289,29 +289,31 @@ fn a_changed_descriptor_is_quarantined_until_re_pinned() {
     let report = setup.session(json!([
         {"op": "list"},
         {"op": "call", "tool": "test__echo", "arguments": {"text": "before"}},
-        {"op": "signal", "pidfile": state.join("pid"), "signal": "SIGUSR1"},
-        {"op": "sleep", "seconds": 3},
+        // The upstream says its list changed; toolgate, having taken the change in, says so.
+        {"op": "signal", "pidfile": state.join("pid"), "signal": "SIGUSR1",
+         "await": "notifications/tools/list_changed", "within": 20},
         {"op": "call", "tool": "test__echo", "arguments": {"text": "after"}},
         {"op": "list"},
         {"op": "call", "tool": "test__echo", "arguments": {"text": "after listing"}},
     ]));
     assert!(names(&report[0]).contains(&"test__echo".to_owned()));
     assert!(ok_text(&report[1]).contains("before"));
-    assert_eq!(rejected(&report[4]), "stale_descriptor");
+    assert_eq!(report[2]["heard"], true, "{}", report[2]);
+    assert_eq!(rejected(&report[3]), "stale_descriptor");
     assert!(
-        report[4]["text"]
+        report[3]["text"]
             .as_str()
             .unwrap()
             .contains("`toolgate tools diff test__echo`"),
         "{}",
-        report[4]
+        report[3]
     );
     assert!(
-        !names(&report[5]).contains(&"test__echo".to_owned()),
+        !names(&report[4]).contains(&"test__echo".to_owned()),
         "a stale tool is hidden: {}",
-        report[5]
+        report[4]
     );
-    assert_eq!(rejected(&report[6]), "unknown_tool");
+    assert_eq!(rejected(&report[5]), "unknown_tool");
     let received: Vec<String> = calls(state)
         .iter()
         .map(|c| c["arguments"]["text"].as_str().unwrap().to_owned())
