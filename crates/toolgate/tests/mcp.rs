@@ -284,6 +284,8 @@ struct RawStdio {
     child: Child,
     answers: mpsc::Receiver<Value>,
     stderr: std::sync::Arc<std::sync::Mutex<String>>,
+    /// While this lives, the writer keeps the server's input open; dropped with the server.
+    input_held: Option<mpsc::Sender<()>>,
 }
 
 impl RawStdio {
@@ -323,20 +325,24 @@ impl RawStdio {
             child,
             answers,
             stderr,
+            input_held: None,
         }
     }
 
     /// Writes every line, from another thread, so that a large one cannot block reading.
     fn send_all(&mut self, lines: Vec<String>) {
         let mut stdin = self.child.stdin.take().unwrap();
+        let (held, released) = mpsc::channel::<()>();
+        self.input_held = Some(held);
         std::thread::spawn(move || {
             for line in lines {
                 if stdin.write_all(line.as_bytes()).is_err() || stdin.write_all(b"\n").is_err() {
                     return;
                 }
             }
-            // Keep the input open until the answers are in; dropping it would end the session.
-            std::thread::sleep(Duration::from_secs(60));
+            // Keep the input open until the test is done with the server; closing it would end
+            // the session before the answers are in.
+            let _ = released.recv_timeout(Duration::from_secs(120));
         });
     }
 
