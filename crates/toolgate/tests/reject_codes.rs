@@ -202,6 +202,75 @@ fn every_rejected_corpus_row_agrees_with_the_table() {
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
 
+/// Codes no corpus row expects, each with the test that provokes it instead: a setting the
+/// corpus fixtures cannot make (an upstream that changed, a grant revoked mid-call).
+const PROVOKED_OUTSIDE_THE_CORPUS: [(&str, &str); 5] = [
+    (
+        "ambiguous_version",
+        "crates/toolgate-core/tests/rejections.rs",
+    ),
+    ("stale_descriptor", "crates/toolgate/tests/upstream.rs"),
+    ("unavailable", "crates/toolgate-mcp/tests/session.rs"),
+    ("sandbox_unavailable", "crates/toolgate/tests/sandbox.rs"),
+    (
+        "approval_invalid",
+        "crates/toolgate-core/tests/rejections.rs",
+    ),
+];
+
+/// Every code in the table is expected by some corpus row (which the corpus tests provoke
+/// through the binary and the library), or is provoked by a named test, which must still name
+/// it; so a code added to the table without a test that provokes it fails here.
+#[test]
+fn every_code_in_the_table_is_provoked_somewhere() {
+    let table = table();
+    let mut expected = BTreeSet::new();
+    for entry in std::fs::read_dir(root().join("tests/corpus")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|e| e != "jsonl") || path.ends_with("reject_codes.jsonl") {
+            continue;
+        }
+        for row in rows(&path) {
+            if let (Some(_), Some(code)) = (row["stage"].as_str(), row["code"].as_str()) {
+                expected.insert(code.to_owned());
+            }
+        }
+    }
+    let mut problems = Vec::new();
+    for (code, file) in PROVOKED_OUTSIDE_THE_CORPUS {
+        if !table.contains_key(code) {
+            problems.push(format!("{code} is listed here but not in the table"));
+        }
+        if expected.contains(code) {
+            problems.push(format!("{code} has a corpus row now: take it off the list"));
+        }
+        let text = std::fs::read_to_string(root().join(file)).unwrap();
+        let variant: String = code
+            .split('_')
+            .map(|w| {
+                let mut w = w.to_owned();
+                w[..1].make_ascii_uppercase();
+                w
+            })
+            .collect();
+        if !text.contains(&format!("\"{code}\""))
+            && !text.contains(&format!("RejectCode::{variant}"))
+        {
+            problems.push(format!("{file} no longer names {code}"));
+        }
+    }
+    let outside: BTreeSet<&str> = PROVOKED_OUTSIDE_THE_CORPUS
+        .iter()
+        .map(|(c, _)| *c)
+        .collect();
+    for code in table.keys() {
+        if !expected.contains(code) && !outside.contains(code.as_str()) {
+            problems.push(format!("no test provokes {code}"));
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
 /// The effect classes the README lists, in its order from least to most consequential, against
 /// the declared variants and their spellings in configuration and on the wire.
 #[test]
