@@ -1,6 +1,9 @@
 //! Rejection codes and stages against a table written from the documentation
 //! (tests/corpus/reject_codes.jsonl): the variants the enums declare in their source text, the
 //! names and stages they carry on the wire, and every rejected row of the other corpus files.
+//! Stages, effect classes and surfaces likewise against the lists README.md and
+//! docs/configuration.md give. Variants are read from the source text, not from the library's
+//! own lists, so a variant added without its documentation fails here.
 
 #![allow(
     clippy::unwrap_used,
@@ -307,4 +310,62 @@ fn the_effect_classes_are_the_ones_the_readme_lists() {
         })
         .collect();
     assert!(classes.windows(2).all(|w| w[0] < w[1]), "{classes:?}");
+}
+
+/// The surfaces docs/configuration.md names, against the declared variants and their wire
+/// spelling.
+#[test]
+fn the_surfaces_are_the_ones_the_configuration_page_names() {
+    let page = std::fs::read_to_string(root().join("docs/configuration.md")).unwrap();
+    let flat = page.split_whitespace().collect::<Vec<_>>().join(" ");
+    let start = flat
+        .find("**Surfaces** say where a call comes from:")
+        .expect("docs/configuration.md names the surfaces");
+    let named: Vec<String> = flat[start..]
+        .split("Each entry")
+        .next()
+        .unwrap()
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(
+        named,
+        ["chat", "cli", "console"],
+        "the page as this test reads it"
+    );
+    let source =
+        std::fs::read_to_string(root().join("crates/toolgate-core/src/invocation.rs")).unwrap();
+    assert_eq!(declared_variants(&source, "Surface"), named);
+    for name in &named {
+        let surface: toolgate_core::Surface = serde_json::from_value(json!(name)).unwrap();
+        assert_eq!(surface.as_str(), name);
+    }
+}
+
+/// The lists the library keeps by hand for its own tables hold what the documentation names,
+/// each once.
+#[test]
+fn the_librarys_lists_hold_what_the_documentation_names() {
+    let codes: Vec<&str> = RejectCode::ALL.iter().map(|c| c.as_str()).collect();
+    let unique: BTreeSet<&str> = codes.iter().copied().collect();
+    assert_eq!(
+        unique.len(),
+        codes.len(),
+        "RejectCode::ALL repeats: {codes:?}"
+    );
+    let table: BTreeSet<String> = table().into_keys().collect();
+    assert_eq!(
+        unique,
+        table.iter().map(String::as_str).collect(),
+        "RejectCode::ALL against tests/corpus/reject_codes.jsonl"
+    );
+    let stages: Vec<&str> = Stage::ALL.iter().map(|s| s.as_str()).collect();
+    assert_eq!(stages, declared_variants(&rejection_source(), "Stage"));
+    let surfaces: Vec<&str> = toolgate_core::Surface::ALL
+        .iter()
+        .map(|s| s.as_str())
+        .collect();
+    assert_eq!(surfaces, ["chat", "cli", "console"]);
 }
