@@ -118,6 +118,21 @@ fn the_table_lists_every_declared_code_and_no_other() {
     );
 }
 
+/// The reference page's table and the test table say the same: every code, at the same stage.
+#[test]
+fn the_reference_page_lists_the_table() {
+    let page = std::fs::read_to_string(root().join("docs/rejections.md")).unwrap();
+    let documented: BTreeMap<String, String> = page
+        .lines()
+        .filter_map(|line| {
+            let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+            let code = cells.get(1)?.strip_prefix('`')?.strip_suffix('`')?;
+            Some((code.to_owned(), (*cells.get(2)?).to_owned()))
+        })
+        .collect();
+    assert_eq!(documented, table());
+}
+
 #[test]
 fn the_stages_are_the_eight_the_readme_names_in_order() {
     let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
