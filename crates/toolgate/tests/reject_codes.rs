@@ -289,24 +289,30 @@ fn every_code_in_the_table_is_provoked_somewhere() {
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
 
-/// The effect classes the README lists, in its order from least to most consequential, against
-/// the declared variants and their spellings in configuration and on the wire.
-#[test]
-fn the_effect_classes_are_the_ones_the_readme_lists() {
-    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
-    let flat = readme.split_whitespace().collect::<Vec<_>>().join(" ");
-    let start = flat
-        .find("**Effect classes**")
-        .expect("the README lists the effect classes");
-    let listed: Vec<String> = flat[start..]
-        .split(" — ")
+/// The words in backquotes of a page's text (line breaks read as spaces) from `start` up to
+/// `end`.
+fn quoted_after(page: &str, start: &str, end: &str) -> Vec<String> {
+    let text = std::fs::read_to_string(root().join(page)).unwrap();
+    let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let at = flat
+        .find(start)
+        .unwrap_or_else(|| panic!("{page} has {start:?}"));
+    flat[at..]
+        .split(end)
         .next()
         .unwrap()
         .split('`')
         .skip(1)
         .step_by(2)
         .map(str::to_owned)
-        .collect();
+        .collect()
+}
+
+/// The effect classes the README lists, in its order from least to most consequential, against
+/// the declared variants and their spellings in configuration and on the wire.
+#[test]
+fn the_effect_classes_are_the_ones_the_readme_lists() {
+    let listed = quoted_after("README.md", "**Effect classes**", " — ");
     assert_eq!(
         listed,
         ["read_only", "local_write", "network", "irreversible"],
@@ -331,20 +337,11 @@ fn the_effect_classes_are_the_ones_the_readme_lists() {
 /// spelling.
 #[test]
 fn the_surfaces_are_the_ones_the_configuration_page_names() {
-    let page = std::fs::read_to_string(root().join("docs/configuration.md")).unwrap();
-    let flat = page.split_whitespace().collect::<Vec<_>>().join(" ");
-    let start = flat
-        .find("**Surfaces** say where a call comes from:")
-        .expect("docs/configuration.md names the surfaces");
-    let named: Vec<String> = flat[start..]
-        .split("Each entry")
-        .next()
-        .unwrap()
-        .split('`')
-        .skip(1)
-        .step_by(2)
-        .map(str::to_owned)
-        .collect();
+    let named = quoted_after(
+        "docs/configuration.md",
+        "**Surfaces** say where a call comes from:",
+        "Each entry",
+    );
     assert_eq!(
         named,
         ["chat", "cli", "console"],
