@@ -9,8 +9,10 @@
 //! ```
 //!
 //! Any stage may instead return a [`Rejection`]; a rejected call never reaches an
-//! [`Executor`]. Executors accept only an [`Authorized`] call, whose constructor is private to
-//! the [`pipeline`] module, so running a tool without crossing stages 1–6 does not compile.
+//! [`Executor`]. Only [`Pipeline::execute`] runs an executor: it consumes the [`Authorized`]
+//! proof, whose constructor is private to the [`pipeline`] module, runs that proof's own tool,
+//! and records the outcome; an executor is handed a [`Call`] that nothing else can make. So
+//! running a tool without crossing stages 1–6, or without a record, does not compile.
 //!
 //! The crate does no I/O of its own: tools, approvals and time come in through traits
 //! ([`Executor`], [`ApprovalBroker`], [`Clock`]).
@@ -23,7 +25,7 @@
 //! #[derive(Debug)]
 //! struct Echo;
 //! impl Executor for Echo {
-//!     fn execute(&self, call: &Authorized, _cx: &ExecContext) -> Result<ToolOutput, ToolError> {
+//!     fn execute(&self, call: &Call<'_>, _cx: &ExecContext) -> Result<ToolOutput, ToolError> {
 //!         Ok(ToolOutput::new(json!({ "echo": call.arguments() })))
 //!     }
 //! }
@@ -75,7 +77,7 @@ pub use invocation::{Invocation, NormalizeBounds, RawArguments, RawCall, Surface
 pub use notice::{NOTICES_PER_SECOND, Notice, NoticeSink};
 pub use outcome::{Evidence, Outcome, Status, ToolError, ToolOutput};
 pub use pipeline::{
-    Admit, Authorized, Classification, Classified, ExecContext, Executed, Executor, Normalized,
+    Admit, Authorized, Call, Classification, Classified, ExecContext, Executor, Normalized,
     Permitted, Pipeline, Resolved, RunHooks, StageReport, Stopped, Validated, WorkspaceId,
 };
 pub use policy::{

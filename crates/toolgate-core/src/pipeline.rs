@@ -2,9 +2,14 @@
 //!
 //! Each stage takes the previous stage's value by move and returns the next one or a
 //! [`Stopped`] (a [`Rejection`] plus the evidence gathered so far). [`Authorized`] has only
-//! private fields and no public constructor, and [`Executor::execute`] takes nothing else, so
-//! a tool cannot run unless stages 1–6 have passed — a compile-time fact, in the manner of
-//! rustls's handshake states.
+//! private fields and no public constructor, and only [`Pipeline::execute`] accepts it: by
+//! value, so one proof runs once, and running the executor of the tool the proof was issued
+//! for, never one a caller names. That step redeems the grant, guards against a panicking
+//! tool, describes the result and records it, all in one, so nothing executes off the record.
+//!
+//! [`Executor::execute`] takes a [`Call`], which only that step can make; a type outside this
+//! crate can implement the trait but cannot call it. A tool cannot run unless stages 1–6 have
+//! passed — a compile-time fact, in the manner of rustls's handshake states.
 
 use std::collections::BTreeMap;
 use std::panic::AssertUnwindSafe;
@@ -45,8 +50,9 @@ pub trait Executor: Send + Sync + std::fmt::Debug {
         Classification::default()
     }
 
-    /// Stage 7: do it, within `call.limits()`, watching `cx` for cancellation.
-    fn execute(&self, call: &Authorized, cx: &ExecContext) -> Result<ToolOutput, ToolError>;
+    /// Stage 7: do it, within `call.limits()`, watching `cx` for cancellation. Only the
+    /// pipeline can call this: nothing outside this crate can make a [`Call`].
+    fn execute(&self, call: &Call<'_>, cx: &ExecContext) -> Result<ToolOutput, ToolError>;
 }
 
 /// What stage 4 learned about a call.
@@ -272,9 +278,10 @@ impl Permitted {
     }
 }
 
-/// After stage 6: the only value an executor accepts. It cannot be built, cloned or altered
-/// outside this module.
+/// After stage 6: the proof that a call may run. It cannot be built, cloned or altered outside
+/// this module, and only [`Pipeline::execute`] redeems it, once.
 #[derive(Debug)]
+#[must_use = "an authorized call does nothing until `Pipeline::execute` runs and records it"]
 pub struct Authorized {
     invocation: Invocation,
     tool: Arc<Tool>,
@@ -323,9 +330,55 @@ impl Authorized {
     }
 }
 
-/// After stage 7: the executor's result.
+/// One authorized call, as its executor sees it while it runs. Only [`Pipeline::execute`]
+/// makes one, and it lives no longer than that step, so an executor can neither be called
+/// from outside the pipeline nor keep a call to run later.
 #[derive(Debug)]
-pub struct Executed {
+pub struct Call<'a> {
+    authorized: &'a Authorized,
+}
+
+impl Call<'_> {
+    /// The validated arguments object.
+    pub fn arguments(&self) -> &Map<String, Value> {
+        self.authorized.arguments()
+    }
+
+    /// The tool the call was authorized for: the one running.
+    pub fn tool(&self) -> &Tool {
+        self.authorized.tool()
+    }
+
+    pub fn limits(&self) -> &Limits {
+        self.authorized.limits()
+    }
+
+    pub fn effect(&self) -> EffectClass {
+        self.authorized.effect()
+    }
+
+    pub fn classification(&self) -> &Classification {
+        self.authorized.classification()
+    }
+
+    pub fn surface(&self) -> Surface {
+        self.authorized.surface()
+    }
+
+    pub fn actor(&self) -> &str {
+        self.authorized.actor()
+    }
+
+    /// The id of the grant this call redeemed, if it needed approval.
+    pub fn approval_id(&self) -> Option<&str> {
+        self.authorized.approval_id()
+    }
+}
+
+/// After stage 7: the executor's result, before stage 8 describes and records it.
+#[derive(Debug)]
+#[must_use = "an execution leaves no record until stage 8 describes it"]
+struct Executed {
     result: Result<ToolOutput, ToolError>,
     trace: Box<Trace>,
 }
@@ -466,7 +519,7 @@ impl Pipeline {
                 if let Some(sink) = &hooks.notices {
                     cx = cx.with_notices(Arc::clone(sink));
                 }
-                self.execute(authorized, &cx)
+                self.execute_step(authorized, &cx)
             });
         self.describe(result)
     }
@@ -879,8 +932,16 @@ impl Pipeline {
         }
     }
 
-    /// Stage 7: re-checks the grant, then hands the call to its executor.
-    pub fn execute(&self, authorized: Authorized, cx: &ExecContext) -> Result<Executed, Stopped> {
+    /// Stages 7 and 8, as one step: re-checks the grant, runs the executor of the tool the
+    /// proof was issued for, then describes the result and records it. The proof is consumed,
+    /// so it runs once; there is no way to run it without a record.
+    #[must_use = "the outcome is the call's only result, and may be a refusal"]
+    pub fn execute(&self, authorized: Authorized, cx: &ExecContext) -> Outcome {
+        self.describe(self.execute_step(authorized, cx))
+    }
+
+    /// Stage 7: re-checks the grant, then hands the call to its own tool's executor.
+    fn execute_step(&self, authorized: Authorized, cx: &ExecContext) -> Result<Executed, Stopped> {
         let started = Instant::now();
         if let Some((grant, digest)) = &authorized.grant {
             // Re-checked here, not only when granted: expiry, revocation and the digest can
@@ -914,7 +975,10 @@ impl Pipeline {
         // A tool that panics has still run, perhaps halfway: its outcome must reach stage 8
         // (and the record) like any failure, not vanish with the thread that ran it.
         let result = std::panic::catch_unwind(AssertUnwindSafe(|| {
-            authorized.tool.executor.execute(&authorized, &cx)
+            let call = Call {
+                authorized: &authorized,
+            };
+            authorized.tool.executor.execute(&call, &cx)
         }))
         .unwrap_or_else(|payload| Err(panicked(payload.as_ref())));
         let mut trace = authorized.trace;
@@ -923,8 +987,8 @@ impl Pipeline {
         Ok(Executed { result, trace })
     }
 
-    /// Stage 8: the outcome, redacted and bounded, with evidence.
-    pub fn describe(&self, result: Result<Executed, Stopped>) -> Outcome {
+    /// Stage 8: the outcome, redacted and bounded, with evidence, once it is recorded.
+    fn describe(&self, result: Result<Executed, Stopped>) -> Outcome {
         let started = Instant::now();
         let (mut status, mut rejection, mut output, mut error, mut trace, truncated, mut unknowns) =
             match result {
@@ -1207,7 +1271,7 @@ mod tests {
             }
         }
 
-        fn execute(&self, _: &Authorized, cx: &ExecContext) -> Result<ToolOutput, ToolError> {
+        fn execute(&self, _: &Call<'_>, cx: &ExecContext) -> Result<ToolOutput, ToolError> {
             *self.0.lock().unwrap() =
                 Some(cx.sensitivity().visibility("state/toolgate/console.token"));
             Ok(ToolOutput::new(Value::Null))
@@ -1277,7 +1341,7 @@ mod tests {
             cx.sensitivity().visibility("state/toolgate/console.token"),
             Visibility::Visible
         );
-        pipeline.describe(pipeline.execute(authorized, &cx));
+        let _ = pipeline.execute(authorized, &cx);
         assert_eq!(looks.0.lock().unwrap().take(), Some(Visibility::Hidden));
     }
 

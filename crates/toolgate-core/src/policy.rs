@@ -789,13 +789,13 @@ fn parse_error(file: &str, text: &str, errors: &cedar_policy::ParseErrors) -> Po
 mod tests {
     use super::*;
     use crate::registry::{RegistryBuilder, ToolEntry};
-    use crate::{Authorized, Descriptor, ExecContext, Executor, ToolError, ToolOutput};
+    use crate::{Call, Descriptor, ExecContext, Executor, ToolError, ToolOutput};
     use std::sync::Arc;
 
     #[derive(Debug)]
     struct Noop;
     impl Executor for Noop {
-        fn execute(&self, _: &Authorized, _: &ExecContext) -> Result<ToolOutput, ToolError> {
+        fn execute(&self, _: &Call<'_>, _: &ExecContext) -> Result<ToolOutput, ToolError> {
             Ok(ToolOutput::new(serde_json::Value::Null))
         }
     }

@@ -255,16 +255,39 @@ impl ToolEntry {
 }
 
 /// A registered tool: descriptor, entry, compiled schema and the executor that owns it.
+///
+/// Its fields are private to this crate: anyone may read what the tool is, but its executor
+/// is reached only by the pipeline, so that holding a tool is never a way to run it.
 #[derive(Debug)]
 pub struct Tool {
-    pub descriptor: Descriptor,
-    pub entry: ToolEntry,
-    pub digest: Digest,
-    pub schema: ToolSchema,
-    pub executor: Arc<dyn Executor>,
+    pub(crate) descriptor: Descriptor,
+    pub(crate) entry: ToolEntry,
+    pub(crate) digest: Digest,
+    pub(crate) schema: ToolSchema,
+    pub(crate) executor: Arc<dyn Executor>,
 }
 
 impl Tool {
+    /// What the tool claims to be.
+    pub fn descriptor(&self) -> &Descriptor {
+        &self.descriptor
+    }
+
+    /// What the operator allows it.
+    pub fn entry(&self) -> &ToolEntry {
+        &self.entry
+    }
+
+    /// The digest of its descriptor as registered.
+    pub fn digest(&self) -> &Digest {
+        &self.digest
+    }
+
+    /// Its compiled input schema.
+    pub fn schema(&self) -> &ToolSchema {
+        &self.schema
+    }
+
     /// The descriptor no longer matches the digest the entry pinned.
     pub fn is_stale(&self) -> bool {
         self.entry
@@ -572,13 +595,13 @@ mod tests {
     use super::*;
     use crate::invocation::{NormalizeBounds, RawCall, Surface, normalize};
     use crate::outcome::{ToolError, ToolOutput};
-    use crate::pipeline::{Authorized, ExecContext};
+    use crate::pipeline::{Call, ExecContext};
     use serde_json::json;
 
     #[derive(Debug)]
     struct Noop;
     impl Executor for Noop {
-        fn execute(&self, _: &Authorized, _: &ExecContext) -> Result<ToolOutput, ToolError> {
+        fn execute(&self, _: &Call<'_>, _: &ExecContext) -> Result<ToolOutput, ToolError> {
             Ok(ToolOutput::new(Value::Null))
         }
     }

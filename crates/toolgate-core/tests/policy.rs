@@ -27,7 +27,7 @@ impl Executor for Noop {
             ..Classification::default()
         }
     }
-    fn execute(&self, _: &Authorized, _: &ExecContext) -> Result<ToolOutput, ToolError> {
+    fn execute(&self, _: &Call<'_>, _: &ExecContext) -> Result<ToolOutput, ToolError> {
         Ok(ToolOutput::new(json!("ok")))
     }
 }

@@ -64,7 +64,7 @@ impl Executor for Recorder {
         }
     }
 
-    fn execute(&self, call: &Authorized, _cx: &ExecContext) -> Result<ToolOutput, ToolError> {
+    fn execute(&self, call: &Call<'_>, _cx: &ExecContext) -> Result<ToolOutput, ToolError> {
         self.entered.store(true, Ordering::SeqCst);
         Ok(ToolOutput::new(json!({ "args": call.arguments() })))
     }
@@ -441,12 +441,12 @@ fn grants_are_rechecked_immediately_before_execution() {
     // Revoked after approval, before execution.
     let revoked = pipeline.authorize_call(call()).unwrap();
     broker.ledger.revoke(revoked.approval_id().unwrap());
-    let outcome = pipeline.describe(pipeline.execute(revoked, &cx));
+    let outcome = pipeline.execute(revoked, &cx);
     assert_eq!(outcome.rejection.unwrap().code, RejectCode::ApprovalInvalid);
 
     // Expired after approval, before execution.
     broker.clock.0.fetch_add(120_000, Ordering::SeqCst);
-    let outcome = pipeline.describe(pipeline.execute(authorized, &cx));
+    let outcome = pipeline.execute(authorized, &cx);
     let rejection = outcome.rejection.unwrap();
     assert_eq!(
         (rejection.stage, rejection.code),
@@ -456,10 +456,7 @@ fn grants_are_rechecked_immediately_before_execution() {
 
     // A fresh approval runs.
     let fresh = pipeline.authorize_call(call()).unwrap();
-    assert_eq!(
-        pipeline.describe(pipeline.execute(fresh, &cx)).status,
-        Status::Completed
-    );
+    assert_eq!(pipeline.execute(fresh, &cx).status, Status::Completed);
     assert!(recorder.entered.load(Ordering::SeqCst));
 }
 

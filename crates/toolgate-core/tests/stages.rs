@@ -51,7 +51,7 @@ impl Executor for Witness {
         }
     }
 
-    fn execute(&self, call: &Authorized, _cx: &ExecContext) -> Result<ToolOutput, ToolError> {
+    fn execute(&self, call: &Call<'_>, _cx: &ExecContext) -> Result<ToolOutput, ToolError> {
         *self.seen.lock().unwrap() = Some(Seen {
             arguments: call.arguments().clone(),
             limits: *call.limits(),
@@ -59,7 +59,7 @@ impl Executor for Witness {
             resources: call.classification().resources.clone(),
             surface: call.surface(),
             actor: call.actor().to_owned(),
-            tool: call.tool().entry.name.clone(),
+            tool: call.tool().entry().name.clone(),
             approval_id: call.approval_id().map(str::to_owned),
         });
         Ok(ToolOutput::new(json!("done")))
@@ -385,7 +385,7 @@ enum Scripted {
 }
 
 impl Executor for Scripted {
-    fn execute(&self, _call: &Authorized, _cx: &ExecContext) -> Result<ToolOutput, ToolError> {
+    fn execute(&self, _call: &Call<'_>, _cx: &ExecContext) -> Result<ToolOutput, ToolError> {
         match self {
             Scripted::FailWithSecret => Err(ToolError::new(
                 "boom",
@@ -484,7 +484,8 @@ fn a_caller_may_narrow_what_resolves_never_widen_it_and_hears_of_approval_and_ex
     let only_look = |invocation: &Invocation, tool: Option<&Arc<Tool>>| {
         if let Some(tool) = tool {
             assert_eq!(
-                invocation.tool, tool.entry.name,
+                invocation.tool,
+                tool.entry().name,
                 "admit sees the resolved entry"
             );
         }

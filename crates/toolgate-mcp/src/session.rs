@@ -456,8 +456,11 @@ impl Shown {
     pub(crate) fn of(registry: &Registry, profile: &str) -> Shown {
         let mut tools: Vec<Arc<Tool>> = Vec::new();
         for tool in registry.visible(profile) {
-            match tools.iter_mut().find(|t| t.entry.name == tool.entry.name) {
-                Some(listed) if listed.entry.version < tool.entry.version => {
+            match tools
+                .iter_mut()
+                .find(|t| t.entry().name == tool.entry().name)
+            {
+                Some(listed) if listed.entry().version < tool.entry().version => {
                     *listed = Arc::clone(tool);
                 }
                 Some(_) => {}
@@ -468,7 +471,7 @@ impl Shown {
     }
 
     fn get(&self, name: &str) -> Option<&Arc<Tool>> {
-        self.tools.iter().find(|t| t.entry.name == name)
+        self.tools.iter().find(|t| t.entry().name == name)
     }
 
     /// Stage 2's further condition for this session (see [`toolgate_core::Admit`]): a tool
@@ -489,7 +492,7 @@ impl Shown {
                     "`{name}` became available after this session last listed its tools; list them again (tools/list) before calling it"
                 ))
             } else {
-                let names = self.tools.iter().map(|t| t.entry.name.as_str());
+                let names = self.tools.iter().map(|t| t.entry().name.as_str());
                 hint_for(did_you_mean(name, names.clone())).or_else(|| {
                     let names: Vec<String> = names.map(|n| format!("`{n}`")).collect();
                     Some(if names.is_empty() {
@@ -509,13 +512,13 @@ impl Shown {
             return Ok(());
         };
         if let Some(major) = invocation.version
-            && major != listed.entry.version.major
+            && major != listed.entry().version.major
         {
             return Err(Rejection::new(
                 RejectCode::VersionIncompatible,
                 format!(
                     "this session was shown `{name}` version {}, not major version {major}",
-                    listed.entry.version
+                    listed.entry().version
                 ),
             )
             .with_hint(Some(format!("call it as `{name}`"))));
@@ -537,9 +540,9 @@ impl Shown {
 /// The same tool as far as a model can tell: same version, descriptor and description.
 fn same_entry(a: &Arc<Tool>, b: &Arc<Tool>) -> bool {
     Arc::ptr_eq(a, b)
-        || (a.entry.name == b.entry.name
-            && a.entry.version == b.entry.version
-            && a.digest == b.digest
+        || (a.entry().name == b.entry().name
+            && a.entry().version == b.entry().version
+            && a.digest() == b.digest()
             && a.description() == b.description())
 }
 
@@ -547,19 +550,19 @@ fn same_entry(a: &Arc<Tool>, b: &Arc<Tool>) -> bool {
 /// from the tool's own claims.
 fn mcp_tool(tool: &Tool) -> McpTool {
     let mut listed = McpTool::new_with_raw(
-        tool.entry.name.clone(),
+        tool.entry().name.clone(),
         Some(tool.description().to_owned().into()),
-        schema_object(&tool.descriptor.input_schema),
+        schema_object(&tool.descriptor().input_schema),
     );
-    listed.title.clone_from(&tool.descriptor.title);
+    listed.title.clone_from(&tool.descriptor().title);
     listed.output_schema = tool
-        .descriptor
+        .descriptor()
         .output_schema
         .as_ref()
         .map(|schema| Arc::new(schema_object(schema)));
-    let effect = tool.entry.effect();
+    let effect = tool.entry().effect();
     let mut annotations = ToolAnnotations::new();
-    annotations.title.clone_from(&tool.descriptor.title);
+    annotations.title.clone_from(&tool.descriptor().title);
     annotations.read_only_hint = Some(effect == EffectClass::ReadOnly);
     annotations.destructive_hint = Some(effect == EffectClass::Irreversible);
     annotations.open_world_hint = Some(effect == EffectClass::Network);

@@ -438,7 +438,7 @@ mod tests {
 
     use serde_json::{Value, json};
     use toolgate_core::{
-        Authorized, Descriptor, EffectClass, ExecContext, Executor, HeadlessBroker, PolicyEngine,
+        Call, Descriptor, EffectClass, ExecContext, Executor, HeadlessBroker, PolicyEngine,
         RegistryBuilder, ToolEntry, ToolError, ToolOutput, WorkspaceId,
     };
 
@@ -454,7 +454,7 @@ mod tests {
     struct Chatty;
 
     impl Executor for Chatty {
-        fn execute(&self, _: &Authorized, cx: &ExecContext) -> Result<ToolOutput, ToolError> {
+        fn execute(&self, _: &Call<'_>, cx: &ExecContext) -> Result<ToolOutput, ToolError> {
             cx.notify(Notice::Progress {
                 progress: 1.0,
                 total: Some(4.0),

@@ -17,9 +17,9 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use toolgate_core::{
-    ApprovalBroker, ApprovalRequest, ApprovalResponse, Authorized, Descriptor, EffectClass,
-    ExecContext, Executor, GrantLedger, HeadlessBroker, Pipeline, PolicyEngine, RegistryBuilder,
-    SystemClock, ToolEntry, ToolError, ToolOutput, WorkspaceId,
+    ApprovalBroker, ApprovalRequest, ApprovalResponse, Call, Descriptor, EffectClass, ExecContext,
+    Executor, GrantLedger, HeadlessBroker, Pipeline, PolicyEngine, RegistryBuilder, SystemClock,
+    ToolEntry, ToolError, ToolOutput, WorkspaceId,
 };
 use toolgate_mcp::{Gateway, HttpOptions, Principal, TokenTable};
 
@@ -28,7 +28,7 @@ const WAIT: Duration = Duration::from_secs(10);
 #[derive(Debug)]
 struct Echo;
 impl Executor for Echo {
-    fn execute(&self, call: &Authorized, _: &ExecContext) -> Result<ToolOutput, ToolError> {
+    fn execute(&self, call: &Call<'_>, _: &ExecContext) -> Result<ToolOutput, ToolError> {
         Ok(ToolOutput::new(json!({ "echo": call.arguments() })))
     }
 }
@@ -40,7 +40,7 @@ struct Sleep {
     stopped: AtomicUsize,
 }
 impl Executor for Sleep {
-    fn execute(&self, _: &Authorized, cx: &ExecContext) -> Result<ToolOutput, ToolError> {
+    fn execute(&self, _: &Call<'_>, cx: &ExecContext) -> Result<ToolOutput, ToolError> {
         self.started.fetch_add(1, Ordering::SeqCst);
         while !cx.should_stop() {
             std::thread::sleep(Duration::from_millis(5));

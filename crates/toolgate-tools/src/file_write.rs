@@ -13,8 +13,8 @@ use std::sync::Arc;
 use serde_json::{Map, Value, json};
 use similar::TextDiff;
 use toolgate_core::{
-    Authorized, Classification, ExecContext, Executor, FieldError, RejectCode, ToolError,
-    ToolOutput, sha256_digest,
+    Call, Classification, ExecContext, Executor, FieldError, RejectCode, ToolError, ToolOutput,
+    sha256_digest,
 };
 use toolgate_workspace::{PathError, PathKind, RelPath, Workspace, WriteError};
 
@@ -55,7 +55,7 @@ impl Executor for FileWriter {
         classify(&self.workspace, arguments, self.plan)
     }
 
-    fn execute(&self, call: &Authorized, _cx: &ExecContext) -> Result<ToolOutput, ToolError> {
+    fn execute(&self, call: &Call<'_>, _cx: &ExecContext) -> Result<ToolOutput, ToolError> {
         execute(&self.workspace, call, self.plan)
     }
 }
@@ -124,7 +124,7 @@ fn classify(workspace: &Workspace, arguments: &Map<String, Value>, plan: Plan) -
 }
 
 /// Stage 7 for both tools: the file must still be the approved pre-image.
-fn execute(workspace: &Workspace, call: &Authorized, plan: Plan) -> Result<ToolOutput, ToolError> {
+fn execute(workspace: &Workspace, call: &Call<'_>, plan: Plan) -> Result<ToolOutput, ToolError> {
     let arguments = call.arguments();
     let rel = path_argument::rel(workspace, arguments, "path")?;
     let target = workspace

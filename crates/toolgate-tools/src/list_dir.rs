@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 use toolgate_core::{
-    Authorized, Classification, ExecContext, Executor, FieldError, ToolError, ToolOutput,
+    Call, Classification, ExecContext, Executor, FieldError, ToolError, ToolOutput,
 };
 use toolgate_workspace::{PathKind, Workspace};
 
@@ -70,7 +70,7 @@ impl Executor for ListDir {
         path_argument::classify(&self.workspace, arguments, "path")
     }
 
-    fn execute(&self, call: &Authorized, cx: &ExecContext) -> Result<ToolOutput, ToolError> {
+    fn execute(&self, call: &Call<'_>, cx: &ExecContext) -> Result<ToolOutput, ToolError> {
         let arguments = call.arguments();
         let resolved = path_argument::resolve(&self.workspace, arguments, "path")?;
         if resolved.kind != PathKind::Dir {

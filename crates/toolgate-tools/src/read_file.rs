@@ -7,8 +7,7 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 use toolgate_core::{
-    Authorized, Classification, ExecContext, Executor, FieldError, ToolError, ToolOutput,
-    sha256_digest,
+    Call, Classification, ExecContext, Executor, FieldError, ToolError, ToolOutput, sha256_digest,
 };
 use toolgate_workspace::{PathError, PathKind, Workspace};
 
@@ -80,7 +79,7 @@ impl Executor for ReadFile {
         path_argument::classify(&self.workspace, arguments, "path")
     }
 
-    fn execute(&self, call: &Authorized, cx: &ExecContext) -> Result<ToolOutput, ToolError> {
+    fn execute(&self, call: &Call<'_>, cx: &ExecContext) -> Result<ToolOutput, ToolError> {
         let arguments = call.arguments();
         // Stage 3 checked the path; opening it checks again, beneath the root, and refuses
         // anything but a regular file.

@@ -25,8 +25,8 @@ use std::time::{Duration, Instant};
 use serde_json::{Map, Value, json};
 use toolgate_core::registry::DEFAULT_PROFILE;
 use toolgate_core::{
-    ApprovalMode, Authorized, Classification, Descriptor, Digest, EffectClass, ExecContext,
-    Executor, FieldError, Limits, RejectCode, ToolEntry, ToolError, ToolOutput, sha256_digest,
+    ApprovalMode, Call, Classification, Descriptor, Digest, EffectClass, ExecContext, Executor,
+    FieldError, Limits, RejectCode, ToolEntry, ToolError, ToolOutput, sha256_digest,
 };
 use toolgate_exec::{
     CommandSpec, ExecError, Exit, RunOutcome, StopReason, ambient_env, resolve_program, scrub_env,
@@ -226,7 +226,7 @@ impl Executor for RunCommand {
         }
     }
 
-    fn execute(&self, call: &Authorized, cx: &ExecContext) -> Result<ToolOutput, ToolError> {
+    fn execute(&self, call: &Call<'_>, cx: &ExecContext) -> Result<ToolOutput, ToolError> {
         if cx.should_stop() {
             return Err(stopped(cx));
         }
@@ -511,7 +511,7 @@ impl Plan {
     pub(crate) fn run(
         self,
         workspace: &Workspace,
-        call: &Authorized,
+        call: &Call<'_>,
         cx: &ExecContext,
         confined: &Confined,
         timeout_ms: Option<u64>,

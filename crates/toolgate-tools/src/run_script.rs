@@ -55,7 +55,7 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 use toolgate_core::{
-    Authorized, Classification, Descriptor, Digest, ExecContext, Executor, FieldError, RejectCode,
+    Call, Classification, Descriptor, Digest, ExecContext, Executor, FieldError, RejectCode,
     ToolError, ToolOutput, sha256_digest,
 };
 use toolgate_exec::{ambient_env, resolve_program, scrub_env};
@@ -222,7 +222,7 @@ impl Executor for RunScript {
         }
     }
 
-    fn execute(&self, call: &Authorized, cx: &ExecContext) -> Result<ToolOutput, ToolError> {
+    fn execute(&self, call: &Call<'_>, cx: &ExecContext) -> Result<ToolOutput, ToolError> {
         let script = call
             .arguments()
             .get("script")
@@ -242,7 +242,7 @@ impl RunScript {
     /// one fails.
     fn steps(
         &self,
-        call: &Authorized,
+        call: &Call<'_>,
         cx: &ExecContext,
         script: &str,
         approved: &Classification,

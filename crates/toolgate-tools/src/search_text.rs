@@ -13,8 +13,8 @@ use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkMatch}
 use ignore::overrides::{Override, OverrideBuilder};
 use serde_json::{Map, Value, json};
 use toolgate_core::{
-    Authorized, Classification, Descriptor, ExecContext, Executor, FieldError, RejectCode,
-    ToolError, ToolOutput,
+    Call, Classification, Descriptor, ExecContext, Executor, FieldError, RejectCode, ToolError,
+    ToolOutput,
 };
 use toolgate_workspace::{PathKind, RelPath, Workspace};
 
@@ -176,7 +176,7 @@ impl Executor for SearchText {
         path_argument::classify(&self.workspace, arguments, "path")
     }
 
-    fn execute(&self, call: &Authorized, cx: &ExecContext) -> Result<ToolOutput, ToolError> {
+    fn execute(&self, call: &Call<'_>, cx: &ExecContext) -> Result<ToolOutput, ToolError> {
         let arguments = call.arguments();
         let matcher = Self::matcher(arguments).map_err(|e| ToolError::new("invalid_pattern", e))?;
         let overrides = self

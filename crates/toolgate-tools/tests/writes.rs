@@ -532,9 +532,9 @@ fn the_approval_is_bound_to_the_diff_and_the_pre_image() {
     // Revoking the grant of one leaves it unusable; the other still runs.
     s.person.ledger.revoke(a.approval_id().unwrap());
     let cx = ExecContext::new(Duration::from_secs(5), Arc::default());
-    let refused = s.pipeline.describe(s.pipeline.execute(a, &cx));
+    let refused = s.pipeline.execute(a, &cx);
     assert_eq!(refused.rejection.unwrap().code, RejectCode::ApprovalInvalid);
-    let ran = s.pipeline.describe(s.pipeline.execute(b, &cx));
+    let ran = s.pipeline.execute(b, &cx);
     assert_eq!(ran.status, Status::Completed, "{ran:?}");
     assert_eq!(s.read("notes.txt"), "one\nII\nthree\n");
 }
@@ -569,7 +569,7 @@ fn the_readonly_profile_cannot_see_or_call_writing_tools() {
         .pipeline
         .registry()
         .visible(toolgate_core::registry::READONLY_PROFILE)
-        .map(|tool| tool.entry.name.clone())
+        .map(|tool| tool.entry().name.clone())
         .collect();
     assert!(visible.contains(&"read_file".to_owned()));
     for name in ["write_file", "edit_file"] {

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use toolgate_core::{Authorized, ExecContext, Executor, Notice, ToolError, ToolOutput, ToolSchema};
+use toolgate_core::{Call, ExecContext, Executor, Notice, ToolError, ToolOutput, ToolSchema};
 
 use crate::connection::Fault;
 use crate::supervisor::{Stale, Supervisor};
@@ -159,7 +159,7 @@ fn text_of(result: &Value) -> String {
 }
 
 impl Executor for UpstreamExecutor {
-    fn execute(&self, call: &Authorized, cx: &ExecContext) -> Result<ToolOutput, ToolError> {
+    fn execute(&self, call: &Call<'_>, cx: &ExecContext) -> Result<ToolOutput, ToolError> {
         // The registry that resolved this call may predate the upstream's latest list; the
         // pin is checked again against that list at the moment the call is forwarded.
         let connection = self

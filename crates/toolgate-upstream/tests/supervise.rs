@@ -114,8 +114,8 @@ fn admitted(upstreams: &Upstreams) -> Vec<(String, bool)> {
         .map(|t| {
             let visible = registry
                 .visible("default")
-                .any(|v| v.entry.name == t.entry.name);
-            (t.entry.name.clone(), visible)
+                .any(|v| v.entry().name == t.entry().name);
+            (t.entry().name.clone(), visible)
         })
         .collect()
 }
@@ -376,7 +376,7 @@ fn a_call_resolved_before_a_change_is_not_forwarded_after_it() {
         Duration::from_secs(5),
         std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false)),
     );
-    let outcome = pipeline.describe(pipeline.execute(authorized, &cx));
+    let outcome = pipeline.execute(authorized, &cx);
     let error = outcome.error.unwrap();
     assert_eq!(error.code, "stale_descriptor", "{}", error.message);
     assert!(

@@ -182,13 +182,13 @@ fn tools_list(
     if as_json {
         let tool_json = |t: &toolgate_core::Tool, state: &str| {
             json!({
-                "name": t.entry.name,
-                "version": t.entry.version.to_string(),
+                "name": t.entry().name,
+                "version": t.entry().version.to_string(),
                 "state": state,
-                "effect": t.entry.effect(),
+                "effect": t.entry().effect(),
                 "description": t.description(),
-                "inputSchema": t.descriptor.input_schema,
-                "digest": t.digest,
+                "inputSchema": t.descriptor().input_schema,
+                "digest": t.digest(),
             })
         };
         let mut tools: Vec<_> = visible.iter().map(|t| tool_json(t, "visible")).collect();
@@ -218,9 +218,9 @@ fn tools_list(
     for tool in &visible {
         println!(
             "{:<14} {:<5} {:<13} {}",
-            tool.entry.name,
-            tool.entry.version.to_string(),
-            tool.entry.effect().as_str(),
+            tool.entry().name,
+            tool.entry().version.to_string(),
+            tool.entry().effect().as_str(),
             first_line(tool.description())
         );
     }
@@ -228,9 +228,9 @@ fn tools_list(
         for tool in &hidden {
             println!(
                 "{:<14} {:<5} {:<13} [{}]",
-                tool.entry.name,
-                tool.entry.version.to_string(),
-                tool.entry.effect().as_str(),
+                tool.entry().name,
+                tool.entry().version.to_string(),
+                tool.entry().effect().as_str(),
                 hidden_state(tool, profile)
             );
         }
@@ -246,11 +246,11 @@ fn tools_list(
 }
 
 fn hidden_state(tool: &toolgate_core::Tool, profile: &str) -> &'static str {
-    if !tool.entry.enabled {
+    if !tool.entry().enabled {
         "disabled"
     } else if tool.is_stale() {
         "stale"
-    } else if !tool.entry.profiles.contains(profile) {
+    } else if !tool.entry().profiles.contains(profile) {
         "not in profile"
     } else {
         "unavailable"
@@ -269,7 +269,7 @@ fn check(config: Option<&Path>) -> anyhow::Result<u8> {
         let names: Vec<&str> = gate
             .registry
             .visible(profile)
-            .map(|t| t.entry.name.as_str())
+            .map(|t| t.entry().name.as_str())
             .collect();
         println!(
             "profile {profile}: {}",

@@ -13,8 +13,8 @@ use std::sync::Arc;
 use anyhow::{Context as _, anyhow, bail};
 use serde_json::{Value, json};
 use toolgate_core::{
-    Authorized, Descriptor, EffectClass, ExecContext, Executor, SchemaBounds, ToolError,
-    ToolOutput, ToolSchema,
+    Call, Descriptor, EffectClass, ExecContext, Executor, SchemaBounds, ToolError, ToolOutput,
+    ToolSchema,
 };
 use toolgate_upstream::config::check_tool_name;
 use toolgate_upstream::{
@@ -237,7 +237,7 @@ struct NotStarted {
 }
 
 impl Executor for NotStarted {
-    fn execute(&self, _call: &Authorized, _cx: &ExecContext) -> Result<ToolOutput, ToolError> {
+    fn execute(&self, _call: &Call<'_>, _cx: &ExecContext) -> Result<ToolOutput, ToolError> {
         Err(ToolError::new(
             "upstream_unavailable",
             format!(

@@ -37,7 +37,7 @@ use std::sync::Arc;
 use serde_json::{Map, Value, json};
 use toolgate_core::sensitive::Visibility;
 use toolgate_core::{
-    Authorized, Classification, ExecContext, Executor, FieldError, ToolError, ToolOutput,
+    Call, Classification, ExecContext, Executor, FieldError, ToolError, ToolOutput,
 };
 use toolgate_workspace::Workspace;
 
@@ -130,7 +130,7 @@ impl Executor for GitStatus {
         path_argument::classify(&self.workspace, arguments, "path")
     }
 
-    fn execute(&self, call: &Authorized, cx: &ExecContext) -> Result<ToolOutput, ToolError> {
+    fn execute(&self, call: &Call<'_>, cx: &ExecContext) -> Result<ToolOutput, ToolError> {
         let repo = open_repository(&self.workspace)?;
         let head = head_state(&repo, &self.workspace)?;
         let entries = with_interrupt(cx, |interrupt| {
@@ -178,7 +178,7 @@ impl Executor for GitDiff {
         path_argument::classify(&self.workspace, arguments, "path")
     }
 
-    fn execute(&self, call: &Authorized, cx: &ExecContext) -> Result<ToolOutput, ToolError> {
+    fn execute(&self, call: &Call<'_>, cx: &ExecContext) -> Result<ToolOutput, ToolError> {
         let arguments = call.arguments();
         let staged = bool_argument(arguments, "staged").unwrap_or(false);
         let scope = path_argument::rel(&self.workspace, arguments, "path")?;
