@@ -1,0 +1,149 @@
+//! Stage 8: what a call did, redacted, bounded and recorded before anyone sees it.
+
+use super::*;
+
+impl Pipeline {
+    /// Stage 8: the outcome, redacted and bounded, with evidence, once it is recorded.
+    pub(super) fn describe(&self, result: Result<Executed, Stopped>) -> Outcome {
+        let started = Instant::now();
+        let (mut status, mut rejection, mut output, mut error, mut trace, truncated, mut unknowns) =
+            match result {
+                Err(Stopped { rejection, trace }) => (
+                    Status::Rejected,
+                    Some(rejection),
+                    None,
+                    None,
+                    trace,
+                    false,
+                    Vec::new(),
+                ),
+                Ok(Executed {
+                    result: Ok(output),
+                    trace,
+                }) => (
+                    Status::Completed,
+                    None,
+                    Some(output.value),
+                    None,
+                    trace,
+                    output.truncated,
+                    output.unknowns,
+                ),
+                Ok(Executed {
+                    result: Err(error),
+                    trace,
+                }) => {
+                    let unknowns = error.unknowns.clone();
+                    (
+                        Status::Failed,
+                        None,
+                        None,
+                        Some(error),
+                        trace,
+                        false,
+                        unknowns,
+                    )
+                }
+            };
+        // Resources are evidence, and evidence is kept: a secret-shaped path is hidden too.
+        let mut resources = std::mem::take(&mut trace.resources);
+        // What a refusal or failure says can quote the tool or the arguments: it is output
+        // too, for the model, the console and the audit log alike.
+        let redactions = output.as_mut().map_or(0, redact_value)
+            + error.as_mut().map_or(0, |e| redact_string(&mut e.message))
+            + rejection.as_mut().map_or(0, redact_rejection)
+            + unknowns.iter_mut().map(redact_string).sum::<usize>()
+            + resources.iter_mut().map(redact_string).sum::<usize>();
+        let output_bytes = output.as_ref().map_or(0, json_len);
+        let limit = trace
+            .resolved
+            .as_ref()
+            .map_or(usize::MAX, |t| t.entry.limits.max_output_bytes);
+        if output_bytes > limit {
+            // The executor broke its limit; fail closed rather than pass it on.
+            output = None;
+            status = Status::Failed;
+            error = Some(ToolError::new(
+                "output_too_large",
+                format!("the tool returned {output_bytes} bytes; the limit is {limit}"),
+            ));
+        }
+        if truncated {
+            unknowns.push("output was truncated to stay within limits".to_owned());
+        }
+        trace.record(Stage::Describe, started);
+        let argument_digest = trace
+            .arguments
+            .as_ref()
+            .map(|a| sha256_digest(canonical_json(a).as_bytes()));
+        let evidence = Evidence {
+            call_id: std::mem::take(&mut trace.call_id),
+            request_id: trace.request_id.clone(),
+            tool: trace.tool.clone(),
+            version: trace.resolved.as_ref().map(|t| t.entry.version.to_string()),
+            descriptor_digest: trace.resolved.as_ref().map(|t| t.digest.clone()),
+            surface: trace.surface,
+            actor: trace.actor.clone(),
+            profile: trace.profile.clone(),
+            workspace: self.workspace.digest().to_owned(),
+            effect: trace.effect,
+            argument_names: std::mem::take(&mut trace.argument_names),
+            argument_digest,
+            resources,
+            approval_id: trace.approval_id.take(),
+            policies: std::mem::take(&mut trace.policies),
+            durations_ns: Stage::ALL
+                .iter()
+                .zip(trace.durations.iter())
+                .filter_map(|(stage, d)| d.map(|d| (stage.as_str().to_owned(), nanos(d))))
+                .collect::<BTreeMap<_, _>>(),
+            total_ns: nanos(trace.started.elapsed()),
+            output_bytes: if output.is_some() { output_bytes } else { 0 },
+            truncated,
+            redactions,
+        };
+        self.recorded(Outcome {
+            status,
+            rejection,
+            output,
+            error,
+            evidence,
+            unknowns,
+        })
+    }
+
+    /// `outcome`, once every recorder has kept it; else a failure that carries no output.
+    fn recorded(&self, mut outcome: Outcome) -> Outcome {
+        for recorder in &self.recorders {
+            if let Err(error) = recorder.record(&outcome) {
+                outcome.status = Status::Failed;
+                outcome.output = None;
+                outcome.evidence.output_bytes = 0;
+                outcome.unknowns.push(match outcome.rejection.take() {
+                    Some(rejection) => format!("the call was rejected ({})", rejection.code),
+                    None => "the tool ran; its result is withheld".to_owned(),
+                });
+                outcome.error = Some(ToolError::new("audit_unavailable", error.to_string()));
+                return outcome;
+            }
+        }
+        outcome
+    }
+}
+
+/// Replaces secrets in everything a rejection says; the number replaced.
+fn redact_rejection(rejection: &mut Rejection) -> usize {
+    redact_string(&mut rejection.message)
+        + rejection.hint.as_mut().map_or(0, redact_string)
+        + rejection
+            .details
+            .iter_mut()
+            .map(|detail| {
+                redact_string(&mut detail.message) + detail.hint.as_mut().map_or(0, redact_string)
+            })
+            .sum::<usize>()
+}
+
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}

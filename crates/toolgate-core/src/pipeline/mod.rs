@@ -1,0 +1,662 @@
+//! The eight stages as consuming functions over proof-carrying values.
+//!
+//! Each stage takes the previous stage's value by move and returns the next one or a
+//! [`Stopped`] (a [`Rejection`] plus the evidence gathered so far). [`Authorized`] has only
+//! private fields and no public constructor, and only [`Pipeline::execute`] accepts it: by
+//! value, so one proof runs once, and running the executor of the tool the proof was issued
+//! for, never one a caller names. That step redeems the grant, guards against a panicking
+//! tool, describes the result and records it, all in one, so nothing executes off the record.
+//!
+//! [`Executor::execute`] takes a [`Call`], which only that step can make; a type outside this
+//! crate can implement the trait but cannot call it. A tool cannot run unless stages 1–6 have
+//! passed — a compile-time fact, in the manner of rustls's handshake states.
+//!
+//! This module holds the stage values and the pipeline; `stages` the stages 1–6 and the one
+//! sequence of them that running, authorizing and explaining follow; `executor` the fused
+//! stages 7 and 8; `describe` stage 8; `explain` the words for what each stage decided.
+
+use std::collections::BTreeMap;
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+use crate::approval::{
+    ApprovalBroker, ApprovalDigest, ApprovalRequest, ApprovalResponse, Grant, GrantRefusal,
+    GrantScope,
+};
+use crate::canonical::{Digest, canonical_json, json_len, sha256_digest};
+use crate::invocation::{Invocation, NormalizeBounds, RawCall, Surface, normalize};
+use crate::notice::{Notice, NoticeSink, Notices};
+use crate::outcome::{Evidence, Outcome, Status, ToolError, ToolOutput};
+use crate::policy::{NetworkRequest, PolicyContext, PolicyEngine};
+use crate::record::Recorder;
+use crate::redact::{redact_string, redact_value};
+use crate::registry::{ApprovalMode, EffectClass, Limits, Registry, Tool};
+use crate::rejection::{RejectCode, Rejection, Stage};
+use crate::sensitive::Sensitivity;
+
+mod describe;
+mod executor;
+mod explain;
+mod stages;
+
+/// The owner of a tool: checks what the schema cannot, names what a call touches, and runs
+/// authorized calls.
+pub trait Executor: Send + Sync + std::fmt::Debug {
+    /// Stage 3, after the schema passed: semantic checks (paths inside the workspace, regexes
+    /// that compile, sensible ranges). Every problem, not just the first.
+    fn check(&self, _arguments: &Map<String, Value>) -> Vec<crate::rejection::FieldError> {
+        Vec::new()
+    }
+
+    /// Stage 4: the resources a call touches and, where the arguments make it more
+    /// consequential than the entry says, a stricter effect class.
+    fn classify(&self, _arguments: &Map<String, Value>) -> Classification {
+        Classification::default()
+    }
+
+    /// Stage 7: do it, within `call.limits()`, watching `cx` for cancellation. Only the
+    /// pipeline can call this: nothing outside this crate can make a [`Call`].
+    fn execute(&self, call: &Call<'_>, cx: &ExecContext) -> Result<ToolOutput, ToolError>;
+}
+
+/// What stage 4 learned about a call.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Classification {
+    /// A stricter effect class than the entry's; a laxer one is ignored.
+    pub effect: Option<EffectClass>,
+    /// Resources touched, as `kind:value` (`path:src/lib.rs`).
+    pub resources: Vec<String>,
+    /// Workspace-relative paths touched; policies see these as `context.paths`.
+    pub paths: Vec<String>,
+    /// Digests of files as they are before the call, bound into approvals.
+    pub preimages: Vec<(String, Digest)>,
+    /// What a person should see before approving (a diff, an argv).
+    pub preview: Option<String>,
+}
+
+/// Identifies the workspace a pipeline serves, by a digest of its root, so that evidence and
+/// policies never carry an absolute path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkspaceId {
+    digest: String,
+}
+
+impl WorkspaceId {
+    pub fn new(root: &str) -> Self {
+        WorkspaceId {
+            digest: sha256_digest(root.as_bytes()).to_string(),
+        }
+    }
+
+    pub fn digest(&self) -> &str {
+        &self.digest
+    }
+}
+
+/// A fresh call id: 64 random bits fixed for this process, then a counter, so ids are unique
+/// within a process without coordination and across processes with overwhelming probability.
+fn new_call_id() -> String {
+    use std::hash::{BuildHasher as _, Hasher as _};
+    use std::sync::atomic::AtomicU64;
+    // std seeds `RandomState` from the operating system's randomness; hashing nothing with it
+    // yields a random word without this crate doing I/O of its own.
+    static PROCESS: std::sync::LazyLock<u64> = std::sync::LazyLock::new(|| {
+        std::collections::hash_map::RandomState::new()
+            .build_hasher()
+            .finish()
+    });
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    format!("{:016x}-{n}", *PROCESS)
+}
+
+/// Cancellation, deadline, sensitive paths and where to report progress, for one execution.
+#[derive(Debug, Clone)]
+pub struct ExecContext {
+    cancelled: Arc<AtomicBool>,
+    deadline: Instant,
+    sensitivity: Arc<Sensitivity>,
+    notices: Option<Arc<Notices>>,
+}
+
+impl ExecContext {
+    /// A context that ends after `timeout` or when `cancelled` is set, knowing only the fixed
+    /// sensitive kinds until [`ExecContext::with_sensitivity`] says more.
+    pub fn new(timeout: Duration, cancelled: Arc<AtomicBool>) -> Self {
+        ExecContext {
+            cancelled,
+            deadline: Instant::now() + timeout,
+            sensitivity: Arc::default(),
+            notices: None,
+        }
+    }
+
+    /// The same context, passing what the executor reports to `sink` (see [`Notice`]).
+    #[must_use]
+    pub fn with_notices(mut self, sink: NoticeSink) -> Self {
+        self.notices = Some(Arc::new(Notices::new(sink)));
+        self
+    }
+
+    /// Reports `notice` to the client that made the call, redacted, unless nobody listens or
+    /// the call already reported its share this second; whether it was passed on.
+    pub fn notify(&self, notice: Notice) -> bool {
+        self.notices
+            .as_ref()
+            .is_some_and(|notices| notices.send(notice))
+    }
+
+    /// The same context with `sensitivity`. [`Pipeline::execute`] sets its own, so that what a
+    /// tool that enumerates the workspace withholds is what stage 4 tagged for the policy.
+    #[must_use]
+    pub fn with_sensitivity(mut self, sensitivity: Arc<Sensitivity>) -> Self {
+        self.sensitivity = sensitivity;
+        self
+    }
+
+    /// The sensitive paths of the workspace: what `list_dir`, `search_text` and the git tools
+    /// must not show (see [`Sensitivity::visibility`]).
+    pub fn sensitivity(&self) -> &Arc<Sensitivity> {
+        &self.sensitivity
+    }
+
+    /// Whether the caller gave up or the deadline passed.
+    pub fn should_stop(&self) -> bool {
+        self.cancelled.load(Ordering::Relaxed) || Instant::now() >= self.deadline
+    }
+
+    pub fn deadline(&self) -> Instant {
+        self.deadline
+    }
+}
+
+/// Evidence gathered as a call moves through the stages.
+#[derive(Debug, Clone)]
+struct Trace {
+    started: Instant,
+    durations: [Option<Duration>; 8],
+    tool: String,
+    call_id: String,
+    request_id: Option<String>,
+    surface: Surface,
+    actor: String,
+    profile: String,
+    resolved: Option<Arc<Tool>>,
+    argument_names: Vec<String>,
+    effect: Option<EffectClass>,
+    resources: Vec<String>,
+    policies: Vec<String>,
+    approval_id: Option<String>,
+    arguments: Option<Value>,
+}
+
+impl Trace {
+    /// Adds the time since `since` to `stage`.
+    fn record(&mut self, stage: Stage, since: Instant) {
+        if let Some(slot) = self.durations.get_mut(stage as usize) {
+            *slot = Some(slot.unwrap_or_default() + since.elapsed());
+        }
+    }
+}
+
+/// A call stopped by a stage, with what was known when it stopped.
+#[derive(Debug)]
+pub struct Stopped {
+    pub rejection: Rejection,
+    trace: Box<Trace>,
+}
+
+/// After stage 1: a well-formed invocation, not yet matched to any tool.
+#[derive(Debug)]
+pub struct Normalized {
+    invocation: Invocation,
+    trace: Box<Trace>,
+}
+
+impl Normalized {
+    pub fn invocation(&self) -> &Invocation {
+        &self.invocation
+    }
+}
+
+/// After stage 2: the registry entry the call will use, fixed for the rest of the call even if
+/// the registry is replaced meanwhile.
+#[derive(Debug)]
+pub struct Resolved {
+    invocation: Invocation,
+    tool: Arc<Tool>,
+    trace: Box<Trace>,
+}
+
+/// After stage 3.
+#[derive(Debug)]
+pub struct Validated {
+    invocation: Invocation,
+    tool: Arc<Tool>,
+    arguments: Value,
+    trace: Box<Trace>,
+}
+
+/// After stage 4.
+#[derive(Debug)]
+pub struct Classified {
+    invocation: Invocation,
+    tool: Arc<Tool>,
+    arguments: Value,
+    effect: EffectClass,
+    classification: Classification,
+    /// The kinds of sensitive file the call's paths touch.
+    sensitive: Vec<&'static str>,
+    trace: Box<Trace>,
+}
+
+/// After stage 5: the policy allows the call, perhaps only with approval.
+#[derive(Debug)]
+pub struct Permitted {
+    invocation: Invocation,
+    tool: Arc<Tool>,
+    arguments: Value,
+    effect: EffectClass,
+    classification: Classification,
+    approval_required: bool,
+    trace: Box<Trace>,
+}
+
+impl Permitted {
+    /// Whether stage 6 will ask a person.
+    pub fn approval_required(&self) -> bool {
+        self.approval_required
+    }
+}
+
+/// After stage 6: the proof that a call may run. It cannot be built, cloned or altered outside
+/// this module, and only [`Pipeline::execute`] redeems it, once.
+#[derive(Debug)]
+#[must_use = "an authorized call does nothing until `Pipeline::execute` runs and records it"]
+pub struct Authorized {
+    invocation: Invocation,
+    tool: Arc<Tool>,
+    arguments: Value,
+    effect: EffectClass,
+    classification: Classification,
+    grant: Option<(Grant, ApprovalDigest)>,
+    trace: Box<Trace>,
+}
+
+impl Authorized {
+    /// The validated arguments object.
+    pub fn arguments(&self) -> &Map<String, Value> {
+        // INVARIANT: normalize admits only objects and nothing later replaces them.
+        static EMPTY: std::sync::LazyLock<Map<String, Value>> = std::sync::LazyLock::new(Map::new);
+        self.arguments.as_object().unwrap_or(&EMPTY)
+    }
+
+    pub fn tool(&self) -> &Tool {
+        &self.tool
+    }
+
+    pub fn limits(&self) -> &Limits {
+        &self.tool.entry.limits
+    }
+
+    pub fn effect(&self) -> EffectClass {
+        self.effect
+    }
+
+    pub fn classification(&self) -> &Classification {
+        &self.classification
+    }
+
+    pub fn surface(&self) -> Surface {
+        self.invocation.surface
+    }
+
+    pub fn actor(&self) -> &str {
+        &self.invocation.actor
+    }
+
+    /// The id of the grant this call will redeem, if it needed approval.
+    pub fn approval_id(&self) -> Option<&str> {
+        self.grant.as_ref().map(|(grant, _)| grant.id.as_str())
+    }
+}
+
+/// One authorized call, as its executor sees it while it runs. Only [`Pipeline::execute`]
+/// makes one, and it lives no longer than that step, so an executor can neither be called
+/// from outside the pipeline nor keep a call to run later.
+#[derive(Debug)]
+pub struct Call<'a> {
+    authorized: &'a Authorized,
+}
+
+impl Call<'_> {
+    /// The validated arguments object.
+    pub fn arguments(&self) -> &Map<String, Value> {
+        self.authorized.arguments()
+    }
+
+    /// The tool the call was authorized for: the one running.
+    pub fn tool(&self) -> &Tool {
+        self.authorized.tool()
+    }
+
+    pub fn limits(&self) -> &Limits {
+        self.authorized.limits()
+    }
+
+    pub fn effect(&self) -> EffectClass {
+        self.authorized.effect()
+    }
+
+    pub fn classification(&self) -> &Classification {
+        self.authorized.classification()
+    }
+
+    pub fn surface(&self) -> Surface {
+        self.authorized.surface()
+    }
+
+    pub fn actor(&self) -> &str {
+        self.authorized.actor()
+    }
+
+    /// The id of the grant this call redeemed, if it needed approval.
+    pub fn approval_id(&self) -> Option<&str> {
+        self.authorized.approval_id()
+    }
+}
+
+/// After stage 7: the executor's result, before stage 8 describes and records it.
+#[derive(Debug)]
+#[must_use = "an execution leaves no record until stage 8 describes it"]
+struct Executed {
+    result: Result<ToolOutput, ToolError>,
+    trace: Box<Trace>,
+}
+
+/// One line of `toolgate explain`: what a stage decided.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct StageReport {
+    pub stage: Stage,
+    /// `pass`, `reject`, `ask` (approval would be requested) or `skip` (not run).
+    pub decision: &'static str,
+    pub detail: String,
+}
+
+/// A caller's further condition on stage 2: given the entry the registry resolved (`None` when
+/// the registry refused the call), `Ok` to let the registry's answer stand, or its own
+/// rejection. It can turn an entry into a refusal, or say *why* a name is refused (an MCP
+/// session answers `unknown_tool` for a tool it never showed rather than reveal that the tool
+/// exists in another profile), but it can never make a refused call resolve.
+pub type Admit<'a> = dyn Fn(&Invocation, Option<&Arc<Tool>>) -> Result<(), Rejection> + 'a;
+
+/// What a transport adds to a run without changing its stages: a further condition on the
+/// entry resolved ([`Pipeline::resolve_within`]), and word of when the call starts waiting
+/// for a person (with the call's id, which its [`ApprovalRequest`] carries too; never for a
+/// call a standing grant covers, nor under a broker that can never grant) and when it starts executing (for progress reports, and to
+/// ask a person on another channel).
+pub struct RunHooks<'a> {
+    pub admit: &'a Admit<'a>,
+    pub awaiting_approval: &'a (dyn Fn(&str) + 'a),
+    pub executing: &'a (dyn Fn() + 'a),
+    /// Where the executor's progress and log notices go (see [`ExecContext::notify`]).
+    pub notices: Option<NoticeSink>,
+}
+
+impl Default for RunHooks<'_> {
+    fn default() -> Self {
+        RunHooks {
+            admit: &|_, _| Ok(()),
+            awaiting_approval: &|_| {},
+            executing: &|| {},
+            notices: None,
+        }
+    }
+}
+
+impl std::fmt::Debug for RunHooks<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("RunHooks")
+    }
+}
+
+/// The pipeline for one workspace.
+#[derive(Debug, Clone)]
+pub struct Pipeline {
+    registry: Arc<Registry>,
+    policy: Arc<PolicyEngine>,
+    broker: Arc<dyn ApprovalBroker>,
+    workspace: WorkspaceId,
+    bounds: NormalizeBounds,
+    sensitivity: Arc<Sensitivity>,
+    recorders: Vec<Arc<dyn Recorder>>,
+}
+
+impl Pipeline {
+    pub fn new(
+        registry: Arc<Registry>,
+        policy: Arc<PolicyEngine>,
+        broker: Arc<dyn ApprovalBroker>,
+        workspace: WorkspaceId,
+    ) -> Self {
+        Pipeline {
+            registry,
+            policy,
+            broker,
+            workspace,
+            bounds: NormalizeBounds::default(),
+            sensitivity: Arc::default(),
+            recorders: Vec::new(),
+        }
+    }
+
+    /// The same pipeline, also handing every outcome to `recorder` before returning it (see
+    /// [`Recorder`]).
+    #[must_use]
+    pub fn with_recorder(mut self, recorder: Arc<dyn Recorder>) -> Self {
+        self.recorders.push(recorder);
+        self
+    }
+
+    /// The same pipeline, treating `sensitivity`'s configuration paths as sensitive too: in
+    /// stage 4, for the policy, and in stage 7, for the tools that enumerate the workspace.
+    #[must_use]
+    pub fn with_sensitivity(mut self, sensitivity: Sensitivity) -> Self {
+        self.sensitivity = Arc::new(sensitivity);
+        self
+    }
+
+    /// The same pipeline with other normalize bounds.
+    #[must_use]
+    pub fn with_bounds(mut self, bounds: NormalizeBounds) -> Self {
+        self.bounds = bounds;
+        self
+    }
+
+    pub fn registry(&self) -> &Arc<Registry> {
+        &self.registry
+    }
+
+    /// Every stage, start to finish.
+    pub fn run(&self, raw: RawCall) -> Outcome {
+        self.run_cancellable(raw, Arc::new(AtomicBool::new(false)))
+    }
+
+    /// Every stage, with a flag the caller may set to cancel execution.
+    pub fn run_cancellable(&self, raw: RawCall, cancelled: Arc<AtomicBool>) -> Outcome {
+        self.run_with(raw, cancelled, &RunHooks::default())
+    }
+
+    /// Every stage, with what a transport adds to them (see [`RunHooks`]).
+    pub fn run_with(&self, raw: RawCall, cancelled: Arc<AtomicBool>, hooks: &RunHooks) -> Outcome {
+        let result = self
+            .through_policy(raw, hooks.admit, None)
+            .and_then(|permitted| {
+                self.approve_with(permitted, Arc::clone(&cancelled), hooks.awaiting_approval)
+            })
+            .and_then(|authorized| {
+                (hooks.executing)();
+                let timeout = Duration::from_millis(authorized.limits().timeout_ms);
+                let mut cx = ExecContext::new(timeout, cancelled);
+                if let Some(sink) = &hooks.notices {
+                    cx = cx.with_notices(Arc::clone(sink));
+                }
+                self.execute_step(authorized, &cx)
+            });
+        self.describe(result)
+    }
+
+    /// Stages 1–6.
+    pub fn authorize_call(&self, raw: RawCall) -> Result<Authorized, Stopped> {
+        let permitted = self.through_policy(raw, &|_, _| Ok(()), None)?;
+        self.approve(permitted)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use super::*;
+    use crate::approval::HeadlessBroker;
+    use crate::registry::{Descriptor, RegistryBuilder, ToolEntry};
+    use crate::sensitive::Visibility;
+
+    /// Remembers what its context said of a path in toolgate's state directory.
+    #[derive(Debug, Default)]
+    struct Looks(Mutex<Option<Visibility>>);
+
+    impl Executor for Looks {
+        fn classify(&self, _: &Map<String, Value>) -> Classification {
+            // As a link to the token would be classified: the link, and where it leads.
+            let paths = vec!["link".to_owned(), "state/toolgate/console.token".to_owned()];
+            Classification {
+                resources: paths.iter().map(|p| format!("path:{p}")).collect(),
+                paths,
+                ..Classification::default()
+            }
+        }
+
+        fn execute(&self, _: &Call<'_>, cx: &ExecContext) -> Result<ToolOutput, ToolError> {
+            *self.0.lock().unwrap() =
+                Some(cx.sensitivity().visibility("state/toolgate/console.token"));
+            Ok(ToolOutput::new(Value::Null))
+        }
+    }
+
+    #[test]
+    fn the_executor_is_handed_the_pipelines_sensitivity() {
+        let looks = Arc::new(Looks::default());
+        let mut builder = RegistryBuilder::new();
+        let mut entry = ToolEntry::new("walk", "test");
+        entry.effect = Some(EffectClass::ReadOnly);
+        let schema = serde_json::json!({"type": "object"});
+        builder
+            .register(Descriptor::new("walk", "t", schema), entry, looks.clone())
+            .unwrap();
+        let registry = builder.build().unwrap();
+        let mut policy = PolicyEngine::default_policy().unwrap();
+        policy.prepare(&registry).unwrap();
+        let pipeline = Pipeline::new(
+            Arc::new(registry),
+            Arc::new(policy),
+            Arc::new(HeadlessBroker),
+            WorkspaceId::new("/ws"),
+        );
+        let seen = |pipeline: &Pipeline| {
+            let outcome = pipeline.run(RawCall::text("walk", "{}", Surface::Chat));
+            (outcome, looks.0.lock().unwrap().take())
+        };
+        let (outcome, visibility) = seen(&pipeline);
+        assert_eq!(outcome.status, Status::Completed, "{outcome:?}");
+        assert_eq!(visibility, Some(Visibility::Visible));
+        let pipeline =
+            pipeline.with_sensitivity(Sensitivity::default().with_config_dir("state/toolgate"));
+        let (outcome, visibility) = seen(&pipeline);
+        // The policy refuses the path; nothing ran, and the evidence names no file in there.
+        assert_eq!(visibility, None);
+        assert_eq!(
+            outcome.rejection.map(|r| r.policies),
+            Some(vec!["sensitive-toolgate-config".to_owned()])
+        );
+        assert_eq!(
+            outcome.evidence.resources,
+            ["path:link", "path:state/toolgate/…"]
+        );
+
+        // A context the caller built is given the pipeline's sensitivity too (here with a
+        // policy that lets the call through).
+        let mut permissive = PolicyEngine::from_sources(&[(
+            "operator",
+            "@id(\"all\") permit (principal, action, resource);",
+        )])
+        .unwrap();
+        permissive.prepare(pipeline.registry()).unwrap();
+        let pipeline = Pipeline::new(
+            Arc::clone(pipeline.registry()),
+            Arc::new(permissive),
+            Arc::new(HeadlessBroker),
+            WorkspaceId::new("/ws"),
+        )
+        .with_sensitivity(Sensitivity::default().with_config_dir("state/toolgate"));
+        let authorized = pipeline
+            .authorize_call(RawCall::text("walk", "{}", Surface::Chat))
+            .unwrap();
+        let cx = ExecContext::new(Duration::from_secs(5), Arc::default());
+        assert_eq!(
+            cx.sensitivity().visibility("state/toolgate/console.token"),
+            Visibility::Visible
+        );
+        let _ = pipeline.execute(authorized, &cx);
+        assert_eq!(looks.0.lock().unwrap().take(), Some(Visibility::Hidden));
+    }
+
+    #[test]
+    fn a_broker_that_never_grants_is_not_waited_for() {
+        let mut builder = RegistryBuilder::new();
+        let mut entry = ToolEntry::new("change", "test");
+        entry.effect = Some(EffectClass::LocalWrite);
+        entry.approval = ApprovalMode::EachCall;
+        let schema = serde_json::json!({"type": "object"});
+        builder
+            .register(
+                Descriptor::new("change", "t", schema),
+                entry,
+                Arc::new(Looks::default()),
+            )
+            .unwrap();
+        let registry = builder.build().unwrap();
+        let mut policy = PolicyEngine::default_policy().unwrap();
+        policy.prepare(&registry).unwrap();
+        let pipeline = Pipeline::new(
+            Arc::new(registry),
+            Arc::new(policy),
+            Arc::new(HeadlessBroker),
+            WorkspaceId::new("/ws"),
+        );
+        let waited = Mutex::new(0);
+        let hooks = RunHooks {
+            awaiting_approval: &|_| *waited.lock().unwrap() += 1,
+            ..RunHooks::default()
+        };
+        let outcome = pipeline.run_with(
+            RawCall::text("change", "{}", Surface::Chat),
+            Arc::default(),
+            &hooks,
+        );
+        let rejection = outcome.rejection.unwrap();
+        assert_eq!(rejection.code, RejectCode::ApprovalRequired);
+        assert_eq!(*waited.lock().unwrap(), 0, "nobody was said to be asked");
+        let hint = rejection.hint.unwrap();
+        assert!(hint.contains("cannot be approved here"), "{hint}");
+        assert!(
+            !hint.contains("approve it in toolgate's approval console"),
+            "{hint}"
+        );
+    }
+}
