@@ -92,3 +92,43 @@ pub use registry::{
 pub use rejection::{FieldError, RejectCode, Rejection, Stage};
 pub use schema::{SchemaBounds, SchemaError, ToolSchema};
 pub use sensitive::Sensitivity;
+
+/// The proof of authorization, held to at compile time. Each case under `tests/proof/`, after
+/// the setup all share (`common.rs`), is a way around the proof that must not compile, with
+/// the error codes it must fail with; `allowed.rs`, the way the proof is meant to be used,
+/// must compile, so that no case fails for its setup alone. Four of the cases compiled before
+/// `Tool` kept its executor and executors took a `Call` only the pipeline makes.
+#[cfg(doctest)]
+mod proof {
+    macro_rules! case {
+        ($name:ident, $file:literal, $fence:literal) => {
+            #[doc = concat!(
+                            "```", $fence, "\n",
+                            include_str!("../tests/proof/common.rs"),
+                            include_str!(concat!("../tests/proof/", $file)),
+                            "```"
+                        )]
+            struct $name;
+        };
+    }
+    case!(Allowed, "allowed.rs", "no_run");
+    case!(
+        ExecutorFromTool,
+        "executor_from_tool.rs",
+        "compile_fail,E0616"
+    );
+    case!(OwnExecutor, "own_executor.rs", "compile_fail,E0308");
+    case!(
+        OtherToolsExecutor,
+        "other_tools_executor.rs",
+        "compile_fail,E0616,E0308"
+    );
+    case!(ReuseProof, "reuse_proof.rs", "compile_fail,E0616,E0382");
+    case!(
+        ConstructAuthorized,
+        "construct_authorized.rs",
+        "compile_fail"
+    );
+    case!(ConstructCall, "construct_call.rs", "compile_fail,E0451");
+    case!(KeepCall, "keep_call.rs", "compile_fail,E0521");
+}
