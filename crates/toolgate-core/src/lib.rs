@@ -100,14 +100,16 @@ pub use sensitive::Sensitivity;
 /// `Tool` kept its executor and executors took a `Call` only the pipeline makes.
 #[cfg(doctest)]
 mod proof {
+    // rustfmt indents the attribute further on every pass.
+    #[rustfmt::skip]
     macro_rules! case {
         ($name:ident, $file:literal, $fence:literal) => {
             #[doc = concat!(
-                            "```", $fence, "\n",
-                            include_str!("../tests/proof/common.rs"),
-                            include_str!(concat!("../tests/proof/", $file)),
-                            "```"
-                        )]
+                "```", $fence, "\n",
+                include_str!("../tests/proof/common.rs"),
+                include_str!(concat!("../tests/proof/", $file)),
+                "```"
+            )]
             struct $name;
         };
     }
