@@ -231,6 +231,9 @@ pub(crate) struct RuleSet {
     is_frequent: Vec<bool>,
     /// The rest.
     rare: Scanner,
+    /// Every keyword in one automaton, for short texts (a name, a path, a value of a JSON
+    /// object), where setting up a dozen searchers costs more than stepping through the bytes.
+    every_keyword: AhoCorasick,
     /// For each keyword, the rules that name it.
     keyword_rules: Vec<Vec<usize>>,
     /// Keywords of one or two bytes, each with its finder.
@@ -260,6 +263,9 @@ enum GroupSearch {
     Packed(aho_corasick::packed::Searcher),
     Automaton(AhoCorasick),
 }
+
+/// Texts up to this many bytes are searched by one automaton for all keywords.
+const SHORT_TEXT: usize = 256;
 
 /// How many keywords one packed searcher takes: more and its fingerprints match nearly every
 /// position of ordinary text.
@@ -749,6 +755,10 @@ impl RuleSet {
             rules,
             global: Allowlist::new(data.allowlist)?,
             is_frequent,
+            every_keyword: AhoCorasick::builder()
+                .kind(Some(aho_corasick::AhoCorasickKind::DFA))
+                .build(&words)
+                .map_err(|err| format!("keywords: {err}"))?,
             frequent: Scanner::new(&words, frequent)?,
             rare: Scanner::new(&words, rare)?,
             words,
@@ -776,52 +786,55 @@ impl RuleSet {
     /// The indexes of the rules whose keywords occur in `lowered`, text lowercased as gitleaks
     /// does, in rule order; and where each frequent keyword begins, for anchored rules.
     fn candidates(&self, lowered: &str) -> (Vec<usize>, Vec<(usize, usize)>) {
+        self.candidates_by(lowered, lowered.len() <= SHORT_TEXT)
+    }
+
+    /// The same, with one automaton if `short`, else with the packed searchers.
+    fn candidates_by(&self, lowered: &str, short: bool) -> (Vec<usize>, Vec<(usize, usize)>) {
         let bytes = lowered.as_bytes();
-        let mut seen = vec![false; self.words.len()];
+        let mut found: Vec<usize> = Vec::new();
         let mut places = Vec::new();
-        self.frequent.scan(bytes, |word, start| {
-            places.push((word, start));
-            for prefix in self.prefixes.get(word).into_iter().flatten() {
-                places.push((*prefix, start));
-            }
-        });
-        for (word, _) in &places {
-            if let Some(slot) = seen.get_mut(*word) {
-                *slot = true;
-            }
-        }
-        self.rare.scan(bytes, |word, _| {
-            for word in std::iter::once(&word).chain(self.prefixes.get(word).into_iter().flatten())
-            {
-                if let Some(slot) = seen.get_mut(*word) {
-                    *slot = true;
+        if short {
+            for hit in self.every_keyword.find_overlapping_iter(bytes) {
+                let word = hit.pattern().as_usize();
+                found.push(word);
+                if self.is_frequent.get(word).copied().unwrap_or(false) {
+                    places.push((word, hit.start()));
                 }
             }
-        });
-        for (word, finder) in &self.tiny {
-            if finder.find(bytes).is_some()
-                && let Some(slot) = seen.get_mut(*word)
-            {
-                *slot = true;
+        } else {
+            self.frequent.scan(bytes, |word, start| {
+                places.push((word, start));
+                for prefix in self.prefixes.get(word).into_iter().flatten() {
+                    places.push((*prefix, start));
+                }
+            });
+            found.extend(places.iter().map(|(word, _)| *word));
+            self.rare.scan(bytes, |word, _| {
+                found.push(word);
+                found.extend(self.prefixes.get(word).into_iter().flatten());
+            });
+            for (word, finder) in &self.tiny {
+                if finder.find(bytes).is_some() {
+                    found.push(*word);
+                }
             }
         }
-        let mut wanted = vec![false; self.rules.len()];
-        let found = seen.iter().enumerate().filter(|(_, seen)| **seen);
-        for index in self
+        found.sort_unstable();
+        found.dedup();
+        let mut wanted: Vec<usize> = self
             .always
             .iter()
-            .chain(found.flat_map(|(word, _)| self.keyword_rules.get(word).into_iter().flatten()))
-        {
-            if let Some(slot) = wanted.get_mut(*index) {
-                *slot = true;
-            }
-        }
-        let candidates = wanted
-            .iter()
-            .enumerate()
-            .filter_map(|(index, wanted)| wanted.then_some(index))
+            .chain(
+                found
+                    .iter()
+                    .flat_map(|word| self.keyword_rules.get(*word).into_iter().flatten()),
+            )
+            .copied()
             .collect();
-        (candidates, places)
+        wanted.sort_unstable();
+        wanted.dedup();
+        (wanted, places)
     }
 
     /// The byte ranges of `text` to replace, sorted, or `None` if a rule that could match
@@ -1385,6 +1398,38 @@ mod tests {
         };
         assert_eq!(places(&packed), places(&automaton));
         assert!(places(&packed).len() > rules.words.len() / 2);
+    }
+
+    /// Short texts go through one automaton, longer ones through the packed searchers: both
+    /// choose the same rules and keep the same places.
+    #[test]
+    fn short_and_long_texts_are_searched_alike() {
+        let rules = rule_set().unwrap();
+        let mut text = include_str!("approval.rs").to_ascii_lowercase();
+        for word in &rules.words {
+            text.push_str(word);
+            text.push_str(" x");
+            text.push_str(word);
+            text.push('\n');
+        }
+        let mut checked = 0;
+        for window in text.as_bytes().chunks(200) {
+            let Ok(window) = std::str::from_utf8(window) else {
+                continue;
+            };
+            let sorted = |(candidates, mut places): (Vec<usize>, Vec<(usize, usize)>)| {
+                places.sort_unstable();
+                places.dedup();
+                (candidates, places)
+            };
+            assert_eq!(
+                sorted(rules.candidates_by(window, true)),
+                sorted(rules.candidates_by(window, false)),
+                "{window:?}"
+            );
+            checked += 1;
+        }
+        assert!(checked > 20);
     }
 
     #[test]
