@@ -549,25 +549,28 @@ mod tests {
         }
     }
 
-    #[test]
-    fn the_executor_is_handed_the_pipelines_sensitivity() {
-        let looks = Arc::new(Looks::default());
+    /// A pipeline over one tool, the default policy and no approver.
+    fn one_tool(entry: ToolEntry, executor: Arc<dyn Executor>) -> Pipeline {
         let mut builder = RegistryBuilder::new();
-        let mut entry = ToolEntry::new("walk", "test");
-        entry.effect = Some(EffectClass::ReadOnly);
-        let schema = serde_json::json!({"type": "object"});
-        builder
-            .register(Descriptor::new("walk", "t", schema), entry, looks.clone())
-            .unwrap();
+        let descriptor = Descriptor::new(&entry.name, "t", serde_json::json!({"type": "object"}));
+        builder.register(descriptor, entry, executor).unwrap();
         let registry = builder.build().unwrap();
         let mut policy = PolicyEngine::default_policy().unwrap();
         policy.prepare(&registry).unwrap();
-        let pipeline = Pipeline::new(
+        Pipeline::new(
             Arc::new(registry),
             Arc::new(policy),
             Arc::new(HeadlessBroker),
             WorkspaceId::new("/ws"),
-        );
+        )
+    }
+
+    #[test]
+    fn the_executor_is_handed_the_pipelines_sensitivity() {
+        let looks = Arc::new(Looks::default());
+        let mut entry = ToolEntry::new("walk", "test");
+        entry.effect = Some(EffectClass::ReadOnly);
+        let pipeline = one_tool(entry, looks.clone());
         let seen = |pipeline: &Pipeline| {
             let outcome = pipeline.run(RawCall::text("walk", "{}", Surface::Chat));
             (outcome, looks.0.lock().unwrap().take())
@@ -618,27 +621,10 @@ mod tests {
 
     #[test]
     fn a_broker_that_never_grants_is_not_waited_for() {
-        let mut builder = RegistryBuilder::new();
         let mut entry = ToolEntry::new("change", "test");
         entry.effect = Some(EffectClass::LocalWrite);
         entry.approval = ApprovalMode::EachCall;
-        let schema = serde_json::json!({"type": "object"});
-        builder
-            .register(
-                Descriptor::new("change", "t", schema),
-                entry,
-                Arc::new(Looks::default()),
-            )
-            .unwrap();
-        let registry = builder.build().unwrap();
-        let mut policy = PolicyEngine::default_policy().unwrap();
-        policy.prepare(&registry).unwrap();
-        let pipeline = Pipeline::new(
-            Arc::new(registry),
-            Arc::new(policy),
-            Arc::new(HeadlessBroker),
-            WorkspaceId::new("/ws"),
-        );
+        let pipeline = one_tool(entry, Arc::new(Looks::default()));
         let waited = Mutex::new(0);
         let hooks = RunHooks {
             awaiting_approval: &|_| *waited.lock().unwrap() += 1,
