@@ -5,13 +5,43 @@
 //! failure with code `audit_unavailable` and no tool output, because a result that is not on
 //! the record must not be acted on.
 
+use crate::invocation::Surface;
 use crate::outcome::Outcome;
+use crate::registry::EffectClass;
 
 /// Keeps outcomes: a durable audit log, a console's list of recent calls.
 pub trait Recorder: Send + Sync + std::fmt::Debug {
     /// Records `outcome`. Returns only once the record is kept as durably as this recorder
     /// promises; an error fails the call closed.
     fn record(&self, outcome: &Outcome) -> Result<(), RecordError>;
+
+    /// Records that a call with effects is about to run, before its executor starts: should
+    /// toolgate stop while the call runs, the log still says the call began. Returns only once
+    /// the intent is durable; an error keeps the call from running. Recorders that keep only
+    /// outcomes (a console's list) need not implement it.
+    fn intend(&self, intent: &Intent<'_>) -> Result<(), RecordError> {
+        let _ = intent;
+        Ok(())
+    }
+}
+
+/// A call about to run, as the pipeline knows it just before its executor starts.
+#[derive(Debug, Clone, Copy)]
+pub struct Intent<'a> {
+    pub call_id: &'a str,
+    pub request_id: Option<&'a str>,
+    pub tool: &'a str,
+    pub version: Option<&'a str>,
+    pub surface: Surface,
+    pub actor: &'a str,
+    pub profile: &'a str,
+    pub effect: EffectClass,
+    /// `sha256:<hex>` of the canonical arguments.
+    pub argument_digest: &'a str,
+    pub approval_id: Option<&'a str>,
+    pub resources: &'a [String],
+    /// The confinement the call runs under, when the pipeline knows it.
+    pub sandbox: Option<&'a str>,
 }
 
 /// Why an outcome could not be recorded.

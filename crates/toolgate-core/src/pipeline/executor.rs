@@ -44,6 +44,42 @@ impl Pipeline {
                 });
             }
         }
+        // A call with effects is on the record before it runs, so that a toolgate stopped
+        // while it runs leaves a log saying the call began; a call whose intent cannot be kept
+        // durably does not run at all.
+        if authorized.effect != EffectClass::ReadOnly {
+            let trace = &authorized.trace;
+            let argument_digest = sha256_digest(canonical_json(&authorized.arguments).as_bytes());
+            let version = authorized.tool.entry.version.to_string();
+            let intent = crate::record::Intent {
+                call_id: &trace.call_id,
+                request_id: trace.request_id.as_deref(),
+                tool: &trace.tool,
+                version: Some(&version),
+                surface: trace.surface,
+                actor: &trace.actor,
+                profile: &trace.profile,
+                effect: authorized.effect,
+                argument_digest: argument_digest.as_str(),
+                approval_id: authorized.approval_id(),
+                resources: &trace.resources,
+                sandbox: None,
+            };
+            let refused = self.recorders.iter().find_map(|r| r.intend(&intent).err());
+            if let Some(error) = refused {
+                let mut trace = authorized.trace;
+                trace.arguments = Some(authorized.arguments);
+                trace.record(Stage::Execute, started);
+                let message = format!(
+                    "the call did not run: its start could not be recorded: {}",
+                    error.0
+                );
+                return Ok(Executed {
+                    result: Err(ToolError::new("audit_unavailable", message)),
+                    trace,
+                });
+            }
+        }
         // The tool withholds what this pipeline's policy input calls sensitive, whatever
         // context the caller built.
         let cx = cx.clone().with_sensitivity(Arc::clone(&self.sensitivity));
