@@ -117,17 +117,36 @@ pub enum PolicyError {
     Invalid { file: String, reason: String },
 }
 
-/// What the policy decided for one call.
+/// What the policy decided for one call. The policies that determined it are named by their
+/// `@id` where they have one.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PolicyDecision {
-    /// May the call happen at all.
-    pub allow: bool,
-    /// Must a person approve it first. Meaningless when `allow` is false.
-    pub approval_required: bool,
-    /// The policies that determined the decision, by their `@id` where they have one.
-    pub policies: Vec<String>,
-    /// Evaluation errors; any error denies.
-    pub errors: Vec<String>,
+pub enum PolicyDecision {
+    /// The call may not happen: a policy forbids it, none permits it (`policies` is then
+    /// empty), or evaluation failed (`errors`; any error denies).
+    Deny {
+        policies: Vec<String>,
+        errors: Vec<String>,
+    },
+    /// The call may happen without asking anyone.
+    Allow { policies: Vec<String> },
+    /// The call may happen once a person approves it.
+    AllowWithApproval { policies: Vec<String> },
+}
+
+impl PolicyDecision {
+    /// The policies that determined the decision.
+    pub fn policies(&self) -> &[String] {
+        match self {
+            PolicyDecision::Deny { policies, .. }
+            | PolicyDecision::Allow { policies }
+            | PolicyDecision::AllowWithApproval { policies } => policies,
+        }
+    }
+
+    /// Whether the call may happen at all, with or without a person's approval.
+    pub fn is_allowed(&self) -> bool {
+        !matches!(self, PolicyDecision::Deny { .. })
+    }
 }
 
 /// The context of one call, as policies see it.
@@ -457,7 +476,7 @@ impl PolicyEngine {
         };
         let [call_uid, unattended_uid] = &self.actions;
 
-        let (allow, mut policies, mut errors) = self.verdict(
+        let (allow, policies, mut errors) = self.verdict(
             call_slice,
             call_uid,
             &principal,
@@ -470,12 +489,7 @@ impl PolicyEngine {
         //  Allow     some     → deny: a policy that could not be evaluated might have forbidden it
         //  Deny      any      → deny
         if !allow || !errors.is_empty() {
-            return PolicyDecision {
-                allow: false,
-                approval_required: true,
-                policies,
-                errors,
-            };
+            return PolicyDecision::Deny { policies, errors };
         }
         let (unattended, unattended_policies, unattended_errors) = self.verdict(
             unattended_slice,
@@ -489,21 +503,14 @@ impl PolicyEngine {
         // the operator's policy is broken, and asking a person would hide that.
         if !unattended_errors.is_empty() {
             errors.extend(unattended_errors);
-            return PolicyDecision {
-                allow: false,
-                approval_required: true,
-                policies,
-                errors,
-            };
+            return PolicyDecision::Deny { policies, errors };
         }
         if unattended {
-            policies = unattended_policies;
-        }
-        PolicyDecision {
-            allow: true,
-            approval_required: !unattended,
-            policies,
-            errors,
+            PolicyDecision::Allow {
+                policies: unattended_policies,
+            }
+        } else {
+            PolicyDecision::AllowWithApproval { policies }
         }
     }
 
@@ -657,9 +664,7 @@ fn no_sensitive_context() -> Context {
 }
 
 fn deny_with_error(error: String) -> PolicyDecision {
-    PolicyDecision {
-        allow: false,
-        approval_required: true,
+    PolicyDecision::Deny {
         policies: Vec::new(),
         errors: vec![error],
     }
@@ -943,7 +948,7 @@ mod tests {
                 sensitive: &[],
                 network: request,
             };
-            (request.mode(), engine.decide(tool, &context).allow)
+            (request.mode(), engine.decide(tool, &context).is_allowed())
         };
         assert_eq!(decide(&[]), ("none", true));
         assert_eq!(
@@ -1010,8 +1015,10 @@ mod tests {
                                 network: NetworkRequest::from_resources(&[]),
                             };
                             let decision = engine.decide(tool, &context);
-                            let got =
-                                (decision.allow, decision.allow && decision.approval_required);
+                            let got = (
+                                decision.is_allowed(),
+                                matches!(decision, PolicyDecision::AllowWithApproval { .. }),
+                            );
                             assert_eq!(
                                 got,
                                 reference(&engine, &all, &slice, &context),

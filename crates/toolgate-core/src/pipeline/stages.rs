@@ -2,6 +2,7 @@
 //! sequence of stages 1–5 that running, authorizing and explaining a call all follow.
 
 use super::*;
+use crate::policy::PolicyDecision;
 
 impl Pipeline {
     /// Stages 1–5, the one sequence that running, authorizing and explaining a call follow.
@@ -217,43 +218,45 @@ impl Pipeline {
                 network: NetworkRequest::from_resources(&classification.resources),
             },
         );
-        trace.policies.clone_from(&decision.policies);
+        trace.policies = decision.policies().to_vec();
         trace.record(Stage::Authorize, started);
-        if !decision.allow {
-            let message = if !decision.errors.is_empty() {
-                format!(
-                    "policy evaluation failed, so the call is denied: {}",
-                    decision.errors.join("; ")
-                )
-            } else if decision.policies.is_empty() {
-                format!(
-                    "no policy permits `{}` ({effect}) for actor `{}` on the {} surface",
-                    tool.entry.name, invocation.actor, invocation.surface
-                )
-            } else {
-                let named: Vec<String> = decision
-                    .policies
-                    .iter()
-                    .map(|p| match self.policy.reason(p) {
-                        Some(reason) => format!("`{p}` ({reason})"),
-                        None => format!("`{p}`"),
-                    })
-                    .collect();
-                format!(
-                    "`{}` is forbidden by policy {}",
-                    tool.entry.name,
-                    named.join(", ")
-                )
-            };
-            let mut rejection = Rejection::new(RejectCode::PolicyDenied, message).with_hint(Some(
-                "this is the operator's decision; do not retry the same call".into(),
-            ));
-            rejection.policies = decision.policies;
-            trace.arguments = Some(arguments);
-            return Err(Stopped { rejection, trace });
-        }
-        let approval_required =
-            decision.approval_required || tool.entry.approval == ApprovalMode::EachCall;
+        let asks_by_policy = match decision {
+            PolicyDecision::Allow { .. } => false,
+            PolicyDecision::AllowWithApproval { .. } => true,
+            PolicyDecision::Deny { policies, errors } => {
+                let message = if !errors.is_empty() {
+                    format!(
+                        "policy evaluation failed, so the call is denied: {}",
+                        errors.join("; ")
+                    )
+                } else if policies.is_empty() {
+                    format!(
+                        "no policy permits `{}` ({effect}) for actor `{}` on the {} surface",
+                        tool.entry.name, invocation.actor, invocation.surface
+                    )
+                } else {
+                    let named: Vec<String> = policies
+                        .iter()
+                        .map(|p| match self.policy.reason(p) {
+                            Some(reason) => format!("`{p}` ({reason})"),
+                            None => format!("`{p}`"),
+                        })
+                        .collect();
+                    format!(
+                        "`{}` is forbidden by policy {}",
+                        tool.entry.name,
+                        named.join(", ")
+                    )
+                };
+                let mut rejection = Rejection::new(RejectCode::PolicyDenied, message).with_hint(
+                    Some("this is the operator's decision; do not retry the same call".into()),
+                );
+                rejection.policies = policies;
+                trace.arguments = Some(arguments);
+                return Err(Stopped { rejection, trace });
+            }
+        };
+        let approval_required = asks_by_policy || tool.entry.approval == ApprovalMode::EachCall;
         Ok(Permitted {
             invocation,
             tool,
