@@ -32,13 +32,18 @@ mod head;
 mod log;
 mod read;
 mod record;
+mod seal;
 mod verify;
 
 pub use head::head_path;
-pub use log::{AuditLog, AuditOptions};
-pub use read::{StoredRecord, after, export_jsonl, last};
-pub use record::record_body;
-pub use verify::{Finding, Verdict, Verification, verify};
+pub use log::{AuditLog, AuditOptions, Durability, FLUSH_INTERVAL, INTERRUPTED, SyncMode};
+pub use read::{LogHead, StoredRecord, after, export_jsonl, last, log_head};
+pub use record::{record_body, record_body_after, start_body};
+pub use seal::seal_setup;
+pub use seal::{Epochs, VerificationKey, seal_key_path};
+pub use verify::{
+    Finding, Interrupted, SealFinding, Sealing, Verdict, Verification, verify, verify_with,
+};
 
 /// Why the audit log could not be opened, read or written.
 #[derive(Debug, thiserror::Error)]
@@ -88,6 +93,18 @@ pub enum AuditError {
     /// The writer thread could not be started.
     #[error("cannot start the audit writer: {0}")]
     Thread(std::io::Error),
+    /// The sealing key file could not be read, written or created.
+    #[error("sealing key `{path}`: {source}")]
+    SealKey {
+        path: String,
+        source: std::io::Error,
+    },
+    /// Sealing was set up already: a second setup would leave the first verification key
+    /// unable to check the epochs to come.
+    #[error(
+        "the audit log `{0}` is sealed already; its verification key was printed when it was set up"
+    )]
+    SealedAlready(String),
     /// The export could not be written to its destination.
     #[error("cannot write the export: {0}")]
     Write(std::io::Error),

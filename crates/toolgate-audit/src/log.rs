@@ -1,41 +1,110 @@
-//! The writer: group commit of records, and the head file after each commit.
+//! The writer: group commit of records, durability by effect, write-ahead intents, seals, and
+//! the head file.
 //!
-//! Callers of [`AuditLog::record`] build their record's call JSON on their own thread, hand
-//! it to the one writer thread and wait. The writer takes every record waiting, numbers and
-//! chains them inside one `BEGIN IMMEDIATE` transaction, commits (an fsync of the WAL, as
-//! `synchronous=FULL` requires), and only then answers each caller. A caller therefore
-//! returns only once its record is durable, and a burst of callers shares one fsync.
+//! A caller of [`AuditLog::append`] builds its record on its own thread and queues it. If no
+//! one is committing, it commits itself — everything queued, in one `BEGIN IMMEDIATE`
+//! transaction — and answers the others; otherwise it waits for the committer to answer it.
+//! A lone caller therefore commits without handing its record to another thread, and a burst
+//! of callers shares one commit (group commit): the first waiter commits for all.
 //!
-//! Inside each transaction the writer reads the newest record again rather than trusting what
-//! it wrote last, so several processes (a `serve` and a `call`) can append to one log and
+//! Each record asks for one of two durabilities. *Flushed* records (the start and outcome of
+//! a call with effects, every record under `sync = "always"`) are in a commit made with
+//! `synchronous=FULL`: the WAL is on the disk before the caller goes on, so the record
+//! survives a power cut. *Committed* records (outcomes of read-only calls and rejections) are
+//! in a commit made with `synchronous=NORMAL`: written to the WAL, and so safe from a crash of
+//! toolgate, before the caller goes on, and flushed to the disk by a background thread within
+//! [`FLUSH_INTERVAL`]. A commit holding both kinds is flushed.
+//!
+//! Inside each transaction the committer reads the newest record again rather than trusting
+//! what it wrote last, so several processes (a `serve` and a `call`) can append to one log and
 //! keep one chain; a newest record it did not write is checked before anything is chained to
-//! it, and one that does not verify stops every append (fail closed). A dead writer fails
-//! every later call too: the request cannot be sent or its answer never comes.
+//! it, and one that does not verify stops every append (fail closed).
+//!
+//! A call with effects is recorded as *started* before its executor runs, and the log keeps a
+//! table of starts without an outcome, each with the process that made it. Every process that
+//! opens the log holds a lock on a file of its own in `<log>-owners/`; a start whose process
+//! no longer holds its lock will never get an outcome, and the next process to open the log
+//! records it as *interrupted*.
 
+use std::collections::HashMap;
+use std::fs::File;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use rusqlite::{Connection, OpenFlags, OptionalExtension as _, TransactionBehavior};
-use toolgate_core::{Outcome, RecordError, Recorder};
+use serde_json::json;
+use toolgate_core::record::Intent;
+use toolgate_core::{EffectClass, Outcome, RecordError, Recorder, Status, canonical_json};
 
 use crate::AuditError;
 use crate::chain;
 use crate::head::{Head, HeadFile, head_path};
+use crate::seal::{self, SealKey, SealKeyFile};
 
 /// The most records one transaction takes; more wait for the next.
 const MAX_BATCH: usize = 4096;
 
-/// The longest a commit waits for the callers of the last batch to send their next records.
+/// The longest a committer waits for the callers of the last batch to send their next records.
 const LINGER: Duration = Duration::from_millis(1);
 
-/// The least time between two writes of the head file while records keep coming.
-const WITNESS_INTERVAL: Duration = Duration::from_millis(50);
+/// The longest a committed record waits to be flushed to the disk, and the least time between
+/// two writes of the head file while records keep coming.
+pub const FLUSH_INTERVAL: Duration = Duration::from_millis(50);
 
 /// The version of the record layout, in `PRAGMA user_version`.
 const FORMAT: i64 = 1;
+
+/// What an interrupted record says happened.
+pub const INTERRUPTED: &str = "outcome unknown: toolgate stopped while it ran";
+
+/// When records are flushed to the disk, as `[audit] sync` sets it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SyncMode {
+    /// Records of calls with effects are flushed before the call runs and before its result
+    /// returns; the others are committed before their result returns and flushed within
+    /// [`FLUSH_INTERVAL`].
+    #[default]
+    Effects,
+    /// Every record is flushed before its result returns.
+    Always,
+}
+
+impl SyncMode {
+    /// The setting's value in the configuration.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SyncMode::Effects => "effects",
+            SyncMode::Always => "always",
+        }
+    }
+}
+
+impl std::str::FromStr for SyncMode {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        match text {
+            "effects" => Ok(SyncMode::Effects),
+            "always" => Ok(SyncMode::Always),
+            _ => Err(format!(
+                "unknown audit sync setting `{text}`: expected `effects` or `always`"
+            )),
+        }
+    }
+}
+
+/// How durable a record is once [`AuditLog::append_with`] returns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Durability {
+    /// On the disk: survives a power cut.
+    Flushed,
+    /// In the WAL: survives a crash of toolgate; on the disk within [`FLUSH_INTERVAL`].
+    Committed,
+}
 
 /// How a log is opened.
 #[derive(Debug, Clone)]
@@ -45,6 +114,8 @@ pub struct AuditOptions {
     pub store_values: bool,
     /// How long a commit waits for another process's transaction before it fails.
     pub busy_timeout: Duration,
+    /// When records are flushed.
+    pub sync: SyncMode,
 }
 
 impl Default for AuditOptions {
@@ -52,48 +123,107 @@ impl Default for AuditOptions {
         AuditOptions {
             store_values: false,
             busy_timeout: Duration::from_secs(5),
+            sync: SyncMode::Effects,
         }
     }
 }
 
-/// A record waiting for the writer.
-struct Pending {
-    call: String,
-    reply: mpsc::SyncSender<Result<u64, String>>,
+/// What a queued record does besides being appended.
+#[derive(Debug)]
+enum Entry {
+    /// A record and nothing more.
+    Plain(String),
+    /// A call's start: also noted as open, under this process.
+    Start {
+        call: String,
+        call_id: String,
+        tool: String,
+    },
+    /// A call's outcome: closes its start, if it had one.
+    Outcome { call: String, started: Option<u64> },
+    /// Appends nothing: lets the committer seal an epoch that ended without records.
+    Tick,
 }
 
-/// A durable, hash-chained audit log in SQLite. Cloning the `Arc` shares one writer.
+/// A record waiting to be committed.
+#[derive(Debug)]
+struct Pending {
+    ticket: u64,
+    entry: Entry,
+    flush: bool,
+}
+
+/// The queue the callers share.
+#[derive(Debug, Default)]
+struct Queue {
+    waiting: Vec<Pending>,
+    committing: bool,
+    done: HashMap<u64, Result<u64, String>>,
+    next_ticket: u64,
+    /// How many records the last commit took.
+    expected: usize,
+}
+
+/// What the background thread hears after each commit.
+#[derive(Debug, Clone, Copy)]
+struct Committed {
+    head: Head,
+    flushed: bool,
+}
+
+/// What the callers share.
+#[derive(Debug)]
+struct Shared {
+    queue: Mutex<Queue>,
+    /// Wakes callers once their records are answered or no one is committing.
+    answered: Condvar,
+    /// Wakes a lingering committer when a record arrives.
+    arrived: Condvar,
+    writer: Mutex<Writer>,
+    to_background: mpsc::Sender<Committed>,
+    background_failed: Arc<AtomicBool>,
+}
+
+/// The committer's connection and files.
+#[derive(Debug)]
+struct Writer {
+    connection: Connection,
+    head_file: Arc<HeadFile>,
+    sealer: Option<Sealer>,
+    owner: String,
+    /// Whether the connection is at `synchronous=FULL` now.
+    full: bool,
+}
+
+#[derive(Debug)]
+struct Sealer {
+    file: SealKeyFile,
+    key: SealKey,
+}
+
+/// A durable, hash-chained audit log in SQLite. Cloning the `Arc` shares one queue.
 #[derive(Debug)]
 pub struct AuditLog {
     path: PathBuf,
     options: AuditOptions,
-    queue: Mutex<Option<mpsc::Sender<Pending>>>,
-    writer: Mutex<Option<JoinHandle<()>>>,
-}
-
-impl std::fmt::Debug for Pending {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Pending")
-    }
+    shared: Option<Arc<Shared>>,
+    background: Mutex<Option<JoinHandle<()>>>,
+    /// Starts recorded by this process and not yet closed: call id → the start's number.
+    started: Mutex<HashMap<String, u64>>,
+    /// This process's lock file in `<log>-owners/`, held while the log is open.
+    owner_file: Option<(PathBuf, File)>,
 }
 
 impl AuditLog {
     /// Opens the log at `path`, creating it (and its directory, user-only) if needed. An
     /// existing log's newest record must verify and must be the one its head file witnesses
-    /// or newer; otherwise nothing is appended to it.
+    /// or newer; otherwise nothing is appended to it. Starts left open by processes that have
+    /// stopped are recorded as interrupted before this returns.
     pub fn open(path: impl AsRef<Path>, options: AuditOptions) -> Result<AuditLog, AuditError> {
         let path = path.as_ref().to_owned();
         let shown = path.display().to_string();
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            use std::os::unix::fs::DirBuilderExt as _;
-            std::fs::DirBuilder::new()
-                .recursive(true)
-                .mode(0o700)
-                .create(dir)
-                .map_err(|source| AuditError::CreateDir {
-                    path: dir.display().to_string(),
-                    source,
-                })?;
+            create_private_dir(dir)?;
         }
         let exists = path.exists();
         let head_error = |source| AuditError::Head {
@@ -148,17 +278,64 @@ impl AuditLog {
         })?;
         drop(transaction);
 
-        let (queue, inbox) = mpsc::channel::<Pending>();
-        let writer = std::thread::Builder::new()
-            .name("toolgate-audit".to_owned())
-            .spawn(move || write_loop(connection, head_file, &inbox))
-            .map_err(AuditError::Thread)?;
-        Ok(AuditLog {
+        let key_path = seal::seal_key_path(&path);
+        let key_error = |source| AuditError::SealKey {
+            path: key_path.display().to_string(),
+            source,
+        };
+        let sealer = match SealKeyFile::open(&key_path).map_err(key_error)? {
+            Some(file) => {
+                let key = file.read().map_err(key_error)?;
+                Some(Sealer { file, key })
+            }
+            None => None,
+        };
+        let epochs = sealer.as_ref().map(|s| s.key.epochs);
+
+        let (owner, owner_file) = claim_owner(&path)?;
+        let head_file = Arc::new(head_file);
+        let (to_background, inbox) = mpsc::channel::<Committed>();
+        let background_failed = Arc::new(AtomicBool::new(false));
+        let shared = Arc::new(Shared {
+            queue: Mutex::new(Queue {
+                expected: 1,
+                ..Queue::default()
+            }),
+            answered: Condvar::new(),
+            arrived: Condvar::new(),
+            writer: Mutex::new(Writer {
+                connection,
+                head_file: Arc::clone(&head_file),
+                sealer,
+                owner,
+                full: true,
+            }),
+            to_background,
+            background_failed: Arc::clone(&background_failed),
+        });
+        let background = {
+            let weak = Arc::downgrade(&shared);
+            let wal = wal_path(&path);
+            std::thread::Builder::new()
+                .name("toolgate-audit-flush".to_owned())
+                .spawn(move || {
+                    background_loop(&head_file, &wal, &inbox, &background_failed, epochs, &weak)
+                })
+                .map_err(AuditError::Thread)?
+        };
+        let log = AuditLog {
             path,
             options,
-            queue: Mutex::new(Some(queue)),
-            writer: Mutex::new(Some(writer)),
-        })
+            shared: Some(shared),
+            background: Mutex::new(Some(background)),
+            started: Mutex::new(HashMap::new()),
+            owner_file: Some(owner_file),
+        };
+        log.recover().map_err(|message| AuditError::Refused {
+            path: shown.clone(),
+            message,
+        })?;
+        Ok(log)
     }
 
     /// The database file this log appends to, as given to [`AuditLog::open`].
@@ -166,49 +343,457 @@ impl AuditLog {
         &self.path
     }
 
-    /// Appends one call's record and returns its sequence number once it is committed.
+    /// Appends one call's record and returns its sequence number once it is flushed.
     pub fn append(&self, call: String) -> Result<u64, RecordError> {
-        let (reply, answer) = mpsc::sync_channel(1);
-        let sent = self
-            .queue
-            .lock()
-            .ok()
-            .and_then(|queue| queue.as_ref().map(|q| q.send(Pending { call, reply })));
-        match sent {
-            Some(Ok(())) => {}
-            _ => return Err(RecordError("the audit writer has stopped".to_owned())),
+        self.append_with(call, Durability::Flushed)
+    }
+
+    /// Appends one call's record and returns its sequence number once it is as durable as
+    /// `durability` says.
+    pub fn append_with(&self, call: String, durability: Durability) -> Result<u64, RecordError> {
+        self.submit(Entry::Plain(call), durability)
+    }
+
+    /// Seals the epoch that ended, if one did and its records are not sealed yet. The
+    /// background thread does this at the end of every epoch; calling it does no harm.
+    pub fn seal_due(&self) -> Result<(), RecordError> {
+        self.submit(Entry::Tick, Durability::Flushed).map(|_| ())
+    }
+
+    fn submit(&self, entry: Entry, durability: Durability) -> Result<u64, RecordError> {
+        let flush = durability == Durability::Flushed || self.options.sync == SyncMode::Always;
+        let shared = self
+            .shared
+            .as_ref()
+            .ok_or_else(|| RecordError("the audit log is closed".to_owned()))?;
+        shared
+            .submit(Pending {
+                ticket: 0,
+                entry,
+                flush,
+            })
+            .map_err(RecordError)
+    }
+
+    /// Records an interrupted outcome for every start whose process has stopped.
+    fn recover(&self) -> Result<(), String> {
+        let Some(shared) = &self.shared else {
+            return Ok(());
+        };
+        let open: Vec<(i64, String, String, String)> = {
+            let writer = lock(&shared.writer)?;
+            let mut statement = writer
+                .connection
+                .prepare("SELECT seq, call_id, tool, owner FROM intents ORDER BY seq")
+                .map_err(|e| format!("cannot read the open starts: {e}"))?;
+            statement
+                .query_map([], |row| {
+                    Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?))
+                })
+                .and_then(Iterator::collect::<rusqlite::Result<Vec<_>>>)
+                .map_err(|e| format!("cannot read the open starts: {e}"))?
+        };
+        let owners = owners_dir(&self.path);
+        let own = self.owner_file.as_ref().map(|(p, _)| p.clone());
+        let mut alive: HashMap<String, bool> = HashMap::new();
+        for (seq, call_id, tool, owner) in open {
+            let is_alive = *alive
+                .entry(owner.clone())
+                .or_insert_with(|| owner_alive(&owners.join(&owner), own.as_deref()));
+            if is_alive {
+                continue;
+            }
+            let started = u64::try_from(seq).unwrap_or(0);
+            let call = canonical_json(&json!({
+                "call_id": call_id,
+                "reason": INTERRUPTED,
+                "started": started,
+                "status": "interrupted",
+                "tool": tool,
+            }));
+            shared.submit(Pending {
+                ticket: 0,
+                entry: Entry::Outcome {
+                    call,
+                    started: Some(started),
+                },
+                flush: true,
+            })?;
         }
-        match answer.recv() {
-            Ok(Ok(seq)) => Ok(seq),
-            Ok(Err(message)) => Err(RecordError(message)),
-            Err(_) => Err(RecordError(
-                "the audit writer stopped before committing the record".to_owned(),
-            )),
-        }
+        remove_dead_owner_files(&owners, own.as_deref());
+        Ok(())
     }
 }
 
 impl Recorder for AuditLog {
     fn record(&self, outcome: &Outcome) -> Result<(), RecordError> {
-        self.append(crate::record_body(outcome, self.options.store_values))
+        let started = self
+            .started
+            .lock()
+            .ok()
+            .and_then(|mut open| open.remove(&outcome.evidence.call_id));
+        let call = crate::record::record_body_after(outcome, self.options.store_values, started);
+        let with_effects = outcome.status != Status::Rejected
+            && outcome
+                .evidence
+                .effect
+                .is_some_and(|e| e != EffectClass::ReadOnly);
+        let durability = if with_effects {
+            Durability::Flushed
+        } else {
+            Durability::Committed
+        };
+        self.submit(Entry::Outcome { call, started }, durability)
             .map(|_| ())
+    }
+
+    fn intend(&self, intent: &Intent<'_>) -> Result<(), RecordError> {
+        let call = crate::record::start_body(intent);
+        let seq = self.submit(
+            Entry::Start {
+                call,
+                call_id: intent.call_id.to_owned(),
+                tool: intent.tool.to_owned(),
+            },
+            Durability::Flushed,
+        )?;
+        if let Ok(mut open) = self.started.lock() {
+            open.insert(intent.call_id.to_owned(), seq);
+        }
+        Ok(())
     }
 }
 
 impl Drop for AuditLog {
-    /// Lets the writer finish what is queued and bring the head file up to date.
+    /// Lets the background thread flush what is committed and bring the head file up to date.
     fn drop(&mut self) {
-        if let Ok(mut queue) = self.queue.lock() {
-            queue.take();
+        self.shared.take();
+        if let Some(thread) = self.background.lock().ok().and_then(|mut t| t.take()) {
+            let _ = thread.join();
         }
-        if let Some(writer) = self.writer.lock().ok().and_then(|mut w| w.take()) {
-            let _ = writer.join();
+        if let Some((path, file)) = self.owner_file.take() {
+            drop(file);
+            let _ = std::fs::remove_file(path);
         }
     }
 }
 
-/// Sets the connection up for durable appends and creates the table if it is missing (a new
-/// log, or one whose creation a crash cut short).
+fn lock<T>(mutex: &Mutex<T>) -> Result<MutexGuard<'_, T>, String> {
+    mutex
+        .lock()
+        .map_err(|_| "the audit writer stopped unexpectedly".to_owned())
+}
+
+impl Shared {
+    /// Queues `pending` and returns its number once it is committed, committing it (with
+    /// everything else queued) if no one else is.
+    fn submit(&self, mut pending: Pending) -> Result<u64, String> {
+        let mut queue = lock(&self.queue)?;
+        let ticket = queue.next_ticket;
+        queue.next_ticket += 1;
+        pending.ticket = ticket;
+        queue.waiting.push(pending);
+        self.arrived.notify_one();
+        loop {
+            if let Some(result) = queue.done.remove(&ticket) {
+                return result;
+            }
+            if queue.committing {
+                queue = self
+                    .answered
+                    .wait(queue)
+                    .map_err(|_| "the audit writer stopped unexpectedly".to_owned())?;
+                continue;
+            }
+            queue.committing = true;
+            // Callers answered together come back together, but not at once: right after a
+            // commit the first of them would otherwise commit alone and leave the rest for
+            // the commit after. So the committer waits up to `LINGER` for as many records as
+            // the last commit had; a lone caller (a last commit of one) never waits.
+            let linger_until = Instant::now() + LINGER;
+            while queue.waiting.len() < queue.expected.min(MAX_BATCH) {
+                let left = linger_until.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    break;
+                }
+                queue = match self.arrived.wait_timeout(queue, left) {
+                    Ok((queue, _)) => queue,
+                    Err(_) => return Err("the audit writer stopped unexpectedly".to_owned()),
+                };
+            }
+            let take = queue.waiting.len().min(MAX_BATCH);
+            let batch: Vec<Pending> = queue.waiting.drain(..take).collect();
+            queue.expected = batch.len();
+            drop(queue);
+            let results = self.commit(&batch);
+            queue = lock(&self.queue)?;
+            for (pending, result) in batch.iter().zip(results) {
+                queue.done.insert(pending.ticket, result);
+            }
+            queue.committing = false;
+            self.answered.notify_all();
+        }
+    }
+
+    /// Commits `batch`; the result of each record, in order.
+    fn commit(&self, batch: &[Pending]) -> Vec<Result<u64, String>> {
+        let failed = |message: String| batch.iter().map(|_| Err(message.clone())).collect();
+        if self.background_failed.load(Ordering::Acquire) {
+            return failed(
+                "the audit log cannot be flushed or its head file cannot be written".to_owned(),
+            );
+        }
+        let mut writer = match lock(&self.writer) {
+            Ok(writer) => writer,
+            Err(message) => return failed(message),
+        };
+        // A panic in SQLite's wrapper must not leave every later caller waiting for a commit
+        // that never ends.
+        let outcome =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| writer.append(batch)));
+        match outcome {
+            Ok(Ok((seqs, committed))) => {
+                if let Some(committed) = committed
+                    && self.to_background.send(committed).is_err()
+                {
+                    // Should the background thread be gone, committed records would never be
+                    // flushed and the head file would stop following the log unnoticed.
+                    self.background_failed.store(true, Ordering::Release);
+                }
+                seqs.into_iter().map(Ok).collect()
+            }
+            Ok(Err(message)) => failed(message),
+            Err(_) => failed("the audit writer stopped unexpectedly".to_owned()),
+        }
+    }
+}
+
+impl Writer {
+    /// Appends `batch` in one transaction; returns each record's number (0 for a tick) and,
+    /// if anything was committed, the new newest record.
+    fn append(&mut self, batch: &[Pending]) -> Result<(Vec<u64>, Option<Committed>), String> {
+        let failed = |e: rusqlite::Error| format!("cannot append to the audit log: {e}");
+        let now = chain::now_ms();
+        let seal_due = self
+            .sealer
+            .as_ref()
+            .is_some_and(|s| s.key.epochs.at(now) > s.key.current.epoch);
+        let ticks_only = batch.iter().all(|p| matches!(p.entry, Entry::Tick));
+        if ticks_only && !seal_due {
+            return Ok((batch.iter().map(|_| 0).collect(), None));
+        }
+        let flush = seal_due || batch.iter().any(|p| p.flush);
+        if flush != self.full {
+            let mode = if flush { "FULL" } else { "NORMAL" };
+            self.connection
+                .pragma_update(None, "synchronous", mode)
+                .map_err(failed)?;
+            self.full = flush;
+        }
+        let transaction = self
+            .connection
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(failed)?;
+        let witnessed = self
+            .head_file
+            .read()
+            .map_err(|e| format!("cannot read the audit head file: {e}"))?;
+        let newest_record = newest(&transaction).map_err(failed)?;
+        let mut head = check_newest(newest_record.as_ref(), witnessed)?;
+        let mut insert = transaction
+            .prepare_cached(
+                "INSERT INTO records (seq, body, prev_hash, hash) VALUES (?1, ?2, ?3, ?4)",
+            )
+            .map_err(failed)?;
+        let mut push = |call: &str, head: &mut Head| -> Result<u64, String> {
+            let seq = head.seq + 1;
+            let body = chain::body(seq, now, call);
+            let hash = chain::record_hash(&head.hash, seq, &body);
+            let number = i64::try_from(seq).map_err(|_| "the log is full".to_owned())?;
+            insert
+                .execute(rusqlite::params![
+                    number,
+                    body,
+                    head.hash.as_slice(),
+                    hash.as_slice()
+                ])
+                .map_err(failed)?;
+            *head = Head { seq, hash };
+            Ok(seq)
+        };
+        // The epoch that ended is sealed before anything of the new one is appended, so a
+        // seal covers exactly the records of its epoch (and of the epochs before it).
+        let mut evolve_to = None;
+        if seal_due && let Some(sealer) = &mut self.sealer {
+            // Another process may have sealed and evolved the key since this one read it.
+            sealer.key = sealer
+                .file
+                .read()
+                .map_err(|e| format!("cannot read the sealing key: {e}"))?;
+            let current = sealer.key.epochs.at(now);
+            if current > sealer.key.current.epoch {
+                let already = newest_record
+                    .as_ref()
+                    .is_some_and(|(_, body, _, _)| seal::parse_seal(body).is_some());
+                if head.seq > 0 && !already {
+                    let mac = sealer.key.current.seal(head.seq, &head.hash);
+                    let call =
+                        seal::seal_call(sealer.key.current.epoch, head.seq, &head.hash, &mac);
+                    push(&call, &mut head)?;
+                }
+                evolve_to = Some(current);
+            }
+        }
+        let mut seqs = Vec::with_capacity(batch.len());
+        for pending in batch {
+            let seq = match &pending.entry {
+                Entry::Tick => 0,
+                Entry::Plain(call) => push(call, &mut head)?,
+                Entry::Start {
+                    call,
+                    call_id,
+                    tool,
+                } => {
+                    let seq = push(call, &mut head)?;
+                    transaction
+                        .prepare_cached(
+                            "INSERT INTO intents (seq, call_id, tool, owner) VALUES (?1, ?2, ?3, ?4)",
+                        )
+                        .and_then(|mut s| {
+                            s.execute(rusqlite::params![
+                                i64::try_from(seq).unwrap_or(i64::MAX),
+                                call_id,
+                                tool,
+                                self.owner
+                            ])
+                        })
+                        .map_err(failed)?;
+                    seq
+                }
+                Entry::Outcome { call, started } => {
+                    if let Some(started) = started {
+                        let closed = transaction
+                            .prepare_cached("DELETE FROM intents WHERE seq = ?1")
+                            .and_then(|mut s| {
+                                s.execute([i64::try_from(*started).unwrap_or(i64::MAX)])
+                            })
+                            .map_err(failed)?;
+                        // Two processes that find the same stopped process's start both
+                        // record it as interrupted; only the first may.
+                        if closed == 0 && call.contains("\"status\":\"interrupted\"") {
+                            seqs.push(0);
+                            continue;
+                        }
+                    }
+                    push(call, &mut head)?
+                }
+            };
+            seqs.push(seq);
+        }
+        drop(insert);
+        transaction.commit().map_err(failed)?;
+        if let (Some(epoch), Some(sealer)) = (evolve_to, &mut self.sealer) {
+            // The seal is committed before the key that made it is erased: a crash between
+            // the two leaves the epoch sealed twice, never not at all.
+            sealer.key.current = sealer.key.current.evolved_to(epoch);
+            sealer
+                .file
+                .write(&sealer.key)
+                .map_err(|e| format!("cannot evolve the sealing key: {e}"))?;
+        }
+        Ok((
+            seqs,
+            Some(Committed {
+                head,
+                flushed: flush,
+            }),
+        ))
+    }
+}
+
+/// Creates `dir` user-only if it is missing.
+fn create_private_dir(dir: &Path) -> Result<(), AuditError> {
+    use std::os::unix::fs::DirBuilderExt as _;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|source| AuditError::CreateDir {
+            path: dir.display().to_string(),
+            source,
+        })
+}
+
+fn wal_path(db: &Path) -> PathBuf {
+    let mut name = db.as_os_str().to_owned();
+    name.push("-wal");
+    PathBuf::from(name)
+}
+
+/// The directory of the lock files of the processes that have the log at `db` open.
+fn owners_dir(db: &Path) -> PathBuf {
+    let mut name = db.as_os_str().to_owned();
+    name.push("-owners");
+    PathBuf::from(name)
+}
+
+/// Creates and locks this process's file in the owners directory; returns its name.
+fn claim_owner(db: &Path) -> Result<(String, (PathBuf, File)), AuditError> {
+    let dir = owners_dir(db);
+    create_private_dir(&dir)?;
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let name = format!("{}-{nanos}", std::process::id());
+    let path = dir.join(&name);
+    let open_error = |source| AuditError::Open {
+        path: path.display().to_string(),
+        source,
+    };
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&path)
+        .map_err(open_error)?;
+    file.lock().map_err(open_error)?;
+    Ok((name, (path, file)))
+}
+
+/// Whether the process that made the owner file at `path` still has the log open.
+fn owner_alive(path: &Path, own: Option<&Path>) -> bool {
+    if own == Some(path) {
+        return true;
+    }
+    match File::open(path) {
+        // Its process is gone without a trace, or removed its file on the way out.
+        Err(_) => false,
+        Ok(file) => match file.try_lock() {
+            Ok(()) => false,
+            Err(std::fs::TryLockError::WouldBlock) => true,
+            // A lock that cannot be tested is taken as held: a live call is never declared
+            // interrupted.
+            Err(std::fs::TryLockError::Error(_)) => true,
+        },
+    }
+}
+
+/// Removes the files of owners that have stopped (a killed process leaves its file behind).
+fn remove_dead_owner_files(dir: &Path, own: Option<&Path>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if !owner_alive(&path, own) {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
+/// Sets the connection up for durable appends and creates the tables if they are missing (a
+/// new log, or one whose creation a crash cut short).
 fn prepare(connection: &Connection, options: &AuditOptions, shown: &str) -> Result<(), AuditError> {
     let sqlite = |source| AuditError::Sqlite {
         path: shown.to_owned(),
@@ -236,6 +821,12 @@ fn prepare(connection: &Connection, options: &AuditOptions, shown: &str) -> Resu
                  body TEXT NOT NULL,
                  prev_hash BLOB NOT NULL,
                  hash BLOB NOT NULL
+             ) STRICT;
+             CREATE TABLE IF NOT EXISTS intents (
+                 seq INTEGER PRIMARY KEY,
+                 call_id TEXT NOT NULL,
+                 tool TEXT NOT NULL,
+                 owner TEXT NOT NULL
              ) STRICT;",
         )
         .map_err(sqlite)?;
@@ -319,194 +910,123 @@ fn check_newest(newest: Option<&Newest>, witnessed: Option<Head>) -> Result<Head
     Ok(Head { seq, hash })
 }
 
-/// The writer thread: batches until every sender is gone, then brings the head file up to
-/// date and returns.
-fn write_loop(mut connection: Connection, head_file: HeadFile, inbox: &mpsc::Receiver<Pending>) {
-    let head_file = Arc::new(head_file);
-    let (witness, witness_inbox) = mpsc::channel::<Head>();
-    let witness_failed = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let witness_thread = {
-        let head_file = Arc::clone(&head_file);
-        let failed = Arc::clone(&witness_failed);
-        std::thread::Builder::new()
-            .name("toolgate-audit-head".to_owned())
-            .spawn(move || witness_loop(&head_file, &witness_inbox, &failed))
-            .ok()
-    };
-    let mut batch: Vec<Pending> = Vec::new();
-    // Callers answered together come back together, but not at once: right after a commit
-    // the first of them would otherwise make a batch of one or two and leave the rest for a
-    // commit later. So the writer waits up to `LINGER` for as many records as the last batch
-    // had; a lone caller (a last batch of one) never waits.
-    let mut expected = 1;
-    while let Ok(first) = inbox.recv() {
-        batch.push(first);
-        let linger_until = Instant::now() + LINGER;
-        while batch.len() < MAX_BATCH {
-            match inbox.try_recv() {
-                Ok(pending) => batch.push(pending),
-                Err(mpsc::TryRecvError::Empty) if batch.len() < expected => {
-                    match inbox.recv_timeout(linger_until.saturating_duration_since(Instant::now()))
-                    {
-                        Ok(pending) => batch.push(pending),
-                        Err(_) => break,
-                    }
-                }
-                Err(_) => break,
-            }
-        }
-        expected = batch.len();
-        let result = if witness_thread.is_none()
-            || witness_failed.load(std::sync::atomic::Ordering::Acquire)
-        {
-            Err("the audit head file cannot be written".to_owned())
-        } else {
-            append_batch(&mut connection, &head_file, &batch)
-        };
-        match result {
-            Ok(head) => {
-                let first_seq = head.seq + 1 - batch.len() as u64;
-                for (i, pending) in batch.drain(..).enumerate() {
-                    let _ = pending.reply.send(Ok(first_seq + i as u64));
-                }
-                // The head file is written beside the next commit, not before answering: it
-                // only ever lags, and a caller waits for one fsync, not two.
-                hand_to_witness(&witness, head, &witness_failed);
-            }
-            Err(message) => {
-                for pending in batch.drain(..) {
-                    let _ = pending.reply.send(Err(message.clone()));
-                }
-            }
-        }
-    }
-    drop(witness);
-    if let Some(thread) = witness_thread {
-        let _ = thread.join();
-    }
-}
-
-/// Hands `head` to the head-file thread. Should that thread be gone, the head file would
-/// stop following the log without anyone noticing, and a later truncation would go unfound;
-/// so its loss sets `failed`, and every later record fails closed.
-fn hand_to_witness(
-    witness: &mpsc::Sender<Head>,
-    head: Head,
-    failed: &std::sync::atomic::AtomicBool,
-) {
-    if witness.send(head).is_err() {
-        failed.store(true, std::sync::atomic::Ordering::Release);
-    }
-}
-
-/// Appends `batch` in one transaction; returns the new newest record.
-fn append_batch(
-    connection: &mut Connection,
+/// The background thread: flushes committed records within [`FLUSH_INTERVAL`], writes the
+/// head file of what is flushed at most once per interval, and seals each epoch as it ends.
+/// When the log is dropped, it flushes and writes the newest head at once.
+///
+/// The head file only ever names a flushed record: one that named a record lost in a power
+/// cut would make the log look truncated, and stop toolgate from appending to it.
+fn background_loop(
     head_file: &HeadFile,
-    batch: &[Pending],
-) -> Result<Head, String> {
-    let failed = |e: rusqlite::Error| format!("cannot append to the audit log: {e}");
-    let transaction = connection
-        .transaction_with_behavior(TransactionBehavior::Immediate)
-        .map_err(failed)?;
-    let witnessed = head_file
-        .read()
-        .map_err(|e| format!("cannot read the audit head file: {e}"))?;
-    let newest = newest(&transaction).map_err(failed)?;
-    let mut head = check_newest(newest.as_ref(), witnessed)?;
-    {
-        let mut insert = transaction
-            .prepare_cached(
-                "INSERT INTO records (seq, body, prev_hash, hash) VALUES (?1, ?2, ?3, ?4)",
-            )
-            .map_err(failed)?;
-        let at = chain::now_ms();
-        for pending in batch {
-            let seq = head.seq + 1;
-            let body = chain::body(seq, at, &pending.call);
-            let hash = chain::record_hash(&head.hash, seq, &body);
-            let number = i64::try_from(seq).map_err(|_| "the log is full".to_owned())?;
-            insert
-                .execute(rusqlite::params![
-                    number,
-                    body,
-                    head.hash.as_slice(),
-                    hash.as_slice()
-                ])
-                .map_err(failed)?;
-            head = Head { seq, hash };
-        }
-    }
-    transaction.commit().map_err(failed)?;
-    Ok(head)
-}
-
-/// Writes the newest head it is given, skipping those already overtaken, at most once per
-/// [`WITNESS_INTERVAL`] while records keep coming: each write is an fsync on the same disk as
-/// the commits, and under load they would halve the commits' pace. When the writer stops, the
-/// newest head is written at once.
-fn witness_loop(
-    head_file: &HeadFile,
-    inbox: &mpsc::Receiver<Head>,
-    failed: &std::sync::atomic::AtomicBool,
+    wal: &Path,
+    inbox: &mpsc::Receiver<Committed>,
+    failed: &AtomicBool,
+    epochs: Option<seal::Epochs>,
+    shared: &Weak<Shared>,
 ) {
-    let write = |head: Head| {
+    let write = |head: Head, unflushed: bool| {
+        if unflushed && flush_file(wal).is_err() {
+            failed.store(true, Ordering::Release);
+            return;
+        }
         if head_file.write(head).is_err() {
-            failed.store(true, std::sync::atomic::Ordering::Release);
+            failed.store(true, Ordering::Release);
         }
     };
     let mut last_write: Option<Instant> = None;
     let mut pending: Option<Head> = None;
+    let mut unflushed = false;
+    let next_seal = |now_ms: u64| epochs.map(|e| e.end_of(e.at(now_ms)));
+    let mut seal_at = next_seal(chain::now_ms());
     loop {
-        let due = last_write.map(|t| t + WITNESS_INTERVAL);
-        let received = match (pending, due) {
-            (Some(_), Some(due)) => {
-                inbox.recv_timeout(due.saturating_duration_since(Instant::now()))
-            }
-            _ => inbox
+        let mut wait: Option<Duration> = None;
+        if pending.is_some() {
+            let due = last_write.map_or(Duration::ZERO, |t| {
+                (t + FLUSH_INTERVAL).saturating_duration_since(Instant::now())
+            });
+            wait = Some(due);
+        }
+        if let Some(at) = seal_at {
+            // A few milliseconds late, so the clock is past the end when the committer looks.
+            let until = Duration::from_millis(at.saturating_sub(chain::now_ms()) + 5);
+            wait = Some(wait.map_or(until, |w| w.min(until)));
+        }
+        let received = match wait {
+            Some(wait) => inbox.recv_timeout(wait),
+            None => inbox
                 .recv()
                 .map_err(|_| mpsc::RecvTimeoutError::Disconnected),
         };
         match received {
-            Ok(head) => pending = Some(head),
+            Ok(committed) => {
+                pending = Some(committed.head);
+                unflushed |= !committed.flushed;
+            }
             Err(mpsc::RecvTimeoutError::Timeout) => {}
             Err(mpsc::RecvTimeoutError::Disconnected) => {
                 if let Some(head) = pending {
-                    write(head);
+                    write(head, unflushed);
                 }
                 return;
             }
         }
-        while let Ok(newer) = inbox.try_recv() {
-            pending = Some(newer);
+        while let Ok(committed) = inbox.try_recv() {
+            pending = Some(committed.head);
+            unflushed |= !committed.flushed;
         }
-        let ready = last_write.is_none_or(|t| t.elapsed() >= WITNESS_INTERVAL);
+        let ready = last_write.is_none_or(|t| t.elapsed() >= FLUSH_INTERVAL);
         if let (true, Some(head)) = (ready, pending) {
-            write(head);
+            write(head, unflushed);
             pending = None;
+            unflushed = false;
             last_write = Some(Instant::now());
         }
+        if let Some(at) = seal_at
+            && chain::now_ms() >= at
+        {
+            if let Some(shared) = shared.upgrade() {
+                let _ = shared.submit(Pending {
+                    ticket: 0,
+                    entry: Entry::Tick,
+                    flush: true,
+                });
+            }
+            seal_at = next_seal(chain::now_ms());
+        }
+    }
+}
+
+/// Flushes the WAL of records committed without a flush. Once a checkpoint has moved them
+/// into the database (and flushed it), the WAL may be gone or start over; flushing what is
+/// there then is still right.
+fn flush_file(wal: &Path) -> std::io::Result<()> {
+    match File::open(wal) {
+        Ok(file) => file.sync_data(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e),
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use std::sync::atomic::{AtomicBool, Ordering};
-
     use super::*;
 
     #[test]
-    fn a_head_thread_that_is_gone_fails_later_records() {
-        let failed = AtomicBool::new(false);
-        let (witness, inbox) = mpsc::channel();
-        let head = Head {
-            seq: 1,
-            hash: chain::GENESIS,
-        };
-        hand_to_witness(&witness, head, &failed);
-        assert!(!failed.load(Ordering::Acquire));
-        drop(inbox);
-        hand_to_witness(&witness, head, &failed);
-        assert!(failed.load(Ordering::Acquire));
+    fn sync_settings_parse_and_unknown_ones_are_refused_by_name() {
+        assert_eq!("effects".parse::<SyncMode>(), Ok(SyncMode::Effects));
+        assert_eq!("always".parse::<SyncMode>(), Ok(SyncMode::Always));
+        let error = "never".parse::<SyncMode>().unwrap_err();
+        assert!(error.contains("`never`"), "{error}");
+    }
+
+    #[test]
+    fn an_owner_whose_lock_is_released_has_stopped() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("audit.db");
+        let (_, (path, file)) = claim_owner(&db).unwrap();
+        assert!(owner_alive(&path, None));
+        drop(file);
+        assert!(!owner_alive(&path, None));
+        assert!(!owner_alive(&dir.path().join("gone"), None));
     }
 }

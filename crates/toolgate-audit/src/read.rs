@@ -121,3 +121,55 @@ pub fn export_jsonl(path: &Path, out: &mut dyn Write) -> Result<u64, AuditError>
     out.flush().map_err(AuditError::Write)?;
     Ok(count)
 }
+
+/// The newest record of a log, for a witness outside the machine.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogHead {
+    /// Its number (0 for an empty log).
+    pub seq: u64,
+    /// `sha256:<hex>` of it (of 32 zero bytes for an empty log).
+    pub hash: String,
+    /// When it was appended.
+    pub at: Option<String>,
+    /// The record the head file witnesses.
+    pub witnessed: Option<u64>,
+}
+
+/// The newest record of the log at `path`, once it is checked to hash to its stored hash.
+pub fn log_head(path: &Path) -> Result<LogHead, AuditError> {
+    let witnessed = crate::head::read_head(&crate::head::head_path(path))
+        .ok()
+        .flatten()
+        .map(|h| h.seq);
+    let Some(record) = last(path, 1)?.pop() else {
+        return Ok(LogHead {
+            seq: 0,
+            hash: chain::hex(&chain::GENESIS),
+            at: None,
+            witnessed,
+        });
+    };
+    let seq = u64::try_from(record.seq).unwrap_or(0);
+    let intact = chain::claimed_seq(&record.body) == Some(seq)
+        && chain::record_hash(&record.prev_hash, seq, &record.body).as_slice()
+            == record.hash.as_slice();
+    if !intact {
+        return Err(AuditError::Refused {
+            path: path.display().to_string(),
+            message: format!(
+                "the newest record {seq} does not verify; run `toolgate audit verify`"
+            ),
+        });
+    }
+    let at = record
+        .to_json()
+        .get("at")
+        .and_then(|v| v.as_str())
+        .map(str::to_owned);
+    Ok(LogHead {
+        seq,
+        hash: chain::hex(&record.hash),
+        at,
+        witnessed,
+    })
+}

@@ -14,6 +14,7 @@ use std::path::Path;
 
 use serde_json::{Map, Value, json};
 use sha2::{Digest as _, Sha256};
+use toolgate_core::record::Intent;
 use toolgate_core::{Outcome, canonical_json, redact};
 
 /// The most output a debug record keeps, in bytes of its JSON text.
@@ -22,6 +23,11 @@ const DEBUG_OUTPUT_BYTES: usize = 64 << 10;
 /// The canonical JSON a record keeps of `outcome`; with `store_values`, also the redacted
 /// messages and output (the local debug setting).
 pub fn record_body(outcome: &Outcome, store_values: bool) -> String {
+    record_body_after(outcome, store_values, None)
+}
+
+/// [`record_body`] of a call whose start is record `started`, which the outcome names.
+pub fn record_body_after(outcome: &Outcome, store_values: bool, started: Option<u64>) -> String {
     let mut call = match serde_json::to_value(&outcome.evidence) {
         Ok(Value::Object(map)) => map,
         // Evidence is a plain struct; should it ever fail to serialize, the record still says
@@ -49,6 +55,36 @@ pub fn record_body(outcome: &Outcome, store_values: bool) -> String {
     if store_values {
         call.insert("debug".to_owned(), debug_values(outcome));
     }
+    if let Some(started) = started {
+        call.insert("started".to_owned(), json!(started));
+    }
+    canonical_json(&Value::Object(call))
+}
+
+/// The canonical JSON of a call's start, recorded before its executor runs: what the call is
+/// about to do, with the same care for paths as an outcome's record.
+pub fn start_body(intent: &Intent<'_>) -> String {
+    let resources: Vec<String> = intent
+        .resources
+        .iter()
+        .map(|r| hide_resource_paths(r))
+        .collect();
+    let mut call = Map::new();
+    call.insert("actor".to_owned(), json!(intent.actor));
+    call.insert("approval_id".to_owned(), json!(intent.approval_id));
+    call.insert("argument_digest".to_owned(), json!(intent.argument_digest));
+    call.insert("call_id".to_owned(), json!(intent.call_id));
+    call.insert("effect".to_owned(), json!(intent.effect.as_str()));
+    call.insert("profile".to_owned(), json!(intent.profile));
+    if let Some(request_id) = intent.request_id {
+        call.insert("request_id".to_owned(), json!(request_id));
+    }
+    call.insert("resources".to_owned(), json!(resources));
+    call.insert("sandbox".to_owned(), json!(intent.sandbox));
+    call.insert("status".to_owned(), json!("started"));
+    call.insert("surface".to_owned(), json!(intent.surface));
+    call.insert("tool".to_owned(), json!(intent.tool));
+    call.insert("version".to_owned(), json!(intent.version));
     canonical_json(&Value::Object(call))
 }
 

@@ -28,6 +28,7 @@ use crate::AuditError;
 use crate::chain::{self, GENESIS};
 use crate::head::{Head, head_path, read_head};
 use crate::read::{StoredRecord, open_for_reading, sqlite};
+use crate::seal::{self, EpochKey, VerificationKey};
 
 /// What `verify` found.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,6 +41,54 @@ pub struct Verification {
     pub witnessed: Option<u64>,
     /// Whether the log is intact, and if not, the first thing wrong with it.
     pub verdict: Verdict,
+    /// The calls toolgate was stopped in the middle of, as their interrupted records say.
+    pub interrupted: Vec<Interrupted>,
+    /// What the seals prove, when a verification key was given.
+    pub sealing: Option<Sealing>,
+}
+
+/// A call whose outcome is unknown: toolgate stopped while it ran.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Interrupted {
+    /// The interrupted record.
+    pub seq: u64,
+    /// The call's start.
+    pub started: u64,
+    pub call_id: String,
+    pub tool: String,
+}
+
+/// What the seals of a log prove, checked with its verification key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sealing {
+    /// Each epoch whose seal verified: the epoch, and the records it seals (first, last).
+    pub sealed: Vec<(u64, u64, u64)>,
+    /// The first seal that did not verify.
+    pub broken: Option<SealFinding>,
+    /// The records after the last seal that verified (first, last), which no seal covers yet.
+    pub unsealed: Option<(u64, u64)>,
+}
+
+/// A seal that does not verify: the records of its epoch were altered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SealFinding {
+    pub epoch: u64,
+    /// The records the epoch's seal was made over (after the previous seal, to its head).
+    pub first: u64,
+    pub last: u64,
+    /// The seal record.
+    pub seal_seq: u64,
+    pub reason: String,
+}
+
+impl fmt::Display for SealFinding {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "epoch {} (records {} to {}) was altered: {} (seal record {})",
+            self.epoch, self.first, self.last, self.reason, self.seal_seq
+        )
+    }
 }
 
 /// Whether the log is intact.
@@ -142,6 +191,12 @@ impl Seen {
 
 /// Verifies the log at `path` and its head file.
 pub fn verify(path: &Path) -> Result<Verification, AuditError> {
+    verify_with(path, None)
+}
+
+/// Verifies the log at `path` and its head file and, with the log's verification key, every
+/// seal in it.
+pub fn verify_with(path: &Path, key: Option<&VerificationKey>) -> Result<Verification, AuditError> {
     let witnessed = match read_head(&head_path(path)) {
         Ok(head) => Some(head),
         Err(e) if e.kind() == ErrorKind::NotFound => None,
@@ -180,6 +235,16 @@ pub fn verify(path: &Path) -> Result<Verification, AuditError> {
         last_hash: GENESIS.to_vec(),
         before_last: GENESIS.to_vec(),
         witnessed_hash: None,
+        interrupted: Vec::new(),
+        seals: key.map(|key| SealWalk {
+            key: key.first.clone(),
+            sealing: Sealing {
+                sealed: Vec::new(),
+                broken: None,
+                unsealed: None,
+            },
+            sealed_through: 0,
+        }),
     };
     // The common case — every record fits — reads each row in place, without copying it;
     // only the first record that does not fit is copied out, with the one after it, to say
@@ -198,6 +263,7 @@ pub fn verify(path: &Path) -> Result<Verification, AuditError> {
                 && chain::claimed_seq(body) == Some(walk.expected)
                 && chain::record_hash(prev_hash, walk.expected, body).as_slice() == hash;
             if fits {
+                walk.note(walk.expected, body);
                 if witnessed_head.is_some_and(|h| h.seq == walk.expected) {
                     walk.witnessed_hash = Some(hash.to_vec());
                 }
@@ -215,7 +281,7 @@ pub fn verify(path: &Path) -> Result<Verification, AuditError> {
         };
         let next = fetch()?;
         let finding = diagnose(&walk, &seen, next.as_ref(), &mut fetch)?;
-        return Ok(walk.verification(witnessed_head, Verdict::Broken(finding)));
+        return Ok(walk.finish(witnessed_head, Verdict::Broken(finding)));
     }
     let last = walk.expected - 1;
     let verdict = match (witnessed, witnessed_head) {
@@ -238,7 +304,7 @@ pub fn verify(path: &Path) -> Result<Verification, AuditError> {
         }
         _ => Verdict::Intact,
     };
-    Ok(walk.verification(witnessed_head, verdict))
+    Ok(walk.finish(witnessed_head, verdict))
 }
 
 /// A row copied out of the database, read leniently: a value of the wrong type (a number
@@ -273,18 +339,112 @@ struct Walk {
     before_last: Vec<u8>,
     /// The hash of the record the head file witnesses, once the walk passed it.
     witnessed_hash: Option<Vec<u8>>,
+    interrupted: Vec<Interrupted>,
+    seals: Option<SealWalk>,
+}
+
+/// The seals checked so far.
+struct SealWalk {
+    /// The key of the epoch of the last seal checked (evolved forward as seals come).
+    key: EpochKey,
+    sealing: Sealing,
+    /// The last record a verified seal covers.
+    sealed_through: u64,
 }
 
 impl Walk {
-    fn verification(&self, witnessed: Option<Head>, verdict: Verdict) -> Verification {
+    /// Looks at a record that fits the chain, `seq` with `body`, for what it says beyond the
+    /// chain: a seal, or a call that was interrupted. `last_hash` is still the hash of the
+    /// record before it.
+    fn note(&mut self, seq: u64, body: &str) {
+        if let Some(interrupted) = parse_interrupted(seq, body) {
+            self.interrupted.push(interrupted);
+            return;
+        }
+        let Some(seals) = &mut self.seals else {
+            return;
+        };
+        if seals.sealing.broken.is_some() {
+            return;
+        }
+        let Some(seal) = seal::parse_seal(body) else {
+            return;
+        };
+        let first = seals.sealed_through + 1;
+        let broken = |reason: String| SealFinding {
+            epoch: seal.epoch,
+            first,
+            last: seal.head_seq,
+            seal_seq: seq,
+            reason,
+        };
+        if seal.epoch < seals.key.epoch {
+            seals.sealing.broken = Some(broken(format!(
+                "its seal names epoch {} after a seal of epoch {}",
+                seal.epoch, seals.key.epoch
+            )));
+            return;
+        }
+        seals.key = seals.key.evolved_to(seal.epoch);
+        let mac = seals.key.seal(seal.head_seq, &seal.head_hash);
+        if !seal::same(&mac, &seal.mac) {
+            seals.sealing.broken = Some(broken(
+                "its seal does not verify with the verification key".to_owned(),
+            ));
+        } else if seal.head_seq + 1 != seq || !seal::same(&seal.head_hash, &self.last_hash) {
+            seals.sealing.broken = Some(broken(format!(
+                "record {} is not the record its seal names: the epoch was rewritten and its hashes recomputed",
+                seal.head_seq
+            )));
+        } else {
+            seals
+                .sealing
+                .sealed
+                .push((seal.epoch, first, seal.head_seq));
+            // The seal record itself is covered by the next seal.
+            seals.sealed_through = seal.head_seq;
+        }
+    }
+
+    fn finish(mut self, witnessed: Option<Head>, verdict: Verdict) -> Verification {
         let records = self.expected - 1;
+        let sealing = self.seals.take().map(|mut seals| {
+            if seals.sealing.broken.is_none() && seals.sealed_through < records {
+                seals.sealing.unsealed = Some((seals.sealed_through + 1, records));
+            }
+            seals.sealing
+        });
         Verification {
             records,
             head: (records > 0).then(|| (records, chain::hex(&self.last_hash))),
             witnessed: witnessed.map(|h| h.seq),
             verdict,
+            interrupted: self.interrupted,
+            sealing,
         }
     }
+}
+
+/// The offset of the call's JSON in a body (`{"at":"<24 characters>","call":`).
+const CALL_AT: usize = 7 + 24 + 9;
+
+/// The interrupted call a record body tells of, if it is an interrupted record. Only those
+/// records' calls start with `call_id`: every other kind has an earlier first key.
+fn parse_interrupted(seq: u64, body: &str) -> Option<Interrupted> {
+    if !body.get(CALL_AT..)?.starts_with("{\"call_id\":") {
+        return None;
+    }
+    let value: serde_json::Value = serde_json::from_str(body).ok()?;
+    let call = value.get("call")?;
+    if call.get("status")?.as_str()? != "interrupted" {
+        return None;
+    }
+    Some(Interrupted {
+        seq,
+        started: call.get("started")?.as_u64()?,
+        call_id: call.get("call_id")?.as_str()?.to_owned(),
+        tool: call.get("tool")?.as_str()?.to_owned(),
+    })
 }
 
 /// Why `seen`, the first record that does not fit, does not fit.
