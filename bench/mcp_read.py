@@ -1,35 +1,68 @@
 #!/usr/bin/env python3
-"""toolgate serve against the reference filesystem MCP server, side by side.
+"""toolgate's builtin read over stdio and streamable HTTP, against the floor and the reference.
 
-One minimal JSON-RPC client (newline-delimited over stdio, no SDK) starts each server,
-initializes it, reads the same small file N times, one call at a time, and prints the median
-and 99th-percentile latency of each, their ratios, toolgate's idle memory and how long it takes
-from process start to answering `initialize`.
+In one run, every target reads the same small file N times, one call at a time, after a
+warm-up, in alternating blocks so that machine noise falls on all of them:
+
+- the floor: a server that answers every request at once (what the client and the pipes cost);
+- `toolgate serve` `read_file` over stdio, with the same minimal JSON-RPC client
+  (newline-delimited, no SDK);
+- `toolgate serve --http` `read_file` with a raw keep-alive `http.client` connection, which
+  writes each request's head and body in two writes, as `http.client` does for a body it
+  streams (the case Nagle's algorithm punishes);
+- `@modelcontextprotocol/server-filesystem` `read_text_file` over stdio, the reference;
+- with the official Python SDK (`tests/mcp/drive.py`'s, from target/test-deps/venv), toolgate
+  `read_file` over stdio and over streamable HTTP, alternating, in a child process.
+
+It prints the median and 99th percentile of each, the ratios the targets name, toolgate's
+idle memory and how long it takes from process start to answering `initialize`.
 
     cargo build --release -p toolgate
-    scripts/test-deps      # target/test-deps: Node 22 and @modelcontextprotocol/server-filesystem
+    scripts/test-deps      # target/test-deps: Node 22, server-filesystem, the Python SDK
     python3 bench/mcp_read.py [--calls 1000] [--toolgate target/release/toolgate]
 
-Targets: p50 <= 0.25x and p99 <= 0.5x the reference, idle RSS <= 20 MB, initialize <= 50 ms.
+Targets: builtin read p50 <= 0.25x and p99 <= 0.5x the reference; over HTTP, p50 <= 1.5x the
+same client over stdio (raw client and SDK alike); idle RSS <= 20 MB, initialize <= 50 ms.
 The script reports them; it does not fail on them.
 
-toolgate writes every call's audit record, durably, before answering it (an fsync per call for
-a lone client). The log goes to a fresh state directory under target/, on the checkout's disk;
-`--state DIR` puts it elsewhere (on a tmpfs such as /dev/shm, fsync costs nothing, which shows
-what the dispatch itself costs).
+toolgate writes every call's audit record, durably, before answering it. The log goes to a
+fresh state directory under target/, on the checkout's disk; `--state DIR` puts it elsewhere
+(on a tmpfs such as /dev/shm, fsync costs nothing, which shows what the dispatch itself costs).
 """
 
 import argparse
+import http.client
 import json
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEPS = os.path.join(ROOT, "target", "test-deps", "node", "node_modules")
+VENV_PYTHON = os.path.join(ROOT, "target", "test-deps", "venv", "bin", "python")
+TOKEN = "bench-0123456789abcdef0123456789abcdef"
+PROTOCOL = "2025-11-25"
+
+# A stdio server that answers every request at once with a canned result: the floor under any
+# server, what this client, Python and the pipes cost.
+FLOOR = r'''
+import re, sys
+ID = re.compile(rb'"id"\s*:\s*(\d+)')
+INIT = b'{"protocolVersion":"2025-11-25","capabilities":{"tools":{}},"serverInfo":{"name":"floor","version":"1"}}'
+READ = b'{"content":[{"type":"text","text":"line 0"}],"isError":false}'
+inp, out = sys.stdin.buffer, sys.stdout.buffer
+for line in inp:
+    found = ID.search(line)
+    if not found or b'"method"' not in line:
+        continue
+    result = INIT if b'"initialize"' in line else READ
+    out.write(b'{"jsonrpc":"2.0","id":' + found.group(1) + b',"result":' + result + b'}\n')
+    out.flush()
+'''
 
 
 class Server:
@@ -65,7 +98,7 @@ class Server:
         result = self.request(
             "initialize",
             {
-                "protocolVersion": "2025-11-25",
+                "protocolVersion": PROTOCOL,
                 "capabilities": {},
                 "clientInfo": {"name": "bench", "version": "1"},
             },
@@ -77,11 +110,7 @@ class Server:
         return result, answered
 
     def rss_kib(self):
-        with open(f"/proc/{self.proc.pid}/status") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1])
-        return 0
+        return rss_kib(self.proc.pid)
 
     def close(self):
         self.proc.stdin.close()
@@ -89,6 +118,118 @@ class Server:
             self.proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
             self.proc.kill()
+
+
+def rss_kib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+class HttpServer:
+    """A server child that announces `serving MCP at http://ADDR/mcp` on its standard error,
+    or listens on a given port."""
+
+    def __init__(self, argv, env=None, announced=True, addr=None):
+        self.proc = subprocess.Popen(
+            argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE if announced else subprocess.DEVNULL, env=env,
+        )
+        if announced:
+            for line in self.proc.stderr:
+                line = line.decode(errors="replace")
+                marker = "serving MCP at http://"
+                if marker in line:
+                    self.addr = line.split(marker, 1)[1].strip().removesuffix("/mcp")
+                    break
+            else:
+                raise RuntimeError(f"{argv[0]} stopped before serving")
+            # Keep reading, so that the server never blocks on a full pipe.
+            threading.Thread(target=lambda: [None for _ in self.proc.stderr], daemon=True).start()
+        else:
+            self.addr = addr
+            host, port = addr.rsplit(":", 1)
+            deadline = time.monotonic() + 30
+            while True:
+                try:
+                    http.client.HTTPConnection(host, int(port), timeout=1).connect()
+                    break
+                except OSError:
+                    if time.monotonic() > deadline or self.proc.poll() is not None:
+                        raise RuntimeError(f"{argv[0]} is not listening on {addr}")
+                    time.sleep(0.05)
+
+    def close(self):
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+class HttpClient:
+    """One keep-alive `http.client` connection to a streamable HTTP server, head and body of
+    each request in two writes."""
+
+    def __init__(self, addr, path="/mcp", token=None):
+        host, port = addr.rsplit(":", 1)
+        self.conn = http.client.HTTPConnection(host, int(port), timeout=30)
+        self.path = path
+        self.token = token
+        self.session = None
+        self.next_id = 0
+        self.json_answers = 0
+
+    def post(self, message):
+        body = json.dumps(message).encode()
+        conn = self.conn
+        conn.putrequest("POST", self.path, skip_accept_encoding=True)
+        conn.putheader("Content-Type", "application/json")
+        conn.putheader("Accept", "application/json, text/event-stream")
+        conn.putheader("Content-Length", str(len(body)))
+        conn.putheader("MCP-Protocol-Version", PROTOCOL)
+        if self.token:
+            conn.putheader("Authorization", f"Bearer {self.token}")
+        if self.session:
+            conn.putheader("Mcp-Session-Id", self.session)
+        conn.endheaders()
+        conn.send(body)
+        response = conn.getresponse()
+        payload = response.read()
+        session = response.getheader("Mcp-Session-Id")
+        if session:
+            self.session = session
+        kind = response.getheader("Content-Type", "")
+        if response.status >= 300:
+            raise RuntimeError(f"HTTP {response.status}: {payload[:200]!r}")
+        if kind.startswith("application/json"):
+            self.json_answers += 1
+            return [json.loads(payload)] if payload else []
+        messages = []
+        for event in payload.replace(b"\r\n", b"\n").split(b"\n\n"):
+            data = b"\n".join(
+                line[5:].lstrip() for line in event.split(b"\n") if line.startswith(b"data:")
+            )
+            if data.strip():
+                messages.append(json.loads(data))
+        return messages
+
+    def request(self, method, params):
+        self.next_id += 1
+        messages = self.post({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params})
+        for message in messages:
+            if message.get("id") == self.next_id and "method" not in message:
+                if "error" in message:
+                    raise RuntimeError(f"{method}: {message['error']}")
+                return message["result"]
+        raise RuntimeError(f"{method}: no answer in {messages}")
+
+    def initialize(self):
+        self.request("initialize", {"protocolVersion": PROTOCOL, "capabilities": {},
+                                    "clientInfo": {"name": "bench", "version": "1"}})
+        self.post({"jsonrpc": "2.0", "method": "notifications/initialized"})
 
 
 def state_dir(given):
@@ -100,18 +241,46 @@ def state_dir(given):
     return tempfile.mkdtemp(prefix="bench-state-", dir=os.path.join(ROOT, "target")), True
 
 
-def latencies(server, tool, arguments, calls, warmup):
+def timed_calls(client, tool, arguments, calls):
     samples = []
-    for i in range(warmup + calls):
+    for _ in range(calls):
         started = time.perf_counter()
-        result = server.request("tools/call", {"name": tool, "arguments": arguments})
+        result = client.request("tools/call", {"name": tool, "arguments": arguments})
         elapsed = time.perf_counter() - started
         if result.get("isError"):
             raise RuntimeError(f"{tool} failed: {result}")
-        if i >= warmup:
-            samples.append(elapsed)
-    samples.sort()
+        samples.append(elapsed)
     return samples
+
+
+def alternate(targets, calls, warmup, block):
+    """Times `calls` calls of every target, `(name, client, tool, arguments)`, after `warmup`
+    each, in alternating blocks of `block`; sorted samples by name."""
+    for _, client, tool, arguments in targets:
+        timed_calls(client, tool, arguments, warmup)
+    samples = {name: [] for name, *_ in targets}
+    done = 0
+    while done < calls:
+        n = min(block, calls - done)
+        for name, client, tool, arguments in targets:
+            samples[name] += timed_calls(client, tool, arguments, n)
+        done += n
+    return {name: sorted(s) for name, s in samples.items()}
+
+
+def sdk_samples(targets, calls, warmup, block):
+    """The same with the official Python SDK, in a child process of the test venv:
+    `targets` are `{"name", "transport", ...}` as bench/sdk_read.py reads them."""
+    if not os.path.exists(VENV_PYTHON):
+        return None
+    spec = {"targets": targets, "calls": calls, "warmup": warmup, "block": block}
+    done = subprocess.run(
+        [VENV_PYTHON, os.path.join(ROOT, "bench", "sdk_read.py")],
+        input=json.dumps(spec), capture_output=True, text=True, timeout=600,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"bench/sdk_read.py failed: {done.stderr[-2000:]}")
+    return {name: sorted(s) for name, s in json.loads(done.stdout).items()}
 
 
 def percentile(sorted_samples, p):
@@ -119,10 +288,41 @@ def percentile(sorted_samples, p):
     return sorted_samples[index]
 
 
+def ms(seconds):
+    return seconds * 1000
+
+
+def verdict(ok):
+    return "ok" if ok else "MISSED"
+
+
+def table(rows, samples):
+    width = max(len(label) for _, label in rows) + 2
+    print(f"{'':{width}} {'p50 ms':>9} {'p99 ms':>9}")
+    for name, label in rows:
+        s = samples.get(name)
+        if s:
+            print(f"{label:{width}} {ms(percentile(s, 50)):9.3f} {ms(percentile(s, 99)):9.3f}")
+
+
+def ratio(samples, a, b, p, target, what):
+    if a not in samples or b not in samples:
+        return
+    r = percentile(samples[a], p) / percentile(samples[b], p)
+    print(f"{what}: p{p} ratio {r:.3f} (target <= {target}, {verdict(r <= target)})")
+
+
+def token_config(path, extra=""):
+    with open(path, "w") as f:
+        f.write(extra + "[[serve.token]]\nenv = \"TOOLGATE_BENCH_TOKEN\"\n"
+                "actor = \"bench\"\nprofile = \"default\"\n")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--calls", type=int, default=1000)
     parser.add_argument("--warmup", type=int, default=50)
+    parser.add_argument("--block", type=int, default=100, help="calls per alternating block")
     parser.add_argument("--toolgate", default=os.path.join(ROOT, "target", "release", "toolgate"))
     parser.add_argument("--node", default=os.path.join(DEPS, "node", "bin", "node"))
     parser.add_argument("--state", help="toolgate's state directory, where its audit log goes")
@@ -132,48 +332,90 @@ def main():
         if not os.path.exists(path):
             sys.exit(f"missing {path}: build toolgate in release mode and run scripts/test-deps first")
     state, remove_state = state_dir(args.state)
-    gate_env = {**os.environ, "XDG_STATE_HOME": state}
+    # Each toolgate process keeps its own audit log.
+    gate_env = lambda name: {**os.environ, "XDG_STATE_HOME": os.path.join(state, name),
+                             "TOOLGATE_BENCH_TOKEN": TOKEN}
 
-    with tempfile.TemporaryDirectory() as ws:
-        ws = os.path.realpath(ws)
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = os.path.realpath(tmp)
+        ws = os.path.join(tmp, "ws")
+        os.makedirs(ws)
         text = "".join(f"line {i}: the quick brown fox jumps over the lazy dog\n" for i in range(20))
         with open(os.path.join(ws, "small.txt"), "w") as f:
             f.write(text)
-        config = os.path.join(ws, "..", f"{os.path.basename(ws)}-empty.toml")
-        with open(config, "w") as f:
-            f.write("")
+        config = os.path.join(tmp, "toolgate.toml")
+        token_config(config)
+        serve = [args.toolgate, "serve", "--workspace", ws, "--config", config]
+        read = ("read_file", {"path": "small.txt"})
 
-        gate = Server([args.toolgate, "serve", "--workspace", ws, "--config", config], gate_env)
+        floor = Server([sys.executable, "-c", FLOOR])
+        floor.initialize()
+        gate = Server(serve, gate_env("stdio"))
         _, init_seconds = gate.initialize()
         time.sleep(0.2)
         idle_rss = gate.rss_kib()
-        gate_samples = latencies(gate, "read_file", {"path": "small.txt"}, args.calls, args.warmup)
-        busy_rss = gate.rss_kib()
-        gate.close()
-        os.remove(config)
-
+        web = HttpServer(serve + ["--http", "127.0.0.1:0", "--no-console"], gate_env("http"))
+        web_client = HttpClient(web.addr, token=TOKEN)
+        web_client.initialize()
         ref = Server([args.node, reference, ws])
         _, ref_init_seconds = ref.initialize()
-        ref_samples = latencies(
-            ref, "read_text_file", {"path": os.path.join(ws, "small.txt")}, args.calls, args.warmup
+        samples = alternate(
+            [
+                ("floor", floor, *read),
+                ("stdio", gate, *read),
+                ("http", web_client, *read),
+                ("reference", ref, "read_text_file", {"path": os.path.join(ws, "small.txt")}),
+            ],
+            args.calls, args.warmup, args.block,
         )
-        ref.close()
+        busy_rss = gate.rss_kib()
+        json_share = web_client.json_answers / max(1, web_client.next_id)
+        for server in (floor, gate, ref):
+            server.close()
+        web_client.conn.close()
+
+        sdk = sdk_samples(
+            [
+                {"name": "sdk stdio", "transport": "stdio", "command": serve[0], "args": serve[1:],
+                 "env": {"XDG_STATE_HOME": os.path.join(state, "sdk-stdio")}, "tool": read[0], "arguments": read[1]},
+                {"name": "sdk http", "transport": "http", "url": f"http://{web.addr}/mcp",
+                 "token": TOKEN, "tool": read[0], "arguments": read[1]},
+            ],
+            args.calls, args.warmup, args.block,
+        )
+        web.close()
+        if sdk:
+            samples.update(sdk)
     if remove_state:
         shutil.rmtree(state, ignore_errors=True)
 
-    ms = lambda s: s * 1000
-    g50, g99 = percentile(gate_samples, 50), percentile(gate_samples, 99)
-    r50, r99 = percentile(ref_samples, 50), percentile(ref_samples, 99)
-    verdict = lambda ok: "ok" if ok else "MISSED"
-    print(f"{args.calls} sequential calls reading a {len(text)}-byte file, after {args.warmup} warm-up calls")
+    print(f"{args.calls} sequential calls reading a {len(text)}-byte file per target, after "
+          f"{args.warmup} warm-up calls, alternating in blocks of {args.block}")
     print(f"toolgate's audit log in {'a fresh directory under target/' if remove_state else state}")
-    print(f"{'':24} {'p50 ms':>9} {'p99 ms':>9}")
-    print(f"{'toolgate read_file':24} {ms(g50):9.3f} {ms(g99):9.3f}")
-    print(f"{'reference read_text_file':24} {ms(r50):9.3f} {ms(r99):9.3f}")
-    print(f"ratio p50 {g50 / r50:.3f} (target <= 0.25, {verdict(g50 / r50 <= 0.25)})")
-    print(f"ratio p99 {g99 / r99:.3f} (target <= 0.5, {verdict(g99 / r99 <= 0.5)})")
-    print(f"toolgate idle RSS {idle_rss / 1024:.1f} MiB (target <= 20, {verdict(idle_rss <= 20 * 1024)}); after the calls {busy_rss / 1024:.1f} MiB")
-    print(f"toolgate start to initialize answered {ms(init_seconds):.1f} ms (target <= 50, {verdict(init_seconds <= 0.05)}); reference {ms(ref_init_seconds):.1f} ms")
+    table(
+        [
+            ("floor", "floor (answers at once)"),
+            ("stdio", "toolgate read_file, stdio"),
+            ("http", "toolgate read_file, HTTP http.client"),
+            ("reference", "server-filesystem read_text_file"),
+            ("sdk stdio", "toolgate read_file, SDK stdio"),
+            ("sdk http", "toolgate read_file, SDK HTTP"),
+        ],
+        samples,
+    )
+    print(f"HTTP answers that were application/json: {json_share:.0%}")
+    ratio(samples, "stdio", "reference", 50, 0.25, "builtin read / reference")
+    ratio(samples, "stdio", "reference", 99, 0.5, "builtin read / reference")
+    ratio(samples, "http", "stdio", 50, 1.5, "HTTP / stdio, http.client")
+    ratio(samples, "sdk http", "sdk stdio", 50, 1.5, "HTTP / stdio, Python SDK")
+    if sdk is None:
+        print(f"(no Python SDK at {VENV_PYTHON}: run scripts/test-deps for the SDK rows)")
+    floor50 = percentile(samples["floor"], 50)
+    print(f"toolgate stdio p50 above the floor: {ms(percentile(samples['stdio'], 50) - floor50):.3f} ms")
+    print(f"toolgate idle RSS {idle_rss / 1024:.1f} MiB (target <= 20, {verdict(idle_rss <= 20 * 1024)}); "
+          f"after the calls {busy_rss / 1024:.1f} MiB")
+    print(f"toolgate start to initialize answered {ms(init_seconds):.1f} ms "
+          f"(target <= 50, {verdict(init_seconds <= 0.05)}); reference {ms(ref_init_seconds):.1f} ms")
 
 
 if __name__ == "__main__":

@@ -1,47 +1,52 @@
 #!/usr/bin/env python3
-"""The reference filesystem MCP server directly, and through `toolgate serve`, side by side.
+"""The reference filesystem MCP server directly, through `toolgate serve` (stdio and
+streamable HTTP) and through mcp-proxy (streamable HTTP), side by side.
 
-The same minimal JSON-RPC client as bench/mcp_read.py (newline-delimited over stdio, no SDK)
-reads the same small file with `read_text_file` N times, one call at a time: once talking to
-`@modelcontextprotocol/server-filesystem` directly, once talking to `toolgate serve` with that
-server configured as an upstream and `read_text_file` admitted (so every call is normalized,
-resolved, validated against the pinned schema, authorized by Cedar, forwarded, checked and
-redacted). Both runs happen in the same invocation, alternating in blocks, so machine noise
-falls on both. It prints the median and 99th-percentile latency of each and their ratios.
+The same minimal clients as bench/mcp_read.py (newline-delimited JSON-RPC over stdio; a raw
+keep-alive `http.client` connection over HTTP, head and body in two writes) read the same small
+file with `read_text_file` N times per target, one call at a time:
+
+- `@modelcontextprotocol/server-filesystem` directly, over stdio;
+- `toolgate serve` with that server configured as an upstream and `read_text_file` admitted
+  (so every call is normalized, resolved, validated against the pinned schema, authorized by
+  Cedar, forwarded, checked and redacted), over stdio and over HTTP;
+- mcp-proxy (the Rust MCP gateway, `cargo install --locked mcp-proxy --root
+  target/bench-tools --no-default-features`) with the same server as its stdio backend, over
+  HTTP, when target/bench-tools/bin/mcp-proxy exists (`--mcp-proxy PATH` names another).
+
+All targets run in the same invocation, alternating in blocks, so machine noise falls on all
+of them. It prints the median and 99th percentile of each and the ratios the targets name.
 
     cargo build --release -p toolgate
     scripts/test-deps      # target/test-deps: Node 22 and @modelcontextprotocol/server-filesystem
     python3 bench/upstream_read.py [--calls 1000] [--toolgate target/release/toolgate]
 
-Targets: p50 ratio <= 1.10 and p99 ratio <= 1.25. The script reports them; it does not fail on
-them. As in bench/mcp_read.py, toolgate's audit log goes to a fresh directory under target/
-unless `--state DIR` says where.
+Targets: through toolgate over stdio, p50 <= 1.10x and p99 <= 1.25x direct; over HTTP,
+toolgate adds less to the direct p50 than mcp-proxy does. The script reports them; it does not
+fail on them. As in bench/mcp_read.py, toolgate's audit log goes to a fresh directory under
+target/ unless `--state DIR` says where.
 """
 
 import argparse
 import json
 import os
+import shutil
+import socket
 import subprocess
 import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from mcp_read import DEPS, ROOT, Server, percentile, state_dir  # noqa: E402
-import shutil  # noqa: E402
+from mcp_read import (  # noqa: E402
+    DEPS, ROOT, TOKEN, HttpClient, HttpServer, Server, alternate, ms, percentile, ratio,
+    state_dir, table, token_config, verdict,
+)
 
-import time  # noqa: E402
 
-
-def timed_calls(server, tool, arguments, calls):
-    samples = []
-    for _ in range(calls):
-        started = time.perf_counter()
-        result = server.request("tools/call", {"name": tool, "arguments": arguments})
-        elapsed = time.perf_counter() - started
-        if result.get("isError"):
-            raise RuntimeError(f"{tool} failed: {result}")
-        samples.append(elapsed)
-    return samples
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def main():
@@ -51,14 +56,17 @@ def main():
     parser.add_argument("--block", type=int, default=100, help="calls per alternating block")
     parser.add_argument("--toolgate", default=os.path.join(ROOT, "target", "release", "toolgate"))
     parser.add_argument("--node", default=os.path.join(DEPS, "node", "bin", "node"))
+    parser.add_argument("--mcp-proxy", default=os.path.join(ROOT, "target", "bench-tools", "bin", "mcp-proxy"))
     parser.add_argument("--state", help="toolgate's state directory, where its audit log goes")
     args = parser.parse_args()
     reference = os.path.join(DEPS, "@modelcontextprotocol", "server-filesystem", "dist", "index.js")
     for path in (args.toolgate, args.node, reference):
         if not os.path.exists(path):
             sys.exit(f"missing {path}: build toolgate in release mode and run scripts/test-deps first")
+    have_proxy = os.path.exists(args.mcp_proxy)
     state, remove_state = state_dir(args.state)
-    gate_env = {**os.environ, "XDG_STATE_HOME": state}
+    gate_env = lambda name: {**os.environ, "XDG_STATE_HOME": os.path.join(state, name),
+                             "TOOLGATE_BENCH_TOKEN": TOKEN}
 
     with tempfile.TemporaryDirectory() as tmp:
         tmp = os.path.realpath(tmp)
@@ -71,52 +79,81 @@ def main():
         with open(small, "w") as f:
             f.write(text)
         config = os.path.join(tmp, "toolgate.toml")
-        with open(config, "w") as f:
-            f.write(
-                "[[upstream]]\nname = \"fs\"\n"
-                f"command = [{json.dumps(args.node)}, {json.dumps(reference)}, {json.dumps(files)}]\n"
-            )
+        token_config(
+            config,
+            "[[upstream]]\nname = \"fs\"\n"
+            f"command = [{json.dumps(args.node)}, {json.dumps(reference)}, {json.dumps(files)}]\n"
+            # The server reads its root, under /tmp, which its sandbox denies unless granted.
+            f"[upstream.sandbox]\nread = [{json.dumps(files)}]\n\n",
+        )
         admitted = subprocess.run(
             [args.toolgate, "tools", "admit", "fs", "read_text_file", "--effect", "read_only",
              "--config", config],
-            capture_output=True, text=True, env=gate_env,
+            capture_output=True, text=True, env=gate_env("stdio"),
         )
         if admitted.returncode != 0:
             sys.exit(f"toolgate tools admit failed: {admitted.stderr}")
 
+        serve = [args.toolgate, "serve", "--workspace", ws, "--config", config]
+        arguments = {"path": small}
         direct = Server([args.node, reference, files])
         direct.initialize()
-        gate = Server([args.toolgate, "serve", "--workspace", ws, "--config", config], gate_env)
+        gate = Server(serve, gate_env("stdio"))
         gate.initialize()
-        arguments = {"path": small}
-        timed_calls(direct, "read_text_file", arguments, args.warmup)
-        timed_calls(gate, "fs__read_text_file", arguments, args.warmup)
-        direct_samples, gate_samples = [], []
-        done = 0
-        while done < args.calls:
-            n = min(args.block, args.calls - done)
-            direct_samples += timed_calls(direct, "read_text_file", arguments, n)
-            gate_samples += timed_calls(gate, "fs__read_text_file", arguments, n)
-            done += n
-        gate.close()
-        direct.close()
+        web = HttpServer(serve + ["--http", "127.0.0.1:0", "--no-console"], gate_env("http"))
+        web_client = HttpClient(web.addr, token=TOKEN)
+        web_client.initialize()
+        targets = [
+            ("direct", direct, "read_text_file", arguments),
+            ("toolgate stdio", gate, "fs__read_text_file", arguments),
+            ("toolgate http", web_client, "fs__read_text_file", arguments),
+        ]
+        proxy = None
+        if have_proxy:
+            port = free_port()
+            proxy_config = os.path.join(tmp, "proxy.toml")
+            with open(proxy_config, "w") as f:
+                f.write(
+                    "[proxy]\nname = \"bench\"\nseparator = \"__\"\n\n"
+                    f"[proxy.listen]\nhost = \"127.0.0.1\"\nport = {port}\n\n"
+                    "[[backends]]\nname = \"fs\"\ntransport = \"stdio\"\n"
+                    f"command = {json.dumps(args.node)}\n"
+                    f"args = [{json.dumps(reference)}, {json.dumps(files)}]\n"
+                )
+            proxy = HttpServer([args.mcp_proxy, "--config", proxy_config],
+                               announced=False, addr=f"127.0.0.1:{port}")
+            proxy_client = HttpClient(proxy.addr, path="/")
+            proxy_client.initialize()
+            targets.append(("mcp-proxy http", proxy_client, "fs__read_text_file", arguments))
+        samples = alternate(targets, args.calls, args.warmup, args.block)
+        for server in (gate, direct, web) + ((proxy,) if proxy else ()):
+            server.close()
     if remove_state:
         shutil.rmtree(state, ignore_errors=True)
 
-    direct_samples.sort()
-    gate_samples.sort()
-    ms = lambda s: s * 1000
-    d50, d99 = percentile(direct_samples, 50), percentile(direct_samples, 99)
-    g50, g99 = percentile(gate_samples, 50), percentile(gate_samples, 99)
-    verdict = lambda ok: "ok" if ok else "MISSED"
-    print(f"{args.calls} sequential read_text_file calls of a {len(text)}-byte file each way, "
+    print(f"{args.calls} sequential read_text_file calls of a {len(text)}-byte file per target, "
           f"after {args.warmup} warm-up calls, alternating in blocks of {args.block}")
     print(f"toolgate's audit log in {'a fresh directory under target/' if remove_state else state}")
-    print(f"{'':32} {'p50 ms':>9} {'p99 ms':>9}")
-    print(f"{'server-filesystem directly':32} {ms(d50):9.3f} {ms(d99):9.3f}")
-    print(f"{'through toolgate serve':32} {ms(g50):9.3f} {ms(g99):9.3f}")
-    print(f"ratio p50 {g50 / d50:.3f} (target <= 1.10, {verdict(g50 / d50 <= 1.10)})")
-    print(f"ratio p99 {g99 / d99:.3f} (target <= 1.25, {verdict(g99 / d99 <= 1.25)})")
+    table(
+        [
+            ("direct", "server-filesystem directly, stdio"),
+            ("toolgate stdio", "through toolgate, stdio"),
+            ("toolgate http", "through toolgate, HTTP http.client"),
+            ("mcp-proxy http", "through mcp-proxy, HTTP http.client"),
+        ],
+        samples,
+    )
+    ratio(samples, "toolgate stdio", "direct", 50, 1.10, "toolgate stdio / direct")
+    ratio(samples, "toolgate stdio", "direct", 99, 1.25, "toolgate stdio / direct")
+    d50 = percentile(samples["direct"], 50)
+    g_added = percentile(samples["toolgate http"], 50) - d50
+    print(f"toolgate over HTTP adds {ms(g_added):.3f} ms to the direct p50")
+    if "mcp-proxy http" in samples:
+        p_added = percentile(samples["mcp-proxy http"], 50) - d50
+        print(f"mcp-proxy over HTTP adds {ms(p_added):.3f} ms to the direct p50 "
+              f"(toolgate adds less: {verdict(g_added < p_added)})")
+    else:
+        print(f"(no mcp-proxy at {args.mcp_proxy}: install it as the docstring says for its row)")
 
 
 if __name__ == "__main__":

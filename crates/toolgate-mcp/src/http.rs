@@ -17,6 +17,10 @@
 //! The server binds loopback addresses only, unless told otherwise in so many words
 //! ([`bind`]'s `dangerous_bind_any`). When the response stream of a call closes early, the
 //! call is cancelled.
+//!
+//! A request whose call reports nothing on the way is answered with its result alone, as
+//! `application/json`; one that sends notifications or asks the client something gets an event
+//! stream (see `answer`). Accepted sockets have `TCP_NODELAY` set.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -42,6 +46,7 @@ use crate::gateway::Gateway;
 use crate::session::{AnswerWatch, Session};
 use crate::wire::{ArgumentText, Decoded, decode};
 
+mod answer;
 pub mod sessions;
 
 pub use sessions::SessionLimits;
@@ -237,6 +242,10 @@ pub async fn serve_http(
                 continue;
             }
         };
+        // An answer goes out in more than one write when it is an event stream (and a client
+        // may send a request's head and body in two): without this, Nagle's algorithm holds
+        // the second write until the peer's delayed acknowledgement, some 40 ms, every call.
+        let _ = stream.set_nodelay(true);
         let Ok(permit) = Arc::clone(&connections).try_acquire_owned() else {
             tokio::spawn(refuse_busy(stream));
             continue;
@@ -387,6 +396,10 @@ impl Front {
         let answer = AnswerWatch::default();
         parts.extensions.insert(principal.clone());
         parts.extensions.insert(answer.clone());
+        // The response carries the call's answer: when the client drops it, or hangs up while
+        // the answer is awaited (see `answer`), the call is cancelled (its executor kills what
+        // it started).
+        let guard = answer.0.drop_guard();
         let request = Request::from_parts(parts, Full::new(bytes));
         let response = match beginning {
             Some(reservation) => self.begin(request, reservation, principal).await,
@@ -398,9 +411,11 @@ impl Front {
         {
             self.ledger.forget(ended);
         }
-        // The response stream carries the call's answer: when the client drops it, the call
-        // is cancelled (its executor kills what it started).
-        let guard = answer.0.drop_guard();
+        let response = if method == Method::POST {
+            answer::settle(response).await
+        } else {
+            response
+        };
         response.map(|body| {
             body.map_frame(move |frame| {
                 let _alive = (&guard, &busy);
