@@ -23,6 +23,10 @@
 use std::fmt;
 use std::io::ErrorKind;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+
+use sha2::Digest as _;
 
 use crate::AuditError;
 use crate::chain::{self, GENESIS};
@@ -197,6 +201,122 @@ pub fn verify(path: &Path) -> Result<Verification, AuditError> {
 /// Verifies the log at `path` and its head file and, with the log's verification key, every
 /// seal in it.
 pub fn verify_with(path: &Path, key: Option<&VerificationKey>) -> Result<Verification, AuditError> {
+    // Each record's hash covers only what the record stores, so the hashes can be checked on
+    // a second thread while this one reads on and checks the links. Should any hash fail, the
+    // log is walked again one record at a time, to name exactly what is wrong.
+    let failed = AtomicBool::new(false);
+    let walked = std::thread::scope(|scope| {
+        let (to_hasher, batches) = mpsc::sync_channel::<HashBatch>(4);
+        let hasher = scope.spawn(|| {
+            for batch in batches {
+                if !batch.holds() {
+                    failed.store(true, Ordering::Release);
+                    return;
+                }
+            }
+        });
+        let mut deferred = Deferred {
+            batch: HashBatch::default(),
+            to_hasher: Some(to_hasher),
+            failed: &failed,
+        };
+        let walked = walk_log(path, key, Some(&mut deferred));
+        deferred.finish();
+        drop(deferred);
+        if hasher.join().is_err() {
+            failed.store(true, Ordering::Release);
+        }
+        walked
+    });
+    match walked? {
+        Some(verification) if !failed.load(Ordering::Acquire) => Ok(verification),
+        _ => walk_log(path, key, None)?.ok_or_else(|| AuditError::Refused {
+            path: path.display().to_string(),
+            message: "the log changed while it was verified".to_owned(),
+        }),
+    }
+}
+
+/// Records whose hashes are still to be checked, copied out of the database.
+#[derive(Default)]
+struct HashBatch {
+    bodies: Vec<u8>,
+    /// Number, end of its body in `bodies`, previous hash, hash.
+    records: Vec<(u64, usize, [u8; 32], [u8; 32])>,
+}
+
+impl HashBatch {
+    /// The bytes of bodies a batch holds before it goes to the hasher.
+    const BYTES: usize = 1 << 20;
+
+    /// Whether every record in it hashes to its stored hash.
+    fn holds(&self) -> bool {
+        let mut start = 0;
+        self.records.iter().all(|(seq, end, prev, hash)| {
+            let body = self.bodies.get(start..*end).unwrap_or_default();
+            start = *end;
+            let mut hasher = sha2::Sha256::new();
+            hasher.update(prev);
+            hasher.update(seq.to_be_bytes());
+            hasher.update(body);
+            let computed: [u8; 32] = hasher.finalize().into();
+            computed == *hash
+        })
+    }
+}
+
+/// Hands records' hashes to the hasher thread.
+struct Deferred<'a> {
+    batch: HashBatch,
+    to_hasher: Option<mpsc::SyncSender<HashBatch>>,
+    failed: &'a AtomicBool,
+}
+
+impl Deferred<'_> {
+    /// Queues record `seq`; false if it cannot be (a hash of the wrong length, or the hasher
+    /// has found a record that does not hold already).
+    fn push(&mut self, seq: u64, body: &str, prev_hash: &[u8], hash: &[u8]) -> bool {
+        let (Ok(prev), Ok(hash)) = (<[u8; 32]>::try_from(prev_hash), <[u8; 32]>::try_from(hash))
+        else {
+            return false;
+        };
+        self.batch.bodies.extend_from_slice(body.as_bytes());
+        self.batch
+            .records
+            .push((seq, self.batch.bodies.len(), prev, hash));
+        if self.batch.bodies.len() >= HashBatch::BYTES {
+            self.send();
+            if self.failed.load(Ordering::Acquire) {
+                return false;
+            }
+        }
+        true
+    }
+
+    fn send(&mut self) {
+        let batch = std::mem::take(&mut self.batch);
+        if let Some(to_hasher) = &self.to_hasher
+            && to_hasher.send(batch).is_err()
+        {
+            self.failed.store(true, Ordering::Release);
+        }
+    }
+
+    /// Sends what is left and lets the hasher finish.
+    fn finish(&mut self) {
+        self.send();
+        self.to_hasher.take();
+    }
+}
+
+/// Walks the log. With `deferred`, hashes are handed to it rather than checked here, and a
+/// log that does not fit returns `None` (to be walked again without); without, the first
+/// record that does not fit is named.
+fn walk_log(
+    path: &Path,
+    key: Option<&VerificationKey>,
+    mut deferred: Option<&mut Deferred<'_>>,
+) -> Result<Option<Verification>, AuditError> {
     let witnessed = match read_head(&head_path(path)) {
         Ok(head) => Some(head),
         Err(e) if e.kind() == ErrorKind::NotFound => None,
@@ -258,10 +378,14 @@ pub fn verify_with(path: &Path, key: Option<&VerificationKey>) -> Result<Verific
         let prev_hash = row.get_ref(2).and_then(|v| Ok(v.as_blob()?));
         let hash = row.get_ref(3).and_then(|v| Ok(v.as_blob()?));
         if let (Ok(seq), Ok(body), Ok(prev_hash), Ok(hash)) = (seq, body, prev_hash, hash) {
-            let fits = u64::try_from(seq).ok() == Some(walk.expected)
+            let linked = u64::try_from(seq).ok() == Some(walk.expected)
                 && prev_hash == walk.last_hash.as_slice()
-                && chain::claimed_seq(body) == Some(walk.expected)
-                && chain::record_hash(prev_hash, walk.expected, body).as_slice() == hash;
+                && chain::claimed_seq(body) == Some(walk.expected);
+            let fits = linked
+                && match deferred.as_deref_mut() {
+                    Some(deferred) => deferred.push(walk.expected, body, prev_hash, hash),
+                    None => chain::record_hash(prev_hash, walk.expected, body).as_slice() == hash,
+                };
             if fits {
                 walk.note(walk.expected, body);
                 if witnessed_head.is_some_and(|h| h.seq == walk.expected) {
@@ -272,6 +396,9 @@ pub fn verify_with(path: &Path, key: Option<&VerificationKey>) -> Result<Verific
                 continue;
             }
         }
+        if deferred.is_some() {
+            return Ok(None);
+        }
         let seen = Seen::new(owned(row).map_err(|e| sqlite(path, e))?);
         let mut fetch = || -> Result<Option<Seen>, AuditError> {
             match rows.next().map_err(|e| sqlite(path, e))? {
@@ -281,7 +408,7 @@ pub fn verify_with(path: &Path, key: Option<&VerificationKey>) -> Result<Verific
         };
         let next = fetch()?;
         let finding = diagnose(&walk, &seen, next.as_ref(), &mut fetch)?;
-        return Ok(walk.finish(witnessed_head, Verdict::Broken(finding)));
+        return Ok(Some(walk.finish(witnessed_head, Verdict::Broken(finding))));
     }
     let last = walk.expected - 1;
     let verdict = match (witnessed, witnessed_head) {
@@ -304,7 +431,7 @@ pub fn verify_with(path: &Path, key: Option<&VerificationKey>) -> Result<Verific
         }
         _ => Verdict::Intact,
     };
-    Ok(walk.finish(witnessed_head, verdict))
+    Ok(Some(walk.finish(witnessed_head, verdict)))
 }
 
 /// A row copied out of the database, read leniently: a value of the wrong type (a number
