@@ -75,10 +75,11 @@ pub use approval::{
 pub use canonical::{Digest, canonical_json, sha256_digest};
 pub use invocation::{Invocation, NormalizeBounds, RawArguments, RawCall, Surface};
 pub use notice::{NOTICES_PER_SECOND, Notice, NoticeSink};
-pub use outcome::{Evidence, Outcome, Status, ToolError, ToolOutput};
+pub use outcome::{Evidence, Outcome, Status, ToolError, ToolErrorCode, ToolOutput};
 pub use pipeline::{
     Admit, Authorized, Call, Classification, Classified, ExecContext, Executor, Normalized,
-    Permitted, Pipeline, Resolved, RunHooks, StageReport, Stopped, Validated, WorkspaceId,
+    Parsed, Permitted, Pipeline, Planned, Resolved, Resource, RunHooks, StageReport, Stopped,
+    TypedExecutor, Validated, WorkspaceId,
 };
 pub use policy::{
     NETWORK_NONE, NETWORK_PREFIX, NETWORK_UNCONFINED, NetworkRequest, PolicyContext,

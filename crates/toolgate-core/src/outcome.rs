@@ -52,20 +52,225 @@ impl ToolOutput {
 /// What an executor returns on failure. A tool error ends the call, not the session.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ToolError {
-    /// A stable, `snake_case` code: `not_found`, `timeout`, `not_utf8`.
-    pub code: String,
+    /// What went wrong, as a stable `snake_case` code on the wire: `not_found`, `timeout`.
+    pub code: ToolErrorCode,
     pub message: String,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unknowns: Vec<String>,
 }
 
 impl ToolError {
-    pub fn new(code: impl Into<String>, message: impl Into<String>) -> Self {
+    pub fn new(code: impl Into<ToolErrorCode>, message: impl Into<String>) -> Self {
         ToolError {
             code: code.into(),
             message: message.into(),
             unknowns: Vec::new(),
         }
+    }
+}
+
+/// Why a tool failed. The wire spelling of each code is its `snake_case` name, the same
+/// string callers, the audit log and the console have always seen; a new failure gets a new
+/// variant here rather than a string at the call site, so that every code a caller can meet
+/// is listed in one place.
+///
+/// A tool's own words about a failure travel in [`ToolError::message`]: an upstream's error is
+/// `upstream_error` or `tool_error` with what the upstream said, never a code it chose.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolErrorCode {
+    // What a path names, at the moment the tool looks.
+    NotFound,
+    IsADirectory,
+    NotAFile,
+    NotADirectory,
+    OutsideWorkspace,
+    InvalidPath,
+    IoError,
+    // What a file holds.
+    NotUtf8,
+    TooLarge,
+    OffsetOutOfRange,
+    // Searches.
+    InvalidPattern,
+    InvalidGlob,
+    // Writes: the file is no longer the one approved.
+    StaleWrite,
+    // Commands.
+    InvalidCommand,
+    InvalidCwd,
+    ProgramNotFound,
+    NotExecutable,
+    SpawnFailed,
+    SubreaperUnavailable,
+    SandboxUnavailable,
+    SandboxFailed,
+    SandboxInvalidPath,
+    /// What stage 7 found differs from what stage 4 planned and the user approved.
+    ProgramChanged,
+    CwdChanged,
+    ScriptChanged,
+    // Git.
+    NotARepository,
+    RepositoryOutsideWorkspace,
+    GitError,
+    // Upstream MCP servers.
+    UpstreamUnavailable,
+    UpstreamTimeout,
+    UpstreamProtocolError,
+    /// The upstream refused the call; its message says why.
+    UpstreamError,
+    /// The upstream's tool reported a failure (`isError`); its text is the message.
+    ToolError,
+    StaleDescriptor,
+    // Any tool.
+    Timeout,
+    Cancelled,
+    OutputTooLarge,
+    ToolPanicked,
+    AuditUnavailable,
+    /// What stage 7 was handed is not what the tool's stage 4 makes: the call did not run.
+    PlanMismatch,
+    /// A code this build does not know, read from elsewhere (an older or newer record).
+    #[serde(other)]
+    Unrecognized,
+}
+
+impl ToolErrorCode {
+    /// The wire spelling.
+    pub fn as_str(self) -> &'static str {
+        use ToolErrorCode as C;
+        match self {
+            C::NotFound => "not_found",
+            C::IsADirectory => "is_a_directory",
+            C::NotAFile => "not_a_file",
+            C::NotADirectory => "not_a_directory",
+            C::OutsideWorkspace => "outside_workspace",
+            C::InvalidPath => "invalid_path",
+            C::IoError => "io_error",
+            C::NotUtf8 => "not_utf8",
+            C::TooLarge => "too_large",
+            C::OffsetOutOfRange => "offset_out_of_range",
+            C::InvalidPattern => "invalid_pattern",
+            C::InvalidGlob => "invalid_glob",
+            C::StaleWrite => "stale_write",
+            C::InvalidCommand => "invalid_command",
+            C::InvalidCwd => "invalid_cwd",
+            C::ProgramNotFound => "program_not_found",
+            C::NotExecutable => "not_executable",
+            C::SpawnFailed => "spawn_failed",
+            C::SubreaperUnavailable => "subreaper_unavailable",
+            C::SandboxUnavailable => "sandbox_unavailable",
+            C::SandboxFailed => "sandbox_failed",
+            C::SandboxInvalidPath => "sandbox_invalid_path",
+            C::ProgramChanged => "program_changed",
+            C::CwdChanged => "cwd_changed",
+            C::ScriptChanged => "script_changed",
+            C::NotARepository => "not_a_repository",
+            C::RepositoryOutsideWorkspace => "repository_outside_workspace",
+            C::GitError => "git_error",
+            C::UpstreamUnavailable => "upstream_unavailable",
+            C::UpstreamTimeout => "upstream_timeout",
+            C::UpstreamProtocolError => "upstream_protocol_error",
+            C::UpstreamError => "upstream_error",
+            C::ToolError => "tool_error",
+            C::StaleDescriptor => "stale_descriptor",
+            C::Timeout => "timeout",
+            C::Cancelled => "cancelled",
+            C::OutputTooLarge => "output_too_large",
+            C::ToolPanicked => "tool_panicked",
+            C::AuditUnavailable => "audit_unavailable",
+            C::PlanMismatch => "plan_mismatch",
+            C::Unrecognized => "unrecognized",
+        }
+    }
+
+    /// Every code, for tests that hold the spellings to serde's.
+    pub const ALL: [ToolErrorCode; 41] = {
+        use ToolErrorCode as C;
+        [
+            C::NotFound,
+            C::IsADirectory,
+            C::NotAFile,
+            C::NotADirectory,
+            C::OutsideWorkspace,
+            C::InvalidPath,
+            C::IoError,
+            C::NotUtf8,
+            C::TooLarge,
+            C::OffsetOutOfRange,
+            C::InvalidPattern,
+            C::InvalidGlob,
+            C::StaleWrite,
+            C::InvalidCommand,
+            C::InvalidCwd,
+            C::ProgramNotFound,
+            C::NotExecutable,
+            C::SpawnFailed,
+            C::SubreaperUnavailable,
+            C::SandboxUnavailable,
+            C::SandboxFailed,
+            C::SandboxInvalidPath,
+            C::ProgramChanged,
+            C::CwdChanged,
+            C::ScriptChanged,
+            C::NotARepository,
+            C::RepositoryOutsideWorkspace,
+            C::GitError,
+            C::UpstreamUnavailable,
+            C::UpstreamTimeout,
+            C::UpstreamProtocolError,
+            C::UpstreamError,
+            C::ToolError,
+            C::StaleDescriptor,
+            C::Timeout,
+            C::Cancelled,
+            C::OutputTooLarge,
+            C::ToolPanicked,
+            C::AuditUnavailable,
+            C::PlanMismatch,
+            C::Unrecognized,
+        ]
+    };
+
+    /// The code spelled `wire`, if this build knows it.
+    pub fn from_wire(wire: &str) -> Option<ToolErrorCode> {
+        ToolErrorCode::ALL
+            .into_iter()
+            .find(|code| code.as_str() == wire)
+    }
+}
+
+impl std::fmt::Display for ToolErrorCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The code spelled so, for the crates whose own errors still name their codes as text
+/// (`toolgate-exec`'s and the upstream connection's `code()`): a spelling this build does not
+/// know is [`ToolErrorCode::Unrecognized`], which a test of each of those crates rules out.
+impl From<&str> for ToolErrorCode {
+    fn from(wire: &str) -> ToolErrorCode {
+        ToolErrorCode::from_wire(wire).unwrap_or(ToolErrorCode::Unrecognized)
+    }
+}
+
+impl PartialEq<str> for ToolErrorCode {
+    fn eq(&self, other: &str) -> bool {
+        self.as_str() == other
+    }
+}
+
+impl PartialEq<&str> for ToolErrorCode {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+impl PartialEq<String> for ToolErrorCode {
+    fn eq(&self, other: &String) -> bool {
+        self.as_str() == other
     }
 }
 
@@ -136,5 +341,30 @@ impl Outcome {
             (None, Some(error)) => format!("tool failed ({}): {}", error.code, error.message),
             (None, None) => format!("{} completed", self.evidence.tool),
         }
+    }
+}
+
+#[cfg(test)]
+mod tool_error_tests {
+    use super::*;
+
+    #[test]
+    fn each_code_is_spelled_on_the_wire_as_serde_spells_it() {
+        for code in ToolErrorCode::ALL {
+            let wire = serde_json::to_value(code).unwrap();
+            assert_eq!(wire, code.as_str(), "{code:?}");
+            assert_eq!(ToolErrorCode::from_wire(code.as_str()), Some(code));
+            let back: ToolErrorCode = serde_json::from_value(wire).unwrap();
+            assert_eq!(back, code);
+        }
+        let error = ToolError::new(ToolErrorCode::NotUtf8, "binary");
+        assert_eq!(
+            serde_json::to_string(&error).unwrap(),
+            r#"{"code":"not_utf8","message":"binary"}"#
+        );
+        // A record written by another build still reads.
+        let other: ToolError =
+            serde_json::from_str(r#"{"code":"from_the_future","message":"m"}"#).unwrap();
+        assert_eq!(other.code, ToolErrorCode::Unrecognized);
     }
 }

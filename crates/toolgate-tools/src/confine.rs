@@ -23,9 +23,10 @@ use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use toolgate_core::{
-    FieldError, NETWORK_NONE, NETWORK_PREFIX, NETWORK_UNCONFINED, RejectCode, ToolError, ToolOutput,
+    FieldError, NETWORK_NONE, NETWORK_UNCONFINED, RejectCode, Resource, ToolError, ToolErrorCode,
+    ToolOutput,
 };
 use toolgate_exec::{CgroupLimits, CommandSpec};
 use toolgate_proxy::{HostPattern, PinnedResolver, Proxy, ProxyReport, ProxySpec};
@@ -198,7 +199,7 @@ impl Confinement {
     }
 
     /// Stage 3: why this machine cannot confine a command, if it cannot.
-    pub(crate) fn check(&self, arguments: &Map<String, Value>) -> Vec<FieldError> {
+    pub(crate) fn check(&self, network: &[String]) -> Vec<FieldError> {
         let mut errors = Vec::new();
         if let Some(Err(SandboxError::Unavailable { missing })) =
             self.sandbox.as_ref().map(Sandbox::check)
@@ -212,7 +213,7 @@ impl Confinement {
                 .with_hint(Some(UNAVAILABLE_HINT.to_owned())),
             );
         }
-        for (i, host) in network_hosts(arguments).iter().enumerate() {
+        for (i, host) in network.iter().enumerate() {
             if let Err(e) = HostPattern::parse(host) {
                 errors.push(FieldError::new(
                     format!("/network/{i}"),
@@ -226,19 +227,19 @@ impl Confinement {
 
     /// Stage 4: what the call asks of the network and the sandbox it gets, as resources bound
     /// into the approval, and the lines a person sees.
-    pub(crate) fn classify(&self, arguments: &Map<String, Value>) -> (Vec<String>, String) {
-        let hosts = hosts(arguments);
-        let mut resources: Vec<String> = Vec::new();
+    pub(crate) fn classify(&self, network: &[String]) -> (Vec<Resource>, String) {
+        let hosts = hosts(network);
+        let mut resources: Vec<Resource> = Vec::new();
         let mut preview = String::new();
         if self.unconfined_network {
-            resources.push(format!("{NETWORK_PREFIX}{NETWORK_UNCONFINED}"));
+            resources.push(Resource::Network(NETWORK_UNCONFINED.to_owned()));
         }
         if hosts.is_empty() {
             if !self.unconfined_network {
-                resources.push(format!("{NETWORK_PREFIX}{NETWORK_NONE}"));
+                resources.push(Resource::Network(NETWORK_NONE.to_owned()));
             }
         } else {
-            resources.extend(hosts.iter().map(|h| format!("{NETWORK_PREFIX}{h}")));
+            resources.extend(hosts.iter().map(|h| Resource::Network(h.to_string())));
         }
         let shown: Vec<String> = hosts.iter().map(ToString::to_string).collect();
         if self.unconfined_network {
@@ -263,7 +264,7 @@ impl Confinement {
         }
         match &self.sandbox {
             None => {
-                resources.push(format!("{SANDBOX_PREFIX}none"));
+                resources.push(Resource::Sandbox("none".to_owned()));
                 preview.push_str(
                     "\nsandbox: NONE — the operator's `dangerous-unconfined` setting; the \
                      command runs with all of the user's authority",
@@ -280,7 +281,7 @@ impl Confinement {
                 } else {
                     ("landlock+seccomp", "")
                 };
-                resources.push(format!("{SANDBOX_PREFIX}{tier}:abi{abi}"));
+                resources.push(Resource::Sandbox(format!("{tier}:abi{abi}")));
                 let _ = write!(
                     preview,
                     "\nsandbox: {tier} (landlock abi {abi}): writes only the workspace{git} and \
@@ -315,9 +316,9 @@ impl Confinement {
     pub(crate) fn start(
         &self,
         workspace: &Path,
-        arguments: &Map<String, Value>,
+        network: &[String],
     ) -> Result<Confined, ToolError> {
-        let failed = |code: &str, e: &dyn std::fmt::Display| {
+        let failed = |code: ToolErrorCode, e: &dyn std::fmt::Display| {
             ToolError::new(
                 code,
                 format!("the command's sandbox could not be made, so nothing ran: {e}"),
@@ -326,13 +327,13 @@ impl Confinement {
         let temp = tempfile::Builder::new()
             .prefix("toolgate-call-")
             .tempdir()
-            .map_err(|e| failed("sandbox_failed", &e))?;
-        let hosts = hosts(arguments);
+            .map_err(|e| failed(ToolErrorCode::SandboxFailed, &e))?;
+        let hosts = hosts(network);
         let proxy = if hosts.is_empty() || self.unconfined_network {
             None
         } else {
             let spec = ProxySpec::new(hosts.clone()).resolver(self.pins.clone());
-            Some(Proxy::start(spec).map_err(|e| failed("sandbox_failed", &e))?)
+            Some(Proxy::start(spec).map_err(|e| failed(ToolErrorCode::SandboxFailed, &e))?)
         };
         let network = self.network_mode(&hosts, proxy.as_ref().map_or(0, Proxy::port));
         let prepared = match &self.sandbox {
@@ -350,7 +351,9 @@ impl Confinement {
                 spec.network = network;
                 spec.unix_sockets = self.unix_sockets;
                 spec.limits = self.limits;
-                let prepared = sandbox.prepare(&spec).map_err(|e| failed(e.code(), &e))?;
+                let prepared = sandbox
+                    .prepare(&spec)
+                    .map_err(|e| failed(e.code().into(), &e))?;
                 Some(prepared)
             }
         };
@@ -386,18 +389,10 @@ fn cgroup_gap(limits: CgroupLimits) -> Option<String> {
 }
 
 /// The `network` argument as given.
-fn network_hosts(arguments: &Map<String, Value>) -> Vec<&str> {
-    arguments
-        .get("network")
-        .and_then(Value::as_array)
-        .map(|items| items.iter().filter_map(Value::as_str).collect())
-        .unwrap_or_default()
-}
-
 /// The `network` argument, parsed (stage 3 refused what does not parse).
-fn hosts(arguments: &Map<String, Value>) -> Vec<HostPattern> {
-    network_hosts(arguments)
-        .into_iter()
+fn hosts(network: &[String]) -> Vec<HostPattern> {
+    network
+        .iter()
         .filter_map(|h| HostPattern::parse(h).ok())
         .collect()
 }
@@ -477,22 +472,19 @@ impl Confined {
 }
 
 /// Whether `resource` is one [`bind`] adds.
-pub(crate) fn is_confinement_resource(resource: &str) -> bool {
-    resource.starts_with(NETWORK_PREFIX) || resource.starts_with(SANDBOX_PREFIX)
+pub(crate) fn is_confinement_resource(resource: &Resource) -> bool {
+    matches!(resource, Resource::Network(_) | Resource::Sandbox(_))
 }
-
-/// The prefix of the resource that names the sandbox a call gets.
-const SANDBOX_PREFIX: &str = "sandbox:";
 
 /// Adds what `confinement` says of the call's network and sandbox to its stage-4
 /// classification: resources bound into the approval, lines of its preview.
 pub(crate) fn bind(
     confinement: &Confinement,
-    arguments: &Map<String, Value>,
+    network: &[String],
     classification: &mut toolgate_core::Classification,
 ) {
-    let (resources, lines) = confinement.classify(arguments);
-    classification.resources.extend(resources);
+    let (resources, lines) = confinement.classify(network);
+    classification.touches.extend(resources);
     classification
         .preview
         .get_or_insert_with(String::new)

@@ -2,12 +2,13 @@
 
 use std::sync::Arc;
 
-use serde_json::{Map, Value, json};
+use serde::Deserialize;
+use serde_json::json;
 use toolgate_core::{FieldError, RejectCode};
 use toolgate_workspace::Workspace;
 
 use crate::descriptor::{closed_schema, titled};
-use crate::file_write::{FileWriter, str_argument};
+use crate::file_write::{Change, FileWriter};
 use crate::{Builtin, path_argument, write_entry};
 
 pub(crate) const NAME: &str = "edit_file";
@@ -64,16 +65,44 @@ pub(crate) fn builtin(workspace: Arc<Workspace>) -> Builtin {
     Builtin {
         descriptor: titled(NAME, "Edit a file", DESCRIPTION, schema),
         entry: write_entry(NAME),
-        executor: Arc::new(FileWriter::new(workspace, plan)),
+        executor: Arc::new(FileWriter::<EditArgs>::new(workspace)),
+    }
+}
+
+/// `edit_file`'s arguments, as its closed schema admits them.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EditArgs {
+    path: String,
+    edits: Vec<Edit>,
+    expected_digest: Option<String>,
+}
+
+/// One replacement.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Edit {
+    old_text: String,
+    new_text: String,
+}
+
+impl Change for EditArgs {
+    fn path(&self) -> &str {
+        &self.path
+    }
+
+    fn expected_digest(&self) -> Option<&str> {
+        self.expected_digest.as_deref()
+    }
+
+    fn apply(&self, current: Option<&[u8]>) -> Result<Vec<u8>, Vec<FieldError>> {
+        plan(self, current)
     }
 }
 
 /// The file with every edit applied in order, or one error per edit that does not apply.
-fn plan(
-    arguments: &Map<String, Value>,
-    current: Option<&[u8]>,
-) -> Result<Vec<u8>, Vec<FieldError>> {
-    let path = str_argument(arguments, "path");
+fn plan(arguments: &EditArgs, current: Option<&[u8]>) -> Result<Vec<u8>, Vec<FieldError>> {
+    let path = arguments.path.as_str();
     let Some(current) = current else {
         return Err(vec![
             FieldError::new(
@@ -93,20 +122,9 @@ fn plan(
     };
     let mut text = text.to_owned();
     let mut errors = Vec::new();
-    let edits = arguments
-        .get("edits")
-        .and_then(Value::as_array)
-        .map(Vec::as_slice)
-        .unwrap_or_default();
-    for (index, edit) in edits.iter().enumerate() {
-        let old = edit
-            .get("old_text")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
-        let new = edit
-            .get("new_text")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
+    for (index, edit) in arguments.edits.iter().enumerate() {
+        let old = edit.old_text.as_str();
+        let new = edit.new_text.as_str();
         let number = index + 1;
         let pointer = format!("/edits/{index}/old_text");
         if old == new {
@@ -188,11 +206,8 @@ mod tests {
 
     #[test]
     fn edits_apply_in_order_and_report_each_failure() {
-        let args = |edits: Value| {
-            json!({"path": "f", "edits": edits})
-                .as_object()
-                .unwrap()
-                .clone()
+        let args = |edits: serde_json::Value| {
+            serde_json::from_value::<EditArgs>(json!({"path": "f", "edits": edits})).unwrap()
         };
         let ok = plan(
             &args(json!([{"old_text": "one", "new_text": "two"}, {"old_text": "two two", "new_text": "3"}])),

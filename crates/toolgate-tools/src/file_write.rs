@@ -1,20 +1,23 @@
 //! What `write_file` and `edit_file` share: the compare-and-swap precondition, the diff a
 //! person approves, and the atomic write.
 //!
-//! A write is planned three times from the file as it is: in stage 3 (to reject a stale or
+//! A write is worked out three times from the file as it is: in stage 3 (to reject a stale or
 //! unread file, or edits that do not apply), in stage 4 (for the diff and the pre-image digest
-//! that the approval is bound to) and in stage 7, where the file must still be exactly the
-//! pre-image that was approved; otherwise the call fails with `stale_write` and the file is
-//! untouched. Edits are pure functions of (file, arguments), so the same pre-image always
+//! that the approval is bound to, which the plan keeps) and in stage 7, where the file must
+//! still be exactly the planned pre-image; otherwise the call fails with `stale_write` and the
+//! file is untouched. Edits are pure functions of (file, arguments), so the same pre-image always
 //! gives the same diff.
 
 use std::sync::Arc;
 
-use serde_json::{Map, Value, json};
+use std::marker::PhantomData;
+
+use serde::de::DeserializeOwned;
+use serde_json::json;
 use similar::TextDiff;
 use toolgate_core::{
-    Call, Classification, ExecContext, Executor, FieldError, RejectCode, ToolError, ToolOutput,
-    sha256_digest,
+    Call, Classification, Digest, ExecContext, FieldError, RejectCode, Resource, ToolError,
+    ToolErrorCode, ToolOutput, TypedExecutor, sha256_digest,
 };
 use toolgate_workspace::{PathError, PathKind, RelPath, Workspace, WriteError};
 
@@ -30,51 +33,86 @@ const MAX_PREVIEW_BYTES: usize = 256 * 1024;
 const READ_FIRST: &str = "call `read_file` on it first and pass the `digest` it returns as \
 `expected_digest`";
 
-/// What a tool makes of the file: the new bytes, or what is wrong with the arguments.
-pub(crate) type Plan = fn(&Map<String, Value>, Option<&[u8]>) -> Result<Vec<u8>, Vec<FieldError>>;
+/// What a tool makes of the file: its arguments, as its closed schema admits them, and the
+/// new bytes they make of the file as it is.
+pub trait Change: DeserializeOwned + Send + Sync + std::fmt::Debug + 'static {
+    /// The file, as the caller named it.
+    fn path(&self) -> &str;
 
-/// The executor of both tools: the same checks and write around each tool's plan.
+    /// The digest the caller read the file at.
+    fn expected_digest(&self) -> Option<&str>;
+
+    /// The text the caller read the file as.
+    fn expected_content(&self) -> Option<&str> {
+        None
+    }
+
+    /// The new bytes, or what is wrong with the arguments.
+    fn apply(&self, current: Option<&[u8]>) -> Result<Vec<u8>, Vec<FieldError>>;
+}
+
+/// The executor of both tools: the same checks and write around each tool's [`Change`].
 #[derive(Debug)]
-pub struct FileWriter {
+pub struct FileWriter<C> {
     workspace: Arc<Workspace>,
-    plan: Plan,
+    change: PhantomData<fn() -> C>,
 }
 
-impl FileWriter {
-    pub(crate) fn new(workspace: Arc<Workspace>, plan: Plan) -> Self {
-        FileWriter { workspace, plan }
+impl<C> FileWriter<C> {
+    pub(crate) fn new(workspace: Arc<Workspace>) -> Self {
+        FileWriter {
+            workspace,
+            change: PhantomData,
+        }
     }
 }
 
-impl Executor for FileWriter {
-    fn check(&self, arguments: &Map<String, Value>) -> Vec<FieldError> {
-        check(&self.workspace, arguments, self.plan)
+/// What a write will do: change the file stage 4 named, and only if it is still the
+/// pre-image stage 4 read (`None`: the file did not exist).
+#[derive(Debug)]
+pub struct WritePlan<C> {
+    rel: Result<RelPath, ToolError>,
+    approved: Option<Digest>,
+    change: C,
+}
+
+impl<C: Change> TypedExecutor for FileWriter<C> {
+    type Args = C;
+    type Plan = WritePlan<C>;
+
+    fn check(&self, change: &C) -> Vec<FieldError> {
+        check(&self.workspace, change)
     }
 
-    fn classify(&self, arguments: &Map<String, Value>) -> Classification {
-        classify(&self.workspace, arguments, self.plan)
+    fn plan(&self, change: C) -> (WritePlan<C>, Classification) {
+        classify(&self.workspace, change)
     }
 
-    fn execute(&self, call: &Call<'_>, _cx: &ExecContext) -> Result<ToolOutput, ToolError> {
-        execute(&self.workspace, call, self.plan)
+    fn execute(
+        &self,
+        plan: &WritePlan<C>,
+        _call: &Call<'_>,
+        _cx: &ExecContext,
+    ) -> Result<ToolOutput, ToolError> {
+        execute(&self.workspace, plan)
     }
 }
 
 /// Stage 3 for both tools.
-fn check(workspace: &Workspace, arguments: &Map<String, Value>, plan: Plan) -> Vec<FieldError> {
-    let errors = path_argument::check(workspace, arguments, "path");
+fn check<C: Change>(workspace: &Workspace, change: &C) -> Vec<FieldError> {
+    let errors = path_argument::check(workspace, Some(change.path()), "path");
     if !errors.is_empty() {
         return errors;
     }
-    let current = match read_current(workspace, arguments) {
+    let current = match read_current(workspace, change.path()) {
         Ok(current) => current,
         Err(error) => return vec![error],
     };
-    let mut errors = expectation_errors(arguments, current.as_deref());
+    let mut errors = expectation_errors(change, current.as_deref());
     if !errors.is_empty() {
         return errors;
     }
-    match plan(arguments, current.as_deref()) {
+    match change.apply(current.as_deref()) {
         Ok(new) if current.as_deref() == Some(new.as_slice()) => {
             errors.push(FieldError::new(
                 "",
@@ -97,55 +135,56 @@ fn check(workspace: &Workspace, arguments: &Map<String, Value>, plan: Plan) -> V
 }
 
 /// Stage 4: the file and its link target, the pre-image digest, and the diff.
-fn classify(workspace: &Workspace, arguments: &Map<String, Value>, plan: Plan) -> Classification {
-    let mut classification = path_argument::classify(workspace, arguments, "path");
+fn classify<C: Change>(workspace: &Workspace, change: C) -> (WritePlan<C>, Classification) {
+    let (rel, mut classification) = path_argument::plan(workspace, Some(change.path()));
+    let mut plan = WritePlan {
+        rel,
+        approved: None,
+        change,
+    };
     let Some(path) = classification.paths.first().cloned() else {
-        return classification;
+        return (plan, classification);
     };
     // Stage 3 passed moments ago; if the file changed since, the call cannot be approved
     // meaningfully, and execution will find it stale.
-    let Ok(current) = read_current(workspace, arguments) else {
-        return classification;
+    let Ok(current) = read_current(workspace, plan.change.path()) else {
+        return (plan, classification);
     };
     match &current {
-        Some(bytes) => classification
-            .preimages
-            .push((path.clone(), sha256_digest(bytes))),
-        None => classification.resources.push(format!("create:{path}")),
+        Some(bytes) => {
+            let digest = sha256_digest(bytes);
+            plan.approved = Some(digest.clone());
+            classification.preimages.push((path.clone(), digest));
+        }
+        None => classification.touches.push(Resource::Create(path.clone())),
     }
-    if let Ok(new) = plan(arguments, current.as_deref()) {
+    if let Ok(new) = plan.change.apply(current.as_deref()) {
         let diff = unified_diff(&path, current.as_deref(), &new);
         classification
-            .resources
-            .push(format!("diff:{}", sha256_digest(diff.as_bytes())));
+            .touches
+            .push(Resource::Diff(sha256_digest(diff.as_bytes())));
         classification.preview = Some(bounded(diff));
     }
-    classification
+    (plan, classification)
 }
 
-/// Stage 7 for both tools: the file must still be the approved pre-image.
-fn execute(workspace: &Workspace, call: &Call<'_>, plan: Plan) -> Result<ToolOutput, ToolError> {
-    let arguments = call.arguments();
-    let rel = path_argument::rel(workspace, arguments, "path")?;
+/// Stage 7 for both tools: the file must still be the pre-image stage 4 planned on.
+fn execute<C: Change>(workspace: &Workspace, plan: &WritePlan<C>) -> Result<ToolOutput, ToolError> {
+    let rel = path_argument::planned(&plan.rel)?;
     let target = workspace
-        .write_target(&rel)
+        .write_target(rel)
         .map_err(path_argument::tool_error)?;
     let current = target
         .current(MAX_FILE_BYTES + 1)
         .map_err(path_argument::tool_error)?;
-    let approved = call
-        .classification()
-        .preimages
-        .iter()
-        .find(|(path, _)| path == rel.as_str())
-        .map(|(_, digest)| digest);
+    let approved = plan.approved.as_ref();
     let now = current.as_deref().map(sha256_digest);
     if now.as_ref() != approved {
-        return Err(stale(&rel));
+        return Err(stale(rel));
     }
-    let new = plan(arguments, current.as_deref()).map_err(|errors| {
+    let new = plan.change.apply(current.as_deref()).map_err(|errors| {
         ToolError::new(
-            "stale_write",
+            ToolErrorCode::StaleWrite,
             format!(
                 "the edit no longer applies to `{rel}`: {}",
                 errors
@@ -162,7 +201,7 @@ fn execute(workspace: &Workspace, call: &Call<'_>, plan: Plan) -> Result<ToolOut
             now.map(sha256_digest).as_ref() == approved
         })
         .map_err(|error| match error {
-            WriteError::Stale { .. } => stale(&rel),
+            WriteError::Stale { .. } => stale(rel),
             WriteError::Path(error) => path_argument::tool_error(error),
         })?;
     Ok(ToolOutput::new(json!({
@@ -177,7 +216,7 @@ fn execute(workspace: &Workspace, call: &Call<'_>, plan: Plan) -> Result<ToolOut
 
 fn stale(rel: &RelPath) -> ToolError {
     let mut error = ToolError::new(
-        "stale_write",
+        ToolErrorCode::StaleWrite,
         format!(
             "`{rel}` changed after this write was checked and approved; nothing was written. \
              Read it again and redo the change on what is there now"
@@ -190,13 +229,12 @@ fn stale(rel: &RelPath) -> ToolError {
 }
 
 /// The file's bytes, `None` if it does not exist, or why it cannot be written.
-fn read_current(
-    workspace: &Workspace,
-    arguments: &Map<String, Value>,
-) -> Result<Option<Vec<u8>>, FieldError> {
+fn read_current(workspace: &Workspace, raw: &str) -> Result<Option<Vec<u8>>, FieldError> {
     let violation =
         |message: String| FieldError::new("/path", RejectCode::ConstraintViolation, message);
-    let rel = path_argument::rel(workspace, arguments, "path").map_err(|e| violation(e.message))?;
+    let rel = workspace
+        .check_path(raw)
+        .map_err(|e| violation(path_argument::tool_error(e).message))?;
     let resolved = match workspace.resolve(&rel) {
         Ok(resolved) => resolved,
         Err(PathError::NotFound { .. }) => return Ok(None),
@@ -229,13 +267,10 @@ fn read_current(
 }
 
 /// `read_required` or `stale_write` when the caller's idea of the file is not the file.
-fn expectation_errors(arguments: &Map<String, Value>, current: Option<&[u8]>) -> Vec<FieldError> {
-    let digest = arguments.get("expected_digest").and_then(Value::as_str);
-    let content = arguments.get("expected_content").and_then(Value::as_str);
-    let path = arguments
-        .get("path")
-        .and_then(Value::as_str)
-        .unwrap_or_default();
+fn expectation_errors(change: &impl Change, current: Option<&[u8]>) -> Vec<FieldError> {
+    let digest = change.expected_digest();
+    let content = change.expected_content();
+    let path = change.path();
     let stale = |pointer: &str, message: String| {
         vec![
             FieldError::new(pointer, RejectCode::StaleWrite, message)
@@ -349,14 +384,6 @@ fn bounded(mut diff: String) -> String {
         "\n… diff cut here for display; {rest} more bytes are part of the approved change\n"
     ));
     diff
-}
-
-/// The string argument `name`, or `""`.
-pub(crate) fn str_argument<'a>(arguments: &'a Map<String, Value>, name: &str) -> &'a str {
-    arguments
-        .get(name)
-        .and_then(Value::as_str)
-        .unwrap_or_default()
 }
 
 #[cfg(test)]

@@ -59,9 +59,10 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Instant;
 
-use serde_json::{Map, Value};
 use toolgate_core::registry::{DEFAULT_PROFILE, READONLY_PROFILE};
-use toolgate_core::{Descriptor, EffectClass, ExecContext, Executor, Limits, ToolEntry, ToolError};
+use toolgate_core::{
+    Descriptor, EffectClass, ExecContext, Executor, Limits, ToolEntry, ToolError, ToolErrorCode,
+};
 use toolgate_workspace::Workspace;
 
 pub use confine::{Confinement, MAX_NETWORK_HOSTS};
@@ -139,9 +140,12 @@ fn write_entry(name: &str) -> ToolEntry {
 /// The error for an execution that stopped early: the deadline passed or the caller gave up.
 fn stopped(cx: &ExecContext) -> ToolError {
     if Instant::now() >= cx.deadline() {
-        ToolError::new("timeout", "the tool ran out of time and stopped")
+        ToolError::new(
+            ToolErrorCode::Timeout,
+            "the tool ran out of time and stopped",
+        )
     } else {
-        ToolError::new("cancelled", "the call was cancelled")
+        ToolError::new(ToolErrorCode::Cancelled, "the call was cancelled")
     }
 }
 
@@ -149,14 +153,6 @@ fn stopped(cx: &ExecContext) -> ToolError {
 /// raw bytes, since control characters grow sixfold when escaped.
 fn json_len(text: &str) -> usize {
     toolgate_core::canonical::json_string_len(text)
-}
-
-fn u64_argument(arguments: &Map<String, Value>, name: &str) -> Option<u64> {
-    arguments.get(name).and_then(Value::as_u64)
-}
-
-fn bool_argument(arguments: &Map<String, Value>, name: &str) -> Option<bool> {
-    arguments.get(name).and_then(Value::as_bool)
 }
 
 /// `value` as a `usize`, saturating on 32-bit targets.

@@ -3,17 +3,17 @@
 use std::ops::ControlFlow;
 use std::sync::Arc;
 
+use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use toolgate_core::{
-    Call, Classification, ExecContext, Executor, FieldError, ToolError, ToolOutput,
+    Call, Classification, ExecContext, FieldError, ToolError, ToolErrorCode, ToolOutput,
+    TypedExecutor,
 };
-use toolgate_workspace::{PathKind, Workspace};
+use toolgate_workspace::{PathKind, RelPath, Workspace};
 
 use crate::descriptor::{closed_schema, titled};
 use crate::walk::{Found, WalkOptions, walk};
-use crate::{
-    Builtin, ENVELOPE_BYTES, json_len, path_argument, read_only_entry, to_usize, u64_argument,
-};
+use crate::{Builtin, ENVELOPE_BYTES, json_len, path_argument, read_only_entry, to_usize};
 
 pub(crate) const NAME: &str = "list_dir";
 
@@ -61,34 +61,61 @@ pub struct ListDir {
     workspace: Arc<Workspace>,
 }
 
-impl Executor for ListDir {
-    fn check(&self, arguments: &Map<String, Value>) -> Vec<FieldError> {
-        path_argument::check(&self.workspace, arguments, "path")
+/// `list_dir`'s arguments, as its closed schema admits them.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ListArgs {
+    path: Option<String>,
+    depth: Option<u64>,
+    max_entries: Option<u64>,
+}
+
+/// What a `list_dir` call will list: the directory stage 4 named, how deep, how much.
+#[derive(Debug)]
+pub struct ListPlan {
+    rel: Result<RelPath, ToolError>,
+    depth: u64,
+    max_entries: u64,
+}
+
+impl TypedExecutor for ListDir {
+    type Args = ListArgs;
+    type Plan = ListPlan;
+
+    fn check(&self, arguments: &ListArgs) -> Vec<FieldError> {
+        path_argument::check(&self.workspace, arguments.path.as_deref(), "path")
     }
 
-    fn classify(&self, arguments: &Map<String, Value>) -> Classification {
-        path_argument::classify(&self.workspace, arguments, "path")
+    fn plan(&self, arguments: ListArgs) -> (ListPlan, Classification) {
+        let (rel, classification) = path_argument::plan(&self.workspace, arguments.path.as_deref());
+        let plan = ListPlan {
+            rel,
+            depth: arguments.depth.unwrap_or(DEFAULT_DEPTH).clamp(1, MAX_DEPTH),
+            max_entries: arguments.max_entries.unwrap_or(DEFAULT_MAX_ENTRIES),
+        };
+        (plan, classification)
     }
 
-    fn execute(&self, call: &Call<'_>, cx: &ExecContext) -> Result<ToolOutput, ToolError> {
-        let arguments = call.arguments();
-        let resolved = path_argument::resolve(&self.workspace, arguments, "path")?;
+    fn execute(
+        &self,
+        plan: &ListPlan,
+        call: &Call<'_>,
+        cx: &ExecContext,
+    ) -> Result<ToolOutput, ToolError> {
+        let resolved = path_argument::resolve(&self.workspace, &plan.rel)?;
         if resolved.kind != PathKind::Dir {
             return Err(ToolError::new(
-                "not_a_directory",
+                ToolErrorCode::NotADirectory,
                 format!(
                     "`{}` is a {}, not a directory; use `read_file` to read a file",
                     resolved.rel, resolved.kind
                 ),
             ));
         }
-        let depth = u64_argument(arguments, "depth")
-            .unwrap_or(DEFAULT_DEPTH)
-            .clamp(1, MAX_DEPTH);
-        let max_entries =
-            to_usize(u64_argument(arguments, "max_entries").unwrap_or(DEFAULT_MAX_ENTRIES))
-                .min(call.limits().max_results)
-                .max(1);
+        let depth = plan.depth;
+        let max_entries = to_usize(plan.max_entries)
+            .min(call.limits().max_results)
+            .max(1);
         let budget = call
             .limits()
             .max_output_bytes

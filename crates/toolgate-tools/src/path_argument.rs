@@ -1,13 +1,13 @@
-//! The `path` argument every builtin takes: refused in stage 3, named in stage 4, resolved
-//! again in stage 7.
+//! The `path` argument every builtin takes: refused in stage 3, planned and named in stage 4,
+//! resolved again in stage 7.
 //!
 //! Stage 3 rejects only what is wrong with the *path* (it leads out, it is not a usable
 //! name). A path that is merely missing, or names a directory where a file is wanted, passes:
 //! that is the tool's answer to give (`not_found`, `is_a_directory`), and the model learns
 //! more from it than from a rejection.
 
-use serde_json::{Map, Value, json};
-use toolgate_core::{Classification, FieldError, RejectCode, ToolError};
+use serde_json::{Value, json};
+use toolgate_core::{Classification, FieldError, RejectCode, Resource, ToolError, ToolErrorCode};
 use toolgate_workspace::{PathError, PathKind, RelPath, ResolvedPath, Workspace};
 
 const HINT: &str = "paths are relative to the workspace root, e.g. `src/main.rs`";
@@ -35,14 +35,10 @@ pub(crate) fn schema(description: &str) -> Value {
     })
 }
 
-/// Stage 3: field errors for the path in `field`, if any. An absent path is the schema's
-/// business (required) or the root (optional).
-pub(crate) fn check(
-    workspace: &Workspace,
-    arguments: &Map<String, Value>,
-    field: &str,
-) -> Vec<FieldError> {
-    let Some(raw) = raw(arguments, field) else {
+/// Stage 3: field errors for the path `raw` given as `field`, if any. An absent path is the
+/// schema's business (required) or the root (optional).
+pub(crate) fn check(workspace: &Workspace, raw: Option<&str>, field: &str) -> Vec<FieldError> {
+    let Some(raw) = raw else {
         return Vec::new();
     };
     let pointer = format!("/{field}");
@@ -65,19 +61,20 @@ pub(crate) fn check(
     }
 }
 
-/// Stage 4: the path as given and, when a link inside the workspace redirects it, where it
-/// leads — a policy about `secrets/` must see `secrets/key` even when it is reached as
-/// `innocent_link`.
-pub(crate) fn classify(
+/// Stage 4: the path `raw` names (the root when absent), for the plan, and what it touches:
+/// the path as given and, when a link inside the workspace redirects it, where it leads — a
+/// policy about `secrets/` must see `secrets/key` even when it is reached as
+/// `innocent_link`. Stage 7 opens the planned path beneath the root again, since the file
+/// system may have changed in between.
+pub(crate) fn plan(
     workspace: &Workspace,
-    arguments: &Map<String, Value>,
-    field: &str,
-) -> Classification {
-    let rel = match raw(arguments, field) {
+    raw: Option<&str>,
+) -> (Result<RelPath, ToolError>, Classification) {
+    let rel = match raw {
         Some(raw) => match workspace.check_path(raw) {
             Ok(rel) => rel,
-            // Stage 3 refused it already; nothing to classify.
-            Err(_) => return Classification::default(),
+            // Stage 3 refused it already; nothing to classify, and nothing will run.
+            Err(error) => return (Err(tool_error(error)), Classification::default()),
         },
         None => RelPath::root(),
     };
@@ -87,54 +84,39 @@ pub(crate) fn classify(
     {
         paths.push(resolved.target.to_string());
     }
-    Classification {
-        resources: paths.iter().map(|p| format!("path:{p}")).collect(),
+    let classification = Classification {
+        touches: paths.iter().cloned().map(Resource::Path).collect(),
         paths,
         ..Classification::default()
-    }
+    };
+    (Ok(rel), classification)
 }
 
-/// Stage 7: the path checked and resolved again, now as the tool's error if it fails. An
-/// absent path is the workspace root.
+/// Stage 7: the planned path resolved again, now as the tool's error if it fails.
 pub(crate) fn resolve(
     workspace: &Workspace,
-    arguments: &Map<String, Value>,
-    field: &str,
+    rel: &Result<RelPath, ToolError>,
 ) -> Result<ResolvedPath, ToolError> {
-    workspace
-        .resolve(&rel(workspace, arguments, field)?)
-        .map_err(tool_error)
+    workspace.resolve(planned(rel)?).map_err(tool_error)
 }
 
-/// The argument `field` as a workspace-relative path, or the root when it is absent.
-pub(crate) fn rel(
-    workspace: &Workspace,
-    arguments: &Map<String, Value>,
-    field: &str,
-) -> Result<RelPath, ToolError> {
-    match raw(arguments, field) {
-        Some(raw) => workspace.check_path(raw).map_err(tool_error),
-        None => Ok(RelPath::root()),
-    }
-}
-
-/// The argument `field` as the model sent it, if it is a string.
-fn raw<'a>(arguments: &'a Map<String, Value>, field: &str) -> Option<&'a str> {
-    arguments.get(field).and_then(Value::as_str)
+/// The planned path, or why stage 4 could not plan one.
+pub(crate) fn planned(rel: &Result<RelPath, ToolError>) -> Result<&RelPath, ToolError> {
+    rel.as_ref().map_err(Clone::clone)
 }
 
 /// A path error as the tool's error, with a stable code.
 pub(crate) fn tool_error(error: PathError) -> ToolError {
     let code = match &error {
-        PathError::NotFound { .. } => "not_found",
+        PathError::NotFound { .. } => ToolErrorCode::NotFound,
         PathError::NotAFile {
             kind: PathKind::Dir,
             ..
-        } => "is_a_directory",
-        PathError::NotAFile { .. } => "not_a_file",
-        PathError::Outside { .. } => "outside_workspace",
-        PathError::Invalid { .. } => "invalid_path",
-        PathError::Io { .. } => "io_error",
+        } => ToolErrorCode::IsADirectory,
+        PathError::NotAFile { .. } => ToolErrorCode::NotAFile,
+        PathError::Outside { .. } => ToolErrorCode::OutsideWorkspace,
+        PathError::Invalid { .. } => ToolErrorCode::InvalidPath,
+        PathError::Io { .. } => ToolErrorCode::IoError,
     };
     ToolError::new(code, error.to_string())
 }

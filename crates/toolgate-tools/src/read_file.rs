@@ -5,17 +5,16 @@
 
 use std::sync::Arc;
 
-use serde_json::{Map, Value, json};
+use serde::Deserialize;
+use serde_json::json;
 use toolgate_core::{
-    Call, Classification, ExecContext, Executor, FieldError, ToolError, ToolOutput, sha256_digest,
+    Call, Classification, ExecContext, FieldError, ToolError, ToolErrorCode, ToolOutput,
+    TypedExecutor, sha256_digest,
 };
-use toolgate_workspace::{PathError, PathKind, Workspace};
+use toolgate_workspace::{PathError, PathKind, RelPath, Workspace};
 
 use crate::descriptor::{closed_schema, titled};
-use crate::{
-    Builtin, ENVELOPE_BYTES, json_len, path_argument, read_only_entry, stopped, to_usize,
-    u64_argument,
-};
+use crate::{Builtin, ENVELOPE_BYTES, json_len, path_argument, read_only_entry, stopped, to_usize};
 
 pub(crate) const NAME: &str = "read_file";
 
@@ -70,32 +69,63 @@ pub struct ReadFile {
     workspace: Arc<Workspace>,
 }
 
-impl Executor for ReadFile {
-    fn check(&self, arguments: &Map<String, Value>) -> Vec<FieldError> {
-        path_argument::check(&self.workspace, arguments, "path")
+/// `read_file`'s arguments, as its closed schema admits them.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReadArgs {
+    path: String,
+    offset: Option<u64>,
+    limit: Option<u64>,
+}
+
+/// What a `read_file` call will read: the file stage 4 named, and which of its lines.
+#[derive(Debug)]
+pub struct ReadPlan {
+    rel: Result<RelPath, ToolError>,
+    offset: u64,
+    limit: Option<u64>,
+}
+
+impl TypedExecutor for ReadFile {
+    type Args = ReadArgs;
+    type Plan = ReadPlan;
+
+    fn check(&self, arguments: &ReadArgs) -> Vec<FieldError> {
+        path_argument::check(&self.workspace, Some(&arguments.path), "path")
     }
 
-    fn classify(&self, arguments: &Map<String, Value>) -> Classification {
-        path_argument::classify(&self.workspace, arguments, "path")
+    fn plan(&self, arguments: ReadArgs) -> (ReadPlan, Classification) {
+        let (rel, classification) = path_argument::plan(&self.workspace, Some(&arguments.path));
+        let plan = ReadPlan {
+            rel,
+            offset: arguments.offset.unwrap_or(1).max(1),
+            limit: arguments.limit,
+        };
+        (plan, classification)
     }
 
-    fn execute(&self, call: &Call<'_>, cx: &ExecContext) -> Result<ToolOutput, ToolError> {
-        let arguments = call.arguments();
+    fn execute(
+        &self,
+        plan: &ReadPlan,
+        call: &Call<'_>,
+        cx: &ExecContext,
+    ) -> Result<ToolOutput, ToolError> {
         // Stage 3 checked the path; opening it checks again, beneath the root, and refuses
         // anything but a regular file.
-        let rel = path_argument::rel(&self.workspace, arguments, "path")?;
+        let rel = path_argument::planned(&plan.rel)?;
         let shown = rel.as_str();
-        let file = self.workspace.open_file(&rel).map_err(|e| match e {
+        let file = self.workspace.open_file(rel).map_err(|e| match e {
             PathError::NotAFile {
                 kind: PathKind::Dir,
                 ..
             } => ToolError::new(
-                "is_a_directory",
+                ToolErrorCode::IsADirectory,
                 format!("`{shown}` is a directory; use `list_dir` to see what it holds"),
             ),
-            PathError::NotAFile { .. } => {
-                ToolError::new("not_a_file", format!("`{shown}` is not a regular file"))
-            }
+            PathError::NotAFile { .. } => ToolError::new(
+                ToolErrorCode::NotAFile,
+                format!("`{shown}` is not a regular file"),
+            ),
             other => path_argument::tool_error(other),
         })?;
         if file.len > MAX_FILE_BYTES {
@@ -105,7 +135,7 @@ impl Executor for ReadFile {
             return Err(stopped(cx));
         }
         let bytes = file
-            .read(&rel, MAX_FILE_BYTES + 1)
+            .read(rel, MAX_FILE_BYTES + 1)
             .map_err(path_argument::tool_error)?;
         let read = u64::try_from(bytes.len()).unwrap_or(u64::MAX);
         if read > MAX_FILE_BYTES {
@@ -118,13 +148,13 @@ impl Executor for ReadFile {
             && let Some(at) = bytes.iter().position(|b| *b == 0)
         {
             return Err(ToolError::new(
-                "not_utf8",
+                ToolErrorCode::NotUtf8,
                 format!("`{shown}` looks binary (a NUL byte at offset {at}); read_file reads text"),
             ));
         }
         let text = std::str::from_utf8(&bytes).map_err(|e| {
             ToolError::new(
-                "not_utf8",
+                ToolErrorCode::NotUtf8,
                 format!(
                     "`{shown}` is not UTF-8 text (invalid byte at offset {})",
                     e.valid_up_to()
@@ -132,12 +162,12 @@ impl Executor for ReadFile {
             )
         })?;
 
-        let offset = u64_argument(arguments, "offset").unwrap_or(1).max(1);
-        let limit = u64_argument(arguments, "limit").map_or(usize::MAX, to_usize);
+        let offset = plan.offset;
+        let limit = plan.limit.map_or(usize::MAX, to_usize);
         let total_lines = count_lines(text);
         if offset > 1 && to_usize(offset) > total_lines {
             return Err(ToolError::new(
-                "offset_out_of_range",
+                ToolErrorCode::OffsetOutOfRange,
                 format!(
                     "offset {offset} is past the end of `{shown}`, which has {total_lines} line(s)"
                 ),
@@ -167,7 +197,7 @@ impl Executor for ReadFile {
 
 fn too_large(shown: &str, len: u64) -> ToolError {
     ToolError::new(
-        "too_large",
+        ToolErrorCode::TooLarge,
         format!(
             "`{shown}` is {len} bytes; read_file reads files up to {MAX_FILE_BYTES} bytes — use \
              `search_text` to find the part you need"

@@ -22,11 +22,13 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use serde_json::{Map, Value, json};
+use serde::Deserialize;
+use serde_json::json;
 use toolgate_core::registry::DEFAULT_PROFILE;
 use toolgate_core::{
-    ApprovalMode, Call, Classification, Descriptor, Digest, EffectClass, ExecContext, Executor,
-    FieldError, Limits, RejectCode, ToolEntry, ToolError, ToolOutput, sha256_digest,
+    ApprovalMode, Call, Classification, Descriptor, Digest, EffectClass, ExecContext, FieldError,
+    Limits, RejectCode, Resource, ToolEntry, ToolError, ToolErrorCode, ToolOutput, TypedExecutor,
+    sha256_digest,
 };
 use toolgate_exec::{
     CommandSpec, ExecError, Exit, RunOutcome, StopReason, ambient_env, resolve_program, scrub_env,
@@ -34,7 +36,7 @@ use toolgate_exec::{
 use toolgate_workspace::{PathError, PathKind, RelPath, Workspace};
 
 use crate::confine::{self, Confined, Confinement};
-use crate::{Builtin, path_argument, stopped, u64_argument};
+use crate::{Builtin, path_argument, stopped};
 
 pub(crate) const NAME: &str = "run_command";
 
@@ -158,14 +160,46 @@ pub struct RunCommand {
     confinement: Arc<Confinement>,
 }
 
-impl Executor for RunCommand {
-    fn check(&self, arguments: &Map<String, Value>) -> Vec<FieldError> {
-        let argv = strings(arguments, "argv");
-        let mut errors = self.confinement.check(arguments);
+/// `run_command`'s arguments, as its closed schema admits them.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CommandArgs {
+    argv: Vec<String>,
+    cwd: Option<String>,
+    timeout_ms: Option<u64>,
+    stdin: Option<String>,
+    #[serde(default)]
+    network: Vec<String>,
+}
+
+/// What a `run_command` call will run, as stage 4 resolved it and the user approved it.
+#[derive(Debug)]
+pub struct CommandPlan {
+    /// The resolved command, or why it no longer resolved at stage 4 (then nothing runs).
+    resolved: Result<Plan, ToolError>,
+    /// The program's digest, when it lives inside the workspace.
+    program_image: Option<(String, Digest)>,
+    /// The files the arguments name, with their digests.
+    inputs: Inputs,
+    /// The command as given, resolved again at stage 7 to find what changed.
+    argv: Vec<String>,
+    cwd: Option<String>,
+    timeout_ms: Option<u64>,
+    stdin: Option<String>,
+    network: Vec<String>,
+}
+
+impl TypedExecutor for RunCommand {
+    type Args = CommandArgs;
+    type Plan = CommandPlan;
+
+    fn check(&self, arguments: &CommandArgs) -> Vec<FieldError> {
+        let argv: Vec<&str> = arguments.argv.iter().map(String::as_str).collect();
+        let mut errors = self.confinement.check(&arguments.network);
         errors.extend(check_argv(&argv));
-        let cwd_errors = path_argument::check(&self.workspace, arguments, "cwd");
+        let cwd_errors = path_argument::check(&self.workspace, arguments.cwd.as_deref(), "cwd");
         let cwd = if cwd_errors.is_empty() {
-            match working_dir(&self.workspace, str_argument(arguments, "cwd")) {
+            match working_dir(&self.workspace, arguments.cwd.as_deref()) {
                 Ok(dir) => Some(dir),
                 Err(error) => {
                     errors.push(
@@ -179,7 +213,7 @@ impl Executor for RunCommand {
             errors.extend(cwd_errors);
             None
         };
-        if let Some(stdin) = str_argument(arguments, "stdin")
+        if let Some(stdin) = &arguments.stdin
             && stdin.len() > MAX_STDIN_BYTES
         {
             errors.push(FieldError::new(
@@ -202,47 +236,71 @@ impl Executor for RunCommand {
         errors
     }
 
-    fn classify(&self, arguments: &Map<String, Value>) -> Classification {
-        let argv = strings(arguments, "argv");
+    fn plan(&self, arguments: CommandArgs) -> (CommandPlan, Classification) {
+        let argv: Vec<&str> = arguments.argv.iter().map(String::as_str).collect();
         let heading = "run_command: no shell; each argument below reaches the program exactly as \
                        shown"
             .to_owned();
-        match Plan::new(&self.workspace, &argv, str_argument(arguments, "cwd")) {
+        let resolved = Plan::new(&self.workspace, &argv, arguments.cwd.as_deref());
+        let (classification, program_image, inputs) = match &resolved {
             Ok(plan) => {
                 let mut classification = plan.classification(
                     &self.workspace,
                     heading,
-                    u64_argument(arguments, "timeout_ms"),
-                    str_argument(arguments, "stdin").map(str::len),
+                    arguments.timeout_ms,
+                    arguments.stdin.as_deref().map(str::len),
                 );
-                plan.inputs(&self.workspace)
-                    .bind(&mut classification, "arguments");
-                confine::bind(&self.confinement, arguments, &mut classification);
-                classification
+                let inputs = plan.inputs(&self.workspace);
+                inputs.clone().bind(&mut classification, "arguments");
+                confine::bind(&self.confinement, &arguments.network, &mut classification);
+                let image = plan.program_preimage(&self.workspace);
+                (classification, image, inputs)
             }
             // Stage 3 resolved it a moment ago; if it no longer resolves, execution will
-            // refuse, since no program is named here.
-            Err(error) => unresolved(&error),
-        }
+            // refuse, since no program is planned.
+            Err(error) => (unresolved(error), None, Inputs::default()),
+        };
+        let plan = CommandPlan {
+            resolved,
+            program_image,
+            inputs,
+            argv: arguments.argv,
+            cwd: arguments.cwd,
+            timeout_ms: arguments.timeout_ms,
+            stdin: arguments.stdin,
+            network: arguments.network,
+        };
+        (plan, classification)
     }
 
-    fn execute(&self, call: &Call<'_>, cx: &ExecContext) -> Result<ToolOutput, ToolError> {
+    fn execute(
+        &self,
+        plan: &CommandPlan,
+        call: &Call<'_>,
+        cx: &ExecContext,
+    ) -> Result<ToolOutput, ToolError> {
         if cx.should_stop() {
             return Err(stopped(cx));
         }
-        let arguments = call.arguments();
-        let argv = strings(arguments, "argv");
-        let plan = Plan::new(&self.workspace, &argv, str_argument(arguments, "cwd"))?;
-        plan.verify(&self.workspace, call.classification())?;
-        plan.inputs(&self.workspace).verify(call.classification())?;
-        let confined = self.confinement.start(self.workspace.root(), arguments)?;
-        let output = plan.run(
+        let argv: Vec<&str> = plan.argv.iter().map(String::as_str).collect();
+        // Resolved again, to refuse a command whose program or files changed since stage 4.
+        let now = Plan::new(&self.workspace, &argv, plan.cwd.as_deref())?;
+        now.verify(
+            &self.workspace,
+            plan.resolved.as_ref().ok(),
+            plan.program_image.as_ref(),
+        )?;
+        now.inputs(&self.workspace).verify(&plan.inputs)?;
+        let confined = self
+            .confinement
+            .start(self.workspace.root(), &plan.network)?;
+        let output = now.run(
             &self.workspace,
             call,
             cx,
             &confined,
-            u64_argument(arguments, "timeout_ms"),
-            str_argument(arguments, "stdin"),
+            plan.timeout_ms,
+            plan.stdin.as_deref(),
         );
         confined.attach(output)
     }
@@ -343,7 +401,10 @@ impl Plan {
     ) -> Result<Plan, ToolError> {
         let (cwd, cwd_abs) = working_dir(workspace, cwd)?;
         let Some((program_name, args)) = argv.split_first() else {
-            return Err(ToolError::new("invalid_command", "argv is empty"));
+            return Err(ToolError::new(
+                ToolErrorCode::InvalidCommand,
+                "argv is empty",
+            ));
         };
         let env = scrub_env(ambient_env());
         let program = resolve_program(program_name, path_of(&env), &cwd_abs)
@@ -391,7 +452,7 @@ impl Plan {
 
     /// The digest of the program's contents, when it lives inside the workspace (and so may
     /// have been written by the model) and is small enough to hash.
-    fn program_preimage(&self, workspace: &Workspace) -> Option<(String, Digest)> {
+    pub(crate) fn program_preimage(&self, workspace: &Workspace) -> Option<(String, Digest)> {
         let rel = self.program_in_workspace(workspace)?;
         let (bytes, total) = workspace.read_file(&rel, MAX_DIGESTED_PROGRAM_BYTES).ok()?;
         if total > MAX_DIGESTED_PROGRAM_BYTES {
@@ -451,10 +512,11 @@ impl Plan {
         }
         Classification {
             effect: None,
-            resources: vec![
-                format!("program:{}", self.program_resource(workspace)),
-                format!("cwd:{}", self.cwd),
+            touches: vec![
+                Resource::Program(self.program_resource(workspace)),
+                Resource::Cwd(self.cwd.to_string()),
             ],
+            resources: Vec::new(),
             paths,
             preimages: self.program_preimage(workspace).into_iter().collect(),
             preview: Some(preview),
@@ -462,16 +524,18 @@ impl Plan {
     }
 
     /// Stage 7: refuses to run unless the program, directory and (for a program inside the
-    /// workspace) its contents are still what stage 4 classified and the user approved.
+    /// workspace) its contents are still what stage 4 planned (`planned`, `planned_image`)
+    /// and the user approved.
     pub(crate) fn verify(
         &self,
         workspace: &Workspace,
-        classified: &Classification,
+        planned: Option<&Plan>,
+        planned_image: Option<&(String, Digest)>,
     ) -> Result<(), ToolError> {
-        let approved = resource(classified, "program:");
-        if approved != Some(self.program_resource(workspace).as_str()) {
+        let approved = planned.map(|plan| plan.program_resource(workspace));
+        if approved.as_deref() != Some(self.program_resource(workspace).as_str()) {
             return Err(ToolError::new(
-                "program_changed",
+                ToolErrorCode::ProgramChanged,
                 format!(
                     "`{}` now resolves to `{}`, not to {} as classified and approved; the call \
                      did not run",
@@ -481,9 +545,9 @@ impl Plan {
                 ),
             ));
         }
-        if resource(classified, "cwd:") != Some(self.cwd.as_str()) {
+        if planned.map(|plan| &plan.cwd) != Some(&self.cwd) {
             return Err(ToolError::new(
-                "cwd_changed",
+                ToolErrorCode::CwdChanged,
                 format!(
                     "the working directory now leads to `{}`, not to what was approved; the call \
                      did not run",
@@ -491,13 +555,9 @@ impl Plan {
                 ),
             ));
         }
-        let approved_image = classified
-            .preimages
-            .iter()
-            .find(|(name, _)| name.starts_with("program:"));
-        if approved_image != self.program_preimage(workspace).as_ref() {
+        if planned_image != self.program_preimage(workspace).as_ref() {
             return Err(ToolError::new(
-                "program_changed",
+                ToolErrorCode::ProgramChanged,
                 format!(
                     "`{}` changed since it was approved; the call did not run",
                     self.program_text()
@@ -509,7 +569,7 @@ impl Plan {
 
     /// Stage 7: runs the plan within the call's limits.
     pub(crate) fn run(
-        self,
+        &self,
         workspace: &Workspace,
         call: &Call<'_>,
         cx: &ExecContext,
@@ -546,10 +606,10 @@ impl Plan {
         if let Some(reason) = outcome.stopped {
             let (code, what) = match reason {
                 StopReason::Timeout => (
-                    "timeout",
+                    ToolErrorCode::Timeout,
                     format!("did not finish within {} ms", timeout.as_millis()),
                 ),
-                StopReason::Cancelled => ("cancelled", "was cancelled".to_owned()),
+                StopReason::Cancelled => (ToolErrorCode::Cancelled, "was cancelled".to_owned()),
             };
             let summary = |name: &str, capture: &toolgate_exec::Capture| {
                 format!(
@@ -600,7 +660,7 @@ impl Plan {
 /// The files a call's arguments name, as stage 4 binds them: interpreters (`sh check.sh`,
 /// `python3 job.py`) run what those files say, so their contents are part of what is
 /// approved.
-#[derive(Debug, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct Inputs {
     /// `input:<workspace-relative path>` and the file's digest, in argument order.
     bound: Vec<(String, Digest)>,
@@ -791,13 +851,9 @@ impl Inputs {
     }
 
     /// Stage 7: refuses unless the arguments name the same files, with the same contents, as
-    /// when the call was approved.
-    pub(crate) fn verify(&self, classified: &Classification) -> Result<(), ToolError> {
-        let approved: Vec<&(String, Digest)> = classified
-            .preimages
-            .iter()
-            .filter(|(name, _)| name.starts_with(INPUT))
-            .collect();
+    /// stage 4 found (`planned`) and the user approved.
+    pub(crate) fn verify(&self, planned: &Inputs) -> Result<(), ToolError> {
+        let approved: Vec<&(String, Digest)> = planned.bound.iter().collect();
         let now: Vec<&(String, Digest)> = self.bound.iter().collect();
         if approved == now {
             return Ok(());
@@ -810,7 +866,7 @@ impl Inputs {
                 name.strip_prefix(INPUT).unwrap_or(name)
             });
         Err(ToolError::new(
-            "script_changed",
+            ToolErrorCode::ScriptChanged,
             format!(
                 "`{changed}`, which the command names, changed since the call was approved; \
                  the call did not run"
@@ -831,14 +887,6 @@ pub(crate) fn unresolved(error: &ToolError) -> Classification {
     }
 }
 
-/// The value of the first resource with `prefix`, without the prefix.
-pub(crate) fn resource<'a>(classified: &'a Classification, prefix: &str) -> Option<&'a str> {
-    classified
-        .resources
-        .iter()
-        .find_map(|r| r.strip_prefix(prefix))
-}
-
 /// The time a call gets: what it asked for or the entry's default, never more than the entry's
 /// maximum nor than the context has left.
 fn effective_timeout(limits: &Limits, requested_ms: Option<u64>, cx: &ExecContext) -> Duration {
@@ -852,7 +900,7 @@ fn effective_timeout(limits: &Limits, requested_ms: Option<u64>, cx: &ExecContex
 /// Why a working directory is refused.
 #[derive(Debug)]
 struct CwdError {
-    code: &'static str,
+    code: ToolErrorCode,
     message: String,
 }
 
@@ -868,10 +916,10 @@ fn working_dir(workspace: &Workspace, raw: Option<&str>) -> Result<(RelPath, Pat
     let as_error = |error: PathError| {
         let tool = path_argument::tool_error(error);
         CwdError {
-            code: match tool.code.as_str() {
-                "outside_workspace" => "outside_workspace",
-                "not_found" => "not_found",
-                _ => "invalid_cwd",
+            code: match tool.code {
+                ToolErrorCode::OutsideWorkspace => ToolErrorCode::OutsideWorkspace,
+                ToolErrorCode::NotFound => ToolErrorCode::NotFound,
+                _ => ToolErrorCode::InvalidCwd,
             },
             message: tool.message,
         }
@@ -883,7 +931,7 @@ fn working_dir(workspace: &Workspace, raw: Option<&str>) -> Result<(RelPath, Pat
     let resolved = workspace.resolve(&rel).map_err(as_error)?;
     if resolved.kind != PathKind::Dir {
         return Err(CwdError {
-            code: "not_a_directory",
+            code: ToolErrorCode::NotADirectory,
             message: format!("cwd `{rel}` is a {}, not a directory", resolved.kind),
         });
     }
@@ -901,19 +949,6 @@ pub(crate) fn path_of(env: &[(String, String)]) -> Option<&str> {
 /// A runner's refusal as the tool's error.
 fn exec_tool_error(error: &ExecError) -> ToolError {
     ToolError::new(error.code(), error.to_string())
-}
-
-fn str_argument<'a>(arguments: &'a Map<String, Value>, name: &str) -> Option<&'a str> {
-    arguments.get(name).and_then(Value::as_str)
-}
-
-/// The strings of an array argument; the schema has checked the types.
-fn strings<'a>(arguments: &'a Map<String, Value>, name: &str) -> Vec<&'a str> {
-    arguments
-        .get(name)
-        .and_then(Value::as_array)
-        .map(|items| items.iter().filter_map(Value::as_str).collect())
-        .unwrap_or_default()
 }
 
 #[cfg(test)]

@@ -53,10 +53,11 @@
 use std::fmt::Write as _;
 use std::sync::Arc;
 
-use serde_json::{Map, Value, json};
+use serde::Deserialize;
+use serde_json::{Value, json};
 use toolgate_core::{
-    Call, Classification, Descriptor, Digest, ExecContext, Executor, FieldError, RejectCode,
-    ToolError, ToolOutput, sha256_digest,
+    Call, Classification, Descriptor, Digest, ExecContext, FieldError, RejectCode, Resource,
+    ToolError, ToolErrorCode, ToolOutput, TypedExecutor, sha256_digest,
 };
 use toolgate_exec::{ambient_env, resolve_program, scrub_env};
 use toolgate_workspace::{PathError, RelPath, Workspace};
@@ -171,15 +172,57 @@ pub struct RunScript {
     confinement: Arc<Confinement>,
 }
 
-impl Executor for RunScript {
-    fn check(&self, arguments: &Map<String, Value>) -> Vec<FieldError> {
-        let unconfinable = self.confinement.check(arguments);
+/// `run_script`'s arguments, as its closed schema admits them.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScriptArgs {
+    script: String,
+    #[serde(default)]
+    network: Vec<String>,
+}
+
+/// What a `run_script` call will run: the script, and everything stage 4 found to decide
+/// what runs — each step's program and argv, the project file and configuration, with their
+/// digests — which every step must find again before it starts.
+#[derive(Debug)]
+pub struct ScriptPlan {
+    script: String,
+    network: Vec<String>,
+    approved: Approved,
+}
+
+/// What decides what a script runs, as stage 4 found it. The confinement's resources are
+/// not here: they are bound once for the call, not found again before each step.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Approved {
+    touches: Vec<Resource>,
+    preimages: Vec<(String, Digest)>,
+}
+
+impl Approved {
+    fn of(classification: &Classification) -> Approved {
+        Approved {
+            touches: classification
+                .touches
+                .iter()
+                .filter(|r| !confine::is_confinement_resource(r))
+                .cloned()
+                .collect(),
+            preimages: classification.preimages.clone(),
+        }
+    }
+}
+
+impl TypedExecutor for RunScript {
+    type Args = ScriptArgs;
+    type Plan = ScriptPlan;
+
+    fn check(&self, arguments: &ScriptArgs) -> Vec<FieldError> {
+        let unconfinable = self.confinement.check(&arguments.network);
         if !unconfinable.is_empty() {
             return unconfinable;
         }
-        let Some(script) = arguments.get("script").and_then(Value::as_str) else {
-            return Vec::new();
-        };
+        let script = arguments.script.as_str();
         let project = Project::read(&self.workspace);
         if let Some(blocker) = &project.blocker {
             return vec![
@@ -207,32 +250,34 @@ impl Executor for RunScript {
         Vec::new()
     }
 
-    fn classify(&self, arguments: &Map<String, Value>) -> Classification {
-        let script = arguments
-            .get("script")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
-        match Project::read(&self.workspace).resolve(&self.workspace, script) {
-            Ok((definition, plans)) => {
-                let mut classification = definition.classification(&self.workspace, &plans);
-                confine::bind(&self.confinement, arguments, &mut classification);
-                classification
-            }
-            Err(error) => unresolved(&error),
-        }
+    fn plan(&self, arguments: ScriptArgs) -> (ScriptPlan, Classification) {
+        let classification =
+            match Project::read(&self.workspace).resolve(&self.workspace, &arguments.script) {
+                Ok((definition, plans)) => {
+                    let mut classification = definition.classification(&self.workspace, &plans);
+                    confine::bind(&self.confinement, &arguments.network, &mut classification);
+                    classification
+                }
+                Err(error) => unresolved(&error),
+            };
+        let plan = ScriptPlan {
+            script: arguments.script,
+            network: arguments.network,
+            approved: Approved::of(&classification),
+        };
+        (plan, classification)
     }
 
-    fn execute(&self, call: &Call<'_>, cx: &ExecContext) -> Result<ToolOutput, ToolError> {
-        let script = call
-            .arguments()
-            .get("script")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
-        let approved = call.classification();
+    fn execute(
+        &self,
+        plan: &ScriptPlan,
+        call: &Call<'_>,
+        cx: &ExecContext,
+    ) -> Result<ToolOutput, ToolError> {
         let confined = self
             .confinement
-            .start(self.workspace.root(), call.arguments())?;
-        let output = self.steps(call, cx, script, approved, &confined);
+            .start(self.workspace.root(), &plan.network)?;
+        let output = self.steps(call, cx, &plan.script, &plan.approved, &confined);
         confined.attach(output)
     }
 }
@@ -245,7 +290,7 @@ impl RunScript {
         call: &Call<'_>,
         cx: &ExecContext,
         script: &str,
-        approved: &Classification,
+        approved: &Approved,
         confined: &Confined,
     ) -> Result<ToolOutput, ToolError> {
         let mut results: Vec<(String, ToolOutput)> = Vec::new();
@@ -444,9 +489,9 @@ impl Definition {
             for name in &step.unset {
                 let _ = write!(preview, "\n  left out of the environment: {name}");
             }
-            for resource in part.resources {
-                if !classification.resources.contains(&resource) {
-                    classification.resources.push(resource);
+            for resource in part.touches {
+                if !classification.touches.contains(&resource) {
+                    classification.touches.push(resource);
                 }
             }
             for path in part.paths {
@@ -456,8 +501,8 @@ impl Definition {
             }
             classification.preimages.extend(part.preimages);
             classification
-                .resources
-                .push(format!("argv:{}", argv_text(workspace, plan)));
+                .touches
+                .push(Resource::Argv(argv_text(workspace, plan)));
         }
         preview.push_str(&self.shown);
         classification.preview = Some(preview);
@@ -473,9 +518,9 @@ impl Definition {
                 .bind(&mut classification, "the script's text");
         }
         let preview = classification.preview.take().unwrap_or_default();
-        classification.resources.extend([
-            format!("script:{}", self.script),
-            format!("source:{}", self.file),
+        classification.touches.extend([
+            Resource::Script(self.script.to_owned()),
+            Resource::Source(self.file.to_owned()),
         ]);
         classification
             .preimages
@@ -491,26 +536,26 @@ impl Definition {
     }
 
     /// Stage 7, before each step: refuses to run unless every program, argument and file
-    /// that decides what runs is what was classified and approved.
+    /// that decides what runs is what stage 4 found (`approved`) and the user approved.
     fn verify(
         &self,
         workspace: &Workspace,
         plans: &[Plan],
-        classified: &Classification,
+        approved: &Approved,
     ) -> Result<(), ToolError> {
-        let now = self.classification(workspace, plans);
+        let now = Approved::of(&self.classification(workspace, plans));
         let changed = |what: String| {
             ToolError::new(
-                "script_changed",
+                ToolErrorCode::ScriptChanged,
                 format!("{what} since the call was approved; the call did not run"),
             )
         };
         if let Some((name, _)) = now
             .preimages
             .iter()
-            .find(|entry| !classified.preimages.contains(entry))
+            .find(|entry| !approved.preimages.contains(entry))
             .or_else(|| {
-                classified
+                approved
                     .preimages
                     .iter()
                     .find(|entry| !now.preimages.contains(entry))
@@ -519,12 +564,7 @@ impl Definition {
             let file = name.split_once(':').map_or(name.as_str(), |(_, f)| f);
             return Err(changed(format!("`{file}` changed")));
         }
-        // The network and sandbox resources are the confinement's, bound once for the call.
-        let script_resources = classified
-            .resources
-            .iter()
-            .filter(|r| !confine::is_confinement_resource(r));
-        if !now.resources.iter().eq(script_resources) {
+        if now.touches != approved.touches {
             return Err(changed(format!(
                 "the commands of `{}` changed",
                 self.script
@@ -634,13 +674,13 @@ impl Project {
     ) -> Result<(Definition, Vec<Plan>), ToolError> {
         if let Some(blocker) = self.blocker {
             return Err(ToolError::new(
-                "script_changed",
+                ToolErrorCode::ScriptChanged,
                 format!("{blocker}; the call did not run"),
             ));
         }
         let definition = self.find(script).cloned().ok_or_else(|| {
             ToolError::new(
-                "script_changed",
+                ToolErrorCode::ScriptChanged,
                 format!("the project no longer defines `{script}`; the call did not run"),
             )
         })?;

@@ -11,18 +11,16 @@ use std::sync::Arc;
 use grep_regex::{RegexMatcher, RegexMatcherBuilder};
 use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkMatch};
 use ignore::overrides::{Override, OverrideBuilder};
-use serde_json::{Map, Value, json};
+use serde::Deserialize;
+use serde_json::{Value, json};
 use toolgate_core::{
-    Call, Classification, Descriptor, ExecContext, Executor, FieldError, RejectCode, ToolError,
-    ToolOutput,
+    Call, Classification, Descriptor, ExecContext, FieldError, RejectCode, ToolError,
+    ToolErrorCode, ToolOutput, TypedExecutor,
 };
 use toolgate_workspace::{PathKind, RelPath, Workspace};
 
 use crate::walk::{Found, WalkOptions, walk};
-use crate::{
-    Builtin, ENVELOPE_BYTES, bool_argument, json_len, path_argument, read_only_entry, stopped,
-    to_usize, u64_argument,
-};
+use crate::{Builtin, ENVELOPE_BYTES, json_len, path_argument, read_only_entry, stopped, to_usize};
 
 pub(crate) const NAME: &str = "search_text";
 
@@ -105,26 +103,41 @@ pub struct SearchText {
     workspace: Arc<Workspace>,
 }
 
+/// `search_text`'s arguments, as its closed schema admits them.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SearchArgs {
+    pattern: String,
+    path: Option<String>,
+    #[serde(default)]
+    regex: bool,
+    #[serde(default)]
+    case_sensitive: bool,
+    glob: Option<String>,
+    max_results: Option<u64>,
+}
+
+/// What a `search_text` call will search: where stage 4 named, for what.
+#[derive(Debug)]
+pub struct SearchPlan {
+    rel: Result<RelPath, ToolError>,
+    arguments: SearchArgs,
+}
+
 impl SearchText {
-    fn matcher(arguments: &Map<String, Value>) -> Result<RegexMatcher, String> {
-        let pattern = arguments
-            .get("pattern")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
-        let regex = bool_argument(arguments, "regex").unwrap_or(false);
-        let case_sensitive = bool_argument(arguments, "case_sensitive").unwrap_or(false);
+    fn matcher(arguments: &SearchArgs) -> Result<RegexMatcher, String> {
         RegexMatcherBuilder::new()
-            .fixed_strings(!regex)
-            .case_insensitive(!case_sensitive)
+            .fixed_strings(!arguments.regex)
+            .case_insensitive(!arguments.case_sensitive)
             .line_terminator(Some(b'\n'))
             .size_limit(REGEX_SIZE_LIMIT)
             .dfa_size_limit(REGEX_SIZE_LIMIT)
-            .build(pattern)
+            .build(&arguments.pattern)
             .map_err(|e| one_line(&e.to_string()))
     }
 
-    fn overrides(&self, arguments: &Map<String, Value>) -> Result<Option<Override>, String> {
-        let Some(glob) = arguments.get("glob").and_then(Value::as_str) else {
+    fn overrides(&self, arguments: &SearchArgs) -> Result<Option<Override>, String> {
+        let Some(glob) = &arguments.glob else {
             return Ok(None);
         };
         let mut builder = OverrideBuilder::new(self.workspace.root());
@@ -146,12 +159,14 @@ fn one_line(message: &str) -> String {
     line.strip_prefix("error: ").unwrap_or(line).to_owned()
 }
 
-impl Executor for SearchText {
-    fn check(&self, arguments: &Map<String, Value>) -> Vec<FieldError> {
-        let mut errors = path_argument::check(&self.workspace, arguments, "path");
+impl TypedExecutor for SearchText {
+    type Args = SearchArgs;
+    type Plan = SearchPlan;
+
+    fn check(&self, arguments: &SearchArgs) -> Vec<FieldError> {
+        let mut errors = path_argument::check(&self.workspace, arguments.path.as_deref(), "path");
         if let Err(reason) = Self::matcher(arguments) {
-            let regex = bool_argument(arguments, "regex").unwrap_or(false);
-            let message = if regex {
+            let message = if arguments.regex {
                 format!("not a valid regular expression: {reason}")
             } else {
                 format!("cannot be searched for: {reason}")
@@ -172,21 +187,27 @@ impl Executor for SearchText {
         errors
     }
 
-    fn classify(&self, arguments: &Map<String, Value>) -> Classification {
-        path_argument::classify(&self.workspace, arguments, "path")
+    fn plan(&self, arguments: SearchArgs) -> (SearchPlan, Classification) {
+        let (rel, classification) = path_argument::plan(&self.workspace, arguments.path.as_deref());
+        (SearchPlan { rel, arguments }, classification)
     }
 
-    fn execute(&self, call: &Call<'_>, cx: &ExecContext) -> Result<ToolOutput, ToolError> {
-        let arguments = call.arguments();
-        let matcher = Self::matcher(arguments).map_err(|e| ToolError::new("invalid_pattern", e))?;
+    fn execute(
+        &self,
+        plan: &SearchPlan,
+        call: &Call<'_>,
+        cx: &ExecContext,
+    ) -> Result<ToolOutput, ToolError> {
+        let arguments = &plan.arguments;
+        let matcher = Self::matcher(arguments)
+            .map_err(|e| ToolError::new(ToolErrorCode::InvalidPattern, e))?;
         let overrides = self
             .overrides(arguments)
-            .map_err(|e| ToolError::new("invalid_glob", e))?;
-        let resolved = path_argument::resolve(&self.workspace, arguments, "path")?;
-        let max_results =
-            to_usize(u64_argument(arguments, "max_results").unwrap_or(DEFAULT_MAX_RESULTS))
-                .min(call.limits().max_results)
-                .max(1);
+            .map_err(|e| ToolError::new(ToolErrorCode::InvalidGlob, e))?;
+        let resolved = path_argument::resolve(&self.workspace, &plan.rel)?;
+        let max_results = to_usize(arguments.max_results.unwrap_or(DEFAULT_MAX_RESULTS))
+            .min(call.limits().max_results)
+            .max(1);
         let mut search = Search {
             workspace: &self.workspace,
             matcher,
@@ -262,7 +283,7 @@ impl Executor for SearchText {
             }
             PathKind::Symlink | PathKind::Other => {
                 return Err(ToolError::new(
-                    "not_a_file",
+                    ToolErrorCode::NotAFile,
                     format!(
                         "`{}` is a {}; it cannot be searched",
                         resolved.rel, resolved.kind
@@ -349,9 +370,9 @@ impl Search<'_> {
         Ok(ControlFlow::Continue(()))
     }
 
-    fn finish(self, arguments: &Map<String, Value>) -> ToolOutput {
+    fn finish(self, arguments: &SearchArgs) -> ToolOutput {
         let output = json!({
-            "pattern": arguments.get("pattern").cloned().unwrap_or(Value::Null),
+            "pattern": arguments.pattern,
             "matches": self.matches,
             "files_searched": self.files_searched,
             "sensitive_files_skipped": self.skipped_sensitive,
@@ -424,12 +445,12 @@ mod tests {
 
     #[test]
     fn regex_errors_fit_on_one_line() {
-        let arguments: Map<String, Value> =
+        let arguments: SearchArgs =
             serde_json::from_str(r#"{"pattern": "(unclosed", "regex": true}"#).unwrap();
         let error = SearchText::matcher(&arguments).unwrap_err();
         assert!(!error.contains('\n'), "{error}");
         assert!(error.contains("unclosed"), "{error}");
-        let literal: Map<String, Value> =
+        let literal: SearchArgs =
             serde_json::from_str(r#"{"pattern": "(unclosed"}"#).unwrap();
         assert!(SearchText::matcher(&literal).is_ok());
     }

@@ -2,12 +2,13 @@
 
 use std::sync::Arc;
 
-use serde_json::{Map, Value, json};
+use serde::Deserialize;
+use serde_json::json;
 use toolgate_core::FieldError;
 use toolgate_workspace::Workspace;
 
 use crate::descriptor::{closed_schema, titled};
-use crate::file_write::{FileWriter, str_argument};
+use crate::file_write::{Change, FileWriter};
 use crate::{Builtin, path_argument, write_entry};
 
 pub(crate) const NAME: &str = "write_file";
@@ -47,25 +48,46 @@ pub(crate) fn builtin(workspace: Arc<Workspace>) -> Builtin {
     Builtin {
         descriptor: titled(NAME, "Write a file", DESCRIPTION, schema),
         entry: write_entry(NAME),
-        executor: Arc::new(FileWriter::new(workspace, plan)),
+        executor: Arc::new(FileWriter::<WriteArgs>::new(workspace)),
     }
 }
 
-/// The new bytes: `content`, whatever is there.
-fn plan(
-    arguments: &Map<String, Value>,
-    _current: Option<&[u8]>,
-) -> Result<Vec<u8>, Vec<FieldError>> {
-    let content = str_argument(arguments, "content");
-    if content.len() > MAX_CONTENT_BYTES {
-        return Err(vec![FieldError::new(
-            "/content",
-            toolgate_core::RejectCode::ConstraintViolation,
-            format!(
-                "`content` is {} bytes; write_file writes at most {MAX_CONTENT_BYTES}",
-                content.len()
-            ),
-        )]);
+/// `write_file`'s arguments, as its closed schema admits them.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WriteArgs {
+    path: String,
+    content: String,
+    expected_digest: Option<String>,
+    expected_content: Option<String>,
+}
+
+impl Change for WriteArgs {
+    fn path(&self) -> &str {
+        &self.path
     }
-    Ok(content.as_bytes().to_vec())
+
+    fn expected_digest(&self) -> Option<&str> {
+        self.expected_digest.as_deref()
+    }
+
+    fn expected_content(&self) -> Option<&str> {
+        self.expected_content.as_deref()
+    }
+
+    /// The new bytes: `content`, whatever is there.
+    fn apply(&self, _current: Option<&[u8]>) -> Result<Vec<u8>, Vec<FieldError>> {
+        let content = &self.content;
+        if content.len() > MAX_CONTENT_BYTES {
+            return Err(vec![FieldError::new(
+                "/content",
+                toolgate_core::RejectCode::ConstraintViolation,
+                format!(
+                    "`content` is {} bytes; write_file writes at most {MAX_CONTENT_BYTES}",
+                    content.len()
+                ),
+            )]);
+        }
+        Ok(content.as_bytes().to_vec())
+    }
 }

@@ -89,7 +89,7 @@ impl Fixture {
             "{tool} {arguments}: {}",
             outcome.summary()
         );
-        outcome.error.unwrap().code
+        outcome.error.unwrap().code.to_string()
     }
 
     /// The rejection of a call that must be stopped before it runs.

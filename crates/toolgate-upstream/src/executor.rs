@@ -7,8 +7,11 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
-use toolgate_core::{Call, ExecContext, Executor, Notice, ToolError, ToolOutput, ToolSchema};
+use serde_json::{Map, Value, json};
+use toolgate_core::{
+    Call, Classification, ExecContext, Notice, ToolError, ToolErrorCode, ToolOutput, ToolSchema,
+    TypedExecutor,
+};
 
 use crate::connection::Fault;
 use crate::supervisor::{Stale, Supervisor};
@@ -97,7 +100,7 @@ impl UpstreamExecutor {
             )
         };
         ToolError::new(
-            "stale_descriptor",
+            ToolErrorCode::StaleDescriptor,
             format!(
                 "{what}; the call was not forwarded (review it with `toolgate tools diff` and re-pin it with `toolgate tools pin`)"
             ),
@@ -158,8 +161,22 @@ fn text_of(result: &Value) -> String {
     }
 }
 
-impl Executor for UpstreamExecutor {
-    fn execute(&self, call: &Call<'_>, cx: &ExecContext) -> Result<ToolOutput, ToolError> {
+/// An upstream tool has no type of its own: its arguments are the object its pinned schema
+/// accepted, and the plan is to forward that object as it is.
+impl TypedExecutor for UpstreamExecutor {
+    type Args = Map<String, Value>;
+    type Plan = Map<String, Value>;
+
+    fn plan(&self, arguments: Map<String, Value>) -> (Map<String, Value>, Classification) {
+        (arguments, Classification::default())
+    }
+
+    fn execute(
+        &self,
+        arguments: &Map<String, Value>,
+        _call: &Call<'_>,
+        cx: &ExecContext,
+    ) -> Result<ToolOutput, ToolError> {
         // The registry that resolved this call may predate the upstream's latest list; the
         // pin is checked again against that list at the moment the call is forwarded.
         let connection = self
@@ -171,7 +188,7 @@ impl Executor for UpstreamExecutor {
             })?;
         let limit = cx.deadline().saturating_duration_since(Instant::now());
         let timeout = limit.min(self.supervisor.spec.call_timeout);
-        let params = json!({"name": self.tool, "arguments": call.arguments()});
+        let params = json!({"name": self.tool, "arguments": arguments});
         // The context stops at its deadline too; stopping a little before it lets the timeout
         // be reported as such, not as a cancellation.
         let stop = || cx.should_stop() && Instant::now() + Duration::from_millis(5) < cx.deadline();
@@ -194,7 +211,7 @@ impl Executor for UpstreamExecutor {
                 .and_then(Value::as_str)
                 .unwrap_or("no message");
             return Err(ToolError::new(
-                "upstream_error",
+                ToolErrorCode::UpstreamError,
                 format!(
                     "upstream `{}` refused the call: {message}",
                     self.supervisor.spec.name
@@ -202,7 +219,7 @@ impl Executor for UpstreamExecutor {
             ));
         }
         if result.get("isError").and_then(Value::as_bool) == Some(true) {
-            return Err(ToolError::new("tool_error", text_of(&result)));
+            return Err(ToolError::new(ToolErrorCode::ToolError, text_of(&result)));
         }
         self.output(result).map_err(|fault| self.failure(&fault))
     }

@@ -239,7 +239,7 @@ struct NotStarted {
 impl Executor for NotStarted {
     fn execute(&self, _call: &Call<'_>, _cx: &ExecContext) -> Result<ToolOutput, ToolError> {
         Err(ToolError::new(
-            "upstream_unavailable",
+            toolgate_core::ToolErrorCode::UpstreamUnavailable,
             format!(
                 "upstream `{}` was not started by this command",
                 self.upstream

@@ -42,10 +42,20 @@ use crate::sensitive::Sensitivity;
 mod describe;
 mod executor;
 mod explain;
+mod resource;
 mod stages;
+mod typed;
+
+pub use resource::Resource;
+pub use typed::{Parsed, Planned, TypedExecutor};
 
 /// The owner of a tool: checks what the schema cannot, names what a call touches, and runs
 /// authorized calls.
+///
+/// Most tools implement [`TypedExecutor`] instead, and so this trait: their arguments are
+/// parsed once into their own type and their stage 7 runs the plan their stage 4 made. An
+/// executor that implements this trait itself sees its arguments only as the JSON object
+/// ([`Call::arguments`]) and has no plan.
 pub trait Executor: Send + Sync + std::fmt::Debug {
     /// Stage 3, after the schema passed: semantic checks (paths inside the workspace, regexes
     /// that compile, sensible ranges). Every problem, not just the first.
@@ -59,6 +69,30 @@ pub trait Executor: Send + Sync + std::fmt::Debug {
         Classification::default()
     }
 
+    /// Stage 3, after the schema passed: the arguments parsed into the tool's type and
+    /// checked. Without a type, the object is all there is, and [`Executor::check`] checks it.
+    fn parse(&self, arguments: &Value) -> Result<Parsed, Vec<crate::rejection::FieldError>> {
+        let errors = match arguments {
+            Value::Object(map) => self.check(map),
+            _ => Vec::new(),
+        };
+        if errors.is_empty() {
+            Ok(Parsed::untyped())
+        } else {
+            Err(errors)
+        }
+    }
+
+    /// Stage 4: the plan made from what stage 3 parsed, and what it touches. Without a type
+    /// there is no plan, and [`Executor::classify`] says what the object touches.
+    fn plan_call(&self, _parsed: Parsed, arguments: &Value) -> (Planned, Classification) {
+        let classification = match arguments {
+            Value::Object(map) => self.classify(map),
+            _ => Classification::default(),
+        };
+        (Planned::untyped(), classification)
+    }
+
     /// Stage 7: do it, within `call.limits()`, watching `cx` for cancellation. Only the
     /// pipeline can call this: nothing outside this crate can make a [`Call`].
     fn execute(&self, call: &Call<'_>, cx: &ExecContext) -> Result<ToolOutput, ToolError>;
@@ -69,7 +103,12 @@ pub trait Executor: Send + Sync + std::fmt::Debug {
 pub struct Classification {
     /// A stricter effect class than the entry's; a laxer one is ignored.
     pub effect: Option<EffectClass>,
-    /// Resources touched, as `kind:value` (`path:src/lib.rs`).
+    /// Resources touched.
+    #[serde(skip)]
+    pub touches: Vec<Resource>,
+    /// The wire spelling of [`Classification::touches`], `kind:value` (`path:src/lib.rs`), as
+    /// policies, approval digests, the audit record and the console see them. Stage 4 writes
+    /// it from `touches`.
     pub resources: Vec<String>,
     /// Workspace-relative paths touched; policies see these as `context.paths`.
     pub paths: Vec<String>,
@@ -175,8 +214,9 @@ impl ExecContext {
     }
 }
 
-/// Evidence gathered as a call moves through the stages.
-#[derive(Debug, Clone)]
+/// Evidence gathered as a call moves through the stages, and the plan stage 4 made, which
+/// travels with it to stage 7 because every later stage value carries the trace.
+#[derive(Debug)]
 struct Trace {
     started: Instant,
     durations: [Option<Duration>; 8],
@@ -193,6 +233,7 @@ struct Trace {
     policies: Vec<String>,
     approval_id: Option<String>,
     arguments: Option<Value>,
+    plan: Planned,
 }
 
 impl Trace {
@@ -233,12 +274,13 @@ pub struct Resolved {
     trace: Box<Trace>,
 }
 
-/// After stage 3.
+/// After stage 3: the arguments, as the object the schema accepted and as the tool parsed it.
 #[derive(Debug)]
 pub struct Validated {
     invocation: Invocation,
     tool: Arc<Tool>,
     arguments: Value,
+    parsed: Parsed,
     trace: Box<Trace>,
 }
 
@@ -368,6 +410,11 @@ impl Call<'_> {
     /// The id of the grant this call redeemed, if it needed approval.
     pub fn approval_id(&self) -> Option<&str> {
         self.authorized.approval_id()
+    }
+
+    /// The plan stage 4 made for this call.
+    pub(crate) fn plan(&self) -> &Planned {
+        &self.authorized.trace.plan
     }
 }
 

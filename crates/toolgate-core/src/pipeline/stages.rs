@@ -55,6 +55,7 @@ impl Pipeline {
             policies: Vec::new(),
             approval_id: None,
             arguments: None,
+            plan: Planned::untyped(),
         });
         let result = normalize(raw, &self.bounds);
         trace.record(Stage::Normalize, started);
@@ -111,19 +112,22 @@ impl Pipeline {
             mut trace,
         } = resolved;
         let arguments = Value::Object(std::mem::take(&mut invocation.arguments));
-        let mut errors = tool.schema.check(&arguments);
-        if errors.is_empty()
-            && let Value::Object(map) = &arguments
-        {
-            errors = tool.executor.check(map);
-        }
+        let schema_errors = tool.schema.check(&arguments);
+        let checked = if schema_errors.is_empty() {
+            tool.executor.parse(&arguments)
+        } else {
+            Err(schema_errors)
+        };
         trace.record(Stage::Validate, started);
-        if !errors.is_empty() {
-            return Err(Stopped {
-                rejection: Rejection::from_field_errors(errors),
-                trace,
-            });
-        }
+        let parsed = match checked {
+            Ok(parsed) => parsed,
+            Err(errors) => {
+                return Err(Stopped {
+                    rejection: Rejection::from_field_errors(errors),
+                    trace,
+                });
+            }
+        };
         if let Value::Object(map) = &arguments {
             trace.argument_names = map.keys().cloned().collect();
             trace.argument_names.sort_unstable();
@@ -132,6 +136,7 @@ impl Pipeline {
             invocation,
             tool,
             arguments,
+            parsed,
             trace,
         })
     }
@@ -143,12 +148,18 @@ impl Pipeline {
             invocation,
             tool,
             arguments,
+            parsed,
             mut trace,
         } = validated;
-        let classification = match &arguments {
-            Value::Object(map) => tool.executor.classify(map),
-            _ => Classification::default(),
-        };
+        let (plan, mut classification) = tool.executor.plan_call(parsed, &arguments);
+        trace.plan = plan;
+        if !classification.touches.is_empty() {
+            classification.resources = classification
+                .touches
+                .iter()
+                .map(Resource::to_string)
+                .collect();
+        }
         // Arguments may make a call more consequential than its entry, never less.
         let effect = classification
             .effect

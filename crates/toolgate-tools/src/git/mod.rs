@@ -34,15 +34,16 @@ mod status;
 
 use std::sync::Arc;
 
-use serde_json::{Map, Value, json};
+use serde::Deserialize;
+use serde_json::{Value, json};
 use toolgate_core::sensitive::Visibility;
 use toolgate_core::{
-    Call, Classification, ExecContext, Executor, FieldError, ToolError, ToolOutput,
+    Call, Classification, ExecContext, FieldError, ToolError, ToolOutput, TypedExecutor,
 };
-use toolgate_workspace::Workspace;
+use toolgate_workspace::{RelPath, Workspace};
 
 use crate::descriptor::{closed_schema, titled};
-use crate::{Builtin, ENVELOPE_BYTES, bool_argument, path_argument, read_only_entry, stopped};
+use crate::{Builtin, ENVELOPE_BYTES, path_argument, read_only_entry, stopped};
 
 use diff::{FileChange, in_scope, staged_changes, unstaged_changes, withhold_change};
 use render::{ContentReader, DiffText, render};
@@ -124,13 +125,38 @@ pub struct GitDiff {
     workspace: Arc<Workspace>,
 }
 
-impl Executor for GitStatus {
-    fn classify(&self, arguments: &Map<String, Value>) -> Classification {
-        // The whole workspace: no `path` argument means the root.
-        path_argument::classify(&self.workspace, arguments, "path")
+/// `git_status` takes no arguments.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StatusArgs {}
+
+/// `git_diff`'s arguments, as its closed schema admits them.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DiffArgs {
+    path: Option<String>,
+    #[serde(default)]
+    staged: bool,
+}
+
+/// What a `git_diff` call will show: the changes under the path stage 4 named.
+#[derive(Debug)]
+pub struct DiffPlan {
+    scope: Result<RelPath, ToolError>,
+    staged: bool,
+}
+
+impl TypedExecutor for GitStatus {
+    type Args = StatusArgs;
+    type Plan = ();
+
+    fn plan(&self, _: StatusArgs) -> ((), Classification) {
+        // The whole workspace: no `path` means the root.
+        let (_, classification) = path_argument::plan(&self.workspace, None);
+        ((), classification)
     }
 
-    fn execute(&self, call: &Call<'_>, cx: &ExecContext) -> Result<ToolOutput, ToolError> {
+    fn execute(&self, (): &(), call: &Call<'_>, cx: &ExecContext) -> Result<ToolOutput, ToolError> {
         let repo = open_repository(&self.workspace)?;
         let head = head_state(&repo, &self.workspace)?;
         let entries = with_interrupt(cx, |interrupt| {
@@ -169,19 +195,32 @@ impl Executor for GitStatus {
     }
 }
 
-impl Executor for GitDiff {
-    fn check(&self, arguments: &Map<String, Value>) -> Vec<FieldError> {
-        path_argument::check(&self.workspace, arguments, "path")
+impl TypedExecutor for GitDiff {
+    type Args = DiffArgs;
+    type Plan = DiffPlan;
+
+    fn check(&self, arguments: &DiffArgs) -> Vec<FieldError> {
+        path_argument::check(&self.workspace, arguments.path.as_deref(), "path")
     }
 
-    fn classify(&self, arguments: &Map<String, Value>) -> Classification {
-        path_argument::classify(&self.workspace, arguments, "path")
+    fn plan(&self, arguments: DiffArgs) -> (DiffPlan, Classification) {
+        let (scope, classification) =
+            path_argument::plan(&self.workspace, arguments.path.as_deref());
+        let plan = DiffPlan {
+            scope,
+            staged: arguments.staged,
+        };
+        (plan, classification)
     }
 
-    fn execute(&self, call: &Call<'_>, cx: &ExecContext) -> Result<ToolOutput, ToolError> {
-        let arguments = call.arguments();
-        let staged = bool_argument(arguments, "staged").unwrap_or(false);
-        let scope = path_argument::rel(&self.workspace, arguments, "path")?;
+    fn execute(
+        &self,
+        plan: &DiffPlan,
+        call: &Call<'_>,
+        cx: &ExecContext,
+    ) -> Result<ToolOutput, ToolError> {
+        let staged = plan.staged;
+        let scope = path_argument::planned(&plan.scope)?;
         let repo = open_repository(&self.workspace)?;
         let changes = with_interrupt(cx, |interrupt| {
             if staged {
@@ -201,11 +240,11 @@ impl Executor for GitDiff {
             .filter_map(|change| withhold_change(change, hidden))
             .collect();
         changes.retain(|change| {
-            in_scope(&change.path, &scope)
+            in_scope(&change.path, scope)
                 || change
                     .old_path
                     .as_deref()
-                    .is_some_and(|old| in_scope(old, &scope))
+                    .is_some_and(|old| in_scope(old, scope))
         });
         changes.sort_by(|a, b| a.path.cmp(&b.path));
 

@@ -9,7 +9,7 @@ use std::time::Duration;
 use gix::Repository;
 use gix::bstr::{BStr, BString, ByteSlice};
 use toolgate_core::sensitive::Visibility;
-use toolgate_core::{ExecContext, Sensitivity, ToolError};
+use toolgate_core::{ExecContext, Sensitivity, ToolError, ToolErrorCode};
 use toolgate_workspace::{PathError, PathKind, Workspace};
 
 use crate::{path_argument, stopped, walk};
@@ -76,12 +76,12 @@ pub(super) fn not_a_repository(detail: Option<String>) -> ToolError {
         None => message.push_str(" (it has no `.git` directory)"),
     }
     message.push_str("; only the workspace root's own repository can be read");
-    ToolError::new("not_a_repository", message)
+    ToolError::new(ToolErrorCode::NotARepository, message)
 }
 
 pub(super) fn elsewhere(reason: &str) -> ToolError {
     ToolError::new(
-        "repository_outside_workspace",
+        ToolErrorCode::RepositoryOutsideWorkspace,
         format!(
             "the workspace's git repository is not wholly inside the workspace: {reason}; only a \
              repository whose `.git` directory is at the workspace root can be read"
@@ -95,7 +95,7 @@ pub(super) fn git_error(workspace: &Workspace, cx: &ExecContext, error: &gix::Er
         return stopped(cx);
     }
     ToolError::new(
-        "git_error",
+        ToolErrorCode::GitError,
         format!(
             "cannot read the git repository: {}",
             scrub(workspace, &error.to_string())

@@ -10,6 +10,7 @@ use gix::status::index_worktree;
 use gix::status::plumbing::index_as_worktree::{Change, EntryStatus};
 use serde_json::{Map, Value, json};
 use toolgate_core::ToolError;
+use toolgate_core::ToolErrorCode;
 use toolgate_workspace::Workspace;
 
 use super::diff::same_kind;
@@ -26,7 +27,7 @@ pub(super) struct HeadState {
 pub(super) fn head_state(repo: &Repository, workspace: &Workspace) -> Result<HeadState, ToolError> {
     let head = repo.head().map_err(|e| {
         ToolError::new(
-            "git_error",
+            ToolErrorCode::GitError,
             format!("cannot read HEAD: {}", scrub(workspace, &e.to_string())),
         )
     })?;
