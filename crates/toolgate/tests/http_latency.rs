@@ -1,0 +1,384 @@
+//! `toolgate serve --http` answering a plain keep-alive client promptly, with raw HTTP/1.1 on
+//! 127.0.0.1 as Python's `http.client` speaks it: one connection for every call, `TCP_NODELAY`
+//! on the client's socket, a request's head and body in two writes.
+//!
+//! Without `TCP_NODELAY` on the server's sockets, an answer that goes out in several writes
+//! (an event stream's events) waits each call for the client's delayed acknowledgement, about
+//! 40 ms; these tests bound twenty calls to 400 ms, which that wait alone would exceed. They
+//! also hold the choice of answer: a call that reports nothing on the way is answered with one
+//! `application/json` body, one that reports progress first with an event stream. The progress
+//! comes from an upstream server of the test's own, which reports it for every call at once.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
+
+#[path = "../../../tests/support/clients.rs"]
+mod clients;
+
+use std::fs;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use clients::toolgate_bin;
+
+const TOKEN: &str = "latency-0123456789abcdef0123456789abcdef";
+const PROTOCOL: &str = "2025-11-25";
+const CALLS: usize = 20;
+/// Twenty calls at Nagle's pace take 800 ms or more; at toolgate's own, a few ms each even in
+/// a debug build on a busy machine.
+const CALLS_WITHIN: Duration = Duration::from_millis(400);
+
+/// An upstream MCP server over stdio with one tool, `tick`, that reports progress for the
+/// call's token (when it has one) before it answers, at once.
+const PROGRESS_UPSTREAM: &str = r#"
+import json, sys
+def write(message):
+    sys.stdout.write(json.dumps(message) + "\n")
+    sys.stdout.flush()
+for line in sys.stdin:
+    message = json.loads(line)
+    method, id = message.get("method"), message.get("id")
+    if method == "initialize":
+        write({"jsonrpc": "2.0", "id": id, "result": {
+            "protocolVersion": message["params"]["protocolVersion"],
+            "capabilities": {"tools": {}}, "serverInfo": {"name": "ticker", "version": "1"}}})
+    elif method == "tools/list":
+        write({"jsonrpc": "2.0", "id": id, "result": {"tools": [{
+            "name": "tick", "description": "Reports progress once, then answers.",
+            "inputSchema": {"type": "object", "properties": {}}}]}})
+    elif method == "tools/call":
+        token = message["params"].get("_meta", {}).get("progressToken")
+        if token is not None:
+            write({"jsonrpc": "2.0", "method": "notifications/progress",
+                   "params": {"progressToken": token, "progress": 1, "total": 2}})
+        write({"jsonrpc": "2.0", "id": id, "result": {"content": [{"type": "text", "text": "tock"}]}})
+    elif id is not None:
+        write({"jsonrpc": "2.0", "id": id, "error": {"code": -32601, "message": "no such method"}})
+"#;
+
+/// `toolgate serve --http 127.0.0.1:0` on a workspace of its own, stopped when dropped.
+struct Server {
+    child: Child,
+    addr: SocketAddr,
+    _dir: tempfile::TempDir,
+}
+
+impl Server {
+    fn start() -> Server {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path().join("ws");
+        fs::create_dir(&ws).unwrap();
+        fs::write(ws.join("a.txt"), "alpha\n".repeat(20)).unwrap();
+        let upstream = dir.path().join("progress_upstream.py");
+        fs::write(&upstream, PROGRESS_UPSTREAM).unwrap();
+        let config = dir.path().join("toolgate.toml");
+        let quoted = |path: &Path| serde_json::to_string(&path.display().to_string()).unwrap();
+        fs::write(
+            &config,
+            format!(
+                "[[serve.token]]\nenv = \"TOOLGATE_TEST_TOKEN\"\nactor = \"alice\"\nprofile = \"default\"\n\n\
+                 [[upstream]]\nname = \"fx\"\ncommand = [\"python3\", {}]\n\
+                 [upstream.sandbox]\nread = [{}]\n",
+                quoted(&upstream),
+                quoted(dir.path()),
+            ),
+        )
+        .unwrap();
+        let admitted = Command::new(toolgate_bin())
+            .args([
+                "tools",
+                "admit",
+                "fx",
+                "tick",
+                "--effect",
+                "read_only",
+                "--config",
+            ])
+            .arg(&config)
+            .env("XDG_STATE_HOME", dir.path().join("state"))
+            .output()
+            .unwrap();
+        assert!(admitted.status.success(), "admit tick: {admitted:?}");
+        let mut child = Command::new(toolgate_bin())
+            .args([
+                "serve",
+                "--no-console",
+                "--http",
+                "127.0.0.1:0",
+                "--workspace",
+            ])
+            .arg(&ws)
+            .arg("--config")
+            .arg(&config)
+            .env("XDG_STATE_HOME", dir.path().join("state"))
+            .env("TOOLGATE_TEST_TOKEN", TOKEN)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let (addr, _) = clients::http_address(&mut child);
+        Server {
+            child,
+            addr,
+            _dir: dir,
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// One answer: its status, content type and the JSON-RPC messages of its body.
+#[derive(Debug)]
+struct Reply {
+    status: u16,
+    content_type: String,
+    session: Option<String>,
+    messages: Vec<Value>,
+}
+
+/// One keep-alive connection, used as `http.client` uses it.
+struct Connection {
+    addr: SocketAddr,
+    writer: TcpStream,
+    reader: BufReader<TcpStream>,
+    session: Option<String>,
+    next_id: u64,
+}
+
+impl Connection {
+    fn open(addr: SocketAddr) -> Connection {
+        let stream = TcpStream::connect(addr).unwrap();
+        // As `http.client` does: the client's own writes are not what is measured.
+        stream.set_nodelay(true).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        Connection {
+            addr,
+            writer: stream.try_clone().unwrap(),
+            reader: BufReader::new(stream),
+            session: None,
+            next_id: 0,
+        }
+    }
+
+    /// POSTs `message`: the head in one write, the body in a second.
+    fn post(&mut self, message: &Value) -> Reply {
+        let body = message.to_string();
+        let mut head = format!(
+            "POST /mcp HTTP/1.1\r\nhost: {}\r\nauthorization: Bearer {TOKEN}\r\n\
+             content-type: application/json\r\naccept: application/json, text/event-stream\r\n\
+             mcp-protocol-version: {PROTOCOL}\r\ncontent-length: {}\r\n",
+            self.addr,
+            body.len()
+        );
+        if let Some(session) = &self.session {
+            head.push_str(&format!("mcp-session-id: {session}\r\n"));
+        }
+        head.push_str("\r\n");
+        self.writer.write_all(head.as_bytes()).unwrap();
+        self.writer.write_all(body.as_bytes()).unwrap();
+        self.read_reply()
+    }
+
+    fn request(&mut self, method: &str, params: Value) -> Reply {
+        self.next_id += 1;
+        let id = self.next_id;
+        self.post(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
+    }
+
+    fn begin(&mut self) {
+        let reply = self.request(
+            "initialize",
+            json!({"protocolVersion": PROTOCOL, "capabilities": {},
+                   "clientInfo": {"name": "latency", "version": "1"}}),
+        );
+        assert_eq!(reply.status, 200, "{reply:?}");
+        self.session = reply.session;
+        assert!(self.session.is_some(), "the session has an id");
+        let accepted = self.post(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        assert_eq!(accepted.status, 202, "{accepted:?}");
+    }
+
+    fn read_reply(&mut self) -> Reply {
+        let mut status = 0;
+        let mut content_type = String::new();
+        let mut session = None;
+        let mut length = None;
+        let mut chunked = false;
+        loop {
+            let mut line = String::new();
+            assert!(
+                self.reader.read_line(&mut line).unwrap() > 0,
+                "the server closed the connection"
+            );
+            let line = line.trim_end();
+            if line.is_empty() {
+                break;
+            }
+            if let Some(code) = line.strip_prefix("HTTP/1.1 ") {
+                status = code[..3].parse().unwrap();
+                continue;
+            }
+            let (name, value) = line.split_once(':').unwrap();
+            let value = value.trim().to_owned();
+            match name.to_ascii_lowercase().as_str() {
+                "content-type" => content_type = value,
+                "content-length" => length = Some(value.parse::<usize>().unwrap()),
+                "transfer-encoding" => chunked = value.eq_ignore_ascii_case("chunked"),
+                "mcp-session-id" => session = Some(value),
+                _ => {}
+            }
+        }
+        let mut body = Vec::new();
+        if chunked {
+            loop {
+                let mut size = String::new();
+                self.reader.read_line(&mut size).unwrap();
+                let size = usize::from_str_radix(size.trim(), 16).unwrap();
+                let mut piece = vec![0; size + 2];
+                self.reader.read_exact(&mut piece).unwrap();
+                if size == 0 {
+                    break;
+                }
+                body.extend_from_slice(&piece[..size]);
+            }
+        } else {
+            body.resize(length.unwrap_or(0), 0);
+            self.reader.read_exact(&mut body).unwrap();
+        }
+        let body = String::from_utf8(body).unwrap();
+        let messages = if content_type.starts_with("text/event-stream") {
+            body.replace("\r\n", "\n")
+                .split("\n\n")
+                .filter_map(|event| {
+                    let data: Vec<&str> = event
+                        .lines()
+                        .filter_map(|l| l.strip_prefix("data:"))
+                        .map(str::trim_start)
+                        .collect();
+                    let data = data.join("\n");
+                    (!data.trim().is_empty()).then(|| serde_json::from_str(&data).unwrap())
+                })
+                .collect()
+        } else if content_type.starts_with("application/json") {
+            vec![serde_json::from_str(&body).unwrap()]
+        } else {
+            Vec::new()
+        };
+        Reply {
+            status,
+            content_type,
+            session,
+            messages,
+        }
+    }
+}
+
+fn read_a_file(connection: &mut Connection) -> Reply {
+    let reply = connection.request(
+        "tools/call",
+        json!({"name": "read_file", "arguments": {"path": "a.txt"}}),
+    );
+    assert_eq!(reply.status, 200, "{reply:?}");
+    let result = &reply.messages.last().unwrap()["result"];
+    assert_eq!(result["isError"], json!(false), "{reply:?}");
+    assert!(result.to_string().contains("alpha"), "{reply:?}");
+    reply
+}
+
+/// A call of the upstream's `tick`, with a progress token when `token` is given.
+fn tick(connection: &mut Connection, token: Option<&str>) -> Reply {
+    let mut params = json!({"name": "fx__tick", "arguments": {}});
+    if let Some(token) = token {
+        params["_meta"] = json!({"progressToken": token});
+    }
+    let reply = connection.request("tools/call", params);
+    assert_eq!(reply.status, 200, "{reply:?}");
+    let result = &reply.messages.last().unwrap()["result"];
+    assert_eq!(result["isError"], json!(false), "{reply:?}");
+    assert!(result.to_string().contains("tock"), "{reply:?}");
+    reply
+}
+
+fn is_event_stream(reply: &Reply) -> bool {
+    reply.content_type.starts_with("text/event-stream")
+}
+
+#[test]
+fn a_keep_alive_client_writing_head_and_body_apart_is_answered_without_waiting() {
+    let server = Server::start();
+    let mut connection = Connection::open(server.addr);
+    connection.begin();
+    read_a_file(&mut connection);
+    let started = Instant::now();
+    for _ in 0..CALLS {
+        read_a_file(&mut connection);
+    }
+    let reads = started.elapsed();
+    assert!(
+        reads < CALLS_WITHIN,
+        "{CALLS} reads on one connection took {reads:?}"
+    );
+
+    // The same for answers that are event streams, written event by event.
+    tick(&mut connection, Some("warm"));
+    let started = Instant::now();
+    for n in 0..CALLS {
+        let reply = tick(&mut connection, Some(&format!("t{n}")));
+        assert!(is_event_stream(&reply), "{reply:?}");
+    }
+    let streamed = started.elapsed();
+    assert!(
+        streamed < CALLS_WITHIN,
+        "{CALLS} streamed answers on one connection took {streamed:?}"
+    );
+}
+
+#[test]
+fn a_call_that_reports_nothing_gets_json_and_one_that_notifies_gets_an_event_stream() {
+    let server = Server::start();
+    let mut connection = Connection::open(server.addr);
+    connection.begin();
+
+    let read = read_a_file(&mut connection);
+    assert_eq!(read.content_type, "application/json", "{read:?}");
+    assert_eq!(read.messages.len(), 1, "{read:?}");
+
+    // The upstream's call, without a token: it reports nothing, so JSON too.
+    let quiet = tick(&mut connection, None);
+    assert_eq!(quiet.content_type, "application/json", "{quiet:?}");
+
+    let told = tick(&mut connection, Some("p1"));
+    assert!(is_event_stream(&told), "{told:?}");
+    let methods: Vec<&str> = told
+        .messages
+        .iter()
+        .map(|m| m["method"].as_str().unwrap_or("(result)"))
+        .collect();
+    assert_eq!(
+        methods,
+        ["notifications/progress", "(result)"],
+        "the progress, then the result, in order: {told:?}"
+    );
+    assert_eq!(told.messages[0]["params"]["progressToken"], json!("p1"));
+
+    // The connection serves on after a stream.
+    let again = read_a_file(&mut connection);
+    assert_eq!(again.content_type, "application/json", "{again:?}");
+}
