@@ -1,28 +1,26 @@
 //! [`ConsoleBroker`]: approval requests wait here until a person decides them in the console,
 //! the call is cancelled, or the approval timeout passes.
 //!
-//! The pipeline's thread blocks in [`ApprovalBroker::request`]; the console's handlers list
-//! the pending requests and record a decision, which wakes that thread. The thread alone turns
-//! a decision into a grant, through the broker's [`GrantLedger`], so a decision that arrives
-//! after the request gave up finds nothing to decide.
+//! The pipeline's thread blocks in [`ApprovalBroker::ask`]; the console's handlers list the
+//! pending requests and record a decision, which wakes that thread. That thread takes the
+//! decision back to the pipeline, which alone turns it into a grant, in its [`GrantLedger`];
+//! a decision that arrives after the request gave up finds nothing to decide. The console
+//! holds the same ledger, to list and revoke the standing grants and to restore them from
+//! the grants file.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
-use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use toolgate_core::{
-    ApprovalBroker, ApprovalRequest, ApprovalResponse, Clock, EffectClass, Grant, GrantLedger,
-    GrantScope, SystemClock,
+    ApprovalBroker, ApprovalDecision, ApprovalRequest, Clock, EffectClass, Grant, GrantLedger,
+    GrantNotKept, GrantScope, SystemClock,
 };
 
 use crate::guard::Secret;
-use crate::standing::{self, GrantsFileError, StoredGrant};
-
-/// How long a once grant stays redeemable: the pipeline redeems it immediately after the
-/// decision, so this only bounds a grant that was never used.
-const ONCE_TTL: Duration = Duration::from_secs(60);
+use crate::standing::{self, GrantsFile, GrantsFileError};
 
 /// How often a waiting request looks at its call's cancellation flag.
 const CANCEL_POLL: Duration = Duration::from_millis(100);
@@ -39,7 +37,9 @@ pub use toolgate_core::MAX_REASON_CHARS;
 pub struct BrokerOptions {
     /// How long a request waits for a person before it is `approval_expired`.
     pub timeout: Duration,
-    /// How long an "allow for this workspace" grant stands unless revoked first.
+    /// How long an "allow for this workspace" grant stands unless revoked first: what the
+    /// console tells the person, and the most a restored grant is given. The pipeline issues
+    /// grants for its own [`toolgate_core::GrantTimes`], which must say the same.
     pub standing_ttl: Duration,
     /// The workspace root, shown to the person (requests carry only its digest).
     pub workspace_root: String,
@@ -51,7 +51,7 @@ impl Default for BrokerOptions {
     fn default() -> Self {
         BrokerOptions {
             timeout: Duration::from_secs(300),
-            standing_ttl: Duration::from_secs(8 * 60 * 60),
+            standing_ttl: toolgate_core::GrantTimes::default().standing,
             workspace_root: String::new(),
             grants_file: None,
         }
@@ -203,25 +203,34 @@ struct Pending {
     decision: Option<Decision>,
 }
 
+/// The ledger for a pipeline whose approvals `options` describe: it keeps its standing grants
+/// in the options' grants file, if there is one. The pipeline and the console share it.
+pub fn grants_ledger(options: &BrokerOptions) -> GrantLedger {
+    let ledger = GrantLedger::new(Arc::new(SystemClock));
+    match &options.grants_file {
+        Some(path) => ledger.with_store(Arc::new(GrantsFile::new(path.clone()))),
+        None => ledger,
+    }
+}
+
 /// The approval broker behind the console.
 #[derive(Debug)]
 pub struct ConsoleBroker {
-    ledger: GrantLedger,
+    /// The pipeline's ledger: read to list standing grants, written to revoke and restore them.
+    grants: Arc<GrantLedger>,
     pending: Mutex<BTreeMap<String, Pending>>,
     decided: Condvar,
-    /// Held from listing the standing grants until the grants file holds that list, so a
-    /// slower writer with an older list cannot bring back a grant revoked meanwhile.
-    grants_file: Mutex<()>,
     options: BrokerOptions,
 }
 
 impl ConsoleBroker {
-    pub fn new(options: BrokerOptions) -> ConsoleBroker {
+    /// A broker whose standing grants are those of `grants`, the ledger the pipeline issues
+    /// from (see [`grants_ledger`]).
+    pub fn new(options: BrokerOptions, grants: Arc<GrantLedger>) -> ConsoleBroker {
         ConsoleBroker {
-            ledger: GrantLedger::new(std::sync::Arc::new(SystemClock)),
+            grants,
             pending: Mutex::new(BTreeMap::new()),
             decided: Condvar::new(),
-            grants_file: Mutex::new(()),
             options,
         }
     }
@@ -296,25 +305,25 @@ impl ConsoleBroker {
 
     /// The workspace grants standing now.
     pub fn grants(&self) -> Vec<GrantView> {
-        self.ledger
+        self.grants
             .standing_grants()
             .into_iter()
             .map(|grant| self.grant_view(&grant))
             .collect()
     }
 
-    /// Revokes a standing grant; `false` when there is none with that id.
-    pub fn revoke(&self, id: &str) -> Result<bool, GrantsFileError> {
-        let standing = self.ledger.standing_grants().iter().any(|g| g.id == id);
-        if standing {
-            self.ledger.revoke(id);
-            self.save_standing()?;
+    /// Revokes a standing grant; `false` when there is none with that id. `Err` when it was
+    /// revoked for this run but the grants file still holds it.
+    pub fn revoke(&self, id: &str) -> Result<bool, GrantNotKept> {
+        // Only standing grants are the console's to revoke; a once grant is the call's own.
+        if !self.grants.standing_grants().iter().any(|g| g.id == id) {
+            return Ok(false);
         }
-        Ok(standing)
+        self.grants.revoke(id)
     }
 
     /// Restores the standing grants of the grants file that have not expired; returns how
-    /// many. Each is issued anew by this run's ledger, for the time it had left, at most the
+    /// many. Each is restored in the pipeline's ledger for the time it had left, at most the
     /// standing grant time.
     pub fn restore_standing(&self) -> Result<usize, GrantsFileError> {
         let Some(path) = &self.options.grants_file else {
@@ -326,65 +335,14 @@ impl ConsoleBroker {
             if stored.expires_at_ms <= now {
                 continue;
             }
-            // The ledger issues grants only for a request; this one stands for the stored
-            // grant's tool and workspace, which is all a workspace grant is checked against.
-            let arguments = serde_json::Value::Object(serde_json::Map::new());
-            let request = ApprovalRequest {
-                digest: toolgate_core::ApprovalDigest::compute(
-                    &stored.tool,
-                    "",
-                    &arguments,
-                    &stored.workspace,
-                    &[],
-                    &[],
-                ),
-                tool: stored.tool,
-                version: String::new(),
-                effect: EffectClass::LocalWrite,
-                surface: toolgate_core::Surface::Console,
-                actor: String::new(),
-                workspace: stored.workspace,
-                arguments,
-                resources: Vec::new(),
-                preview: None,
-                scope_allowed: GrantScope::WorkspaceAction,
-                policies: Vec::new(),
-                approval_mode: toolgate_core::ApprovalMode::Policy,
-                call_id: String::new(),
-                cancelled: std::sync::Arc::default(),
-            };
             // No grant outlives the time a person could have allowed it for, whatever the
             // file says.
             let left =
                 Duration::from_millis(stored.expires_at_ms - now).min(self.options.standing_ttl);
-            self.ledger
-                .issue(&request, GrantScope::WorkspaceAction, left);
+            self.grants.restore(&stored.workspace, &stored.tool, left);
             restored += 1;
         }
         Ok(restored)
-    }
-
-    /// Writes the standing grants to the grants file, if there is one.
-    fn save_standing(&self) -> Result<(), GrantsFileError> {
-        let Some(path) = &self.options.grants_file else {
-            return Ok(());
-        };
-        // Nothing is left half-done under this lock: the file is replaced by a rename.
-        let _writing = self
-            .grants_file
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        let stored: Vec<StoredGrant> = self
-            .ledger
-            .standing_grants()
-            .into_iter()
-            .map(|g| StoredGrant {
-                workspace: g.workspace,
-                tool: g.tool,
-                expires_at_ms: g.expires_at_ms,
-            })
-            .collect();
-        standing::save(path, &stored)
     }
 
     fn view(&self, id: &str, pending: &Pending, now: Instant) -> PendingView {
@@ -447,15 +405,15 @@ impl ConsoleBroker {
         )
     }
 
-    /// Waits for the decision on `id`; `Err` with the response to give when the wait ended
+    /// Waits for the decision on `id`; `Err` with the answer to give when the wait ended
     /// without one. The request leaves the pending list under the same lock that read its
     /// answer, whatever the answer, so a later decision finds nothing and is refused rather
     /// than accepted and ignored.
-    fn wait(&self, id: &str, request: &ApprovalRequest) -> Result<Decision, ApprovalResponse> {
+    fn wait(&self, id: &str, request: &ApprovalRequest) -> Result<Decision, ApprovalDecision> {
         let mut pending = self.lock();
         let answer = loop {
             let Some(entry) = pending.get_mut(id) else {
-                break Err(ApprovalResponse::Unanswered {
+                break Err(ApprovalDecision::Unanswered {
                     reason: "the request vanished from the console".to_owned(),
                 });
             };
@@ -463,13 +421,13 @@ impl ConsoleBroker {
                 break Ok(decision);
             }
             if request.cancelled.load(Ordering::Relaxed) {
-                break Err(ApprovalResponse::Unanswered {
+                break Err(ApprovalDecision::Unanswered {
                     reason: "the call was cancelled while it waited for approval".to_owned(),
                 });
             }
             let now = Instant::now();
             if now >= entry.deadline {
-                break Err(ApprovalResponse::Expired {
+                break Err(ApprovalDecision::Expired {
                     reason: format!(
                         "nobody answered in the approval console within {} s",
                         self.options.timeout.as_secs()
@@ -499,11 +457,11 @@ impl ApprovalBroker for ConsoleBroker {
         self.lock().len() < MAX_PENDING
     }
 
-    fn request(&self, request: &ApprovalRequest) -> ApprovalResponse {
+    fn ask(&self, request: &ApprovalRequest) -> ApprovalDecision {
         let id = match Secret::generate() {
             Ok(secret) => secret.expose().chars().take(32).collect::<String>(),
             Err(e) => {
-                return ApprovalResponse::Unanswered {
+                return ApprovalDecision::Unanswered {
                     reason: format!("the console could not name the request: {e}"),
                 };
             }
@@ -512,7 +470,7 @@ impl ApprovalBroker for ConsoleBroker {
         {
             let mut pending = self.lock();
             if pending.len() >= MAX_PENDING {
-                return ApprovalResponse::Unanswered {
+                return ApprovalDecision::Unanswered {
                     reason: format!(
                         "{MAX_PENDING} requests already wait in the approval console; \
                          answer or let them expire before asking again"
@@ -530,37 +488,18 @@ impl ApprovalBroker for ConsoleBroker {
             );
         }
         match self.wait(&id, request) {
-            Ok(Decision::AllowOnce) => {
-                ApprovalResponse::Grant(self.ledger.issue(request, GrantScope::Once, ONCE_TTL))
-            }
-            Ok(Decision::AllowWorkspace) => {
-                let grant = self.ledger.issue(
-                    request,
-                    GrantScope::WorkspaceAction,
-                    self.options.standing_ttl,
-                );
-                // A grant that cannot be kept as promised is not given: the person allowed
-                // it for the workspace, across restarts, and it would silently be less.
-                if let Err(e) = self.save_standing() {
-                    self.ledger.revoke(&grant.id);
-                    return ApprovalResponse::Unanswered {
-                        reason: format!("the workspace grant could not be kept: {e}"),
-                    };
-                }
-                ApprovalResponse::Grant(grant)
-            }
-            Ok(Decision::Reject { reason }) => ApprovalResponse::Deny {
+            Ok(Decision::AllowOnce) => ApprovalDecision::AllowOnce,
+            // The pipeline keeps the grant in the grants file before it is given: a grant that
+            // cannot be kept as promised, across restarts, is not given at all.
+            Ok(Decision::AllowWorkspace) => ApprovalDecision::AllowWorkspace,
+            Ok(Decision::Reject { reason }) => ApprovalDecision::Reject {
                 reason: reason
                     .map(|r| r.trim().to_owned())
                     .filter(|r| !r.is_empty())
                     .unwrap_or_else(|| "rejected in the approval console".to_owned()),
             },
-            Err(response) => response,
+            Err(answer) => answer,
         }
-    }
-
-    fn ledger(&self) -> Option<&GrantLedger> {
-        Some(&self.ledger)
     }
 }
 
@@ -599,6 +538,8 @@ mod tests {
     use serde_json::json;
     use toolgate_core::{ApprovalDigest, ApprovalMode, Surface};
 
+    use crate::standing::StoredGrant;
+
     use super::*;
 
     fn request(tool: &str, effect: EffectClass, scope: GrantScope) -> ApprovalRequest {
@@ -623,22 +564,47 @@ mod tests {
     }
 
     fn broker(timeout: Duration) -> Arc<ConsoleBroker> {
-        Arc::new(ConsoleBroker::new(BrokerOptions {
+        with_options(BrokerOptions {
             timeout,
             ..BrokerOptions::default()
-        }))
+        })
+    }
+
+    /// A broker over a ledger of its own, wired as toolgate wires the pipeline's.
+    fn with_options(options: BrokerOptions) -> Arc<ConsoleBroker> {
+        let grants = Arc::new(grants_ledger(&options));
+        Arc::new(ConsoleBroker::new(options, grants))
+    }
+
+    /// What the pipeline does with an allowing decision: issues the grant in the ledger the
+    /// console shares, for the times the console states.
+    fn granted(
+        b: &ConsoleBroker,
+        request: &ApprovalRequest,
+        decision: &ApprovalDecision,
+    ) -> Result<Grant, GrantNotKept> {
+        let scope = match decision {
+            ApprovalDecision::AllowOnce => GrantScope::Once,
+            ApprovalDecision::AllowWorkspace => GrantScope::WorkspaceAction,
+            other => panic!("not an allow: {other:?}"),
+        };
+        let times = toolgate_core::GrantTimes {
+            standing: b.options.standing_ttl,
+            ..toolgate_core::GrantTimes::default()
+        };
+        b.grants.grant(request, scope, times)
     }
 
     /// Runs `request` on its own thread, answers it with `decide` once it is pending, and
-    /// returns the broker's response.
+    /// returns the broker's decision.
     fn answered(
         broker: &Arc<ConsoleBroker>,
         request: ApprovalRequest,
         decide: impl FnOnce(&ConsoleBroker, &PendingView),
-    ) -> ApprovalResponse {
+    ) -> ApprovalDecision {
         let waiting = std::thread::spawn({
             let broker = Arc::clone(broker);
-            move || broker.request(&request)
+            move || broker.ask(&request)
         });
         let view = loop {
             if let Some(view) = broker.pending().into_iter().next() {
@@ -669,12 +635,18 @@ mod tests {
                 "a request is decided once"
             );
         });
-        let ApprovalResponse::Grant(grant) = response else {
-            panic!("{response:?}");
-        };
+        assert_eq!(response, ApprovalDecision::AllowOnce);
+        let grant = granted(&b, &req, &response).unwrap();
         assert_eq!(grant.scope, GrantScope::Once);
-        assert_eq!(b.redeem(&grant, &req.digest, "ws", "write_file"), Ok(()));
-        assert!(b.redeem(&grant, &req.digest, "ws", "write_file").is_err());
+        assert_eq!(
+            b.grants.redeem(&grant, &req.digest, "ws", "write_file"),
+            Ok(())
+        );
+        assert!(
+            b.grants
+                .redeem(&grant, &req.digest, "ws", "write_file")
+                .is_err()
+        );
         assert!(b.pending().is_empty());
         assert!(b.grants().is_empty());
     }
@@ -820,7 +792,7 @@ mod tests {
         });
         assert_eq!(
             response,
-            ApprovalResponse::Deny {
+            ApprovalDecision::Reject {
                 reason: "not now".into()
             }
         );
@@ -834,7 +806,7 @@ mod tests {
             EffectClass::LocalWrite,
             GrantScope::WorkspaceAction,
         );
-        let response = answered(&b, req, |b, view| {
+        let response = answered(&b, req.clone(), |b, view| {
             assert!(
                 view.workspace_scope
                     .as_deref()
@@ -843,15 +815,15 @@ mod tests {
             );
             b.decide(&view.id, Decision::AllowWorkspace).unwrap();
         });
-        assert!(
-            matches!(response, ApprovalResponse::Grant(g) if g.scope == GrantScope::WorkspaceAction)
-        );
+        assert_eq!(response, ApprovalDecision::AllowWorkspace);
+        let grant = granted(&b, &req, &response).unwrap();
+        assert_eq!(grant.scope, GrantScope::WorkspaceAction);
         let grants = b.grants();
         assert_eq!(grants.len(), 1);
-        assert!(b.standing("ws", "edit_file").is_some());
+        assert!(b.grants.standing("ws", "edit_file").is_some());
         assert!(!b.revoke("grant-unknown").unwrap());
         assert!(b.revoke(&grants[0].id).unwrap());
-        assert!(b.standing("ws", "edit_file").is_none());
+        assert!(b.grants.standing("ws", "edit_file").is_none());
         assert!(b.grants().is_empty());
     }
 
@@ -863,40 +835,42 @@ mod tests {
             grants_file: Some(dir.join("grants.json")),
             ..BrokerOptions::default()
         };
-        let first = Arc::new(ConsoleBroker::new(options.clone()));
+        let first = with_options(options.clone());
         let req = request(
             "edit_file",
             EffectClass::LocalWrite,
             GrantScope::WorkspaceAction,
         );
-        answered(&first, req.clone(), |b, view| {
+        let decision = answered(&first, req.clone(), |b, view| {
             b.decide(&view.id, Decision::AllowWorkspace).unwrap();
         });
+        granted(&first, &req, &decision).unwrap();
         let once = request(
             "write_file",
             EffectClass::LocalWrite,
             GrantScope::WorkspaceAction,
         );
-        answered(&first, once, |b, view| {
+        let decision = answered(&first, once.clone(), |b, view| {
             b.decide(&view.id, Decision::AllowOnce).unwrap()
         });
+        granted(&first, &once, &decision).unwrap();
         drop(first);
 
-        let second = ConsoleBroker::new(options.clone());
+        let second = with_options(options.clone());
         assert_eq!(
             second.restore_standing().unwrap(),
             1,
             "once grants are not kept"
         );
-        let grant = second.standing("ws", "edit_file").unwrap();
+        let grant = second.grants.standing("ws", "edit_file").unwrap();
         assert_eq!(
-            second.redeem(&grant, &req.digest, "ws", "edit_file"),
+            second.grants.redeem(&grant, &req.digest, "ws", "edit_file"),
             Ok(())
         );
-        assert!(second.standing("ws", "write_file").is_none());
+        assert!(second.grants.standing("ws", "write_file").is_none());
         assert!(second.revoke(&grant.id).unwrap());
 
-        let third = ConsoleBroker::new(options);
+        let third = with_options(options);
         assert_eq!(
             third.restore_standing().unwrap(),
             0,
@@ -911,10 +885,10 @@ mod tests {
             std::env::temp_dir().join(format!("toolgate-broker-concurrent-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("grants.json");
-        let b = Arc::new(ConsoleBroker::new(BrokerOptions {
+        let b = with_options(BrokerOptions {
             grants_file: Some(path.clone()),
             ..BrokerOptions::default()
-        }));
+        });
         let threads: Vec<_> = (0..8)
             .map(|n| {
                 let b = Arc::clone(&b);
@@ -926,12 +900,7 @@ mod tests {
                             GrantScope::WorkspaceAction,
                         );
                         req.workspace = format!("ws{n}");
-                        let grant = b.ledger.issue(
-                            &req,
-                            GrantScope::WorkspaceAction,
-                            Duration::from_secs(60),
-                        );
-                        b.save_standing().unwrap();
+                        let grant = granted(&b, &req, &ApprovalDecision::AllowWorkspace).unwrap();
                         assert!(b.revoke(&grant.id).unwrap());
                     }
                 })
@@ -965,7 +934,7 @@ mod tests {
             ..BrokerOptions::default()
         };
         let ttl = millis(options.standing_ttl);
-        let b = ConsoleBroker::new(options);
+        let b = with_options(options);
         assert_eq!(b.restore_standing().unwrap(), 1);
         let grants = b.grants();
         assert_eq!(grants.len(), 1);
@@ -997,7 +966,7 @@ mod tests {
         });
         assert_eq!(
             response,
-            ApprovalResponse::Deny {
+            ApprovalDecision::Reject {
                 reason: "use cargo test instead".into()
             }
         );
@@ -1019,7 +988,7 @@ mod tests {
         });
         assert_eq!(
             response,
-            ApprovalResponse::Deny {
+            ApprovalDecision::Reject {
                 reason: "rejected in the approval console".into()
             }
         );
@@ -1030,9 +999,9 @@ mod tests {
         let b = broker(Duration::from_millis(200));
         let req = request("write_file", EffectClass::LocalWrite, GrantScope::Once);
         let started = Instant::now();
-        let response = b.request(&req);
+        let response = b.ask(&req);
         assert!(
-            matches!(response, ApprovalResponse::Expired { .. }),
+            matches!(response, ApprovalDecision::Expired { .. }),
             "{response:?}"
         );
         assert!(started.elapsed() >= Duration::from_millis(200));
@@ -1046,7 +1015,7 @@ mod tests {
         let cancelled = Arc::clone(&req.cancelled);
         let response = answered(&b, req, |_, _| cancelled.store(true, Ordering::Relaxed));
         assert!(
-            matches!(&response, ApprovalResponse::Unanswered { reason } if reason.contains("cancelled")),
+            matches!(&response, ApprovalDecision::Unanswered { reason } if reason.contains("cancelled")),
             "{response:?}"
         );
         assert!(b.pending().is_empty());
@@ -1087,7 +1056,7 @@ mod tests {
         pend(&b, "expired", &req, None);
         assert!(matches!(
             b.wait("expired", &req),
-            Err(ApprovalResponse::Expired { .. })
+            Err(ApprovalDecision::Expired { .. })
         ));
         assert_eq!(
             b.decide("expired", Decision::AllowOnce),
@@ -1099,7 +1068,7 @@ mod tests {
         req.cancelled.store(true, Ordering::Relaxed);
         assert!(matches!(
             b.wait("cancelled", &req),
-            Err(ApprovalResponse::Unanswered { .. })
+            Err(ApprovalDecision::Unanswered { .. })
         ));
         assert_eq!(
             b.decide("cancelled", Decision::AllowOnce),
@@ -1118,9 +1087,9 @@ mod tests {
         // A full console is not a wait: the pipeline tells the transport none.
         assert!(!b.has_room());
         let started = Instant::now();
-        let response = b.request(&req);
+        let response = b.ask(&req);
         assert!(
-            matches!(&response, ApprovalResponse::Unanswered { reason } if reason.contains("already wait")),
+            matches!(&response, ApprovalDecision::Unanswered { reason } if reason.contains("already wait")),
             "{response:?}"
         );
         assert!(started.elapsed() < Duration::from_secs(5));

@@ -4,20 +4,26 @@
 //! or rejects it with a reason that goes back to the model.
 //!
 //! [`ConsoleBroker`] is the [`toolgate_core::ApprovalBroker`]: the pipeline's thread waits in
-//! it until a decision, the call's cancellation or the approval timeout. [`Console`] serves
+//! it until a decision, the call's cancellation or the approval timeout. It decides; the
+//! pipeline's [`toolgate_core::GrantLedger`], which the console shares to list and revoke
+//! standing grants, issues and redeems them. [`Console`] serves
 //! the page and its narrow API on `127.0.0.1`, behind the checks in [`guard`].
 //! [`RecentOutcomes`] is a [`toolgate_core::Recorder`] that keeps the last outcomes for the
 //! page.
 //!
 //! ```no_run
 //! use std::sync::Arc;
-//! use toolgate_console::{BrokerOptions, Console, ConsoleBroker, RecentOutcomes};
+//! use toolgate_console::{BrokerOptions, Console, ConsoleBroker, RecentOutcomes, grants_ledger};
 //!
-//! let broker = Arc::new(ConsoleBroker::new(BrokerOptions::default()));
+//! let options = BrokerOptions::default();
+//! let grants = Arc::new(grants_ledger(&options));
+//! let broker = Arc::new(ConsoleBroker::new(options, Arc::clone(&grants)));
 //! let outcomes = Arc::new(RecentOutcomes::new(200));
 //! let console = Console::start(Arc::clone(&broker), Arc::clone(&outcomes))?;
 //! eprintln!("approval console at {}", console.url());
-//! // Pipeline::new(registry, policy, broker, workspace).with_recorder(outcomes) …
+//! // Pipeline::new(registry, policy, broker, workspace)
+//! //     .with_grants(grants)
+//! //     .with_recorder(outcomes) …
 //! # Ok::<(), toolgate_console::ConsoleError>(())
 //! ```
 
@@ -27,7 +33,9 @@ pub mod outcomes;
 pub mod server;
 pub mod standing;
 
-pub use broker::{BrokerOptions, ConsoleBroker, DecideError, Decision, GrantView, PendingView};
+pub use broker::{
+    BrokerOptions, ConsoleBroker, DecideError, Decision, GrantView, PendingView, grants_ledger,
+};
 pub use outcomes::{OutcomeView, RecentOutcomes};
 pub use server::{CSRF_HEADER, Console, ConsoleError};
-pub use standing::GrantsFileError;
+pub use standing::{GrantsFile, GrantsFileError};

@@ -62,7 +62,7 @@ impl Recorder for RecentOutcomes {
                 Some(rejection.stage.to_string()),
                 Some(rejection.code.to_string()),
             ),
-            (None, Some(error)) => (None, Some(error.code.clone())),
+            (None, Some(error)) => (None, Some(error.code.to_string())),
             (None, None) => (None, None),
         };
         let view = OutcomeView {

@@ -108,6 +108,34 @@ pub fn save(path: &Path, grants: &[StoredGrant]) -> Result<(), GrantsFileError> 
     std::fs::rename(&temporary, path).map_err(write)
 }
 
+/// The grants file as the store of the pipeline's ledger: every change of the standing
+/// grants replaces it whole. The ledger hands it each list under its own lock, so a slower
+/// writer with an older list cannot bring back a grant revoked meanwhile.
+#[derive(Debug, Clone)]
+pub struct GrantsFile {
+    path: PathBuf,
+}
+
+impl GrantsFile {
+    pub fn new(path: PathBuf) -> GrantsFile {
+        GrantsFile { path }
+    }
+}
+
+impl toolgate_core::GrantStore for GrantsFile {
+    fn keep(&self, standing: &[toolgate_core::Grant]) -> Result<(), String> {
+        let stored: Vec<StoredGrant> = standing
+            .iter()
+            .map(|g| StoredGrant {
+                workspace: g.workspace.clone(),
+                tool: g.tool.clone(),
+                expires_at_ms: g.expires_at_ms,
+            })
+            .collect();
+        save(&self.path, &stored).map_err(|e| e.to_string())
+    }
+}
+
 /// The user this process runs as, from the owner of `/proc/self`; `None` where that cannot
 /// be read, which refuses every grants file.
 fn current_uid() -> Option<u32> {

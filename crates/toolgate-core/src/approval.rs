@@ -1,10 +1,12 @@
 //! Stage 6: a person's consent, bound to the exact operation.
 //!
 //! An [`ApprovalRequest`] carries an [`ApprovalDigest`] over (tool, version, canonical
-//! arguments, workspace, resolved resources, pre-image digests). A broker answers with a
-//! [`Grant`] bound to that digest; the [`GrantLedger`] makes grants single-use, expiring and
-//! revocable, and the pipeline redeems the grant immediately before the executor runs, so a
-//! grant that expired, was revoked or was issued for other inputs stops the call there.
+//! arguments, workspace, resolved resources, pre-image digests). A broker asks a person and
+//! answers with an [`ApprovalDecision`]; it never holds a grant. The pipeline owns the one
+//! [`GrantLedger`]: it issues a [`Grant`] bound to that digest from the decision, narrowed to
+//! the scope the request allows, and redeems it immediately before the executor runs, so a
+//! grant that expired, was revoked or was issued for other inputs stops the call there, and
+//! no broker can make a call run twice or for other inputs.
 //!
 //! The model cannot approve anything: no tool grants approval, and grants live in this
 //! process's state, not in any message a model can write.
@@ -104,56 +106,68 @@ pub struct ApprovalRequest {
     /// on a channel of its own can name the request it answers.
     pub call_id: String,
     /// Set when the caller gives up on the call; a broker still waiting must then stop
-    /// waiting and answer [`ApprovalResponse::Unanswered`].
+    /// waiting and answer [`ApprovalDecision::Unanswered`].
     #[serde(skip)]
     pub cancelled: Arc<AtomicBool>,
 }
 
-/// A broker's answer.
+/// What a person decided about one request, as a broker reports it. A decision is not a
+/// grant: the pipeline issues the grant from it, bound to the request's digest, so nothing a
+/// broker returns can make a call run twice or for other inputs.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ApprovalResponse {
-    /// A person approved; the grant must still be redeemed before execution.
-    Grant(Grant),
-    /// A person refused.
-    Deny { reason: String },
-    /// Nobody could be asked (headless, no terminal, console unreachable, call cancelled).
+pub enum ApprovalDecision {
+    /// Allow this exact call, once.
+    AllowOnce,
+    /// Allow calls of this tool in this workspace until the grant expires or is revoked.
+    /// Where the request offers only once ([`ApprovalRequest::scope_allowed`]), the pipeline
+    /// grants once.
+    AllowWorkspace,
+    /// A person refused, saying why.
+    Reject { reason: String },
+    /// Nobody could be asked (headless, no terminal, console unreachable or full, call
+    /// cancelled).
     Unanswered { reason: String },
     /// A person could be asked but did not answer in time.
     Expired { reason: String },
 }
 
-/// Asks a person. Implementations must never approve on their own.
+/// How long the grants the pipeline issues from a decision stay redeemable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GrantTimes {
+    /// A once grant is redeemed immediately after the decision, so this only bounds one
+    /// that was never used.
+    pub once: Duration,
+    /// How long an "allow for this workspace" grant stands unless revoked first.
+    pub standing: Duration,
+}
+
+impl Default for GrantTimes {
+    fn default() -> Self {
+        GrantTimes {
+            once: Duration::from_secs(60),
+            standing: Duration::from_secs(8 * 60 * 60),
+        }
+    }
+}
+
+/// Asks a person. Implementations must never approve on their own, and cannot grant: they
+/// decide, and the pipeline's [`GrantLedger`] issues and redeems.
 pub trait ApprovalBroker: Send + Sync + std::fmt::Debug {
     /// Asks for a decision on `request`, blocking until there is one or none can be had.
-    fn request(&self, request: &ApprovalRequest) -> ApprovalResponse;
+    fn ask(&self, request: &ApprovalRequest) -> ApprovalDecision;
 
-    /// The ledger that holds this broker's grants; `None` for a broker that never grants.
-    fn ledger(&self) -> Option<&GrantLedger>;
+    /// Whether this broker can ever allow a call. One that cannot (nobody is there to ask) is
+    /// not waited for: its refusal says so, and a transport told of a wait would promise the
+    /// model one that never comes.
+    fn can_allow(&self) -> bool {
+        true
+    }
 
     /// Whether a request made now would wait for a person, rather than be answered at once
     /// because the broker has no room for another; a transport told of a wait that never
     /// comes would promise the model one.
     fn has_room(&self) -> bool {
         true
-    }
-
-    /// Redeems `grant` for `digest` immediately before execution. Without a ledger every
-    /// grant is unknown.
-    fn redeem(
-        &self,
-        grant: &Grant,
-        digest: &ApprovalDigest,
-        workspace: &str,
-        tool: &str,
-    ) -> Result<(), GrantRefusal> {
-        self.ledger()
-            .ok_or(GrantRefusal::Unknown)?
-            .redeem(grant, digest, workspace, tool)
-    }
-
-    /// A remembered workspace-scoped grant for this tool, if one is standing.
-    fn standing(&self, workspace: &str, tool: &str) -> Option<Grant> {
-        self.ledger()?.standing(workspace, tool)
     }
 }
 
@@ -162,14 +176,14 @@ pub trait ApprovalBroker: Send + Sync + std::fmt::Debug {
 pub struct HeadlessBroker;
 
 impl ApprovalBroker for HeadlessBroker {
-    fn request(&self, _request: &ApprovalRequest) -> ApprovalResponse {
-        ApprovalResponse::Unanswered {
+    fn ask(&self, _request: &ApprovalRequest) -> ApprovalDecision {
+        ApprovalDecision::Unanswered {
             reason: "no approval channel is configured".to_owned(),
         }
     }
 
-    fn ledger(&self) -> Option<&GrantLedger> {
-        None
+    fn can_allow(&self) -> bool {
+        false
     }
 }
 
@@ -200,6 +214,19 @@ pub enum GrantRefusal {
     Unknown,
 }
 
+/// Why a workspace grant was not issued, or a revocation not kept: the [`GrantStore`] failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct GrantNotKept(pub String);
+
+/// Keeps the standing workspace grants beyond this process (the approval console's grants
+/// file). A person who allows a tool for the workspace is told it lasts across restarts, so a
+/// grant that cannot be kept is not given.
+pub trait GrantStore: Send + Sync + std::fmt::Debug {
+    /// Replaces what is kept with `standing`: every workspace grant standing now.
+    fn keep(&self, standing: &[Grant]) -> Result<(), String>;
+}
+
 #[derive(Debug)]
 struct GrantState {
     grant: Grant,
@@ -207,13 +234,22 @@ struct GrantState {
     revoked: bool,
 }
 
-/// Issues, remembers and redeems grants. Brokers hold one.
+/// Issues, remembers and redeems grants. The pipeline holds the one it issues from and
+/// redeems against; the approval console holds the same one to list and revoke standing
+/// grants.
 #[derive(Debug)]
 pub struct GrantLedger {
     grants: Mutex<HashMap<String, GrantState>>,
     next: AtomicU64,
     clock: Arc<dyn Clock>,
     nonce: u64,
+    store: Option<Arc<dyn GrantStore>>,
+}
+
+impl Default for GrantLedger {
+    fn default() -> Self {
+        GrantLedger::new(Arc::new(SystemClock))
+    }
 }
 
 impl GrantLedger {
@@ -223,28 +259,69 @@ impl GrantLedger {
             next: AtomicU64::new(1),
             nonce: clock.now_ms(),
             clock,
+            store: None,
         }
     }
 
-    /// Records a person's approval of `request` for `ttl` in `scope`. A workspace scope is
-    /// downgraded to once where the request does not allow it.
-    pub fn issue(&self, request: &ApprovalRequest, scope: GrantScope, ttl: Duration) -> Grant {
-        let scope = match (scope, request.scope_allowed) {
-            (GrantScope::WorkspaceAction, GrantScope::WorkspaceAction) => {
-                GrantScope::WorkspaceAction
-            }
-            _ => GrantScope::Once,
+    /// The same ledger, keeping its standing grants in `store` whenever they change.
+    #[must_use]
+    pub fn with_store(mut self, store: Arc<dyn GrantStore>) -> Self {
+        self.store = Some(store);
+        self
+    }
+
+    /// The current time by this ledger's clock, in milliseconds since the Unix epoch.
+    pub fn now_ms(&self) -> u64 {
+        self.clock.now_ms()
+    }
+
+    /// Issues a grant for `request` from a person's `decision` to allow it, for `times`: a
+    /// workspace decision is narrowed to once where the request does not allow more. A
+    /// workspace grant is kept in the store before it is given; `Err` when it cannot be.
+    pub fn grant(
+        &self,
+        request: &ApprovalRequest,
+        decision: GrantScope,
+        times: GrantTimes,
+    ) -> Result<Grant, GrantNotKept> {
+        let scope = narrowed(decision, request.scope_allowed);
+        let ttl = match scope {
+            GrantScope::Once => times.once,
+            GrantScope::WorkspaceAction => times.standing,
         };
-        let n = self.next.fetch_add(1, Ordering::Relaxed);
-        let ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX);
-        let grant = Grant {
-            id: format!("grant-{:x}-{n}", self.nonce),
-            digest: request.digest.clone(),
+        let grant = self.make(
+            request.digest.clone(),
             scope,
-            workspace: request.workspace.clone(),
-            tool: request.tool.clone(),
-            expires_at_ms: self.clock.now_ms().saturating_add(ttl_ms),
-        };
+            &request.workspace,
+            &request.tool,
+            ttl,
+        );
+        let mut grants = self.lock();
+        grants.insert(
+            grant.id.clone(),
+            GrantState {
+                grant: grant.clone(),
+                used: false,
+                revoked: false,
+            },
+        );
+        if scope == GrantScope::WorkspaceAction
+            && let Err(e) = self.keep(&grants)
+        {
+            grants.remove(&grant.id);
+            return Err(e);
+        }
+        Ok(grant)
+    }
+
+    /// Restores a workspace grant kept by the store in an earlier run, for `ttl` from now.
+    /// It is not written back: the store already holds it.
+    pub fn restore(&self, workspace: &str, tool: &str, ttl: Duration) -> Grant {
+        let arguments = Value::Object(serde_json::Map::new());
+        // A workspace grant is checked against its workspace and tool only; the digest
+        // stands for those, so that it can never match a once grant's.
+        let digest = ApprovalDigest::compute(tool, "", &arguments, workspace, &[], &[]);
+        let grant = self.make(digest, GrantScope::WorkspaceAction, workspace, tool, ttl);
         self.lock().insert(
             grant.id.clone(),
             GrantState {
@@ -256,11 +333,54 @@ impl GrantLedger {
         grant
     }
 
-    /// Revokes a grant; later redemptions fail. Unknown ids are ignored.
-    pub fn revoke(&self, id: &str) {
-        if let Some(state) = self.lock().get_mut(id) {
-            state.revoked = true;
+    fn make(
+        &self,
+        digest: ApprovalDigest,
+        scope: GrantScope,
+        workspace: &str,
+        tool: &str,
+        ttl: Duration,
+    ) -> Grant {
+        let n = self.next.fetch_add(1, Ordering::Relaxed);
+        let ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX);
+        Grant {
+            id: format!("grant-{:x}-{n}", self.nonce),
+            digest,
+            scope,
+            workspace: workspace.to_owned(),
+            tool: tool.to_owned(),
+            expires_at_ms: self.clock.now_ms().saturating_add(ttl_ms),
         }
+    }
+
+    /// Hands the standing grants in `grants` to the store, under the ledger's lock, so that a
+    /// slower writer with an older list cannot bring back a grant revoked meanwhile.
+    fn keep(&self, grants: &HashMap<String, GrantState>) -> Result<(), GrantNotKept> {
+        let Some(store) = &self.store else {
+            return Ok(());
+        };
+        store
+            .keep(&standing_in(grants, self.clock.now_ms()))
+            .map_err(GrantNotKept)
+    }
+
+    /// Revokes a grant; later redemptions fail. A standing workspace grant's revocation is
+    /// kept in the store. `false` when no grant with that id is still in force; the
+    /// revocation holds in this process even when the store fails.
+    pub fn revoke(&self, id: &str) -> Result<bool, GrantNotKept> {
+        let now = self.clock.now_ms();
+        let mut grants = self.lock();
+        let Some(state) = grants.get_mut(id) else {
+            return Ok(false);
+        };
+        if state.revoked || state.used || state.grant.expires_at_ms <= now {
+            return Ok(false);
+        }
+        state.revoked = true;
+        if state.grant.scope == GrantScope::WorkspaceAction {
+            self.keep(&grants)?;
+        }
+        Ok(true)
     }
 
     /// Checks and consumes a grant: known, not revoked, not expired, for this digest (or, for
@@ -306,32 +426,14 @@ impl GrantLedger {
         let now = self.clock.now_ms();
         self.lock()
             .values()
-            .find(|s| {
-                s.grant.scope == GrantScope::WorkspaceAction
-                    && !s.revoked
-                    && s.grant.expires_at_ms > now
-                    && s.grant.workspace == workspace
-                    && s.grant.tool == tool
-            })
+            .find(|s| stands(s, now) && s.grant.workspace == workspace && s.grant.tool == tool)
             .map(|s| s.grant.clone())
     }
 
     /// The workspace-scoped grants still standing (not revoked, not expired), oldest first, so
     /// a person can see what they allowed and revoke it.
     pub fn standing_grants(&self) -> Vec<Grant> {
-        let now = self.clock.now_ms();
-        let mut standing: Vec<Grant> = self
-            .lock()
-            .values()
-            .filter(|s| {
-                s.grant.scope == GrantScope::WorkspaceAction
-                    && !s.revoked
-                    && s.grant.expires_at_ms > now
-            })
-            .map(|s| s.grant.clone())
-            .collect();
-        standing.sort_by(|a, b| a.expires_at_ms.cmp(&b.expires_at_ms).then(a.id.cmp(&b.id)));
-        standing
+        standing_in(&self.lock(), self.clock.now_ms())
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, GrantState>> {
@@ -341,6 +443,32 @@ impl GrantLedger {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
+}
+
+/// The scope a person's decision grants, given what the request allowed.
+fn narrowed(decision: GrantScope, allowed: GrantScope) -> GrantScope {
+    match (decision, allowed) {
+        (GrantScope::WorkspaceAction, GrantScope::WorkspaceAction) => GrantScope::WorkspaceAction,
+        _ => GrantScope::Once,
+    }
+}
+
+/// Whether `state` is a workspace grant standing at `now`.
+fn stands(state: &GrantState, now: u64) -> bool {
+    state.grant.scope == GrantScope::WorkspaceAction
+        && !state.revoked
+        && state.grant.expires_at_ms > now
+}
+
+/// The workspace grants standing at `now`, oldest first.
+fn standing_in(grants: &HashMap<String, GrantState>, now: u64) -> Vec<Grant> {
+    let mut standing: Vec<Grant> = grants
+        .values()
+        .filter(|s| stands(s, now))
+        .map(|s| s.grant.clone())
+        .collect();
+    standing.sort_by(|a, b| a.expires_at_ms.cmp(&b.expires_at_ms).then(a.id.cmp(&b.id)));
+    standing
 }
 
 #[cfg(test)]
@@ -375,12 +503,39 @@ mod tests {
         }
     }
 
+    fn times() -> GrantTimes {
+        GrantTimes {
+            once: Duration::from_secs(60),
+            standing: Duration::from_secs(60),
+        }
+    }
+
+    /// Remembers what it was asked to keep, or fails when told to.
+    #[derive(Debug, Default)]
+    struct Kept {
+        lists: Mutex<Vec<Vec<String>>>,
+        fail: AtomicBool,
+    }
+
+    impl GrantStore for Kept {
+        fn keep(&self, standing: &[Grant]) -> Result<(), String> {
+            if self.fail.load(Ordering::Relaxed) {
+                return Err("the disk is full".into());
+            }
+            let tools = standing.iter().map(|g| g.tool.clone()).collect();
+            self.lists.lock().unwrap().push(tools);
+            Ok(())
+        }
+    }
+
     #[test]
     fn once_grants_are_single_use_bound_and_expiring() {
         let clock = Arc::new(TestClock::default());
         let ledger = GrantLedger::new(clock.clone());
         let req = request(json!({"a": 1}), GrantScope::Once);
-        let grant = ledger.issue(&req, GrantScope::WorkspaceAction, Duration::from_secs(60));
+        let grant = ledger
+            .grant(&req, GrantScope::WorkspaceAction, times())
+            .unwrap();
         assert_eq!(
             grant.scope,
             GrantScope::Once,
@@ -397,15 +552,16 @@ mod tests {
             Err(GrantRefusal::Used)
         );
 
-        let late = ledger.issue(&req, GrantScope::Once, Duration::from_secs(60));
+        let late = ledger.grant(&req, GrantScope::Once, times()).unwrap();
         clock.0.store(60_000, Ordering::Relaxed);
         assert_eq!(
             ledger.redeem(&late, &req.digest, "ws", "edit"),
             Err(GrantRefusal::Expired)
         );
 
-        let revoked = ledger.issue(&req, GrantScope::Once, Duration::from_secs(60));
-        ledger.revoke(&revoked.id);
+        let revoked = ledger.grant(&req, GrantScope::Once, times()).unwrap();
+        assert_eq!(ledger.revoke(&revoked.id), Ok(true));
+        assert_eq!(ledger.revoke(&revoked.id), Ok(false), "revoked once");
         assert_eq!(
             ledger.redeem(&revoked, &req.digest, "ws", "edit"),
             Err(GrantRefusal::Revoked)
@@ -416,7 +572,7 @@ mod tests {
     fn altered_grant_values_are_not_trusted() {
         let ledger = GrantLedger::new(Arc::new(TestClock::default()));
         let req = request(json!({"a": 1}), GrantScope::Once);
-        let mut grant = ledger.issue(&req, GrantScope::Once, Duration::from_secs(60));
+        let mut grant = ledger.grant(&req, GrantScope::Once, times()).unwrap();
         let other = request(json!({"a": 2}), GrantScope::Once);
         grant.digest = other.digest.clone();
         assert_eq!(
@@ -435,15 +591,19 @@ mod tests {
         let clock = Arc::new(TestClock::default());
         let ledger = GrantLedger::new(clock.clone());
         let req = request(json!({"a": 1}), GrantScope::WorkspaceAction);
-        let grant = ledger.issue(&req, GrantScope::WorkspaceAction, Duration::from_secs(60));
+        let grant = ledger
+            .grant(&req, GrantScope::WorkspaceAction, times())
+            .unwrap();
         let next = request(json!({"a": 2}), GrantScope::WorkspaceAction);
         assert_eq!(ledger.standing("ws", "edit"), Some(grant.clone()));
         assert_eq!(ledger.standing_grants(), vec![grant.clone()]);
-        let once = ledger.issue(
-            &request(json!({"a": 3}), GrantScope::Once),
-            GrantScope::Once,
-            Duration::from_secs(60),
-        );
+        let once = ledger
+            .grant(
+                &request(json!({"a": 3}), GrantScope::Once),
+                GrantScope::Once,
+                times(),
+            )
+            .unwrap();
         assert!(
             !ledger.standing_grants().contains(&once),
             "once grants never stand"
@@ -465,9 +625,41 @@ mod tests {
     fn revoked_grants_no_longer_stand() {
         let ledger = GrantLedger::new(Arc::new(TestClock::default()));
         let req = request(json!({"a": 1}), GrantScope::WorkspaceAction);
-        let grant = ledger.issue(&req, GrantScope::WorkspaceAction, Duration::from_secs(60));
-        ledger.revoke(&grant.id);
+        let grant = ledger
+            .grant(&req, GrantScope::WorkspaceAction, times())
+            .unwrap();
+        assert_eq!(ledger.revoke(&grant.id), Ok(true));
         assert_eq!(ledger.standing_grants(), vec![]);
         assert_eq!(ledger.standing("ws", "edit"), None);
+        assert_eq!(ledger.revoke("grant-unknown"), Ok(false));
+    }
+
+    #[test]
+    fn the_store_keeps_every_change_of_the_standing_grants_or_nothing_is_granted() {
+        let store = Arc::new(Kept::default());
+        let ledger = GrantLedger::new(Arc::new(TestClock::default())).with_store(store.clone());
+        let req = request(json!({"a": 1}), GrantScope::WorkspaceAction);
+        let grant = ledger
+            .grant(&req, GrantScope::WorkspaceAction, times())
+            .unwrap();
+        ledger.grant(&req, GrantScope::Once, times()).unwrap();
+        let restored = ledger.restore("ws", "write", Duration::from_secs(30));
+        assert_eq!(ledger.standing("ws", "write"), Some(restored));
+        assert_eq!(ledger.revoke(&grant.id), Ok(true));
+        // Once grants and restored grants are not written; issuing and revoking are.
+        assert_eq!(
+            *store.lists.lock().unwrap(),
+            vec![vec!["edit".to_owned()], vec!["write".to_owned()]]
+        );
+
+        store.fail.store(true, Ordering::Relaxed);
+        let refused = ledger.grant(&req, GrantScope::WorkspaceAction, times());
+        assert_eq!(
+            refused,
+            Err(GrantNotKept("the disk is full".into())),
+            "a grant that cannot be kept is not given"
+        );
+        assert_eq!(ledger.standing("ws", "edit"), None);
+        assert!(ledger.grant(&req, GrantScope::Once, times()).is_ok());
     }
 }

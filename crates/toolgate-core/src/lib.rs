@@ -69,8 +69,9 @@ pub mod sensitive;
 pub mod visible;
 
 pub use approval::{
-    ApprovalBroker, ApprovalDigest, ApprovalRequest, ApprovalResponse, Clock, Grant, GrantLedger,
-    GrantRefusal, GrantScope, HeadlessBroker, MAX_REASON_CHARS, SystemClock,
+    ApprovalBroker, ApprovalDecision, ApprovalDigest, ApprovalRequest, Clock, Grant, GrantLedger,
+    GrantNotKept, GrantRefusal, GrantScope, GrantStore, GrantTimes, HeadlessBroker,
+    MAX_REASON_CHARS, SystemClock,
 };
 pub use canonical::{Digest, canonical_json, sha256_digest};
 pub use invocation::{Invocation, NormalizeBounds, RawArguments, RawCall, Surface};

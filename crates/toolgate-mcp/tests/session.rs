@@ -17,9 +17,9 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use toolgate_core::{
-    ApprovalBroker, ApprovalRequest, ApprovalResponse, Call, Descriptor, EffectClass, ExecContext,
-    Executor, GrantLedger, HeadlessBroker, Pipeline, PolicyEngine, RegistryBuilder, SystemClock,
-    ToolEntry, ToolError, ToolOutput, WorkspaceId,
+    ApprovalBroker, ApprovalDecision, ApprovalRequest, Call, Descriptor, EffectClass, ExecContext,
+    Executor, HeadlessBroker, Pipeline, PolicyEngine, RegistryBuilder, ToolEntry, ToolError,
+    ToolOutput, WorkspaceId,
 };
 use toolgate_mcp::{Gateway, HttpOptions, Principal, TokenTable};
 
@@ -52,16 +52,13 @@ impl Executor for Sleep {
 
 /// A channel where a person could answer, who takes a while to say nobody is there.
 #[derive(Debug)]
-struct SlowBroker(GrantLedger);
+struct SlowBroker;
 impl ApprovalBroker for SlowBroker {
-    fn request(&self, _: &ApprovalRequest) -> ApprovalResponse {
+    fn ask(&self, _: &ApprovalRequest) -> ApprovalDecision {
         std::thread::sleep(Duration::from_millis(400));
-        ApprovalResponse::Unanswered {
+        ApprovalDecision::Unanswered {
             reason: "nobody answered".into(),
         }
-    }
-    fn ledger(&self) -> Option<&GrantLedger> {
-        Some(&self.0)
     }
 }
 
@@ -132,7 +129,7 @@ fn pipeline(sleep: &Arc<Sleep>, toggle: &Arc<AtomicBool>, echo_description: &str
     Pipeline::new(
         Arc::new(registry),
         Arc::new(policy),
-        Arc::new(SlowBroker(GrantLedger::new(Arc::new(SystemClock)))),
+        Arc::new(SlowBroker),
         WorkspaceId::new("/test"),
     )
 }

@@ -34,20 +34,13 @@ use criterion::{Criterion, criterion_group};
 use toolgate_core::*;
 use toolgate_workspace::Workspace;
 
-/// Grants every request at once, as a person who always says yes would.
+/// Allows every request at once, as a person who always says yes would.
 #[derive(Debug)]
-struct Yes(GrantLedger);
+struct Yes;
 
 impl ApprovalBroker for Yes {
-    fn request(&self, request: &ApprovalRequest) -> ApprovalResponse {
-        ApprovalResponse::Grant(
-            self.0
-                .issue(request, GrantScope::Once, Duration::from_secs(60)),
-        )
-    }
-
-    fn ledger(&self) -> Option<&GrantLedger> {
-        Some(&self.0)
+    fn ask(&self, _request: &ApprovalRequest) -> ApprovalDecision {
+        ApprovalDecision::AllowOnce
     }
 }
 
@@ -68,7 +61,7 @@ fn fixture(confinement: toolgate_tools::Confinement) -> (tempfile::TempDir, Pipe
     let pipeline = Pipeline::new(
         Arc::new(registry),
         Arc::new(policy),
-        Arc::new(Yes(GrantLedger::new(Arc::new(SystemClock)))),
+        Arc::new(Yes),
         WorkspaceId::new(&workspace.root().to_string_lossy()),
     );
     (dir, pipeline)

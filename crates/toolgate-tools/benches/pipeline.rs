@@ -41,18 +41,11 @@ impl Executor for Noop {
 
 /// A person who allows every call once, at once.
 #[derive(Debug)]
-struct Allow(GrantLedger);
+struct Allow;
 
 impl ApprovalBroker for Allow {
-    fn request(&self, request: &ApprovalRequest) -> ApprovalResponse {
-        ApprovalResponse::Grant(self.0.issue(
-            request,
-            GrantScope::Once,
-            std::time::Duration::from_secs(60),
-        ))
-    }
-    fn ledger(&self) -> Option<&GrantLedger> {
-        Some(&self.0)
+    fn ask(&self, _request: &ApprovalRequest) -> ApprovalDecision {
+        ApprovalDecision::AllowOnce
     }
 }
 
@@ -128,7 +121,7 @@ fn fixture() -> (tempfile::TempDir, Pipeline) {
     let pipeline = Pipeline::new(
         Arc::new(registry),
         Arc::new(policy),
-        Arc::new(Allow(GrantLedger::new(Arc::new(SystemClock)))),
+        Arc::new(Allow),
         WorkspaceId::new(&workspace.root().to_string_lossy()),
     );
     (dir, pipeline)

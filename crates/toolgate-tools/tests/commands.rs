@@ -26,19 +26,13 @@ use toolgate_core::policy::DEFAULT_POLICY;
 use toolgate_core::*;
 use toolgate_workspace::Workspace;
 
-/// Grants every request once, as a person who always says yes would.
+/// Allows every request once, as a person who always says yes would.
 #[derive(Debug)]
-struct Yes(GrantLedger);
+struct Yes;
 
 impl ApprovalBroker for Yes {
-    fn request(&self, request: &ApprovalRequest) -> ApprovalResponse {
-        ApprovalResponse::Grant(
-            self.0
-                .issue(request, GrantScope::Once, Duration::from_secs(60)),
-        )
-    }
-    fn ledger(&self) -> Option<&GrantLedger> {
-        Some(&self.0)
+    fn ask(&self, _request: &ApprovalRequest) -> ApprovalDecision {
+        ApprovalDecision::AllowOnce
     }
 }
 
@@ -47,13 +41,13 @@ impl ApprovalBroker for Yes {
 struct No;
 
 impl ApprovalBroker for No {
-    fn request(&self, _request: &ApprovalRequest) -> ApprovalResponse {
-        ApprovalResponse::Deny {
+    fn ask(&self, _request: &ApprovalRequest) -> ApprovalDecision {
+        ApprovalDecision::Reject {
             reason: "not this".into(),
         }
     }
-    fn ledger(&self) -> Option<&GrantLedger> {
-        None
+    fn can_allow(&self) -> bool {
+        false
     }
 }
 
@@ -62,7 +56,6 @@ type Meddle = Box<dyn Fn() + Send + Sync>;
 /// Records each request, offers the widest scope the request allows, and may change the world
 /// while "the person" looks at the request.
 struct Recording {
-    ledger: GrantLedger,
     requests: Mutex<Vec<ApprovalRequest>>,
     meddle: Option<Meddle>,
 }
@@ -76,7 +69,6 @@ impl std::fmt::Debug for Recording {
 impl Recording {
     fn new(meddle: Option<Meddle>) -> Arc<Recording> {
         Arc::new(Recording {
-            ledger: GrantLedger::new(Arc::new(SystemClock)),
             requests: Mutex::new(Vec::new()),
             meddle,
         })
@@ -88,19 +80,12 @@ impl Recording {
 }
 
 impl ApprovalBroker for Recording {
-    fn request(&self, request: &ApprovalRequest) -> ApprovalResponse {
+    fn ask(&self, request: &ApprovalRequest) -> ApprovalDecision {
         self.requests.lock().unwrap().push(request.clone());
         if let Some(meddle) = &self.meddle {
             meddle();
         }
-        ApprovalResponse::Grant(self.ledger.issue(
-            request,
-            GrantScope::WorkspaceAction,
-            Duration::from_secs(60),
-        ))
-    }
-    fn ledger(&self) -> Option<&GrantLedger> {
-        Some(&self.ledger)
+        ApprovalDecision::AllowWorkspace
     }
 }
 
@@ -125,7 +110,7 @@ fn pipeline(root: &Path, broker: Arc<dyn ApprovalBroker>) -> Pipeline {
 }
 
 fn yes() -> Arc<Yes> {
-    Arc::new(Yes(GrantLedger::new(Arc::new(SystemClock))))
+    Arc::new(Yes)
 }
 
 fn call(pipeline: &Pipeline, tool: &str, args: &Value) -> Outcome {

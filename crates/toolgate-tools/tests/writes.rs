@@ -25,7 +25,6 @@ type Hook = Box<dyn Fn(&ApprovalRequest) + Send + Sync>;
 /// A person who approves everything, after `hook` has run (to change the world while the
 /// request waits), offering the widest scope the request allows when `standing` is set.
 struct Person {
-    ledger: GrantLedger,
     requests: Mutex<Vec<ApprovalRequest>>,
     hook: Mutex<Option<Hook>>,
     standing: bool,
@@ -38,20 +37,16 @@ impl std::fmt::Debug for Person {
 }
 
 impl ApprovalBroker for Person {
-    fn request(&self, request: &ApprovalRequest) -> ApprovalResponse {
+    fn ask(&self, request: &ApprovalRequest) -> ApprovalDecision {
         self.requests.lock().unwrap().push(request.clone());
         if let Some(hook) = self.hook.lock().unwrap().as_ref() {
             hook(request);
         }
-        let scope = if self.standing {
-            request.scope_allowed
+        if self.standing && request.scope_allowed == GrantScope::WorkspaceAction {
+            ApprovalDecision::AllowWorkspace
         } else {
-            GrantScope::Once
-        };
-        ApprovalResponse::Grant(self.ledger.issue(request, scope, Duration::from_secs(60)))
-    }
-    fn ledger(&self) -> Option<&GrantLedger> {
-        Some(&self.ledger)
+            ApprovalDecision::AllowOnce
+        }
     }
 }
 
@@ -87,7 +82,6 @@ fn setup_with(standing: bool) -> Setup {
     let mut policy = PolicyEngine::from_sources(&[("default", DEFAULT_POLICY)]).unwrap();
     policy.prepare(&registry).unwrap();
     let person = Arc::new(Person {
-        ledger: GrantLedger::new(Arc::new(SystemClock)),
         requests: Mutex::new(Vec::new()),
         hook: Mutex::new(None),
         standing,
@@ -530,7 +524,7 @@ fn the_approval_is_bound_to_the_diff_and_the_pre_image() {
     };
     assert_ne!(diff_of(&requests[0]), diff_of(&requests[1]));
     // Revoking the grant of one leaves it unusable; the other still runs.
-    s.person.ledger.revoke(a.approval_id().unwrap());
+    s.pipeline.grants().revoke(a.approval_id().unwrap()).unwrap();
     let cx = ExecContext::new(Duration::from_secs(5), Arc::default());
     let refused = s.pipeline.execute(a, &cx);
     assert_eq!(refused.rejection.unwrap().code, RejectCode::ApprovalInvalid);

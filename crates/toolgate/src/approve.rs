@@ -13,16 +13,9 @@
 //! the preview is printed as its `<U+XXXX>` mark and cannot hide or rewrite what is shown.
 
 use std::io::{BufRead, IsTerminal, Write};
-use std::sync::Arc;
-use std::time::Duration;
 
 use toolgate_core::visible::mark_invisible;
-use toolgate_core::{
-    ApprovalBroker, ApprovalRequest, ApprovalResponse, GrantLedger, GrantScope, SystemClock,
-};
-
-/// How long an approval given at the prompt stays redeemable.
-const GRANT_TTL: Duration = Duration::from_secs(60);
+use toolgate_core::{ApprovalBroker, ApprovalDecision, ApprovalRequest};
 
 /// Why nobody was asked when the prompt is off; the rejection's message carries it, and its
 /// hint says what else would allow the call.
@@ -40,7 +33,6 @@ pub enum Prompt {
 /// Asks on the controlling terminal when the prompt is on and there is one.
 #[derive(Debug)]
 pub struct TerminalBroker {
-    ledger: GrantLedger,
     prompt: Prompt,
     interactive: bool,
 }
@@ -48,7 +40,6 @@ pub struct TerminalBroker {
 impl TerminalBroker {
     pub fn new(prompt: Prompt) -> Self {
         TerminalBroker {
-            ledger: GrantLedger::new(Arc::new(SystemClock)),
             prompt,
             interactive: std::io::stdin().is_terminal() && std::io::stderr().is_terminal(),
         }
@@ -56,14 +47,14 @@ impl TerminalBroker {
 }
 
 impl ApprovalBroker for TerminalBroker {
-    fn request(&self, request: &ApprovalRequest) -> ApprovalResponse {
+    fn ask(&self, request: &ApprovalRequest) -> ApprovalDecision {
         if self.prompt == Prompt::Off {
-            return ApprovalResponse::Unanswered {
+            return ApprovalDecision::Unanswered {
                 reason: PROMPT_OFF.to_owned(),
             };
         }
         if !self.interactive {
-            return ApprovalResponse::Unanswered {
+            return ApprovalDecision::Unanswered {
                 reason: "standard input or standard error is not a terminal".to_owned(),
             };
         }
@@ -92,22 +83,22 @@ impl ApprovalBroker for TerminalBroker {
         let _ = err.flush();
         let mut answer = String::new();
         if std::io::stdin().lock().read_line(&mut answer).is_err() {
-            return ApprovalResponse::Unanswered {
+            return ApprovalDecision::Unanswered {
                 reason: "could not read the answer".to_owned(),
             };
         }
         if matches!(answer.trim(), "y" | "Y" | "yes" | "YES" | "Yes") {
-            ApprovalResponse::Grant(self.ledger.issue(request, GrantScope::Once, GRANT_TTL))
+            ApprovalDecision::AllowOnce
         } else {
-            ApprovalResponse::Deny {
+            ApprovalDecision::Reject {
                 reason: "refused at the terminal".to_owned(),
             }
         }
     }
 
-    /// None when nobody will be asked, so that the pipeline refuses the call as one no one
+    /// False when nobody will be asked, so that the pipeline refuses the call as one no one
     /// can approve here rather than as one that waited for a person.
-    fn ledger(&self) -> Option<&GrantLedger> {
-        (self.prompt == Prompt::Ask && self.interactive).then_some(&self.ledger)
+    fn can_allow(&self) -> bool {
+        self.prompt == Prompt::Ask && self.interactive
     }
 }

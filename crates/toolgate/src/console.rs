@@ -9,8 +9,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::Context as _;
-use toolgate_console::{BrokerOptions, Console, ConsoleBroker, Decision, RecentOutcomes};
-use toolgate_core::{ApprovalBroker, WorkspaceId};
+use toolgate_console::{
+    BrokerOptions, Console, ConsoleBroker, Decision, RecentOutcomes, grants_ledger,
+};
+use toolgate_core::{ApprovalBroker, GrantLedger, WorkspaceId};
 use toolgate_mcp::{Answer, ApprovalDesk};
 use toolgate_workspace::Workspace;
 
@@ -19,10 +21,13 @@ use crate::gate::Gate;
 /// How many recent outcomes the console lists.
 const RECENT_OUTCOMES: usize = 200;
 
-/// A console serving, with the broker and recorder the pipeline must use.
+/// A console serving, with the broker, grant ledger and recorder the pipeline must use.
 #[derive(Debug)]
 pub struct RunningConsole {
     broker: Arc<ConsoleBroker>,
+    /// The ledger the console lists and revokes in, and restores the grants file into: the
+    /// pipeline's, once attached.
+    grants: Arc<GrantLedger>,
     outcomes: Arc<RecentOutcomes>,
     // Held for its drop, which removes the file; then the server stops.
     _token_file: TokenFile,
@@ -41,12 +46,14 @@ impl RunningConsole {
             .create(&dir)
             .with_context(|| format!("cannot create `{}`", dir.display()))?;
         let root = workspace.root().display().to_string();
-        let broker = Arc::new(ConsoleBroker::new(BrokerOptions {
+        let options = BrokerOptions {
             timeout: gate.settings.approval.timeout,
+            standing_ttl: gate.grant_times.standing,
             workspace_root: root,
             grants_file: Some(dir.join(grants_file_name(workspace))),
-            ..BrokerOptions::default()
-        }));
+        };
+        let grants = Arc::new(grants_ledger(&options));
+        let broker = Arc::new(ConsoleBroker::new(options, Arc::clone(&grants)));
         // An unreadable grants file restores nothing; the person is asked again.
         if let Err(e) = broker.restore_standing() {
             eprintln!("toolgate: {e}; no standing grants were restored");
@@ -62,6 +69,7 @@ impl RunningConsole {
         );
         Ok(RunningConsole {
             broker,
+            grants,
             outcomes,
             _token_file: token_file,
             _console: console,
@@ -73,9 +81,10 @@ impl RunningConsole {
         Arc::new(ConsoleDesk(Arc::clone(&self.broker)))
     }
 
-    /// `gate`, asking this console for approvals and listing outcomes in it, after the
-    /// recorders it already has.
+    /// `gate`, asking this console for approvals, granting in the ledger the console lists
+    /// and revokes in, and listing outcomes in it, after the recorders it already has.
     pub fn attach(&self, gate: &mut Gate) -> Arc<dyn ApprovalBroker> {
+        gate.grants = Arc::clone(&self.grants);
         gate.recorders.push(Arc::clone(&self.outcomes) as _);
         Arc::clone(&self.broker) as _
     }

@@ -11,8 +11,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 use toolgate_core::{
-    ApprovalBroker, Descriptor, PolicyEngine, Recorder, Registry, RegistryBuilder, Sensitivity,
-    ToolEntry, WorkspaceId,
+    ApprovalBroker, Descriptor, GrantLedger, GrantTimes, PolicyEngine, Recorder, Registry,
+    RegistryBuilder, Sensitivity, ToolEntry, WorkspaceId,
 };
 use toolgate_tools::Builtin;
 use toolgate_upstream::{UpstreamTools, Upstreams};
@@ -31,6 +31,12 @@ pub struct Gate {
     workspace: Arc<Workspace>,
     /// Where every outcome goes before it is returned (see [`Gate::with_audit_log`]).
     pub recorders: Vec<Arc<dyn Recorder>>,
+    /// The one ledger every pipeline of this gate issues grants from and redeems them
+    /// against, so that a standing grant outlives a rebuilt pipeline; the approval console
+    /// shares it (see `RunningConsole::attach`).
+    pub grants: Arc<GrantLedger>,
+    /// How long the grants issued from a person's decision last.
+    pub grant_times: GrantTimes,
 }
 
 impl Gate {
@@ -63,6 +69,8 @@ impl Gate {
             upstreams: None,
             workspace,
             recorders: Vec::new(),
+            grants: Arc::default(),
+            grant_times: GrantTimes::default(),
         })
     }
 
@@ -136,8 +144,12 @@ impl Gate {
         self.recording(pipeline)
     }
 
-    /// `pipeline`, handing every outcome to this gate's recorders.
+    /// `pipeline`, granting in this gate's ledger and handing every outcome to its
+    /// recorders.
     fn recording(&self, pipeline: toolgate_core::Pipeline) -> toolgate_core::Pipeline {
+        let pipeline = pipeline
+            .with_grants(Arc::clone(&self.grants))
+            .with_grant_times(self.grant_times);
         self.recorders.iter().fold(pipeline, |pipeline, recorder| {
             pipeline.with_recorder(Arc::clone(recorder))
         })
