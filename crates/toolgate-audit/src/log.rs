@@ -22,7 +22,7 @@
 //!
 //! A call with effects is recorded as *started* before its executor runs, and the log keeps a
 //! table of starts without an outcome, each with the process that made it. Every process that
-//! opens the log holds a lock on a file of its own in `<log>-owners/`; a start whose process
+//! opens the log holds a lock on a file of its own, `<log>-owner-<pid>-<time>`; a start whose process
 //! no longer holds its lock will never get an outcome, and the next process to open the log
 //! records it as *interrupted*.
 
@@ -210,7 +210,7 @@ pub struct AuditLog {
     background: Mutex<Option<JoinHandle<()>>>,
     /// Starts recorded by this process and not yet closed: call id → the start's number.
     started: Mutex<HashMap<String, u64>>,
-    /// This process's lock file in `<log>-owners/`, held while the log is open.
+    /// This process's owner file, locked while the log is open.
     owner_file: Option<(PathBuf, File)>,
 }
 
@@ -393,13 +393,12 @@ impl AuditLog {
                 .and_then(Iterator::collect::<rusqlite::Result<Vec<_>>>)
                 .map_err(|e| format!("cannot read the open starts: {e}"))?
         };
-        let owners = owners_dir(&self.path);
         let own = self.owner_file.as_ref().map(|(p, _)| p.clone());
         let mut alive: HashMap<String, bool> = HashMap::new();
         for (seq, call_id, tool, owner) in open {
             let is_alive = *alive
                 .entry(owner.clone())
-                .or_insert_with(|| owner_alive(&owners.join(&owner), own.as_deref()));
+                .or_insert_with(|| owner_alive(&owner_path(&self.path, &owner), own.as_deref()));
             if is_alive {
                 continue;
             }
@@ -420,7 +419,7 @@ impl AuditLog {
                 flush: true,
             })?;
         }
-        remove_dead_owner_files(&owners, own.as_deref());
+        remove_dead_owner_files(&self.path, own.as_deref());
         Ok(())
     }
 }
@@ -730,22 +729,22 @@ fn wal_path(db: &Path) -> PathBuf {
     PathBuf::from(name)
 }
 
-/// The directory of the lock files of the processes that have the log at `db` open.
-fn owners_dir(db: &Path) -> PathBuf {
-    let mut name = db.as_os_str().to_owned();
-    name.push("-owners");
-    PathBuf::from(name)
+/// The lock file of owner `name` (a process that has the log at `db` open): a file beside
+/// the log, `<log>-owner-<name>`, since the log's directory holds nothing but files.
+fn owner_path(db: &Path, name: &str) -> PathBuf {
+    let mut path = db.as_os_str().to_owned();
+    path.push("-owner-");
+    path.push(name);
+    PathBuf::from(path)
 }
 
-/// Creates and locks this process's file in the owners directory; returns its name.
+/// Creates and locks this process's owner file; returns its name.
 fn claim_owner(db: &Path) -> Result<(String, (PathBuf, File)), AuditError> {
-    let dir = owners_dir(db);
-    create_private_dir(&dir)?;
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos());
     let name = format!("{}-{nanos}", std::process::id());
-    let path = dir.join(&name);
+    let path = owner_path(db, &name);
     let open_error = |source| AuditError::Open {
         path: path.display().to_string(),
         source,
@@ -780,13 +779,25 @@ fn owner_alive(path: &Path, own: Option<&Path>) -> bool {
 }
 
 /// Removes the files of owners that have stopped (a killed process leaves its file behind).
-fn remove_dead_owner_files(dir: &Path, own: Option<&Path>) {
+fn remove_dead_owner_files(db: &Path, own: Option<&Path>) {
+    let (Some(dir), Some(name)) = (db.parent(), db.file_name()) else {
+        return;
+    };
+    let mut prefix = name.to_owned();
+    prefix.push("-owner-");
+    let prefix = prefix.to_string_lossy().into_owned();
+    let dir = if dir.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        dir
+    };
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
     };
     for entry in entries.flatten() {
         let path = entry.path();
-        if !owner_alive(&path, own) {
+        let ours = entry.file_name().to_string_lossy().starts_with(&prefix);
+        if ours && !owner_alive(&path, own) {
             let _ = std::fs::remove_file(path);
         }
     }

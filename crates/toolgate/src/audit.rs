@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use serde_json::Value;
-use toolgate_audit::{AuditLog, AuditOptions, StoredRecord, Verdict};
+use toolgate_audit::{AuditLog, AuditOptions, StoredRecord, Verdict, VerificationKey};
 
 use crate::cli::{AuditCommand, AuditLogArgs};
 use crate::settings::Settings;
@@ -20,6 +20,7 @@ pub fn open_log(settings: &Settings) -> anyhow::Result<AuditLog> {
     let path = settings.audit_path()?;
     let options = AuditOptions {
         store_values: settings.audit.store_values,
+        sync: settings.audit.sync,
         ..AuditOptions::default()
     };
     AuditLog::open(&path, options).context("cannot start without the audit log")
@@ -27,7 +28,12 @@ pub fn open_log(settings: &Settings) -> anyhow::Result<AuditLog> {
 
 pub fn run(command: &AuditCommand) -> anyhow::Result<u8> {
     match command {
-        AuditCommand::Verify(log) => verify(log),
+        AuditCommand::Verify {
+            verification_key,
+            log,
+        } => verify(log, verification_key.as_deref()),
+        AuditCommand::SealSetup { log } => seal_setup(log),
+        AuditCommand::Head { json, log } => head(log, *json),
         AuditCommand::Tail { lines, follow, log } => tail(log, *lines, *follow),
         AuditCommand::Export { jsonl: _, log } => export(log),
     }
@@ -40,27 +46,101 @@ fn db_path(args: &AuditLogArgs) -> anyhow::Result<PathBuf> {
     }
 }
 
-fn verify(args: &AuditLogArgs) -> anyhow::Result<u8> {
+fn verify(args: &AuditLogArgs, key: Option<&str>) -> anyhow::Result<u8> {
     let path = db_path(args)?;
-    let verification = toolgate_audit::verify(&path)?;
-    match &verification.verdict {
-        Verdict::Intact => {
-            println!(
-                "ok: {} records, chain intact ({})",
-                verification.records,
-                path.display()
-            );
-            if let Some((seq, hash)) = &verification.head {
-                println!("head: record {seq} {hash}");
-            }
-            Ok(0)
+    let key = match key.map(str::parse::<VerificationKey>) {
+        None => None,
+        Some(Ok(key)) => Some(key),
+        Some(Err(message)) => {
+            eprintln!("error: {message}");
+            return Ok(3);
         }
-        Verdict::Broken(finding) => {
-            println!("broken: {finding} ({})", path.display());
-            println!("the {} record(s) before it verify", verification.records);
-            Ok(1)
+    };
+    let verification = toolgate_audit::verify_with(&path, key.as_ref())?;
+    if let Verdict::Broken(finding) = &verification.verdict {
+        println!("broken: {finding} ({})", path.display());
+        println!("the {} record(s) before it verify", verification.records);
+        return Ok(1);
+    }
+    println!(
+        "ok: {} records, chain intact ({})",
+        verification.records,
+        path.display()
+    );
+    for call in &verification.interrupted {
+        println!(
+            "interrupted: record {}: call {} ({}) started at record {}: {}",
+            call.seq,
+            call.call_id,
+            call.tool,
+            call.started,
+            toolgate_audit::INTERRUPTED
+        );
+    }
+    let mut code = 0;
+    if let Some(sealing) = &verification.sealing {
+        if let (Some((first, _, _)), Some((last, _, through))) =
+            (sealing.sealed.first(), sealing.sealed.last())
+        {
+            println!(
+                "sealed: epochs {first} to {last} verified with the verification key: records 1 to {through}"
+            );
+        }
+        if let Some(broken) = &sealing.broken {
+            println!("broken: {broken} ({})", path.display());
+            code = 1;
+        }
+        if let Some((first, last)) = sealing.unsealed {
+            println!(
+                "unsealed: records {first} to {last}: no seal covers them yet, so the verification key does not vouch for them"
+            );
         }
     }
+    if let Some((seq, hash)) = &verification.head {
+        println!("head: record {seq} {hash}");
+    }
+    Ok(code)
+}
+
+fn seal_setup(args: &AuditLogArgs) -> anyhow::Result<u8> {
+    let (path, epoch) = match &args.db {
+        Some(path) => (
+            path.clone(),
+            Settings::load(args.config.config.as_deref())?
+                .audit
+                .seal_epoch,
+        ),
+        None => {
+            let settings = Settings::load(args.config.config.as_deref())?;
+            (settings.audit_path()?, settings.audit.seal_epoch)
+        }
+    };
+    let key = toolgate_audit::seal_setup(&path, epoch)?;
+    println!("{key}");
+    eprintln!(
+        "sealing set up for {} (epochs of {} s); the key above is shown only now: keep it off this machine, and pass it to `toolgate audit verify --verification-key`",
+        path.display(),
+        epoch.as_secs()
+    );
+    Ok(0)
+}
+
+fn head(args: &AuditLogArgs, json: bool) -> anyhow::Result<u8> {
+    let path = db_path(args)?;
+    let head = toolgate_audit::log_head(&path)?;
+    if json {
+        let value = serde_json::json!({
+            "log": path.display().to_string(),
+            "seq": head.seq,
+            "hash": head.hash,
+            "at": head.at,
+            "witnessed": head.witnessed,
+        });
+        println!("{value}");
+    } else {
+        println!("head: record {} {}", head.seq, head.hash);
+    }
+    Ok(0)
 }
 
 fn tail(args: &AuditLogArgs, lines: usize, follow: bool) -> anyhow::Result<u8> {
@@ -98,7 +178,18 @@ fn line(record: &StoredRecord) -> String {
         Some(Value::String(s)) => s,
         _ => "-".to_owned(),
     };
+    let started = field(call, "started").and_then(|v| v.as_u64());
     let reason = match (field(call, "rejection"), field(call, "error")) {
+        _ if text(field(call, "status")) == "sealed" => format!(
+            "epoch {}, to record {}",
+            field(call, "epoch").and_then(|v| v.as_u64()).unwrap_or(0),
+            field(call, "head_seq")
+                .and_then(|v| v.as_u64())
+                .unwrap_or(0)
+        ),
+        _ if text(field(call, "status")) == "interrupted" => {
+            format!("outcome_unknown (started {})", started.unwrap_or(0))
+        }
         (Some(rejection), _) => format!(
             "{}/{}",
             text(field(Some(&rejection), "stage")),

@@ -66,8 +66,29 @@ pub enum SandboxCommand {
 #[derive(Debug, Subcommand)]
 pub enum AuditCommand {
     /// Check every record's hash and link; name the first record edited, missing, out of
-    /// order, inserted or truncated (exit 1).
-    Verify(AuditLogArgs),
+    /// order, inserted or truncated (exit 1). With the verification key, also check every
+    /// sealed epoch and name the first one altered (exit 1).
+    Verify {
+        /// The key `toolgate audit seal-setup` printed.
+        #[arg(long, value_name = "K")]
+        verification_key: Option<String>,
+        #[command(flatten)]
+        log: AuditLogArgs,
+    },
+    /// Start sealing the log: print the verification key (once: keep it off this machine)
+    /// and store the sealing key, which changes every epoch, beside the log.
+    SealSetup {
+        #[command(flatten)]
+        log: AuditLogArgs,
+    },
+    /// Print the newest record's number and hash, for a witness outside this machine.
+    Head {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        log: AuditLogArgs,
+    },
     /// Print the newest records, one line each.
     Tail {
         /// How many records.

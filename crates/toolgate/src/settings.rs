@@ -165,6 +165,10 @@ pub struct AuditSettings {
     pub path: Option<PathBuf>,
     /// Also keep each call's redacted messages and output.
     pub store_values: bool,
+    /// When records are flushed to the disk.
+    pub sync: toolgate_audit::SyncMode,
+    /// How long an epoch lasts when sealing is set up.
+    pub seal_epoch: Duration,
 }
 
 /// `[sandbox]`, resolved.
@@ -318,6 +322,23 @@ impl Settings {
                 None => state_dir.dir.as_ref().map(|dir| dir.join("audit.db")),
             },
             store_values: file.audit.debug_store_redacted_values,
+            sync: match &file.audit.sync {
+                None => toolgate_audit::SyncMode::default(),
+                Some(sync) => sync
+                    .get_ref()
+                    .parse()
+                    .map_err(|message: String| origin.error_at(sync.span(), message))?,
+            },
+            seal_epoch: match &file.audit.seal_epoch_secs {
+                None => Duration::from_secs(900),
+                Some(secs) if *secs.get_ref() == 0 => {
+                    return Err(origin.error_at(
+                        secs.span(),
+                        "`seal_epoch_secs` must be at least 1 second",
+                    ));
+                }
+                Some(secs) => Duration::from_secs(*secs.get_ref()),
+            },
         };
         let mut settings = Settings {
             policy_path: policy_file.as_ref().map(|(path, _)| path.clone()),

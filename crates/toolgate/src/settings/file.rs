@@ -52,6 +52,10 @@ pub struct AuditSection {
     /// default, since they can quote arguments and file contents.
     #[serde(default)]
     pub debug_store_redacted_values: bool,
+    /// When records are flushed to the disk: `effects` (default) or `always`.
+    pub sync: Option<Spanned<String>>,
+    /// The length of a sealed epoch, in seconds, for `toolgate audit seal-setup` (default 900).
+    pub seal_epoch_secs: Option<Spanned<u64>>,
 }
 
 /// `[approval]`: how long a call waits for a person in the approval console.
