@@ -416,13 +416,7 @@ impl Front {
         } else {
             response
         };
-        response.map(|body| {
-            body.map_frame(move |frame| {
-                let _alive = (&guard, &busy);
-                frame
-            })
-            .boxed()
-        })
+        response.map(|body| answer::keeping(body, (guard, busy)))
     }
 
     /// Answers an `initialize` that has a slot, and gives the slot to the session it begins.

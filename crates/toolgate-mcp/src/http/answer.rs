@@ -235,6 +235,37 @@ impl HttpBody for Replayed {
     }
 }
 
+/// `body`, keeping `kept` alive until it is dropped: unlike a mapped body, it still tells
+/// its length, so that a JSON answer goes out with `content-length` rather than chunked.
+pub(super) fn keeping<T: Send + Sync + Unpin + 'static>(body: Body, kept: T) -> Body {
+    Keeping { body, _kept: kept }.boxed()
+}
+
+struct Keeping<T> {
+    body: Body,
+    _kept: T,
+}
+
+impl<T: Unpin> HttpBody for Keeping<T> {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
