@@ -15,19 +15,22 @@ use toolgate_core::*;
 
 #[derive(Debug)]
 struct Noop;
-impl Executor for Noop {
-    fn classify(&self, arguments: &Map<String, Value>) -> Classification {
+impl TypedExecutor for Noop {
+    type Args = Map<String, Value>;
+    type Plan = ();
+    fn plan(&self, arguments: Map<String, Value>) -> ((), Classification) {
         let paths: Vec<String> = arguments
             .get("path")
             .and_then(Value::as_str)
             .map(|p| vec![p.to_owned()])
             .unwrap_or_default();
-        Classification {
+        let classification = Classification {
             paths,
             ..Classification::default()
-        }
+        };
+        ((), classification)
     }
-    fn execute(&self, _: &Call<'_>, _: &ExecContext) -> Result<ToolOutput, ToolError> {
+    fn execute(&self, (): &(), _: &Call<'_>, _: &ExecContext) -> Result<ToolOutput, ToolError> {
         Ok(ToolOutput::new(json!("ok")))
     }
 }

@@ -22,7 +22,10 @@ struct Recorder {
     entered: AtomicBool,
 }
 
-impl Executor for Recorder {
+impl TypedExecutor for Recorder {
+    type Args = Map<String, Value>;
+    type Plan = ();
+
     fn check(&self, arguments: &Map<String, Value>) -> Vec<FieldError> {
         match arguments.get("path").and_then(Value::as_str) {
             Some(path) if path.starts_with('/') || path.contains("..") => vec![FieldError::new(
@@ -51,20 +54,26 @@ impl Executor for Recorder {
         }
     }
 
-    fn classify(&self, arguments: &Map<String, Value>) -> Classification {
+    fn plan(&self, arguments: Map<String, Value>) -> ((), Classification) {
         let paths: Vec<String> = arguments
             .get("path")
             .and_then(Value::as_str)
             .map(|p| vec![p.to_owned()])
             .unwrap_or_default();
-        Classification {
-            resources: paths.iter().map(|p| format!("path:{p}")).collect(),
+        let classification = Classification {
+            touches: paths.iter().cloned().map(Resource::Path).collect(),
             paths,
             ..Classification::default()
-        }
+        };
+        ((), classification)
     }
 
-    fn execute(&self, call: &Call<'_>, _cx: &ExecContext) -> Result<ToolOutput, ToolError> {
+    fn execute(
+        &self,
+        (): &(),
+        call: &Call<'_>,
+        _cx: &ExecContext,
+    ) -> Result<ToolOutput, ToolError> {
         self.entered.store(true, Ordering::SeqCst);
         Ok(ToolOutput::new(json!({ "args": call.arguments() })))
     }

@@ -33,25 +33,34 @@ struct Witness {
     seen: Mutex<Option<Seen>>,
 }
 
-impl Executor for Witness {
-    fn classify(&self, arguments: &Map<String, Value>) -> Classification {
+impl TypedExecutor for Witness {
+    type Args = Map<String, Value>;
+    type Plan = ();
+
+    fn plan(&self, arguments: Map<String, Value>) -> ((), Classification) {
         let path = arguments
             .get("path")
             .and_then(Value::as_str)
             .unwrap_or("")
             .to_owned();
-        Classification {
+        let classification = Classification {
             // A path under `bin/` makes the call irreversible, whatever the entry says.
             effect: path
                 .starts_with("bin/")
                 .then_some(EffectClass::Irreversible),
-            resources: vec![format!("path:{path}")],
+            touches: vec![Resource::Path(path.clone())],
             paths: vec![path],
             ..Classification::default()
-        }
+        };
+        ((), classification)
     }
 
-    fn execute(&self, call: &Call<'_>, _cx: &ExecContext) -> Result<ToolOutput, ToolError> {
+    fn execute(
+        &self,
+        (): &(),
+        call: &Call<'_>,
+        _cx: &ExecContext,
+    ) -> Result<ToolOutput, ToolError> {
         *self.seen.lock().unwrap() = Some(Seen {
             arguments: call.arguments().clone(),
             limits: *call.limits(),

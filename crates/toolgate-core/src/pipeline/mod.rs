@@ -57,40 +57,16 @@ pub use typed::{Parsed, Planned, TypedExecutor};
 /// executor that implements this trait itself sees its arguments only as the JSON object
 /// ([`Call::arguments`]) and has no plan.
 pub trait Executor: Send + Sync + std::fmt::Debug {
-    /// Stage 3, after the schema passed: semantic checks (paths inside the workspace, regexes
-    /// that compile, sensible ranges). Every problem, not just the first.
-    fn check(&self, _arguments: &Map<String, Value>) -> Vec<crate::rejection::FieldError> {
-        Vec::new()
-    }
-
-    /// Stage 4: the resources a call touches and, where the arguments make it more
-    /// consequential than the entry says, a stricter effect class.
-    fn classify(&self, _arguments: &Map<String, Value>) -> Classification {
-        Classification::default()
-    }
-
     /// Stage 3, after the schema passed: the arguments parsed into the tool's type and
-    /// checked. Without a type, the object is all there is, and [`Executor::check`] checks it.
-    fn parse(&self, arguments: &Value) -> Result<Parsed, Vec<crate::rejection::FieldError>> {
-        let errors = match arguments {
-            Value::Object(map) => self.check(map),
-            _ => Vec::new(),
-        };
-        if errors.is_empty() {
-            Ok(Parsed::untyped())
-        } else {
-            Err(errors)
-        }
+    /// checked. Without a type, the object is all there is: nothing more to check.
+    fn parse(&self, _arguments: &Value) -> Result<Parsed, Vec<crate::rejection::FieldError>> {
+        Ok(Parsed::untyped())
     }
 
     /// Stage 4: the plan made from what stage 3 parsed, and what it touches. Without a type
-    /// there is no plan, and [`Executor::classify`] says what the object touches.
-    fn plan_call(&self, _parsed: Parsed, arguments: &Value) -> (Planned, Classification) {
-        let classification = match arguments {
-            Value::Object(map) => self.classify(map),
-            _ => Classification::default(),
-        };
-        (Planned::untyped(), classification)
+    /// there is no plan, and the call touches nothing stage 4 can name.
+    fn plan_call(&self, _parsed: Parsed) -> (Planned, Classification) {
+        (Planned::untyped(), Classification::default())
     }
 
     /// Stage 7: do it, within `call.limits()`, watching `cx` for cancellation. Only the
@@ -578,18 +554,27 @@ mod tests {
     #[derive(Debug, Default)]
     struct Looks(Mutex<Option<Visibility>>);
 
-    impl Executor for Looks {
-        fn classify(&self, _: &Map<String, Value>) -> Classification {
+    impl TypedExecutor for Looks {
+        type Args = Map<String, Value>;
+        type Plan = ();
+
+        fn plan(&self, _: Map<String, Value>) -> ((), Classification) {
             // As a link to the token would be classified: the link, and where it leads.
             let paths = vec!["link".to_owned(), "state/toolgate/console.token".to_owned()];
-            Classification {
-                resources: paths.iter().map(|p| format!("path:{p}")).collect(),
+            let classification = Classification {
+                touches: paths.iter().cloned().map(Resource::Path).collect(),
                 paths,
                 ..Classification::default()
-            }
+            };
+            ((), classification)
         }
 
-        fn execute(&self, _: &Call<'_>, cx: &ExecContext) -> Result<ToolOutput, ToolError> {
+        fn execute(
+            &self,
+            (): &(),
+            _: &Call<'_>,
+            cx: &ExecContext,
+        ) -> Result<ToolOutput, ToolError> {
             *self.0.lock().unwrap() =
                 Some(cx.sensitivity().visibility("state/toolgate/console.token"));
             Ok(ToolOutput::new(Value::Null))

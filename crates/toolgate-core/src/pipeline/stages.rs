@@ -151,15 +151,15 @@ impl Pipeline {
             parsed,
             mut trace,
         } = validated;
-        let (plan, mut classification) = tool.executor.plan_call(parsed, &arguments);
+        let (plan, mut classification) = tool.executor.plan_call(parsed);
         trace.plan = plan;
-        if !classification.touches.is_empty() {
-            classification.resources = classification
-                .touches
-                .iter()
-                .map(Resource::to_string)
-                .collect();
-        }
+        // One spelling of what the call touches leaves stage 4, the wire's, made here from
+        // the typed resources and never by an executor.
+        classification.resources = classification
+            .touches
+            .iter()
+            .map(Resource::to_string)
+            .collect();
         // Arguments may make a call more consequential than its entry, never less.
         let effect = classification
             .effect

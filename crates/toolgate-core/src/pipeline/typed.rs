@@ -104,7 +104,7 @@ impl<T: TypedExecutor> Executor for T {
         }
     }
 
-    fn plan_call(&self, parsed: Parsed, _arguments: &Value) -> (Planned, Classification) {
+    fn plan_call(&self, parsed: Parsed) -> (Planned, Classification) {
         match parsed.0.map(|any| any.downcast::<T::Args>()) {
             Some(Ok(arguments)) => {
                 let (plan, classification) = TypedExecutor::plan(self, *arguments);

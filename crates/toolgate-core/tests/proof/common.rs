@@ -17,8 +17,13 @@ impl Executor for Reader {
 
 #[derive(Debug)]
 struct Writer;
-impl Executor for Writer {
-    fn execute(&self, _: &Call<'_>, _: &ExecContext) -> Result<ToolOutput, ToolError> {
+impl TypedExecutor for Writer {
+    type Args = serde_json::Map<String, Value>;
+    type Plan = ();
+    fn plan(&self, _: Self::Args) -> ((), Classification) {
+        ((), Classification::default())
+    }
+    fn execute(&self, (): &(), _: &Call<'_>, _: &ExecContext) -> Result<ToolOutput, ToolError> {
         Ok(ToolOutput::new(json!("wrote")))
     }
 }

@@ -1,4 +1,5 @@
-// A proof issued for the read-only tool, handed to the writing tool's executor.
+// A proof issued for the read-only tool, handed to the writing tool's executor, and to its
+// typed stage 7 with a plan the caller made up.
 fn main() {
     let pipeline = pipeline();
     let proof = pipeline
@@ -10,5 +11,5 @@ fn main() {
         .find(|tool| tool.entry().name == "writer")
         .unwrap();
     let _ = writer.executor.execute(&proof, &context());
-    let _ = Writer.execute(&proof, &context());
+    let _ = TypedExecutor::execute(&Writer, &(), &proof, &context());
 }
