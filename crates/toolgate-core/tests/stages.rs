@@ -75,19 +75,13 @@ impl TypedExecutor for Witness {
     }
 }
 
-/// Grants everything once, for a minute.
+/// Allows everything once.
 #[derive(Debug)]
-struct Yes(GrantLedger);
+struct Yes;
 
 impl ApprovalBroker for Yes {
-    fn request(&self, request: &ApprovalRequest) -> ApprovalResponse {
-        ApprovalResponse::Grant(
-            self.0
-                .issue(request, GrantScope::Once, Duration::from_secs(60)),
-        )
-    }
-    fn ledger(&self) -> Option<&GrantLedger> {
-        Some(&self.0)
+    fn ask(&self, _request: &ApprovalRequest) -> ApprovalDecision {
+        ApprovalDecision::AllowOnce
     }
 }
 
@@ -126,7 +120,7 @@ fn pipeline(witness: Arc<Witness>, policy: Option<&str>) -> Pipeline {
     Pipeline::new(
         Arc::new(registry),
         Arc::new(engine),
-        Arc::new(Yes(GrantLedger::new(Arc::new(SystemClock)))),
+        Arc::new(Yes),
         WorkspaceId::new(ROOT),
     )
 }
@@ -225,27 +219,24 @@ fn exec_context_stops_on_cancel_or_deadline_only() {
     assert!(late.deadline() <= std::time::Instant::now());
 }
 
-/// Remembers every request; grants once, or stands a workspace grant when offered one.
+/// Remembers every request; allows once, or for the workspace when offered that.
 #[derive(Debug)]
 struct Recording {
-    ledger: GrantLedger,
     requests: Mutex<Vec<ApprovalRequest>>,
 }
 
 impl ApprovalBroker for Recording {
-    fn request(&self, request: &ApprovalRequest) -> ApprovalResponse {
+    fn ask(&self, request: &ApprovalRequest) -> ApprovalDecision {
         self.requests.lock().unwrap().push(request.clone());
-        let scope = request.scope_allowed;
-        ApprovalResponse::Grant(self.ledger.issue(request, scope, Duration::from_secs(60)))
-    }
-    fn ledger(&self) -> Option<&GrantLedger> {
-        Some(&self.ledger)
+        match request.scope_allowed {
+            GrantScope::Once => ApprovalDecision::AllowOnce,
+            GrantScope::WorkspaceAction => ApprovalDecision::AllowWorkspace,
+        }
     }
 }
 
 fn recording_pipeline(entries: Vec<ToolEntry>) -> (Pipeline, Arc<Recording>) {
     let broker = Arc::new(Recording {
-        ledger: GrantLedger::new(Arc::new(SystemClock)),
         requests: Mutex::new(Vec::new()),
     });
     let schema = json!({"type": "object", "properties": {"path": {"type": "string"}}});
@@ -366,13 +357,11 @@ fn standing_grants_never_cover_commands() {
         call_id: String::new(),
         cancelled: Arc::default(),
     };
-    broker.ledger.issue(
-        &request,
-        GrantScope::WorkspaceAction,
-        Duration::from_secs(60),
-    );
+    p.grants()
+        .grant(&request, GrantScope::WorkspaceAction, GrantTimes::default())
+        .unwrap();
     assert!(
-        broker
+        p.grants()
             .standing(WorkspaceId::new(ROOT).digest(), "run")
             .is_some()
     );
@@ -581,22 +570,22 @@ struct Waiting {
 }
 
 impl ApprovalBroker for Waiting {
-    fn request(&self, request: &ApprovalRequest) -> ApprovalResponse {
+    fn ask(&self, request: &ApprovalRequest) -> ApprovalDecision {
         self.seen.lock().unwrap().push(request.clone());
         if self.expire {
-            return ApprovalResponse::Expired {
+            return ApprovalDecision::Expired {
                 reason: "nobody answered within 1 s".into(),
             };
         }
         while !request.cancelled.load(std::sync::atomic::Ordering::Relaxed) {
             std::thread::sleep(Duration::from_millis(5));
         }
-        ApprovalResponse::Unanswered {
+        ApprovalDecision::Unanswered {
             reason: "the call was cancelled".into(),
         }
     }
-    fn ledger(&self) -> Option<&GrantLedger> {
-        None
+    fn can_allow(&self) -> bool {
+        false
     }
 }
 

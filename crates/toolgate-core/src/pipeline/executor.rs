@@ -21,7 +21,7 @@ impl Pipeline {
         if let Some((grant, digest)) = &authorized.grant {
             // Re-checked here, not only when granted: expiry, revocation and the digest can
             // all change between the two.
-            let redeemed = self.broker.redeem(
+            let redeemed = self.grants.redeem(
                 grant,
                 digest,
                 self.workspace.digest(),

@@ -25,13 +25,13 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use crate::approval::{
-    ApprovalBroker, ApprovalDigest, ApprovalRequest, ApprovalResponse, Grant, GrantRefusal,
-    GrantScope,
+    ApprovalBroker, ApprovalDecision, ApprovalDigest, ApprovalRequest, Grant, GrantLedger,
+    GrantRefusal, GrantScope, GrantTimes,
 };
 use crate::canonical::{Digest, canonical_json, json_len, sha256_digest};
 use crate::invocation::{Invocation, NormalizeBounds, RawCall, Surface, normalize};
 use crate::notice::{Notice, NoticeSink, Notices};
-use crate::outcome::{Evidence, Outcome, Status, ToolError, ToolOutput};
+use crate::outcome::{Evidence, Outcome, ToolError, ToolOutput};
 use crate::policy::{NetworkRequest, PolicyContext, PolicyEngine};
 use crate::record::Recorder;
 use crate::redact::{redact_string, redact_value};
@@ -458,6 +458,9 @@ pub struct Pipeline {
     bounds: NormalizeBounds,
     sensitivity: Arc<Sensitivity>,
     recorders: Vec<Arc<dyn Recorder>>,
+    /// The one ledger grants are issued from and redeemed against; brokers only decide.
+    grants: Arc<GrantLedger>,
+    grant_times: GrantTimes,
 }
 
 impl Pipeline {
@@ -475,7 +478,30 @@ impl Pipeline {
             bounds: NormalizeBounds::default(),
             sensitivity: Arc::default(),
             recorders: Vec::new(),
+            grants: Arc::default(),
+            grant_times: GrantTimes::default(),
         }
+    }
+
+    /// The same pipeline, issuing and redeeming grants in `grants`: a ledger shared with the
+    /// approval console, which lists and revokes standing grants, and with the pipelines that
+    /// replace this one, so that what a person allowed stands across them.
+    #[must_use]
+    pub fn with_grants(mut self, grants: Arc<GrantLedger>) -> Self {
+        self.grants = grants;
+        self
+    }
+
+    /// The same pipeline, issuing grants for `times`.
+    #[must_use]
+    pub fn with_grant_times(mut self, times: GrantTimes) -> Self {
+        self.grant_times = times;
+        self
+    }
+
+    /// The ledger this pipeline issues grants from and redeems them against.
+    pub fn grants(&self) -> &Arc<GrantLedger> {
+        &self.grants
     }
 
     /// The same pipeline, also handing every outcome to `recorder` before returning it (see
@@ -547,6 +573,7 @@ mod tests {
 
     use super::*;
     use crate::approval::HeadlessBroker;
+    use crate::outcome::Status;
     use crate::registry::{Descriptor, RegistryBuilder, ToolEntry};
     use crate::sensitive::Visibility;
 
@@ -608,7 +635,7 @@ mod tests {
             (outcome, looks.0.lock().unwrap().take())
         };
         let (outcome, visibility) = seen(&pipeline);
-        assert_eq!(outcome.status, Status::Completed, "{outcome:?}");
+        assert_eq!(outcome.status(), Status::Completed, "{outcome:?}");
         assert_eq!(visibility, Some(Visibility::Visible));
         let pipeline =
             pipeline.with_sensitivity(Sensitivity::default().with_config_dir("state/toolgate"));

@@ -343,9 +343,10 @@ impl Pipeline {
         })
     }
 
-    /// A standing workspace grant where one applies, else a person's answer. `awaiting` is
-    /// told only when a person can be asked: a broker without a ledger never grants, so its
-    /// answer is a refusal, and a transport told of a wait would promise one that never comes.
+    /// A standing workspace grant where one applies, else a grant this pipeline issues from
+    /// a person's decision. `awaiting` is told only when a person can be asked: a broker that
+    /// can never allow answers with a refusal, and a transport told of a wait would promise
+    /// one that never comes.
     fn obtain_grant(
         &self,
         request: ApprovalRequest,
@@ -354,53 +355,50 @@ impl Pipeline {
     ) -> Result<(Grant, ApprovalDigest), Rejection> {
         if request.scope_allowed == GrantScope::WorkspaceAction
             && let Some(grant) = self
-                .broker
+                .grants
                 .standing(self.workspace.digest(), &tool.entry.name)
         {
             return Ok((grant, request.digest));
         }
-        let approver = self.broker.ledger().is_some();
+        let approver = self.broker.can_allow();
         // A full console answers at once: that is not a wait either.
         if approver && self.broker.has_room() {
             awaiting(&request.call_id);
         }
-        match self.broker.request(&request) {
-            ApprovalResponse::Grant(grant) => Ok((grant, request.digest)),
-            ApprovalResponse::Deny { reason } => Err(Rejection::new(
-                RejectCode::ApprovalDenied,
-                format!("the user refused this call: {reason}"),
-            )
-            .with_hint(Some(
-                "do not retry the same call; ask the user what they want instead".into(),
-            ))),
-            ApprovalResponse::Expired { reason } => Err(Rejection::new(
-                RejectCode::ApprovalExpired,
-                format!("`{}` waited for approval, and {reason}", tool.entry.name),
-            )
-            .with_hint(Some(
-                "ask the user whether they still want it before trying again".into(),
-            ))),
-            // Said so that a model neither retries nor sends the user to a console that is
-            // not there, and the operator reading along learns what would allow it.
-            ApprovalResponse::Unanswered { reason } if !approver => Err(Rejection::new(
-                RejectCode::ApprovalRequired,
-                format!(
-                    "`{}` needs a person's approval, and nobody can be asked: {reason}",
-                    tool.entry.name
-                ),
-            )
-            .with_hint(Some(NO_APPROVER_HINT.into()))),
-            ApprovalResponse::Unanswered { reason } => Err(Rejection::new(
-                RejectCode::ApprovalRequired,
-                format!(
-                    "`{}` needs a person's approval and none could be obtained: {reason}",
-                    tool.entry.name
-                ),
-            )
-            .with_hint(Some(
-                "ask the user to approve it in toolgate's approval console, or to run it themselves"
-                    .into(),
-            ))),
+        let allowed = match self.broker.ask(&request) {
+            ApprovalDecision::AllowOnce => GrantScope::Once,
+            ApprovalDecision::AllowWorkspace => GrantScope::WorkspaceAction,
+            ApprovalDecision::Reject { reason } => {
+                return Err(Rejection::new(
+                    RejectCode::ApprovalDenied,
+                    format!("the user refused this call: {reason}"),
+                )
+                .with_hint(Some(
+                    "do not retry the same call; ask the user what they want instead".into(),
+                )));
+            }
+            ApprovalDecision::Expired { reason } => {
+                return Err(Rejection::new(
+                    RejectCode::ApprovalExpired,
+                    format!("`{}` waited for approval, and {reason}", tool.entry.name),
+                )
+                .with_hint(Some(
+                    "ask the user whether they still want it before trying again".into(),
+                )));
+            }
+            ApprovalDecision::Unanswered { reason } => {
+                return Err(unanswered(tool, approver, &reason));
+            }
+        };
+        // The grant binds the request's own digest, whatever the broker did meanwhile: a
+        // decision can allow this call, never another one.
+        match self.grants.grant(&request, allowed, self.grant_times) {
+            Ok(grant) => Ok((grant, request.digest)),
+            Err(not_kept) => Err(unanswered(
+                tool,
+                approver,
+                &format!("the workspace grant could not be kept: {not_kept}"),
+            )),
         }
     }
 
@@ -445,6 +443,34 @@ impl Pipeline {
             call_id: String::new(),
             cancelled: Arc::default(),
         }
+    }
+}
+
+/// The refusal of a call nobody approved: said so that a model neither retries nor sends the
+/// user to a console that is not there, and the operator reading along learns what would
+/// allow it.
+fn unanswered(tool: &Tool, approver: bool, reason: &str) -> Rejection {
+    if approver {
+        Rejection::new(
+            RejectCode::ApprovalRequired,
+            format!(
+                "`{}` needs a person's approval and none could be obtained: {reason}",
+                tool.entry.name
+            ),
+        )
+        .with_hint(Some(
+            "ask the user to approve it in toolgate's approval console, or to run it themselves"
+                .into(),
+        ))
+    } else {
+        Rejection::new(
+            RejectCode::ApprovalRequired,
+            format!(
+                "`{}` needs a person's approval, and nobody can be asked: {reason}",
+                tool.entry.name
+            ),
+        )
+        .with_hint(Some(NO_APPROVER_HINT.into()))
     }
 }
 
