@@ -57,7 +57,7 @@ impl RecentOutcomes {
 
 impl Recorder for RecentOutcomes {
     fn record(&self, outcome: &Outcome) -> Result<(), RecordError> {
-        let (stage, code) = match (&outcome.rejection, &outcome.error) {
+        let (stage, code) = match (outcome.rejection(), outcome.error()) {
             (Some(rejection), _) => (
                 Some(rejection.stage.to_string()),
                 Some(rejection.code.to_string()),
@@ -66,8 +66,8 @@ impl Recorder for RecentOutcomes {
             (None, None) => (None, None),
         };
         let view = OutcomeView {
-            tool: outcome.evidence.tool.clone(),
-            status: match outcome.status {
+            tool: outcome.evidence().tool.clone(),
+            status: match outcome.status() {
                 Status::Completed => "completed",
                 Status::Failed => "failed",
                 Status::Rejected => "rejected",
@@ -75,9 +75,9 @@ impl Recorder for RecentOutcomes {
             .to_owned(),
             stage,
             code,
-            actor: outcome.evidence.actor.clone(),
-            surface: outcome.evidence.surface.to_string(),
-            approval_id: outcome.evidence.approval_id.clone(),
+            actor: outcome.evidence().actor.clone(),
+            surface: outcome.evidence().surface.to_string(),
+            approval_id: outcome.evidence().approval_id.clone(),
             at_ms: crate::broker::now_ms(),
         };
         // Losing an entry of this view is harmless (it is not the audit log), so a poisoned

@@ -334,6 +334,91 @@ pub struct Outcome {
 }
 
 impl Outcome {
+    /// The tool ran and succeeded with `output`.
+    pub fn done(output: Value, evidence: Evidence, unknowns: Vec<String>) -> Outcome {
+        Outcome {
+            status: Status::Completed,
+            rejection: None,
+            output: Some(output),
+            error: None,
+            evidence,
+            unknowns,
+        }
+    }
+
+    /// The tool ran, or its result could not be kept, and the call failed with `error`.
+    pub fn failed(error: ToolError, evidence: Evidence, unknowns: Vec<String>) -> Outcome {
+        Outcome {
+            status: Status::Failed,
+            rejection: None,
+            output: None,
+            error: Some(error),
+            evidence,
+            unknowns,
+        }
+    }
+
+    /// A stage stopped the call before the tool ran.
+    pub fn refused(rejection: Rejection, evidence: Evidence, unknowns: Vec<String>) -> Outcome {
+        Outcome {
+            status: Status::Rejected,
+            rejection: Some(rejection),
+            output: None,
+            error: None,
+            evidence,
+            unknowns,
+        }
+    }
+
+    /// How the call ended.
+    pub fn status(&self) -> Status {
+        self.status
+    }
+
+    /// What stopped the call, when a stage did.
+    pub fn rejection(&self) -> Option<&Rejection> {
+        self.rejection.as_ref()
+    }
+
+    /// The tool's output, redacted and bounded, when it completed.
+    pub fn output(&self) -> Option<&Value> {
+        self.output.as_ref()
+    }
+
+    /// The tool's output, when it completed, given up by the outcome.
+    pub fn into_output(self) -> Option<Value> {
+        self.output
+    }
+
+    /// Why the call failed, when it ran and failed.
+    pub fn error(&self) -> Option<&ToolError> {
+        self.error.as_ref()
+    }
+
+    /// What a reviewer needs to know about the call, whatever its end.
+    pub fn evidence(&self) -> &Evidence {
+        &self.evidence
+    }
+
+    /// What nobody can vouch for.
+    pub fn unknowns(&self) -> &[String] {
+        &self.unknowns
+    }
+
+    /// The same call as a failure with `error` that withholds what it would have returned,
+    /// saying in its unknowns what it was: a result that could not be recorded is not given.
+    #[must_use]
+    pub fn withheld(self, error: ToolError) -> Outcome {
+        let mut evidence = self.evidence;
+        evidence.output_bytes = 0;
+        let mut unknowns = self.unknowns;
+        unknowns.push(match self.rejection {
+            Some(rejection) => format!("the call was rejected ({})", rejection.code),
+            None => "the tool ran; its result is withheld".to_owned(),
+        });
+        Outcome::failed(error, evidence, unknowns)
+    }
+
     /// A one-paragraph summary for a model or a terminal.
     pub fn summary(&self) -> String {
         match (&self.rejection, &self.error) {

@@ -16,8 +16,9 @@
 use std::fmt::Write as _;
 
 use rmcp::model::{CallToolResult, ContentBlock};
-use serde_json::{Map, Value, json};
-use toolgate_core::{Outcome, Rejection, Status};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use toolgate_core::{Outcome, RejectCode, Rejection, Stage, Status, ToolErrorCode};
 
 /// The `_meta` key of every tool result that holds the call's id, which names its audit
 /// record.
@@ -27,16 +28,94 @@ pub const CALL_ID_META: &str = "toolgate/call_id";
 /// records it.
 pub const EVIDENCE_META: &str = "toolgate/evidence";
 
+/// The `structuredContent` of a call that did not complete: a refusal or failure as a model
+/// should read it when it reads nothing else, what happened and what to change, without
+/// evidence. This is the MCP wire, defined here rather than by the core's outcome, so that the
+/// core's types can change without changing what clients parse.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Refusal {
+    pub status: Ended,
+    /// Whether the tool ran, as stage 7's time says: a rejection never has one, nor does a
+    /// refusal that became a failure because it could not be recorded.
+    pub executed: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rejection: Option<RefusalRejection>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<RefusalError>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unknowns: Vec<String>,
+}
+
+/// How a call that did not complete ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Ended {
+    /// A stage stopped it before the tool ran.
+    Rejected,
+    /// The tool ran and failed, or its result could not be recorded.
+    Failed,
+}
+
+/// Where a rejected call stopped and what to change: the rejection without its field
+/// details and policies, which the message already states.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RefusalRejection {
+    pub stage: Stage,
+    pub code: RejectCode,
+    pub message: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hint: Option<String>,
+}
+
+/// Why a call that ran failed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RefusalError {
+    pub code: ToolErrorCode,
+    pub message: String,
+}
+
+impl Refusal {
+    /// What `outcome`, which did not complete, says to a model.
+    pub fn of(outcome: &Outcome) -> Refusal {
+        let status = match outcome.status() {
+            Status::Rejected => Ended::Rejected,
+            Status::Failed | Status::Completed => Ended::Failed,
+        };
+        Refusal {
+            status,
+            executed: status != Ended::Rejected
+                && outcome.evidence().durations_ns.contains_key("execute"),
+            rejection: outcome.rejection().map(|rejection| RefusalRejection {
+                stage: rejection.stage,
+                code: rejection.code,
+                message: rejection.message.clone(),
+                hint: rejection.hint.clone(),
+            }),
+            error: match outcome.rejection() {
+                Some(_) => None,
+                None => outcome.error().map(|error| RefusalError {
+                    code: error.code,
+                    message: error.message.clone(),
+                }),
+            },
+            unknowns: outcome.unknowns().to_vec(),
+        }
+    }
+}
+
 /// The tool result for `outcome`, with the call's id and evidence in `_meta`.
 pub fn tool_result(outcome: Outcome) -> CallToolResult {
-    let call_id = Value::String(outcome.evidence.call_id.clone());
-    let evidence = serde_json::to_value(&outcome.evidence).unwrap_or(Value::Null);
-    let mut result = if outcome.status == Status::Completed {
+    let call_id = Value::String(outcome.evidence().call_id.clone());
+    let evidence = serde_json::to_value(outcome.evidence()).unwrap_or(Value::Null);
+    let mut result = if outcome.status() == Status::Completed {
         completed(outcome)
     } else {
         let text = explain(&outcome);
         let mut result = CallToolResult::error(vec![ContentBlock::text(text)]);
-        result.structured_content = Some(lean(&outcome));
+        result.structured_content = serde_json::to_value(Refusal::of(&outcome)).ok();
         result
     };
     let mut meta = result.meta.take().unwrap_or_default();
@@ -46,49 +125,17 @@ pub fn tool_result(outcome: Outcome) -> CallToolResult {
     result
 }
 
-/// A refusal or failure as a model should read it when it reads nothing else: what happened
-/// and what to change, without evidence.
-fn lean(outcome: &Outcome) -> Value {
-    let mut lean = Map::new();
-    let status = serde_json::to_value(outcome.status).unwrap_or(Value::Null);
-    lean.insert("status".to_owned(), status);
-    // Whether the tool ran, as stage 7's time says: a rejection never has one, nor does a
-    // refusal that became a failure because it could not be recorded.
-    let executed =
-        outcome.status != Status::Rejected && outcome.evidence.durations_ns.contains_key("execute");
-    lean.insert("executed".to_owned(), Value::Bool(executed));
-    if let Some(rejection) = &outcome.rejection {
-        let mut said = json!({
-            "stage": rejection.stage,
-            "code": rejection.code,
-            "message": rejection.message,
-        });
-        if let (Some(hint), Some(said)) = (&rejection.hint, said.as_object_mut()) {
-            said.insert("hint".to_owned(), Value::String(hint.clone()));
-        }
-        lean.insert("rejection".to_owned(), said);
-    } else if let Some(error) = &outcome.error {
-        lean.insert(
-            "error".to_owned(),
-            json!({"code": error.code, "message": error.message}),
-        );
-    }
-    if !outcome.unknowns.is_empty() {
-        lean.insert("unknowns".to_owned(), json!(outcome.unknowns));
-    }
-    Value::Object(lean)
-}
-
 fn completed(outcome: Outcome) -> CallToolResult {
-    let output = outcome.output.unwrap_or(Value::Null);
+    let unknowns = outcome.unknowns().to_vec();
+    let output = outcome.into_output().unwrap_or(Value::Null);
     if let Some(mut blocks) = content_blocks(&output) {
-        for unknown in &outcome.unknowns {
+        for unknown in &unknowns {
             blocks.push(ContentBlock::text(format!("[toolgate] unknown: {unknown}")));
         }
         return CallToolResult::success(blocks);
     }
     let mut text = serde_json::to_string(&output).unwrap_or_default();
-    for unknown in &outcome.unknowns {
+    for unknown in &unknowns {
         let _ = write!(text, "\n[toolgate] unknown: {unknown}");
     }
     let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
@@ -113,18 +160,20 @@ fn content_blocks(output: &Value) -> Option<Vec<ContentBlock>> {
 /// A rejection or failure in words a model can act on.
 fn explain(outcome: &Outcome) -> String {
     let mut text = String::new();
-    match (&outcome.rejection, &outcome.error) {
+    match (outcome.rejection(), outcome.error()) {
         (Some(rejection), _) => explain_rejection(&mut text, rejection),
         (None, Some(error)) => {
             let _ = write!(
                 text,
                 "`{}` ran and failed ({}): {}",
-                outcome.evidence.tool, error.code, error.message
+                outcome.evidence().tool,
+                error.code,
+                error.message
             );
         }
         (None, None) => text.push_str(&outcome.summary()),
     }
-    for unknown in &outcome.unknowns {
+    for unknown in outcome.unknowns() {
         let _ = write!(text, "\nUnknown: {unknown}");
     }
     text
@@ -146,8 +195,10 @@ fn explain_rejection(text: &mut String, rejection: &Rejection) {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+    use toolgate_core::FieldError;
+
     use super::*;
-    use toolgate_core::{FieldError, RejectCode};
 
     #[test]
     fn mcp_content_passes_through_and_other_objects_do_not() {

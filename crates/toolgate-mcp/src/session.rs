@@ -413,7 +413,7 @@ impl Session {
                 ));
             }
         };
-        let summary = (outcome.status != Status::Completed).then(|| outcome.summary());
+        let summary = (outcome.status() != Status::Completed).then(|| outcome.summary());
         let result = reply::tool_result(outcome);
         if let Some(summary) = summary {
             self.log

@@ -113,7 +113,7 @@ fn call(args: &CallArgs) -> anyhow::Result<u8> {
     let pipeline = gate.pipeline(&workspace, Arc::new(approve::TerminalBroker::new(prompt)));
     let outcome = pipeline.run(raw_call(args, &gate.settings.bounds)?);
     cli::print_call(&outcome, args.json)?;
-    Ok(match outcome.status {
+    Ok(match outcome.status() {
         Status::Completed => EXIT_COMPLETED,
         Status::Failed => EXIT_FAILED,
         Status::Rejected => EXIT_REJECTED,

@@ -6,64 +6,50 @@ impl Pipeline {
     /// Stage 8: the outcome, redacted and bounded, with evidence, once it is recorded.
     pub(super) fn describe(&self, result: Result<Executed, Stopped>) -> Outcome {
         let started = Instant::now();
-        let (mut status, mut rejection, mut output, mut error, mut trace, truncated, mut unknowns) =
-            match result {
-                Err(Stopped { rejection, trace }) => (
-                    Status::Rejected,
-                    Some(rejection),
-                    None,
-                    None,
-                    trace,
-                    false,
-                    Vec::new(),
-                ),
-                Ok(Executed {
-                    result: Ok(output),
-                    trace,
-                }) => (
-                    Status::Completed,
-                    None,
-                    Some(output.value),
-                    None,
-                    trace,
-                    output.truncated,
-                    output.unknowns,
-                ),
-                Ok(Executed {
-                    result: Err(error),
-                    trace,
-                }) => {
-                    let unknowns = error.unknowns.clone();
-                    (
-                        Status::Failed,
-                        None,
-                        None,
-                        Some(error),
-                        trace,
-                        false,
-                        unknowns,
-                    )
-                }
-            };
+        let (mut ended, mut trace, truncated, mut unknowns) = match result {
+            Err(Stopped { rejection, trace }) => {
+                (Ended::Refused(rejection), trace, false, Vec::new())
+            }
+            Ok(Executed {
+                result: Ok(output),
+                trace,
+            }) => (
+                Ended::Done(output.value),
+                trace,
+                output.truncated,
+                output.unknowns,
+            ),
+            Ok(Executed {
+                result: Err(error),
+                trace,
+            }) => {
+                let unknowns = error.unknowns.clone();
+                (Ended::Failed(error), trace, false, unknowns)
+            }
+        };
         // Resources are evidence, and evidence is kept: a secret-shaped path is hidden too.
         let mut resources = std::mem::take(&mut trace.resources);
         // What a refusal or failure says can quote the tool or the arguments: it is output
         // too, for the model, the console and the audit log alike.
-        let redactions = output.as_mut().map_or(0, redact_value)
-            + error.as_mut().map_or(0, |e| redact_string(&mut e.message))
-            + rejection.as_mut().map_or(0, redact_rejection)
+        let said = match &mut ended {
+            Ended::Done(output) => redact_value(output),
+            Ended::Failed(error) => redact_string(&mut error.message),
+            Ended::Refused(rejection) => redact_rejection(rejection),
+        };
+        let redactions = said
             + unknowns.iter_mut().map(redact_string).sum::<usize>()
             + resources.iter_mut().map(redact_string).sum::<usize>();
-        let output_bytes = output.as_ref().map_or(0, json_len);
+        let output_bytes = match &ended {
+            Ended::Done(output) => json_len(output),
+            Ended::Failed(_) | Ended::Refused(_) => 0,
+        };
         let limit = trace
             .resolved
             .as_ref()
             .map_or(usize::MAX, |t| t.entry.limits.max_output_bytes);
         if output_bytes > limit {
             // The executor broke its limit; fail closed rather than pass it on.
-            output = None;
-            status = Status::Failed;
-            error = Some(ToolError::new(
+            ended = Ended::Failed(ToolError::new(
                 "output_too_large",
                 format!("the tool returned {output_bytes} bytes; the limit is {limit}"),
             ));
@@ -98,37 +84,36 @@ impl Pipeline {
                 .filter_map(|(stage, d)| d.map(|d| (stage.as_str().to_owned(), nanos(d))))
                 .collect::<BTreeMap<_, _>>(),
             total_ns: nanos(trace.started.elapsed()),
-            output_bytes: if output.is_some() { output_bytes } else { 0 },
+            output_bytes: match ended {
+                Ended::Done(_) => output_bytes,
+                Ended::Failed(_) | Ended::Refused(_) => 0,
+            },
             truncated,
             redactions,
         };
-        self.recorded(Outcome {
-            status,
-            rejection,
-            output,
-            error,
-            evidence,
-            unknowns,
+        self.recorded(match ended {
+            Ended::Done(output) => Outcome::done(output, evidence, unknowns),
+            Ended::Failed(error) => Outcome::failed(error, evidence, unknowns),
+            Ended::Refused(rejection) => Outcome::refused(rejection, evidence, unknowns),
         })
     }
 
     /// `outcome`, once every recorder has kept it; else a failure that carries no output.
-    fn recorded(&self, mut outcome: Outcome) -> Outcome {
+    fn recorded(&self, outcome: Outcome) -> Outcome {
         for recorder in &self.recorders {
             if let Err(error) = recorder.record(&outcome) {
-                outcome.status = Status::Failed;
-                outcome.output = None;
-                outcome.evidence.output_bytes = 0;
-                outcome.unknowns.push(match outcome.rejection.take() {
-                    Some(rejection) => format!("the call was rejected ({})", rejection.code),
-                    None => "the tool ran; its result is withheld".to_owned(),
-                });
-                outcome.error = Some(ToolError::new("audit_unavailable", error.to_string()));
-                return outcome;
+                return outcome.withheld(ToolError::new("audit_unavailable", error.to_string()));
             }
         }
         outcome
     }
+}
+
+/// How a call ended, as stage 8 bounds and redacts it before it becomes an [`Outcome`].
+enum Ended {
+    Done(Value),
+    Failed(ToolError),
+    Refused(Rejection),
 }
 
 /// Replaces secrets in everything a rejection says; the number replaced.
