@@ -1,16 +1,26 @@
 //! toolgate's audit trail: every outcome, appended to a hash-chained SQLite log before its
-//! caller sees it.
+//! caller sees it, and the start of every call with effects, before it runs.
 //!
-//! [`AuditLog`] implements [`toolgate_core::Recorder`]. A call's record is committed — in WAL
-//! mode with `synchronous=FULL`, so it survives a crash or a power cut once the commit
-//! returns — before the pipeline returns the outcome; if it cannot be, the call fails closed
-//! (`audit_unavailable`). One writer thread takes every record that is waiting, appends them in
-//! one transaction and commits once (group commit), so concurrent callers share each fsync.
+//! [`AuditLog`] implements [`toolgate_core::Recorder`]. Before the executor of a call with
+//! effects starts, a *started* record is flushed to the disk; if it cannot be, the call does
+//! not run. Its outcome names the start. A start left without an outcome by a toolgate that
+//! stopped is recorded as *interrupted* by the next one to open the log.
+//!
+//! How durable a record is depends on the call (see [`SyncMode`]): records of calls with
+//! effects are flushed (`synchronous=FULL`) before the caller goes on and survive a power
+//! cut; outcomes of read-only calls and rejections are committed to the WAL first — they
+//! survive a crash of toolgate — and flushed by a background thread within
+//! [`FLUSH_INTERVAL`]. The first caller to find no commit under way commits everything
+//! queued (group commit), so a lone caller commits on its own thread and concurrent callers
+//! share each fsync. If a record cannot be committed, the call fails closed
+//! (`audit_unavailable`).
 //!
 //! Each record's hash covers the previous record's hash, its sequence number and its body
 //! (see [`chain`]), so [`verify`] finds any record that was edited, deleted, reordered or
-//! inserted. A small *head file* beside the database witnesses the newest record, so deleting
-//! the newest records — or rolling the whole database back to an older copy — is found too.
+//! inserted. A small *head file* beside the database witnesses the newest flushed record, so
+//! deleting the newest records — or rolling the whole database back to an older copy — is
+//! found too. Sealing ([`seal_setup`]) adds forward-secure proof of every ended epoch, checked
+//! by [`verify_with`] and the verification key.
 //!
 //! ```no_run
 //! use std::sync::Arc;
