@@ -147,11 +147,7 @@ fn one_tool(executor: Arc<dyn Executor>) -> Pipeline {
 }
 
 fn run(pipeline: &Pipeline, arguments: Value) -> Outcome {
-    pipeline.run(RawCall::text(
-        "count",
-        &arguments.to_string(),
-        Surface::Chat,
-    ))
+    pipeline.run(RawCall::text("count", arguments.to_string(), Surface::Chat))
 }
 
 #[test]
@@ -218,8 +214,8 @@ fn the_plan_stage_4_made_is_the_one_stage_7_runs() {
         assert_eq!(counter.executed.lock().unwrap()[i], expected);
         // The typed resources leave the pipeline in their wire spelling.
         let wire = format!("path:{path}");
-        assert_eq!(outcome.evidence.resources, [wire.clone()]);
         assert_eq!(outcome.output.unwrap()["resources"], json!([wire]));
+        assert_eq!(outcome.evidence.resources, [wire]);
     }
 }
 

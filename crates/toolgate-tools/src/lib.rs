@@ -180,6 +180,61 @@ mod tests {
         }
     }
 
+    /// A value `schema` admits, for the schemas the builtins use.
+    fn example(schema: &serde_json::Value) -> serde_json::Value {
+        use serde_json::json;
+        match schema["type"].as_str() {
+            Some("string")
+                if schema["pattern"]
+                    .as_str()
+                    .is_some_and(|p| p.contains("sha256")) =>
+            {
+                json!(format!("sha256:{}", "0".repeat(64)))
+            }
+            Some("string") => json!("x"),
+            Some("integer") => schema.get("minimum").cloned().unwrap_or(json!(1)),
+            Some("boolean") => json!(true),
+            Some("array") => json!([example(&schema["items"])]),
+            Some("object") => serde_json::Value::Object(
+                schema["properties"]
+                    .as_object()
+                    .into_iter()
+                    .flatten()
+                    .map(|(name, property)| (name.clone(), example(property)))
+                    .collect(),
+            ),
+            other => panic!("no example for a schema of type {other:?}"),
+        }
+    }
+
+    #[test]
+    fn each_builtins_argument_type_takes_every_argument_its_schema_names() {
+        let dir = tempfile::tempdir().unwrap();
+        let workspace = Arc::new(Workspace::open(dir.path()).unwrap());
+        for tool in builtin(workspace) {
+            let schema = &tool.descriptor.input_schema;
+            let arguments = example(schema);
+            assert_eq!(
+                arguments.as_object().map(|o| o.len()),
+                schema["properties"].as_object().map(|p| p.len()),
+                "{}",
+                tool.entry.name
+            );
+            // The tool's own checks may refuse these values; its type must not.
+            let errors = tool.executor.parse(&arguments).err().unwrap_or_default();
+            for error in errors {
+                assert!(
+                    !error
+                        .message
+                        .starts_with("the arguments do not fit this tool"),
+                    "{}: {arguments} was refused by its type: {}",
+                    tool.entry.name,
+                    error.message
+                );
+            }
+        }
+    }
+
     #[test]
     fn builtins_register_and_their_schemas_are_closed_and_described() {
         let dir = tempfile::tempdir().unwrap();
