@@ -450,8 +450,7 @@ mod tests {
         let error = SearchText::matcher(&arguments).unwrap_err();
         assert!(!error.contains('\n'), "{error}");
         assert!(error.contains("unclosed"), "{error}");
-        let literal: SearchArgs =
-            serde_json::from_str(r#"{"pattern": "(unclosed"}"#).unwrap();
+        let literal: SearchArgs = serde_json::from_str(r#"{"pattern": "(unclosed"}"#).unwrap();
         assert!(SearchText::matcher(&literal).is_ok());
     }
 }
