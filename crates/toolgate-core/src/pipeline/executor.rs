@@ -107,7 +107,7 @@ fn panicked(payload: &(dyn std::any::Any + Send)) -> ToolError {
         .or_else(|| payload.downcast_ref::<String>().cloned())
         .unwrap_or_default();
     let mut error = ToolError::new(
-        "tool_panicked",
+        crate::outcome::ToolErrorCode::ToolPanicked,
         format!("the tool stopped unexpectedly: {said}"),
     );
     error

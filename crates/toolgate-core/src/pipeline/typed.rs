@@ -128,7 +128,9 @@ impl<T: TypedExecutor> Executor for T {
 }
 
 /// Stage 3's rejection of arguments the schema admitted but the tool's type does not: the
-/// field `serde` names, when it names one.
+/// field `serde` names, when it names one. `serde_json` does not say where in the object the
+/// field is, so a nested one is pointed to as if at the top; the builtins' schemas are closed
+/// at every level, and refuse those before their types see them.
 fn refused(error: &serde_json::Error) -> FieldError {
     let message = error.to_string();
     // serde names fields in backticks: "unknown field `x`, expected one of …".
