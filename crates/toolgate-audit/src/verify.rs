@@ -391,7 +391,10 @@ fn walk_log(
                 if witnessed_head.is_some_and(|h| h.seq == walk.expected) {
                     walk.witnessed_hash = Some(hash.to_vec());
                 }
-                walk.before_last = std::mem::replace(&mut walk.last_hash, hash.to_vec());
+                // The two buffers trade places rather than a new one being made per record.
+                std::mem::swap(&mut walk.before_last, &mut walk.last_hash);
+                walk.last_hash.clear();
+                walk.last_hash.extend_from_slice(hash);
                 walk.expected += 1;
                 continue;
             }
