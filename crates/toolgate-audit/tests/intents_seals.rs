@@ -293,3 +293,39 @@ fn sealed_epochs_resist_a_rewrite_that_recomputes_every_hash() {
     let sealing = verify_with(&path, Some(&key)).unwrap().sealing.unwrap();
     assert_eq!(sealing.broken.unwrap().epoch, 0, "another log's key");
 }
+
+#[test]
+fn a_call_whose_start_cannot_be_recorded_does_not_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = db(&dir);
+    let (ws, pipeline) = write_pipeline();
+    let options = AuditOptions {
+        busy_timeout: Duration::from_millis(100),
+        ..AuditOptions::default()
+    };
+    let log = Arc::new(AuditLog::open(&path, options).unwrap());
+    let pipeline = pipeline.with_recorder(Arc::clone(&log) as Arc<dyn toolgate_core::Recorder>);
+    // Another process holds the write lock longer than the log waits.
+    let holder = Connection::open(&path).unwrap();
+    holder.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let outcome = pipeline.run(toolgate_core::RawCall::text(
+        "write_file",
+        r#"{"path": "b.txt", "content": "beta\n"}"#,
+        Surface::Cli,
+    ));
+    holder.execute_batch("ROLLBACK").unwrap();
+    let error = outcome.error.clone().expect("the call failed");
+    assert_eq!(error.code, "audit_unavailable", "{outcome:?}");
+    // The outcome cannot be recorded either while the lock is held, so the error the caller
+    // sees is the outcome's.
+    assert!(error.message.contains("locked"), "{error:?}");
+    assert!(!ws.path().join("b.txt").exists(), "the tool never ran");
+    // Its outcome, once the lock is gone, is on the record; no start is.
+    let outcome = pipeline.run(toolgate_core::RawCall::text(
+        "write_file",
+        r#"{"path": "c.txt", "content": "gamma\n"}"#,
+        Surface::Cli,
+    ));
+    assert!(outcome.error.is_none(), "{outcome:?}");
+    assert_eq!(statuses(&path), ["started", "completed"]);
+}
