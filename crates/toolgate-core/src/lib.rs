@@ -53,6 +53,7 @@
 //! ```
 
 pub mod approval;
+pub mod cancel;
 pub mod canonical;
 pub mod hint;
 pub mod invocation;
@@ -73,6 +74,7 @@ pub use approval::{
     GrantNotKept, GrantRefusal, GrantScope, GrantStore, GrantTimes, HeadlessBroker,
     MAX_REASON_CHARS, SystemClock,
 };
+pub use cancel::{Cancel, OnCancel};
 pub use canonical::{Digest, canonical_json, sha256_digest};
 pub use invocation::{Invocation, NormalizeBounds, RawArguments, RawCall, Surface};
 pub use notice::{NOTICES_PER_SECOND, Notice, NoticeSink};
