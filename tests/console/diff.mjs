@@ -5,21 +5,11 @@
 // The page script runs in a `vm` context with just enough of a document to load; its
 // `diffKinds` is then given diffs whose added and removed lines imitate file headers. Prints
 // the failures and exits 1 when any line is coloured wrongly.
-import { readFileSync } from 'node:fs';
 import vm from 'node:vm';
 
-const element = () => ({ textContent: '', className: '', dataset: {}, appendChild() {}, replaceChildren() {} });
-const context = vm.createContext({
-  document: {
-    querySelector: () => ({ content: 'csrf' }),
-    getElementById: element,
-    createElement: element,
-    createTextNode: (text) => ({ textContent: text }),
-  },
-  fetch: () => Promise.reject(new Error('no server here')),
-  setInterval: () => 0,
-});
-vm.runInContext(readFileSync(process.argv[2], 'utf8'), context);
+import { loadPage } from './page.mjs';
+
+const context = loadPage(process.argv[2]);
 
 const cases = [
   {

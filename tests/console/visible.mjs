@@ -7,21 +7,11 @@
 // (Cc, except tab and newline) or a line or paragraph separator (Zl, Zp) must be one the page
 // marks. Prints {"ranges": [[START, END]…], "failures": […]} as JSON: the Rust test compares
 // the ranges with toolgate_core::visible::INVISIBLE and fails on any failure.
-import { readFileSync } from 'node:fs';
 import vm from 'node:vm';
 
-const element = () => ({ textContent: '', className: '', dataset: {}, appendChild() {}, replaceChildren() {} });
-const context = vm.createContext({
-  document: {
-    querySelector: () => ({ content: 'csrf' }),
-    getElementById: element,
-    createElement: element,
-    createTextNode: (text) => ({ textContent: text }),
-  },
-  fetch: () => Promise.reject(new Error('no server here')),
-  setInterval: () => 0,
-});
-vm.runInContext(readFileSync(process.argv[2], 'utf8'), context);
+import { loadPage } from './page.mjs';
+
+const context = loadPage(process.argv[2]);
 const isInvisible = vm.runInContext('isInvisible', context);
 const ranges = vm.runInContext('INVISIBLE', context).map(([start, end]) => [start, end]);
 

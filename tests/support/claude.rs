@@ -7,13 +7,7 @@
 //! their own Claude Code is read, and its environment is cleared: no key, proxy or endpoint
 //! of the machine's reaches it.
 
-#![allow(
-    dead_code,
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)]
+#![allow(dead_code)]
 
 use std::fs;
 use std::io::{BufRead, BufReader, Read};

@@ -4,13 +4,7 @@
 //!
 //! Shared by the MCP, upstream and console tests through `#[path]`.
 
-#![allow(
-    dead_code,
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)]
+#![allow(dead_code)]
 
 use std::fs;
 use std::io::{BufRead, BufReader};
@@ -226,4 +220,98 @@ pub fn http_address(child: &mut Child) -> (SocketAddr, Vec<String>) {
     };
     std::thread::spawn(move || lines.for_each(drop));
     (addr, banner)
+}
+
+/// `toolgate` under strace, with every `landlock_create_ruleset` failing as on a kernel
+/// without Landlock; the caller adds toolgate's arguments.
+pub fn without_landlock() -> Command {
+    let strace = Path::new("/usr/bin/strace");
+    assert!(
+        strace.exists(),
+        "strace is missing: run scripts/test-deps first"
+    );
+    let mut command = Command::new(strace);
+    command
+        .args([
+            "-f",
+            "-qq",
+            "-o",
+            "/dev/null",
+            "-e",
+            "inject=landlock_create_ruleset:error=ENOSYS",
+        ])
+        .arg(toolgate_bin());
+    command
+}
+
+/// The system's own program, not a version manager's shim that needs the real `HOME`.
+pub fn system_program(name: &str) -> String {
+    ["/usr/bin", "/bin"]
+        .iter()
+        .map(|dir| Path::new(dir).join(name))
+        .find(|path| path.is_file())
+        .unwrap_or_else(|| panic!("no `{name}` in /usr/bin or /bin"))
+        .display()
+        .to_string()
+}
+
+/// A path as a string literal for the configurations the tests write (TOML reads JSON's
+/// quoting of it the same).
+pub fn quoted(path: &Path) -> String {
+    serde_json::to_string(&path.display().to_string()).unwrap()
+}
+
+/// `toolgate serve --no-console --http 127.0.0.1:0` on `ws` with `config`, not yet run, for the
+/// caller to add flags and environment to.
+pub fn serve_http(ws: &Path, config: &Path) -> Command {
+    let mut command = Command::new(toolgate_bin());
+    command
+        .args([
+            "serve",
+            "--no-console",
+            "--http",
+            "127.0.0.1:0",
+            "--workspace",
+        ])
+        .arg(ws)
+        .arg("--config")
+        .arg(config);
+    command
+}
+
+/// A `toolgate serve --http` on a free loopback port, stopped when dropped.
+pub struct HttpServer {
+    pub child: Child,
+    pub addr: SocketAddr,
+    /// What it printed to standard error before it began serving.
+    pub banner: Vec<String>,
+}
+
+impl HttpServer {
+    /// Runs `command` (a [`serve_http`] with what the test adds) until it says where it serves.
+    pub fn spawn(command: &mut Command) -> HttpServer {
+        let mut child = command
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let (addr, banner) = http_address(&mut child);
+        HttpServer {
+            child,
+            addr,
+            banner,
+        }
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://{}/mcp", self.addr)
+    }
+}
+
+impl Drop for HttpServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }

@@ -3,13 +3,7 @@
 //! Shared by the library tests and the CLI tests (and later transports) through `#[path]`, so
 //! every entry point is held to the same table.
 
-#![allow(
-    dead_code,
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)]
+#![allow(dead_code)]
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -60,28 +54,16 @@ impl Fixture {
     /// kind, mode, and contents or link target. A row that was rejected or failed must leave
     /// this unchanged.
     pub fn snapshot(&self) -> Vec<(String, String)> {
-        fn visit(root: &Path, dir: &Path, out: &mut Vec<(String, String)>) {
-            let mut entries: Vec<_> = fs::read_dir(dir).unwrap().map(|e| e.unwrap()).collect();
-            entries.sort_by_key(|e| e.file_name());
-            for entry in entries {
-                let path = entry.path();
-                let name = path.strip_prefix(root).unwrap().display().to_string();
-                let metadata = fs::symlink_metadata(&path).unwrap();
-                let mode = std::os::unix::fs::PermissionsExt::mode(&metadata.permissions());
-                let what = if metadata.file_type().is_symlink() {
-                    format!("link {}", fs::read_link(&path).unwrap().display())
-                } else if metadata.is_dir() {
-                    visit(root, &path, out);
-                    format!("dir {mode:o}")
-                } else {
-                    format!("file {mode:o} {:?}", fs::read(&path).unwrap())
-                };
-                out.push((name, what));
+        tree(self.dir.path(), &|path, metadata| {
+            let mode = std::os::unix::fs::PermissionsExt::mode(&metadata.permissions());
+            if metadata.file_type().is_symlink() {
+                format!("link {}", fs::read_link(path).unwrap().display())
+            } else if metadata.is_dir() {
+                format!("dir {mode:o}")
+            } else {
+                format!("file {mode:o} {:?}", fs::read(path).unwrap())
             }
-        }
-        let mut out = Vec::new();
-        visit(self.dir.path(), self.dir.path(), &mut out);
-        out
+        })
     }
 
     /// Writes the named configuration (and its policy file) beside the workspace and returns
@@ -110,6 +92,35 @@ impl Fixture {
             other => panic!("unknown fixture configuration `{other}`"),
         }
     }
+}
+
+/// Every path below `root` (links not followed, a directory after what it holds), named
+/// relative to `root`, each with what `describe` says of it and its metadata.
+pub fn tree(
+    root: &Path,
+    describe: &dyn Fn(&Path, &fs::Metadata) -> String,
+) -> Vec<(String, String)> {
+    fn visit(
+        root: &Path,
+        dir: &Path,
+        describe: &dyn Fn(&Path, &fs::Metadata) -> String,
+        out: &mut Vec<(String, String)>,
+    ) {
+        let mut entries: Vec<_> = fs::read_dir(dir).unwrap().map(|e| e.unwrap()).collect();
+        entries.sort_by_key(|e| e.file_name());
+        for entry in entries {
+            let path = entry.path();
+            let name = path.strip_prefix(root).unwrap().display().to_string();
+            let metadata = fs::symlink_metadata(&path).unwrap();
+            if metadata.is_dir() {
+                visit(root, &path, describe, out);
+            }
+            out.push((name, describe(&path, &metadata)));
+        }
+    }
+    let mut out = Vec::new();
+    visit(root, root, describe, &mut out);
+    out
 }
 
 /// One row of `tests/corpus/hostile.jsonl`.

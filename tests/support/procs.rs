@@ -4,6 +4,30 @@
 #![allow(dead_code)]
 
 use std::path::Path;
+use std::process::{Child, Command, Stdio};
+
+/// A process the test started, killed (by its pid) when the test ends however it ends.
+pub struct Killed(pub Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Another process of the same user, with `TOOLGATE_PROBE_SECRET=canary-environment` in its
+/// environment, for a confined process to try to read or signal.
+pub fn canary_process() -> Killed {
+    Killed(
+        Command::new("sleep")
+            .arg("120")
+            .env("TOOLGATE_PROBE_SECRET", "canary-environment")
+            .stdin(Stdio::null())
+            .spawn()
+            .unwrap(),
+    )
+}
 
 /// Whether `pid` is a process that can still act (not a zombie, not dead).
 pub fn running(pid: u32) -> bool {

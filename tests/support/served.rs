@@ -209,6 +209,38 @@ impl Served {
         Driving::start(&json!({"sessions": [session]}))
     }
 
+    /// Decides, one after another, the next `count` requests as they come up in the console:
+    /// `decide` sees each request and the pending list it was found in, and gives the
+    /// decision's body. Fails the test when they have not all come up within `limit`.
+    pub fn decide_each(
+        &self,
+        count: usize,
+        limit: Duration,
+        mut decide: impl FnMut(&Value, &Value) -> String,
+    ) {
+        let mut decided: Vec<String> = Vec::new();
+        let deadline = Instant::now() + limit;
+        while decided.len() < count {
+            assert!(Instant::now() < deadline, "decided only {decided:?}");
+            let pending = self.get_json("/api/pending");
+            let fresh = pending
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|p| !decided.iter().any(|d| p["id"] == d.as_str()))
+                .cloned();
+            let Some(request) = fresh else {
+                std::thread::sleep(Duration::from_millis(25));
+                continue;
+            };
+            let body = decide(&request, &pending);
+            let id = request["id"].as_str().unwrap().to_owned();
+            let reply = self.decide(&id, &body);
+            assert_eq!(reply.status, 204, "{}", reply.body);
+            decided.push(id);
+        }
+    }
+
     /// A person's decision on pending request `id`, as the console's page posts it.
     pub fn decide(&self, id: &str, body: &str) -> Reply {
         self.http(

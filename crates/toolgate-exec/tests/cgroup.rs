@@ -19,17 +19,17 @@
 )]
 #[path = "../../../tests/support/procs.rs"]
 mod procs;
+#[path = "../../../tests/support/programs.rs"]
+mod programs;
 
 use procs::{pids, running};
+use programs::{env, program};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
-use toolgate_exec::{
-    CgroupLimits, CommandSpec, Tier, ambient_env, cgroup_tier, resolve_program, run, scrub_env,
-    unknown,
-};
+use toolgate_exec::{CgroupLimits, CommandSpec, Tier, cgroup_tier, run, unknown};
 
 /// Set in the re-run test process: the test cgroup it moves itself into.
 const CGROUP_VAR: &str = "TOOLGATE_TEST_CGROUP";
@@ -37,19 +37,6 @@ const CGROUP_VAR: &str = "TOOLGATE_TEST_CGROUP";
 const OUT_VAR: &str = "TOOLGATE_TEST_OUT";
 
 const TEST_NAME: &str = "a_call_in_a_delegated_cgroup_gets_its_own_and_leaves_nothing_alive";
-
-fn env() -> Vec<(String, String)> {
-    scrub_env(ambient_env())
-}
-
-fn program(name: &str) -> PathBuf {
-    let env = env();
-    let path = env
-        .iter()
-        .find(|(k, _)| k == "PATH")
-        .map(|(_, v)| v.as_str());
-    resolve_program(name, path, Path::new("/")).unwrap()
-}
 
 fn sh(cwd: &Path, script: &str, args: &[&str]) -> CommandSpec {
     CommandSpec::new(program("sh"), cwd)

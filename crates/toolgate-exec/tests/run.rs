@@ -13,8 +13,11 @@
 )]
 #[path = "../../../tests/support/procs.rs"]
 mod procs;
+#[path = "../../../tests/support/programs.rs"]
+mod programs;
 
 use procs::{pids, running};
+use programs::{env, program};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -24,20 +27,6 @@ use toolgate_exec::{
     Cancel, CancelToken, CommandSpec, ExecError, Exit, RunOutcome, StopReason, ambient_env,
     resolve_program, run, scrub_env, unknown,
 };
-
-/// The scrubbed environment of this process.
-fn env() -> Vec<(String, String)> {
-    scrub_env(ambient_env())
-}
-
-fn program(name: &str) -> PathBuf {
-    let env = env();
-    let path = env
-        .iter()
-        .find(|(k, _)| k == "PATH")
-        .map(|(_, v)| v.as_str());
-    resolve_program(name, path, Path::new("/")).unwrap()
-}
 
 /// `sh -c script` in `cwd`, with the scrubbed environment.
 fn sh(cwd: &Path, script: &str) -> CommandSpec {

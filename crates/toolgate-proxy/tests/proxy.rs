@@ -65,42 +65,41 @@ impl Connector for TestConnector {
 
 /// A TCP echo server on loopback, standing for a TLS server: it echoes the ClientHello.
 fn echo_server() -> SocketAddr {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { return };
-            thread::spawn(move || {
-                stream.set_read_timeout(Some(TIMEOUT)).unwrap();
-                let mut buf = [0u8; 4096];
-                while let Ok(n) = stream.read(&mut buf) {
-                    if n == 0 || stream.write_all(&buf[..n]).is_err() {
-                        break;
-                    }
-                }
-            });
+    serve_each(|mut stream| {
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = stream.read(&mut buf) {
+            if n == 0 || stream.write_all(&buf[..n]).is_err() {
+                break;
+            }
         }
-    });
-    addr
+    })
 }
 
 /// An HTTP server on loopback that answers every request with the request head it received.
 fn web_server() -> SocketAddr {
+    serve_each(|mut stream| {
+        let Ok(head) = read_head(&mut stream) else {
+            return;
+        };
+        let answer = format!(
+            "HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close, x-upstream-hop\r\nx-upstream-hop: 1\r\nkeep-alive: timeout=5\r\n\r\n{head}",
+            head.len()
+        );
+        let _ = stream.write_all(answer.as_bytes());
+    })
+}
+
+/// A loopback listener that hands each connection, with a read timeout set, to `answer` on a
+/// thread of its own.
+fn serve_each(answer: fn(TcpStream)) -> SocketAddr {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
     thread::spawn(move || {
         for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { return };
+            let Ok(stream) = stream else { return };
             thread::spawn(move || {
                 stream.set_read_timeout(Some(TIMEOUT)).unwrap();
-                let Ok(head) = read_head(&mut stream) else {
-                    return;
-                };
-                let answer = format!(
-                    "HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close, x-upstream-hop\r\nx-upstream-hop: 1\r\nkeep-alive: timeout=5\r\n\r\n{head}",
-                    head.len()
-                );
-                let _ = stream.write_all(answer.as_bytes());
+                answer(stream);
             });
         }
     });

@@ -16,14 +16,8 @@
     clippy::indexing_slicing
 )]
 
-#[path = "../../../tests/support/claude.rs"]
-mod claude;
-#[path = "../../../tests/support/clients.rs"]
-mod clients;
-#[path = "../../../tests/support/fixture.rs"]
-mod fixture;
-#[path = "../../../tests/support/served.rs"]
-mod served;
+#[path = "../../../tests/support/mod.rs"]
+mod support;
 
 use std::fs;
 use std::path::Path;
@@ -34,6 +28,7 @@ use serde_json::{Value, json};
 use claude::*;
 use clients::*;
 use fixture::Fixture;
+use support::{claude, clients, fixture};
 
 const PREFIX: &str = "mcp__toolgate__";
 

@@ -8,10 +8,8 @@
     clippy::indexing_slicing
 )]
 
-#[path = "../../../tests/support/fixture.rs"]
-mod fixture;
-#[path = "../../../tests/support/terminal.rs"]
-mod terminal;
+#[path = "../../../tests/support/mod.rs"]
+mod support;
 
 use std::fs;
 use std::path::Path;
@@ -20,6 +18,7 @@ use assert_cmd::Command;
 use serde_json::{Value, json};
 
 use fixture::{Fixture, corpus};
+use support::{fixture, terminal};
 use terminal::{on_a_terminal, typed_at_a_terminal};
 
 fn toolgate() -> Command {
@@ -134,28 +133,28 @@ fn read_file_completes_with_digest_and_exit_zero() {
     );
 }
 
+/// `toolgate call` without `--json`, as a person would type it.
+fn as_typed(ws: &Path, tool: &str, args: &str) -> Command {
+    let mut cmd = toolgate();
+    cmd.args(["call", "--workspace"])
+        .arg(ws)
+        .args(["--tool", tool, "--args", args]);
+    cmd
+}
+
 #[test]
 fn human_output_and_hints() {
     let fx = Fixture::new();
     let ws = fx.workspace();
-    toolgate()
-        .args(["call", "--workspace"])
-        .arg(&ws)
-        .args(["--tool", "read_file", "--args", r#"{"path": "a.txt"}"#])
+    as_typed(&ws, "read_file", r#"{"path": "a.txt"}"#)
         .assert()
         .code(0)
         .stdout(predicates::str::contains("alpha"));
-    toolgate()
-        .args(["call", "--workspace"])
-        .arg(&ws)
-        .args(["--tool", "read_file", "--args", r#"{"file_path": "a.txt"}"#])
+    as_typed(&ws, "read_file", r#"{"file_path": "a.txt"}"#)
         .assert()
         .code(2)
         .stderr(predicates::str::contains("did you mean `path`?"));
-    toolgate()
-        .args(["call", "--workspace"])
-        .arg(&ws)
-        .args(["--tool", "raed_file", "--args", "{}"])
+    as_typed(&ws, "raed_file", "{}")
         .assert()
         .code(2)
         .stderr(predicates::str::contains("did you mean `read_file`?"));
@@ -164,12 +163,7 @@ fn human_output_and_hints() {
 /// Runs `toolgate call` without `--json`, as a person would: exit code, standard output,
 /// standard error.
 fn call_for_a_person(ws: &Path, tool: &str, args: &str) -> (i32, String, String) {
-    let output = toolgate()
-        .args(["call", "--workspace"])
-        .arg(ws)
-        .args(["--tool", tool, "--args", args])
-        .output()
-        .unwrap();
+    let output = as_typed(ws, tool, args).output().unwrap();
     (
         output.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&output.stdout).to_string(),
@@ -323,15 +317,22 @@ fn sensitive_files_and_the_configuration_in_use_are_denied_by_rule() {
     assert_eq!(code, 0, "{outcome}");
 }
 
-#[test]
-fn approval_is_refused_without_a_terminal() {
-    let fx = Fixture::new();
+/// A configuration beside the fixture's workspace in which every `read_file` call is asked
+/// about.
+fn approve_each_read(fx: &Fixture) -> std::path::PathBuf {
     let config = fx.dir.path().join("approve.toml");
     fs::write(
         &config,
         "[[tool]]\nname = \"read_file\"\napproval = \"each_call\"\n",
     )
     .unwrap();
+    config
+}
+
+#[test]
+fn approval_is_refused_without_a_terminal() {
+    let fx = Fixture::new();
+    let config = approve_each_read(&fx);
     let (code, outcome, _) = call(
         &fx.workspace(),
         "read_file",
@@ -599,12 +600,7 @@ fn sha256_hex(bytes: &[u8]) -> String {
 #[test]
 fn a_person_at_a_terminal_approves_or_refuses() {
     let fx = Fixture::new();
-    let config = fx.dir.path().join("approve.toml");
-    fs::write(
-        &config,
-        "[[tool]]\nname = \"read_file\"\napproval = \"each_call\"\n",
-    )
-    .unwrap();
+    let config = approve_each_read(&fx);
     let args = format!(
         "call --workspace {} --tool read_file --args '{{\"path\": \"a.txt\"}}' --config {}",
         fx.workspace().display(),

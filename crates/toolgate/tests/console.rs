@@ -13,12 +13,8 @@
     clippy::indexing_slicing
 )]
 
-#[path = "../../../tests/support/clients.rs"]
-mod clients;
-#[path = "../../../tests/support/fixture.rs"]
-mod fixture;
-#[path = "../../../tests/support/served.rs"]
-mod served;
+#[path = "../../../tests/support/mod.rs"]
+mod support;
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
@@ -31,6 +27,7 @@ use serde_json::{Value, json};
 use clients::*;
 use fixture::Fixture;
 use served::Served;
+use support::{clients, fixture, served};
 
 /// Runs `tests/console/approve.mjs` on `plan` (Chromium as the person) and returns what it saw.
 fn approve_in_chromium(plan: &Value) -> Value {

@@ -8,8 +8,8 @@
     clippy::indexing_slicing
 )]
 
-#[path = "../../../tests/support/fixture.rs"]
-mod fixture;
+#[path = "../../../tests/support/mod.rs"]
+mod support;
 
 use std::sync::Arc;
 
@@ -18,6 +18,7 @@ use toolgate_core::*;
 use toolgate_workspace::Workspace;
 
 use fixture::{Fixture, corpus};
+use support::fixture;
 
 /// The pipeline the CLI builds for the fixture configuration `config`, asking nobody.
 fn pipeline(fx: &Fixture, config: &str) -> Pipeline {

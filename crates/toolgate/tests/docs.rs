@@ -11,6 +11,9 @@
     clippy::indexing_slicing
 )]
 
+#[path = "../../../tests/support/mod.rs"]
+mod support;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -18,12 +21,7 @@ use std::time::Duration;
 
 use assert_cmd::Command;
 
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .canonicalize()
-        .unwrap()
-}
+use support::clients::root;
 
 /// The pages a newcomer reads: the README, the architecture and everything under docs/.
 fn pages() -> Vec<PathBuf> {

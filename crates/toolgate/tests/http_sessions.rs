@@ -11,18 +11,20 @@
     clippy::indexing_slicing
 )]
 
-#[path = "../../../tests/support/clients.rs"]
-mod clients;
+#[path = "../../../tests/support/mod.rs"]
+mod support;
 
 use std::fs;
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
-use std::process::{Child, Command, Stdio};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use clients::toolgate_bin;
+use clients::{HttpServer, serve_http};
+use support::clients;
 
 const TOKEN_ALICE: &str = "alice-0123456789abcdef0123456789abcdef";
 const TOKEN_BOB: &str = "bob-0123456789abcdef0123456789abcdef00";
@@ -37,11 +39,21 @@ fn config(serve: &str) -> String {
     )
 }
 
+/// `toolgate serve --http 127.0.0.1:0` on `ws`, its state in `dir` and both tokens in its
+/// environment.
+fn serve_command(dir: &Path, ws: &Path, config: &Path) -> Command {
+    let mut command = serve_http(ws, config);
+    command
+        .env("XDG_STATE_HOME", dir.join("state"))
+        .env("TOOLGATE_TEST_TOKEN_ALICE", TOKEN_ALICE)
+        .env("TOOLGATE_TEST_TOKEN_BOB", TOKEN_BOB);
+    command
+}
+
 /// `toolgate serve --http 127.0.0.1:0` on a workspace and configuration of its own, stopped
 /// when dropped.
 struct Server {
-    child: Child,
-    addr: SocketAddr,
+    http: HttpServer,
     _dir: tempfile::TempDir,
 }
 
@@ -53,31 +65,8 @@ impl Server {
         fs::write(ws.join("a.txt"), "alpha\n").unwrap();
         let config_path = dir.path().join("toolgate.toml");
         fs::write(&config_path, config).unwrap();
-        let mut child = Command::new(toolgate_bin())
-            .args([
-                "serve",
-                "--no-console",
-                "--http",
-                "127.0.0.1:0",
-                "--workspace",
-            ])
-            .arg(&ws)
-            .arg("--config")
-            .arg(&config_path)
-            .env("XDG_STATE_HOME", dir.path().join("state"))
-            .env("TOOLGATE_TEST_TOKEN_ALICE", TOKEN_ALICE)
-            .env("TOOLGATE_TEST_TOKEN_BOB", TOKEN_BOB)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let (addr, _) = clients::http_address(&mut child);
-        Server {
-            child,
-            addr,
-            _dir: dir,
-        }
+        let http = HttpServer::spawn(&mut serve_command(dir.path(), &ws, &config_path));
+        Server { http, _dir: dir }
     }
 
     fn as_token(&self, token: &'static str) -> Client<'_> {
@@ -89,7 +78,7 @@ impl Server {
 
     /// The server's resident set size, in bytes.
     fn rss(&self) -> u64 {
-        let status = fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
+        let status = fs::read_to_string(format!("/proc/{}/status", self.http.child.id())).unwrap();
         let kib: u64 = status
             .lines()
             .find_map(|l| l.strip_prefix("VmRSS:"))
@@ -100,13 +89,6 @@ impl Server {
             .parse()
             .unwrap();
         kib * 1024
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -159,14 +141,14 @@ struct Client<'a> {
 
 impl Client<'_> {
     fn request(&self, method: &str, session: Option<&str>, body: &str) -> Reply {
-        let mut stream = TcpStream::connect(self.server.addr).unwrap();
+        let mut stream = TcpStream::connect(self.server.http.addr).unwrap();
         stream
             .set_read_timeout(Some(Duration::from_secs(20)))
             .unwrap();
         let mut request = format!(
             "{method} /mcp HTTP/1.1\r\nhost: {}\r\nconnection: close\r\nauthorization: Bearer {}\r\n\
              content-type: application/json\r\naccept: application/json, text/event-stream\r\n",
-            self.server.addr, self.token
+            self.server.http.addr, self.token
         );
         if let Some(session) = session {
             request.push_str(&format!(
@@ -456,20 +438,7 @@ fn unusable_session_settings_stop_serve_at_their_line() {
     ] {
         let config_path = dir.path().join("toolgate.toml");
         fs::write(&config_path, config(serve)).unwrap();
-        let output = Command::new(toolgate_bin())
-            .args([
-                "serve",
-                "--no-console",
-                "--http",
-                "127.0.0.1:0",
-                "--workspace",
-            ])
-            .arg(&ws)
-            .arg("--config")
-            .arg(&config_path)
-            .env("XDG_STATE_HOME", dir.path().join("state"))
-            .env("TOOLGATE_TEST_TOKEN_ALICE", TOKEN_ALICE)
-            .env("TOOLGATE_TEST_TOKEN_BOB", TOKEN_BOB)
+        let output = serve_command(dir.path(), &ws, &config_path)
             .stdin(Stdio::null())
             .output()
             .unwrap();
@@ -489,12 +458,12 @@ fn connections_beyond_the_limit_are_answered_503_and_the_server_serves_on() {
     // Connections that never send a request, as many as the server serves at once: whoever
     // opens them needs no token.
     let held: Vec<TcpStream> = (0..512)
-        .map(|_| TcpStream::connect(server.addr).unwrap())
+        .map(|_| TcpStream::connect(server.http.addr).unwrap())
         .collect();
     // Wait until the server has accepted them all: the next connection is refused with a 503.
     let deadline = Instant::now() + Duration::from_secs(5);
     let answer = loop {
-        let mut extra = TcpStream::connect(server.addr).unwrap();
+        let mut extra = TcpStream::connect(server.http.addr).unwrap();
         extra
             .set_read_timeout(Some(Duration::from_millis(500)))
             .unwrap();

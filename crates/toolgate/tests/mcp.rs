@@ -13,15 +13,13 @@
     clippy::indexing_slicing
 )]
 
-#[path = "../../../tests/support/clients.rs"]
-mod clients;
-#[path = "../../../tests/support/fixture.rs"]
-mod fixture;
+#[path = "../../../tests/support/mod.rs"]
+mod support;
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs;
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
@@ -31,6 +29,7 @@ use serde_json::{Value, json};
 
 use clients::*;
 use fixture::{Fixture, corpus};
+use support::{clients, fixture};
 
 const TOKEN_ALICE: &str = "alice-0123456789abcdef0123456789abcdef";
 const TOKEN_BOB: &str = "bob-0123456789abcdef0123456789abcdef00";
@@ -625,44 +624,9 @@ fn inspector_cli_lists_and_calls() {
     );
 }
 
-/// `toolgate serve --http 127.0.0.1:0`, stopped when dropped.
-struct HttpServer {
-    child: Child,
-    addr: SocketAddr,
-    /// What it printed to standard error before it began serving.
-    banner: Vec<String>,
-}
-
 impl HttpServer {
     fn start(ws: &Path, config: &Path, extra: &[&str], env: &[(&str, &str)]) -> HttpServer {
-        let mut child = Command::new(toolgate_bin())
-            .args([
-                "serve",
-                "--no-console",
-                "--http",
-                "127.0.0.1:0",
-                "--workspace",
-            ])
-            .arg(ws)
-            .arg("--config")
-            .arg(config)
-            .args(extra)
-            .envs(env.iter().copied())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let (addr, banner) = http_address(&mut child);
-        HttpServer {
-            child,
-            addr,
-            banner,
-        }
-    }
-
-    fn url(&self) -> String {
-        format!("http://{}/mcp", self.addr)
+        HttpServer::spawn(serve_http(ws, config).args(extra).envs(env.iter().copied()))
     }
 
     /// The status of one POST with these headers (Host and the JSON headers are added).
@@ -689,13 +653,6 @@ impl HttpServer {
             .unwrap()
             .parse()
             .unwrap()
-    }
-}
-
-impl Drop for HttpServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -822,17 +779,7 @@ fn http_without_configured_tokens_generates_one_and_refuses_open_binds() {
         "[[serve.token]]\nenv = \"TOOLGATE_TEST_NOT_SET\"\nactor = \"a\"\nprofile = \"default\"\n",
         None,
     );
-    let refused = Command::new(toolgate_bin())
-        .args([
-            "serve",
-            "--no-console",
-            "--http",
-            "127.0.0.1:0",
-            "--workspace",
-        ])
-        .arg(&ws)
-        .arg("--config")
-        .arg(&unset)
+    let refused = serve_http(&ws, &unset)
         .env_remove("TOOLGATE_TEST_NOT_SET")
         .output()
         .unwrap();

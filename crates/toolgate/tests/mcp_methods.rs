@@ -15,13 +15,13 @@
     clippy::indexing_slicing
 )]
 
-#[path = "../../../tests/support/clients.rs"]
-mod clients;
+#[path = "../../../tests/support/mod.rs"]
+mod support;
 
 use std::collections::BTreeMap;
 use std::fs;
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc;
@@ -31,6 +31,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use clients::*;
+use support::clients;
 
 const MODERN: &str = "2026-07-28";
 const WAIT: Duration = Duration::from_secs(20);
@@ -371,32 +372,10 @@ fn every_method_of_every_revision_over_stdio() {
     );
 }
 
-/// `toolgate serve --http 127.0.0.1:0 --dangerous-no-auth`, stopped when dropped.
-struct HttpServer {
-    child: Child,
-    addr: SocketAddr,
-}
-
 impl HttpServer {
+    /// `toolgate serve --http 127.0.0.1:0 --dangerous-no-auth`.
     fn start(ws: &Path, config: &Path) -> HttpServer {
-        let mut child = Command::new(toolgate_bin())
-            .args(["serve", "--no-console", "--http", "127.0.0.1:0"])
-            .arg("--dangerous-no-auth")
-            .arg("--workspace")
-            .arg(ws)
-            .arg("--config")
-            .arg(config)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let (addr, _) = http_address(&mut child);
-        HttpServer { child, addr }
-    }
-
-    fn url(&self) -> String {
-        format!("http://{}/mcp", self.addr)
+        HttpServer::spawn(serve_http(ws, config).arg("--dangerous-no-auth"))
     }
 
     /// POSTs `message` and reads the messages that come back (a JSON body, or an event
@@ -491,13 +470,6 @@ impl HttpServer {
             messages.push(serde_json::from_slice(&body).unwrap());
         }
         (status, head, messages)
-    }
-}
-
-impl Drop for HttpServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

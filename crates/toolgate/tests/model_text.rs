@@ -15,8 +15,8 @@
     clippy::indexing_slicing
 )]
 
-#[path = "../../../tests/support/fixture.rs"]
-mod fixture;
+#[path = "../../../tests/support/mod.rs"]
+mod support;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader, Write};
@@ -29,6 +29,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use fixture::Fixture;
+use support::fixture;
 
 /// Longest wait for one answer: the console row waits out its 1 s approval timeout.
 const ANSWER_WITHIN: Duration = Duration::from_secs(60);

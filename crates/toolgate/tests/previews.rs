@@ -15,10 +15,8 @@
     clippy::indexing_slicing
 )]
 
-#[path = "../../../tests/support/clients.rs"]
-mod clients;
-#[path = "../../../tests/support/served.rs"]
-mod served;
+#[path = "../../../tests/support/mod.rs"]
+mod support;
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
@@ -28,6 +26,7 @@ use serde_json::{Value, json};
 
 use clients::root;
 use served::Served;
+use support::{clients, served};
 
 /// The rows of the table, comments left out.
 fn rows() -> Vec<Value> {

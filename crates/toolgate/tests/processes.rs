@@ -16,21 +16,19 @@
     clippy::indexing_slicing
 )]
 
-#[path = "../../../tests/support/clients.rs"]
-mod clients;
-#[path = "../../../tests/support/procs.rs"]
-mod procs;
-#[path = "../../../tests/support/served.rs"]
-mod served;
+#[path = "../../../tests/support/mod.rs"]
+mod support;
 
-use procs::{pids, running};
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use clients::system_program;
+use procs::{pids, running};
 use served::Served;
+use support::{clients, procs, served};
 
 /// One row of the escape table.
 struct Escape {
@@ -65,16 +63,6 @@ fn escapes() -> Vec<Escape> {
         .collect()
 }
 
-fn system_program(name: &str) -> String {
-    ["/usr/bin", "/bin"]
-        .iter()
-        .map(|dir| Path::new(dir).join(name))
-        .find(|path| path.is_file())
-        .unwrap_or_else(|| panic!("no `{name}` in /usr/bin or /bin"))
-        .display()
-        .to_string()
-}
-
 /// Kills, by pid, what a failing row left behind, so that a failure does not leak.
 fn kill_left(pids: &[u32]) {
     for pid in pids {
@@ -86,27 +74,10 @@ fn kill_left(pids: &[u32]) {
 
 /// Allows, one after another, `count` calls as they come up in the console.
 fn allow_each(served: &Served, count: usize) {
-    let mut allowed: Vec<String> = Vec::new();
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while allowed.len() < count {
-        assert!(Instant::now() < deadline, "allowed only {allowed:?}");
-        let pending = served.get_json("/api/pending");
-        let fresh = pending
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter_map(|p| p["id"].as_str())
-            .find(|id| !allowed.iter().any(|a| a == id))
-            .map(str::to_owned);
-        let Some(id) = fresh else {
-            std::thread::sleep(Duration::from_millis(50));
-            continue;
-        };
+    served.decide_each(count, Duration::from_secs(120), |_, pending| {
         assert_eq!(pending[0]["tool"], "run_command", "{pending}");
-        let reply = served.decide(&id, r#"{"decision":"allow_once"}"#);
-        assert_eq!(reply.status, 204, "{}", reply.body);
-        allowed.push(id);
-    }
+        r#"{"decision":"allow_once"}"#.to_owned()
+    });
 }
 
 #[test]

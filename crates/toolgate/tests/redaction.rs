@@ -13,8 +13,8 @@
     clippy::indexing_slicing
 )]
 
-#[path = "../../../tests/support/clients.rs"]
-mod clients;
+#[path = "../../../tests/support/mod.rs"]
+mod support;
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -23,10 +23,7 @@ use std::process::{Command, Output};
 use serde_json::{Value, json};
 
 use clients::*;
-
-fn quoted(path: &Path) -> String {
-    serde_json::to_string(&path.display().to_string()).unwrap()
-}
+use support::clients;
 
 /// A workspace, the upstream's state and toolgate's state, each in a directory of the test's.
 struct Setup {

@@ -12,15 +12,16 @@
     clippy::indexing_slicing
 )]
 
+#[path = "../../../tests/support/mod.rs"]
+mod support;
+
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde_json::{Value, json};
 use toolgate_core::{RejectCode, Rejection, Stage};
 
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
+use support::clients::root;
 
 /// The rows of a JSONL file, its `//` comment lines and blank lines skipped.
 fn rows(path: &Path) -> Vec<Value> {

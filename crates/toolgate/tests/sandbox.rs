@@ -58,12 +58,8 @@
     clippy::indexing_slicing
 )]
 
-#[path = "../../../tests/support/clients.rs"]
-mod clients;
-#[path = "../../../tests/support/procs.rs"]
-mod procs;
-#[path = "../../../tests/support/served.rs"]
-mod served;
+#[path = "../../../tests/support/mod.rs"]
+mod support;
 
 use std::ffi::OsString;
 use std::fs;
@@ -79,8 +75,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use clients::{mount_tier, repo_read, root, toolgate_bin};
+use clients::{mount_tier, repo_read, root, system_program, toolgate_bin};
 use served::Served;
+use support::{clients, fixture, procs, served};
 
 /// What every confined outcome's tier starts with (a tier may add to it).
 const TIER: &str = "landlock+seccomp";
@@ -113,34 +110,9 @@ fn environment(home: &Path) -> Vec<(&'static str, OsString)> {
     env
 }
 
-/// The system's own program, not a version manager's shim that needs the real `HOME`.
-fn system_program(name: &str) -> String {
-    ["/usr/bin", "/bin"]
-        .iter()
-        .map(|dir| Path::new(dir).join(name))
-        .find(|path| path.is_file())
-        .unwrap_or_else(|| panic!("no `{name}` in /usr/bin or /bin"))
-        .display()
-        .to_string()
-}
-
 /// Allows `count` calls of `tool`, one after another, as they come up in the console.
 fn allow_each(served: &Served, tool: &str, count: usize, choice: &str) {
-    let mut allowed: Vec<String> = Vec::new();
-    let deadline = Instant::now() + Duration::from_secs(240);
-    while allowed.len() < count {
-        assert!(Instant::now() < deadline, "allowed only {allowed:?}");
-        let pending = served.get_json("/api/pending");
-        let fresh = pending
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|p| !allowed.iter().any(|a| p["id"] == a.as_str()))
-            .cloned();
-        let Some(request) = fresh else {
-            std::thread::sleep(Duration::from_millis(25));
-            continue;
-        };
+    served.decide_each(count, Duration::from_secs(240), |request, _| {
         assert_eq!(request["tool"], tool, "{request}");
         if tool.starts_with("run_") {
             // What the person approves names the sandbox and the network, and shows both.
@@ -160,11 +132,8 @@ fn allow_each(served: &Served, tool: &str, count: usize, choice: &str) {
                 "{request}"
             );
         }
-        let id = request["id"].as_str().unwrap().to_owned();
-        let reply = served.decide(&id, &json!({ "decision": choice }).to_string());
-        assert_eq!(reply.status, 204, "{}", reply.body);
-        allowed.push(id);
-    }
+        json!({ "decision": choice }).to_string()
+    });
 }
 
 /// Runs `calls` (tool name, arguments) in one MCP session, allowing each once; their results.
@@ -183,36 +152,24 @@ fn run_allowed(served: &Served, calls: &[(&str, Value)]) -> Vec<Value> {
 /// Every path below `dir` with its kind, mode, owner, and a file's time and contents (or a
 /// link's target).
 fn snapshot(dir: &Path) -> Vec<(String, String)> {
-    fn visit(root: &Path, dir: &Path, out: &mut Vec<(String, String)>) {
-        let mut entries: Vec<_> = fs::read_dir(dir).unwrap().map(|e| e.unwrap()).collect();
-        entries.sort_by_key(|e| e.file_name());
-        for entry in entries {
-            let path = entry.path();
-            let name = path.strip_prefix(root).unwrap().display().to_string();
-            let metadata = fs::symlink_metadata(&path).unwrap();
-            let mode = metadata.permissions().mode();
-            let owner = std::os::unix::fs::MetadataExt::uid(&metadata);
-            let kind = metadata.file_type();
-            let what = if kind.is_symlink() {
-                format!("link {}", fs::read_link(&path).unwrap().display())
-            } else if kind.is_dir() {
-                visit(root, &path, out);
-                format!("dir {mode:o} {owner}")
-            } else if kind.is_file() {
-                let mtime = metadata.modified().unwrap();
-                format!(
-                    "file {mode:o} {owner} {mtime:?} {:?}",
-                    fs::read(&path).unwrap()
-                )
-            } else {
-                format!("other {mode:o} {owner}")
-            };
-            out.push((name, what));
+    fixture::tree(dir, &|path, metadata| {
+        let mode = metadata.permissions().mode();
+        let owner = std::os::unix::fs::MetadataExt::uid(metadata);
+        let kind = metadata.file_type();
+        if kind.is_symlink() {
+            format!("link {}", fs::read_link(path).unwrap().display())
+        } else if kind.is_dir() {
+            format!("dir {mode:o} {owner}")
+        } else if kind.is_file() {
+            let mtime = metadata.modified().unwrap();
+            format!(
+                "file {mode:o} {owner} {mtime:?} {:?}",
+                fs::read(path).unwrap()
+            )
+        } else {
+            format!("other {mode:o} {owner}")
         }
-    }
-    let mut out = Vec::new();
-    visit(dir, dir, &mut out);
-    out
+    })
 }
 
 /// Local listeners a probe may aim at, each counting what reached it.
@@ -303,16 +260,6 @@ impl Drop for Listeners {
         for thread in self.threads.drain(..) {
             let _ = thread.join();
         }
-    }
-}
-
-/// A process the test started, killed (by its pid) when the test ends however it ends.
-struct Other(std::process::Child);
-
-impl Drop for Other {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
     }
 }
 
@@ -433,14 +380,7 @@ fn every_escape_in_the_table_is_refused_and_changes_nothing() {
     fs::set_permissions(&setuid, fs::Permissions::from_mode(0o4755)).unwrap();
     let listeners = Listeners::start(&outside);
     // Another process of the same user, with a secret in its environment.
-    let other = Other(
-        Command::new("sleep")
-            .arg("120")
-            .env("TOOLGATE_PROBE_SECRET", "canary-environment")
-            .stdin(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
+    let other = procs::canary_process();
 
     let audit = dir.join("audit/audit.db");
     let config = format!(
@@ -709,22 +649,8 @@ fn a_pytest_run_passes_confined() {
 /// `toolgate` under strace, with every `landlock_create_ruleset` failing as on a kernel
 /// without Landlock.
 fn without_landlock(dir: &Path) -> Command {
-    let strace = Path::new("/usr/bin/strace");
-    assert!(
-        strace.exists(),
-        "strace is missing: run scripts/test-deps first"
-    );
-    let mut command = Command::new(strace);
+    let mut command = clients::without_landlock();
     command
-        .args([
-            "-f",
-            "-qq",
-            "-o",
-            "/dev/null",
-            "-e",
-            "inject=landlock_create_ruleset:error=ENOSYS",
-        ])
-        .arg(toolgate_bin())
         .env("XDG_STATE_HOME", dir.join("state"))
         .env("XDG_CONFIG_HOME", dir.join("config"))
         .stdin(Stdio::null());

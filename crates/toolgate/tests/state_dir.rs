@@ -15,10 +15,8 @@
     clippy::indexing_slicing
 )]
 
-#[path = "../../../tests/support/clients.rs"]
-mod clients;
-#[path = "../../../tests/support/served.rs"]
-mod served;
+#[path = "../../../tests/support/mod.rs"]
+mod support;
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -28,6 +26,7 @@ use serde_json::{Value, json};
 
 use clients::*;
 use served::Served;
+use support::{clients, served};
 
 /// Where the state directory lies in the workspace.
 #[derive(Debug, Clone, Copy)]

@@ -15,8 +15,8 @@
     clippy::indexing_slicing
 )]
 
-#[path = "../../../tests/support/clients.rs"]
-mod clients;
+#[path = "../../../tests/support/mod.rs"]
+mod support;
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -26,11 +26,8 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use clients::*;
-
-/// A TOML string literal.
-fn quoted(path: &Path) -> String {
-    toml_string(&path.display().to_string())
-}
+use procs::Killed;
+use support::{clients, procs};
 
 fn toml_string(text: &str) -> String {
     serde_json::to_string(text).unwrap()
@@ -651,53 +648,8 @@ fn reference_servers_behind_the_gateway() {
 
 /// `toolgate serve --http` on a free loopback port, without tokens (the conformance suite
 /// sends none).
-struct HttpServer {
-    child: std::process::Child,
-    url: String,
-}
-
-impl HttpServer {
-    fn start(setup: &Setup) -> HttpServer {
-        use std::io::BufRead as _;
-        let mut child = Command::new(toolgate_bin())
-            .args([
-                "serve",
-                "--no-console",
-                "--http",
-                "127.0.0.1:0",
-                "--dangerous-no-auth",
-                "--workspace",
-            ])
-            .arg(setup.ws())
-            .arg("--config")
-            .arg(&setup.config)
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
-        let mut banner = Vec::new();
-        let url = loop {
-            let line = lines
-                .next()
-                .unwrap_or_else(|| panic!("the server stopped: {banner:?}"))
-                .unwrap();
-            if let Some(rest) = line.strip_prefix("toolgate: serving MCP at ") {
-                break rest.to_owned();
-            }
-            banner.push(line);
-        };
-        std::thread::spawn(move || lines.for_each(drop));
-        HttpServer { child, url }
-    }
-}
-
-impl Drop for HttpServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+fn http_server(setup: &Setup) -> HttpServer {
+    HttpServer::spawn(serve_http(&setup.ws(), &setup.config).arg("--dangerous-no-auth"))
 }
 
 /// The MCP conformance suite against `toolgate serve --http` in front of an upstream that
@@ -730,9 +682,9 @@ fn upstream_conformance_suite() {
             &["--effect", "read_only", "--name", tool],
         );
     }
-    let server = HttpServer::start(&setup);
+    let server = http_server(&setup);
     conformance(
-        &server.url,
+        &server.url(),
         &root().join("tests/upstream/conformance-baseline.txt"),
         &[
             "server-initialize",
@@ -834,16 +786,6 @@ fn everything_over_http() -> (Killed, u16) {
         std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
     });
     (everything, port)
-}
-
-/// A child process killed when the test ends, whether it passes or not.
-struct Killed(std::process::Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 /// `openssl` with `args`, which must succeed.

@@ -13,12 +13,12 @@
     clippy::indexing_slicing
 )]
 
-#[path = "../../../tests/support/clients.rs"]
-mod clients;
+#[path = "../../../tests/support/mod.rs"]
+mod support;
 
 use std::fs;
 use std::io::{BufRead, BufReader, Read, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
@@ -26,10 +26,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use clients::*;
-
-fn quoted(path: &Path) -> String {
-    serde_json::to_string(&path.display().to_string()).unwrap()
-}
+use support::clients;
 
 /// How toolgate reaches the flood server.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -22,24 +22,19 @@
     clippy::indexing_slicing
 )]
 
-#[path = "../../../tests/support/clients.rs"]
-mod clients;
-#[path = "../../../tests/support/served.rs"]
-mod served;
+#[path = "../../../tests/support/mod.rs"]
+mod support;
 
 use std::fs;
 use std::net::{TcpListener, UdpSocket};
 use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 
 use serde_json::{Value, json};
 
 use clients::*;
-
-fn quoted(path: &Path) -> String {
-    serde_json::to_string(&path.display().to_string()).unwrap()
-}
+use support::{clients, procs, served};
 
 /// A place of this test's own under `$CARGO_TARGET_TMPDIR`: a fake home with credential
 /// stores holding canaries, toolgate's state and configuration directories, a workspace.
@@ -87,7 +82,17 @@ impl Places {
 
     /// toolgate as the operator runs it here: this home, this state.
     fn toolgate(&self) -> Command {
-        let mut command = Command::new(toolgate_bin());
+        self.with_places(Command::new(toolgate_bin()))
+    }
+
+    /// [`clients::without_landlock`] with the fake home and toolgate's directories.
+    fn without_landlock(&self) -> Command {
+        let mut command = self.with_places(clients::without_landlock());
+        command.stdin(Stdio::null());
+        command
+    }
+
+    fn with_places(&self, mut command: Command) -> Command {
         command
             .env("HOME", &self.home)
             .env("XDG_STATE_HOME", &self.state)
@@ -343,16 +348,6 @@ fn snapshot(dir: &Path) -> Vec<(PathBuf, Vec<u8>, u32)> {
     out
 }
 
-/// A process the test started, killed by its pid when the test ends.
-struct Other(Child);
-
-impl Drop for Other {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 #[test]
 fn a_confined_upstream_is_refused_every_escape_and_changes_nothing() {
     use std::os::linux::net::SocketAddrExt;
@@ -419,14 +414,7 @@ fn a_confined_upstream_is_refused_every_escape_and_changes_nothing() {
     let abstract_listener =
         UnixListener::bind_addr(&SocketAddr::from_abstract_name(&abstract_name).unwrap()).unwrap();
     abstract_listener.set_nonblocking(true).unwrap();
-    let other = Other(
-        Command::new("sleep")
-            .arg("120")
-            .env("TOOLGATE_PROBE_SECRET", "canary-environment")
-            .stdin(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
+    let other = procs::canary_process();
 
     let config = config_dir_path.join("toolgate.toml");
     let audit = audit_dir.join("audit.db");
@@ -740,11 +728,6 @@ fn upstream_sandbox_mistakes_name_file_and_line() {
 #[test]
 fn a_machine_without_landlock_starts_no_upstream_process() {
     let places = Places::new();
-    let strace = Path::new("/usr/bin/strace");
-    assert!(
-        strace.exists(),
-        "strace is missing: run scripts/test-deps first"
-    );
     let state = places.root.join("upstream-state");
     fs::create_dir_all(&state).unwrap();
     let upstream = format!(
@@ -756,22 +739,10 @@ fn a_machine_without_landlock_starts_no_upstream_process() {
         quoted(&state),
     );
     let listing = |config: &Path| -> Value {
-        let output = Command::new(strace)
-            .args([
-                "-f",
-                "-qq",
-                "-o",
-                "/dev/null",
-                "-e",
-                "inject=landlock_create_ruleset:error=ENOSYS",
-            ])
-            .arg(toolgate_bin())
+        let output = places
+            .without_landlock()
             .args(["tools", "discover", "--json", "--config"])
             .arg(config)
-            .env("HOME", &places.home)
-            .env("XDG_STATE_HOME", &places.state)
-            .env("XDG_CONFIG_HOME", &places.xdg_config)
-            .stdin(Stdio::null())
             .output()
             .unwrap();
         assert!(output.status.success(), "{output:?}");
@@ -809,16 +780,8 @@ fn a_machine_without_landlock_starts_no_upstream_process() {
     let config = places.root.join("admitted.toml");
     fs::write(&config, admitted).unwrap();
     fs::remove_file(state.join("pid")).unwrap();
-    let output = Command::new(strace)
-        .args([
-            "-f",
-            "-qq",
-            "-o",
-            "/dev/null",
-            "-e",
-            "inject=landlock_create_ruleset:error=ENOSYS",
-        ])
-        .arg(toolgate_bin())
+    let output = places
+        .without_landlock()
         .args(["call", "--json", "--workspace"])
         .arg(&places.ws)
         .args([
@@ -829,10 +792,6 @@ fn a_machine_without_landlock_starts_no_upstream_process() {
             "--config",
         ])
         .arg(&config)
-        .env("HOME", &places.home)
-        .env("XDG_STATE_HOME", &places.state)
-        .env("XDG_CONFIG_HOME", &places.xdg_config)
-        .stdin(Stdio::null())
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout);

@@ -8,14 +8,15 @@
     clippy::indexing_slicing
 )]
 
-#[path = "../../../tests/support/terminal.rs"]
-mod terminal;
+#[path = "../../../tests/support/mod.rs"]
+mod support;
 
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde_json::{Value, json};
+use support::terminal;
 use terminal::on_a_terminal;
 
 /// A temporary git repository with one commit.
