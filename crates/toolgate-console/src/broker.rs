@@ -9,7 +9,6 @@
 //! the grants file.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::Ordering;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -21,9 +20,6 @@ use toolgate_core::{
 
 use crate::guard::Secret;
 use crate::standing::{self, GrantsFile, GrantsFileError};
-
-/// How often a waiting request looks at its call's cancellation flag.
-const CANCEL_POLL: Duration = Duration::from_millis(100);
 
 /// The most requests that wait for a person at once. Each holds a blocking thread until it is
 /// answered or times out, and no person reads more than this many; beyond it a request is
@@ -218,8 +214,9 @@ pub fn grants_ledger(options: &BrokerOptions) -> GrantLedger {
 pub struct ConsoleBroker {
     /// The pipeline's ledger: read to list standing grants, written to revoke and restore them.
     grants: Arc<GrantLedger>,
-    pending: Mutex<BTreeMap<String, Pending>>,
-    decided: Condvar,
+    /// Shared with the wakers of waiting calls' cancellations.
+    pending: Arc<Mutex<BTreeMap<String, Pending>>>,
+    decided: Arc<Condvar>,
     options: BrokerOptions,
 }
 
@@ -229,8 +226,8 @@ impl ConsoleBroker {
     pub fn new(options: BrokerOptions, grants: Arc<GrantLedger>) -> ConsoleBroker {
         ConsoleBroker {
             grants,
-            pending: Mutex::new(BTreeMap::new()),
-            decided: Condvar::new(),
+            pending: Arc::default(),
+            decided: Arc::default(),
             options,
         }
     }
@@ -410,6 +407,16 @@ impl ConsoleBroker {
     /// answer, whatever the answer, so a later decision finds nothing and is refused rather
     /// than accepted and ignored.
     fn wait(&self, id: &str, request: &ApprovalRequest) -> Result<Decision, ApprovalDecision> {
+        // A cancellation wakes the wait at once. The waker takes the lock before it wakes, so
+        // that it cannot slip between this loop's look at the signal and its wait.
+        let _woken = request.cancel.on_cancel({
+            let pending = Arc::clone(&self.pending);
+            let decided = Arc::clone(&self.decided);
+            move || {
+                drop(pending.lock().unwrap_or_else(PoisonError::into_inner));
+                decided.notify_all();
+            }
+        });
         let mut pending = self.lock();
         let answer = loop {
             let Some(entry) = pending.get_mut(id) else {
@@ -420,7 +427,7 @@ impl ConsoleBroker {
             if let Some(decision) = entry.decision.take() {
                 break Ok(decision);
             }
-            if request.cancelled.load(Ordering::Relaxed) {
+            if request.cancel.is_cancelled() {
                 break Err(ApprovalDecision::Unanswered {
                     reason: "the call was cancelled while it waited for approval".to_owned(),
                 });
@@ -434,8 +441,8 @@ impl ConsoleBroker {
                     ),
                 });
             }
-            // Wake on a decision, or often enough to notice cancellation and the deadline.
-            let wait = CANCEL_POLL.min(entry.deadline.saturating_duration_since(now));
+            // Woken by a decision or a cancellation; else at the deadline.
+            let wait = entry.deadline.saturating_duration_since(now);
             pending = self
                 .decided
                 .wait_timeout(pending, wait)
@@ -533,7 +540,6 @@ pub(crate) fn now_ms() -> u64 {
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
-    use std::sync::atomic::AtomicBool;
 
     use serde_json::json;
     use toolgate_core::{ApprovalDigest, ApprovalMode, Surface};
@@ -559,7 +565,7 @@ mod tests {
             policies: vec!["local-write-with-approval".into()],
             approval_mode: ApprovalMode::Policy,
             call_id: "call-1".into(),
-            cancelled: Arc::new(AtomicBool::new(false)),
+            cancel: toolgate_core::Cancel::new(),
         }
     }
 
@@ -1012,8 +1018,8 @@ mod tests {
     fn cancelling_the_call_ends_the_wait_and_removes_the_request() {
         let b = broker(Duration::from_secs(60));
         let req = request("write_file", EffectClass::LocalWrite, GrantScope::Once);
-        let cancelled = Arc::clone(&req.cancelled);
-        let response = answered(&b, req, |_, _| cancelled.store(true, Ordering::Relaxed));
+        let cancelled = req.cancel.clone();
+        let response = answered(&b, req, |_, _| cancelled.cancel());
         assert!(
             matches!(&response, ApprovalDecision::Unanswered { reason } if reason.contains("cancelled")),
             "{response:?}"
@@ -1065,7 +1071,7 @@ mod tests {
 
         let b = broker(Duration::from_secs(60));
         pend(&b, "cancelled", &req, None);
-        req.cancelled.store(true, Ordering::Relaxed);
+        req.cancel.cancel();
         assert!(matches!(
             b.wait("cancelled", &req),
             Err(ApprovalDecision::Unanswered { .. })

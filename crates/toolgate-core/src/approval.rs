@@ -12,13 +12,14 @@
 //! process's state, not in any message a model can write.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
+use crate::cancel::Cancel;
 use crate::canonical::{Digest, canonical_json, sha256_digest};
 use crate::invocation::Surface;
 use crate::registry::{ApprovalMode, EffectClass};
@@ -105,10 +106,11 @@ pub struct ApprovalRequest {
     /// The id of the call waiting (the outcome's `call_id`), so a transport that asks a person
     /// on a channel of its own can name the request it answers.
     pub call_id: String,
-    /// Set when the caller gives up on the call; a broker still waiting must then stop
-    /// waiting and answer [`ApprovalDecision::Unanswered`].
+    /// Given when the caller gives up on the call; a broker still waiting must then stop
+    /// waiting and answer [`ApprovalDecision::Unanswered`] (see [`Cancel::on_cancel`] to be
+    /// woken by it).
     #[serde(skip)]
-    pub cancelled: Arc<AtomicBool>,
+    pub cancel: Cancel,
 }
 
 /// What a person decided about one request, as a broker reports it. A decision is not a
@@ -268,11 +270,6 @@ impl GrantLedger {
     pub fn with_store(mut self, store: Arc<dyn GrantStore>) -> Self {
         self.store = Some(store);
         self
-    }
-
-    /// The current time by this ledger's clock, in milliseconds since the Unix epoch.
-    pub fn now_ms(&self) -> u64 {
-        self.clock.now_ms()
     }
 
     /// Issues a grant for `request` from a person's `decision` to allow it, for `times`: a
@@ -499,7 +496,7 @@ mod tests {
             policies: vec![],
             approval_mode: ApprovalMode::Policy,
             call_id: String::new(),
-            cancelled: Arc::default(),
+            cancel: Cancel::new(),
         }
     }
 
@@ -514,7 +511,7 @@ mod tests {
     #[derive(Debug, Default)]
     struct Kept {
         lists: Mutex<Vec<Vec<String>>>,
-        fail: AtomicBool,
+        fail: std::sync::atomic::AtomicBool,
     }
 
     impl GrantStore for Kept {

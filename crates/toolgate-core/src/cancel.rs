@@ -48,6 +48,13 @@ impl Cancel {
         Self::default()
     }
 
+    /// A signal already given: for a call that is to stop before it starts.
+    pub fn given() -> Self {
+        let cancel = Self::new();
+        cancel.cancel();
+        cancel
+    }
+
     /// Gives the signal: wakes every waiter and calls every waker, once. Later calls do
     /// nothing.
     pub fn cancel(&self) {

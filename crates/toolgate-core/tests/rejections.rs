@@ -344,7 +344,7 @@ fn run_row(row: &Row) -> (Outcome, bool) {
         let authorized = fixture.pipeline.authorize_call(raw).unwrap();
         let id = authorized.approval_id().unwrap();
         assert_eq!(fixture.pipeline.grants().revoke(id), Ok(true));
-        let cx = ExecContext::new(Duration::from_secs(1), Arc::new(AtomicBool::new(false)));
+        let cx = ExecContext::new(Duration::from_secs(1), Cancel::new());
         fixture.pipeline.execute(authorized, &cx)
     } else {
         fixture.pipeline.run(raw)
@@ -577,7 +577,7 @@ fn grants_are_rechecked_immediately_before_execution() {
     let authorized = pipeline
         .authorize_call(RawCall::text("write", r#"{"path": "a"}"#, Surface::Chat))
         .unwrap();
-    let cx = ExecContext::new(Duration::from_secs(1), Arc::new(AtomicBool::new(false)));
+    let cx = ExecContext::new(Duration::from_secs(1), Cancel::new());
     let call = || RawCall::text("write", r#"{"path": "a"}"#, Surface::Chat);
 
     // Revoked after approval, before execution.

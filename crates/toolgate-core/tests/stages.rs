@@ -8,9 +8,8 @@
     clippy::indexing_slicing
 )]
 
-use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value, json};
 use toolgate_core::*;
@@ -209,12 +208,12 @@ fn the_workspace_is_a_digest_in_evidence_and_in_policy_context() {
 
 #[test]
 fn exec_context_stops_on_cancel_or_deadline_only() {
-    let cancelled = Arc::new(AtomicBool::new(false));
+    let cancelled = Cancel::new();
     let running = ExecContext::new(Duration::from_secs(60), cancelled.clone());
     assert!(!running.should_stop());
-    cancelled.store(true, std::sync::atomic::Ordering::SeqCst);
+    cancelled.cancel();
     assert!(running.should_stop());
-    let late = ExecContext::new(Duration::ZERO, Arc::new(AtomicBool::new(false)));
+    let late = ExecContext::new(Duration::ZERO, Cancel::new());
     assert!(late.should_stop());
     assert!(late.deadline() <= std::time::Instant::now());
 }
@@ -315,7 +314,7 @@ fn only_a_call_that_asks_a_person_says_it_waits_for_one() {
     };
     for path in ["a", "b"] {
         let raw = RawCall::text("edit", json!({ "path": path }).to_string(), Surface::Chat);
-        let outcome = p.run_with(raw, Arc::default(), &hooks);
+        let outcome = p.run_with(raw, Cancel::new(), &hooks);
         assert_eq!(outcome.status, Status::Completed, "{outcome:?}");
     }
     // The first call asked, and its answer stood for the workspace; the second was covered
@@ -355,7 +354,7 @@ fn standing_grants_never_cover_commands() {
         policies: vec![],
         approval_mode: ApprovalMode::Policy,
         call_id: String::new(),
-        cancelled: Arc::default(),
+        cancel: Cancel::new(),
     };
     p.grants()
         .grant(&request, GrantScope::WorkspaceAction, GrantTimes::default())
@@ -505,7 +504,7 @@ fn a_caller_may_narrow_what_resolves_never_widen_it_and_hears_of_approval_and_ex
     let run = |tool: &str| {
         p.run_with(
             RawCall::text(tool, r#"{"path": "a"}"#, Surface::Chat),
-            Arc::default(),
+            Cancel::new(),
             &hooks,
         )
     };
@@ -547,7 +546,7 @@ fn a_caller_may_narrow_what_resolves_never_widen_it_and_hears_of_approval_and_ex
     // The same pipeline without hooks: `change` resolves, waits for approval, runs.
     let changed = p.run_with(
         RawCall::text("change", r#"{"path": "a"}"#, Surface::Chat),
-        Arc::default(),
+        Cancel::new(),
         &RunHooks {
             awaiting_approval: &|_| events.lock().unwrap().push("approval"),
             executing: &|| events.lock().unwrap().push("executing"),
@@ -577,9 +576,10 @@ impl ApprovalBroker for Waiting {
                 reason: "nobody answered within 1 s".into(),
             };
         }
-        while !request.cancelled.load(std::sync::atomic::Ordering::Relaxed) {
-            std::thread::sleep(Duration::from_millis(5));
-        }
+        // Woken by the cancellation itself, not by looking at it now and then.
+        request
+            .cancel
+            .wait_until(Instant::now() + Duration::from_secs(60));
         ApprovalDecision::Unanswered {
             reason: "the call was cancelled".into(),
         }
@@ -615,9 +615,9 @@ fn waiting_pipeline(expire: bool) -> (Pipeline, Arc<Waiting>) {
 #[test]
 fn a_waiting_broker_sees_the_call_cancelled() {
     let (p, broker) = waiting_pipeline(false);
-    let cancelled = Arc::new(AtomicBool::new(false));
+    let cancelled = Cancel::new();
     let run = std::thread::spawn({
-        let cancelled = Arc::clone(&cancelled);
+        let cancelled = cancelled.clone();
         move || {
             p.run_cancellable(
                 RawCall::text("run", r#"{"path": "a"}"#, Surface::Chat),
@@ -628,7 +628,7 @@ fn a_waiting_broker_sees_the_call_cancelled() {
     while broker.seen.lock().unwrap().is_empty() {
         std::thread::sleep(Duration::from_millis(5));
     }
-    cancelled.store(true, std::sync::atomic::Ordering::Relaxed);
+    cancelled.cancel();
     let outcome = run.join().unwrap();
     let rejection = outcome.rejection.unwrap();
     assert_eq!(rejection.code, RejectCode::ApprovalRequired);

@@ -2,7 +2,6 @@
 //! or stops listening, reporting progress, relaying what the executor reports, and asking the
 //! person at the client when the call waits for approval.
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -34,8 +33,8 @@ enum Phase {
 #[derive(Debug)]
 pub(crate) struct Running {
     task: tokio::task::JoinHandle<Outcome>,
-    /// Set to cancel the call.
-    cancelled: Arc<AtomicBool>,
+    /// Given to cancel the call.
+    cancelled: toolgate_core::Cancel,
     phase: watch::Receiver<Phase>,
     /// What the executor reports while it runs, for the client.
     notices: mpsc::UnboundedReceiver<Notice>,
@@ -49,7 +48,7 @@ impl Running {
         raw: RawCall,
         admit: impl Fn(&Invocation, Option<&Arc<Tool>>) -> Result<(), Rejection> + Send + 'static,
     ) -> Running {
-        let cancelled = Arc::new(AtomicBool::new(false));
+        let cancelled = toolgate_core::Cancel::new();
         let (phase_tx, phase) = watch::channel(Phase::Deciding);
         // Core limits each call's notices (ten a second), so this channel stays short.
         let (notice_tx, notices) = mpsc::unbounded_channel();
@@ -58,7 +57,7 @@ impl Running {
             let _ = notice_tx.send(notice);
         });
         let task = tokio::task::spawn_blocking({
-            let cancelled = Arc::clone(&cancelled);
+            let cancelled = cancelled.clone();
             move || run_call(&pipeline, &admit, raw, cancelled, &phase_tx, sink)
         });
         Running {
@@ -71,22 +70,20 @@ impl Running {
 
     /// Cancels the call; its thread ends soon after, and its outcome is recorded.
     pub(crate) fn cancel(&self) {
-        self.cancelled.store(true, Ordering::Relaxed);
+        self.cancelled.cancel();
     }
 
     /// A call of `pipeline` that waits until it is cancelled, then runs `tool`.
     #[cfg(test)]
     pub(crate) fn waiting(pipeline: Arc<Pipeline>, tool: &str) -> Running {
-        let cancelled = Arc::new(AtomicBool::new(false));
+        let cancelled = toolgate_core::Cancel::new();
         let (_, phase) = watch::channel(Phase::Deciding);
         let (_, notices) = mpsc::unbounded_channel();
         let raw = RawCall::text(tool, "{}", toolgate_core::Surface::Chat);
         let task = tokio::task::spawn_blocking({
-            let cancelled = Arc::clone(&cancelled);
+            let cancelled = cancelled.clone();
             move || {
-                while !cancelled.load(Ordering::Relaxed) {
-                    std::thread::sleep(Duration::from_millis(5));
-                }
+                cancelled.wait_until(std::time::Instant::now() + Duration::from_secs(3600));
                 pipeline.run(raw)
             }
         });
@@ -100,8 +97,8 @@ impl Running {
 
     /// The flag that cancels the call, to watch from a test.
     #[cfg(test)]
-    pub(crate) fn cancelled(&self) -> Arc<AtomicBool> {
-        Arc::clone(&self.cancelled)
+    pub(crate) fn cancelled(&self) -> toolgate_core::Cancel {
+        self.cancelled.clone()
     }
 }
 
@@ -118,7 +115,7 @@ fn run_call(
     pipeline: &Pipeline,
     admit: &Admit<'_>,
     raw: RawCall,
-    cancelled: Arc<AtomicBool>,
+    cancelled: toolgate_core::Cancel,
     phase: &watch::Sender<Phase>,
     notices: NoticeSink,
 ) -> Outcome {

@@ -276,11 +276,11 @@ fn select_lines(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::atomic::AtomicBool;
     use std::time::Duration;
+    use toolgate_core::Cancel;
 
     fn cx() -> ExecContext {
-        ExecContext::new(Duration::from_secs(60), Arc::new(AtomicBool::new(false)))
+        ExecContext::new(Duration::from_secs(60), Cancel::new())
     }
 
     const WIDE: Budget = Budget {
@@ -350,7 +350,7 @@ mod tests {
 
     #[test]
     fn a_stopped_context_stops() {
-        let cancelled = ExecContext::new(Duration::from_secs(60), Arc::new(AtomicBool::new(true)));
+        let cancelled = ExecContext::new(Duration::from_secs(60), Cancel::given());
         let error = select_lines("a\n", 0, 1, WIDE, &cancelled).unwrap_err();
         assert_eq!(error.code, "cancelled");
     }

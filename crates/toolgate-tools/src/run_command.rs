@@ -31,7 +31,8 @@ use toolgate_core::{
     sha256_digest,
 };
 use toolgate_exec::{
-    CommandSpec, ExecError, Exit, RunOutcome, StopReason, ambient_env, resolve_program, scrub_env,
+    CancelToken, CommandSpec, ExecError, Exit, RunOutcome, StopReason, ambient_env,
+    resolve_program, scrub_env,
 };
 use toolgate_workspace::{PathError, PathKind, RelPath, Workspace};
 
@@ -595,10 +596,20 @@ impl Plan {
             spec = spec.stdin(text.as_bytes());
         }
         let spec = confined.apply(spec);
-        // The context's own deadline is the entry's maximum, never sooner than ours; only a
-        // real cancellation should read as one.
-        let cancelled = || cx.should_stop() && Instant::now() < cx.deadline();
-        let outcome = toolgate_exec::run(&spec, &cancelled).map_err(|e| exec_tool_error(&e))?;
+        // The runner waits on the token's descriptor, so the caller's cancellation wakes it
+        // the moment it is given. The context's deadline is the entry's maximum, never sooner
+        // than the runner's own timeout; only a real cancellation should read as one.
+        let token = Arc::new(CancelToken::new().map_err(|source| {
+            exec_tool_error(&ExecError::Spawn {
+                program: self.program_name.clone(),
+                source,
+            })
+        })?);
+        let _on_cancel = cx.cancel().on_cancel({
+            let token = Arc::clone(&token);
+            move || token.cancel()
+        });
+        let outcome = toolgate_exec::run(&spec, token.as_ref()).map_err(|e| exec_tool_error(&e))?;
         self.outcome(outcome, timeout)
     }
 
@@ -955,7 +966,7 @@ fn exec_tool_error(error: &ExecError) -> ToolError {
 mod tests {
     use super::*;
     use std::path::Path;
-    use std::sync::atomic::AtomicBool;
+    use toolgate_core::Cancel;
 
     #[test]
     fn argv_checks_count_bytes_and_nul() {
@@ -981,7 +992,7 @@ mod tests {
             default_timeout_ms: Some(3_000),
             ..Limits::default()
         };
-        let cx = ExecContext::new(Duration::from_secs(60), Arc::new(AtomicBool::new(false)));
+        let cx = ExecContext::new(Duration::from_secs(60), Cancel::new());
         let ms = |requested| effective_timeout(&limits, requested, &cx).as_millis();
         assert_eq!(ms(None), 3_000);
         assert_eq!(ms(Some(500)), 500);
@@ -994,7 +1005,7 @@ mod tests {
             effective_timeout(&no_default, None, &cx).as_millis(),
             10_000
         );
-        let short = ExecContext::new(Duration::from_millis(100), Arc::new(AtomicBool::new(false)));
+        let short = ExecContext::new(Duration::from_millis(100), Cancel::new());
         assert!(effective_timeout(&limits, None, &short) <= Duration::from_millis(100));
     }
 

@@ -247,11 +247,11 @@ mod tests {
     use super::*;
     use std::fs;
     use std::sync::Arc;
-    use std::sync::atomic::AtomicBool;
     use std::time::Duration;
+    use toolgate_core::Cancel;
 
     fn cx() -> ExecContext {
-        ExecContext::new(Duration::from_secs(60), Arc::new(AtomicBool::new(false)))
+        ExecContext::new(Duration::from_secs(60), Cancel::new())
     }
 
     fn paths(workspace: &Workspace, start: &str, depth: Option<usize>) -> Vec<String> {
@@ -490,7 +490,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         fs::write(dir.path().join("a"), "").unwrap();
         let workspace = Workspace::open(dir.path()).unwrap();
-        let cancelled = ExecContext::new(Duration::from_secs(60), Arc::new(AtomicBool::new(true)));
+        let cancelled = ExecContext::new(Duration::from_secs(60), Cancel::given());
         let options = WalkOptions {
             depth: None,
             overrides: None,

@@ -17,7 +17,6 @@ use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -565,8 +564,8 @@ fn a_working_directory_swapped_for_a_link_out_is_not_entered() {
 fn cancelling_kills_the_command() {
     let world = World::new();
     let pipeline = pipeline(&world.ws(), yes());
-    let cancelled = Arc::new(AtomicBool::new(false));
-    let flag = Arc::clone(&cancelled);
+    let cancelled = Cancel::new();
+    let flag = cancelled.clone();
     // Cancelled once the command has started its child and noted it, so that what is
     // cancelled is a running tree; cancelled at the deadline regardless, so the call ends.
     let pids = world.ws().join("pids");
@@ -576,7 +575,7 @@ fn cancelling_kills_the_command() {
         while !noted() && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(10));
         }
-        flag.store(true, Ordering::Relaxed);
+        flag.cancel();
         noted()
     });
     let raw = RawCall::text(

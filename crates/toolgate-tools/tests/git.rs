@@ -13,7 +13,6 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 
 use serde_json::{Value, json};
 use toolgate_core::*;
@@ -971,10 +970,8 @@ fn a_cancelled_call_stops() {
     repo.commit_all("first");
     let pipeline = repo.pipeline();
     for tool in ["git_status", "git_diff"] {
-        let outcome = pipeline.run_cancellable(
-            RawCall::text(tool, "{}", Surface::Chat),
-            Arc::new(AtomicBool::new(true)),
-        );
+        let outcome =
+            pipeline.run_cancellable(RawCall::text(tool, "{}", Surface::Chat), Cancel::given());
         assert_eq!(failed(outcome).code, "cancelled", "{tool}");
     }
 }

@@ -7,7 +7,6 @@ use std::fs;
 use std::os::unix::fs::symlink;
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 
 use serde_json::{Value, json};
 use toolgate_core::*;
@@ -267,7 +266,7 @@ fn a_cancelled_call_stops_with_cancelled() {
     ] {
         let outcome = fx.pipeline.run_cancellable(
             RawCall::text(tool, arguments.to_string(), Surface::Chat),
-            Arc::new(AtomicBool::new(true)),
+            Cancel::given(),
         );
         assert_eq!(outcome.status, Status::Failed, "{tool}");
         assert_eq!(outcome.error.unwrap().code, "cancelled", "{tool}");

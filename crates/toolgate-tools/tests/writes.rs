@@ -525,7 +525,7 @@ fn the_approval_is_bound_to_the_diff_and_the_pre_image() {
     assert_ne!(diff_of(&requests[0]), diff_of(&requests[1]));
     // Revoking the grant of one leaves it unusable; the other still runs.
     s.pipeline.grants().revoke(a.approval_id().unwrap()).unwrap();
-    let cx = ExecContext::new(Duration::from_secs(5), Arc::default());
+    let cx = ExecContext::new(Duration::from_secs(5), Cancel::new());
     let refused = s.pipeline.execute(a, &cx);
     assert_eq!(refused.rejection.unwrap().code, RejectCode::ApprovalInvalid);
     let ran = s.pipeline.execute(b, &cx);

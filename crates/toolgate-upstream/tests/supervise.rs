@@ -372,10 +372,7 @@ fn a_call_resolved_before_a_change_is_not_forwarded_after_it() {
     wait_until("the change is seen", || {
         admitted(&upstreams) == [("test__echo".to_owned(), false)]
     });
-    let cx = ExecContext::new(
-        Duration::from_secs(5),
-        std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false)),
-    );
+    let cx = ExecContext::new(Duration::from_secs(5), toolgate_core::Cancel::new());
     let outcome = pipeline.execute(authorized, &cx);
     let error = outcome.error.unwrap();
     assert_eq!(error.code, "stale_descriptor", "{}", error.message);

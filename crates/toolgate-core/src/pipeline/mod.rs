@@ -18,7 +18,7 @@
 use std::collections::BTreeMap;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
@@ -28,6 +28,7 @@ use crate::approval::{
     ApprovalBroker, ApprovalDecision, ApprovalDigest, ApprovalRequest, Grant, GrantLedger,
     GrantRefusal, GrantScope, GrantTimes,
 };
+use crate::cancel::Cancel;
 use crate::canonical::{Digest, canonical_json, json_len, sha256_digest};
 use crate::invocation::{Invocation, NormalizeBounds, RawCall, Surface, normalize};
 use crate::notice::{Notice, NoticeSink, Notices};
@@ -133,18 +134,18 @@ fn new_call_id() -> String {
 /// Cancellation, deadline, sensitive paths and where to report progress, for one execution.
 #[derive(Debug, Clone)]
 pub struct ExecContext {
-    cancelled: Arc<AtomicBool>,
+    cancel: Cancel,
     deadline: Instant,
     sensitivity: Arc<Sensitivity>,
     notices: Option<Arc<Notices>>,
 }
 
 impl ExecContext {
-    /// A context that ends after `timeout` or when `cancelled` is set, knowing only the fixed
+    /// A context that ends after `timeout` or when `cancel` is given, knowing only the fixed
     /// sensitive kinds until [`ExecContext::with_sensitivity`] says more.
-    pub fn new(timeout: Duration, cancelled: Arc<AtomicBool>) -> Self {
+    pub fn new(timeout: Duration, cancel: Cancel) -> Self {
         ExecContext {
-            cancelled,
+            cancel,
             deadline: Instant::now() + timeout,
             sensitivity: Arc::default(),
             notices: None,
@@ -182,7 +183,13 @@ impl ExecContext {
 
     /// Whether the caller gave up or the deadline passed.
     pub fn should_stop(&self) -> bool {
-        self.cancelled.load(Ordering::Relaxed) || Instant::now() >= self.deadline
+        self.cancel.is_cancelled() || Instant::now() >= self.deadline
+    }
+
+    /// The caller's cancellation, for a tool that waits on something else (a child process,
+    /// an answer) and must be woken when the caller gives up (see [`Cancel::on_cancel`]).
+    pub fn cancel(&self) -> &Cancel {
+        &self.cancel
     }
 
     pub fn deadline(&self) -> Instant {
@@ -533,25 +540,25 @@ impl Pipeline {
 
     /// Every stage, start to finish.
     pub fn run(&self, raw: RawCall) -> Outcome {
-        self.run_cancellable(raw, Arc::new(AtomicBool::new(false)))
+        self.run_cancellable(raw, Cancel::new())
     }
 
-    /// Every stage, with a flag the caller may set to cancel execution.
-    pub fn run_cancellable(&self, raw: RawCall, cancelled: Arc<AtomicBool>) -> Outcome {
-        self.run_with(raw, cancelled, &RunHooks::default())
+    /// Every stage, with a signal the caller may give to stop waiting or executing.
+    pub fn run_cancellable(&self, raw: RawCall, cancel: Cancel) -> Outcome {
+        self.run_with(raw, cancel, &RunHooks::default())
     }
 
     /// Every stage, with what a transport adds to them (see [`RunHooks`]).
-    pub fn run_with(&self, raw: RawCall, cancelled: Arc<AtomicBool>, hooks: &RunHooks) -> Outcome {
+    pub fn run_with(&self, raw: RawCall, cancel: Cancel, hooks: &RunHooks) -> Outcome {
         let result = self
             .through_policy(raw, hooks.admit, None)
             .and_then(|permitted| {
-                self.approve_with(permitted, Arc::clone(&cancelled), hooks.awaiting_approval)
+                self.approve_with(permitted, cancel.clone(), hooks.awaiting_approval)
             })
             .and_then(|authorized| {
                 (hooks.executing)();
                 let timeout = Duration::from_millis(authorized.limits().timeout_ms);
-                let mut cx = ExecContext::new(timeout, cancelled);
+                let mut cx = ExecContext::new(timeout, cancel);
                 if let Some(sink) = &hooks.notices {
                     cx = cx.with_notices(Arc::clone(sink));
                 }
@@ -669,7 +676,7 @@ mod tests {
         let authorized = pipeline
             .authorize_call(RawCall::text("walk", "{}", Surface::Chat))
             .unwrap();
-        let cx = ExecContext::new(Duration::from_secs(5), Arc::default());
+        let cx = ExecContext::new(Duration::from_secs(5), Cancel::new());
         assert_eq!(
             cx.sensitivity().visibility("state/toolgate/console.token"),
             Visibility::Visible
@@ -691,7 +698,7 @@ mod tests {
         };
         let outcome = pipeline.run_with(
             RawCall::text("change", "{}", Surface::Chat),
-            Arc::default(),
+            Cancel::new(),
             &hooks,
         );
         let rejection = outcome.rejection.unwrap();

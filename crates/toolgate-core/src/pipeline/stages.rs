@@ -281,16 +281,16 @@ impl Pipeline {
 
     /// Stage 6.
     pub fn approve(&self, permitted: Permitted) -> Result<Authorized, Stopped> {
-        self.approve_cancellable(permitted, Arc::new(AtomicBool::new(false)))
+        self.approve_cancellable(permitted, Cancel::new())
     }
 
-    /// Stage 6, with a flag the caller may set to stop waiting for a person.
+    /// Stage 6, with a signal the caller may give to stop waiting for a person.
     pub fn approve_cancellable(
         &self,
         permitted: Permitted,
-        cancelled: Arc<AtomicBool>,
+        cancel: Cancel,
     ) -> Result<Authorized, Stopped> {
-        self.approve_with(permitted, cancelled, &|_| {})
+        self.approve_with(permitted, cancel, &|_| {})
     }
 
     /// Stage 6, calling `awaiting` with the call's id when a person is about to be asked
@@ -298,7 +298,7 @@ impl Pipeline {
     pub(super) fn approve_with(
         &self,
         permitted: Permitted,
-        cancelled: Arc<AtomicBool>,
+        cancel: Cancel,
         awaiting: &dyn Fn(&str),
     ) -> Result<Authorized, Stopped> {
         let started = Instant::now();
@@ -316,7 +316,7 @@ impl Pipeline {
                 self.approval_request(&invocation, &tool, &arguments, effect, &classification);
             request.policies.clone_from(&trace.policies);
             request.call_id.clone_from(&trace.call_id);
-            request.cancelled = cancelled;
+            request.cancel = cancel;
             match self.obtain_grant(request, &tool, awaiting) {
                 Ok(grant) => {
                     trace.approval_id = Some(grant.0.id.clone());
@@ -441,7 +441,7 @@ impl Pipeline {
             policies: Vec::new(),
             approval_mode: tool.entry.approval,
             call_id: String::new(),
-            cancelled: Arc::default(),
+            cancel: Cancel::new(),
         }
     }
 }

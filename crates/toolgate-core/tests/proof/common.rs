@@ -58,5 +58,5 @@ fn pipeline() -> Pipeline {
 }
 
 fn context() -> ExecContext {
-    ExecContext::new(Duration::from_secs(5), Arc::default())
+    ExecContext::new(Duration::from_secs(5), Cancel::new())
 }

@@ -4,12 +4,11 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
 
 use gix::Repository;
 use gix::bstr::{BStr, BString, ByteSlice};
 use toolgate_core::sensitive::Visibility;
-use toolgate_core::{ExecContext, Sensitivity, ToolError, ToolErrorCode};
+use toolgate_core::{Cancel, ExecContext, Sensitivity, ToolError, ToolErrorCode};
 use toolgate_workspace::{PathError, PathKind, Workspace};
 
 use crate::{path_argument, stopped, walk};
@@ -109,24 +108,24 @@ pub(super) fn scrub(workspace: &Workspace, message: &str) -> String {
     message.replace(root.as_ref(), "<workspace>")
 }
 
-/// Runs `f` with an interrupt flag for gix that is raised as soon as `cx` says to stop: gix
-/// polls a flag of its own and cannot see `cx`, so a watcher thread relays it.
+/// Runs `f` with an interrupt flag for gix, raised as soon as `cx` says to stop: gix polls a
+/// flag of its own and cannot see `cx`. A cancellation raises it the moment it is given; the
+/// deadline, which nobody gives, is kept by a thread that sleeps until then or until `f` ends.
 pub(super) fn with_interrupt<T>(cx: &ExecContext, f: impl FnOnce(Arc<AtomicBool>) -> T) -> T {
     let interrupt = Arc::new(AtomicBool::new(false));
-    let done = AtomicBool::new(false);
+    let _on_cancel = cx.cancel().on_cancel({
+        let interrupt = Arc::clone(&interrupt);
+        move || interrupt.store(true, Ordering::Release)
+    });
+    let done = Cancel::new();
     std::thread::scope(|scope| {
-        let watcher = scope.spawn(|| {
-            while !done.load(Ordering::Acquire) {
-                if cx.should_stop() {
-                    interrupt.store(true, Ordering::Release);
-                    return;
-                }
-                std::thread::park_timeout(Duration::from_millis(10));
+        scope.spawn(|| {
+            if !done.wait_until(cx.deadline()) {
+                interrupt.store(true, Ordering::Release);
             }
         });
         let out = f(Arc::clone(&interrupt));
-        done.store(true, Ordering::Release);
-        watcher.thread().unpark();
+        done.cancel();
         out
     })
 }
