@@ -18,6 +18,23 @@ impl Pipeline {
         cx: &ExecContext,
     ) -> Result<Executed, Stopped> {
         let started = Instant::now();
+        // A proof is good only in the pipeline that checked it: another pipeline's registry,
+        // policies, workspace and ledger judged nothing about this call.
+        if authorized.trace.pipeline != self.id {
+            let mut trace = authorized.trace;
+            trace.record(Stage::Approve, started);
+            trace.arguments = Some(authorized.arguments);
+            return Err(Stopped {
+                rejection: Rejection::new(
+                    RejectCode::ApprovalInvalid,
+                    "the call was authorized by another pipeline; it did not run",
+                )
+                .with_hint(Some(
+                    "run each call through one pipeline, from stage 1 to stage 8".into(),
+                )),
+                trace,
+            });
+        }
         if let Some((grant, digest)) = &authorized.grant {
             // Re-checked here, not only when granted: expiry, revocation and the digest can
             // all change between the two.

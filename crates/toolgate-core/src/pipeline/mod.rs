@@ -201,6 +201,9 @@ impl ExecContext {
 /// travels with it to stage 7 because every later stage value carries the trace.
 #[derive(Debug)]
 struct Trace {
+    /// The pipeline whose stage 1 began the call: only it may run the call (see
+    /// [`Pipeline::execute`]).
+    pipeline: u64,
     started: Instant,
     durations: [Option<Duration>; 8],
     tool: String,
@@ -468,7 +471,13 @@ pub struct Pipeline {
     /// The one ledger grants are issued from and redeemed against; brokers only decide.
     grants: Arc<GrantLedger>,
     grant_times: GrantTimes,
+    /// Which pipeline of this process this is, stamped on every call it begins.
+    id: u64,
 }
+
+/// Numbers each pipeline of the process, so that a call's stage values carry the pipeline
+/// that checked them.
+static PIPELINES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 impl Pipeline {
     pub fn new(
@@ -487,6 +496,7 @@ impl Pipeline {
             recorders: Vec::new(),
             grants: Arc::default(),
             grant_times: GrantTimes::default(),
+            id: PIPELINES.fetch_add(1, Ordering::Relaxed),
         }
     }
 
@@ -629,6 +639,34 @@ mod tests {
             Arc::new(HeadlessBroker),
             WorkspaceId::new("/ws"),
         )
+    }
+
+    /// A proof checked by one pipeline does not run in another, even over the same tool:
+    /// its policies, workspace and ledger judged nothing about the call.
+    #[test]
+    fn a_proof_runs_only_in_the_pipeline_that_issued_it() {
+        let looks = Arc::new(Looks::default());
+        let mut entry = ToolEntry::new("walk", "test");
+        entry.effect = Some(EffectClass::ReadOnly);
+        let issuer = one_tool(entry.clone(), looks.clone());
+        let other = one_tool(entry, looks.clone());
+        let cx = || ExecContext::new(Duration::from_secs(5), Cancel::new());
+        let authorized = issuer
+            .authorize_call(RawCall::text("walk", "{}", Surface::Chat))
+            .unwrap();
+        let outcome = other.execute(authorized, &cx());
+        assert_eq!(
+            outcome.rejection().map(|r| r.code),
+            Some(RejectCode::ApprovalInvalid),
+            "{outcome:?}"
+        );
+        assert_eq!(looks.0.lock().unwrap().take(), None, "the tool did not run");
+        let authorized = issuer
+            .authorize_call(RawCall::text("walk", "{}", Surface::Chat))
+            .unwrap();
+        let outcome = issuer.execute(authorized, &cx());
+        assert_eq!(outcome.status(), Status::Completed, "{outcome:?}");
+        assert!(looks.0.lock().unwrap().take().is_some());
     }
 
     #[test]

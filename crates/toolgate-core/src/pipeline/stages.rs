@@ -40,6 +40,7 @@ impl Pipeline {
     pub fn normalize(&self, raw: RawCall) -> Result<Normalized, Stopped> {
         let started = Instant::now();
         let mut trace = Box::new(Trace {
+            pipeline: self.id,
             started,
             durations: [None; 8],
             tool: crate::invocation::escape(&raw.tool),
