@@ -500,6 +500,27 @@ mod tests {
         }
     }
 
+    /// An approval digest is what a person's answer is bound to, and grants kept on disk name
+    /// it: the same call must give the same digest from one release to the next.
+    #[test]
+    fn the_approval_digest_of_a_call_does_not_change() {
+        let digest = ApprovalDigest::compute(
+            "file_write",
+            "1.2.0",
+            &json!({"path": "src/lib.rs", "content": "fn main() {}\n", "n": 1.0}),
+            "sha256:ws",
+            &[
+                "path:src/lib.rs".to_owned(),
+                "network:crates.io".to_owned(),
+            ],
+            &[("src/lib.rs".to_owned(), sha256_digest(b"before"))],
+        );
+        assert_eq!(
+            digest.0.as_str(),
+            "sha256:fa89dda63d502f988e30b75db7c1ae0e2150cd9789f7f1a961baf0de567e122b"
+        );
+    }
+
     fn times() -> GrantTimes {
         GrantTimes {
             once: Duration::from_secs(60),
