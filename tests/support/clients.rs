@@ -7,10 +7,11 @@
 #![allow(dead_code)]
 
 use std::fs;
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
+use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -206,20 +207,33 @@ pub fn repo_read() -> String {
 /// and the lines it printed before; the rest of its standard error is read and dropped, so the
 /// server never blocks on a full pipe.
 pub fn http_address(child: &mut Child) -> (SocketAddr, Vec<String>) {
+    let (url, banner) = mcp_url(child);
+    let addr = url
+        .strip_prefix("http://")
+        .unwrap()
+        .trim_end_matches("/mcp")
+        .parse()
+        .unwrap();
+    (addr, banner)
+}
+
+/// The MCP URL `toolgate serve --http` announced on its standard error (which must be piped),
+/// and the lines it printed before; the rest is read and dropped, as [`http_address`] says.
+pub fn mcp_url(child: &mut Child) -> (String, Vec<String>) {
     let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
     let mut banner = Vec::new();
-    let addr = loop {
+    let url = loop {
         let line = lines
             .next()
             .unwrap_or_else(|| panic!("the server stopped: {banner:?}"))
             .unwrap();
-        if let Some(rest) = line.strip_prefix("toolgate: serving MCP at http://") {
-            break rest.trim_end_matches("/mcp").parse().unwrap();
+        if let Some(rest) = line.strip_prefix("toolgate: serving MCP at ") {
+            break rest.to_owned();
         }
         banner.push(line);
     };
     std::thread::spawn(move || lines.for_each(drop));
-    (addr, banner)
+    (url, banner)
 }
 
 /// `toolgate` under strace, with every `landlock_create_ruleset` failing as on a kernel
@@ -255,6 +269,50 @@ pub fn system_program(name: &str) -> String {
         .to_string()
 }
 
+/// The arguments of `toolgate serve --no-console` over stdio on `ws` with `config`, as a plan
+/// of `tests/mcp/drive.py` gives them.
+pub fn stdio_serve_args(ws: &Path, config: &Path) -> Vec<String> {
+    vec![
+        "serve".to_owned(),
+        "--no-console".to_owned(),
+        "--workspace".to_owned(),
+        ws.display().to_string(),
+        "--config".to_owned(),
+        config.display().to_string(),
+    ]
+}
+
+/// Everything a child writes to `pipe` (its standard error, say), read in the background so
+/// that it never blocks on a full pipe.
+pub fn collected(mut pipe: impl Read + Send + 'static) -> Arc<Mutex<String>> {
+    let text = Arc::new(Mutex::new(String::new()));
+    let sink = Arc::clone(&text);
+    std::thread::spawn(move || {
+        let mut read = String::new();
+        let _ = pipe.read_to_string(&mut read);
+        sink.lock().unwrap().push_str(&read);
+    });
+    text
+}
+
+/// Each line `pipe` carries (a server's standard output, say), as `parse` makes of it, read in
+/// the background until the pipe closes or the receiver is dropped.
+pub fn lines_of<T: Send + 'static>(
+    pipe: impl Read + Send + 'static,
+    parse: fn(String) -> T,
+) -> mpsc::Receiver<T> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(pipe).lines() {
+            let Ok(line) = line else { return };
+            if tx.send(parse(line)).is_err() {
+                return;
+            }
+        }
+    });
+    rx
+}
+
 /// A path as a string literal for the configurations the tests write (TOML reads JSON's
 /// quoting of it the same).
 pub fn quoted(path: &Path) -> String {
@@ -277,6 +335,28 @@ pub fn serve_http(ws: &Path, config: &Path) -> Command {
         .arg("--config")
         .arg(config);
     command
+}
+
+/// `toolgate serve --no-console` over stdio on `ws` with `config`, not yet run.
+pub fn serve_stdio(ws: &Path, config: &Path) -> Command {
+    let mut command = Command::new(toolgate_bin());
+    command
+        .args(["serve", "--no-console", "--workspace"])
+        .arg(ws)
+        .arg("--config")
+        .arg(config);
+    command
+}
+
+/// Runs `command` with its three standard streams piped, as a raw JSON-RPC client drives
+/// `toolgate serve` over stdio.
+pub fn spawn_piped(command: &mut Command) -> Child {
+    command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
 }
 
 /// A `toolgate serve --http` on a free loopback port, stopped when dropped.

@@ -5,7 +5,7 @@
 #![allow(dead_code)]
 
 use std::fs;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -68,19 +68,7 @@ impl Served {
     /// A `toolgate serve --http` already started with its standard error piped, once its
     /// banner says where it serves.
     pub fn from_child(mut child: Child) -> Served {
-        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-        let mut banner = Vec::new();
-        let mcp_url = loop {
-            let line = lines
-                .next()
-                .unwrap_or_else(|| panic!("the server stopped: {banner:?}"))
-                .unwrap();
-            if let Some(rest) = line.strip_prefix("toolgate: serving MCP at ") {
-                break rest.to_owned();
-            }
-            banner.push(line);
-        };
-        std::thread::spawn(move || lines.for_each(drop));
+        let (mcp_url, banner) = super::clients::mcp_url(&mut child);
         let after = |prefix: &str| {
             banner
                 .iter()

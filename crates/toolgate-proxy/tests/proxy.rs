@@ -287,6 +287,16 @@ fn client(proxy: &Proxy) -> TcpStream {
     stream
 }
 
+/// A client whose `CONNECT allowed.test:443` the proxy has answered 200, its tunnel open.
+fn tunnel(proxy: &Proxy) -> TcpStream {
+    let mut stream = client(proxy);
+    stream
+        .write_all(connect("allowed.test:443").as_bytes())
+        .unwrap();
+    assert_eq!(read_answer(&mut stream).status, 200);
+    stream
+}
+
 /// Reads until the peer closes; errors (a reset) count as closed too.
 fn closed_without_data(stream: &mut TcpStream) -> bool {
     let mut buf = [0u8; 64];
@@ -651,11 +661,7 @@ fn probes() {
 #[test]
 fn bytes_are_counted_each_way() {
     let Fixture { proxy, .. } = fixture(short_limits());
-    let mut stream = client(&proxy);
-    stream
-        .write_all(connect("allowed.test:443").as_bytes())
-        .unwrap();
-    assert_eq!(read_answer(&mut stream).status, 200);
+    let mut stream = tunnel(&proxy);
     let hello = client_hello(Some("allowed.test"));
     let payload = vec![0x17u8; 100_000];
     stream.write_all(&hello).unwrap();
@@ -683,11 +689,7 @@ fn connections_beyond_the_limit_are_refused() {
         max_connections: 1,
         ..short_limits()
     });
-    let mut first = client(&proxy);
-    first
-        .write_all(connect("allowed.test:443").as_bytes())
-        .unwrap();
-    assert_eq!(read_answer(&mut first).status, 200);
+    let mut first = tunnel(&proxy);
     let mut second = client(&proxy);
     let answer = read_answer(&mut second);
     assert_eq!(answer.status, 403);
@@ -725,11 +727,7 @@ fn idle_connections_and_silent_tunnels_are_closed() {
         closed_without_data(&mut silent),
         "an idle connection stayed open"
     );
-    let mut tunnel = client(&proxy);
-    tunnel
-        .write_all(connect("allowed.test:443").as_bytes())
-        .unwrap();
-    assert_eq!(read_answer(&mut tunnel).status, 200);
+    let mut tunnel = tunnel(&proxy);
     assert!(
         closed_without_data(&mut tunnel),
         "a tunnel without a hello stayed open"
@@ -793,11 +791,7 @@ fn extreme_limits_are_bounded_not_fatal() {
         connect_timeout: Duration::MAX,
         ..Limits::default()
     });
-    let mut stream = client(&proxy);
-    stream
-        .write_all(connect("allowed.test:443").as_bytes())
-        .unwrap();
-    assert_eq!(read_answer(&mut stream).status, 200);
+    let mut stream = tunnel(&proxy);
     let hello = client_hello(Some("allowed.test"));
     stream.write_all(&hello).unwrap();
     let mut back = vec![0; hello.len()];

@@ -56,7 +56,7 @@ fn hostile_corpus_through_the_library() {
         match row.status.as_str() {
             "rejected" => {
                 let rejection = outcome
-                    .rejection
+                    .rejection()
                     .as_ref()
                     .unwrap_or_else(|| panic!("{name}: not rejected: {outcome:?}"));
                 assert_eq!(
@@ -65,14 +65,14 @@ fn hostile_corpus_through_the_library() {
                     "{name}: {rejection}"
                 );
                 assert!(
-                    !outcome.evidence.durations_ns.contains_key("execute"),
+                    !outcome.evidence().durations_ns.contains_key("execute"),
                     "{name}: executed"
                 );
-                assert!(outcome.output.is_none(), "{name}");
+                assert!(outcome.output().is_none(), "{name}");
             }
             "failed" => {
-                assert_eq!(outcome.status, Status::Failed, "{name}: {outcome:?}");
-                assert_eq!(outcome.error.as_ref().unwrap().code, row.code, "{name}");
+                assert_eq!(outcome.status(), Status::Failed, "{name}: {outcome:?}");
+                assert_eq!(outcome.error().unwrap().code, row.code, "{name}");
             }
             other => panic!("{name}: unknown status {other}"),
         }

@@ -62,14 +62,7 @@ fn visible(config: &Path, profile: &str) -> Vec<String> {
 }
 
 fn stdio_session(ws: &Path, config: &Path, extra: &[&str], steps: Value) -> Value {
-    let mut args = vec![
-        "serve".to_owned(),
-        "--no-console".to_owned(),
-        "--workspace".to_owned(),
-        ws.display().to_string(),
-        "--config".to_owned(),
-        config.display().to_string(),
-    ];
+    let mut args = stdio_serve_args(ws, config);
     args.extend(extra.iter().map(|s| (*s).to_owned()));
     json!({"transport": "stdio", "command": toolgate_bin(), "args": args, "steps": steps})
 }
@@ -291,34 +284,11 @@ impl RawStdio {
     fn start(ws: &Path, config: Option<&Path>, profile: &str) -> RawStdio {
         let empty = ws.parent().unwrap().join("empty.toml");
         fs::write(&empty, "").unwrap();
-        let mut child = Command::new(toolgate_bin())
-            .args(["serve", "--no-console", "--workspace"])
-            .arg(ws)
-            .arg("--config")
-            .arg(config.unwrap_or(&empty))
-            .args(["--profile", profile])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let stderr = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
-        let mut pipe = child.stderr.take().unwrap();
-        let sink = std::sync::Arc::clone(&stderr);
-        std::thread::spawn(move || {
-            let mut text = String::new();
-            let _ = pipe.read_to_string(&mut text);
-            sink.lock().unwrap().push_str(&text);
-        });
-        let stdout = child.stdout.take().unwrap();
-        let (tx, answers) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { return };
-                if tx.send(serde_json::from_str(&line).unwrap()).is_err() {
-                    return;
-                }
-            }
+        let mut child =
+            spawn_piped(serve_stdio(ws, config.unwrap_or(&empty)).args(["--profile", profile]));
+        let stderr = collected(child.stderr.take().unwrap());
+        let answers = lines_of(child.stdout.take().unwrap(), |line| {
+            serde_json::from_str(&line).unwrap()
         });
         RawStdio {
             child,

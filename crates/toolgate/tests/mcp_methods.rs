@@ -186,27 +186,14 @@ struct RawStdio {
 
 impl RawStdio {
     fn start(ws: &Path, config: &Path) -> RawStdio {
-        let mut child = Command::new(toolgate_bin())
-            .args(["serve", "--no-console", "--workspace"])
-            .arg(ws)
-            .arg("--config")
-            .arg(config)
+        let mut child = serve_stdio(ws, config)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { return };
-                let value: Value = serde_json::from_str(&line)
-                    .unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
-                if tx.send(value).is_err() {
-                    return;
-                }
-            }
+        let lines = lines_of(child.stdout.take().unwrap(), |line| {
+            serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"))
         });
         RawStdio {
             input: child.stdin.take(),
@@ -601,14 +588,7 @@ impl Upstream {
     }
 
     fn serve_args(&self) -> Vec<String> {
-        vec![
-            "serve".into(),
-            "--no-console".into(),
-            "--workspace".into(),
-            self.ws().display().to_string(),
-            "--config".into(),
-            self.config.display().to_string(),
-        ]
+        stdio_serve_args(&self.ws(), &self.config)
     }
 }
 

@@ -126,14 +126,7 @@ fn an_upstream_results_keys_reach_neither_client_nor_audit_log() {
     assert!(admitted.status.success(), "admit: {admitted:?}");
 
     // Over `serve`, as a model's client sees the result.
-    let args = vec![
-        "serve".to_owned(),
-        "--no-console".to_owned(),
-        "--workspace".to_owned(),
-        setup.path("ws").display().to_string(),
-        "--config".to_owned(),
-        setup.config.display().to_string(),
-    ];
+    let args = stdio_serve_args(&setup.path("ws"), &setup.config);
     let env = json!({
         "PATH": std::env::var("PATH").unwrap_or_default(),
         "HOME": setup.path("state").display().to_string(),

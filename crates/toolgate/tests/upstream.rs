@@ -77,14 +77,7 @@ impl Setup {
     }
 
     fn session(&self, steps: Value) -> Value {
-        let args = vec![
-            "serve".to_owned(),
-            "--no-console".to_owned(),
-            "--workspace".to_owned(),
-            self.ws().display().to_string(),
-            "--config".to_owned(),
-            self.config.display().to_string(),
-        ];
+        let args = stdio_serve_args(&self.ws(), &self.config);
         let plan = json!({"sessions": [
             {"transport": "stdio", "command": toolgate_bin(), "args": args, "steps": steps}
         ]});
@@ -391,13 +384,19 @@ fn a_changed_descriptor_is_quarantined_until_re_pinned() {
     assert!(ok_text(&report[1]).contains("re-pinned"));
 }
 
+/// The test upstream keeping its state in `state`, its `echo` and `fault` tools admitted.
+fn echo_and_fault(state: &Path) -> Setup {
+    let setup = Setup::new(&test_upstream("test", state, ""));
+    setup.admit("test", "echo", &["--effect", "read_only"]);
+    setup.admit("test", "fault", &["--effect", "read_only"]);
+    setup
+}
+
 #[test]
 fn upstream_faults_are_classified_and_the_gateway_keeps_serving() {
     let state_dir = tempfile::tempdir().unwrap();
     let state = state_dir.path();
-    let setup = Setup::new(&test_upstream("test", state, ""));
-    setup.admit("test", "echo", &["--effect", "read_only"]);
-    setup.admit("test", "fault", &["--effect", "read_only"]);
+    let setup = echo_and_fault(state);
     // An upstream that cannot start, admitted with the same pin as the working one.
     let written = fs::read_to_string(&setup.config).unwrap();
     let parsed: toml::Value = toml::from_str(&written).unwrap();
@@ -511,9 +510,7 @@ fn pid_in(state: &Path, name: &str) -> i32 {
 fn an_upstream_that_stops_reading_its_input_fails_calls_in_time_and_shutdown_completes() {
     let state_dir = tempfile::tempdir().unwrap();
     let state = state_dir.path();
-    let setup = Setup::new(&test_upstream("test", state, ""));
-    setup.admit("test", "echo", &["--effect", "read_only"]);
-    setup.admit("test", "fault", &["--effect", "read_only"]);
+    let setup = echo_and_fault(state);
     // After `freeze` the upstream reads nothing more; arguments far larger than a pipe holds
     // cannot be written, and the call must still end by its timeout.
     let padding = "p".repeat(512 * 1024);
@@ -736,14 +733,7 @@ fn http_upstream_behind_the_gateway() {
         "read_only",
     ]);
     assert!(output.status.success(), "{output:?}");
-    let args = vec![
-        "serve".to_owned(),
-        "--no-console".to_owned(),
-        "--workspace".to_owned(),
-        setup.ws().display().to_string(),
-        "--config".to_owned(),
-        setup.config.display().to_string(),
-    ];
+    let args = stdio_serve_args(&setup.ws(), &setup.config);
     let plan = json!({"sessions": [{
         "transport": "stdio", "command": toolgate_bin(), "args": args,
         "env": {"UPSTREAM_TOKEN": "not-a-real-token", "PATH": std::env::var("PATH").unwrap()},
@@ -865,11 +855,7 @@ fn upstreams_and_their_children_die_with_a_gateway_that_is_killed() {
     let state_dir = tempfile::tempdir().unwrap();
     let state = state_dir.path();
     let setup = Setup::new(&test_upstream("test", state, ""));
-    let mut serve = Command::new(toolgate_bin())
-        .args(["serve", "--no-console", "--workspace"])
-        .arg(setup.ws())
-        .arg("--config")
-        .arg(&setup.config)
+    let mut serve = serve_stdio(&setup.ws(), &setup.config)
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())

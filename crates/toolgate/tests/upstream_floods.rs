@@ -17,7 +17,7 @@
 mod support;
 
 use std::fs;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::{Arc, Mutex, mpsc};
@@ -142,34 +142,10 @@ struct Client {
 
 impl Client {
     fn start(setup: &Setup) -> Client {
-        let mut child = Command::new(toolgate_bin())
-            .args(["serve", "--no-console", "--workspace"])
-            .arg(setup.ws())
-            .arg("--config")
-            .arg(&setup.config)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let stderr = Arc::new(Mutex::new(String::new()));
-        let mut pipe = child.stderr.take().unwrap();
-        let sink = Arc::clone(&stderr);
-        std::thread::spawn(move || {
-            let mut text = String::new();
-            let _ = pipe.read_to_string(&mut text);
-            sink.lock().unwrap().push_str(&text);
-        });
-        let stdout = child.stdout.take().unwrap();
-        let (tx, messages) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { return };
-                let message = serde_json::from_str(&line).unwrap();
-                if tx.send((Instant::now(), message)).is_err() {
-                    return;
-                }
-            }
+        let mut child = spawn_piped(&mut serve_stdio(&setup.ws(), &setup.config));
+        let stderr = collected(child.stderr.take().unwrap());
+        let messages = lines_of(child.stdout.take().unwrap(), |line| {
+            (Instant::now(), serde_json::from_str(&line).unwrap())
         });
         let stdin = child.stdin.take().unwrap();
         Client {

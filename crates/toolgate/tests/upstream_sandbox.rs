@@ -651,14 +651,7 @@ fn by_default_an_upstream_reads_its_cwd_writes_only_its_tmpdir_and_has_no_networ
     ] {
         env.insert(key.to_owned(), Value::String(value));
     }
-    let args = vec![
-        "serve".to_owned(),
-        "--no-console".to_owned(),
-        "--workspace".to_owned(),
-        places.ws.display().to_string(),
-        "--config".to_owned(),
-        config.display().to_string(),
-    ];
+    let args = stdio_serve_args(&places.ws, &config);
     let plan = json!({"sessions": [{
         "transport": "stdio", "command": toolgate_bin(), "args": args, "env": env, "steps": steps,
     }]});
