@@ -66,7 +66,7 @@ fn audited(c: &mut Criterion) {
     );
     let plain = pipeline(dir.path());
     let audited = Arc::new(plain.clone().with_recorder(log));
-    assert_eq!(read_4k(&audited).status, Status::Completed);
+    assert_eq!(read_4k(&audited).status(), Status::Completed);
 
     let mut group = c.benchmark_group("concurrent");
     group.sample_size(10);
@@ -81,7 +81,7 @@ fn audited(c: &mut Criterion) {
                     std::thread::spawn(move || {
                         for _ in 0..per_session {
                             let outcome = read_4k(&pipeline);
-                            assert_eq!(outcome.status, Status::Completed);
+                            assert_eq!(outcome.status(), Status::Completed);
                         }
                     })
                 })

@@ -430,11 +430,11 @@ impl Recorder for AuditLog {
             .started
             .lock()
             .ok()
-            .and_then(|mut open| open.remove(&outcome.evidence.call_id));
+            .and_then(|mut open| open.remove(&outcome.evidence().call_id));
         let call = crate::record::record_body_after(outcome, self.options.store_values, started);
-        let with_effects = outcome.status != Status::Rejected
+        let with_effects = outcome.status() != Status::Rejected
             && outcome
-                .evidence
+                .evidence()
                 .effect
                 .is_some_and(|e| e != EffectClass::ReadOnly);
         let durability = if with_effects {

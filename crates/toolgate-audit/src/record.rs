@@ -28,7 +28,7 @@ pub fn record_body(outcome: &Outcome, store_values: bool) -> String {
 
 /// [`record_body`] of a call whose start is record `started`, which the outcome names.
 pub fn record_body_after(outcome: &Outcome, store_values: bool, started: Option<u64>) -> String {
-    let mut call = match serde_json::to_value(&outcome.evidence) {
+    let mut call = match serde_json::to_value(outcome.evidence()) {
         Ok(Value::Object(map)) => map,
         // Evidence is a plain struct; should it ever fail to serialize, the record still says
         // so rather than vanish.
@@ -41,17 +41,17 @@ pub fn record_body_after(outcome: &Outcome, store_values: bool, started: Option<
             }
         }
     }
-    call.insert("status".to_owned(), json!(outcome.status));
-    if let Some(rejection) = &outcome.rejection {
+    call.insert("status".to_owned(), json!(outcome.status()));
+    if let Some(rejection) = outcome.rejection() {
         call.insert(
             "rejection".to_owned(),
             json!({"stage": rejection.stage, "code": rejection.code}),
         );
     }
-    if let Some(error) = &outcome.error {
+    if let Some(error) = outcome.error() {
         call.insert("error".to_owned(), json!({"code": error.code}));
     }
-    call.insert("unknowns".to_owned(), json!(outcome.unknowns.len()));
+    call.insert("unknowns".to_owned(), json!(outcome.unknowns().len()));
     if store_values {
         call.insert("debug".to_owned(), debug_values(outcome));
     }
@@ -171,17 +171,17 @@ fn hidden_path(path: &str) -> String {
 /// but messages quote arguments, which it does not.
 fn debug_values(outcome: &Outcome) -> Value {
     let mut values = Map::new();
-    if let Some(rejection) = &outcome.rejection {
+    if let Some(rejection) = outcome.rejection() {
         values.insert("rejection_message".to_owned(), json!(rejection.message));
         if let Some(hint) = &rejection.hint {
             values.insert("hint".to_owned(), json!(hint));
         }
     }
-    if let Some(error) = &outcome.error {
+    if let Some(error) = outcome.error() {
         values.insert("error_message".to_owned(), json!(error.message));
     }
-    values.insert("unknowns".to_owned(), json!(outcome.unknowns));
-    if let Some(output) = &outcome.output {
+    values.insert("unknowns".to_owned(), json!(outcome.unknowns()));
+    if let Some(output) = outcome.output() {
         // Redacted whole before it is cut: a secret split by the cut no longer matches its
         // pattern, and its first half would be kept as it is.
         let mut output = output.clone();
@@ -207,23 +207,18 @@ fn debug_values(outcome: &Outcome) -> Value {
 mod tests {
     use std::collections::BTreeMap;
 
-    use toolgate_core::{Evidence, RejectCode, Rejection, Status, Surface};
+    use toolgate_core::{Evidence, RejectCode, Rejection, Surface};
 
     use super::*;
 
     fn rejected() -> Outcome {
-        Outcome {
-            status: Status::Rejected,
-            rejection: Some(
-                Rejection::new(
-                    RejectCode::UnknownArgument,
-                    "unknown argument `API_KEY=hunter2`",
-                )
-                .with_hint(Some("did you mean `path`?".to_owned())),
-            ),
-            output: None,
-            error: None,
-            evidence: Evidence {
+        Outcome::refused(
+            Rejection::new(
+                RejectCode::UnknownArgument,
+                "unknown argument `API_KEY=hunter2`",
+            )
+            .with_hint(Some("did you mean `path`?".to_owned())),
+            Evidence {
                 call_id: "c-1".to_owned(),
                 request_id: None,
                 tool: "read_file".to_owned(),
@@ -245,8 +240,8 @@ mod tests {
                 truncated: false,
                 redactions: 0,
             },
-            unknowns: Vec::new(),
-        }
+            Vec::new(),
+        )
     }
 
     #[test]
@@ -267,7 +262,7 @@ mod tests {
     #[test]
     fn records_hold_no_absolute_paths_in_resources() {
         let mut outcome = rejected();
-        outcome.evidence.resources = vec![
+        outcome.evidence_mut().resources = vec![
             "program:/home/alice/.cargo/bin/cargo".to_owned(),
             "cwd:.".to_owned(),
             r#"argv:["/home/alice/bin/my tool","--config=/home/alice/x.toml","test"]"#.to_owned(),
@@ -297,8 +292,11 @@ mod tests {
         // The cut falls in the middle of the key: `"` and the spaces, then ten of its twenty
         // characters.
         let filler = " ".repeat(DEBUG_OUTPUT_BYTES - 11);
-        let mut outcome = rejected();
-        outcome.output = Some(json!(format!("{filler}AKIAIOSFODNN7EXAMPLE")));
+        let outcome = Outcome::done(
+            json!(format!("{filler}AKIAIOSFODNN7EXAMPLE")),
+            rejected().evidence().clone(),
+            Vec::new(),
+        );
         let body = record_body(&outcome, true);
         let value: Value = serde_json::from_str(&body).unwrap();
         let kept = value["debug"]["output"]["truncated_json"].as_str().unwrap();

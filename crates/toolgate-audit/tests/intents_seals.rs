@@ -314,7 +314,7 @@ fn a_call_whose_start_cannot_be_recorded_does_not_run() {
         Surface::Cli,
     ));
     holder.execute_batch("ROLLBACK").unwrap();
-    let error = outcome.error.clone().expect("the call failed");
+    let error = outcome.error().cloned().expect("the call failed");
     assert_eq!(error.code, "audit_unavailable", "{outcome:?}");
     // The outcome cannot be recorded either while the lock is held, so the error the caller
     // sees is the outcome's.
@@ -326,6 +326,6 @@ fn a_call_whose_start_cannot_be_recorded_does_not_run() {
         r#"{"path": "c.txt", "content": "gamma\n"}"#,
         Surface::Cli,
     ));
-    assert!(outcome.error.is_none(), "{outcome:?}");
+    assert!(outcome.error().is_none(), "{outcome:?}");
     assert_eq!(statuses(&path), ["started", "completed"]);
 }

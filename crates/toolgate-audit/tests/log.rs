@@ -157,9 +157,9 @@ fn a_log_that_cannot_be_written_fails_the_record_and_the_call() {
             r#"{"path": "a.txt"}"#,
             Surface::Cli,
         ));
-    assert_eq!(outcome.status, Status::Failed);
-    assert_eq!(outcome.error.unwrap().code, "audit_unavailable");
-    assert_eq!(outcome.output, None);
+    assert_eq!(outcome.status(), Status::Failed);
+    assert_eq!(outcome.error().unwrap().code, "audit_unavailable");
+    assert_eq!(outcome.output(), None);
     // And a new process refuses to start on it.
     let error = AuditLog::open(&path, fast()).unwrap_err().to_string();
     assert!(error.contains("does not verify"), "{error}");
@@ -246,20 +246,20 @@ fn records_of_real_calls_hold_evidence_not_values() {
         r#"{"path": "a.txt"}"#,
         Surface::Cli,
     ));
-    assert_eq!(done.status, Status::Completed);
+    assert_eq!(done.status(), Status::Completed);
     let refused = pipeline.run(RawCall::text(
         "read_file",
         r#"{"path": "../hunter2-secret"}"#,
         Surface::Cli,
     ));
-    assert_eq!(refused.status, Status::Rejected);
+    assert_eq!(refused.status(), Status::Rejected);
     log.record(&done).unwrap();
     drop(pipeline);
     drop(log);
     let records = toolgate_audit::last(&path, 10).unwrap();
     assert_eq!(records.len(), 3);
     let first = records[0].to_json();
-    assert_eq!(first["call"]["call_id"], done.evidence.call_id.as_str());
+    assert_eq!(first["call"]["call_id"], done.evidence().call_id.as_str());
     assert_eq!(first["call"]["status"], "completed");
     assert_eq!(first["call"]["argument_names"][0], "path");
     assert_eq!(

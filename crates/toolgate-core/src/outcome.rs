@@ -405,6 +405,16 @@ impl Outcome {
         &self.unknowns
     }
 
+    /// The evidence, for the stages that complete it after the outcome is made.
+    pub fn evidence_mut(&mut self) -> &mut Evidence {
+        &mut self.evidence
+    }
+
+    /// The unknowns, for the stages that add to them after the outcome is made.
+    pub fn unknowns_mut(&mut self) -> &mut Vec<String> {
+        &mut self.unknowns
+    }
+
     /// The same call as a failure with `error` that withholds what it would have returned,
     /// saying in its unknowns what it was: a result that could not be recorded is not given.
     #[must_use]

@@ -132,14 +132,14 @@ mod tests {
             .with_recorder(Arc::new(Broken))
             .with_recorder(kept.clone());
         let done = pipeline.run(RawCall::text("echo", r#"{"text": "hi"}"#, Surface::Chat));
-        assert_eq!(done.status, Status::Failed);
-        assert_eq!(done.output, None);
-        assert_eq!(done.error.unwrap().code, "audit_unavailable");
+        assert_eq!(done.status(), Status::Failed);
+        assert_eq!(done.output(), None);
+        assert_eq!(done.error().unwrap().code, "audit_unavailable");
         let refused = pipeline.run(RawCall::text("echo", r#"{"txt": "hi"}"#, Surface::Chat));
-        assert_eq!(refused.status, Status::Failed);
+        assert_eq!(refused.status(), Status::Failed);
         assert!(
             refused
-                .unknowns
+                .unknowns()
                 .iter()
                 .any(|u| u.contains("unknown_argument"))
         );
@@ -154,11 +154,11 @@ mod tests {
         let kept = Arc::new(Kept::default());
         let pipeline = pipeline_with(Arc::new(Panics)).with_recorder(kept.clone());
         let done = pipeline.run(RawCall::text("echo", r#"{"text": "hi"}"#, Surface::Chat));
-        assert_eq!(done.status, Status::Failed);
-        let error = done.error.clone().unwrap();
+        assert_eq!(done.status(), Status::Failed);
+        let error = done.error().cloned().unwrap();
         assert_eq!(error.code, "tool_panicked");
         assert!(error.message.contains("index out of bounds"), "{error:?}");
-        assert!(!done.unknowns.is_empty());
+        assert!(!done.unknowns().is_empty());
         assert_eq!(*kept.0.lock().unwrap(), vec![done]);
     }
 }

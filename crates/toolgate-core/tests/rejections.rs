@@ -358,8 +358,7 @@ fn every_rejection_code_stops_before_the_executor() {
     for row in rows() {
         let (outcome, entered) = run_row(&row);
         let rejection = outcome
-            .rejection
-            .as_ref()
+            .rejection()
             .unwrap_or_else(|| panic!("{} {} was not rejected: {outcome:?}", row.tool, row.args));
         assert_eq!(
             (rejection.stage, rejection.code),
@@ -368,24 +367,24 @@ fn every_rejection_code_stops_before_the_executor() {
             row.tool,
             row.args
         );
-        assert_eq!(outcome.status, Status::Rejected);
+        assert_eq!(outcome.status(), Status::Rejected);
         assert!(!entered, "{} {}: executor was entered", row.tool, row.args);
         assert!(
-            !outcome.evidence.durations_ns.contains_key("execute"),
+            !outcome.evidence().durations_ns.contains_key("execute"),
             "{} {}: evidence records an execution",
             row.tool,
             row.args
         );
         // Arguments that passed validation are in the evidence as a digest, never as values.
         assert_eq!(
-            outcome.evidence.argument_digest.is_some(),
+            outcome.evidence().argument_digest.is_some(),
             row.stage > Stage::Validate,
             "{} {}",
             row.tool,
             row.args
         );
-        assert!(outcome.output.is_none());
-        assert_eq!(outcome.evidence.request_id.as_deref(), Some("req-1"));
+        assert!(outcome.output().is_none());
+        assert_eq!(outcome.evidence().request_id.as_deref(), Some("req-1"));
         seen.insert(row.code);
     }
     // The headless default covers approval_required; every other code is in the table.
@@ -414,7 +413,7 @@ fn headless_approval_is_required_and_refused() {
         WorkspaceId::new("/w"),
     );
     let outcome = pipeline.run(RawCall::text("write", r#"{"path": "a"}"#, Surface::Chat));
-    let rejection = outcome.rejection.unwrap();
+    let rejection = outcome.rejection().unwrap();
     assert_eq!(
         (rejection.stage, rejection.code),
         (Stage::Approve, RejectCode::ApprovalRequired)
@@ -442,8 +441,8 @@ fn an_approved_call_runs_once_and_a_replayed_grant_is_refused() {
     ));
     let call = || RawCall::text("write", r#"{"path": "a.txt"}"#, Surface::Chat);
     let first = pipeline.run(call());
-    assert_eq!(first.status, Status::Completed, "{first:?}");
-    let id = first.evidence.approval_id.clone().unwrap();
+    assert_eq!(first.status(), Status::Completed, "{first:?}");
+    let id = first.evidence().approval_id.clone().unwrap();
     assert!(recorder.entered.swap(false, Ordering::SeqCst));
     // The grant the first call redeemed, handed in again for the same inputs: refused.
     let digest = broker.asked.lock().unwrap().pop().unwrap();
@@ -464,8 +463,8 @@ fn an_approved_call_runs_once_and_a_replayed_grant_is_refused() {
     assert!(!recorder.entered.load(Ordering::SeqCst));
     // A second call is a second approval, under a grant of its own.
     let second = pipeline.run(call());
-    assert_eq!(second.status, Status::Completed, "{second:?}");
-    assert_ne!(second.evidence.approval_id.as_deref(), Some(id.as_str()));
+    assert_eq!(second.status(), Status::Completed, "{second:?}");
+    assert_ne!(second.evidence().approval_id.as_deref(), Some(id.as_str()));
     assert_eq!(broker.asked.lock().unwrap().len(), 1, "asked again");
 }
 
@@ -526,9 +525,9 @@ fn a_broker_cannot_make_a_call_run_twice_or_for_other_inputs() {
     .with_grants(Arc::clone(&grants));
     let workspace = WorkspaceId::new("/w");
     let outcome = pipeline.run(RawCall::text("write", r#"{"path": "a"}"#, Surface::Chat));
-    assert_eq!(outcome.status, Status::Completed, "{outcome:?}");
+    assert_eq!(outcome.status(), Status::Completed, "{outcome:?}");
     assert!(recorder.entered.swap(false, Ordering::SeqCst));
-    let ran_under = outcome.evidence.approval_id.clone().unwrap();
+    let ran_under = outcome.evidence().approval_id.clone().unwrap();
     let (forged, digest) = broker.forged.lock().unwrap().pop().unwrap();
     assert_ne!(
         ran_under, forged.id,
@@ -550,7 +549,7 @@ fn a_broker_cannot_make_a_call_run_twice_or_for_other_inputs() {
     );
     // Every call is asked, and runs, once: nothing a broker kept lets it run again.
     let again = pipeline.run(RawCall::text("write", r#"{"path": "a"}"#, Surface::Chat));
-    assert_eq!(again.status, Status::Completed, "{again:?}");
+    assert_eq!(again.status(), Status::Completed, "{again:?}");
     assert_eq!(broker.forged.lock().unwrap().len(), 1);
     assert!(recorder.entered.load(Ordering::SeqCst));
 }
@@ -587,12 +586,15 @@ fn grants_are_rechecked_immediately_before_execution() {
         Ok(true)
     );
     let outcome = pipeline.execute(revoked, &cx);
-    assert_eq!(outcome.rejection.unwrap().code, RejectCode::ApprovalInvalid);
+    assert_eq!(
+        outcome.rejection().unwrap().code,
+        RejectCode::ApprovalInvalid
+    );
 
     // Expired after approval, before execution.
     broker.clock.0.fetch_add(120_000, Ordering::SeqCst);
     let outcome = pipeline.execute(authorized, &cx);
-    let rejection = outcome.rejection.unwrap();
+    let rejection = outcome.rejection().unwrap();
     assert_eq!(
         (rejection.stage, rejection.code),
         (Stage::Approve, RejectCode::ApprovalExpired)
@@ -601,7 +603,7 @@ fn grants_are_rechecked_immediately_before_execution() {
 
     // A fresh approval runs.
     let fresh = pipeline.authorize_call(call()).unwrap();
-    assert_eq!(pipeline.execute(fresh, &cx).status, Status::Completed);
+    assert_eq!(pipeline.execute(fresh, &cx).status(), Status::Completed);
     assert!(recorder.entered.load(Ordering::SeqCst));
 }
 
@@ -613,7 +615,7 @@ fn misspelt_argument_hint_reaches_the_outcome() {
         r#"{"file_path": "a"}"#,
         Surface::Chat,
     ));
-    let rejection = outcome.rejection.unwrap();
+    let rejection = outcome.rejection().unwrap();
     assert_eq!(rejection.code, RejectCode::UnknownArgument);
     assert_eq!(rejection.hint.as_deref(), Some("did you mean `path`?"));
     assert_eq!(
@@ -630,7 +632,7 @@ fn unknown_tool_hint_names_a_visible_tool() {
         .pipeline
         .run(RawCall::text("reed", "{}", Surface::Chat));
     assert_eq!(
-        outcome.rejection.unwrap().hint.as_deref(),
+        outcome.rejection().unwrap().hint.as_deref(),
         Some("did you mean `read`?")
     );
 }
@@ -644,8 +646,8 @@ fn completed_outcomes_carry_evidence_without_values() {
         json!({ "path": secret_path }).to_string(),
         Surface::Chat,
     ));
-    assert_eq!(outcome.status, Status::Completed);
-    let evidence = &outcome.evidence;
+    assert_eq!(outcome.status(), Status::Completed);
+    let evidence = outcome.evidence();
     assert_eq!(evidence.tool, "read");
     assert_eq!(evidence.version.as_deref(), Some("1.0"));
     assert_eq!(evidence.effect, Some(EffectClass::ReadOnly));

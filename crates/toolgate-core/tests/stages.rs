@@ -130,7 +130,7 @@ fn the_executor_sees_the_authorized_call_and_nothing_else() {
     let p = pipeline(witness.clone(), None);
     let outcome =
         p.run(RawCall::text("change", r#"{"path": "src/a.rs"}"#, Surface::Console).by("alice"));
-    assert_eq!(outcome.status, Status::Completed, "{outcome:?}");
+    assert_eq!(outcome.status(), Status::Completed, "{outcome:?}");
     let seen = witness.seen.lock().unwrap().clone().unwrap();
     assert_eq!(
         seen,
@@ -147,7 +147,7 @@ fn the_executor_sees_the_authorized_call_and_nothing_else() {
             surface: Surface::Console,
             actor: "alice".to_owned(),
             tool: "change".to_owned(),
-            approval_id: outcome.evidence.approval_id.clone(),
+            approval_id: outcome.evidence().approval_id.clone(),
         }
     );
     assert!(seen.approval_id.is_some());
@@ -163,14 +163,14 @@ fn classification_can_raise_the_effect_class_but_never_lower_it() {
         r#"{"path": "bin/tool"}"#,
         Surface::Chat,
     ));
-    assert_eq!(outcome.evidence.effect, Some(EffectClass::Irreversible));
+    assert_eq!(outcome.evidence().effect, Some(EffectClass::Irreversible));
     assert!(
-        outcome.evidence.approval_id.is_some(),
+        outcome.evidence().approval_id.is_some(),
         "irreversible calls need approval"
     );
     let outcome = p.run(RawCall::text("look", r#"{"path": "src/a"}"#, Surface::Chat));
-    assert_eq!(outcome.evidence.effect, Some(EffectClass::ReadOnly));
-    assert!(outcome.evidence.approval_id.is_none());
+    assert_eq!(outcome.evidence().effect, Some(EffectClass::ReadOnly));
+    assert!(outcome.evidence().approval_id.is_none());
 }
 
 #[test]
@@ -196,14 +196,14 @@ fn the_workspace_is_a_digest_in_evidence_and_in_policy_context() {
     );
     let p = pipeline(Arc::new(Witness::default()), Some(&only_here));
     let outcome = p.run(RawCall::text("look", r#"{"path": "a"}"#, Surface::Chat));
-    assert_eq!(outcome.status, Status::Completed, "{outcome:?}");
-    assert_eq!(outcome.evidence.workspace, root_digest);
+    assert_eq!(outcome.status(), Status::Completed, "{outcome:?}");
+    assert_eq!(outcome.evidence().workspace, root_digest);
     assert!(!serde_json::to_string(&outcome).unwrap().contains(ROOT));
 
     let elsewhere = r#"@id("other-workspace") forbid (principal, action, resource) unless { context.workspace == "sha256:elsewhere" };"#;
     let p = pipeline(Arc::new(Witness::default()), Some(elsewhere));
     let outcome = p.run(RawCall::text("look", r#"{"path": "a"}"#, Surface::Chat));
-    assert_eq!(outcome.rejection.unwrap().policies, ["other-workspace"]);
+    assert_eq!(outcome.rejection().unwrap().policies, ["other-workspace"]);
 }
 
 #[test]
@@ -276,7 +276,7 @@ fn only_file_edits_may_be_remembered_for_the_workspace() {
                 json!({ "path": path }).to_string(),
                 Surface::Chat,
             ));
-            assert_eq!(outcome.status, Status::Completed, "{tool}: {outcome:?}");
+            assert_eq!(outcome.status(), Status::Completed, "{tool}: {outcome:?}");
         }
     }
     let asked: Vec<(String, GrantScope)> = broker
@@ -315,7 +315,7 @@ fn only_a_call_that_asks_a_person_says_it_waits_for_one() {
     for path in ["a", "b"] {
         let raw = RawCall::text("edit", json!({ "path": path }).to_string(), Surface::Chat);
         let outcome = p.run_with(raw, Cancel::new(), &hooks);
-        assert_eq!(outcome.status, Status::Completed, "{outcome:?}");
+        assert_eq!(outcome.status(), Status::Completed, "{outcome:?}");
     }
     // The first call asked, and its answer stood for the workspace; the second was covered
     // by that grant, and no one was asked or told of a wait.
@@ -365,7 +365,7 @@ fn standing_grants_never_cover_commands() {
             .is_some()
     );
     let outcome = p.run(RawCall::text("run", r#"{"path": "a"}"#, Surface::Chat));
-    assert_eq!(outcome.status, Status::Completed);
+    assert_eq!(outcome.status(), Status::Completed);
     assert_eq!(
         broker.requests.lock().unwrap().len(),
         1,
@@ -422,23 +422,23 @@ fn scripted(executor: Scripted, max_output_bytes: usize) -> Pipeline {
 fn tool_errors_are_redacted_and_counted() {
     let outcome =
         scripted(Scripted::FailWithSecret, 1000).run(RawCall::text("s", "{}", Surface::Chat));
-    assert_eq!(outcome.status, Status::Failed);
-    let error = outcome.error.unwrap();
+    assert_eq!(outcome.status(), Status::Failed);
+    let error = outcome.error().unwrap();
     assert_eq!(error.message, "connecting with token [REDACTED] failed");
-    assert_eq!(outcome.evidence.redactions, 1);
+    assert_eq!(outcome.evidence().redactions, 1);
 }
 
 #[test]
 fn output_over_the_limit_fails_closed() {
     let at = scripted(Scripted::Output(100), 100).run(RawCall::text("s", "{}", Surface::Chat));
-    assert_eq!(at.status, Status::Completed, "{at:?}");
-    assert_eq!(at.evidence.output_bytes, 100);
+    assert_eq!(at.status(), Status::Completed, "{at:?}");
+    assert_eq!(at.evidence().output_bytes, 100);
     let over = scripted(Scripted::Output(101), 100).run(RawCall::text("s", "{}", Surface::Chat));
-    assert_eq!(over.status, Status::Failed);
-    assert!(over.output.is_none());
-    assert_eq!(over.error.unwrap().code, "output_too_large");
+    assert_eq!(over.status(), Status::Failed);
+    assert!(over.output().is_none());
+    assert_eq!(over.error().unwrap().code, "output_too_large");
     let under = scripted(Scripted::Output(99), 100).run(RawCall::text("s", "{}", Surface::Chat));
-    assert_eq!(under.status, Status::Completed);
+    assert_eq!(under.status(), Status::Completed);
 }
 
 #[test]
@@ -448,12 +448,12 @@ fn durations_are_measured() {
         "{}",
         Surface::Chat,
     ));
-    let execute = outcome.evidence.durations_ns["execute"];
+    let execute = outcome.evidence().durations_ns["execute"];
     assert!(execute >= 5_000_000, "{execute}");
-    assert!(outcome.evidence.total_ns >= execute);
-    assert!(outcome.evidence.total_ns < 5_000_000_000);
+    assert!(outcome.evidence().total_ns >= execute);
+    assert!(outcome.evidence().total_ns < 5_000_000_000);
     let stages: Vec<&str> = outcome
-        .evidence
+        .evidence()
         .durations_ns
         .keys()
         .map(String::as_str)
@@ -510,7 +510,7 @@ fn a_caller_may_narrow_what_resolves_never_widen_it_and_hears_of_approval_and_ex
     };
 
     let refused = run("change");
-    let rejection = refused.rejection.unwrap();
+    let rejection = refused.rejection().unwrap();
     assert_eq!(
         (rejection.stage, rejection.code, rejection.message.as_str()),
         (
@@ -520,27 +520,28 @@ fn a_caller_may_narrow_what_resolves_never_widen_it_and_hears_of_approval_and_ex
         )
     );
     assert_eq!(
-        refused.evidence.tool, "change",
+        refused.evidence().tool,
+        "change",
         "the refusal has its evidence"
     );
-    assert!(refused.evidence.durations_ns.contains_key("resolve"));
+    assert!(refused.evidence().durations_ns.contains_key("resolve"));
     assert!(witness.seen.lock().unwrap().is_none(), "never executed");
     assert!(events.lock().unwrap().is_empty());
 
     // A name the registry refuses stays refused when admit lets it pass, with the registry's
     // own words; admit may only put its own refusal in their place.
     let unknown = run("nothing");
-    let rejection = unknown.rejection.unwrap();
+    let rejection = unknown.rejection().unwrap();
     assert_eq!(rejection.code, RejectCode::UnknownTool);
     assert_ne!(rejection.message, "not shown to this caller");
     let renamed = run("absent");
     assert_eq!(
-        renamed.rejection.unwrap().message,
+        renamed.rejection().unwrap().message,
         "not shown to this caller"
     );
 
     let looked = run("look");
-    assert_eq!(looked.status, Status::Completed, "{looked:?}");
+    assert_eq!(looked.status(), Status::Completed, "{looked:?}");
     assert_eq!(*events.lock().unwrap(), ["executing"]);
 
     // The same pipeline without hooks: `change` resolves, waits for approval, runs.
@@ -553,7 +554,7 @@ fn a_caller_may_narrow_what_resolves_never_widen_it_and_hears_of_approval_and_ex
             ..RunHooks::default()
         },
     );
-    assert_eq!(changed.status, Status::Completed, "{changed:?}");
+    assert_eq!(changed.status(), Status::Completed, "{changed:?}");
     assert_eq!(
         *events.lock().unwrap(),
         ["executing", "approval", "executing"]
@@ -630,13 +631,14 @@ fn a_waiting_broker_sees_the_call_cancelled() {
     }
     cancelled.cancel();
     let outcome = run.join().unwrap();
-    let rejection = outcome.rejection.unwrap();
+    let rejection = outcome.rejection().unwrap();
     assert_eq!(rejection.code, RejectCode::ApprovalRequired);
     assert!(rejection.message.contains("cancelled"), "{rejection:?}");
     let seen = broker.seen.lock().unwrap();
     assert_eq!(seen[0].approval_mode, ApprovalMode::EachCall);
     assert_eq!(
-        seen[0].call_id, outcome.evidence.call_id,
+        seen[0].call_id,
+        outcome.evidence().call_id,
         "the request names the call that waits"
     );
     assert!(
@@ -649,7 +651,7 @@ fn a_waiting_broker_sees_the_call_cancelled() {
 fn an_unanswered_request_that_ran_out_of_time_is_approval_expired() {
     let (p, _) = waiting_pipeline(true);
     let outcome = p.run(RawCall::text("run", r#"{"path": "a"}"#, Surface::Chat));
-    let rejection = outcome.rejection.unwrap();
+    let rejection = outcome.rejection().unwrap();
     assert_eq!(rejection.code, RejectCode::ApprovalExpired);
     assert!(rejection.message.contains("within 1 s"), "{rejection:?}");
 }

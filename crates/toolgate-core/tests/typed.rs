@@ -169,7 +169,7 @@ fn arguments_the_schema_admits_but_the_type_refuses_stop_at_stage_3() {
         ),
     ] {
         let outcome = run(&pipeline, arguments.clone());
-        let rejection = outcome.rejection.expect("rejected");
+        let rejection = outcome.rejection().expect("rejected");
         assert_eq!(rejection.stage, Stage::Validate, "{arguments}");
         assert_eq!(rejection.code, code, "{arguments}: {rejection}");
         assert_eq!(rejection.details[0].pointer, pointer, "{arguments}");
@@ -181,14 +181,14 @@ fn arguments_the_schema_admits_but_the_type_refuses_stop_at_stage_3() {
             rejection.details[0].message
         );
         // Nothing the type refused reached the tool's own checks, let alone its plan.
-        assert_eq!(outcome.evidence.resources, Vec::<String>::new());
+        assert_eq!(outcome.evidence().resources, Vec::<String>::new());
     }
     assert_eq!(counter.checked.load(Ordering::SeqCst), 0);
     assert!(counter.planned.lock().unwrap().is_empty());
     // The tool's own check still runs on what parses, and still rejects at stage 3.
     let outcome = run(&pipeline, json!({"path": "/etc/passwd"}));
     assert_eq!(
-        outcome.rejection.map(|r| r.code),
+        outcome.rejection().map(|r| r.code),
         Some(RejectCode::PathOutsideWorkspace)
     );
     assert_eq!(counter.checked.load(Ordering::SeqCst), 1);
@@ -201,7 +201,7 @@ fn the_plan_stage_4_made_is_the_one_stage_7_runs() {
     let pipeline = one_tool(counter.clone());
     for (i, path) in ["a.txt", "b.txt"].into_iter().enumerate() {
         let outcome = run(&pipeline, json!({"path": path, "lines": 3}));
-        assert_eq!(outcome.status, Status::Completed, "{outcome:?}");
+        assert_eq!(outcome.status(), Status::Completed, "{outcome:?}");
         // Parsed once, checked once, planned once, per call.
         assert_eq!(counter.checked.load(Ordering::SeqCst), i + 1);
         assert_eq!(counter.planned.lock().unwrap().len(), i + 1);
@@ -214,8 +214,8 @@ fn the_plan_stage_4_made_is_the_one_stage_7_runs() {
         assert_eq!(counter.executed.lock().unwrap()[i], expected);
         // The typed resources leave the pipeline in their wire spelling.
         let wire = format!("path:{path}");
-        assert_eq!(outcome.output.unwrap()["resources"], json!([wire]));
-        assert_eq!(outcome.evidence.resources, [wire]);
+        assert_eq!(outcome.output().unwrap()["resources"], json!([wire]));
+        assert_eq!(outcome.evidence().resources, [wire]);
     }
 }
 
@@ -224,8 +224,8 @@ fn a_plan_of_another_type_fails_the_call_closed() {
     let mismatched = Arc::new(Mismatched::default());
     let pipeline = one_tool(mismatched.clone());
     let outcome = run(&pipeline, json!({"path": "a.txt"}));
-    assert_eq!(outcome.status, Status::Failed, "{outcome:?}");
-    let error = outcome.error.unwrap();
+    assert_eq!(outcome.status(), Status::Failed, "{outcome:?}");
+    let error = outcome.error().unwrap();
     assert_eq!(error.code, ToolErrorCode::PlanMismatch);
     assert_eq!(error.code, "plan_mismatch");
     assert_eq!(mismatched.counter.planned.lock().unwrap().len(), 1);

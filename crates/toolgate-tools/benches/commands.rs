@@ -73,7 +73,7 @@ fn run_true(pipeline: &Pipeline) -> Outcome {
         r#"{"argv": ["true"]}"#,
         Surface::Chat,
     ));
-    assert_eq!(outcome.status, Status::Completed, "{outcome:?}");
+    assert_eq!(outcome.status(), Status::Completed, "{outcome:?}");
     outcome
 }
 

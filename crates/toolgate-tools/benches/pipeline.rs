@@ -161,7 +161,7 @@ fn benches(c: &mut Criterion) {
         r#"{"path":"4k.txt"}"#,
         Surface::Chat,
     ));
-    assert_eq!(outcome.status, Status::Completed, "{}", outcome.summary());
+    assert_eq!(outcome.status(), Status::Completed, "{}", outcome.summary());
     c.bench_function("read_file_4k_end_to_end", |b| {
         b.iter(|| {
             let outcome = pipeline.run(black_box(RawCall::text(
@@ -169,7 +169,7 @@ fn benches(c: &mut Criterion) {
                 r#"{"path":"4k.txt"}"#,
                 Surface::Chat,
             )));
-            black_box(outcome.status)
+            black_box(outcome.status())
         });
     });
 }
@@ -198,7 +198,7 @@ fn edit_bench(c: &mut Criterion) {
                 },
                 Surface::Chat,
             )));
-            assert_eq!(outcome.status, Status::Completed, "{}", outcome.summary());
+            assert_eq!(outcome.status(), Status::Completed, "{}", outcome.summary());
             state = 1 - state;
         });
     });

@@ -229,8 +229,7 @@ fn check_row(row: &Value, pipelines: &[(&str, Pipeline)], ws: &str) {
     match row["expect"].as_str().unwrap() {
         "rejected" => {
             let rejection = outcome
-                .rejection
-                .as_ref()
+                .rejection()
                 .unwrap_or_else(|| panic!("{name}: not rejected: {outcome:?}"));
             assert_eq!(
                 (rejection.stage.as_str(), rejection.code.as_str()),
@@ -238,18 +237,18 @@ fn check_row(row: &Value, pipelines: &[(&str, Pipeline)], ws: &str) {
                 "{name}: {rejection}"
             );
             assert!(
-                !outcome.evidence.durations_ns.contains_key("execute"),
+                !outcome.evidence().durations_ns.contains_key("execute"),
                 "{name}: executed"
             );
         }
         "failed" => {
-            assert_eq!(outcome.status, Status::Failed, "{name}: {outcome:?}");
-            let error = outcome.error.as_ref().unwrap();
+            assert_eq!(outcome.status(), Status::Failed, "{name}: {outcome:?}");
+            let error = outcome.error().unwrap();
             assert_eq!(Some(error.code.as_str()), code, "{name}: {error:?}");
         }
         "completed" => {
-            assert_eq!(outcome.status, Status::Completed, "{name}: {outcome:?}");
-            let output = outcome.output.as_ref().unwrap();
+            assert_eq!(outcome.status(), Status::Completed, "{name}: {outcome:?}");
+            let output = outcome.output().unwrap();
             let stdout = output["stdout"].as_str().unwrap();
             if let Some(exit) = row.get("exit_code") {
                 assert_eq!(&output["exit_code"], exit, "{name}: {output}");
@@ -279,16 +278,16 @@ fn check_row(row: &Value, pipelines: &[(&str, Pipeline)], ws: &str) {
     }
     for unknown in strs(row, "unknowns", ws) {
         assert!(
-            outcome.unknowns.contains(&unknown),
+            outcome.unknowns().contains(&unknown),
             "{name}: no unknown {unknown:?} in {:?}",
-            outcome.unknowns
+            outcome.unknowns()
         );
     }
     for resource in strs(row, "resources", ws) {
         assert!(
-            outcome.evidence.resources.contains(&resource),
+            outcome.evidence().resources.contains(&resource),
             "{name}: no resource {resource} in {:?}",
-            outcome.evidence.resources
+            outcome.evidence().resources
         );
     }
 }
@@ -379,7 +378,7 @@ fn the_approval_shows_the_resolved_program_and_binds_the_arguments() {
         json!({"argv": ["echo", "hi"], "cwd": "src"}),
     ] {
         let outcome = call(&pipeline, "run_command", &args);
-        assert_eq!(outcome.status, Status::Completed, "{outcome:?}");
+        assert_eq!(outcome.status(), Status::Completed, "{outcome:?}");
     }
     let requests = broker.requests();
     // Every call asked, even the repeated one: nothing is remembered for commands.
@@ -435,8 +434,8 @@ fn the_result_has_every_field_and_the_canonical_argv() {
         "run_command",
         &json!({"argv": ["sh", "-c", "echo out; echo err >&2; exit 2"]}),
     );
-    assert_eq!(outcome.status, Status::Completed, "{outcome:?}");
-    let output = outcome.output.unwrap();
+    assert_eq!(outcome.status(), Status::Completed, "{outcome:?}");
+    let output = outcome.output().unwrap();
     let mut keys: Vec<&str> = output
         .as_object()
         .unwrap()
@@ -485,7 +484,7 @@ fn the_result_has_every_field_and_the_canonical_argv() {
         (&json!(4), &json!(0))
     );
     assert_eq!(output["cwd"], ".");
-    assert!(outcome.unknowns.is_empty());
+    assert!(outcome.unknowns().is_empty());
 }
 
 #[test]
@@ -506,8 +505,8 @@ fn a_program_changed_after_approval_does_not_run() {
         &json!({"argv": ["./bin/tool"]}),
     );
     assert_eq!(broker.requests()[0].resources[0], "program:/usr/bin/true");
-    assert_eq!(outcome.status, Status::Failed, "{outcome:?}");
-    let error = outcome.error.unwrap();
+    assert_eq!(outcome.status(), Status::Failed, "{outcome:?}");
+    let error = outcome.error().unwrap();
     assert_eq!(error.code, "program_changed", "{error:?}");
     assert!(
         error.message.contains("/usr/bin/false"),
@@ -535,7 +534,7 @@ fn a_program_changed_after_approval_does_not_run() {
             .unwrap()
             .contains(&format!("program: {}/bin/hello.sh", ws.display()))
     );
-    assert_eq!(outcome.error.unwrap().code, "program_changed");
+    assert_eq!(outcome.error().unwrap().code, "program_changed");
     world.assert_unchanged("rewritten script", false);
 }
 
@@ -556,7 +555,7 @@ fn a_working_directory_swapped_for_a_link_out_is_not_entered() {
         &json!({"argv": ["touch", "marker"], "cwd": "src"}),
     );
     assert_eq!(broker.requests().len(), 1);
-    assert_eq!(outcome.status, Status::Failed, "{outcome:?}");
+    assert_eq!(outcome.status(), Status::Failed, "{outcome:?}");
     world.assert_unchanged("swapped cwd", false);
 }
 
@@ -585,11 +584,11 @@ fn cancelling_kills_the_command() {
     );
     let outcome = pipeline.run_cancellable(raw, cancelled);
     assert!(setter.join().unwrap(), "the command never noted its child");
-    assert_eq!(outcome.status, Status::Failed, "{outcome:?}");
-    assert_eq!(outcome.error.as_ref().unwrap().code, "cancelled");
+    assert_eq!(outcome.status(), Status::Failed, "{outcome:?}");
+    assert_eq!(outcome.error().unwrap().code, "cancelled");
     assert!(
         outcome
-            .unknowns
+            .unknowns()
             .contains(&"killed on cancellation: side effects unknown".to_owned())
     );
     world.assert_unchanged("cancelled", true);
@@ -608,8 +607,8 @@ fn an_npm_project_runs_its_own_test_script() {
     let broker = Recording::new(None);
     let pipeline = pipeline(ws, broker.clone());
     let outcome = call(&pipeline, "run_script", &json!({"script": "test"}));
-    assert_eq!(outcome.status, Status::Completed, "{outcome:?}");
-    let output = outcome.output.unwrap();
+    assert_eq!(outcome.status(), Status::Completed, "{outcome:?}");
+    let output = outcome.output().unwrap();
     assert_eq!(output["exit_code"], 0, "{output}");
     assert!(
         output["stdout"].as_str().unwrap().contains("npm test ran"),
@@ -641,7 +640,7 @@ fn an_npm_project_runs_its_own_test_script() {
 
     // A script the project does not define is refused before anyone is asked.
     let outcome = call(&pipeline, "run_script", &json!({"script": "lint"}));
-    let rejection = outcome.rejection.unwrap();
+    let rejection = outcome.rejection().unwrap();
     assert_eq!(
         (rejection.stage, rejection.code),
         (Stage::Validate, RejectCode::ConstraintViolation)
@@ -669,8 +668,8 @@ fn a_project_file_changed_after_approval_does_not_run() {
         "run_script",
         &json!({"script": "test"}),
     );
-    assert_eq!(outcome.status, Status::Failed, "{outcome:?}");
-    assert_eq!(outcome.error.unwrap().code, "script_changed");
+    assert_eq!(outcome.status(), Status::Failed, "{outcome:?}");
+    assert_eq!(outcome.error().unwrap().code, "script_changed");
     assert!(!ws.join("marker").exists());
 }
 
@@ -693,12 +692,12 @@ fn a_cargo_project_builds_and_tests_through_run_script() {
     let pipeline = pipeline(ws, broker.clone());
     // The scrubbed environment drops CARGO_TARGET_DIR, so the build lands in the project.
     let outcome = call(&pipeline, "run_script", &json!({"script": "build"}));
-    assert_eq!(outcome.status, Status::Completed, "{outcome:?}");
-    let output = outcome.output.unwrap();
+    assert_eq!(outcome.status(), Status::Completed, "{outcome:?}");
+    let output = outcome.output().unwrap();
     assert_eq!(output["exit_code"], 0, "{output}");
     assert!(ws.join("target/debug/tiny").exists(), "{output}");
     let outcome = call(&pipeline, "run_script", &json!({"script": "test"}));
-    let output = outcome.output.unwrap();
+    let output = outcome.output().unwrap();
     assert_eq!(output["exit_code"], 0, "{output}");
     assert!(
         output["stdout"]
@@ -731,7 +730,7 @@ fn files_named_by_arguments_are_bound_and_rechecked_before_the_spawn() {
     let pipeline = pipeline(&ws, broker.clone());
     let args = json!({"argv": ["sh", "check.sh", "src", "/etc/hostname", "--job=src/job.py"]});
     let outcome = call(&pipeline, "run_command", &args);
-    assert_eq!(outcome.status, Status::Completed, "{outcome:?}");
+    assert_eq!(outcome.status(), Status::Completed, "{outcome:?}");
     let request = &broker.requests()[0];
     let preview = request.preview.as_deref().unwrap();
     let digest = toolgate_core::sha256_digest(b"echo checked\n");
@@ -744,7 +743,7 @@ fn files_named_by_arguments_are_bound_and_rechecked_before_the_spawn() {
         assert!(preview.contains(&fragment), "{fragment} not in {preview}");
     }
     let same = call(&pipeline, "run_command", &args);
-    assert_eq!(same.status, Status::Completed);
+    assert_eq!(same.status(), Status::Completed);
     assert_eq!(broker.requests()[1].digest, request.digest);
     fs::write(ws.join("check.sh"), "echo checked again\n").unwrap();
     call(&pipeline, "run_command", &args);
@@ -773,8 +772,8 @@ fn files_named_by_arguments_are_bound_and_rechecked_before_the_spawn() {
             args["cwd"] = json!(cwd);
         }
         let outcome = call(&pipeline_with(&ws, rewrite), "run_command", &args);
-        assert_eq!(outcome.status, Status::Failed, "{file}: {outcome:?}");
-        let error = outcome.error.unwrap();
+        assert_eq!(outcome.status(), Status::Failed, "{file}: {outcome:?}");
+        let error = outcome.error().unwrap();
         assert_eq!(error.code, "script_changed", "{file}: {error:?}");
         assert!(error.message.contains(file), "{}", error.message);
         world.assert_unchanged(file, false);
@@ -801,7 +800,7 @@ fn past_the_limits_arguments_are_named_as_not_bound() {
         "run_command",
         &json!({"argv": argv}),
     );
-    assert_eq!(outcome.status, Status::Completed, "{outcome:?}");
+    assert_eq!(outcome.status(), Status::Completed, "{outcome:?}");
     let preview = broker.requests()[0].preview.clone().unwrap();
     assert!(preview.contains("    f15.txt (sha256:"), "{preview}");
     assert!(
@@ -833,8 +832,8 @@ fn a_make_target_shows_its_rules_and_an_unreliable_makefile_is_refused_with_its_
         "run_script",
         &json!({"script": "test"}),
     );
-    assert_eq!(outcome.status, Status::Completed, "{outcome:?}");
-    let output = outcome.output.unwrap();
+    assert_eq!(outcome.status(), Status::Completed, "{outcome:?}");
+    let output = outcome.output().unwrap();
     assert_eq!(
         output["stdout"],
         "echo building\nbuilding\necho testing\ntesting\n"
@@ -852,7 +851,7 @@ fn a_make_target_shows_its_rules_and_an_unreliable_makefile_is_refused_with_its_
         "run_script",
         &json!({"script": "build"}),
     );
-    let rejection = outcome.rejection.unwrap();
+    let rejection = outcome.rejection().unwrap();
     assert_eq!(rejection.code, RejectCode::ConstraintViolation);
     assert!(
         rejection
@@ -879,8 +878,8 @@ fn npm_pre_and_post_scripts_are_steps_and_each_is_rechecked() {
         "run_script",
         &json!({"script": "test"}),
     );
-    assert_eq!(outcome.status, Status::Completed, "{outcome:?}");
-    let output = outcome.output.unwrap();
+    assert_eq!(outcome.status(), Status::Completed, "{outcome:?}");
+    let output = outcome.output().unwrap();
     assert_eq!(output["stdout"], "pre\nmain\npost\n");
     let steps: Vec<&str> = output["steps"]
         .as_array()
@@ -901,7 +900,7 @@ fn npm_pre_and_post_scripts_are_steps_and_each_is_rechecked() {
         "run_script",
         &json!({"script": "test"}),
     );
-    assert_eq!(outcome.status, Status::Failed, "{outcome:?}");
-    assert_eq!(outcome.error.unwrap().code, "script_changed");
+    assert_eq!(outcome.status(), Status::Failed, "{outcome:?}");
+    assert_eq!(outcome.error().unwrap().code, "script_changed");
     assert!(!ws.join("marker").exists());
 }

@@ -117,13 +117,13 @@ impl Repo {
 }
 
 fn completed(outcome: Outcome) -> Value {
-    assert_eq!(outcome.status, Status::Completed, "{outcome:?}");
-    outcome.output.unwrap()
+    assert_eq!(outcome.status(), Status::Completed, "{outcome:?}");
+    outcome.into_output().unwrap()
 }
 
 fn failed(outcome: Outcome) -> ToolError {
-    assert_eq!(outcome.status, Status::Failed, "{outcome:?}");
-    outcome.error.unwrap()
+    assert_eq!(outcome.status(), Status::Failed, "{outcome:?}");
+    outcome.error().cloned().unwrap()
 }
 
 /// `git_status` entries as (path, old path, index status, worktree status).
@@ -475,12 +475,12 @@ fn paths_that_leave_the_workspace_are_rejected_before_anything_runs() {
     for path in ["../x", "/etc", "%2e%2e/x", "out", "out/secret.txt"] {
         let outcome = repo.call("git_diff", json!({"path": path}));
         let rejection = outcome
-            .rejection
+            .rejection()
             .unwrap_or_else(|| panic!("{path}: not rejected"));
         assert_eq!(rejection.stage, Stage::Validate, "{path}");
         assert_eq!(rejection.code, RejectCode::PathOutsideWorkspace, "{path}");
         assert!(
-            !outcome.evidence.durations_ns.contains_key("execute"),
+            !outcome.evidence().durations_ns.contains_key("execute"),
             "{path}"
         );
     }
@@ -551,9 +551,9 @@ fn a_git_dir_elsewhere_is_refused() {
     assert!(repo.git(&["status", "--porcelain"]).contains("leak.txt"));
     for tool in ["git_status", "git_diff"] {
         let outcome = repo.call(tool, json!({}));
-        match outcome.status {
+        match outcome.status() {
             Status::Completed => {
-                let output = outcome.output.unwrap().to_string();
+                let output = outcome.output().unwrap().to_string();
                 assert!(!output.contains("leak"), "{tool}: {output}");
                 assert!(!output.contains("a.txt"), "{tool}: {output}");
             }
@@ -581,7 +581,7 @@ fn a_large_diff_is_cut_on_a_line_boundary_within_the_limit() {
         }
     });
     let outcome = pipeline.run(RawCall::text("git_diff", "{}", Surface::Chat));
-    let evidence = outcome.evidence.clone();
+    let evidence = outcome.evidence().clone();
     let diff = completed(outcome);
     assert!(evidence.output_bytes <= limit, "{}", evidence.output_bytes);
     assert!(evidence.truncated);
@@ -812,7 +812,7 @@ fn a_tracked_state_directory_is_withheld_from_status_and_diff() {
         Surface::Chat,
     ));
     assert_eq!(
-        outcome.rejection.unwrap().policies,
+        outcome.rejection().unwrap().policies,
         ["sensitive-toolgate-config"]
     );
 }
@@ -957,9 +957,9 @@ fn the_readonly_profile_can_call_both_tools() {
     for (tool, arguments) in [("git_status", "{}"), ("git_diff", r#"{"staged": false}"#)] {
         let outcome =
             pipeline.run(RawCall::text(tool, arguments, Surface::Chat).in_profile("readonly"));
-        assert_eq!(outcome.status, Status::Completed, "{tool}: {outcome:?}");
-        assert_eq!(outcome.evidence.profile, "readonly");
-        assert_eq!(outcome.evidence.effect, Some(EffectClass::ReadOnly));
+        assert_eq!(outcome.status(), Status::Completed, "{tool}: {outcome:?}");
+        assert_eq!(outcome.evidence().profile, "readonly");
+        assert_eq!(outcome.evidence().effect, Some(EffectClass::ReadOnly));
     }
 }
 

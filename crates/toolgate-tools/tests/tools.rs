@@ -71,35 +71,36 @@ impl Fixture {
     fn output(&self, tool: &str, arguments: Value) -> Value {
         let outcome = self.run(tool, arguments.clone());
         assert_eq!(
-            outcome.status,
+            outcome.status(),
             Status::Completed,
             "{tool} {arguments}: {}",
             outcome.summary()
         );
-        outcome.output.unwrap()
+        outcome.into_output().unwrap()
     }
 
     /// The error code of a call that must fail in the tool.
     fn error(&self, tool: &str, arguments: Value) -> String {
         let outcome = self.run(tool, arguments.clone());
         assert_eq!(
-            outcome.status,
+            outcome.status(),
             Status::Failed,
             "{tool} {arguments}: {}",
             outcome.summary()
         );
-        outcome.error.unwrap().code.to_string()
+        outcome.error().unwrap().code.to_string()
     }
 
     /// The rejection of a call that must be stopped before it runs.
     fn rejection(&self, tool: &str, arguments: Value) -> Rejection {
         let outcome = self.run(tool, arguments.clone());
         assert!(
-            !outcome.evidence.durations_ns.contains_key("execute"),
+            !outcome.evidence().durations_ns.contains_key("execute"),
             "{tool} {arguments} was executed"
         );
         outcome
-            .rejection
+            .rejection()
+            .cloned()
             .unwrap_or_else(|| panic!("{tool} {arguments} was not rejected"))
     }
 }
@@ -182,9 +183,9 @@ fn read_file_truncates_at_256_kib_on_a_line_boundary() {
     let text = line.repeat(3 * 1024);
     fs::write(fx.ws().join("big.txt"), &text).unwrap();
     let outcome = fx.run("read_file", json!({"path": "big.txt"}));
-    assert_eq!(outcome.status, Status::Completed);
-    assert!(outcome.evidence.truncated);
-    let output = outcome.output.unwrap();
+    assert_eq!(outcome.status(), Status::Completed);
+    assert!(outcome.evidence().truncated);
+    let output = outcome.output().unwrap();
     let content = output["content"].as_str().unwrap();
     assert_eq!(output["truncated"], true);
     assert!(content.len() <= 256 * 1024);
@@ -234,14 +235,14 @@ fn read_file_refuses_what_is_not_text() {
 fn read_file_follows_links_that_stay_inside_and_names_their_target() {
     let fx = Fixture::new();
     let outcome = fx.run("read_file", json!({"path": "link_in"}));
-    assert_eq!(outcome.status, Status::Completed, "{}", outcome.summary());
+    assert_eq!(outcome.status(), Status::Completed, "{}", outcome.summary());
     assert_eq!(
-        outcome.output.unwrap()["content"],
+        outcome.output().unwrap()["content"],
         "Hello, world!\nsecond line\n"
     );
     // A policy about `small.txt` sees it even when it is reached through a link.
     assert_eq!(
-        outcome.evidence.resources,
+        outcome.evidence().resources,
         ["path:link_in", "path:small.txt"]
     );
 }
@@ -253,7 +254,7 @@ fn read_file_is_in_the_readonly_profile() {
         RawCall::text("read_file", r#"{"path": "small.txt"}"#, Surface::Chat)
             .in_profile("readonly"),
     );
-    assert_eq!(outcome.status, Status::Completed, "{}", outcome.summary());
+    assert_eq!(outcome.status(), Status::Completed, "{}", outcome.summary());
 }
 
 #[test]
@@ -268,8 +269,8 @@ fn a_cancelled_call_stops_with_cancelled() {
             RawCall::text(tool, arguments.to_string(), Surface::Chat),
             Cancel::given(),
         );
-        assert_eq!(outcome.status, Status::Failed, "{tool}");
-        assert_eq!(outcome.error.unwrap().code, "cancelled", "{tool}");
+        assert_eq!(outcome.status(), Status::Failed, "{tool}");
+        assert_eq!(outcome.error().unwrap().code, "cancelled", "{tool}");
     }
 }
 
@@ -517,7 +518,7 @@ fn a_state_directory_in_the_workspace_is_pruned_from_every_listing_and_search() 
     for (tool, arguments) in calls {
         let outcome = pipeline.run(RawCall::text(tool, arguments.to_string(), Surface::Chat));
         assert_eq!(
-            outcome.status,
+            outcome.status(),
             Status::Completed,
             "{tool} {arguments}: {outcome:?}"
         );
@@ -547,7 +548,7 @@ fn a_state_directory_in_the_workspace_is_pruned_from_every_listing_and_search() 
                 0
             };
             assert_eq!(
-                outcome.output.unwrap()["sensitive_files_skipped"],
+                outcome.output().unwrap()["sensitive_files_skipped"],
                 skipped,
                 "{tool} {arguments}"
             );
@@ -560,7 +561,7 @@ fn a_state_directory_in_the_workspace_is_pruned_from_every_listing_and_search() 
         Surface::Chat,
     ));
     assert_eq!(
-        paths(&beside.output.unwrap()["entries"]),
+        paths(&beside.output().unwrap()["entries"]),
         [".local/state/notes.txt"]
     );
     // The directory, what is in it, and the links into it, named: refused by the policy.
@@ -582,7 +583,7 @@ fn a_state_directory_in_the_workspace_is_pruned_from_every_listing_and_search() 
             Surface::Chat,
         ));
         assert_eq!(
-            outcome.rejection.map(|r| r.policies),
+            outcome.rejection().map(|r| r.policies.clone()),
             Some(vec!["sensitive-toolgate-config".to_owned()]),
             "{tool} {path}"
         );

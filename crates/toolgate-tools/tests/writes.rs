@@ -113,7 +113,7 @@ impl Setup {
 
     fn digest(&self, path: &str) -> String {
         let outcome = self.call("read_file", json!({ "path": path }));
-        outcome.output.unwrap()["digest"]
+        outcome.output().unwrap()["digest"]
             .as_str()
             .unwrap()
             .to_owned()
@@ -134,16 +134,15 @@ impl Setup {
 
 fn rejected(outcome: &Outcome) -> (Stage, RejectCode) {
     let rejection = outcome
-        .rejection
-        .as_ref()
+        .rejection()
         .unwrap_or_else(|| panic!("not rejected: {outcome:?}"));
-    assert!(!outcome.evidence.durations_ns.contains_key("execute"));
+    assert!(!outcome.evidence().durations_ns.contains_key("execute"));
     (rejection.stage, rejection.code)
 }
 
 fn failed(outcome: &Outcome) -> &str {
-    assert_eq!(outcome.status, Status::Failed, "{outcome:?}");
-    outcome.error.as_ref().unwrap().code.as_str()
+    assert_eq!(outcome.status(), Status::Failed, "{outcome:?}");
+    outcome.error().unwrap().code.as_str()
 }
 
 /// Every name in `dir`, to show that no temporary file was left behind.
@@ -163,8 +162,8 @@ fn creating_a_file_needs_no_digest_and_shows_the_whole_file_as_added() {
         "write_file",
         json!({"path": "docs/new/guide.md", "content": "# Guide\n"}),
     );
-    assert_eq!(outcome.status, Status::Completed, "{outcome:?}");
-    let output = outcome.output.unwrap();
+    assert_eq!(outcome.status(), Status::Completed, "{outcome:?}");
+    let output = outcome.output().unwrap();
     assert_eq!(output["created"], true);
     assert_eq!(
         output["digest"],
@@ -198,9 +197,9 @@ fn replacing_needs_the_digest_of_what_was_read_and_a_stale_one_changes_nothing()
         rejected(&missing),
         (Stage::Validate, RejectCode::ReadRequired)
     );
-    let rejection = missing.rejection.unwrap();
+    let rejection = missing.rejection().unwrap();
     assert!(
-        rejection.hint.unwrap().contains("read_file"),
+        rejection.hint.clone().unwrap().contains("read_file"),
         "the hint says how to get a digest"
     );
 
@@ -225,7 +224,7 @@ fn replacing_needs_the_digest_of_what_was_read_and_a_stale_one_changes_nothing()
         "write_file",
         json!({"path": "notes.txt", "content": "x\n", "expected_content": "someone else's work\n"}),
     );
-    assert_eq!(right_text.status, Status::Completed, "{right_text:?}");
+    assert_eq!(right_text.status(), Status::Completed, "{right_text:?}");
     assert_eq!(s.read("notes.txt"), "x\n");
     assert!(
         s.requests().len() == 1,
@@ -248,9 +247,9 @@ fn edits_apply_once_each_and_chain_through_the_returned_digest() {
             ]
         }),
     );
-    assert_eq!(outcome.status, Status::Completed, "{outcome:?}");
+    assert_eq!(outcome.status(), Status::Completed, "{outcome:?}");
     assert_eq!(s.read("src/lib.rs"), "pub fn reply() -> u32 {\n    43\n}\n");
-    let output = outcome.output.unwrap();
+    let output = outcome.output().unwrap();
     assert_eq!(
         (
             output["lines_added"].as_u64(),
@@ -273,7 +272,7 @@ fn edits_apply_once_each_and_chain_through_the_returned_digest() {
             "edits": [{"old_text": "43", "new_text": "44"}]
         }),
     );
-    assert_eq!(next.status, Status::Completed, "{next:?}");
+    assert_eq!(next.status(), Status::Completed, "{next:?}");
     assert_eq!(s.read("src/lib.rs"), "pub fn reply() -> u32 {\n    44\n}\n");
 }
 
@@ -296,7 +295,7 @@ fn an_edit_that_matches_zero_or_several_times_names_the_edit_and_the_count() {
         rejected(&outcome),
         (Stage::Validate, RejectCode::ConstraintViolation)
     );
-    let rejection = outcome.rejection.unwrap();
+    let rejection = outcome.rejection().unwrap();
     let details: Vec<(&str, &str)> = rejection
         .details
         .iter()
@@ -342,7 +341,7 @@ fn a_file_changed_while_the_person_decides_is_not_overwritten() {
         }),
     );
     assert_eq!(failed(&outcome), "stale_write");
-    assert!(!outcome.unknowns.is_empty(), "{outcome:?}");
+    assert!(!outcome.unknowns().is_empty(), "{outcome:?}");
     assert_eq!(s.read("notes.txt"), "edited meanwhile\n");
     assert_eq!(names(&s.ws), ["notes.txt", "src"]);
 }
@@ -360,7 +359,7 @@ fn a_file_swapped_for_a_link_while_the_person_decides_is_not_written_through() {
         "write_file",
         json!({"path": "notes.txt", "content": "pwned\n", "expected_digest": digest}),
     );
-    assert_eq!(outcome.status, Status::Failed, "{outcome:?}");
+    assert_eq!(outcome.status(), Status::Failed, "{outcome:?}");
     assert_eq!(
         fs::read_to_string(s.outside.join("victim.txt")).unwrap(),
         "outside\n"
@@ -385,7 +384,7 @@ fn a_parent_swapped_for_a_link_out_is_refused_by_the_kernel() {
         "write_file",
         json!({"path": "src/planted.rs", "content": "x\n"}),
     );
-    assert_eq!(outcome.status, Status::Failed, "{outcome:?}");
+    assert_eq!(outcome.status(), Status::Failed, "{outcome:?}");
     assert!(!s.outside.join("planted.rs").exists());
 }
 
@@ -458,7 +457,7 @@ fn sensitive_files_are_denied_by_their_rule() {
             (Stage::Authorize, RejectCode::PolicyDenied),
             "{path}"
         );
-        assert_eq!(outcome.rejection.unwrap().policies, [rule], "{path}");
+        assert_eq!(outcome.rejection().unwrap().policies, [rule], "{path}");
         assert!(!s.ws.join(path).exists(), "{path}");
     }
     assert!(s.requests().is_empty());
@@ -476,7 +475,7 @@ fn the_mode_is_kept_and_a_hard_link_from_outside_keeps_its_content() {
         "edit_file",
         json!({"path": "run.sh", "expected_digest": digest, "edits": [{"old_text": "one", "new_text": "two"}]}),
     );
-    assert_eq!(outcome.status, Status::Completed, "{outcome:?}");
+    assert_eq!(outcome.status(), Status::Completed, "{outcome:?}");
     let metadata = fs::metadata(&script).unwrap();
     assert_eq!(metadata.permissions().mode() & 0o7777, 0o750);
     assert_eq!(metadata.nlink(), 1, "the name now holds a new file");
@@ -493,7 +492,7 @@ fn the_approval_is_bound_to_the_diff_and_the_pre_image() {
     let digest = s.digest("notes.txt");
     let edit = |new: &str| json!({"path": "notes.txt", "expected_digest": digest, "edits": [{"old_text": "two", "new_text": new}]});
     let first = s.call("edit_file", edit("2"));
-    assert_eq!(first.status, Status::Completed);
+    assert_eq!(first.status(), Status::Completed);
     // Same arguments, but the file has changed: a different pre-image, so it is stale.
     let again = s.call("edit_file", edit("2"));
     assert_eq!(rejected(&again), (Stage::Validate, RejectCode::StaleWrite));
@@ -527,9 +526,12 @@ fn the_approval_is_bound_to_the_diff_and_the_pre_image() {
     s.pipeline.grants().revoke(a.approval_id().unwrap()).unwrap();
     let cx = ExecContext::new(Duration::from_secs(5), Cancel::new());
     let refused = s.pipeline.execute(a, &cx);
-    assert_eq!(refused.rejection.unwrap().code, RejectCode::ApprovalInvalid);
+    assert_eq!(
+        refused.rejection().unwrap().code,
+        RejectCode::ApprovalInvalid
+    );
     let ran = s.pipeline.execute(b, &cx);
-    assert_eq!(ran.status, Status::Completed, "{ran:?}");
+    assert_eq!(ran.status(), Status::Completed, "{ran:?}");
     assert_eq!(s.read("notes.txt"), "one\nII\nthree\n");
 }
 
@@ -540,19 +542,19 @@ fn a_workspace_grant_covers_later_edits_of_the_same_tool_only() {
         "edit_file",
         json!({"path": "notes.txt", "expected_digest": s.digest("notes.txt"), "edits": [{"old_text": "one", "new_text": "1"}]}),
     );
-    assert_eq!(first.status, Status::Completed, "{first:?}");
+    assert_eq!(first.status(), Status::Completed, "{first:?}");
     let second = s.call(
         "edit_file",
         json!({"path": "notes.txt", "expected_digest": s.digest("notes.txt"), "edits": [{"old_text": "two", "new_text": "2"}]}),
     );
-    assert_eq!(second.status, Status::Completed, "{second:?}");
+    assert_eq!(second.status(), Status::Completed, "{second:?}");
     assert_eq!(
         s.requests().len(),
         1,
         "the standing grant answered the second"
     );
     let write = s.call("write_file", json!({"path": "other.txt", "content": "x"}));
-    assert_eq!(write.status, Status::Completed);
+    assert_eq!(write.status(), Status::Completed);
     assert_eq!(s.requests().len(), 2, "another tool asks again");
 }
 

@@ -288,7 +288,7 @@ fn a_pinned_schema_that_does_not_compile_makes_the_tool_unavailable() {
         ))
     };
     let outcome = call("bad", "{}");
-    let rejection = outcome.rejection.unwrap();
+    let rejection = outcome.rejection().unwrap();
     assert_eq!(rejection.code, toolgate_core::RejectCode::Unavailable);
     assert!(
         rejection
@@ -298,7 +298,7 @@ fn a_pinned_schema_that_does_not_compile_makes_the_tool_unavailable() {
         rejection.message
     );
     let outcome = call("good", r#"{"text": "hi"}"#);
-    assert_eq!(outcome.error.unwrap().code, "upstream_unavailable");
+    assert_eq!(outcome.error().unwrap().code, "upstream_unavailable");
 }
 
 #[test]
@@ -374,7 +374,7 @@ fn a_call_resolved_before_a_change_is_not_forwarded_after_it() {
     });
     let cx = ExecContext::new(Duration::from_secs(5), toolgate_core::Cancel::new());
     let outcome = pipeline.execute(authorized, &cx);
-    let error = outcome.error.unwrap();
+    let error = outcome.error().unwrap();
     assert_eq!(error.code, "stale_descriptor", "{}", error.message);
     assert!(
         error.message.contains("toolgate tools pin"),

@@ -287,11 +287,11 @@ pub fn print_call(outcome: &Outcome, as_json: bool) -> anyhow::Result<()> {
 /// `outcome` as a person reads it; see [`Printed`].
 pub fn for_a_person(outcome: &Outcome) -> Printed {
     let mut printed = Printed::default();
-    match (&outcome.output, outcome.status) {
+    match (outcome.output(), outcome.status()) {
         (Some(output), Status::Completed) => print_output(output, &mut printed),
         _ => printed.note(&outcome.summary()),
     }
-    for unknown in &outcome.unknowns {
+    for unknown in outcome.unknowns() {
         printed.note(&format!("unknown: {unknown}"));
     }
     printed

@@ -688,11 +688,11 @@ mod tests {
         // The policy refuses the path; nothing ran, and the evidence names no file in there.
         assert_eq!(visibility, None);
         assert_eq!(
-            outcome.rejection.map(|r| r.policies),
+            outcome.rejection().map(|r| r.policies.clone()),
             Some(vec!["sensitive-toolgate-config".to_owned()])
         );
         assert_eq!(
-            outcome.evidence.resources,
+            outcome.evidence().resources,
             ["path:link", "path:state/toolgate/…"]
         );
 
@@ -739,10 +739,10 @@ mod tests {
             Cancel::new(),
             &hooks,
         );
-        let rejection = outcome.rejection.unwrap();
+        let rejection = outcome.rejection().unwrap();
         assert_eq!(rejection.code, RejectCode::ApprovalRequired);
         assert_eq!(*waited.lock().unwrap(), 0, "nobody was said to be asked");
-        let hint = rejection.hint.unwrap();
+        let hint = rejection.hint.clone().unwrap();
         assert!(hint.contains("cannot be approved here"), "{hint}");
         assert!(
             !hint.contains("approve it in toolgate's approval console"),
