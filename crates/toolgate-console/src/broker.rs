@@ -365,7 +365,7 @@ impl ConsoleBroker {
                 .and_then(|v| v.as_str().map(str::to_owned))
                 .unwrap_or_default(),
             arguments: request.arguments.clone(),
-            resources: request.resources.clone(),
+            resources: request.resources.iter().map(ToString::to_string).collect(),
             preview_kind,
             preview: request.preview.clone(),
             choices: if offers_workspace {
@@ -559,7 +559,7 @@ mod tests {
             actor: "local".into(),
             workspace: "ws".into(),
             arguments: args,
-            resources: vec!["path:a.txt".into()],
+            resources: vec![toolgate_core::Resource::Path("a.txt".into())],
             preview: Some("--- a/a.txt\n+++ b/a.txt\n@@ -1 +1 @@\n-a\n+b\n".into()),
             scope_allowed: scope,
             policies: vec!["local-write-with-approval".into()],

@@ -22,6 +22,7 @@ use serde_json::{Value, json};
 use crate::cancel::Cancel;
 use crate::canonical::{Digest, canonical_json, sha256_digest};
 use crate::invocation::Surface;
+use crate::pipeline::Resource;
 use crate::registry::{ApprovalMode, EffectClass};
 
 /// Time, injectable so expiry can be tested.
@@ -54,7 +55,7 @@ impl ApprovalDigest {
         version: &str,
         arguments: &Value,
         workspace: &str,
-        resources: &[String],
+        resources: &[Resource],
         preimages: &[(String, Digest)],
     ) -> Self {
         let bound = json!({
@@ -94,7 +95,8 @@ pub struct ApprovalRequest {
     pub actor: String,
     pub workspace: String,
     pub arguments: Value,
-    pub resources: Vec<String>,
+    /// What the call touches; each is shown, and bound into the digest, as `kind:value`.
+    pub resources: Vec<Resource>,
     /// A human-readable preview: a diff, a resolved argv.
     pub preview: Option<String>,
     /// Whether a workspace-scoped grant may be offered.
@@ -501,7 +503,8 @@ mod tests {
     }
 
     /// An approval digest is what a person's answer is bound to, and grants kept on disk name
-    /// it: the same call must give the same digest from one release to the next.
+    /// it: the same call must give the same digest from one release to the next, whether its
+    /// resources were strings (the value below was computed then) or typed.
     #[test]
     fn the_approval_digest_of_a_call_does_not_change() {
         let digest = ApprovalDigest::compute(
@@ -510,8 +513,8 @@ mod tests {
             &json!({"path": "src/lib.rs", "content": "fn main() {}\n", "n": 1.0}),
             "sha256:ws",
             &[
-                "path:src/lib.rs".to_owned(),
-                "network:crates.io".to_owned(),
+                Resource::Path("src/lib.rs".to_owned()),
+                Resource::Network("crates.io".to_owned()),
             ],
             &[("src/lib.rs".to_owned(), sha256_digest(b"before"))],
         );

@@ -27,6 +27,7 @@ use miette::Diagnostic;
 use thiserror::Error;
 
 use crate::invocation::Surface;
+use crate::pipeline::Resource;
 use crate::registry::{EffectClass, Registry, Tool};
 
 /// The policy toolgate runs with when the operator adds none.
@@ -172,19 +173,20 @@ pub struct PolicyContext<'a> {
 /// (a tool that opens no connection of its own) asks for `none`.
 #[derive(Debug, Clone, Copy)]
 pub struct NetworkRequest<'a> {
-    resources: &'a [String],
+    resources: &'a [Resource],
 }
 
 impl<'a> NetworkRequest<'a> {
     /// The request the `network:` entries of `resources` make.
-    pub fn from_resources(resources: &'a [String]) -> Self {
+    pub fn from_resources(resources: &'a [Resource]) -> Self {
         NetworkRequest { resources }
     }
 
     fn entries(&self) -> impl Iterator<Item = &'a str> {
-        self.resources
-            .iter()
-            .filter_map(|r| r.strip_prefix(NETWORK_PREFIX))
+        self.resources.iter().filter_map(|r| match r {
+            Resource::Network(host) => Some(host.as_str()),
+            _ => None,
+        })
     }
 
     /// `"none"`, `"proxy"` or `"unconfined"`.
@@ -936,7 +938,13 @@ mod tests {
         engine.prepare(&registry).unwrap();
         let tool = registry.tools().next().unwrap();
         let decide = |resources: &[&str]| {
-            let resources: Vec<String> = resources.iter().map(|r| (*r).to_owned()).collect();
+            let resources: Vec<Resource> = resources
+                .iter()
+                .map(|r| match r.split_once(':') {
+                    Some(("network", host)) => Resource::Network(host.to_owned()),
+                    _ => Resource::Program((*r).to_owned()),
+                })
+                .collect();
             let request = NetworkRequest::from_resources(&resources);
             let context = PolicyContext {
                 effect: tool.entry.effect(),

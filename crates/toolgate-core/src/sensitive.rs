@@ -19,7 +19,7 @@
 //! anything in it, nor how many things, ever shows; a sensitive *file* (`.env`) is
 //! [`Visibility::NameOnly`], listed but never read.
 
-use std::borrow::Cow;
+use crate::pipeline::Resource;
 
 /// One kind of sensitive file: how policies name it, the rule that forbids it, and which
 /// paths it covers.
@@ -230,16 +230,16 @@ impl Sensitivity {
         named.map_or(Visibility::Visible, Visibility::NameOnly)
     }
 
-    /// How evidence, which the caller is shown, names `resource` (`path:…`): a path in
+    /// How evidence, which the caller is shown, spells `resource` (`path:…`): a path in
     /// toolgate's state directory as that directory and `…`. What toolgate keeps there (a
     /// token file named by its port, a grants file by its workspace) is no caller's business,
     /// whichever link led a call to it.
-    pub fn evidence_resource<'a>(&self, resource: &'a str) -> Cow<'a, str> {
-        let Some(path) = resource.strip_prefix("path:") else {
-            return Cow::Borrowed(resource);
+    pub fn evidence_resource(&self, resource: &Resource) -> String {
+        let Resource::Path(path) = resource else {
+            return resource.to_string();
         };
         if self.config_dirs.is_empty() {
-            return Cow::Borrowed(resource);
+            return resource.to_string();
         }
         let lower = path.to_ascii_lowercase();
         let parts = parts(&lower);
@@ -247,7 +247,7 @@ impl Sensitivity {
             .config_dir_of(&parts)
             .filter(|dir| parts.components.len() > dir.len())
         else {
-            return Cow::Borrowed(resource);
+            return resource.to_string();
         };
         // The directory as the caller spelt it.
         let kept: Vec<&str> = path
@@ -256,9 +256,9 @@ impl Sensitivity {
             .take(dir.len())
             .collect();
         if kept.is_empty() {
-            Cow::Borrowed("path:…")
+            "path:…".to_owned()
         } else {
-            Cow::Owned(format!("path:{}/…", kept.join("/")))
+            format!("path:{}/…", kept.join("/"))
         }
     }
 
@@ -486,13 +486,25 @@ mod tests {
             ("path:.env", "path:.env"),
             ("program:/usr/bin/true", "program:/usr/bin/true"),
         ];
+        let typed = |wire: &str| match wire.split_once(':') {
+            Some(("path", path)) => Resource::Path(path.to_owned()),
+            Some(("program", program)) => Resource::Program(program.to_owned()),
+            _ => unreachable!("{wire}"),
+        };
         for (resource, shown) in table {
-            assert_eq!(sensitivity.evidence_resource(resource), shown, "{resource}");
+            assert_eq!(
+                sensitivity.evidence_resource(&typed(resource)),
+                shown,
+                "{resource}"
+            );
         }
         let whole = Sensitivity::default().with_config_dir(".");
-        assert_eq!(whole.evidence_resource("path:grants-1.json"), "path:…");
         assert_eq!(
-            Sensitivity::default().evidence_resource("path:.ssh/id_rsa"),
+            whole.evidence_resource(&typed("path:grants-1.json")),
+            "path:…"
+        );
+        assert_eq!(
+            Sensitivity::default().evidence_resource(&typed("path:.ssh/id_rsa")),
             "path:.ssh/id_rsa"
         );
     }

@@ -61,7 +61,7 @@ impl TypedExecutor for Recorder {
             .map(|p| vec![p.to_owned()])
             .unwrap_or_default();
         let classification = Classification {
-            touches: paths.iter().cloned().map(Resource::Path).collect(),
+            resources: paths.iter().cloned().map(Resource::Path).collect(),
             paths,
             ..Classification::default()
         };

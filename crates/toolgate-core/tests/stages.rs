@@ -47,7 +47,7 @@ impl TypedExecutor for Witness {
             effect: path
                 .starts_with("bin/")
                 .then_some(EffectClass::Irreversible),
-            touches: vec![Resource::Path(path.clone())],
+            resources: vec![Resource::Path(path.clone())],
             paths: vec![path],
             ..Classification::default()
         };
@@ -64,7 +64,12 @@ impl TypedExecutor for Witness {
             arguments: call.arguments().clone(),
             limits: *call.limits(),
             effect: call.effect(),
-            resources: call.classification().resources.clone(),
+            resources: call
+                .classification()
+                .resources
+                .iter()
+                .map(ToString::to_string)
+                .collect(),
             surface: call.surface(),
             actor: call.actor().to_owned(),
             tool: call.tool().entry().name.clone(),
@@ -385,7 +390,7 @@ impl Executor for Scripted {
     fn execute(&self, _call: &Call<'_>, _cx: &ExecContext) -> Result<ToolOutput, ToolError> {
         match self {
             Scripted::FailWithSecret => Err(ToolError::new(
-                "boom",
+                ToolErrorCode::IoError,
                 "connecting with token ghp_0123456789abcdefghijABCDEFGHIJ012345 failed",
             )),
             // A JSON string of `size` bytes: the quotes and size - 2 letters.

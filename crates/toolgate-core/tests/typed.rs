@@ -65,7 +65,7 @@ impl TypedExecutor for Counter {
         };
         planned.push(plan.clone());
         let classification = Classification {
-            touches: vec![Resource::Path(plan.path.clone())],
+            resources: vec![Resource::Path(plan.path.clone())],
             paths: vec![plan.path.clone()],
             ..Classification::default()
         };

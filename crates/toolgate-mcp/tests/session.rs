@@ -19,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 use toolgate_core::{
     ApprovalBroker, ApprovalDecision, ApprovalRequest, Call, Descriptor, EffectClass, ExecContext,
     Executor, HeadlessBroker, Pipeline, PolicyEngine, RegistryBuilder, ToolEntry, ToolError,
-    ToolOutput, WorkspaceId,
+    ToolErrorCode, ToolOutput, WorkspaceId,
 };
 use toolgate_mcp::{Gateway, HttpOptions, Principal, TokenTable};
 
@@ -46,7 +46,7 @@ impl Executor for Sleep {
             std::thread::sleep(Duration::from_millis(5));
         }
         self.stopped.fetch_add(1, Ordering::SeqCst);
-        Err(ToolError::new("cancelled", "stopped as asked"))
+        Err(ToolError::new(ToolErrorCode::Cancelled, "stopped as asked"))
     }
 }
 

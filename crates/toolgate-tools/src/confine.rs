@@ -353,7 +353,7 @@ impl Confinement {
                 spec.limits = self.limits;
                 let prepared = sandbox
                     .prepare(&spec)
-                    .map_err(|e| failed(e.code().into(), &e))?;
+                    .map_err(|e| failed(sandbox_error_code(&e), &e))?;
                 Some(prepared)
             }
         };
@@ -484,7 +484,7 @@ pub(crate) fn bind(
     classification: &mut toolgate_core::Classification,
 ) {
     let (resources, lines) = confinement.classify(network);
-    classification.touches.extend(resources);
+    classification.resources.extend(resources);
     classification
         .preview
         .get_or_insert_with(String::new)
@@ -501,4 +501,15 @@ fn report(hosts: Vec<String>, report: &ProxyReport) -> Value {
         "refused": report.refused.iter().map(|r| json!({"method": r.method, "target": r.target, "reason": r.reason.code()})).collect::<Vec<_>>(),
         "omitted": report.omitted,
     })
+}
+
+/// The tool error's code for a sandbox that could not be made, as the sandbox spells it.
+fn sandbox_error_code(error: &SandboxError) -> ToolErrorCode {
+    match error {
+        SandboxError::Unavailable { .. } => ToolErrorCode::SandboxUnavailable,
+        SandboxError::Path { .. } => ToolErrorCode::SandboxInvalidPath,
+        SandboxError::PathFd(_) | SandboxError::Landlock(_) | SandboxError::Seccomp(_) => {
+            ToolErrorCode::SandboxFailed
+        }
+    }
 }

@@ -156,12 +156,14 @@ fn classify<C: Change>(workspace: &Workspace, change: C) -> (WritePlan<C>, Class
             plan.approved = Some(digest.clone());
             classification.preimages.push((path.clone(), digest));
         }
-        None => classification.touches.push(Resource::Create(path.clone())),
+        None => classification
+            .resources
+            .push(Resource::Create(path.clone())),
     }
     if let Ok(new) = plan.change.apply(current.as_deref()) {
         let diff = unified_diff(&path, current.as_deref(), &new);
         classification
-            .touches
+            .resources
             .push(Resource::Diff(sha256_digest(diff.as_bytes())));
         classification.preview = Some(bounded(diff));
     }

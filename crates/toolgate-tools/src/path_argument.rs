@@ -85,7 +85,7 @@ pub(crate) fn plan(
         paths.push(resolved.target.to_string());
     }
     let classification = Classification {
-        touches: paths.iter().cloned().map(Resource::Path).collect(),
+        resources: paths.iter().cloned().map(Resource::Path).collect(),
         paths,
         ..Classification::default()
     };

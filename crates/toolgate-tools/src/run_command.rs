@@ -513,11 +513,10 @@ impl Plan {
         }
         Classification {
             effect: None,
-            touches: vec![
+            resources: vec![
                 Resource::Program(self.program_resource(workspace)),
                 Resource::Cwd(self.cwd.to_string()),
             ],
-            resources: Vec::new(),
             paths,
             preimages: self.program_preimage(workspace).into_iter().collect(),
             preview: Some(preview),
@@ -959,7 +958,16 @@ pub(crate) fn path_of(env: &[(String, String)]) -> Option<&str> {
 
 /// A runner's refusal as the tool's error.
 fn exec_tool_error(error: &ExecError) -> ToolError {
-    ToolError::new(error.code(), error.to_string())
+    // The runner names its codes in its own words, spelled as these.
+    let code = match error {
+        ExecError::ProgramNotFound { .. } => ToolErrorCode::ProgramNotFound,
+        ExecError::NotExecutable { .. } => ToolErrorCode::NotExecutable,
+        ExecError::NotAbsolute { .. } => ToolErrorCode::InvalidCommand,
+        ExecError::Spawn { .. } => ToolErrorCode::SpawnFailed,
+        ExecError::Subreaper { .. } => ToolErrorCode::SubreaperUnavailable,
+        ExecError::Io { .. } => ToolErrorCode::IoError,
+    };
+    ToolError::new(code, error.to_string())
 }
 
 #[cfg(test)]

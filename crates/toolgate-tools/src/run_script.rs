@@ -195,15 +195,15 @@ pub struct ScriptPlan {
 /// not here: they are bound once for the call, not found again before each step.
 #[derive(Debug, Default, PartialEq, Eq)]
 struct Approved {
-    touches: Vec<Resource>,
+    resources: Vec<Resource>,
     preimages: Vec<(String, Digest)>,
 }
 
 impl Approved {
     fn of(classification: &Classification) -> Approved {
         Approved {
-            touches: classification
-                .touches
+            resources: classification
+                .resources
                 .iter()
                 .filter(|r| !confine::is_confinement_resource(r))
                 .cloned()
@@ -489,9 +489,9 @@ impl Definition {
             for name in &step.unset {
                 let _ = write!(preview, "\n  left out of the environment: {name}");
             }
-            for resource in part.touches {
-                if !classification.touches.contains(&resource) {
-                    classification.touches.push(resource);
+            for resource in part.resources {
+                if !classification.resources.contains(&resource) {
+                    classification.resources.push(resource);
                 }
             }
             for path in part.paths {
@@ -501,7 +501,7 @@ impl Definition {
             }
             classification.preimages.extend(part.preimages);
             classification
-                .touches
+                .resources
                 .push(Resource::Argv(argv_text(workspace, plan)));
         }
         preview.push_str(&self.shown);
@@ -518,7 +518,7 @@ impl Definition {
                 .bind(&mut classification, "the script's text");
         }
         let preview = classification.preview.take().unwrap_or_default();
-        classification.touches.extend([
+        classification.resources.extend([
             Resource::Script(self.script.to_owned()),
             Resource::Source(self.file.to_owned()),
         ]);
@@ -564,7 +564,7 @@ impl Definition {
             let file = name.split_once(':').map_or(name.as_str(), |(_, f)| f);
             return Err(changed(format!("`{file}` changed")));
         }
-        if now.touches != approved.touches {
+        if now.resources != approved.resources {
             return Err(changed(format!(
                 "the commands of `{}` changed",
                 self.script

@@ -384,17 +384,17 @@ fn the_approval_shows_the_resolved_program_and_binds_the_arguments() {
     // Every call asked, even the repeated one: nothing is remembered for commands.
     assert_eq!(requests.len(), 4);
     let first = &requests[0];
+    let first_resources = spelled(&first.resources);
     assert_eq!(
-        first.resources[..3],
+        first_resources[..3],
         ["program:/usr/bin/echo", "cwd:.", "network:none"]
     );
     // The sandbox the command gets is bound too: landlock+seccomp (and a mount namespace
     // where the machine allows one) with this kernel's abi.
     assert!(
-        first.resources[3].starts_with("sandbox:landlock+seccomp")
-            && first.resources[3].contains(":abi"),
-        "{:?}",
-        first.resources
+        first_resources[3].starts_with("sandbox:landlock+seccomp")
+            && first_resources[3].contains(":abi"),
+        "{first_resources:?}"
     );
     assert_eq!(first.effect, EffectClass::Irreversible);
     assert_eq!(first.scope_allowed, GrantScope::Once);
@@ -420,7 +420,7 @@ fn the_approval_shows_the_resolved_program_and_binds_the_arguments() {
     assert_eq!(requests[2].digest, first.digest);
     assert_ne!(requests[3].digest, first.digest);
     assert_eq!(
-        requests[3].resources[..2],
+        spelled(&requests[3].resources)[..2],
         ["program:/usr/bin/echo", "cwd:src"]
     );
 }
@@ -504,7 +504,10 @@ fn a_program_changed_after_approval_does_not_run() {
         "run_command",
         &json!({"argv": ["./bin/tool"]}),
     );
-    assert_eq!(broker.requests()[0].resources[0], "program:/usr/bin/true");
+    assert_eq!(
+        broker.requests()[0].resources[0].to_string(),
+        "program:/usr/bin/true"
+    );
     assert_eq!(outcome.status(), Status::Failed, "{outcome:?}");
     let error = outcome.error().unwrap();
     assert_eq!(error.code, "program_changed", "{error:?}");
@@ -526,7 +529,7 @@ fn a_program_changed_after_approval_does_not_run() {
         &json!({"argv": ["bin/hello.sh"]}),
     );
     let request = &broker.requests()[0];
-    assert_eq!(request.resources[0], "program:bin/hello.sh");
+    assert_eq!(request.resources[0].to_string(), "program:bin/hello.sh");
     assert!(
         request
             .preview
@@ -620,17 +623,15 @@ fn an_npm_project_runs_its_own_test_script() {
         preview.contains("package.json script `test`") && preview.contains("console.log"),
         "{preview}"
     );
+    let resources = spelled(&request.resources);
     assert!(
-        request.resources.contains(&"script:test".to_owned())
-            && request
-                .resources
-                .contains(&"source:package.json".to_owned()),
-        "{:?}",
-        request.resources
+        resources.contains(&"script:test".to_owned())
+            && resources.contains(&"source:package.json".to_owned()),
+        "{resources:?}"
     );
     // npm itself is not run: the script's text is, by the shell npm would start.
     assert_eq!(
-        request.resources[0],
+        resources[0],
         format!("program:{}", canonical_program("/bin/sh"))
     );
     assert!(
@@ -714,7 +715,7 @@ fn a_cargo_project_builds_and_tests_through_run_script() {
             && preview.contains("argv[1]: \"build\""),
         "{preview}"
     );
-    assert!(request.resources.contains(&"source:Cargo.toml".to_owned()));
+    assert!(spelled(&request.resources).contains(&"source:Cargo.toml".to_owned()));
 }
 
 #[test]
@@ -903,4 +904,9 @@ fn npm_pre_and_post_scripts_are_steps_and_each_is_rechecked() {
     assert_eq!(outcome.status(), Status::Failed, "{outcome:?}");
     assert_eq!(outcome.error().unwrap().code, "script_changed");
     assert!(!ws.join("marker").exists());
+}
+
+/// Resources as an approval shows them, `kind:value`.
+fn spelled(resources: &[Resource]) -> Vec<String> {
+    resources.iter().map(ToString::to_string).collect()
 }

@@ -184,7 +184,7 @@ fn creating_a_file_needs_no_digest_and_shows_the_whole_file_as_added() {
     assert!(
         request
             .resources
-            .contains(&"create:docs/new/guide.md".to_owned())
+            .contains(&Resource::Create("docs/new/guide.md".to_owned()))
     );
     assert_eq!(names(&s.ws.join("docs/new")), ["guide.md"]);
 }
@@ -517,13 +517,16 @@ fn the_approval_is_bound_to_the_diff_and_the_pre_image() {
     let diff_of = |r: &ApprovalRequest| {
         r.resources
             .iter()
-            .find(|x| x.starts_with("diff:"))
+            .find(|x| matches!(x, Resource::Diff(_)))
             .cloned()
             .unwrap()
     };
     assert_ne!(diff_of(&requests[0]), diff_of(&requests[1]));
     // Revoking the grant of one leaves it unusable; the other still runs.
-    s.pipeline.grants().revoke(a.approval_id().unwrap()).unwrap();
+    s.pipeline
+        .grants()
+        .revoke(a.approval_id().unwrap())
+        .unwrap();
     let cx = ExecContext::new(Duration::from_secs(5), Cancel::new());
     let refused = s.pipeline.execute(a, &cx);
     assert_eq!(

@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use toolgate_core::Notice;
+use toolgate_core::{Notice, ToolErrorCode};
 
 use crate::config::UpstreamSpec;
 use crate::relay::{Heard, Relay, heard, request_message};
@@ -67,14 +67,14 @@ pub enum Fault {
 
 impl Fault {
     /// The tool error code a call failing with this fault gets.
-    pub fn code(&self) -> &'static str {
+    pub fn code(&self) -> ToolErrorCode {
         match self {
-            Fault::Unavailable(_) => "upstream_unavailable",
-            Fault::Timeout(_) => "upstream_timeout",
-            Fault::Protocol(_) => "upstream_protocol_error",
-            Fault::TooLarge(_) => "output_too_large",
-            Fault::Cancelled => "cancelled",
-            Fault::SandboxUnavailable(_) => "sandbox_unavailable",
+            Fault::Unavailable(_) => ToolErrorCode::UpstreamUnavailable,
+            Fault::Timeout(_) => ToolErrorCode::UpstreamTimeout,
+            Fault::Protocol(_) => ToolErrorCode::UpstreamProtocolError,
+            Fault::TooLarge(_) => ToolErrorCode::OutputTooLarge,
+            Fault::Cancelled => ToolErrorCode::Cancelled,
+            Fault::SandboxUnavailable(_) => ToolErrorCode::SandboxUnavailable,
         }
     }
 

@@ -69,7 +69,9 @@ impl ApprovalBroker for TerminalBroker {
             if request.resources.is_empty() {
                 "none".to_owned()
             } else {
-                request.resources.join(", ")
+                let shown: Vec<String> =
+                    request.resources.iter().map(ToString::to_string).collect();
+                shown.join(", ")
             },
             arguments.replace('\n', "\n             "),
         );

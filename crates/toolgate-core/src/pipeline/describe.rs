@@ -50,7 +50,7 @@ impl Pipeline {
         if output_bytes > limit {
             // The executor broke its limit; fail closed rather than pass it on.
             ended = Ended::Failed(ToolError::new(
-                "output_too_large",
+                crate::outcome::ToolErrorCode::OutputTooLarge,
                 format!("the tool returned {output_bytes} bytes; the limit is {limit}"),
             ));
         }
@@ -102,7 +102,10 @@ impl Pipeline {
     fn recorded(&self, outcome: Outcome) -> Outcome {
         for recorder in &self.recorders {
             if let Err(error) = recorder.record(&outcome) {
-                return outcome.withheld(ToolError::new("audit_unavailable", error.to_string()));
+                return outcome.withheld(ToolError::new(
+                    crate::outcome::ToolErrorCode::AuditUnavailable,
+                    error.to_string(),
+                ));
             }
         }
         outcome

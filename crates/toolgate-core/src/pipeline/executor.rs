@@ -92,7 +92,10 @@ impl Pipeline {
                     error.0
                 );
                 return Ok(Executed {
-                    result: Err(ToolError::new("audit_unavailable", message)),
+                    result: Err(ToolError::new(
+                        crate::outcome::ToolErrorCode::AuditUnavailable,
+                        message,
+                    )),
                     trace,
                 });
             }

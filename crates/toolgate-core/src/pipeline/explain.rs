@@ -53,7 +53,13 @@ pub(super) fn classified(classified: &Classified) -> String {
         if classified.classification.resources.is_empty() {
             "none".to_owned()
         } else {
-            classified.classification.resources.join(", ")
+            let shown: Vec<String> = classified
+                .classification
+                .resources
+                .iter()
+                .map(ToString::to_string)
+                .collect();
+            shown.join(", ")
         },
         if classified.sensitive.is_empty() {
             String::new()

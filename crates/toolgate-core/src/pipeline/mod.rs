@@ -80,13 +80,9 @@ pub trait Executor: Send + Sync + std::fmt::Debug {
 pub struct Classification {
     /// A stricter effect class than the entry's; a laxer one is ignored.
     pub effect: Option<EffectClass>,
-    /// Resources touched.
-    #[serde(skip)]
-    pub touches: Vec<Resource>,
-    /// The wire spelling of [`Classification::touches`], `kind:value` (`path:src/lib.rs`), as
-    /// policies, approval digests, the audit record and the console see them. Stage 4 writes
-    /// it from `touches`.
-    pub resources: Vec<String>,
+    /// Resources touched. Each leaves the process spelled `kind:value` (`path:src/lib.rs`):
+    /// policies, approval digests, the audit record and the console all see that spelling.
+    pub resources: Vec<Resource>,
     /// Workspace-relative paths touched; policies see these as `context.paths`.
     pub paths: Vec<String>,
     /// Digests of files as they are before the call, bound into approvals.
@@ -606,7 +602,7 @@ mod tests {
             // As a link to the token would be classified: the link, and where it leads.
             let paths = vec!["link".to_owned(), "state/toolgate/console.token".to_owned()];
             let classification = Classification {
-                touches: paths.iter().cloned().map(Resource::Path).collect(),
+                resources: paths.iter().cloned().map(Resource::Path).collect(),
                 paths,
                 ..Classification::default()
             };

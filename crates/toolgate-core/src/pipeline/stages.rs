@@ -152,15 +152,8 @@ impl Pipeline {
             parsed,
             mut trace,
         } = validated;
-        let (plan, mut classification) = tool.executor.plan_call(parsed);
+        let (plan, classification) = tool.executor.plan_call(parsed);
         trace.plan = plan;
-        // One spelling of what the call touches leaves stage 4, the wire's, made here from
-        // the typed resources and never by an executor.
-        classification.resources = classification
-            .touches
-            .iter()
-            .map(Resource::to_string)
-            .collect();
         // Arguments may make a call more consequential than its entry, never less.
         let effect = classification
             .effect
@@ -174,7 +167,7 @@ impl Pipeline {
         trace.resources = classification
             .resources
             .iter()
-            .map(|resource| self.sensitivity.evidence_resource(resource).into_owned())
+            .map(|resource| self.sensitivity.evidence_resource(resource))
             .collect();
         trace.record(Stage::Classify, started);
         Classified {
