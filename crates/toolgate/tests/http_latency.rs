@@ -17,8 +17,8 @@
     clippy::indexing_slicing
 )]
 
-#[path = "../../../tests/support/clients.rs"]
-mod clients;
+#[path = "../../../tests/support/mod.rs"]
+mod support;
 
 use std::fs;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use clients::toolgate_bin;
+use support::clients::{self, toolgate_bin};
 
 const TOKEN: &str = "latency-0123456789abcdef0123456789abcdef";
 const PROTOCOL: &str = "2025-11-25";
