@@ -317,30 +317,114 @@ pub struct Evidence {
     pub redactions: usize,
 }
 
-/// The result of one call through the pipeline.
+/// The result of one call through the pipeline, by how it ended, with the evidence and the
+/// unknowns every end has.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Outcome {
-    pub status: Status,
+#[serde(into = "OutcomeRecord", try_from = "OutcomeRecord")]
+pub enum Outcome {
+    /// The tool ran and succeeded.
+    Done {
+        output: Value,
+        evidence: Evidence,
+        unknowns: Vec<String>,
+    },
+    /// The tool ran and failed, or its result could not be recorded.
+    Failed {
+        error: ToolError,
+        evidence: Evidence,
+        unknowns: Vec<String>,
+    },
+    /// A stage stopped the call before the tool ran.
+    Refused {
+        rejection: Rejection,
+        evidence: Evidence,
+        unknowns: Vec<String>,
+    },
+}
+
+/// An outcome as it is written out: a status and the one part that status has.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct OutcomeRecord {
+    status: Status,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rejection: Option<Rejection>,
+    rejection: Option<Rejection>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub output: Option<Value>,
+    output: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<ToolError>,
-    pub evidence: Evidence,
-    /// What nobody can vouch for: side effects of a killed process, a file changed
-    /// concurrently, output cut short.
-    pub unknowns: Vec<String>,
+    error: Option<ToolError>,
+    evidence: Evidence,
+    unknowns: Vec<String>,
+}
+
+impl From<Outcome> for OutcomeRecord {
+    fn from(outcome: Outcome) -> OutcomeRecord {
+        let status = outcome.status();
+        let (rejection, output, error, evidence, unknowns) = match outcome {
+            Outcome::Done {
+                output,
+                evidence,
+                unknowns,
+            } => (None, Some(output), None, evidence, unknowns),
+            Outcome::Failed {
+                error,
+                evidence,
+                unknowns,
+            } => (None, None, Some(error), evidence, unknowns),
+            Outcome::Refused {
+                rejection,
+                evidence,
+                unknowns,
+            } => (Some(rejection), None, None, evidence, unknowns),
+        };
+        OutcomeRecord {
+            status,
+            rejection,
+            output,
+            error,
+            evidence,
+            unknowns,
+        }
+    }
+}
+
+impl TryFrom<OutcomeRecord> for Outcome {
+    type Error = &'static str;
+
+    fn try_from(record: OutcomeRecord) -> Result<Outcome, &'static str> {
+        let OutcomeRecord {
+            status,
+            rejection,
+            output,
+            error,
+            evidence,
+            unknowns,
+        } = record;
+        match (status, rejection, output, error) {
+            (Status::Completed, None, output, None) => Ok(Outcome::Done {
+                output: output.unwrap_or(Value::Null),
+                evidence,
+                unknowns,
+            }),
+            (Status::Failed, None, None, Some(error)) => Ok(Outcome::Failed {
+                error,
+                evidence,
+                unknowns,
+            }),
+            (Status::Rejected, Some(rejection), None, None) => Ok(Outcome::Refused {
+                rejection,
+                evidence,
+                unknowns,
+            }),
+            _ => Err("an outcome holds exactly the part its status has"),
+        }
+    }
 }
 
 impl Outcome {
     /// The tool ran and succeeded with `output`.
     pub fn done(output: Value, evidence: Evidence, unknowns: Vec<String>) -> Outcome {
-        Outcome {
-            status: Status::Completed,
-            rejection: None,
-            output: Some(output),
-            error: None,
+        Outcome::Done {
+            output,
             evidence,
             unknowns,
         }
@@ -348,11 +432,8 @@ impl Outcome {
 
     /// The tool ran, or its result could not be kept, and the call failed with `error`.
     pub fn failed(error: ToolError, evidence: Evidence, unknowns: Vec<String>) -> Outcome {
-        Outcome {
-            status: Status::Failed,
-            rejection: None,
-            output: None,
-            error: Some(error),
+        Outcome::Failed {
+            error,
             evidence,
             unknowns,
         }
@@ -360,11 +441,8 @@ impl Outcome {
 
     /// A stage stopped the call before the tool ran.
     pub fn refused(rejection: Rejection, evidence: Evidence, unknowns: Vec<String>) -> Outcome {
-        Outcome {
-            status: Status::Rejected,
-            rejection: Some(rejection),
-            output: None,
-            error: None,
+        Outcome::Refused {
+            rejection,
             evidence,
             unknowns,
         }
@@ -372,69 +450,121 @@ impl Outcome {
 
     /// How the call ended.
     pub fn status(&self) -> Status {
-        self.status
+        match self {
+            Outcome::Done { .. } => Status::Completed,
+            Outcome::Failed { .. } => Status::Failed,
+            Outcome::Refused { .. } => Status::Rejected,
+        }
     }
 
     /// What stopped the call, when a stage did.
     pub fn rejection(&self) -> Option<&Rejection> {
-        self.rejection.as_ref()
+        match self {
+            Outcome::Refused { rejection, .. } => Some(rejection),
+            Outcome::Done { .. } | Outcome::Failed { .. } => None,
+        }
     }
 
     /// The tool's output, redacted and bounded, when it completed.
     pub fn output(&self) -> Option<&Value> {
-        self.output.as_ref()
+        match self {
+            Outcome::Done { output, .. } => Some(output),
+            Outcome::Failed { .. } | Outcome::Refused { .. } => None,
+        }
     }
 
     /// The tool's output, when it completed, given up by the outcome.
     pub fn into_output(self) -> Option<Value> {
-        self.output
+        match self {
+            Outcome::Done { output, .. } => Some(output),
+            Outcome::Failed { .. } | Outcome::Refused { .. } => None,
+        }
     }
 
     /// Why the call failed, when it ran and failed.
     pub fn error(&self) -> Option<&ToolError> {
-        self.error.as_ref()
+        match self {
+            Outcome::Failed { error, .. } => Some(error),
+            Outcome::Done { .. } | Outcome::Refused { .. } => None,
+        }
     }
 
     /// What a reviewer needs to know about the call, whatever its end.
     pub fn evidence(&self) -> &Evidence {
-        &self.evidence
+        match self {
+            Outcome::Done { evidence, .. }
+            | Outcome::Failed { evidence, .. }
+            | Outcome::Refused { evidence, .. } => evidence,
+        }
     }
 
     /// What nobody can vouch for.
     pub fn unknowns(&self) -> &[String] {
-        &self.unknowns
+        match self {
+            Outcome::Done { unknowns, .. }
+            | Outcome::Failed { unknowns, .. }
+            | Outcome::Refused { unknowns, .. } => unknowns,
+        }
     }
 
     /// The evidence, for the stages that complete it after the outcome is made.
     pub fn evidence_mut(&mut self) -> &mut Evidence {
-        &mut self.evidence
+        match self {
+            Outcome::Done { evidence, .. }
+            | Outcome::Failed { evidence, .. }
+            | Outcome::Refused { evidence, .. } => evidence,
+        }
     }
 
     /// The unknowns, for the stages that add to them after the outcome is made.
     pub fn unknowns_mut(&mut self) -> &mut Vec<String> {
-        &mut self.unknowns
+        match self {
+            Outcome::Done { unknowns, .. }
+            | Outcome::Failed { unknowns, .. }
+            | Outcome::Refused { unknowns, .. } => unknowns,
+        }
     }
 
     /// The same call as a failure with `error` that withholds what it would have returned,
     /// saying in its unknowns what it was: a result that could not be recorded is not given.
     #[must_use]
     pub fn withheld(self, error: ToolError) -> Outcome {
-        let mut evidence = self.evidence;
+        let said = match &self {
+            Outcome::Refused { rejection, .. } => {
+                format!("the call was rejected ({})", rejection.code)
+            }
+            Outcome::Done { .. } | Outcome::Failed { .. } => {
+                "the tool ran; its result is withheld".to_owned()
+            }
+        };
+        let (mut evidence, mut unknowns) = match self {
+            Outcome::Done {
+                evidence, unknowns, ..
+            }
+            | Outcome::Failed {
+                evidence, unknowns, ..
+            }
+            | Outcome::Refused {
+                evidence, unknowns, ..
+            } => (evidence, unknowns),
+        };
         evidence.output_bytes = 0;
-        let mut unknowns = self.unknowns;
-        unknowns.push(match self.rejection {
-            Some(rejection) => format!("the call was rejected ({})", rejection.code),
-            None => "the tool ran; its result is withheld".to_owned(),
-        });
-        Outcome::failed(error, evidence, unknowns)
+        unknowns.push(said);
+        Outcome::Failed {
+            error,
+            evidence,
+            unknowns,
+        }
     }
 
     /// A one-paragraph summary for a model or a terminal.
     pub fn summary(&self) -> String {
-        match (&self.rejection, &self.error) {
-            (Some(rejection), _) => rejection.to_string(),
-            (None, Some(error)) => format!("tool failed ({}): {}", error.code, error.message),
-            (None, None) => format!("{} completed", self.evidence.tool),
+        match self {
+            Outcome::Refused { rejection, .. } => rejection.to_string(),
+            Outcome::Failed { error, .. } => {
+                format!("tool failed ({}): {}", error.code, error.message)
+            }
+            Outcome::Done { evidence, .. } => format!("{} completed", evidence.tool),
         }
     }
 }
@@ -461,5 +591,82 @@ mod tool_error_tests {
         let other: ToolError =
             serde_json::from_str(r#"{"code":"from_the_future","message":"m"}"#).unwrap();
         assert_eq!(other.code, ToolErrorCode::Unrecognized);
+    }
+}
+
+#[cfg(test)]
+mod outcome_tests {
+    use super::*;
+    use crate::rejection::RejectCode;
+
+    fn evidence() -> Evidence {
+        serde_json::from_value(serde_json::json!({
+            "call_id": "c-1", "tool": "echo", "surface": "chat", "actor": "a",
+            "profile": "default", "workspace": "sha256:00", "argument_names": [],
+            "resources": [], "policies": [], "durations_ns": {}, "total_ns": 5,
+            "output_bytes": 2, "truncated": false, "redactions": 0
+        }))
+        .unwrap()
+    }
+
+    // Audit records and `toolgate call --json` hold these shapes: a status, the one part it
+    // has, the evidence and the unknowns, in that order.
+    #[test]
+    fn each_end_is_written_as_a_status_and_its_one_part() {
+        let evidence_json = serde_json::to_string(&evidence()).unwrap();
+        let done = Outcome::done(serde_json::json!("hi"), evidence(), vec!["u".to_owned()]);
+        assert_eq!(
+            serde_json::to_string(&done).unwrap(),
+            format!(
+                r#"{{"status":"completed","output":"hi","evidence":{evidence_json},"unknowns":["u"]}}"#
+            )
+        );
+        let failed = Outcome::failed(
+            ToolError::new(ToolErrorCode::Timeout, "slow"),
+            evidence(),
+            Vec::new(),
+        );
+        assert_eq!(
+            serde_json::to_string(&failed).unwrap(),
+            format!(
+                r#"{{"status":"failed","error":{{"code":"timeout","message":"slow"}},"evidence":{evidence_json},"unknowns":[]}}"#
+            )
+        );
+        let refused = Outcome::refused(
+            Rejection::new(RejectCode::UnknownTool, "no such tool"),
+            evidence(),
+            Vec::new(),
+        );
+        let written = serde_json::to_string(&refused).unwrap();
+        assert!(
+            written.starts_with(r#"{"status":"rejected","rejection":{"#),
+            "{written}"
+        );
+        assert!(
+            !written.contains(r#""output""#) && !written.contains(r#""error""#),
+            "{written}"
+        );
+        for outcome in [done, failed, refused] {
+            let back: Outcome =
+                serde_json::from_str(&serde_json::to_string(&outcome).unwrap()).unwrap();
+            assert_eq!(back, outcome);
+        }
+    }
+
+    #[test]
+    fn a_record_with_a_part_its_status_does_not_have_is_refused() {
+        let mut record =
+            serde_json::to_value(Outcome::done(serde_json::json!(1), evidence(), Vec::new()))
+                .unwrap();
+        record["error"] = serde_json::json!({"code": "timeout", "message": "slow"});
+        assert!(serde_json::from_value::<Outcome>(record).is_err());
+        let mut record = serde_json::to_value(Outcome::failed(
+            ToolError::new(ToolErrorCode::Timeout, "slow"),
+            evidence(),
+            Vec::new(),
+        ))
+        .unwrap();
+        record["status"] = serde_json::json!("rejected");
+        assert!(serde_json::from_value::<Outcome>(record).is_err());
     }
 }
