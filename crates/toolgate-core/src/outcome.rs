@@ -247,15 +247,6 @@ impl std::fmt::Display for ToolErrorCode {
     }
 }
 
-/// The code spelled so, for the crates whose own errors still name their codes as text
-/// (`toolgate-exec`'s and the upstream connection's `code()`): a spelling this build does not
-/// know is [`ToolErrorCode::Unrecognized`], which a test of each of those crates rules out.
-impl From<&str> for ToolErrorCode {
-    fn from(wire: &str) -> ToolErrorCode {
-        ToolErrorCode::from_wire(wire).unwrap_or(ToolErrorCode::Unrecognized)
-    }
-}
-
 impl PartialEq<str> for ToolErrorCode {
     fn eq(&self, other: &str) -> bool {
         self.as_str() == other
