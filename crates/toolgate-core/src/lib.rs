@@ -47,9 +47,9 @@
 //! );
 //!
 //! let done = pipeline.run(RawCall::text("echo", r#"{"text": "hi"}"#, Surface::Chat));
-//! assert_eq!(done.status, Status::Completed);
+//! assert_eq!(done.status(), Status::Completed);
 //! let typo = pipeline.run(RawCall::text("echo", r#"{"txt": "hi"}"#, Surface::Chat));
-//! assert_eq!(typo.rejection.unwrap().code, RejectCode::UnknownArgument);
+//! assert_eq!(typo.rejection().unwrap().code, RejectCode::UnknownArgument);
 //! ```
 
 pub mod approval;
