@@ -241,44 +241,49 @@ impl TypedExecutor for SearchText {
                     depth: None,
                     overrides,
                 };
-                let mut failure = None;
-                let summary = walk(
-                    &self.workspace,
-                    &resolved.target,
-                    &options,
-                    cx,
-                    |Found {
-                         entry,
-                         rel,
-                         sensitive,
-                     }| {
-                        if !entry.file_type().is_some_and(|t| t.is_file()) {
-                            return ControlFlow::Continue(());
-                        }
-                        // Sensitive files (`.env`, keys, toolgate's configuration) are not
-                        // searched: a search must not read what a read may not. The walk
-                        // never even yields what a sensitive directory holds.
-                        if sensitive.is_some() {
-                            search.skipped_sensitive += 1;
-                            return ControlFlow::Continue(());
-                        }
-                        if entry.metadata().is_ok_and(|m| m.len() > MAX_FILE_BYTES) {
-                            search.skipped_large += 1;
-                            return ControlFlow::Continue(());
-                        }
-                        match search.file(&rel) {
-                            Ok(ControlFlow::Continue(())) => ControlFlow::Continue(()),
-                            Ok(ControlFlow::Break(())) => ControlFlow::Break(()),
-                            Err(error) => {
-                                failure = Some(error);
-                                ControlFlow::Break(())
-                            }
-                        }
-                    },
-                )?;
-                if let Some(error) = failure {
+                // The walk (directory reads, file status, ignore rules) runs on a thread of
+                // its own and hands the files to search, in path order, to this one: two
+                // cores' work for one search, with results exactly as one thread finds them.
+                // When the search has enough it drops its end, and the walk stops at its next
+                // file.
+                let (files, found) = std::sync::mpsc::sync_channel::<RelPath>(WALK_AHEAD);
+                let workspace = &self.workspace;
+                let target = &resolved.target;
+                let walked = std::thread::scope(|scope| {
+                    let walker = scope.spawn(move || {
+                        let mut skipped = Skipped::default();
+                        let summary = walk(workspace, target, &options, cx, |entry| {
+                            skipped
+                                .file(entry)
+                                .map_or(ControlFlow::Continue(()), |rel| match files.send(rel) {
+                                    Ok(()) => ControlFlow::Continue(()),
+                                    Err(_) => ControlFlow::Break(()),
+                                })
+                        });
+                        (summary, skipped)
+                    });
+                    let searched = found.iter().try_for_each(|rel| match search.file(&rel) {
+                        Ok(ControlFlow::Continue(())) => Ok(()),
+                        Ok(ControlFlow::Break(())) => Err(None),
+                        Err(error) => Err(Some(error)),
+                    });
+                    drop(found);
+                    let walked = walker.join();
+                    (searched, walked)
+                });
+                let (searched, walked) = walked;
+                if let Err(Some(error)) = searched {
                     return Err(error);
                 }
+                let Ok((summary, skipped)) = walked else {
+                    return Err(ToolError::new(
+                        ToolErrorCode::ToolPanicked,
+                        "the directory walk stopped unexpectedly",
+                    ));
+                };
+                let summary = summary?;
+                search.skipped_sensitive += skipped.sensitive;
+                search.skipped_large += skipped.large;
                 search.skipped_unreadable += summary.unreadable + summary.unnamed;
             }
             PathKind::Symlink | PathKind::Other => {
@@ -292,6 +297,42 @@ impl TypedExecutor for SearchText {
             }
         }
         Ok(search.finish(arguments))
+    }
+}
+
+/// How many files the walk may find ahead of the search.
+const WALK_AHEAD: usize = 256;
+
+/// What the walk passes over instead of handing it to the search.
+#[derive(Debug, Default)]
+struct Skipped {
+    sensitive: usize,
+    large: usize,
+}
+
+impl Skipped {
+    /// The file to search at `found`, if it is one to search.
+    fn file(&mut self, found: Found<'_>) -> Option<RelPath> {
+        let Found {
+            entry,
+            rel,
+            sensitive,
+        } = found;
+        if !entry.file_type().is_some_and(|t| t.is_file()) {
+            return None;
+        }
+        // Sensitive files (`.env`, keys, toolgate's configuration) are not searched: a search
+        // must not read what a read may not. The walk never even yields what a sensitive
+        // directory holds.
+        if sensitive.is_some() {
+            self.sensitive += 1;
+            return None;
+        }
+        if entry.metadata().is_ok_and(|m| m.len() > MAX_FILE_BYTES) {
+            self.large += 1;
+            return None;
+        }
+        Some(rel)
     }
 }
 
