@@ -504,7 +504,7 @@ fn report(hosts: Vec<String>, report: &ProxyReport) -> Value {
 }
 
 /// The tool error's code for a sandbox that could not be made, as the sandbox spells it.
-fn sandbox_error_code(error: &SandboxError) -> ToolErrorCode {
+pub(crate) fn sandbox_error_code(error: &SandboxError) -> ToolErrorCode {
     match error {
         SandboxError::Unavailable { .. } => ToolErrorCode::SandboxUnavailable,
         SandboxError::Path { .. } => ToolErrorCode::SandboxInvalidPath,

@@ -973,8 +973,56 @@ fn exec_tool_error(error: &ExecError) -> ToolError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io;
     use std::path::Path;
     use toolgate_core::Cancel;
+    use toolgate_sandbox::SandboxError;
+
+    /// The runner's own spelling of each code and the tool error's are the same word.
+    #[test]
+    fn runner_errors_keep_their_codes() {
+        let io = || io::Error::other("x");
+        let errors = [
+            ExecError::ProgramNotFound {
+                program: "p".into(),
+                reason: "r".into(),
+            },
+            ExecError::NotExecutable { path: "p".into() },
+            ExecError::NotAbsolute {
+                what: "program",
+                path: "p".into(),
+            },
+            ExecError::Spawn {
+                program: "p".into(),
+                source: io(),
+            },
+            ExecError::Subreaper { source: io() },
+            ExecError::Io {
+                program: "p".into(),
+                what: "reading",
+                source: io(),
+            },
+        ];
+        for error in &errors {
+            assert_eq!(exec_tool_error(error).code, error.code(), "{error}");
+        }
+        let sandbox = [
+            SandboxError::Unavailable {
+                missing: "m".into(),
+            },
+            SandboxError::Path {
+                path: "p".into(),
+                source: io(),
+            },
+        ];
+        for error in &sandbox {
+            assert_eq!(
+                crate::confine::sandbox_error_code(error),
+                error.code(),
+                "{error}"
+            );
+        }
+    }
 
     #[test]
     fn argv_checks_count_bytes_and_nul() {
