@@ -524,9 +524,17 @@ impl Outcome {
             Outcome::Refused { rejection, .. } => {
                 format!("the call was rejected ({})", rejection.code)
             }
-            Outcome::Done { .. } | Outcome::Failed { .. } => {
-                "the tool ran; its result is withheld".to_owned()
+            // Stage 7 refused to start it: its start could not be recorded either.
+            Outcome::Failed { error, .. } if error.code == ToolErrorCode::AuditUnavailable => {
+                "the call did not run: its start could not be recorded".to_owned()
             }
+            Outcome::Failed { error, .. } => {
+                format!(
+                    "the tool ran and failed ({}); its error is withheld",
+                    error.code
+                )
+            }
+            Outcome::Done { .. } => "the tool ran; its result is withheld".to_owned(),
         };
         let (mut evidence, mut unknowns) = match self {
             Outcome::Done {

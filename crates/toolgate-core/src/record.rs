@@ -81,6 +81,9 @@ mod tests {
     #[derive(Debug)]
     struct Broken;
     impl Recorder for Broken {
+        fn intend(&self, _: &Intent<'_>) -> Result<(), RecordError> {
+            Err(RecordError("disk full".to_owned()))
+        }
         fn record(&self, _: &Outcome) -> Result<(), RecordError> {
             Err(RecordError("disk full".to_owned()))
         }
@@ -99,13 +102,17 @@ mod tests {
     }
 
     fn pipeline_with(executor: Arc<dyn Executor>) -> Pipeline {
+        pipeline_of(executor, EffectClass::ReadOnly)
+    }
+
+    fn pipeline_of(executor: Arc<dyn Executor>, effect: EffectClass) -> Pipeline {
         let descriptor = Descriptor::new(
             "echo",
             "Echoes its arguments.",
             json!({"type": "object", "properties": {"text": {"type": "string"}}}),
         );
         let mut entry = ToolEntry::new("echo", "reads nothing");
-        entry.effect = Some(EffectClass::ReadOnly);
+        entry.effect = Some(effect);
         let mut registry = RegistryBuilder::new();
         registry.register(descriptor, entry, executor).unwrap();
         Pipeline::new(
@@ -147,6 +154,27 @@ mod tests {
             kept.0.lock().unwrap().is_empty(),
             "a later recorder is not asked"
         );
+    }
+
+    /// A call whose start cannot be recorded does not run, and when its refusal cannot be
+    /// recorded either, what it says does not claim that the tool ran.
+    #[test]
+    fn a_call_whose_start_cannot_be_recorded_does_not_say_it_ran() {
+        let pipeline =
+            pipeline_of(Arc::new(Panics), EffectClass::LocalWrite).with_recorder(Arc::new(Broken));
+        let outcome = pipeline.authorize_call(RawCall::text("echo", "{}", Surface::Cli));
+        let Ok(authorized) = outcome else {
+            // The default policy asks a person for writes; nothing to record here.
+            return;
+        };
+        let cx = ExecContext::new(std::time::Duration::from_secs(5), Cancel::new());
+        let done = pipeline.execute(authorized, &cx);
+        assert_eq!(done.error().unwrap().code, "audit_unavailable");
+        assert!(
+            done.unknowns().iter().any(|u| u.contains("did not run")),
+            "{done:?}"
+        );
+        assert!(!done.unknowns().iter().any(|u| u.contains("the tool ran")));
     }
 
     #[test]
