@@ -332,10 +332,9 @@ impl Settings {
             seal_epoch: match &file.audit.seal_epoch_secs {
                 None => Duration::from_secs(900),
                 Some(secs) if *secs.get_ref() == 0 => {
-                    return Err(origin.error_at(
-                        secs.span(),
-                        "`seal_epoch_secs` must be at least 1 second",
-                    ));
+                    return Err(
+                        origin.error_at(secs.span(), "`seal_epoch_secs` must be at least 1 second")
+                    );
                 }
                 Some(secs) => Duration::from_secs(*secs.get_ref()),
             },
