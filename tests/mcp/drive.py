@@ -26,8 +26,9 @@ Each STEP is one of
     {"op": "call", "tool": "read_file", "arguments": {...}}
     {"op": "cancel", "tool": "run_command", "arguments": {...}, "after": 0.5}
         starts the call with a progress callback, abandons it once a progress notification
-        arrived (or after `after` seconds), which makes the SDK send
-        `notifications/cancelled` (or, at 2026-07-28 over HTTP, close the stream)
+        arrived and, with "until": PATH, that file exists (or after `after` seconds), which
+        makes the SDK send `notifications/cancelled` (or, at 2026-07-28 over HTTP, close the
+        stream)
     {"op": "sleep", "seconds": 0.2}
     {"op": "signal", "pidfile": "...", "signal": "SIGUSR1"}
     {"op": "signal", ..., "await": "notifications/tools/list_changed", "within": 10}
@@ -132,6 +133,9 @@ async def run_steps(session, steps, heard=None):
                 group.start_soon(call)
                 with anyio.move_on_after(step.get("after", 5.0)):
                     await got_progress.wait()
+                    until = step.get("until")
+                    while until and not os.path.exists(until):
+                        await anyio.sleep(0.02)
                 group.cancel_scope.cancel()
             report.append(
                 {

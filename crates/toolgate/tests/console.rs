@@ -583,9 +583,15 @@ fn a_cancelled_call_leaves_the_console_and_progress_flows_while_it_waits() {
     let fx = Fixture::new();
     let ws = fx.workspace();
     let served = Served::start(&ws, "");
+    // The client gives up once the console has shown the request: a cancellation reaches the
+    // waiting request at once, so one given on the first progress would leave nothing to see.
+    let seen = tempfile::tempdir().unwrap();
+    let seen = seen.path().join("seen");
     let client = served.client(json!([{"op": "cancel", "tool": "write_file",
-        "arguments": {"path": "new.txt", "content": "x\n"}, "after": 10.0}]));
+        "arguments": {"path": "new.txt", "content": "x\n"}, "after": 10.0,
+        "until": seen}]));
     assert_eq!(served.pending(1)[0]["tool"], "write_file");
+    fs::write(&seen, "").unwrap();
     let results = client.steps();
     assert!(
         !results[0]["progress"].as_array().unwrap().is_empty(),
