@@ -21,7 +21,7 @@ mod served;
 
 use std::collections::HashSet;
 use std::fs;
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::mpsc;
@@ -167,17 +167,9 @@ impl Server {
             .unwrap();
         let input = child.stdin.take().unwrap();
         let output = child.stdout.take().unwrap();
-        let (tx, answers) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(output).lines() {
-                let Ok(line) = line else { return };
-                let Ok(value) = serde_json::from_str(&line) else {
-                    return;
-                };
-                if tx.send(value).is_err() {
-                    return;
-                }
-            }
+        // A line that is not JSON reads as null, which has no id and answers nothing.
+        let answers = clients::lines_of(output, |line| {
+            serde_json::from_str(&line).unwrap_or(Value::Null)
         });
         let mut server = Server {
             child,
