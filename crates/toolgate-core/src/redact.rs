@@ -8,8 +8,10 @@
 //!
 //! The text is lowercased, as gitleaks does, and searched for every rule's keywords: the
 //! common ones (`key`, `token`, `secret`) by one packed SIMD searcher that keeps where each
-//! begins, the two hundred rarer ones by a few more, a few dozen each, and the one- and
-//! two-byte ones (`ey`, `sk`) by a substring search each. Only rules whose keyword occurs run,
+//! begins; the two hundred rarer ones by four-byte pieces that several may share and that
+//! ordinary text seldom holds (`hook` for `hooks.slack.com` and `webhook.office.com`), in four
+//! more searchers, a keyword counting as found where it reads in full around a piece;
+//! and the one- and two-byte ones (`ey`, `sk`) by a substring search each. Only rules whose keyword occurs run,
 //! each compiled the first time it is needed, so start-up stays fast and most text meets few
 //! rules. Most rules begin with a name after a bounded run of name characters
 //! (`[\w.-]{0,50}?(?:heroku)…`); such a rule is tried, anchored, only where a spelling of its
@@ -24,6 +26,7 @@
 //! Should the compiled-in rules ever fail to load, every text is replaced whole: output that
 //! cannot be checked does not leave.
 
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{LazyLock, OnceLock};
 
 use aho_corasick::{AhoCorasick, Input, MatchKind};
@@ -223,13 +226,13 @@ pub(crate) struct RuleSet {
     global: Allowlist,
     /// The keywords, lowercased.
     words: Vec<String>,
-    /// For each keyword, the shorter ones it begins with: found where it is found.
-    prefixes: Vec<Vec<usize>>,
-    /// The keywords that occur in most text, whose places are kept for anchored rules.
+    /// What the searchers look for: the frequent keywords, then pieces of the rest.
+    pieces: Vec<Piece>,
+    /// The frequent keywords, whose places are kept for anchored rules, and some pieces.
     frequent: Scanner,
     /// For each keyword, whether `frequent` looks for it.
     is_frequent: Vec<bool>,
-    /// The rest.
+    /// The other pieces.
     rare: Scanner,
     /// Every keyword in one automaton, for short texts (a name, a path, a value of a JSON
     /// object), where setting up a dozen searchers costs more than stepping through the bytes.
@@ -242,7 +245,20 @@ pub(crate) struct RuleSet {
     always: Vec<usize>,
 }
 
-/// Keywords looked for together: a few dozen at a time with the SIMD searcher of
+/// Something the keyword search looks for, and what finding it means.
+#[derive(Debug)]
+struct Piece {
+    bytes: Vec<u8>,
+    /// The keyword it is, if it is a whole (frequent) keyword.
+    keyword: Option<usize>,
+    /// Keywords that hold it, each with where in the keyword it begins: such a keyword is found
+    /// where the text around the piece reads as the whole keyword.
+    within: Vec<(usize, usize)>,
+    /// Pieces of the same searcher that it begins with, and so begin where it begins.
+    prefixes: Vec<usize>,
+}
+
+/// Pieces looked for together: a few dozen at a time with the SIMD searcher of
 /// `aho-corasick`'s packed module where the processor has it, one automaton where it has not.
 /// A byte-at-a-time automaton over all two hundred keywords costs more than running the few
 /// rules that ordinary text meets.
@@ -254,8 +270,8 @@ struct Scanner {
 #[derive(Debug)]
 struct Group {
     search: GroupSearch,
-    /// For each pattern of the group, its keyword.
-    words: Vec<usize>,
+    /// For each pattern of the group, the index of what it spells (a piece, a keyword).
+    members: Vec<usize>,
 }
 
 #[derive(Debug)]
@@ -267,34 +283,43 @@ enum GroupSearch {
 /// Texts up to this many bytes are searched by one automaton for all keywords.
 const SHORT_TEXT: usize = 256;
 
-/// How many keywords one packed searcher takes. Above 32 it spreads them over sixteen buckets
-/// instead of eight (AVX2's "fat" Teddy); four searchers of 56 read 4 KiB of source in about
-/// 3.9 us at best, ten of 24 in 4.2 and fourteen of 16 in 5.7 (best of 3,000 rounds, one
-/// process). The limit of one searcher is 64.
-const GROUP_SIZE: usize = 56;
+/// How many pieces one packed searcher takes. Above 32 it spreads them over sixteen buckets
+/// instead of eight (AVX2's "fat" Teddy) and reads half as many bytes a step, so a pass costs
+/// about the same per piece either way; fuller buckets send it to check more places. The 182
+/// pieces of 4 KiB of source in searchers of 48 took 2.9–3.2 us at best, of 64 3.1–4.3, of 32
+/// 3.3–4.3 (best of 3,000 rounds each, one process, three runs); the keywords themselves, 224 of
+/// them in searchers of 24 to 64, 5.3–6.2 us.
+const GROUP_SIZE: usize = 48;
+
+/// The most patterns a packed searcher takes with eight buckets.
+const SLIM_GROUP_SIZE: usize = 32;
 
 impl Scanner {
-    /// A scanner for `chosen`, indexes into `words`.
-    fn new(words: &[String], chosen: Vec<usize>) -> Result<Self, String> {
-        Self::build(words, chosen, true)
+    /// A scanner for `chosen`, indexes into `texts`, in groups of at most `size`.
+    fn new<T: AsRef<[u8]>>(texts: &[T], chosen: Vec<usize>, size: usize) -> Result<Self, String> {
+        Self::build(texts, chosen, size, true)
     }
 
-    /// A scanner, with packed searchers if `packed` and the processor has them.
-    fn build(words: &[String], mut chosen: Vec<usize>, packed: bool) -> Result<Self, String> {
+    /// A scanner, with packed searchers if `packed` and the processor has them. The groups are
+    /// as few as `size` allows and as even as can be.
+    fn build<T: AsRef<[u8]>>(
+        texts: &[T],
+        mut chosen: Vec<usize>,
+        size: usize,
+        packed: bool,
+    ) -> Result<Self, String> {
+        let text = |index: &usize| texts.get(*index).map_or(&[][..], AsRef::as_ref);
         // Alphabetical groups share their first bytes, which is what the fingerprints read.
-        chosen.sort_by(|a, b| words.get(*a).cmp(&words.get(*b)));
+        chosen.sort_by(|a, b| text(a).cmp(text(b)));
+        let count = chosen.len().div_ceil(size.max(1)).max(1);
         let groups = chosen
-            .chunks(GROUP_SIZE)
+            .chunks(chosen.len().div_ceil(count).max(1))
             .map(|chunk| {
                 let mut members = chunk.to_vec();
                 // At a position where two begin, the one listed first is reported: the longer,
                 // whose prefixes are then marked with it.
-                members
-                    .sort_by_key(|word| std::cmp::Reverse(words.get(*word).map_or(0, String::len)));
-                let patterns: Vec<&str> = members
-                    .iter()
-                    .filter_map(|word| words.get(*word).map(String::as_str))
-                    .collect();
+                members.sort_by_key(|member| std::cmp::Reverse(text(member).len()));
+                let patterns: Vec<&[u8]> = members.iter().map(text).collect();
                 let mut searcher = aho_corasick::packed::Config::new().builder();
                 for pattern in &patterns {
                     searcher.add(pattern);
@@ -308,16 +333,13 @@ impl Scanner {
                             .map_err(|err| format!("keywords: {err}"))?,
                     ),
                 };
-                Ok(Group {
-                    search,
-                    words: members,
-                })
+                Ok(Group { search, members })
             })
             .collect::<Result<_, String>>()?;
         Ok(Self { groups })
     }
 
-    /// Calls `found` with every place a keyword begins in `bytes`, and the longest of a group
+    /// Calls `found` with every place a pattern begins in `bytes`, and the longest of a group
     /// that begins there.
     fn scan(&self, bytes: &[u8], mut found: impl FnMut(usize, usize)) {
         for group in &self.groups {
@@ -333,8 +355,8 @@ impl Scanner {
                 let Some(hit) = hit else {
                     break;
                 };
-                if let Some(word) = group.words.get(hit.pattern().as_usize()) {
-                    found(*word, hit.start());
+                if let Some(member) = group.members.get(hit.pattern().as_usize()) {
+                    found(*member, hit.start());
                 }
                 at = hit.start() + 1;
             }
@@ -355,6 +377,106 @@ const FREQUENT_KEYWORDS: &[&str] = &[
     "secret",
     "token",
 ];
+
+/// How often three-byte pieces occur in ordinary text, in a million, as
+/// `scripts/trigram-frequencies` counted them: the 4,000 most frequent.
+const TRIGRAM_DATA: &str = include_str!("../data/trigram-frequencies.json");
+
+#[derive(Deserialize)]
+struct TrigramData {
+    trigrams: HashMap<String, f64>,
+}
+
+fn trigram_frequencies() -> Result<HashMap<String, f64>, String> {
+    serde_json::from_str::<TrigramData>(TRIGRAM_DATA)
+        .map(|data| data.trigrams)
+        .map_err(|err| format!("trigram-frequencies.json: {err}"))
+}
+
+/// How many bytes a piece has. With four, a packed searcher's fingerprints are specific enough
+/// that ordinary text seldom sends it to check a place; with three, a few hundred times in 4 KiB.
+const PIECE_LEN: usize = 4;
+
+/// How often ordinary text holds `piece`, in a million, at most: as often as the rarest three
+/// bytes within it (0 for a piece that is not in the list of the most frequent).
+fn seen(piece: &[u8], frequencies: &HashMap<String, f64>) -> f64 {
+    piece
+        .windows(3)
+        .map(|three| {
+            std::str::from_utf8(three)
+                .ok()
+                .and_then(|three| frequencies.get(three))
+                .copied()
+                .unwrap_or(0.0)
+        })
+        .fold(f64::INFINITY, f64::min)
+        .min(1_000_000.0)
+}
+
+/// How much rarer a piece must be to be chosen over one more keywords share: a piece ordinary
+/// text holds this many times in a million counts half as much as one it never holds.
+const PIECE_RARITY: f64 = 1000.0;
+
+/// Three-byte pieces, few, that between them are within every keyword of `rest` holding no
+/// keyword of `frequent`. Each is chosen in turn for how many of the keywords still without one
+/// it is in, against how often ordinary text holds it; which are chosen decides only how fast
+/// the search is, since a keyword counts as found only where it reads in full.
+fn cover(
+    words: &[String],
+    frequent: &[usize],
+    rest: &[usize],
+    frequencies: &HashMap<String, f64>,
+) -> Result<Vec<Vec<u8>>, String> {
+    let holds = |word: &usize, piece: &[u8]| {
+        words
+            .get(*word)
+            .is_some_and(|text| memchr::memmem::find(text.as_bytes(), piece).is_some())
+    };
+    let mut need: Vec<usize> = rest
+        .iter()
+        .copied()
+        .filter(|word| {
+            !frequent.iter().any(|other| {
+                words
+                    .get(*other)
+                    .is_some_and(|other| holds(word, other.as_bytes()))
+            })
+        })
+        .collect();
+    let mut pieces = Vec::new();
+    while let Some(first) = need.first() {
+        let mut shared: BTreeMap<&[u8], u32> = BTreeMap::new();
+        for word in &need {
+            let mut windows: Vec<&[u8]> = words
+                .get(*word)
+                .map(|text| text.as_bytes().windows(PIECE_LEN).collect())
+                .unwrap_or_default();
+            windows.sort_unstable();
+            windows.dedup();
+            for window in windows {
+                *shared.entry(window).or_default() += 1;
+            }
+        }
+        let mut best: Option<(&[u8], f64)> = None;
+        for (piece, count) in shared {
+            let seen = seen(piece, frequencies);
+            let score = f64::from(count) / (1.0 + seen / PIECE_RARITY);
+            if best.is_none_or(|(_, best)| score > best) {
+                best = Some((piece, score));
+            }
+        }
+        let Some((best, _)) = best else {
+            return Err(format!(
+                "keyword {:?} has no three bytes to look for",
+                words.get(*first)
+            ));
+        };
+        let best = best.to_vec();
+        need.retain(|word| !holds(word, &best));
+        pieces.push(best);
+    }
+    Ok(pieces)
+}
 
 /// Regular expressions as big as gitleaks' largest need more room than the regex crate's
 /// default; the limit still bounds what a broken data file could cost.
@@ -730,29 +852,83 @@ impl RuleSet {
             .filter(|(_, word)| word.len() <= 2)
             .map(|(index, word)| (index, memchr::memmem::Finder::new(word).into_owned()))
             .collect();
-        let (frequent, rare): (Vec<usize>, Vec<usize>) = (0..words.len())
-            .filter(|index| words.get(*index).is_some_and(|word| word.len() > 2))
-            .partition(|index| {
+        let frequent: Vec<usize> = (0..words.len())
+            .filter(|index| {
                 words.get(*index).is_some_and(|word| {
                     word.len() == 3 || FREQUENT_KEYWORDS.contains(&word.as_str())
                 })
-            });
-        let prefixes = words
-            .iter()
-            .map(|word| {
-                words
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, other)| {
-                        other.len() < word.len() && word.starts_with(other.as_str())
-                    })
-                    .map(|(index, _)| index)
-                    .collect()
             })
             .collect();
-        let is_frequent = (0..words.len())
+        let is_frequent: Vec<bool> = (0..words.len())
             .map(|word| frequent.contains(&word))
             .collect();
+        let mut pieces: Vec<Piece> = frequent
+            .iter()
+            .filter_map(|word| words.get(*word).map(|text| (*word, text)))
+            .map(|(word, text)| Piece {
+                bytes: text.as_bytes().to_vec(),
+                keyword: Some(word),
+                within: Vec::new(),
+                prefixes: Vec::new(),
+            })
+            .collect();
+        // The rest are found by pieces: a frequent keyword within them, or three bytes.
+        let rest: Vec<usize> = (0..words.len())
+            .filter(|index| {
+                words.get(*index).is_some_and(|word| {
+                    word.len() > 2 && !is_frequent.get(*index).copied().unwrap_or(false)
+                })
+            })
+            .collect();
+        let frequencies = trigram_frequencies()?;
+        pieces.extend(
+            cover(&words, &frequent, &rest, &frequencies)?
+                .into_iter()
+                .map(|bytes| Piece {
+                    bytes,
+                    keyword: None,
+                    within: Vec::new(),
+                    prefixes: Vec::new(),
+                }),
+        );
+        for word in rest {
+            let Some(text) = words.get(word) else {
+                continue;
+            };
+            for piece in &mut pieces {
+                let mut from = 0;
+                while let Some(at) = text
+                    .as_bytes()
+                    .get(from..)
+                    .and_then(|rest| memchr::memmem::find(rest, &piece.bytes))
+                {
+                    piece.within.push((word, from + at));
+                    from += at + 1;
+                }
+            }
+        }
+        // The frequent keywords go in one searcher, whose every place is kept, the pieces in
+        // others: the pieces' four bytes make their fingerprints more specific than three would.
+        let rare: Vec<usize> = (frequent.len()..pieces.len()).collect();
+        let first: Vec<usize> = (0..frequent.len()).collect();
+        for piece in &first {
+            let prefixes: Vec<usize> = first
+                .iter()
+                .copied()
+                .filter(|other| {
+                    let (Some(long), Some(short)) = (pieces.get(*piece), pieces.get(*other)) else {
+                        return false;
+                    };
+                    short.bytes.len() < long.bytes.len() && long.bytes.starts_with(&short.bytes)
+                })
+                .collect();
+            if let Some(piece) = pieces.get_mut(*piece) {
+                piece.prefixes = prefixes;
+            }
+        }
+        let texts: Vec<&[u8]> = pieces.iter().map(|piece| piece.bytes.as_slice()).collect();
+        let frequent = Scanner::new(&texts, first, SLIM_GROUP_SIZE)?;
+        let rare = Scanner::new(&texts, rare, GROUP_SIZE)?;
         Ok(Self {
             rules,
             global: Allowlist::new(data.allowlist)?,
@@ -761,10 +937,10 @@ impl RuleSet {
                 .kind(Some(aho_corasick::AhoCorasickKind::DFA))
                 .build(&words)
                 .map_err(|err| format!("keywords: {err}"))?,
-            frequent: Scanner::new(&words, frequent)?,
-            rare: Scanner::new(&words, rare)?,
+            frequent,
+            rare,
             words,
-            prefixes,
+            pieces,
             tiny,
             keyword_rules,
             always,
@@ -781,19 +957,18 @@ impl RuleSet {
 
     /// Whether `text` holds a keyword of any rule.
     fn mentions_keyword(&self, text: &str) -> bool {
-        let (candidates, _) = self.candidates(&text.to_ascii_lowercase());
+        let (candidates, _) = self.candidates(&Lowered::new(text));
         candidates.len() > self.always.len()
     }
 
     /// The indexes of the rules whose keywords occur in `lowered`, text lowercased as gitleaks
     /// does, in rule order; and where each frequent keyword begins, for anchored rules.
-    fn candidates(&self, lowered: &str) -> (Vec<usize>, Vec<(usize, usize)>) {
+    fn candidates(&self, lowered: &[u8]) -> (Vec<usize>, Vec<(usize, usize)>) {
         self.candidates_by(lowered, lowered.len() <= SHORT_TEXT)
     }
 
     /// The same, with one automaton if `short`, else with the packed searchers.
-    fn candidates_by(&self, lowered: &str, short: bool) -> (Vec<usize>, Vec<(usize, usize)>) {
-        let bytes = lowered.as_bytes();
+    fn candidates_by(&self, bytes: &[u8], short: bool) -> (Vec<usize>, Vec<(usize, usize)>) {
         let mut found: Vec<usize> = Vec::new();
         let mut places = Vec::new();
         if short {
@@ -805,17 +980,31 @@ impl RuleSet {
                 }
             }
         } else {
-            self.frequent.scan(bytes, |word, start| {
-                places.push((word, start));
-                for prefix in self.prefixes.get(word).into_iter().flatten() {
-                    places.push((*prefix, start));
+            let mut at = |piece: usize, start: usize| {
+                let Some(reported) = self.pieces.get(piece) else {
+                    return;
+                };
+                let prefixes = reported.prefixes.iter().filter_map(|p| self.pieces.get(*p));
+                for piece in std::iter::once(reported).chain(prefixes) {
+                    if let Some(word) = piece.keyword {
+                        places.push((word, start));
+                        found.push(word);
+                    }
+                    for (word, offset) in &piece.within {
+                        let reads = start.checked_sub(*offset).is_some_and(|from| {
+                            let keyword = self.words.get(*word).map_or(&[][..], |w| w.as_bytes());
+                            bytes
+                                .get(from..)
+                                .is_some_and(|rest| rest.starts_with(keyword))
+                        });
+                        if reads {
+                            found.push(*word);
+                        }
+                    }
                 }
-            });
-            found.extend(places.iter().map(|(word, _)| *word));
-            self.rare.scan(bytes, |word, _| {
-                found.push(word);
-                found.extend(self.prefixes.get(word).into_iter().flatten());
-            });
+            };
+            self.frequent.scan(bytes, &mut at);
+            self.rare.scan(bytes, &mut at);
             for (word, finder) in &self.tiny {
                 if finder.find(bytes).is_some() {
                     found.push(*word);
@@ -844,7 +1033,7 @@ impl RuleSet {
     fn secrets(&self, text: &str) -> Option<Vec<(usize, usize)>> {
         let mut spans = Vec::new();
         let mut protected: Option<Vec<(usize, usize)>> = None;
-        let lowered = text.to_ascii_lowercase();
+        let lowered = Lowered::new(text);
         let (candidates, places) = self.candidates(&lowered);
         let folds_outside_ascii = folds_outside_ascii(text);
         for index in candidates {
@@ -856,7 +1045,7 @@ impl RuleSet {
                 frequent: &self.is_frequent,
                 places: &places,
             };
-            for (start, end) in rule.matches(text, lowered.as_bytes(), &keywords)? {
+            for (start, end) in rule.matches(text, &lowered, &keywords)? {
                 let Some(finding) = Finding::new(rule, regex, text, start, end) else {
                     continue;
                 };
@@ -886,6 +1075,36 @@ impl RuleSet {
         }
         spans.sort_unstable();
         Some(spans)
+    }
+}
+
+/// A text lowercased (ASCII only, as gitleaks does) into memory that begins on a cache line.
+/// The packed searchers read 16 or 32 bytes at a time from the start; from 8 or 16 bytes into
+/// a line, where every other read straddles two, the rarer keywords' search of 4 KiB of source
+/// took 4.0 us at best against 3.2 us from a line's start.
+struct Lowered {
+    buffer: Vec<u8>,
+    start: usize,
+}
+
+impl Lowered {
+    fn new(text: &str) -> Self {
+        let mut buffer: Vec<u8> = Vec::with_capacity(text.len() + 64);
+        let start = buffer.as_ptr().align_offset(64).min(64);
+        buffer.resize(start, 0);
+        buffer.extend_from_slice(text.as_bytes());
+        if let Some(copy) = buffer.get_mut(start..) {
+            copy.make_ascii_lowercase();
+        }
+        Self { buffer, start }
+    }
+}
+
+impl std::ops::Deref for Lowered {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        self.buffer.get(self.start..).unwrap_or_default()
     }
 }
 
@@ -1354,7 +1573,7 @@ mod tests {
                 ];
                 for text in texts {
                     let lowered = text.to_ascii_lowercase();
-                    let (_, places) = rules.candidates(&lowered);
+                    let (_, places) = rules.candidates(lowered.as_bytes());
                     let keywords = Keywords {
                         folds_outside_ascii: folds_outside_ascii(&text),
                         words: &rules.words,
@@ -1381,8 +1600,8 @@ mod tests {
         let chosen: Vec<usize> = (0..rules.words.len())
             .filter(|word| rules.words[*word].len() > 2)
             .collect();
-        let packed = Scanner::build(&rules.words, chosen.clone(), true).unwrap();
-        let automaton = Scanner::build(&rules.words, chosen, false).unwrap();
+        let packed = Scanner::build(&rules.words, chosen.clone(), GROUP_SIZE, true).unwrap();
+        let automaton = Scanner::build(&rules.words, chosen, GROUP_SIZE, false).unwrap();
         assert!(
             matches!(packed.groups[0].search, GroupSearch::Packed(_))
                 || !cfg!(target_arch = "x86_64")
@@ -1425,8 +1644,8 @@ mod tests {
                 (candidates, places)
             };
             assert_eq!(
-                sorted(rules.candidates_by(window, true)),
-                sorted(rules.candidates_by(window, false)),
+                sorted(rules.candidates_by(window.as_bytes(), true)),
+                sorted(rules.candidates_by(window.as_bytes(), false)),
                 "{window:?}"
             );
             checked += 1;
