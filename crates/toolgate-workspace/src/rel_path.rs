@@ -236,10 +236,13 @@ fn decodings(raw: &str) -> Vec<String> {
     for _ in 0..DECODE_ROUNDS {
         let mut next = Vec::new();
         for text in &frontier {
+            // Compatibility decomposition and the lookalike table leave ASCII as it is: only
+            // percent-decoding can change an ASCII text.
+            let unicode = !text.is_ascii();
             for decoded in [
                 percent_decode(text),
-                Some(text.nfkc().collect::<String>()),
-                Some(fold_lookalikes(text)),
+                unicode.then(|| text.nfkc().collect::<String>()),
+                unicode.then(|| fold_lookalikes(text)),
             ]
             .into_iter()
             .flatten()
@@ -374,6 +377,14 @@ fn fold_lookalikes(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `decodings` skips both for ASCII text, which is right only if both leave it as it is.
+    #[test]
+    fn compatibility_and_lookalike_folding_leave_ascii_alone() {
+        let ascii: String = (0u8..=0x7f).map(char::from).collect();
+        assert_eq!(ascii.nfkc().collect::<String>(), ascii);
+        assert_eq!(fold_lookalikes(&ascii), ascii);
+    }
 
     /// Expected outcome of [`RelPath::parse`] for one spelling.
     #[derive(Debug, PartialEq)]
