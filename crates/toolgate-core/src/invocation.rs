@@ -446,6 +446,14 @@ pub(crate) fn json_type_name(value: &Value) -> &'static str {
 
 /// User input for a message: control characters escaped, long text cut.
 pub(crate) fn escape(text: &str) -> String {
+    // Printable ASCII but for the quotes and the backslash is its own escape: most names are.
+    if text.len() <= 80
+        && text
+            .bytes()
+            .all(|byte| matches!(byte, b' '..=b'~') && !matches!(byte, b'"' | b'\'' | b'\\'))
+    {
+        return text.to_owned();
+    }
     let mut out: String = text.chars().take(80).flat_map(char::escape_debug).collect();
     if text.chars().nth(80).is_some() {
         out.push('…');
@@ -463,6 +471,17 @@ mod tests {
             RawCall::text(tool, args, Surface::Cli),
             &NormalizeBounds::default(),
         )
+    }
+
+    /// The shortcut for plain names gives what the whole escape gives.
+    #[test]
+    fn plain_names_escape_as_themselves() {
+        for byte in 0u8..=0x7f {
+            let text = char::from(byte).to_string();
+            let slow: String = text.chars().flat_map(char::escape_debug).collect();
+            assert_eq!(escape(&text), slow, "{byte:#x}");
+        }
+        assert_eq!(escape(&"a".repeat(81)), format!("{}…", "a".repeat(80)));
     }
 
     fn code(tool: &str, args: &str) -> RejectCode {

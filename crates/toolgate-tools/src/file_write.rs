@@ -100,7 +100,12 @@ impl<C: Change> TypedExecutor for FileWriter<C> {
 
 /// Stage 3 for both tools.
 fn check<C: Change>(workspace: &Workspace, change: &C) -> Vec<FieldError> {
-    let errors = path_argument::check(workspace, Some(change.path()), "path");
+    let errors = path_argument::check(
+        workspace,
+        Some(change.path()),
+        "path",
+        &path_argument::Looked::default(),
+    );
     if !errors.is_empty() {
         return errors;
     }
@@ -136,7 +141,11 @@ fn check<C: Change>(workspace: &Workspace, change: &C) -> Vec<FieldError> {
 
 /// Stage 4: the file and its link target, the pre-image digest, and the diff.
 fn classify<C: Change>(workspace: &Workspace, change: C) -> (WritePlan<C>, Classification) {
-    let (rel, mut classification) = path_argument::plan(workspace, Some(change.path()));
+    let (rel, mut classification) = path_argument::plan(
+        workspace,
+        Some(change.path()),
+        path_argument::Looked::default(),
+    );
     let mut plan = WritePlan {
         rel,
         approved: None,

@@ -68,6 +68,8 @@ pub struct ListArgs {
     path: Option<String>,
     depth: Option<u64>,
     max_entries: Option<u64>,
+    #[serde(skip)]
+    looked: path_argument::Looked,
 }
 
 /// What a `list_dir` call will list: the directory stage 4 named, how deep, how much.
@@ -83,11 +85,17 @@ impl TypedExecutor for ListDir {
     type Plan = ListPlan;
 
     fn check(&self, arguments: &ListArgs) -> Vec<FieldError> {
-        path_argument::check(&self.workspace, arguments.path.as_deref(), "path")
+        path_argument::check(
+            &self.workspace,
+            arguments.path.as_deref(),
+            "path",
+            &arguments.looked,
+        )
     }
 
     fn plan(&self, arguments: ListArgs) -> (ListPlan, Classification) {
-        let (rel, classification) = path_argument::plan(&self.workspace, arguments.path.as_deref());
+        let (rel, classification) =
+            path_argument::plan(&self.workspace, arguments.path.as_deref(), arguments.looked);
         let plan = ListPlan {
             rel,
             depth: arguments.depth.unwrap_or(DEFAULT_DEPTH).clamp(1, MAX_DEPTH),

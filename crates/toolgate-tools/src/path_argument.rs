@@ -1,10 +1,13 @@
 //! The `path` argument every builtin takes: refused in stage 3, planned and named in stage 4,
-//! resolved again in stage 7.
+//! resolved again in stage 7. Stage 4 names what stage 3 found, kept with the arguments in a
+//! [`Looked`], rather than asking the file system a second time a few microseconds later.
 //!
 //! Stage 3 rejects only what is wrong with the *path* (it leads out, it is not a usable
 //! name). A path that is merely missing, or names a directory where a file is wanted, passes:
 //! that is the tool's answer to give (`not_found`, `is_a_directory`), and the model learns
 //! more from it than from a rejection.
+
+use std::sync::OnceLock;
 
 use serde_json::{Value, json};
 use toolgate_core::{Classification, FieldError, RejectCode, Resource, ToolError, ToolErrorCode};
@@ -35,24 +38,65 @@ pub(crate) fn schema(description: &str) -> Value {
     })
 }
 
+/// What stage 3 found of a path argument: the path as parsed, and where it leads in the file
+/// system. An argument type keeps one beside its path (`#[serde(skip)]`).
+#[derive(Debug, Default)]
+pub(crate) struct Looked(OnceLock<Found>);
+
+/// A path parsed, and where it leads in the file system.
+type Found = Result<(RelPath, Result<ResolvedPath, PathError>), PathError>;
+
+impl Looked {
+    /// What `raw` is, looked at the first time only.
+    fn at(&self, workspace: &Workspace, raw: &str) -> &Found {
+        self.0.get_or_init(|| look(workspace, raw))
+    }
+
+    /// What `raw` is, as looked at already or now.
+    fn into_found(self, workspace: &Workspace, raw: &str) -> Found {
+        self.0.into_inner().unwrap_or_else(|| look(workspace, raw))
+    }
+}
+
+fn look(workspace: &Workspace, raw: &str) -> Found {
+    workspace.check_path(raw).map(|rel| {
+        let resolved = workspace.resolve(&rel);
+        (rel, resolved)
+    })
+}
+
 /// Stage 3: field errors for the path `raw` given as `field`, if any. An absent path is the
 /// schema's business (required) or the root (optional).
-pub(crate) fn check(workspace: &Workspace, raw: Option<&str>, field: &str) -> Vec<FieldError> {
+pub(crate) fn check(
+    workspace: &Workspace,
+    raw: Option<&str>,
+    field: &str,
+    looked: &Looked,
+) -> Vec<FieldError> {
     let Some(raw) = raw else {
         return Vec::new();
     };
-    let pointer = format!("/{field}");
-    match workspace
-        .check_path(raw)
-        .and_then(|rel| workspace.resolve(&rel))
-    {
+    let found = match looked.at(workspace, raw) {
+        Ok((_, resolved)) => resolved.as_ref().map(|_| ()),
+        Err(error) => Err(error),
+    };
+    let pointer = || format!("/{field}");
+    match found {
         Err(error @ PathError::Outside { .. }) => vec![
-            FieldError::new(pointer, RejectCode::PathOutsideWorkspace, error.to_string())
-                .with_hint(Some(HINT.to_owned())),
+            FieldError::new(
+                pointer(),
+                RejectCode::PathOutsideWorkspace,
+                error.to_string(),
+            )
+            .with_hint(Some(HINT.to_owned())),
         ],
         Err(error @ PathError::Invalid { .. }) => vec![
-            FieldError::new(pointer, RejectCode::ConstraintViolation, error.to_string())
-                .with_hint(Some(HINT.to_owned())),
+            FieldError::new(
+                pointer(),
+                RejectCode::ConstraintViolation,
+                error.to_string(),
+            )
+            .with_hint(Some(HINT.to_owned())),
         ],
         Ok(_)
         | Err(PathError::NotFound { .. } | PathError::NotAFile { .. } | PathError::Io { .. }) => {
@@ -69,17 +113,22 @@ pub(crate) fn check(workspace: &Workspace, raw: Option<&str>, field: &str) -> Ve
 pub(crate) fn plan(
     workspace: &Workspace,
     raw: Option<&str>,
+    looked: Looked,
 ) -> (Result<RelPath, ToolError>, Classification) {
-    let rel = match raw {
-        Some(raw) => match workspace.check_path(raw) {
-            Ok(rel) => rel,
+    let (rel, resolved) = match raw {
+        Some(raw) => match looked.into_found(workspace, raw) {
+            Ok(found) => found,
             // Stage 3 refused it already; nothing to classify, and nothing will run.
             Err(error) => return (Err(tool_error(error)), Classification::default()),
         },
-        None => RelPath::root(),
+        None => {
+            let rel = RelPath::root();
+            let resolved = workspace.resolve(&rel);
+            (rel, resolved)
+        }
     };
     let mut paths = vec![rel.to_string()];
-    if let Ok(resolved) = workspace.resolve(&rel)
+    if let Ok(resolved) = resolved
         && resolved.target != rel
     {
         paths.push(resolved.target.to_string());

@@ -76,6 +76,8 @@ pub struct ReadArgs {
     path: String,
     offset: Option<u64>,
     limit: Option<u64>,
+    #[serde(skip)]
+    looked: path_argument::Looked,
 }
 
 /// What a `read_file` call will read: the file stage 4 named, and which of its lines.
@@ -91,11 +93,17 @@ impl TypedExecutor for ReadFile {
     type Plan = ReadPlan;
 
     fn check(&self, arguments: &ReadArgs) -> Vec<FieldError> {
-        path_argument::check(&self.workspace, Some(&arguments.path), "path")
+        path_argument::check(
+            &self.workspace,
+            Some(&arguments.path),
+            "path",
+            &arguments.looked,
+        )
     }
 
     fn plan(&self, arguments: ReadArgs) -> (ReadPlan, Classification) {
-        let (rel, classification) = path_argument::plan(&self.workspace, Some(&arguments.path));
+        let (rel, classification) =
+            path_argument::plan(&self.workspace, Some(&arguments.path), arguments.looked);
         let plan = ReadPlan {
             rel,
             offset: arguments.offset.unwrap_or(1).max(1),

@@ -198,7 +198,12 @@ impl TypedExecutor for RunCommand {
         let argv: Vec<&str> = arguments.argv.iter().map(String::as_str).collect();
         let mut errors = self.confinement.check(&arguments.network);
         errors.extend(check_argv(&argv));
-        let cwd_errors = path_argument::check(&self.workspace, arguments.cwd.as_deref(), "cwd");
+        let cwd_errors = path_argument::check(
+            &self.workspace,
+            arguments.cwd.as_deref(),
+            "cwd",
+            &path_argument::Looked::default(),
+        );
         let cwd = if cwd_errors.is_empty() {
             match working_dir(&self.workspace, arguments.cwd.as_deref()) {
                 Ok(dir) => Some(dir),

@@ -115,6 +115,8 @@ pub struct SearchArgs {
     case_sensitive: bool,
     glob: Option<String>,
     max_results: Option<u64>,
+    #[serde(skip)]
+    looked: path_argument::Looked,
 }
 
 /// What a `search_text` call will search: where stage 4 named, for what.
@@ -164,7 +166,12 @@ impl TypedExecutor for SearchText {
     type Plan = SearchPlan;
 
     fn check(&self, arguments: &SearchArgs) -> Vec<FieldError> {
-        let mut errors = path_argument::check(&self.workspace, arguments.path.as_deref(), "path");
+        let mut errors = path_argument::check(
+            &self.workspace,
+            arguments.path.as_deref(),
+            "path",
+            &arguments.looked,
+        );
         if let Err(reason) = Self::matcher(arguments) {
             let message = if arguments.regex {
                 format!("not a valid regular expression: {reason}")
@@ -187,8 +194,10 @@ impl TypedExecutor for SearchText {
         errors
     }
 
-    fn plan(&self, arguments: SearchArgs) -> (SearchPlan, Classification) {
-        let (rel, classification) = path_argument::plan(&self.workspace, arguments.path.as_deref());
+    fn plan(&self, mut arguments: SearchArgs) -> (SearchPlan, Classification) {
+        let looked = std::mem::take(&mut arguments.looked);
+        let (rel, classification) =
+            path_argument::plan(&self.workspace, arguments.path.as_deref(), looked);
         (SearchPlan { rel, arguments }, classification)
     }
 

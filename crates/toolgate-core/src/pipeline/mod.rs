@@ -113,18 +113,24 @@ impl WorkspaceId {
 /// A fresh call id: 64 random bits fixed for this process, then a counter, so ids are unique
 /// within a process without coordination and across processes with overwhelming probability.
 fn new_call_id() -> String {
+    use std::fmt::Write as _;
     use std::hash::{BuildHasher as _, Hasher as _};
     use std::sync::atomic::AtomicU64;
     // std seeds `RandomState` from the operating system's randomness; hashing nothing with it
     // yields a random word without this crate doing I/O of its own.
-    static PROCESS: std::sync::LazyLock<u64> = std::sync::LazyLock::new(|| {
-        std::collections::hash_map::RandomState::new()
+    static PROCESS: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+        let word = std::collections::hash_map::RandomState::new()
             .build_hasher()
-            .finish()
+            .finish();
+        format!("{word:016x}-")
     });
     static NEXT: AtomicU64 = AtomicU64::new(1);
     let n = NEXT.fetch_add(1, Ordering::Relaxed);
-    format!("{:016x}-{n}", *PROCESS)
+    let mut id = String::with_capacity(PROCESS.len() + 20);
+    id.push_str(&PROCESS);
+    // Writing to a String cannot fail.
+    let _ = write!(id, "{n}");
+    id
 }
 
 /// Cancellation, deadline, sensitive paths and where to report progress, for one execution.

@@ -137,6 +137,8 @@ pub struct DiffArgs {
     path: Option<String>,
     #[serde(default)]
     staged: bool,
+    #[serde(skip)]
+    looked: path_argument::Looked,
 }
 
 /// What a `git_diff` call will show: the changes under the path stage 4 named.
@@ -152,7 +154,8 @@ impl TypedExecutor for GitStatus {
 
     fn plan(&self, _: StatusArgs) -> ((), Classification) {
         // The whole workspace: no `path` means the root.
-        let (_, classification) = path_argument::plan(&self.workspace, None);
+        let (_, classification) =
+            path_argument::plan(&self.workspace, None, path_argument::Looked::default());
         ((), classification)
     }
 
@@ -200,12 +203,17 @@ impl TypedExecutor for GitDiff {
     type Plan = DiffPlan;
 
     fn check(&self, arguments: &DiffArgs) -> Vec<FieldError> {
-        path_argument::check(&self.workspace, arguments.path.as_deref(), "path")
+        path_argument::check(
+            &self.workspace,
+            arguments.path.as_deref(),
+            "path",
+            &arguments.looked,
+        )
     }
 
     fn plan(&self, arguments: DiffArgs) -> (DiffPlan, Classification) {
         let (scope, classification) =
-            path_argument::plan(&self.workspace, arguments.path.as_deref());
+            path_argument::plan(&self.workspace, arguments.path.as_deref(), arguments.looked);
         let plan = DiffPlan {
             scope,
             staged: arguments.staged,
