@@ -46,8 +46,9 @@ pub fn sha256_digest(bytes: &[u8]) -> Digest {
     let mut text = String::with_capacity(7 + 64);
     text.push_str("sha256:");
     for byte in hash {
-        // Writing to a String cannot fail.
-        let _ = write!(text, "{byte:02x}");
+        for nibble in [byte >> 4, byte & 0x0f] {
+            text.push(char::from_digit(u32::from(nibble), 16).unwrap_or('0'));
+        }
     }
     Digest(text)
 }
