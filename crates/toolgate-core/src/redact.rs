@@ -10,10 +10,10 @@
 //! common ones (`key`, `token`, `secret`) by one packed SIMD searcher that keeps where each
 //! begins; the two hundred rarer ones by four-byte pieces that several may share and that
 //! ordinary text seldom holds (`hook` for `hooks.slack.com` and `webhook.office.com`), in four
-//! more searchers, a keyword counting as found where it reads in full around a piece;
-//! and the one- and two-byte ones (`ey`, `sk`) by a substring search each. Only rules whose keyword occurs run,
-//! each compiled the first time it is needed, so start-up stays fast and most text meets few
-//! rules. Most rules begin with a name after a bounded run of name characters
+//! more searchers, a keyword counting as found where it reads in full around a piece; and the
+//! one- and two-byte ones (`ey`, `sk`) by a substring search each. Only rules whose keyword
+//! occurs run, each compiled the first time it is needed, so start-up stays fast and most text
+//! meets few rules. Most rules begin with a name after a bounded run of name characters
 //! (`[\w.-]{0,50}?(?:heroku)…`); such a rule is tried, anchored, only where a spelling of its
 //! name begins, and its whole expression runs only from just before a place where the rest
 //! matched, so that it finds what a search of the whole text finds at a fraction of the cost.
@@ -228,7 +228,7 @@ pub(crate) struct RuleSet {
     words: Vec<String>,
     /// What the searchers look for: the frequent keywords, then pieces of the rest.
     pieces: Vec<Piece>,
-    /// The frequent keywords, whose places are kept for anchored rules, and some pieces.
+    /// The frequent keywords, whose places are kept for anchored rules.
     frequent: Scanner,
     /// For each keyword, whether `frequent` looks for it.
     is_frequent: Vec<bool>,
@@ -378,7 +378,7 @@ const FREQUENT_KEYWORDS: &[&str] = &[
     "token",
 ];
 
-/// How often three-byte pieces occur in ordinary text, in a million, as
+/// How often three-byte sequences occur in ordinary text, in a million, as
 /// `scripts/trigram-frequencies` counted them: the 4,000 most frequent.
 const TRIGRAM_DATA: &str = include_str!("../data/trigram-frequencies.json");
 
@@ -394,7 +394,7 @@ fn trigram_frequencies() -> Result<HashMap<String, f64>, String> {
 }
 
 /// How many bytes a piece has. With four, a packed searcher's fingerprints are specific enough
-/// that ordinary text seldom sends it to check a place; with three, a few hundred times in 4 KiB.
+/// that ordinary text seldom sends it to check a place; with three, far more often.
 const PIECE_LEN: usize = 4;
 
 /// How often ordinary text holds `piece`, in a million, at most: as often as the rarest three
@@ -417,8 +417,8 @@ fn seen(piece: &[u8], frequencies: &HashMap<String, f64>) -> f64 {
 /// text holds this many times in a million counts half as much as one it never holds.
 const PIECE_RARITY: f64 = 1000.0;
 
-/// Three-byte pieces, few, that between them are within every keyword of `rest` holding no
-/// keyword of `frequent`. Each is chosen in turn for how many of the keywords still without one
+/// Pieces of `PIECE_LEN` bytes, few, that between them are within every keyword of `rest`
+/// holding no keyword of `frequent`. Each is chosen in turn for how many of the keywords still without one
 /// it is in, against how often ordinary text holds it; which are chosen decides only how fast
 /// the search is, since a keyword counts as found only where it reads in full.
 fn cover(
@@ -467,7 +467,7 @@ fn cover(
         }
         let Some((best, _)) = best else {
             return Err(format!(
-                "keyword {:?} has no three bytes to look for",
+                "keyword {:?} is shorter than a piece",
                 words.get(*first)
             ));
         };
@@ -872,7 +872,7 @@ impl RuleSet {
                 prefixes: Vec::new(),
             })
             .collect();
-        // The rest are found by pieces: a frequent keyword within them, or three bytes.
+        // The rest are found by pieces: a frequent keyword within them, or four bytes.
         let rest: Vec<usize> = (0..words.len())
             .filter(|index| {
                 words.get(*index).is_some_and(|word| {

@@ -7,6 +7,7 @@
 //! that is the tool's answer to give (`not_found`, `is_a_directory`), and the model learns
 //! more from it than from a rejection.
 
+use std::borrow::Cow;
 use std::sync::OnceLock;
 
 use serde_json::{Value, json};
@@ -38,23 +39,33 @@ pub(crate) fn schema(description: &str) -> Value {
     })
 }
 
-/// What stage 3 found of a path argument: the path as parsed, and where it leads in the file
-/// system. An argument type keeps one beside its path (`#[serde(skip)]`).
+/// What stage 3 found of a path argument: the path as given, as parsed, and where it leads in
+/// the file system. An argument type keeps one beside its path (`#[serde(skip)]`).
 #[derive(Debug, Default)]
-pub(crate) struct Looked(OnceLock<Found>);
+pub(crate) struct Looked(OnceLock<(String, Found)>);
 
 /// A path parsed, and where it leads in the file system.
 type Found = Result<(RelPath, Result<ResolvedPath, PathError>), PathError>;
 
 impl Looked {
     /// What `raw` is, looked at the first time only.
-    fn at(&self, workspace: &Workspace, raw: &str) -> &Found {
-        self.0.get_or_init(|| look(workspace, raw))
+    fn at(&self, workspace: &Workspace, raw: &str) -> Cow<'_, Found> {
+        let (given, found) = self
+            .0
+            .get_or_init(|| (raw.to_owned(), look(workspace, raw)));
+        if given == raw {
+            Cow::Borrowed(found)
+        } else {
+            Cow::Owned(look(workspace, raw))
+        }
     }
 
-    /// What `raw` is, as looked at already or now.
+    /// What `raw` is, as looked at already or now: a `Looked` of another path is not used.
     fn into_found(self, workspace: &Workspace, raw: &str) -> Found {
-        self.0.into_inner().unwrap_or_else(|| look(workspace, raw))
+        match self.0.into_inner() {
+            Some((given, found)) if given == raw => found,
+            _ => look(workspace, raw),
+        }
     }
 }
 
@@ -76,7 +87,8 @@ pub(crate) fn check(
     let Some(raw) = raw else {
         return Vec::new();
     };
-    let found = match looked.at(workspace, raw) {
+    let seen = looked.at(workspace, raw);
+    let found = match &*seen {
         Ok((_, resolved)) => resolved.as_ref().map(|_| ()),
         Err(error) => Err(error),
     };
@@ -168,4 +180,29 @@ pub(crate) fn tool_error(error: PathError) -> ToolError {
         PathError::Io { .. } => ToolErrorCode::IoError,
     };
     ToolError::new(code, error.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Stage 4 names what stage 3 followed, and never what was followed for another path.
+    #[test]
+    fn stage_4_uses_what_stage_3_looked_at_for_the_same_path_only() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("a.txt"), "a").unwrap();
+        let workspace = Workspace::open(dir.path()).unwrap();
+        let looked = Looked::default();
+        assert!(check(&workspace, Some("a.txt"), "path", &looked).is_empty());
+        let (rel, classification) = plan(&workspace, Some("a.txt"), looked);
+        assert_eq!(rel.unwrap().as_str(), "a.txt");
+        assert_eq!(classification.paths, ["a.txt"]);
+
+        let looked = Looked::default();
+        assert!(check(&workspace, Some("a.txt"), "path", &looked).is_empty());
+        let errors = check(&workspace, Some("../x"), "path", &looked);
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        let (rel, _) = plan(&workspace, Some("b.txt"), looked);
+        assert_eq!(rel.unwrap().as_str(), "b.txt");
+    }
 }
