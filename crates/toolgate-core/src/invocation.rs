@@ -481,7 +481,9 @@ mod tests {
             let slow: String = text.chars().flat_map(char::escape_debug).collect();
             assert_eq!(escape(&text), slow, "{byte:#x}");
         }
+        assert_eq!(escape(&"a".repeat(80)), "a".repeat(80));
         assert_eq!(escape(&"a".repeat(81)), format!("{}…", "a".repeat(80)));
+        assert_eq!(escape("a\"b"), r#"a\"b"#);
     }
 
     fn code(tool: &str, args: &str) -> RejectCode {
