@@ -228,12 +228,11 @@ pub(crate) struct RuleSet {
     words: Vec<String>,
     /// What the searchers look for: the frequent keywords, then pieces of the rest.
     pieces: Vec<Piece>,
-    /// The frequent keywords, whose places are kept for anchored rules.
-    frequent: Scanner,
-    /// For each keyword, whether `frequent` looks for it.
+    /// The searchers over every piece.
+    search: Scanner,
+    /// For each keyword, whether it is frequent: looked for whole, its places kept for
+    /// anchored rules.
     is_frequent: Vec<bool>,
-    /// The other pieces.
-    rare: Scanner,
     /// Every keyword in one automaton, for short texts (a name, a path, a value of a JSON
     /// object), where setting up a dozen searchers costs more than stepping through the bytes.
     every_keyword: AhoCorasick,
@@ -286,13 +285,11 @@ const SHORT_TEXT: usize = 256;
 /// How many pieces one packed searcher takes. Above 32 it spreads them over sixteen buckets
 /// instead of eight (AVX2's "fat" Teddy) and reads half as many bytes a step, so a pass costs
 /// about the same per piece either way; fuller buckets send it to check more places. The 182
-/// pieces of 4 KiB of source in searchers of 48 took 2.9–3.2 us at best, of 64 3.1–4.3, of 32
-/// 3.3–4.3 (best of 3,000 rounds each, one process, three runs); the keywords themselves, 224 of
-/// them in searchers of 24 to 64, 5.3–6.2 us.
+/// pieces (the frequent keywords among them) of 4 KiB and 1 MiB of source, by the criterion
+/// benchmark in one run: in searchers of 48, 6.56 us and 6.50 ms; of 40, 6.40 us and 6.99 ms;
+/// of 64, 7.08 us and 8.78 ms. A frequent keywords' searcher of their own, beside 164 pieces
+/// in searchers of 48, cost a pass more: 8.71 us.
 const GROUP_SIZE: usize = 48;
-
-/// The most patterns a packed searcher takes with eight buckets.
-const SLIM_GROUP_SIZE: usize = 32;
 
 impl Scanner {
     /// A scanner for `chosen`, indexes into `texts`, in groups of at most `size`.
@@ -309,8 +306,10 @@ impl Scanner {
         packed: bool,
     ) -> Result<Self, String> {
         let text = |index: &usize| texts.get(*index).map_or(&[][..], AsRef::as_ref);
-        // Alphabetical groups share their first bytes, which is what the fingerprints read.
-        chosen.sort_by(|a, b| text(a).cmp(text(b)));
+        // A searcher reads as many bytes of each place as its shortest pattern has, up to four:
+        // the shorter patterns go together, so that only one searcher reads fewer. Alphabetical
+        // groups share their first bytes, which is what the fingerprints read.
+        chosen.sort_by_key(|index| (text(index).len() >= PIECE_LEN, text(index)));
         let count = chosen.len().div_ceil(size.max(1)).max(1);
         let groups = chosen
             .chunks(chosen.len().div_ceil(count).max(1))
@@ -907,28 +906,29 @@ impl RuleSet {
                 }
             }
         }
-        // The frequent keywords go in one searcher, whose every place is kept, the pieces in
-        // others: the pieces' four bytes make their fingerprints more specific than three would.
-        let rare: Vec<usize> = (frequent.len()..pieces.len()).collect();
-        let whole: Vec<usize> = (0..frequent.len()).collect();
-        for piece in &whole {
-            let prefixes: Vec<usize> = whole
-                .iter()
-                .copied()
-                .filter(|other| {
-                    let (Some(long), Some(short)) = (pieces.get(*piece), pieces.get(*other)) else {
-                        return false;
-                    };
-                    short.bytes.len() < long.bytes.len() && long.bytes.starts_with(&short.bytes)
-                })
-                .collect();
-            if let Some(piece) = pieces.get_mut(*piece) {
-                piece.prefixes = prefixes;
+        let texts: Vec<&[u8]> = pieces.iter().map(|piece| piece.bytes.as_slice()).collect();
+        let search = Scanner::new(&texts, (0..pieces.len()).collect(), GROUP_SIZE)?;
+        // A searcher reports the longest of its pieces that begin at a place; those it begins
+        // with are marked on it.
+        for group in &search.groups {
+            for piece in &group.members {
+                let prefixes: Vec<usize> = group
+                    .members
+                    .iter()
+                    .copied()
+                    .filter(|other| {
+                        let (Some(long), Some(short)) = (pieces.get(*piece), pieces.get(*other))
+                        else {
+                            return false;
+                        };
+                        short.bytes.len() < long.bytes.len() && long.bytes.starts_with(&short.bytes)
+                    })
+                    .collect();
+                if let Some(piece) = pieces.get_mut(*piece) {
+                    piece.prefixes = prefixes;
+                }
             }
         }
-        let texts: Vec<&[u8]> = pieces.iter().map(|piece| piece.bytes.as_slice()).collect();
-        let frequent = Scanner::new(&texts, whole, SLIM_GROUP_SIZE)?;
-        let rare = Scanner::new(&texts, rare, GROUP_SIZE)?;
         Ok(Self {
             rules,
             global: Allowlist::new(data.allowlist)?,
@@ -937,8 +937,7 @@ impl RuleSet {
                 .kind(Some(aho_corasick::AhoCorasickKind::DFA))
                 .build(&words)
                 .map_err(|err| format!("keywords: {err}"))?,
-            frequent,
-            rare,
+            search,
             words,
             pieces,
             tiny,
@@ -1003,8 +1002,7 @@ impl RuleSet {
                     }
                 }
             };
-            self.frequent.scan(bytes, &mut at);
-            self.rare.scan(bytes, &mut at);
+            self.search.scan(bytes, &mut at);
             for (word, finder) in &self.tiny {
                 if finder.find(bytes).is_some() {
                     found.push(*word);
@@ -1625,13 +1623,7 @@ mod tests {
         };
         for (packed, texts, chosen, size) in [
             (&keywords, &words, chosen, GROUP_SIZE),
-            (
-                &rules.frequent,
-                &pieces,
-                members(&rules.frequent),
-                SLIM_GROUP_SIZE,
-            ),
-            (&rules.rare, &pieces, members(&rules.rare), GROUP_SIZE),
+            (&rules.search, &pieces, members(&rules.search), GROUP_SIZE),
         ] {
             assert!(
                 matches!(packed.groups[0].search, GroupSearch::Packed(_))
