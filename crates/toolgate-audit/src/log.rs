@@ -30,8 +30,7 @@ use std::collections::HashMap;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -162,13 +161,91 @@ struct Queue {
     next_ticket: u64,
     /// How many records the last commit took.
     expected: usize,
+    /// Whether the committer waits for more records (see `LINGER`): only then does a caller
+    /// that queues one wake it.
+    lingering: bool,
+    /// How many callers wait for their answer: only if any does is anyone woken after a
+    /// commit. A lone caller wakes no one.
+    awaiting: usize,
 }
 
-/// What the background thread hears after each commit.
+/// What the background thread hears after commits: the newest record, and whether every
+/// commit since it last heard was flushed.
 #[derive(Debug, Clone, Copy)]
 struct Committed {
     head: Head,
     flushed: bool,
+}
+
+/// Where committers leave what the background thread is to hear.
+///
+/// A committer wakes the thread only when it sleeps with nothing to flush; while it waits
+/// out [`FLUSH_INTERVAL`] with records pending, it reads the news when it wakes. Under a
+/// steady stream of calls the thread is woken once per interval, not once per commit.
+#[derive(Debug, Default)]
+struct Mailbox {
+    inbox: Mutex<Inbox>,
+    news: Condvar,
+}
+
+#[derive(Debug, Default)]
+struct Inbox {
+    news: Option<Committed>,
+    /// The thread sleeps until news comes.
+    idle: bool,
+    /// The log is closing: flush what is there and stop.
+    closed: bool,
+}
+
+impl Mailbox {
+    fn post(&self, committed: Committed) {
+        let mut inbox = self.inbox.lock().unwrap_or_else(PoisonError::into_inner);
+        let flushed = inbox.news.is_none_or(|news| news.flushed) && committed.flushed;
+        inbox.news = Some(Committed {
+            head: committed.head,
+            flushed,
+        });
+        if inbox.idle {
+            inbox.idle = false;
+            self.news.notify_one();
+        }
+    }
+
+    fn close(&self) {
+        self.inbox
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .closed = true;
+        self.news.notify_one();
+    }
+
+    /// Waits until `deadline` (forever without one), or until news comes if `woken` — then
+    /// returns the news, and whether the log is closing (which ends any wait).
+    fn take(&self, deadline: Option<Instant>, woken: bool) -> (Option<Committed>, bool) {
+        let mut inbox = self.inbox.lock().unwrap_or_else(PoisonError::into_inner);
+        loop {
+            if inbox.closed || (woken && inbox.news.is_some()) {
+                break;
+            }
+            let now = Instant::now();
+            if deadline.is_some_and(|at| at <= now) {
+                break;
+            }
+            inbox.idle = woken;
+            inbox = match deadline {
+                None => self
+                    .news
+                    .wait(inbox)
+                    .unwrap_or_else(PoisonError::into_inner),
+                Some(at) => {
+                    let waited = self.news.wait_timeout(inbox, at - now);
+                    waited.unwrap_or_else(PoisonError::into_inner).0
+                }
+            };
+        }
+        inbox.idle = false;
+        (inbox.news.take(), inbox.closed)
+    }
 }
 
 /// What the callers share.
@@ -180,8 +257,15 @@ struct Shared {
     /// Wakes a lingering committer when a record arrives.
     arrived: Condvar,
     writer: Mutex<Writer>,
-    to_background: mpsc::Sender<Committed>,
+    to_background: Arc<Mailbox>,
     background_failed: Arc<AtomicBool>,
+}
+
+impl Drop for Shared {
+    /// The last caller is gone: the background thread flushes what is committed and stops.
+    fn drop(&mut self) {
+        self.to_background.close();
+    }
 }
 
 /// The committer's connection and files.
@@ -294,7 +378,8 @@ impl AuditLog {
 
         let (owner, owner_file) = claim_owner(&path)?;
         let head_file = Arc::new(head_file);
-        let (to_background, inbox) = mpsc::channel::<Committed>();
+        let to_background = Arc::new(Mailbox::default());
+        let inbox = Arc::clone(&to_background);
         let background_failed = Arc::new(AtomicBool::new(false));
         let shared = Arc::new(Shared {
             queue: Mutex::new(Queue {
@@ -492,16 +577,20 @@ impl Shared {
         queue.next_ticket += 1;
         pending.ticket = ticket;
         queue.waiting.push(pending);
-        self.arrived.notify_one();
+        if queue.lingering {
+            self.arrived.notify_one();
+        }
         loop {
             if let Some(result) = queue.done.remove(&ticket) {
                 return result;
             }
             if queue.committing {
+                queue.awaiting += 1;
                 queue = self
                     .answered
                     .wait(queue)
                     .map_err(|_| "the audit writer stopped unexpectedly".to_owned())?;
+                queue.awaiting -= 1;
                 continue;
             }
             queue.committing = true;
@@ -509,16 +598,20 @@ impl Shared {
             // commit the first of them would otherwise commit alone and leave the rest for
             // the commit after. So the committer waits up to `LINGER` for as many records as
             // the last commit had; a lone caller (a last commit of one) never waits.
-            let linger_until = Instant::now() + LINGER;
-            while queue.waiting.len() < queue.expected.min(MAX_BATCH) {
-                let left = linger_until.saturating_duration_since(Instant::now());
-                if left.is_zero() {
-                    break;
+            if queue.waiting.len() < queue.expected.min(MAX_BATCH) {
+                let linger_until = Instant::now() + LINGER;
+                queue.lingering = true;
+                while queue.waiting.len() < queue.expected.min(MAX_BATCH) {
+                    let left = linger_until.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        break;
+                    }
+                    queue = match self.arrived.wait_timeout(queue, left) {
+                        Ok((queue, _)) => queue,
+                        Err(_) => return Err("the audit writer stopped unexpectedly".to_owned()),
+                    };
                 }
-                queue = match self.arrived.wait_timeout(queue, left) {
-                    Ok((queue, _)) => queue,
-                    Err(_) => return Err("the audit writer stopped unexpectedly".to_owned()),
-                };
+                queue.lingering = false;
             }
             let take = queue.waiting.len().min(MAX_BATCH);
             let batch: Vec<Pending> = queue.waiting.drain(..take).collect();
@@ -530,7 +623,9 @@ impl Shared {
                 queue.done.insert(pending.ticket, result);
             }
             queue.committing = false;
-            self.answered.notify_all();
+            if queue.awaiting > 0 {
+                self.answered.notify_all();
+            }
         }
     }
 
@@ -552,12 +647,8 @@ impl Shared {
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| writer.append(batch)));
         match outcome {
             Ok(Ok((seqs, committed))) => {
-                if let Some(committed) = committed
-                    && self.to_background.send(committed).is_err()
-                {
-                    // Should the background thread be gone, committed records would never be
-                    // flushed and the head file would stop following the log unnoticed.
-                    self.background_failed.store(true, Ordering::Release);
+                if let Some(committed) = committed {
+                    self.to_background.post(committed);
                 }
                 seqs.into_iter().map(Ok).collect()
             }
@@ -861,12 +952,12 @@ fn prepare(connection: &Connection, options: &AuditOptions, shown: &str) -> Resu
 type Newest = (i64, String, Vec<u8>, Vec<u8>);
 
 fn newest(connection: &Connection) -> rusqlite::Result<Option<Newest>> {
+    // Prepared once per connection: parsing the statement cost as much as running it.
     connection
-        .query_row(
-            "SELECT seq, body, prev_hash, hash FROM records ORDER BY seq DESC LIMIT 1",
-            [],
-            |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?)),
-        )
+        .prepare_cached("SELECT seq, body, prev_hash, hash FROM records ORDER BY seq DESC LIMIT 1")?
+        .query_row([], |row| {
+            Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?))
+        })
         .optional()
 }
 
@@ -930,11 +1021,14 @@ fn check_newest(newest: Option<&Newest>, witnessed: Option<Head>) -> Result<Head
 fn background_loop(
     head_file: &HeadFile,
     wal: &Path,
-    inbox: &mpsc::Receiver<Committed>,
+    inbox: &Mailbox,
     failed: &AtomicBool,
     epochs: Option<seal::Epochs>,
     shared: &Weak<Shared>,
 ) {
+    // Should this thread stop unexpectedly, committed records would never be flushed and the
+    // head file would stop following the log unnoticed: every later commit is refused.
+    let _guard = FailOnPanic(failed);
     let write = |head: Head, unflushed: bool| {
         if unflushed && flush_file(wal).is_err() {
             failed.store(true, Ordering::Release);
@@ -950,40 +1044,26 @@ fn background_loop(
     let next_seal = |now_ms: u64| epochs.map(|e| e.end_of(e.at(now_ms)));
     let mut seal_at = next_seal(chain::now_ms());
     loop {
-        let mut wait: Option<Duration> = None;
+        let mut deadline: Option<Instant> = None;
         if pending.is_some() {
-            let due = last_write.map_or(Duration::ZERO, |t| {
-                (t + FLUSH_INTERVAL).saturating_duration_since(Instant::now())
-            });
-            wait = Some(due);
+            deadline = Some(last_write.map_or_else(Instant::now, |t| t + FLUSH_INTERVAL));
         }
         if let Some(at) = seal_at {
             // A few milliseconds late, so the clock is past the end when the committer looks.
-            let until = Duration::from_millis(at.saturating_sub(chain::now_ms()) + 5);
-            wait = Some(wait.map_or(until, |w| w.min(until)));
+            let until =
+                Instant::now() + Duration::from_millis(at.saturating_sub(chain::now_ms()) + 5);
+            deadline = Some(deadline.map_or(until, |d| d.min(until)));
         }
-        let received = match wait {
-            Some(wait) => inbox.recv_timeout(wait),
-            None => inbox
-                .recv()
-                .map_err(|_| mpsc::RecvTimeoutError::Disconnected),
-        };
-        match received {
-            Ok(committed) => {
-                pending = Some(committed.head);
-                unflushed |= !committed.flushed;
-            }
-            Err(mpsc::RecvTimeoutError::Timeout) => {}
-            Err(mpsc::RecvTimeoutError::Disconnected) => {
-                if let Some(head) = pending {
-                    write(head, unflushed);
-                }
-                return;
-            }
-        }
-        while let Ok(committed) = inbox.try_recv() {
+        let (news, closed) = inbox.take(deadline, pending.is_none());
+        if let Some(committed) = news {
             pending = Some(committed.head);
             unflushed |= !committed.flushed;
+        }
+        if closed {
+            if let Some(head) = pending {
+                write(head, unflushed);
+            }
+            return;
         }
         let ready = last_write.is_none_or(|t| t.elapsed() >= FLUSH_INTERVAL);
         if let (true, Some(head)) = (ready, pending) {
@@ -1003,6 +1083,17 @@ fn background_loop(
                 });
             }
             seal_at = next_seal(chain::now_ms());
+        }
+    }
+}
+
+/// Marks the log failed if the thread holding it unwinds.
+struct FailOnPanic<'a>(&'a AtomicBool);
+
+impl Drop for FailOnPanic<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.store(true, Ordering::Release);
         }
     }
 }

@@ -184,6 +184,32 @@ fn committed_records_are_flushed_and_witnessed_within_the_flush_interval() {
     drop(log);
 }
 
+/// The flush thread is woken only when it sleeps with nothing to flush; records that come
+/// while it waits out the interval are still flushed within it.
+#[test]
+fn a_steady_stream_of_commits_is_flushed_within_the_interval_every_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = db(&dir);
+    let log = AuditLog::open(&path, AuditOptions::default()).unwrap();
+    for n in 0..30 {
+        let committed = Instant::now();
+        let seq = log
+            .append_with(format!(r#"{{"call_id":"c-{n}"}}"#), Durability::Committed)
+            .unwrap();
+        while witnessed(&path).is_none_or(|w| w < seq) {
+            assert!(
+                committed.elapsed() < Duration::from_millis(150),
+                "record {seq} not flushed within 150 ms"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        // Some records come while the thread waits out the interval, some after it slept.
+        std::thread::sleep(Duration::from_millis(n % 3 * 20));
+    }
+    drop(log);
+    assert_eq!(witnessed(&path), Some(30));
+}
+
 /// Writes `seq` and `hash` into the head file as toolgate does (its slot `seq` mod 2).
 fn forge_head(path: &Path, seq: u64, hash: &[u8]) {
     let mut payload = Vec::new();

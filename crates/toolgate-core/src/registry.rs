@@ -477,6 +477,16 @@ impl Registry {
         profiles
     }
 
+    /// Whether every entry named `name` has a [brief](crate::Executor::brief) executor (and
+    /// there is one): whichever stage 2 resolves, its call ends soon if it only reads.
+    pub fn all_brief(&self, name: &str) -> bool {
+        self.by_name.get(name).is_some_and(|indices| {
+            indices
+                .iter()
+                .all(|&i| self.tools.get(i).is_some_and(|t| t.executor.brief()))
+        })
+    }
+
     /// Stage 2: exactly one enabled, compatible, current, available entry in the caller's
     /// profile. Each filter that empties the set names itself in the rejection.
     pub fn resolve(&self, invocation: &Invocation) -> Result<Arc<Tool>, Rejection> {

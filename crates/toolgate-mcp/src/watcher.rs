@@ -1,8 +1,10 @@
-//! Watching one call while it runs on its blocking thread: cancelling it when the client asks
+//! Watching one call while it runs (on a blocking thread, unless it ended at once): cancelling it when the client asks
 //! or stops listening, reporting progress, relaying what the executor reports, and asking the
 //! person at the client when the call waits for approval.
 
+use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use rmcp::RoleServer;
@@ -14,7 +16,8 @@ use rmcp::service::{Peer, PeerRequestOptions};
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 use toolgate_core::{
-    Admit, Invocation, Notice, NoticeSink, Outcome, Pipeline, RawCall, Rejection, RunHooks, Tool,
+    Admit, Decided, Invocation, Notice, NoticeSink, Outcome, Permitted, Pipeline, RawCall,
+    Rejection, RunHooks, Tool,
 };
 
 use crate::elicit::{self, ApprovalDesk, Cancel};
@@ -29,10 +32,10 @@ enum Phase {
     Running,
 }
 
-/// A call on its blocking thread, as a transport watches it.
+/// A call, as a transport watches it: on a blocking thread, or already ended.
 #[derive(Debug)]
 pub(crate) struct Running {
-    task: tokio::task::JoinHandle<Outcome>,
+    task: Task,
     /// Given to cancel the call.
     cancelled: toolgate_core::Cancel,
     phase: watch::Receiver<Phase>,
@@ -40,9 +43,44 @@ pub(crate) struct Running {
     notices: mpsc::UnboundedReceiver<Notice>,
 }
 
+/// Where a call's outcome comes from.
+#[derive(Debug)]
+enum Task {
+    /// It ended where its request arrived; taken once watched.
+    Ended(Option<Box<Outcome>>),
+    /// It runs on a blocking thread.
+    Spawned(tokio::task::JoinHandle<Outcome>),
+}
+
+impl Future for Task {
+    type Output = Result<Outcome, tokio::task::JoinError>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match &mut *self {
+            Task::Ended(outcome) => outcome
+                .take()
+                .map_or(Poll::Pending, |o| Poll::Ready(Ok(*o))),
+            Task::Spawned(handle) => Pin::new(handle).poll(cx),
+        }
+    }
+}
+
+/// How much of a call is left to run.
+enum Step {
+    /// Stages 1 to 8.
+    Whole(RawCall),
+    /// Stages 6 to 8, after stages 1 to 5 let it through.
+    Rest(Box<Permitted>),
+}
+
 impl Running {
-    /// Starts `raw` on a blocking thread: the pipeline's own run, stages 1 to 8, with `admit`
-    /// as the session's further condition in stage 2.
+    /// Starts `raw`: the pipeline's own run, stages 1 to 8, with `admit` as the session's
+    /// further condition in stage 2.
+    ///
+    /// A call of a tool whose executor is brief (a bounded read of one file) is decided here,
+    /// where its request arrived, and when it only reads and nobody need be asked, it runs
+    /// here to its end too: handing a call of some microseconds to another thread and back
+    /// costs more than the call. Every other call runs on a blocking thread, watched.
     pub(crate) fn start(
         pipeline: Arc<Pipeline>,
         raw: RawCall,
@@ -56,10 +94,33 @@ impl Running {
             // The call outlived its watcher (its client went away): nobody to tell.
             let _ = notice_tx.send(notice);
         });
-        let task = tokio::task::spawn_blocking({
-            let cancelled = cancelled.clone();
-            move || run_call(&pipeline, &admit, raw, cancelled, &phase_tx, sink)
-        });
+        let step = if pipeline.runs_briefly(&raw.tool) {
+            match pipeline.decide(raw, &admit) {
+                Decided::Ended(outcome) => Err(outcome),
+                Decided::Permitted(permitted) if permitted.ends_soon() => {
+                    let step = Step::Rest(Box::new(permitted));
+                    let sink = Arc::clone(&sink);
+                    Err(run_call(
+                        &pipeline,
+                        &admit,
+                        step,
+                        cancelled.clone(),
+                        &phase_tx,
+                        sink,
+                    ))
+                }
+                Decided::Permitted(permitted) => Ok(Step::Rest(Box::new(permitted))),
+            }
+        } else {
+            Ok(Step::Whole(raw))
+        };
+        let task = match step {
+            Err(outcome) => Task::Ended(Some(Box::new(outcome))),
+            Ok(step) => Task::Spawned(tokio::task::spawn_blocking({
+                let cancelled = cancelled.clone();
+                move || run_call(&pipeline, &admit, step, cancelled, &phase_tx, sink)
+            })),
+        };
         Running {
             task,
             cancelled,
@@ -80,13 +141,13 @@ impl Running {
         let (_, phase) = watch::channel(Phase::Deciding);
         let (_, notices) = mpsc::unbounded_channel();
         let raw = RawCall::text(tool, "{}", toolgate_core::Surface::Chat);
-        let task = tokio::task::spawn_blocking({
+        let task = Task::Spawned(tokio::task::spawn_blocking({
             let cancelled = cancelled.clone();
             move || {
                 cancelled.wait_until(std::time::Instant::now() + Duration::from_secs(3600));
                 pipeline.run(raw)
             }
-        });
+        }));
         Running {
             task,
             cancelled,
@@ -108,13 +169,13 @@ impl Cancel for Running {
     }
 }
 
-/// One call, stages 1 to 8, on a blocking thread: the pipeline's own run, with `admit` in
-/// stage 2, `phase` told when the call waits for a person or runs, and what the executor
-/// reports (already redacted and limited) sent to `notices`.
+/// What is left of one call, to its end: the pipeline's own run, with `admit` in stage 2,
+/// `phase` told when the call waits for a person or runs, and what the executor reports
+/// (already redacted and limited) sent to `notices`.
 fn run_call(
     pipeline: &Pipeline,
     admit: &Admit<'_>,
-    raw: RawCall,
+    step: Step,
     cancelled: toolgate_core::Cancel,
     phase: &watch::Sender<Phase>,
     notices: NoticeSink,
@@ -129,7 +190,10 @@ fn run_call(
         },
         notices: Some(notices),
     };
-    pipeline.run_with(raw, cancelled, &hooks)
+    match step {
+        Step::Whole(raw) => pipeline.run_with(raw, cancelled, &hooks),
+        Step::Rest(permitted) => pipeline.finish(*permitted, cancelled, &hooks),
+    }
 }
 
 /// Progress notifications for one call, to a client that sent a progress token: toolgate's
@@ -478,7 +542,33 @@ mod tests {
         }
     }
 
+    /// Notes the thread it ran on.
+    #[derive(Debug)]
+    struct Where {
+        brief: bool,
+        ran_on: Arc<Mutex<Vec<std::thread::ThreadId>>>,
+    }
+
+    impl Executor for Where {
+        fn execute(&self, _: &Call<'_>, _: &ExecContext) -> Result<ToolOutput, ToolError> {
+            self.ran_on
+                .lock()
+                .unwrap()
+                .push(std::thread::current().id());
+            Ok(ToolOutput::new(json!("here")))
+        }
+
+        fn brief(&self) -> bool {
+            self.brief
+        }
+    }
+
     fn gateway() -> Arc<Gateway> {
+        gateway_with(Vec::new())
+    }
+
+    /// The chatty tool, and more read-only tools.
+    fn gateway_with(more: Vec<(&str, Arc<dyn Executor>)>) -> Arc<Gateway> {
         // The redaction rules load on first use, which in a debug build takes longer than
         // several of the test's progress intervals; loaded here, they do not hold up the
         // first notice behind toolgate's own reports.
@@ -494,6 +584,13 @@ mod tests {
                 Arc::new(Chatty),
             )
             .unwrap();
+        for (name, executor) in more {
+            let mut entry = ToolEntry::new(name, "test");
+            entry.effect = Some(EffectClass::ReadOnly);
+            entry.profiles = ["default".to_owned()].into_iter().collect();
+            let descriptor = Descriptor::new(name, "Reads.", json!({"type": "object"}));
+            builder.register(descriptor, entry, executor).unwrap();
+        }
         let registry = builder.build().unwrap();
         let mut policy = PolicyEngine::default_policy().unwrap();
         policy.prepare(&registry).unwrap();
@@ -517,10 +614,14 @@ mod tests {
 
     impl Client {
         fn start() -> Client {
+            Client::serving(gateway()).0
+        }
+
+        /// A client of `gateway`, and the thread its session's runtime runs on.
+        fn serving(gateway: Arc<Gateway>) -> (Client, std::thread::ThreadId) {
             let (server_in, input) = std::io::pipe().unwrap();
             let (output, server_out) = std::io::pipe().unwrap();
-            let gateway = gateway();
-            std::thread::spawn(move || {
+            let runtime_thread = std::thread::spawn(move || {
                 let runtime = crate::runtime().unwrap();
                 let principal = Principal::new("tester", "default");
                 let served =
@@ -536,7 +637,7 @@ mod tests {
                     }
                 }
             });
-            Client { input, lines }
+            (Client { input, lines }, runtime_thread.thread().id())
         }
 
         /// Everything up to and including the answer to `message`.
@@ -620,6 +721,39 @@ mod tests {
         assert_eq!(logs[0]["params"]["level"], "info");
         assert_eq!(logs[0]["params"]["logger"], "upstream");
         assert_eq!(logs[0]["params"]["data"], json!({"fetched": 3}));
+    }
+
+    /// A brief read that nobody must approve runs where its request arrived, on the session's
+    /// own thread; any other call runs on a blocking thread.
+    #[test]
+    fn a_brief_read_runs_where_its_request_arrived() {
+        let ran_on = Arc::new(Mutex::new(Vec::new()));
+        let tool = |brief| -> Arc<dyn Executor> {
+            Arc::new(Where {
+                brief,
+                ran_on: Arc::clone(&ran_on),
+            })
+        };
+        let gateway = gateway_with(vec![("brief", tool(true)), ("long", tool(false))]);
+        let (mut client, runtime) = Client::serving(gateway);
+        client.initialize();
+        for (id, name) in [(1, "brief"), (2, "long"), (3, "brief")] {
+            let seen = client.exchange(&json!({"jsonrpc": "2.0", "id": id,
+                "method": "tools/call", "params": {"name": name, "arguments": {}}}));
+            let answer = seen.last().unwrap();
+            assert_eq!(answer["result"]["isError"], false, "{answer}");
+        }
+        let ran_on = ran_on.lock().unwrap().clone();
+        assert_eq!(ran_on.len(), 3);
+        assert_eq!(
+            ran_on[0], runtime,
+            "the brief read ran on the session's thread"
+        );
+        assert_ne!(
+            ran_on[1], runtime,
+            "the other call ran on a blocking thread"
+        );
+        assert_eq!(ran_on[2], runtime);
     }
 
     #[test]

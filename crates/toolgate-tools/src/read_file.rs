@@ -92,6 +92,12 @@ impl TypedExecutor for ReadFile {
     type Args = ReadArgs;
     type Plan = ReadPlan;
 
+    /// A read opens one regular file without blocking and reads at most
+    /// [`MAX_FILE_BYTES`] of it: it ends soon, and waits on nothing but the file system.
+    fn brief(&self) -> bool {
+        true
+    }
+
     fn check(&self, arguments: &ReadArgs) -> Vec<FieldError> {
         path_argument::check(
             &self.workspace,

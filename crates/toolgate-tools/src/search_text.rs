@@ -4,7 +4,7 @@
 //! not by the path the walker saw, so a file swapped for a link mid-search cannot be read from
 //! outside. Binary files (a NUL byte) are skipped whole, even where a match came before the NUL.
 
-use std::io;
+use std::io::{self, Seek as _};
 use std::ops::ControlFlow;
 use std::sync::Arc;
 
@@ -217,14 +217,13 @@ impl TypedExecutor for SearchText {
         let max_results = to_usize(arguments.max_results.unwrap_or(DEFAULT_MAX_RESULTS))
             .min(call.limits().max_results)
             .max(1);
-        let mut search = Search {
+        let looker = Looker {
             workspace: &self.workspace,
             matcher,
-            searcher: SearcherBuilder::new()
-                .binary_detection(BinaryDetection::quit(0))
-                .line_number(true)
-                .heap_limit(Some(HEAP_LIMIT))
-                .build(),
+            max_results,
+            cx,
+        };
+        let mut search = Search {
             max_results,
             budget: call
                 .limits()
@@ -243,57 +242,15 @@ impl TypedExecutor for SearchText {
         match resolved.kind {
             PathKind::File => {
                 // One file: whether it filled the results is already in `search.truncated`.
-                let _ = search.file(&resolved.rel)?;
+                let looked = looker.look(&mut looker.searcher(), &resolved.rel, 0);
+                let _ = search.take(&resolved.rel, looked)?;
             }
             PathKind::Dir => {
                 let options = WalkOptions {
                     depth: None,
                     overrides,
                 };
-                // The walk (directory reads, file status, ignore rules) runs on a thread of
-                // its own and hands the files to search, in path order, to this one: two
-                // cores' work for one search, with results exactly as one thread finds them.
-                // When the search has enough it drops its end, and the walk stops at its next
-                // file.
-                let (files, found) = std::sync::mpsc::sync_channel::<RelPath>(WALK_AHEAD);
-                let workspace = &self.workspace;
-                let target = &resolved.target;
-                let walked = std::thread::scope(|scope| {
-                    let walker = scope.spawn(move || {
-                        let mut skipped = Skipped::default();
-                        let summary = walk(workspace, target, &options, cx, |entry| {
-                            skipped
-                                .file(entry)
-                                .map_or(ControlFlow::Continue(()), |rel| match files.send(rel) {
-                                    Ok(()) => ControlFlow::Continue(()),
-                                    Err(_) => ControlFlow::Break(()),
-                                })
-                        });
-                        (summary, skipped)
-                    });
-                    let searched = found.iter().try_for_each(|rel| match search.file(&rel) {
-                        Ok(ControlFlow::Continue(())) => Ok(()),
-                        Ok(ControlFlow::Break(())) => Err(None),
-                        Err(error) => Err(Some(error)),
-                    });
-                    drop(found);
-                    let walked = walker.join();
-                    (searched, walked)
-                });
-                let (searched, walked) = walked;
-                if let Err(Some(error)) = searched {
-                    return Err(error);
-                }
-                let Ok((summary, skipped)) = walked else {
-                    return Err(ToolError::new(
-                        ToolErrorCode::ToolPanicked,
-                        "the directory walk stopped unexpectedly",
-                    ));
-                };
-                let summary = summary?;
-                search.skipped_sensitive += skipped.sensitive;
-                search.skipped_large += skipped.large;
-                search.skipped_unreadable += summary.unreadable + summary.unnamed;
+                search_tree(&looker, &mut search, &resolved.target, &options)?;
             }
             PathKind::Symlink | PathKind::Other => {
                 return Err(ToolError::new(
@@ -309,14 +266,142 @@ impl TypedExecutor for SearchText {
     }
 }
 
-/// How many files the walk may find ahead of the search.
-const WALK_AHEAD: usize = 256;
+/// Files are dealt, and their findings passed on, this many at a time: handing each file
+/// from thread to thread on its own would wake a thread per file.
+const BATCH: usize = 16;
+
+/// How many batches the walk may deal ahead of each searching thread, and how many batches'
+/// findings each may hold before they join the results.
+const LOOK_AHEAD: usize = 4;
+
+/// The most threads that search files at once.
+const MAX_SEARCHERS: usize = 4;
+
+/// Searches every file below `target`, giving the results exactly as one thread searching in
+/// path order finds them.
+///
+/// The walk (directory reads, ignore rules) runs on a thread of its own and deals the files
+/// it finds, in path order and in batches of [`BATCH`], to one searching thread per core in
+/// turn: the `i`th batch to thread `i mod n`. Each searching thread passes what it found in
+/// each batch on, in its order, and this thread takes them round the threads in the same
+/// turn, so it sees every file's findings in path order, and adds them up as one thread
+/// would. Every channel is bounded, so no thread gets more than [`LOOK_AHEAD`] batches ahead
+/// of the results.
+/// When the results are full this thread drops its ends: the searchers and the walk stop at
+/// their next file.
+fn search_tree(
+    looker: &Looker<'_>,
+    search: &mut Search<'_>,
+    target: &RelPath,
+    options: &WalkOptions,
+) -> Result<(), ToolError> {
+    use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
+    let searchers = std::thread::available_parallelism()
+        .map_or(1, std::num::NonZeroUsize::get)
+        .clamp(1, MAX_SEARCHERS);
+    type Batch = Vec<RelPath>;
+    type Findings = Vec<(RelPath, Looked)>;
+    let (to_look, to_take): (Vec<SyncSender<Batch>>, Vec<Receiver<Batch>>) =
+        (0..searchers).map(|_| sync_channel(LOOK_AHEAD)).unzip();
+    let (found, finding): (Vec<SyncSender<Findings>>, Vec<Receiver<Findings>>) =
+        (0..searchers).map(|_| sync_channel(LOOK_AHEAD)).unzip();
+    let taken = &std::sync::atomic::AtomicUsize::new(0);
+    let (workspace, cx) = (looker.workspace, looker.cx);
+    let (walked, searched, took) = std::thread::scope(|scope| {
+        let walker = scope.spawn(move || {
+            let mut skipped = Skipped::default();
+            let mut turn = (0..to_look.len()).cycle();
+            let mut deal = |batch: Batch| {
+                let to = turn.next().and_then(|i| to_look.get(i));
+                to.is_some_and(|to| to.send(batch).is_ok())
+            };
+            let mut batch = Vec::with_capacity(BATCH);
+            let summary = walk(workspace, target, options, cx, |entry| {
+                if let Some(rel) = skipped.file(entry) {
+                    batch.push(rel);
+                }
+                if batch.len() < BATCH || deal(std::mem::take(&mut batch)) {
+                    ControlFlow::Continue(())
+                } else {
+                    ControlFlow::Break(())
+                }
+            });
+            if !batch.is_empty() {
+                // Refused only once the search has enough.
+                let _ = deal(batch);
+            }
+            (summary, skipped)
+        });
+        let lookers: Vec<_> = to_take
+            .into_iter()
+            .zip(found)
+            .map(|(files, found)| {
+                scope.spawn(move || {
+                    let mut searchers = looker.searcher();
+                    for batch in files {
+                        // The matches before each file: at least those taken, and those of the
+                        // batch's files before it. Each file is searched for no more than
+                        // could still fit, so that a batch holds at most one result's worth.
+                        let mut before = taken.load(std::sync::atomic::Ordering::Relaxed);
+                        let findings = batch
+                            .into_iter()
+                            .map(|rel| {
+                                let looked = looker.look(&mut searchers, &rel, before);
+                                if let Looked::Lines(lines) = &looked {
+                                    before += lines.len();
+                                }
+                                (rel, looked)
+                            })
+                            .collect();
+                        if found.send(findings).is_err() {
+                            return;
+                        }
+                    }
+                })
+            })
+            .collect();
+        let mut took = Ok(());
+        'taking: loop {
+            for finding in &finding {
+                // A closed channel: that searcher has searched every file dealt to it, so
+                // the walk dealt no file after the last one taken.
+                let Ok(findings) = finding.recv() else {
+                    break 'taking;
+                };
+                for (rel, looked) in findings {
+                    match search.take(&rel, looked) {
+                        Ok(ControlFlow::Continue(())) => {}
+                        Ok(ControlFlow::Break(())) => break 'taking,
+                        Err(error) => {
+                            took = Err(error);
+                            break 'taking;
+                        }
+                    }
+                }
+                taken.store(search.matches.len(), std::sync::atomic::Ordering::Relaxed);
+            }
+        }
+        drop(finding);
+        let searched = lookers.into_iter().all(|looker| looker.join().is_ok());
+        (walker.join(), searched, took)
+    });
+    took?;
+    let (Ok((summary, skipped)), true) = (walked, searched) else {
+        return Err(ToolError::new(
+            ToolErrorCode::ToolPanicked,
+            "the directory walk or a search stopped unexpectedly",
+        ));
+    };
+    let summary = summary?;
+    search.skipped_sensitive += skipped.sensitive;
+    search.skipped_unreadable += summary.unreadable + summary.unnamed;
+    Ok(())
+}
 
 /// What the walk passes over instead of handing it to the search.
 #[derive(Debug, Default)]
 struct Skipped {
     sensitive: usize,
-    large: usize,
 }
 
 impl Skipped {
@@ -337,19 +422,115 @@ impl Skipped {
             self.sensitive += 1;
             return None;
         }
-        if entry.metadata().is_ok_and(|m| m.len() > MAX_FILE_BYTES) {
-            self.large += 1;
-            return None;
-        }
+        // Its size is looked at once it is open: one status per file, not two.
         Some(rel)
     }
 }
 
-/// One search in progress.
-struct Search<'a> {
+/// What searching one file found, before it joins the results.
+enum Looked {
+    /// Gone, unreadable, or swapped for something that leads out since the walk saw it.
+    Unreadable,
+    Large,
+    /// Opened, but could not be searched to its end (a read failed, a line was too long).
+    Failed,
+    Binary,
+    /// The call was cancelled or timed out meanwhile.
+    Stopped,
+    /// Line number, text, whether the text was cut: at most one more than the results had
+    /// room for when the search began.
+    Lines(Vec<(u64, String, bool)>),
+}
+
+/// Searches files, on any thread.
+struct Looker<'a> {
     workspace: &'a Workspace,
     matcher: RegexMatcher,
-    searcher: Searcher,
+    max_results: usize,
+    cx: &'a ExecContext,
+}
+
+/// A searching thread's two searchers: one that only tells whether a file matches, and one
+/// that counts lines, for the files that do. Counting the lines of every file costs more
+/// than searching most of them twice would: most files of a search do not match.
+struct Searchers {
+    first: Searcher,
+    counting: Searcher,
+}
+
+impl Looker<'_> {
+    fn searcher(&self) -> Searchers {
+        let build = |line_number| {
+            SearcherBuilder::new()
+                .binary_detection(BinaryDetection::quit(0))
+                .line_number(line_number)
+                .heap_limit(Some(HEAP_LIMIT))
+                .build()
+        };
+        Searchers {
+            first: build(false),
+            counting: build(true),
+        }
+    }
+
+    /// Searches the file at `rel`, for the results after `taken` matches.
+    fn look(&self, searchers: &mut Searchers, rel: &RelPath, taken: usize) -> Looked {
+        if self.cx.should_stop() {
+            return Looked::Stopped;
+        }
+        // Opened through the workspace, not by the path the walk saw.
+        let Ok(file) = self.workspace.open_file(rel) else {
+            return Looked::Unreadable;
+        };
+        if file.len > MAX_FILE_BYTES {
+            return Looked::Large;
+        }
+        let mut first = FirstMatch::default();
+        if searchers
+            .first
+            .search_file(&self.matcher, &file.file, &mut first)
+            .is_err()
+        {
+            return Looked::Failed;
+        }
+        if first.binary {
+            return Looked::Binary;
+        }
+        if !first.matched {
+            return Looked::Lines(Vec::new());
+        }
+        // The same open file, read again from its start: what was found there is what the
+        // lines are counted in, whatever became of the path since.
+        if (&file.file).seek(io::SeekFrom::Start(0)).is_err() {
+            return Looked::Failed;
+        }
+        let mut sink = FileSink {
+            // One more than fits, to know whether anything was left out.
+            room: self.max_results.saturating_sub(taken) + 1,
+            lines: Vec::new(),
+            binary: false,
+            stopped: false,
+            cx: self.cx,
+        };
+        if searchers
+            .counting
+            .search_file(&self.matcher, &file.file, &mut sink)
+            .is_err()
+        {
+            return Looked::Failed;
+        }
+        if sink.stopped {
+            Looked::Stopped
+        } else if sink.binary {
+            Looked::Binary
+        } else {
+            Looked::Lines(sink.lines)
+        }
+    }
+}
+
+/// The results of one search, as they add up.
+struct Search<'a> {
     max_results: usize,
     /// Escaped bytes the matches may take, and have taken.
     budget: usize,
@@ -365,48 +546,32 @@ struct Search<'a> {
 }
 
 impl Search<'_> {
-    /// Searches one file; breaks when no more matches fit.
-    fn file(&mut self, rel: &RelPath) -> Result<ControlFlow<()>, ToolError> {
-        if self.cx.should_stop() {
-            return Err(stopped(self.cx));
-        }
-        let file = match self.workspace.open_file(rel) {
-            Ok(file) => file,
-            Err(_) => {
-                // Gone, unreadable, or swapped for something that leads out since the walk
-                // saw it: not this search's business, but not silently either.
+    /// Adds what was found in the file at `rel`; breaks when no more matches fit.
+    fn take(&mut self, rel: &RelPath, looked: Looked) -> Result<ControlFlow<()>, ToolError> {
+        let lines = match looked {
+            Looked::Stopped => return Err(stopped(self.cx)),
+            Looked::Unreadable => {
+                // Not this search's business, but not silently either.
                 self.skipped_unreadable += 1;
                 return Ok(ControlFlow::Continue(()));
             }
+            Looked::Large => {
+                self.skipped_large += 1;
+                return Ok(ControlFlow::Continue(()));
+            }
+            Looked::Failed => {
+                self.files_searched += 1;
+                self.skipped_unreadable += 1;
+                return Ok(ControlFlow::Continue(()));
+            }
+            Looked::Binary => {
+                self.files_searched += 1;
+                return Ok(ControlFlow::Continue(()));
+            }
+            Looked::Lines(lines) => lines,
         };
-        if file.len > MAX_FILE_BYTES {
-            self.skipped_large += 1;
-            return Ok(ControlFlow::Continue(()));
-        }
         self.files_searched += 1;
-        let mut sink = FileSink {
-            // One more than fits, to know whether anything was left out.
-            room: self.max_results.saturating_sub(self.matches.len()) + 1,
-            lines: Vec::new(),
-            binary: false,
-            stopped: false,
-            cx: self.cx,
-        };
-        if self
-            .searcher
-            .search_file(&self.matcher, &file.file, &mut sink)
-            .is_err()
-        {
-            self.skipped_unreadable += 1;
-            return Ok(ControlFlow::Continue(()));
-        }
-        if sink.stopped {
-            return Err(stopped(self.cx));
-        }
-        if sink.binary {
-            return Ok(ControlFlow::Continue(()));
-        }
-        for (line, text, cut) in sink.lines {
+        for (line, text, cut) in lines {
             let cost = json_len(rel.as_str()) + json_len(&text) + 40;
             if self.matches.len() == self.max_results || self.used + cost > self.budget {
                 self.truncated = true;
@@ -447,6 +612,27 @@ impl Search<'_> {
             ));
         }
         output
+    }
+}
+
+/// Whether a file has a match at all (and stops at the first), or is binary before it.
+#[derive(Debug, Default)]
+struct FirstMatch {
+    matched: bool,
+    binary: bool,
+}
+
+impl Sink for FirstMatch {
+    type Error = io::Error;
+
+    fn matched(&mut self, _: &Searcher, _: &SinkMatch<'_>) -> Result<bool, io::Error> {
+        self.matched = true;
+        Ok(false)
+    }
+
+    fn binary_data(&mut self, _: &Searcher, _: u64) -> Result<bool, io::Error> {
+        self.binary = true;
+        Ok(false)
     }
 }
 

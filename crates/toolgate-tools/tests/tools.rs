@@ -423,6 +423,75 @@ fn search_text_options_narrow_the_search() {
     assert_eq!(bounded["truncated"], true);
 }
 
+/// Many files are searched by several threads at once; the results are still exactly what
+/// one thread searching in path order finds, and a search that fills up stops where it would.
+#[test]
+fn search_text_over_many_files_keeps_path_order_and_stops_where_one_thread_would() {
+    let fx = Fixture::new();
+    let tree = fx.ws().join("tree");
+    // Names of one width, so that the walk's order (by name, depth first) is the paths' order.
+    let mut expected = Vec::new();
+    let mut files = 0;
+    for d in 0..12 {
+        fs::create_dir_all(tree.join(format!("d{d:02}"))).unwrap();
+        for f in 0..40 {
+            let rel = format!("tree/d{d:02}/f{f:02}.txt");
+            let n = (d * 40 + f) % 5;
+            let mut text: String = (0..n)
+                .map(|i| format!("pin {i} of {rel}\nfiller\n"))
+                .collect();
+            // A binary file is skipped whole, even after a match.
+            let binary = (d * 40 + f) % 11 == 3;
+            if binary {
+                text.push('\0');
+            }
+            // Sizes vary, so that one thread gets ahead of the other.
+            text.push_str(&"x".repeat(((d * 40 + f) % 7) * 20_000));
+            fs::write(fx.ws().join(&rel), text).unwrap();
+            files += 1;
+            if !binary {
+                expected.extend((0..n).map(|i| (rel.clone(), format!("pin {i} of {rel}"), files)));
+            }
+        }
+    }
+    assert!(expected.len() > 500, "{}", expected.len());
+    let lines = |output: &Value| -> Vec<(String, String)> {
+        output["matches"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| {
+                (
+                    m["path"].as_str().unwrap().to_owned(),
+                    m["text"].as_str().unwrap().to_owned(),
+                )
+            })
+            .collect()
+    };
+    let all = fx.output(
+        "search_text",
+        json!({"pattern": "pin", "path": "tree", "max_results": 1000}),
+    );
+    let want: Vec<(String, String)> = expected
+        .iter()
+        .map(|(p, t, _)| (p.clone(), t.clone()))
+        .collect();
+    assert_eq!(lines(&all), want);
+    assert_eq!(all["truncated"], false);
+    assert_eq!(all["files_searched"], files);
+
+    for max in [1, 37, 150, 400] {
+        let some = fx.output(
+            "search_text",
+            json!({"pattern": "PIN", "path": "tree", "max_results": max}),
+        );
+        assert_eq!(lines(&some), want[..max], "max_results {max}");
+        assert_eq!(some["truncated"], true);
+        // Searched up to the file whose match did not fit, and no further.
+        assert_eq!(some["files_searched"], expected[max].2, "max_results {max}");
+    }
+}
+
 #[test]
 fn search_text_cuts_long_lines() {
     let fx = Fixture::new();

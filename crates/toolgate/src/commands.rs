@@ -102,6 +102,8 @@ fn raw_call(args: &CallArgs, bounds: &NormalizeBounds) -> anyhow::Result<RawCall
 
 fn call(args: &CallArgs) -> anyhow::Result<u8> {
     serve::watch_commands();
+    // The outcome is redacted: the rules load while the call is set up and runs.
+    std::thread::spawn(toolgate_core::redact::prepare);
     let workspace = open_workspace(&args.workspace)?;
     let settings = Arc::new(Settings::load(args.config.config.as_deref())?);
     let gate = Gate::running(settings, Arc::clone(&workspace))?.with_audit_log()?;

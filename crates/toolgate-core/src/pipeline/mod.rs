@@ -73,6 +73,14 @@ pub trait Executor: Send + Sync + std::fmt::Debug {
     /// Stage 7: do it, within `call.limits()`, watching `cx` for cancellation. Only the
     /// pipeline can call this: nothing outside this crate can make a [`Call`].
     fn execute(&self, call: &Call<'_>, cx: &ExecContext) -> Result<ToolOutput, ToolError>;
+
+    /// Whether every call of this tool ends soon, by its own bounds, without waiting on
+    /// anything outside the process: a transport may then run a read-only call that needs no
+    /// approval where its request arrived, instead of handing it to another thread. The
+    /// default is no.
+    fn brief(&self) -> bool {
+        false
+    }
 }
 
 /// What stage 4 learned about a call.
@@ -302,6 +310,24 @@ impl Permitted {
     pub fn approval_required(&self) -> bool {
         self.approval_required
     }
+
+    /// Whether the rest of the call, stages 6 to 8, ends soon: nobody is asked, the call only
+    /// reads, and its tool's executor is [brief](Executor::brief).
+    pub fn ends_soon(&self) -> bool {
+        !self.approval_required
+            && self.effect == EffectClass::ReadOnly
+            && self.tool.executor.brief()
+    }
+}
+
+/// What stages 1–5 decided of a call (see [`Pipeline::decide`]).
+#[derive(Debug)]
+#[must_use = "a permitted call does nothing until `Pipeline::finish` runs and records it"]
+pub enum Decided {
+    /// Stopped before stage 6, and recorded.
+    Ended(Outcome),
+    /// Through the policy: [`Pipeline::finish`] runs the rest.
+    Permitted(Permitted),
 }
 
 /// After stage 6: the proof that a call may run. It cannot be built, cloned or altered outside
@@ -562,11 +588,34 @@ impl Pipeline {
 
     /// Every stage, with what a transport adds to them (see [`RunHooks`]).
     pub fn run_with(&self, raw: RawCall, cancel: Cancel, hooks: &RunHooks) -> Outcome {
+        match self.decide(raw, hooks.admit) {
+            Decided::Ended(outcome) => outcome,
+            Decided::Permitted(permitted) => self.finish(permitted, cancel, hooks),
+        }
+    }
+
+    /// Stages 1–5, with `admit` in stage 2; a call they stop is described and recorded here.
+    /// With [`Pipeline::finish`], this is [`Pipeline::run_with`] in two steps, for a
+    /// transport that runs the first where the request arrived and decides by
+    /// [`Permitted::ends_soon`] where to run the second.
+    pub fn decide(&self, raw: RawCall, admit: &Admit<'_>) -> Decided {
+        match self.through_policy(raw, admit, None) {
+            Ok(permitted) => Decided::Permitted(permitted),
+            Err(stopped) => Decided::Ended(self.describe(Err(stopped))),
+        }
+    }
+
+    /// Whether a call of the tool named `name` may end soon (see [`Executor::brief`]): only
+    /// then is [`Pipeline::decide`] worth running where a request arrived.
+    pub fn runs_briefly(&self, name: &str) -> bool {
+        self.registry.all_brief(name)
+    }
+
+    /// Stages 6–8 of a call stages 1–5 permitted, with `hooks` (whose `admit` stage 2 has
+    /// already applied).
+    pub fn finish(&self, permitted: Permitted, cancel: Cancel, hooks: &RunHooks) -> Outcome {
         let result = self
-            .through_policy(raw, hooks.admit, None)
-            .and_then(|permitted| {
-                self.approve_with(permitted, cancel.clone(), hooks.awaiting_approval)
-            })
+            .approve_with(permitted, cancel.clone(), hooks.awaiting_approval)
             .and_then(|authorized| {
                 (hooks.executing)();
                 let timeout = Duration::from_millis(authorized.limits().timeout_ms);
@@ -723,6 +772,83 @@ mod tests {
         );
         let _ = pipeline.execute(authorized, &cx);
         assert_eq!(looks.0.lock().unwrap().take(), Some(Visibility::Hidden));
+    }
+
+    /// Ends at once, and says so.
+    #[derive(Debug)]
+    struct Quick;
+
+    impl Executor for Quick {
+        fn execute(&self, _: &Call<'_>, _: &ExecContext) -> Result<ToolOutput, ToolError> {
+            Ok(ToolOutput::new(Value::from("done")))
+        }
+
+        fn brief(&self) -> bool {
+            true
+        }
+    }
+
+    /// Only a brief executor's read that nobody must approve ends soon; deciding and finishing
+    /// a call is running it, and a call stopped early is recorded by deciding it.
+    #[test]
+    fn only_a_brief_read_that_asks_nobody_ends_soon() {
+        let cases: [(EffectClass, ApprovalMode, Arc<dyn Executor>, bool); 4] = [
+            (
+                EffectClass::ReadOnly,
+                ApprovalMode::Policy,
+                Arc::new(Quick),
+                true,
+            ),
+            (
+                EffectClass::ReadOnly,
+                ApprovalMode::EachCall,
+                Arc::new(Quick),
+                false,
+            ),
+            (
+                EffectClass::ReadOnly,
+                ApprovalMode::Policy,
+                Arc::new(Looks::default()),
+                false,
+            ),
+            (
+                EffectClass::LocalWrite,
+                ApprovalMode::EachCall,
+                Arc::new(Quick),
+                false,
+            ),
+        ];
+        for (effect, approval, executor, soon) in cases {
+            let brief = executor.brief();
+            let mut entry = ToolEntry::new("t", "test");
+            entry.effect = Some(effect);
+            entry.approval = approval;
+            let pipeline = one_tool(entry, executor);
+            assert_eq!(pipeline.runs_briefly("t"), brief);
+            assert!(!pipeline.runs_briefly("unknown"));
+            let raw = RawCall::text("t", "{}", Surface::Chat);
+            let Decided::Permitted(permitted) = pipeline.decide(raw, &|_, _| Ok(())) else {
+                panic!("{effect:?} {approval:?} was stopped before stage 6");
+            };
+            assert_eq!(
+                permitted.ends_soon(),
+                soon,
+                "{effect:?} {approval:?} {brief}"
+            );
+            let outcome = pipeline.finish(permitted, Cancel::new(), &RunHooks::default());
+            let expected = if approval == ApprovalMode::EachCall {
+                Status::Rejected
+            } else {
+                Status::Completed
+            };
+            assert_eq!(outcome.status(), expected, "{outcome:?}");
+        }
+        let pipeline = one_tool(ToolEntry::new("t", "test"), Arc::new(Quick));
+        let refused = pipeline.decide(RawCall::text("t", "[]", Surface::Chat), &|_, _| Ok(()));
+        let Decided::Ended(outcome) = refused else {
+            panic!("arguments that are not an object pass stage 1");
+        };
+        assert_eq!(outcome.status(), Status::Rejected);
     }
 
     #[test]

@@ -44,6 +44,11 @@ pub trait TypedExecutor: Send + Sync + std::fmt::Debug {
         call: &Call<'_>,
         cx: &ExecContext,
     ) -> Result<ToolOutput, ToolError>;
+
+    /// See [`Executor::brief`]; the default is no.
+    fn brief(&self) -> bool {
+        false
+    }
 }
 
 /// A call's arguments as its tool's type holds them, from stage 3 to stage 4. Only this
@@ -124,6 +129,10 @@ impl<T: TypedExecutor> Executor for T {
                  not run",
             )),
         }
+    }
+
+    fn brief(&self) -> bool {
+        TypedExecutor::brief(self)
     }
 }
 
