@@ -1,6 +1,7 @@
-//! Watching one call while it runs (on a blocking thread, unless it ended at once): cancelling it when the client asks
-//! or stops listening, reporting progress, relaying what the executor reports, and asking the
-//! person at the client when the call waits for approval.
+//! Watching one call while it runs (on a blocking thread, unless it ran to its end where its
+//! request arrived): cancelling it when the client asks or stops listening, reporting
+//! progress, relaying what the executor reports, and asking the person at the client when the
+//! call waits for approval.
 
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
