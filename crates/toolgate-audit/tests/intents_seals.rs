@@ -198,8 +198,8 @@ fn a_steady_stream_of_commits_is_flushed_within_the_interval_every_time() {
             .unwrap();
         while witnessed(&path).is_none_or(|w| w < seq) {
             assert!(
-                committed.elapsed() < Duration::from_millis(150),
-                "record {seq} not flushed within 150 ms"
+                committed.elapsed() < Duration::from_millis(100),
+                "record {seq} not flushed within 100 ms"
             );
             std::thread::sleep(Duration::from_millis(1));
         }

@@ -573,7 +573,7 @@ mod tests {
         // The redaction rules load on first use, which in a debug build takes longer than
         // several of the test's progress intervals; loaded here, they do not hold up the
         // first notice behind toolgate's own reports.
-        toolgate_core::redact::redact_text("warm up");
+        toolgate_core::redact::prepare();
         let mut builder = RegistryBuilder::new();
         let mut entry = ToolEntry::new("chatty", "test");
         entry.effect = Some(EffectClass::ReadOnly);

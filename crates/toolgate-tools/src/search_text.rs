@@ -498,36 +498,32 @@ impl Looker<'_> {
         if file.len > MAX_FILE_BYTES {
             return Looked::Large;
         }
-        let mut first = FirstMatch::default();
-        if searchers
-            .first
-            .search_file(&self.matcher, &file.file, &mut first)
-            .is_err()
-        {
-            return Looked::Failed;
-        }
-        if first.binary {
-            return Looked::Binary;
-        }
-        if !first.matched {
-            return Looked::Lines(Vec::new());
+        // The first search stops at the first matching line; a file without one is done.
+        match self.search(&mut searchers.first, &file.file, 1) {
+            Looked::Lines(lines) if !lines.is_empty() => {}
+            other => return other,
         }
         // The same open file, read again from its start: what was found there is what the
         // lines are counted in, whatever became of the path since.
         if (&file.file).seek(io::SeekFrom::Start(0)).is_err() {
             return Looked::Failed;
         }
+        // One more than fits, to know whether anything was left out.
+        let room = self.max_results.saturating_sub(taken) + 1;
+        self.search(&mut searchers.counting, &file.file, room)
+    }
+
+    /// Searches `file` from where it is read to its end, for at most `room` matching lines.
+    fn search(&self, searcher: &mut Searcher, file: &std::fs::File, room: usize) -> Looked {
         let mut sink = FileSink {
-            // One more than fits, to know whether anything was left out.
-            room: self.max_results.saturating_sub(taken) + 1,
+            room,
             lines: Vec::new(),
             binary: false,
             stopped: false,
             cx: self.cx,
         };
-        if searchers
-            .counting
-            .search_file(&self.matcher, &file.file, &mut sink)
+        if searcher
+            .search_file(&self.matcher, file, &mut sink)
             .is_err()
         {
             return Looked::Failed;
@@ -625,27 +621,6 @@ impl Search<'_> {
             ));
         }
         output
-    }
-}
-
-/// Whether a file has a match at all (and stops at the first), or is binary before it.
-#[derive(Debug, Default)]
-struct FirstMatch {
-    matched: bool,
-    binary: bool,
-}
-
-impl Sink for FirstMatch {
-    type Error = io::Error;
-
-    fn matched(&mut self, _: &Searcher, _: &SinkMatch<'_>) -> Result<bool, io::Error> {
-        self.matched = true;
-        Ok(false)
-    }
-
-    fn binary_data(&mut self, _: &Searcher, _: u64) -> Result<bool, io::Error> {
-        self.binary = true;
-        Ok(false)
     }
 }
 

@@ -195,8 +195,8 @@ fn hidden(root: &Path, sensitivity: &Sensitivity, path: &Path) -> bool {
 /// under it (which a walk that follows no links never yields) or not named in UTF-8.
 ///
 /// The walker builds every path by joining names to `root`, so the path is `root`, a slash
-/// and the names: it is read as bytes rather than as components, which costs a walk of
-/// tens of thousands of files more than the search of their contents.
+/// and the names: it is read as bytes. Read as components, it took about 9,000 instructions
+/// an entry (callgrind), most of what the walk spent on an entry of its own.
 fn relative(root: &Path, path: &Path) -> Option<RelPath> {
     let names = std::str::from_utf8(under(path, root)?).ok()?;
     if names.is_empty() {

@@ -843,6 +843,20 @@ mod tests {
             };
             assert_eq!(outcome.status(), expected, "{outcome:?}");
         }
+        // A name any of whose entries is not brief (an upstream's tool beside a builtin of the
+        // same name) is never decided where the request arrived.
+        let mut builder = RegistryBuilder::new();
+        for (major, executor) in [
+            (1, Arc::new(Quick) as Arc<dyn Executor>),
+            (2, Arc::new(Looks::default())),
+        ] {
+            let mut entry = ToolEntry::new("t", "test");
+            entry.version = crate::registry::Version { major, minor: 0 };
+            let descriptor = Descriptor::new("t", "t", serde_json::json!({"type": "object"}));
+            builder.register(descriptor, entry, executor).unwrap();
+        }
+        assert!(!builder.build().unwrap().all_brief("t"));
+
         let pipeline = one_tool(ToolEntry::new("t", "test"), Arc::new(Quick));
         let refused = pipeline.decide(RawCall::text("t", "[]", Surface::Chat), &|_, _| Ok(()));
         let Decided::Ended(outcome) = refused else {
