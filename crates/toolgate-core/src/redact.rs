@@ -26,7 +26,7 @@
 //! Should the compiled-in rules ever fail to load, every text is replaced whole: output that
 //! cannot be checked does not leave.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::{LazyLock, OnceLock};
 
 use aho_corasick::{AhoCorasick, Input, MatchKind};
@@ -216,7 +216,10 @@ struct Allowlist {
     /// The allowlist's expressions joined into one, as gitleaks does.
     pattern: Option<String>,
     compiled: OnceLock<Option<Regex>>,
-    stopwords: Option<AhoCorasick>,
+    /// Lowercased; searched for by an automaton built when a finding is first checked, since
+    /// building the largest list's (generic-api-key's, some 1,500 words) costs milliseconds.
+    stopwords: Vec<String>,
+    stopword_search: OnceLock<Option<AhoCorasick>>,
 }
 
 /// Every rule, the keyword searchers over all of them, and gitleaks' global allowlist.
@@ -426,53 +429,75 @@ fn cover(
     rest: &[usize],
     frequencies: &HashMap<String, f64>,
 ) -> Result<Vec<Vec<u8>>, String> {
-    let holds = |word: &usize, piece: &[u8]| {
-        words
-            .get(*word)
-            .is_some_and(|text| memchr::memmem::find(text.as_bytes(), piece).is_some())
-    };
-    let mut need: Vec<usize> = rest
+    let text = |word: usize| words.get(word).map_or(&[][..], |text| text.as_bytes());
+    let holds = |word: usize, piece: &[u8]| memchr::memmem::find(text(word), piece).is_some();
+    let need: Vec<usize> = rest
         .iter()
         .copied()
-        .filter(|word| {
-            !frequent.iter().any(|other| {
-                words
-                    .get(*other)
-                    .is_some_and(|other| holds(word, other.as_bytes()))
-            })
+        .filter(|word| !frequent.iter().any(|other| holds(*word, text(*other))))
+        .collect();
+    // Every piece of the keywords that need one, in byte order, with how often ordinary text
+    // holds it and how many of the keywords still without one do; each keyword with its own
+    // pieces (as indexes), until a chosen piece is in it.
+    let mut windows: Vec<&[u8]> = need
+        .iter()
+        .flat_map(|word| text(*word).windows(PIECE_LEN))
+        .collect();
+    windows.sort_unstable();
+    windows.dedup();
+    let rarity: Vec<f64> = windows
+        .iter()
+        .map(|piece| 1.0 + seen(piece, frequencies) / PIECE_RARITY)
+        .collect();
+    let mut counts = vec![0_u32; windows.len()];
+    let mut need: Vec<(usize, Vec<usize>)> = need
+        .into_iter()
+        .map(|word| {
+            let mut own: Vec<usize> = text(word)
+                .windows(PIECE_LEN)
+                .filter_map(|piece| windows.binary_search(&piece).ok())
+                .collect();
+            own.sort_unstable();
+            own.dedup();
+            for at in &own {
+                if let Some(count) = counts.get_mut(*at) {
+                    *count += 1;
+                }
+            }
+            (word, own)
         })
         .collect();
     let mut pieces = Vec::new();
-    while let Some(first) = need.first() {
-        let mut shared: BTreeMap<&[u8], u32> = BTreeMap::new();
-        for word in &need {
-            let mut windows: Vec<&[u8]> = words
-                .get(*word)
-                .map(|text| text.as_bytes().windows(PIECE_LEN).collect())
-                .unwrap_or_default();
-            windows.sort_unstable();
-            windows.dedup();
-            for window in windows {
-                *shared.entry(window).or_default() += 1;
+    while let Some((first, _)) = need.first() {
+        // The first of the best in byte order, as a scan of the pieces in order finds it.
+        let mut best: Option<(usize, f64)> = None;
+        for (at, (count, rarity)) in counts.iter().zip(&rarity).enumerate() {
+            if *count == 0 {
+                continue;
             }
-        }
-        let mut best: Option<(&[u8], f64)> = None;
-        for (piece, count) in shared {
-            let seen = seen(piece, frequencies);
-            let score = f64::from(count) / (1.0 + seen / PIECE_RARITY);
+            let score = f64::from(*count) / rarity;
             if best.is_none_or(|(_, best)| score > best) {
-                best = Some((piece, score));
+                best = Some((at, score));
             }
         }
-        let Some((best, _)) = best else {
+        let Some(best) = best.and_then(|(at, _)| windows.get(at).copied()) else {
             return Err(format!(
                 "keyword {:?} is shorter than a piece",
                 words.get(*first)
             ));
         };
-        let best = best.to_vec();
-        need.retain(|word| !holds(word, &best));
-        pieces.push(best);
+        need.retain(|(word, own)| {
+            if !holds(*word, best) {
+                return true;
+            }
+            for at in own {
+                if let Some(count) = counts.get_mut(*at) {
+                    *count = count.saturating_sub(1);
+                }
+            }
+            false
+        });
+        pieces.push(best.to_vec());
     }
     Ok(pieces)
 }
@@ -770,22 +795,16 @@ impl Allowlist {
                     .join("|"),
             ),
         };
-        let stopwords = if data.stopwords.is_empty() {
-            None
-        } else {
-            let words = data.stopwords.iter().map(|word| word.to_lowercase());
-            Some(
-                AhoCorasick::builder()
-                    .ascii_case_insensitive(true)
-                    .build(words)
-                    .map_err(|err| format!("stop words: {err}"))?,
-            )
-        };
         Ok(Self {
             target: data.target,
             pattern,
             compiled: OnceLock::new(),
-            stopwords,
+            stopwords: data
+                .stopwords
+                .iter()
+                .map(|word| word.to_lowercase())
+                .collect(),
+            stopword_search: OnceLock::new(),
         })
     }
 
@@ -803,11 +822,23 @@ impl Allowlist {
                 .as_ref()
                 .is_some_and(|regex| !target.is_empty() && regex.is_match(target))
         });
-        by_regex
-            || self
-                .stopwords
-                .as_ref()
-                .is_some_and(|words| words.is_match(finding.secret))
+        by_regex || self.has_stopword(finding.secret)
+    }
+
+    /// Whether `secret` holds a stop word. A list whose search cannot be built allows nothing.
+    fn has_stopword(&self, secret: &str) -> bool {
+        if self.stopwords.is_empty() {
+            return false;
+        }
+        self.stopword_search
+            .get_or_init(|| {
+                AhoCorasick::builder()
+                    .ascii_case_insensitive(true)
+                    .build(&self.stopwords)
+                    .ok()
+            })
+            .as_ref()
+            .is_some_and(|search| search.is_match(secret))
     }
 }
 
@@ -1236,7 +1267,7 @@ pub(crate) fn rule_set() -> Result<&'static RuleSet, &'static str> {
     RULES.as_ref().map_err(String::as_str)
 }
 
-/// Loads the rules now; otherwise the first text redacted waits while they load (about 20
+/// Loads the rules now; otherwise the first text redacted waits while they load (about 10
 /// ms). A process that will redact soon calls this on a thread of its own at start.
 pub fn prepare() {
     let _ = rule_set();
