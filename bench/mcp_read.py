@@ -50,22 +50,9 @@ VENV_PYTHON = os.path.join(ROOT, "target", "test-deps", "venv", "bin", "python")
 TOKEN = "bench-0123456789abcdef0123456789abcdef"
 PROTOCOL = "2025-11-25"
 
-# A stdio server that answers every request at once with a canned result: the floor under any
-# server, what this client, Python and the pipes cost.
-FLOOR = r'''
-import re, sys
-ID = re.compile(rb'"id"\s*:\s*(\d+)')
-INIT = b'{"protocolVersion":"2025-11-25","capabilities":{"tools":{}},"serverInfo":{"name":"floor","version":"1"}}'
-READ = b'{"content":[{"type":"text","text":"line 0"}],"isError":false}'
-inp, out = sys.stdin.buffer, sys.stdout.buffer
-for line in inp:
-    found = ID.search(line)
-    if not found or b'"method"' not in line:
-        continue
-    result = INIT if b'"initialize"' in line else READ
-    out.write(b'{"jsonrpc":"2.0","id":' + found.group(1) + b',"result":' + result + b'}\n')
-    out.flush()
-'''
+# A server that answers every request at once with a canned result (bench/floor.py): the floor
+# under any server, what the client, Python and the pipes or the loopback socket cost.
+FLOOR = os.path.join(ROOT, "bench", "floor.py")
 
 
 class Server:
@@ -353,8 +340,11 @@ def main():
         serve = [args.toolgate, "serve", "--workspace", ws, "--config", config]
         read = ("read_file", {"path": "small.txt"})
 
-        floor = Server([sys.executable, "-c", FLOOR])
+        floor = Server([sys.executable, FLOOR])
         floor.initialize()
+        floor_web = HttpServer([sys.executable, FLOOR, "--http"])
+        floor_web_client = HttpClient(floor_web.addr)
+        floor_web_client.initialize()
         gate = Server(serve, gate_env("stdio"))
         _, init_seconds = gate.initialize()
         time.sleep(0.2)
@@ -367,6 +357,7 @@ def main():
         samples = alternate(
             [
                 ("floor", floor, *read),
+                ("floor http", floor_web_client, *read),
                 ("stdio", gate, *read),
                 ("http", web_client, *read),
                 ("reference", ref, "read_text_file", {"path": os.path.join(ws, "small.txt")}),
@@ -378,9 +369,14 @@ def main():
         for server in (floor, gate, ref):
             server.close()
         web_client.conn.close()
+        floor_web_client.conn.close()
 
         sdk = sdk_samples(
             [
+                {"name": "sdk floor stdio", "transport": "stdio", "command": sys.executable,
+                 "args": [FLOOR], "tool": read[0], "arguments": read[1]},
+                {"name": "sdk floor http", "transport": "http", "url": f"http://{floor_web.addr}/mcp",
+                 "tool": read[0], "arguments": read[1]},
                 {"name": "sdk stdio", "transport": "stdio", "command": serve[0], "args": serve[1:],
                  "env": {"XDG_STATE_HOME": os.path.join(state, "sdk-stdio")}, "tool": read[0], "arguments": read[1]},
                 {"name": "sdk http", "transport": "http", "url": f"http://{web.addr}/mcp",
@@ -389,6 +385,7 @@ def main():
             args.calls, args.warmup, args.block,
         )
         web.close()
+        floor_web.close()
         if sdk:
             samples.update(sdk)
     if remove_state:
@@ -399,10 +396,13 @@ def main():
     print(f"toolgate's audit log in {'a fresh directory under target/' if remove_state else state}, sync = {args.sync}")
     table(
         [
-            ("floor", "floor (answers at once)"),
+            ("floor", "floor (answers at once), stdio"),
+            ("floor http", "floor, HTTP http.client"),
             ("stdio", "toolgate read_file, stdio"),
             ("http", "toolgate read_file, HTTP http.client"),
             ("reference", "server-filesystem read_text_file"),
+            ("sdk floor stdio", "floor, SDK stdio"),
+            ("sdk floor http", "floor, SDK HTTP"),
             ("sdk stdio", "toolgate read_file, SDK stdio"),
             ("sdk http", "toolgate read_file, SDK HTTP"),
         ],
@@ -416,8 +416,11 @@ def main():
     ratio(samples, "sdk http", "sdk stdio", 50, 1.5, "HTTP / stdio, Python SDK")
     if sdk is None:
         print(f"(no Python SDK at {VENV_PYTHON}: run scripts/test-deps for the SDK rows)")
-    floor50 = percentile(samples["floor"], 50)
-    print(f"toolgate stdio p50 above the floor: {ms(percentile(samples['stdio'], 50) - floor50):.3f} ms")
+    for gate, floor in (("stdio", "floor"), ("http", "floor http"),
+                        ("sdk stdio", "sdk floor stdio"), ("sdk http", "sdk floor http")):
+        if gate in samples and floor in samples:
+            above = percentile(samples[gate], 50) - percentile(samples[floor], 50)
+            print(f"toolgate {gate} p50 above its floor: {ms(above):.3f} ms")
     print(f"toolgate idle RSS {idle_rss / 1024:.1f} MiB (target <= 20, {verdict(idle_rss <= 20 * 1024)}); "
           f"after the calls {busy_rss / 1024:.1f} MiB")
     print(f"toolgate start to initialize answered {ms(init_seconds):.1f} ms "

@@ -10,9 +10,12 @@ file with `read_text_file` N times per target, one call at a time:
 - `toolgate serve` with that server configured as an upstream and `read_text_file` admitted
   (so every call is normalized, resolved, validated against the pinned schema, authorized by
   Cedar, forwarded, checked and redacted), over stdio and over HTTP;
-- mcp-proxy (the Rust MCP gateway, `cargo install --locked mcp-proxy --root
-  target/bench-tools --no-default-features`) with the same server as its stdio backend, over
-  HTTP, when target/bench-tools/bin/mcp-proxy exists (`--mcp-proxy PATH` names another).
+- mcp-proxy (the Rust MCP gateway) with the same server as its stdio backend, over HTTP. The
+  script installs it when target/bench-tools/bin/mcp-proxy is missing (`cargo install --locked
+  mcp-proxy --root target/bench-tools --no-default-features`; `--no-install` skips it, and
+  `--mcp-proxy PATH` names another);
+- the floor (bench/floor.py, a server that answers at once) directly and through toolgate as
+  an upstream, over stdio: what toolgate itself adds to an upstream call, whatever the server.
 
 All targets run in the same invocation, alternating in blocks, so machine noise falls on all
 of them. It prints the median and 99th percentile of each and the ratios the targets name.
@@ -38,7 +41,7 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from mcp_read import (  # noqa: E402
-    DEPS, ROOT, TOKEN, HttpClient, HttpServer, Server, alternate, ms, percentile, ratio,
+    DEPS, FLOOR, ROOT, TOKEN, HttpClient, HttpServer, Server, alternate, ms, percentile, ratio,
     state_dir, table, token_config, verdict,
 )
 
@@ -57,12 +60,23 @@ def main():
     parser.add_argument("--toolgate", default=os.path.join(ROOT, "target", "release", "toolgate"))
     parser.add_argument("--node", default=os.path.join(DEPS, "node", "bin", "node"))
     parser.add_argument("--mcp-proxy", default=os.path.join(ROOT, "target", "bench-tools", "bin", "mcp-proxy"))
+    parser.add_argument("--no-install", action="store_true",
+                        help="do not install mcp-proxy with cargo when it is missing")
     parser.add_argument("--state", help="toolgate's state directory, where its audit log goes")
     args = parser.parse_args()
     reference = os.path.join(DEPS, "@modelcontextprotocol", "server-filesystem", "dist", "index.js")
     for path in (args.toolgate, args.node, reference):
         if not os.path.exists(path):
             sys.exit(f"missing {path}: build toolgate in release mode and run scripts/test-deps first")
+    default_proxy = os.path.join(ROOT, "target", "bench-tools", "bin", "mcp-proxy")
+    if args.mcp_proxy == default_proxy and not os.path.exists(default_proxy) and not args.no_install:
+        print("installing mcp-proxy into target/bench-tools (once; a few minutes)", file=sys.stderr)
+        installed = subprocess.run(
+            ["cargo", "install", "--locked", "mcp-proxy", "--root",
+             os.path.join(ROOT, "target", "bench-tools"), "--no-default-features"],
+        )
+        if installed.returncode != 0:
+            print("mcp-proxy could not be installed; its row is left out", file=sys.stderr)
     have_proxy = os.path.exists(args.mcp_proxy)
     state, remove_state = state_dir(args.state)
     gate_env = lambda name: {**os.environ, "XDG_STATE_HOME": os.path.join(state, name),
@@ -84,26 +98,35 @@ def main():
             "[[upstream]]\nname = \"fs\"\n"
             f"command = [{json.dumps(args.node)}, {json.dumps(reference)}, {json.dumps(files)}]\n"
             # The server reads its root, under /tmp, which its sandbox denies unless granted.
-            f"[upstream.sandbox]\nread = [{json.dumps(files)}]\n\n",
+            f"[upstream.sandbox]\nread = [{json.dumps(files)}]\n\n"
+            # The floor: a server that answers at once, so that what toolgate itself adds to
+            # an upstream call shows apart from what the reference server takes.
+            "[[upstream]]\nname = \"floor\"\n"
+            f"command = [{json.dumps(sys.executable)}, {json.dumps(FLOOR)}]\n\n",
         )
-        admitted = subprocess.run(
-            [args.toolgate, "tools", "admit", "fs", "read_text_file", "--effect", "read_only",
-             "--config", config],
-            capture_output=True, text=True, env=gate_env("stdio"),
-        )
-        if admitted.returncode != 0:
-            sys.exit(f"toolgate tools admit failed: {admitted.stderr}")
+        for upstream in ("fs", "floor"):
+            admitted = subprocess.run(
+                [args.toolgate, "tools", "admit", upstream, "read_text_file", "--effect",
+                 "read_only", "--config", config],
+                capture_output=True, text=True, env=gate_env("stdio"),
+            )
+            if admitted.returncode != 0:
+                sys.exit(f"toolgate tools admit {upstream} failed: {admitted.stderr}")
 
         serve = [args.toolgate, "serve", "--workspace", ws, "--config", config]
         arguments = {"path": small}
         direct = Server([args.node, reference, files])
         direct.initialize()
+        floor = Server([sys.executable, FLOOR])
+        floor.initialize()
         gate = Server(serve, gate_env("stdio"))
         gate.initialize()
         web = HttpServer(serve + ["--http", "127.0.0.1:0", "--no-console"], gate_env("http"))
         web_client = HttpClient(web.addr, token=TOKEN)
         web_client.initialize()
         targets = [
+            ("floor", floor, "read_text_file", arguments),
+            ("toolgate floor stdio", gate, "floor__read_text_file", arguments),
             ("direct", direct, "read_text_file", arguments),
             ("toolgate stdio", gate, "fs__read_text_file", arguments),
             ("toolgate http", web_client, "fs__read_text_file", arguments),
@@ -126,7 +149,7 @@ def main():
             proxy_client.initialize()
             targets.append(("mcp-proxy http", proxy_client, "fs__read_text_file", arguments))
         samples = alternate(targets, args.calls, args.warmup, args.block)
-        for server in (gate, direct, web) + ((proxy,) if proxy else ()):
+        for server in (gate, direct, floor, web) + ((proxy,) if proxy else ()):
             server.close()
     if remove_state:
         shutil.rmtree(state, ignore_errors=True)
@@ -136,6 +159,8 @@ def main():
     print(f"toolgate's audit log in {'a fresh directory under target/' if remove_state else state}")
     table(
         [
+            ("floor", "floor (answers at once) directly, stdio"),
+            ("toolgate floor stdio", "floor through toolgate, stdio"),
             ("direct", "server-filesystem directly, stdio"),
             ("toolgate stdio", "through toolgate, stdio"),
             ("toolgate http", "through toolgate, HTTP http.client"),
@@ -146,6 +171,9 @@ def main():
     ratio(samples, "toolgate stdio", "direct", 50, 1.10, "toolgate stdio / direct")
     ratio(samples, "toolgate stdio", "direct", 99, 1.25, "toolgate stdio / direct")
     d50 = percentile(samples["direct"], 50)
+    f_added = percentile(samples["toolgate floor stdio"], 50) - percentile(samples["floor"], 50)
+    print(f"toolgate over stdio adds {ms(f_added):.3f} ms to the floor's p50 "
+          f"(the 1.10x target allows {ms(0.10 * d50):.3f} ms)")
     g_added = percentile(samples["toolgate http"], 50) - d50
     print(f"toolgate over HTTP adds {ms(g_added):.3f} ms to the direct p50")
     if "mcp-proxy http" in samples:

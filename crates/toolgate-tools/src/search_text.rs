@@ -19,7 +19,7 @@ use toolgate_core::{
 };
 use toolgate_workspace::{PathKind, RelPath, Workspace};
 
-use crate::walk::{Found, WalkOptions, walk};
+use crate::walk::{Found, Stretch, WalkOptions, WalkSummary, stretches, walk_stretch};
 use crate::{Builtin, ENVELOPE_BYTES, json_len, path_argument, read_only_entry, stopped, to_usize};
 
 pub(crate) const NAME: &str = "search_text";
@@ -274,63 +274,142 @@ const BATCH: usize = 16;
 /// findings each may hold before they join the results.
 const LOOK_AHEAD: usize = 4;
 
+/// How many batches the walk of a stretch may yield before the dealer gets to it: enough for
+/// a walker to walk a stretch of some thousands of files while another walks the stretch
+/// before, and at most a few hundred kilobytes of paths a walker.
+const WALK_AHEAD: usize = 256;
+
 /// The most threads that search files at once.
 const MAX_SEARCHERS: usize = 4;
 
 /// Searches every file below `target`, giving the results exactly as one thread searching in
 /// path order finds them.
 ///
-/// The walk (directory reads, ignore rules) runs on a thread of its own and deals the files
-/// it finds, in path order and in batches of [`BATCH`], to one searching thread per core in
-/// turn: the `i`th batch to thread `i mod n`. Each searching thread passes what it found in
-/// each batch on, in its order, and this thread takes them round the threads in the same
-/// turn, so it sees every file's findings in path order, and adds them up as one thread
-/// would. Every channel is bounded, so no thread gets more than [`LOOK_AHEAD`] batches ahead
-/// of the results.
-/// When the results are full this thread drops its ends: the searchers and the walk stop at
-/// their next file.
+/// The walk (directory reads, ignore rules) is cut into stretches of its order (see
+/// [`stretches`]), which walking threads, one per core, take in turn; a dealing thread takes
+/// the files each stretch yields, stretch after stretch, so in path order, and deals them in
+/// batches of [`BATCH`] to one searching thread per core in turn: the `i`th batch to thread
+/// `i mod n`. Each searching thread passes what it found in each batch on, in its order, and
+/// this thread takes them round the threads in the same turn, so it sees every file's
+/// findings in path order, and adds them up as one thread would. Every channel is bounded: a
+/// walk gets at most [`WALK_AHEAD`] batches ahead of the dealer, and the dealer and each
+/// searcher at most [`LOOK_AHEAD`] ahead of the thread after them.
+/// When the results are full this thread drops its ends: the searchers, the dealer and the
+/// walks stop at their next file.
 fn search_tree(
     looker: &Looker<'_>,
     search: &mut Search<'_>,
     target: &RelPath,
     options: &WalkOptions,
 ) -> Result<(), ToolError> {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
     use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
-    let searchers = std::thread::available_parallelism()
+    let cores = std::thread::available_parallelism()
         .map_or(1, std::num::NonZeroUsize::get)
         .clamp(1, MAX_SEARCHERS);
+    let searchers = cores;
     type Batch = Vec<RelPath>;
     type Findings = Vec<(RelPath, Looked)>;
     let (to_look, to_take): (Vec<SyncSender<Batch>>, Vec<Receiver<Batch>>) =
         (0..searchers).map(|_| sync_channel(LOOK_AHEAD)).unzip();
     let (found, finding): (Vec<SyncSender<Findings>>, Vec<Receiver<Findings>>) =
         (0..searchers).map(|_| sync_channel(LOOK_AHEAD)).unzip();
-    let taken = &std::sync::atomic::AtomicUsize::new(0);
+    let taken = &AtomicUsize::new(0);
     let (workspace, cx) = (looker.workspace, looker.cx);
-    let (walked, searched, took) = std::thread::scope(|scope| {
-        let walker = scope.spawn(move || {
-            let mut skipped = Skipped::default();
+    // More stretches than walkers, so that an uneven cut still leaves each walker work.
+    let stretches = if cores > 1 {
+        stretches(workspace, target, cores * 4)
+    } else {
+        vec![Stretch::default()]
+    };
+    let walkers = cores.min(stretches.len());
+    let (walked_into, walked): (Vec<SyncSender<Walked>>, Vec<Receiver<Walked>>) =
+        stretches.iter().map(|_| sync_channel(WALK_AHEAD)).unzip();
+    let walked_into: Vec<_> = walked_into
+        .into_iter()
+        .map(|sender| std::sync::Mutex::new(Some(sender)))
+        .collect();
+    let (stretches, walked_into) = (&stretches, &walked_into);
+    let next_stretch = &AtomicUsize::new(0);
+    // Set once nobody takes what the walks yield: they stop taking stretches.
+    let abandoned = &AtomicBool::new(false);
+    let (dealt, searched, took) = std::thread::scope(|scope| {
+        for _ in 0..walkers {
+            scope.spawn(move || {
+                while !abandoned.load(Ordering::Relaxed) {
+                    let i = next_stretch.fetch_add(1, Ordering::Relaxed);
+                    let (Some(stretch), Some(slot)) = (stretches.get(i), walked_into.get(i)) else {
+                        return;
+                    };
+                    let taken_out = slot.lock().ok().and_then(|mut slot| slot.take());
+                    let Some(into) = taken_out else { return };
+                    let mut skipped = Skipped::default();
+                    let mut batch = Vec::with_capacity(BATCH);
+                    let send = |batch: Batch| {
+                        let sent = into.send(Walked::Files(batch)).is_ok();
+                        if !sent {
+                            abandoned.store(true, Ordering::Relaxed);
+                        }
+                        sent
+                    };
+                    let summary = walk_stretch(workspace, target, options, stretch, cx, |entry| {
+                        if let Some(rel) = skipped.file(entry) {
+                            batch.push(rel);
+                        }
+                        if batch.len() < BATCH || send(std::mem::take(&mut batch)) {
+                            ControlFlow::Continue(())
+                        } else {
+                            ControlFlow::Break(())
+                        }
+                    });
+                    if !batch.is_empty() && !send(batch) {
+                        return;
+                    }
+                    if into.send(Walked::Done(summary, skipped)).is_err() {
+                        abandoned.store(true, Ordering::Relaxed);
+                        return;
+                    }
+                }
+            });
+        }
+        let dealer = scope.spawn(move || {
             let mut turn = (0..to_look.len()).cycle();
             let mut deal = |batch: Batch| {
                 let to = turn.next().and_then(|i| to_look.get(i));
                 to.is_some_and(|to| to.send(batch).is_ok())
             };
-            let mut batch = Vec::with_capacity(BATCH);
-            let summary = walk(workspace, target, options, cx, |entry| {
-                if let Some(rel) = skipped.file(entry) {
-                    batch.push(rel);
+            let mut summary = WalkSummary::default();
+            let mut skipped = Skipped::default();
+            // The stretches in order, each to its end: the files in path order.
+            for stretch in walked {
+                loop {
+                    match stretch.recv() {
+                        Ok(Walked::Files(batch)) => {
+                            if !deal(batch) {
+                                // The search has enough.
+                                abandoned.store(true, Ordering::Relaxed);
+                                return Ok((summary, skipped));
+                            }
+                        }
+                        Ok(Walked::Done(walked, passed)) => {
+                            let walked = walked?;
+                            summary.unreadable += walked.unreadable;
+                            summary.unnamed += walked.unnamed;
+                            skipped.sensitive += passed.sensitive;
+                            break;
+                        }
+                        // Its walker stopped without saying why: it panicked.
+                        Err(_) => {
+                            abandoned.store(true, Ordering::Relaxed);
+                            return Err(ToolError::new(
+                                ToolErrorCode::ToolPanicked,
+                                "the directory walk stopped unexpectedly",
+                            ));
+                        }
+                    }
                 }
-                if batch.len() < BATCH || deal(std::mem::take(&mut batch)) {
-                    ControlFlow::Continue(())
-                } else {
-                    ControlFlow::Break(())
-                }
-            });
-            if !batch.is_empty() {
-                // Refused only once the search has enough.
-                let _ = deal(batch);
             }
-            (summary, skipped)
+            Ok((summary, skipped))
         });
         let lookers: Vec<_> = to_take
             .into_iter()
@@ -384,16 +463,16 @@ fn search_tree(
         }
         drop(finding);
         let searched = lookers.into_iter().all(|looker| looker.join().is_ok());
-        (walker.join(), searched, took)
+        (dealer.join(), searched, took)
     });
     took?;
-    let (Ok((summary, skipped)), true) = (walked, searched) else {
+    let (Ok(dealt), true) = (dealt, searched) else {
         return Err(ToolError::new(
             ToolErrorCode::ToolPanicked,
             "the directory walk or a search stopped unexpectedly",
         ));
     };
-    let summary = summary?;
+    let (summary, skipped) = dealt?;
     search.skipped_sensitive += skipped.sensitive;
     search.skipped_unreadable += summary.unreadable + summary.unnamed;
     Ok(())
@@ -409,6 +488,14 @@ fn yield_to_the_walk() {
     if let Ok(nice) = getpriority_process(thread) {
         let _ = setpriority_process(thread, (nice + 5).min(19));
     }
+}
+
+/// What the walk of one stretch passes on to the dealer.
+enum Walked {
+    /// Files to search, in path order.
+    Files(Vec<RelPath>),
+    /// The stretch is walked: what the walk passed over, or why it stopped.
+    Done(Result<WalkSummary, ToolError>, Skipped),
 }
 
 /// What the walk passes over instead of handing it to the search.

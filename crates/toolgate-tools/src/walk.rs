@@ -67,6 +67,19 @@ pub(crate) fn walk(
     start: &RelPath,
     options: &WalkOptions,
     cx: &ExecContext,
+    visit: impl FnMut(Found<'_>) -> ControlFlow<()>,
+) -> Result<WalkSummary, ToolError> {
+    walk_stretch(workspace, start, options, &Stretch::default(), cx, visit)
+}
+
+/// [`walk`], visiting only the entries in `stretch` of the walk's order: the walks of the
+/// stretches [`stretches`] gives, one after another, visit what one walk does, in its order.
+pub(crate) fn walk_stretch(
+    workspace: &Workspace,
+    start: &RelPath,
+    options: &WalkOptions,
+    stretch: &Stretch,
+    cx: &ExecContext,
     mut visit: impl FnMut(Found<'_>) -> ControlFlow<()>,
 ) -> Result<WalkSummary, ToolError> {
     let root = workspace.root();
@@ -81,6 +94,7 @@ pub(crate) fn walk(
         options.depth.map(|d| d.saturating_add(start.depth())),
         options.overrides.clone(),
         (!start.is_root()).then(|| start_path.clone()),
+        stretch,
     );
     let mut reached_start = false;
     for result in from_root.build() {
@@ -99,6 +113,11 @@ pub(crate) fn walk(
             reached_start = true;
             continue;
         }
+        // A directory the stretch begins inside is walked into, but visited by the stretch
+        // before.
+        if !stretch.holds_entry(root, &entry) {
+            continue;
+        }
         if visit_entry(workspace, sensitivity, &entry, &mut summary, &mut visit).is_break() {
             return Ok(summary);
         }
@@ -115,6 +134,7 @@ pub(crate) fn walk(
         options.depth,
         options.overrides.clone(),
         None,
+        stretch,
     );
     for result in from_start.build() {
         if cx.should_stop() {
@@ -124,7 +144,7 @@ pub(crate) fn walk(
             summary.unreadable += 1;
             continue;
         };
-        if entry.depth() == 0 {
+        if entry.depth() == 0 || !stretch.holds_entry(root, &entry) {
             continue;
         }
         if visit_entry(workspace, sensitivity, &entry, &mut summary, &mut visit).is_break() {
@@ -222,7 +242,8 @@ fn under<'a>(path: &'a Path, dir: &Path) -> Option<&'a [u8]> {
 
 /// A walker from `from` (at or under the workspace `root`), sorted by name, `.gitignore`-aware,
 /// showing dotfiles but pruning what `sensitivity` hides (`.git` among them), not following
-/// links; pruned to the ancestors and descendants of `only`.
+/// links; pruned to the ancestors and descendants of `only`, and to what reaches into
+/// `stretch`.
 fn builder(
     from: &Path,
     root: &Path,
@@ -230,6 +251,7 @@ fn builder(
     max_depth: Option<usize>,
     overrides: Option<Override>,
     only: Option<PathBuf>,
+    stretch: &Stretch,
 ) -> WalkBuilder {
     let mut builder = WalkBuilder::new(from);
     builder
@@ -245,15 +267,163 @@ fn builder(
         builder.overrides(overrides);
     }
     let root = root.to_path_buf();
+    let stretch = (!stretch.is_whole()).then(|| stretch.clone());
     // Only a directory needs pruning here, before the walker reads it; anything else hidden
     // is passed over when visited, where its path is looked at anyway.
     builder.filter_entry(move |entry| {
+        let is_dir = entry.file_type().is_some_and(|t| t.is_dir());
         only.as_ref()
             .is_none_or(|only| only.starts_with(entry.path()) || entry.path().starts_with(only))
-            && !(entry.file_type().is_some_and(|t| t.is_dir())
-                && hidden(&root, &sensitivity, entry.path()))
+            && stretch.as_ref().is_none_or(|stretch| {
+                under(entry.path(), &root).is_some_and(|below| stretch.reaches(below, is_dir))
+            })
+            && !(is_dir && hidden(&root, &sensitivity, entry.path()))
     });
     builder
+}
+
+/// The most stretches a walk is cut into.
+const MAX_STRETCHES: usize = 16;
+
+/// How many directories down a single subdirectory is followed to find one worth cutting.
+const MAX_DESCENT: usize = 8;
+
+/// A directory with more entries than this is not cut (its names are read once more to cut
+/// it, and that read should stay small beside the walk).
+const MAX_CUT_ENTRIES: usize = 1 << 16;
+
+/// A stretch of a walk's order, from `from` (included) to `to` (left out), each a path below
+/// the workspace root as its names; `None` leaves that end open. Paths are compared name by
+/// name, as the walk orders them (a directory's contents right after it, names by their
+/// bytes), so `a/b` comes before `a.b`, and a directory's contents lie in one stretch unless
+/// a bound is inside the directory.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Stretch {
+    from: Option<Vec<Vec<u8>>>,
+    to: Option<Vec<Vec<u8>>>,
+}
+
+impl Stretch {
+    fn is_whole(&self) -> bool {
+        self.from.is_none() && self.to.is_none()
+    }
+
+    /// Whether the entry at `below` (its path under the root, `/`-separated) is in the
+    /// stretch or, for a directory, holds something that is: a directory before the stretch
+    /// is walked into only when the stretch begins inside it.
+    fn reaches(&self, below: &[u8], is_dir: bool) -> bool {
+        if below.is_empty() {
+            return true;
+        }
+        let names: Vec<&[u8]> = below.split(|&b| b == b'/').collect();
+        self.holds_names(&names)
+            || (is_dir
+                && self
+                    .to
+                    .as_deref()
+                    .is_none_or(|to| order(&names, to).is_lt())
+                && self.from.as_deref().is_some_and(|from| {
+                    from.len() > names.len()
+                        && names
+                            .iter()
+                            .zip(from)
+                            .all(|(name, bound)| *name == bound.as_slice())
+                }))
+    }
+
+    /// Whether the entry at `below` is in the stretch itself.
+    fn holds(&self, below: &[u8]) -> bool {
+        let names: Vec<&[u8]> = below.split(|&b| b == b'/').collect();
+        self.holds_names(&names)
+    }
+
+    fn holds_names(&self, names: &[&[u8]]) -> bool {
+        self.from
+            .as_deref()
+            .is_none_or(|from| order(names, from).is_ge())
+            && self.to.as_deref().is_none_or(|to| order(names, to).is_lt())
+    }
+
+    /// Whether a walker's `entry`, under `root`, is in the stretch.
+    fn holds_entry(&self, root: &Path, entry: &DirEntry) -> bool {
+        self.is_whole() || under(entry.path(), root).is_some_and(|below| self.holds(below))
+    }
+}
+
+/// How the walk orders two paths given as their names: name by name, by their bytes, a
+/// directory before what it holds.
+fn order(names: &[&[u8]], bound: &[Vec<u8>]) -> std::cmp::Ordering {
+    names.iter().copied().cmp(bound.iter().map(Vec::as_slice))
+}
+
+/// Cuts the walk below `start` into at most `pieces` stretches, in order, so that several
+/// threads can walk it at once and their findings be put back in order. The cuts fall
+/// between the subdirectories of the first directory at or below `start` that has more than
+/// one (a lone subdirectory is followed down, as in `~/.cargo/registry/src/<index>/`), spread
+/// evenly by count. A directory that cannot be read, or holds no two subdirectories, gives
+/// one stretch: the whole walk.
+///
+/// Only names are read here, never contents, and nothing read here is yielded: the stretches
+/// decide which walker visits an entry, not whether it is visited. So a directory swapped
+/// for a link meanwhile can only make the cuts uneven.
+pub(crate) fn stretches(workspace: &Workspace, start: &RelPath, pieces: usize) -> Vec<Stretch> {
+    let whole = vec![Stretch::default()];
+    let root = workspace.root();
+    let mut dir = workspace.ambient_path(start);
+    for _ in 0..MAX_DESCENT {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            return whole;
+        };
+        let mut subdirs = Vec::new();
+        for (count, entry) in entries.enumerate() {
+            if count >= MAX_CUT_ENTRIES {
+                return whole;
+            }
+            let Ok(entry) = entry else { continue };
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                subdirs.push(entry.file_name());
+            }
+        }
+        subdirs.sort();
+        match subdirs.as_slice() {
+            [] => return whole,
+            [only] => {
+                dir.push(only);
+                continue;
+            }
+            _ => {}
+        }
+        let Some(below) = under(&dir, root) else {
+            return whole;
+        };
+        let base: Vec<Vec<u8>> = if below.is_empty() {
+            Vec::new()
+        } else {
+            below.split(|&b| b == b'/').map(<[u8]>::to_vec).collect()
+        };
+        let pieces = pieces.clamp(1, subdirs.len().min(MAX_STRETCHES));
+        use std::os::unix::ffi::OsStrExt as _;
+        let cuts: Vec<Vec<Vec<u8>>> = (1..pieces)
+            .filter_map(|i| subdirs.get(i * subdirs.len() / pieces))
+            .map(|name| {
+                let mut path = base.clone();
+                path.push(name.as_bytes().to_vec());
+                path
+            })
+            .collect();
+        let mut bounds = Vec::with_capacity(cuts.len() + 2);
+        bounds.push(None);
+        bounds.extend(cuts.into_iter().map(Some));
+        bounds.push(None);
+        return bounds
+            .windows(2)
+            .map(|pair| Stretch {
+                from: pair.first().cloned().flatten(),
+                to: pair.get(1).cloned().flatten(),
+            })
+            .collect();
+    }
+    whole
 }
 
 #[cfg(test)]
@@ -313,6 +483,135 @@ mod tests {
         use std::os::unix::ffi::OsStrExt as _;
         let unnamed = std::ffi::OsStr::from_bytes(b"/ws/a\xff");
         assert_eq!(relative(p("/ws"), Path::new(unnamed)), None);
+    }
+
+    /// Every entry of the walk, as [`found`] gives it, once through the whole walk and once
+    /// stretch after stretch.
+    fn walked_in_stretches(
+        workspace: &Workspace,
+        start: &str,
+        pieces: usize,
+    ) -> (
+        Vec<(String, Option<&'static str>)>,
+        Vec<(String, Option<&'static str>)>,
+    ) {
+        let whole = found(workspace, start, None, &cx());
+        let start = workspace.check_path(start).unwrap();
+        let options = WalkOptions {
+            depth: None,
+            overrides: None,
+        };
+        let mut stretched = Vec::new();
+        for stretch in stretches(workspace, &start, pieces) {
+            walk_stretch(workspace, &start, &options, &stretch, &cx(), |found| {
+                stretched.push((found.rel.to_string(), found.sensitive.map(|k| k.rule)));
+                ControlFlow::Continue(())
+            })
+            .unwrap();
+        }
+        (whole, stretched)
+    }
+
+    #[test]
+    fn stretches_follow_the_walks_order() {
+        let stretch = |from: Option<&str>, to: Option<&str>| {
+            let names = |p: &str| p.split('/').map(|n| n.as_bytes().to_vec()).collect();
+            Stretch {
+                from: from.map(names),
+                to: to.map(names),
+            }
+        };
+        let s = stretch(Some("a/m"), Some("a/t"));
+        // A directory's contents come right after it, before a name that sorts after it.
+        assert!(s.holds(b"a/m"));
+        assert!(s.holds(b"a/m/zzz"));
+        assert!(s.holds(b"a/s.txt"));
+        assert!(!s.holds(b"a/t"));
+        assert!(!s.holds(b"a/t/x"));
+        assert!(!s.holds(b"a/l/zzz"));
+        assert!(!s.holds(b"a"));
+        assert!(!s.holds(b"a.b"));
+        // `a` holds the stretch's start, so it is walked into; `a.b` and `b` lie after it.
+        assert!(s.reaches(b"a", true));
+        assert!(!s.reaches(b"a", false));
+        assert!(!s.reaches(b"a.b", true));
+        assert!(!s.reaches(b"0", true));
+        assert!(s.reaches(b"", true));
+        // Before the cut `a/m`, nothing after it: `a-b` comes after all of `a`, as the walk
+        // goes through `a` before it, though `-` is a smaller byte than `/`.
+        let first = stretch(None, Some("a/m"));
+        assert!(first.holds(b"a"));
+        assert!(first.holds(b"a/l/zzz"));
+        assert!(!first.holds(b"a-b"));
+        assert!(!s.holds(b"a-b"));
+        assert!(!first.holds(b"a/m"));
+        assert!(!first.reaches(b"a/m", true));
+        assert!(!first.holds(b"a.b"));
+        assert!(!first.holds(b"b"));
+        assert!(stretch(None, None).is_whole());
+    }
+
+    #[test]
+    fn stretch_after_stretch_walks_what_one_walk_does() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        // A lone directory to follow down, files beside it at each level, names that sort
+        // differently as paths and as strings (`a`, `a-b`, `a.b`), ignore rules at several
+        // levels, sensitive directories and files.
+        let files = [
+            "0.txt",
+            "z.txt",
+            "only/1.txt",
+            "only/inner/a/x.rs",
+            "only/inner/a/deep/y.rs",
+            "only/inner/a-b/x.rs",
+            "only/inner/a.b/x.rs",
+            "only/inner/b/ignored.log",
+            "only/inner/b/kept.rs",
+            "only/inner/c/.env",
+            "only/inner/c/.ssh/id_rsa",
+            "only/inner/d/build/out.bin",
+            "only/inner/d/src/main.rs",
+            "only/inner/e/é.txt",
+            "only/inner/f/.git/HEAD",
+            "only/inner/f/g.rs",
+            "only/inner/z.md",
+            "only/zz.txt",
+        ];
+        for file in files {
+            fs::create_dir_all(root.join(file).parent().unwrap()).unwrap();
+            fs::write(root.join(file), "x\n").unwrap();
+        }
+        for n in 0..30 {
+            fs::create_dir_all(root.join(format!("only/inner/m{n:02}/sub"))).unwrap();
+            fs::write(root.join(format!("only/inner/m{n:02}/sub/f.txt")), "x\n").unwrap();
+        }
+        fs::write(root.join(".gitignore"), "*.log\n").unwrap();
+        fs::write(root.join("only/inner/d/.gitignore"), "build/\n").unwrap();
+        let workspace = Workspace::open(root).unwrap();
+
+        let start = workspace.check_path(".").unwrap();
+        let cut = stretches(&workspace, &start, 8);
+        assert_eq!(cut.len(), 8, "{cut:?}");
+        assert!(cut.first().unwrap().from.is_none() && cut.last().unwrap().to.is_none());
+        for pair in cut.windows(2) {
+            assert_eq!(pair[0].to, pair[1].from);
+        }
+        for pieces in [1, 2, 3, 5, 8, 16, 40] {
+            for start in [".", "only", "only/inner", "only/inner/d"] {
+                let (whole, stretched) = walked_in_stretches(&workspace, start, pieces);
+                assert!(!whole.is_empty());
+                assert_eq!(stretched, whole, "{pieces} pieces from {start}");
+            }
+        }
+        // An ignored directory named as the start is walked on its own, stretches too.
+        fs::create_dir_all(root.join("only/inner/d/build/x/y")).unwrap();
+        fs::create_dir_all(root.join("only/inner/d/build/w")).unwrap();
+        fs::write(root.join("only/inner/d/build/x/y/1"), "").unwrap();
+        fs::write(root.join("only/inner/d/build/w/2"), "").unwrap();
+        let (whole, stretched) = walked_in_stretches(&workspace, "only/inner/d/build", 4);
+        assert_eq!(whole.len(), 6, "{whole:?}");
+        assert_eq!(stretched, whole);
     }
 
     #[test]
