@@ -46,7 +46,7 @@ use std::sync::Arc;
 use landlock::{ABI, RulesetCreated, RulesetStatus};
 use rustix::process::{Resource, Rlimit};
 
-pub use probe::{Support, probe};
+pub use probe::{MountNamespaces, Support, probe};
 pub use spec::{DenyList, Limits, NetworkMode, SandboxSpec, UnixSockets};
 
 /// The lowest Landlock ABI the rules in force need: TCP rules came with 4, the abstract Unix
@@ -124,7 +124,7 @@ impl Sandbox {
         let abi = ABI::from(i32::from(abi_number));
         let (ruleset, plan) = filesystem::ruleset(spec, abi)?;
         let filters = seccomp::filters(spec.network, spec.unix_sockets)?;
-        let read_only = if self.support.mount_namespaces {
+        let read_only = if self.support.mount_namespaces.possible() {
             let mut writable = spec.writable.clone();
             writable.push(spec.temp_dir.clone());
             mounts::ReadOnly::prepare(&writable, &spec.read_only).map_err(|source| {

@@ -20,7 +20,7 @@
 //!
 //! ```no_run
 //! // `Support::mount_namespaces` says whether this machine can.
-//! println!("{}", toolgate_sandbox::probe().mount_namespaces);
+//! println!("{}", toolgate_sandbox::probe().mount_namespaces.possible());
 //! ```
 
 use std::ffi::{CStr, CString};

@@ -23,19 +23,42 @@ pub struct Support {
     /// reported for `sandbox check`).
     pub user_namespaces: bool,
     /// Whether this process can give a child a mount namespace with a path bound read-only
-    /// (the extra tier that protects a workspace's `.git/hooks` and `.git/config`), tried in
-    /// a child.
-    pub mount_namespaces: bool,
+    /// (the extra tier that protects a workspace's `.git/hooks` and `.git/config`).
+    pub mount_namespaces: MountNamespaces,
+}
+
+/// Whether a child can be given a mount namespace with a path bound read-only. Finding out
+/// runs a shell in such a child, some milliseconds, so it is done the first time the answer
+/// is asked for (by a command's sandbox, by `toolgate sandbox check`), once per process, and
+/// never by a process that runs no command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MountNamespaces {
+    /// What this machine does, found out when first asked.
+    Probed,
+    /// A claim, whatever the machine does: a test's way to see another machine.
+    Claimed(bool),
+}
+
+impl MountNamespaces {
+    /// Whether a child can be given one.
+    pub fn possible(self) -> bool {
+        static PROBED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        match self {
+            MountNamespaces::Claimed(possible) => possible,
+            MountNamespaces::Probed => *PROBED.get_or_init(crate::mounts::possible),
+        }
+    }
 }
 
 /// Probes the running kernel. Each Landlock ABI is recognised by what it added, tried with a
-/// hard requirement on a ruleset that is created and dropped, never enforced.
+/// hard requirement on a ruleset that is created and dropped, never enforced. Mount
+/// namespaces are tried later, when first asked about ([`MountNamespaces`]).
 pub fn probe() -> Support {
     Support {
         landlock_abi: landlock_abi(),
         seccomp: seccomp_available(),
         user_namespaces: user_namespaces_possible(),
-        mount_namespaces: crate::mounts::possible(),
+        mount_namespaces: MountNamespaces::Probed,
     }
 }
 
@@ -98,5 +121,9 @@ mod tests {
     #[test]
     fn probing_twice_gives_the_same_answer() {
         assert_eq!(probe(), probe());
+        let mounts = probe().mount_namespaces;
+        assert_eq!(mounts.possible(), mounts.possible());
+        assert!(MountNamespaces::Claimed(true).possible());
+        assert!(!MountNamespaces::Claimed(false).possible());
     }
 }

@@ -189,7 +189,7 @@ impl Confinement {
                      all of the user's authority"
                 .to_owned(),
             Some(sandbox) => match sandbox.check() {
-                Ok(abi) if sandbox.support().mount_namespaces => {
+                Ok(abi) if sandbox.support().mount_namespaces.possible() => {
                     format!("landlock+seccomp+mount-namespace (landlock abi {abi})")
                 }
                 Ok(abi) => format!("landlock+seccomp (landlock abi {abi})"),
@@ -272,7 +272,7 @@ impl Confinement {
             }
             Some(sandbox) => {
                 let abi = sandbox.check().unwrap_or(0);
-                let mounts = sandbox.support().mount_namespaces;
+                let mounts = sandbox.support().mount_namespaces.possible();
                 let (tier, git) = if mounts {
                     (
                         "landlock+seccomp+mount-namespace",

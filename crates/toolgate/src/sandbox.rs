@@ -48,7 +48,7 @@ pub fn check(config_path: Option<&Path>, json: bool) -> anyhow::Result<u8> {
             network_mode(&settings),
             confinement.unix_sockets(),
             abi,
-            support.mount_namespaces,
+            support.mount_namespaces.possible(),
         ),
         _ => Vec::new(),
     };
@@ -59,7 +59,7 @@ pub fn check(config_path: Option<&Path>, json: bool) -> anyhow::Result<u8> {
                 "landlock_abi": support.landlock_abi,
                 "seccomp": support.seccomp,
                 "user_namespaces": support.user_namespaces,
-                "mount_namespaces": support.mount_namespaces,
+                "mount_namespaces": support.mount_namespaces.possible(),
                 "cgroup": cgroup.tier.as_str(),
             },
             "mode": match settings.sandbox.mode {
@@ -110,7 +110,7 @@ pub fn check(config_path: Option<&Path>, json: bool) -> anyhow::Result<u8> {
     );
     println!(
         "  mount namespaces: {}",
-        if support.mount_namespaces {
+        if support.mount_namespaces.possible() {
             "possible: the workspace's `.git/hooks` and `.git/config` are bound read-only"
         } else {
             "not possible: `.git/hooks` and `.git/config` stay writable"
