@@ -4,7 +4,9 @@
 In one run, every target reads the same small file N times, one call at a time, after a
 warm-up, in alternating blocks so that machine noise falls on all of them:
 
-- the floor: a server that answers every request at once (what the client and the pipes cost);
+- the floor: a server that answers every request at once (bench/floor.py; what the client and
+  the pipes or the loopback socket cost), over stdio and over HTTP, for the raw clients and for
+  the SDK, so that each of toolgate's rows has the floor of its own client beside it;
 - `toolgate serve` `read_file` over stdio, with the same minimal JSON-RPC client
   (newline-delimited, no SDK);
 - `toolgate serve --http` `read_file` with a raw keep-alive `http.client` connection, which
