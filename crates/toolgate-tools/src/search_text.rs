@@ -6,7 +6,9 @@
 
 use std::io::{self, Seek as _};
 use std::ops::ControlFlow;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
+use std::sync::{Arc, Mutex};
 
 use grep_regex::{RegexMatcher, RegexMatcherBuilder};
 use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkMatch};
@@ -294,27 +296,23 @@ const MAX_SEARCHERS: usize = 4;
 /// The walk (directory reads, ignore rules) is cut into stretches of its order (see
 /// [`stretches`]), which walking threads, one per core, take in turn; a dealing thread takes
 /// the files each stretch yields, stretch after stretch, so in path order, and deals them in
-/// batches (of [`BATCH`] files at first, growing as the walk goes on) to one searching thread per core in
-/// turn: the `i`th batch to thread
-/// `i mod n`. Each searching thread passes what it found in each batch on, in its order, and
-/// this thread takes them round the threads in the same turn, so it sees every file's
-/// findings in path order, and adds them up as one thread would. Every channel is bounded: a
-/// walk gets at most [`WALK_AHEAD`] batches ahead of the dealer, and the dealer and each
-/// searcher at most [`LOOK_AHEAD`] ahead of the thread after them.
-/// When the results are full this thread drops its ends: the searchers, the dealer and the
-/// walks stop at their next file.
+/// batches (of [`BATCH`] files at first, growing as the walk goes on) to one searching thread
+/// per core in turn: the `i`th batch to thread `i mod n`. Each searching thread passes what it
+/// found in each batch on, in its order, and this thread takes them round the threads in the
+/// same turn, so it sees every file's findings in path order, and adds them up as one thread
+/// would. Every channel is bounded: a walk gets at most [`WALK_AHEAD`] batches ahead of the
+/// dealer, and the dealer and each searcher at most [`LOOK_AHEAD`] ahead of the thread after
+/// them. When the results are full this thread drops its ends: the searchers, the dealer and
+/// the walks stop at their next file.
 fn search_tree(
     looker: &Looker<'_>,
     search: &mut Search<'_>,
     target: &RelPath,
     options: &WalkOptions,
 ) -> Result<(), ToolError> {
-    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-    use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
-    let cores = std::thread::available_parallelism()
+    let searchers = std::thread::available_parallelism()
         .map_or(1, std::num::NonZeroUsize::get)
         .clamp(1, MAX_SEARCHERS);
-    let searchers = cores;
     type Batch = Vec<RelPath>;
     type Findings = Vec<(RelPath, Looked)>;
     let (to_look, to_take): (Vec<SyncSender<Batch>>, Vec<Receiver<Batch>>) =
@@ -323,68 +321,38 @@ fn search_tree(
         (0..searchers).map(|_| sync_channel(LOOK_AHEAD)).unzip();
     let taken = &AtomicUsize::new(0);
     let (workspace, cx) = (looker.workspace, looker.cx);
-    // More stretches than walkers, so that an uneven cut still leaves each walker work.
-    let stretches = if cores > 1 {
-        stretches(workspace, target, cores * 4)
+    // As many walkers as searchers, and more stretches than walkers, so that an uneven cut
+    // still leaves each walker work.
+    let stretches = if searchers > 1 {
+        stretches(workspace, target, searchers * 4)
     } else {
         vec![Stretch::default()]
     };
-    let walkers = cores.min(stretches.len());
+    let walkers = searchers.min(stretches.len());
     let (walked_into, walked): (Vec<SyncSender<Walked>>, Vec<Receiver<Walked>>) =
         stretches.iter().map(|_| sync_channel(WALK_AHEAD)).unzip();
     let walked_into: Vec<_> = walked_into
         .into_iter()
-        .map(|sender| std::sync::Mutex::new(Some(sender)))
+        .map(|sender| Mutex::new(Some(sender)))
         .collect();
     let (stretches, walked_into) = (&stretches, &walked_into);
     let next_stretch = &AtomicUsize::new(0);
     // Set once nobody takes what the walks yield: they stop taking stretches.
     let abandoned = &AtomicBool::new(false);
     let (dealt, searched, took) = std::thread::scope(|scope| {
-        for _ in 0..walkers {
-            scope.spawn(move || {
-                while !abandoned.load(Ordering::Relaxed) {
-                    let i = next_stretch.fetch_add(1, Ordering::Relaxed);
-                    let (Some(stretch), Some(slot)) = (stretches.get(i), walked_into.get(i)) else {
-                        return;
+        let walking: Vec<_> = (0..walkers)
+            .map(|_| {
+                scope.spawn(move || {
+                    let turns = Turns {
+                        stretches,
+                        outlets: walked_into,
+                        next: next_stretch,
+                        abandoned,
                     };
-                    let taken_out = slot.lock().ok().and_then(|mut slot| slot.take());
-                    let Some(into) = taken_out else { return };
-                    let mut skipped = Skipped::default();
-                    let mut batch = Vec::with_capacity(BATCH);
-                    let mut batches = 0;
-                    let send = |batch: Batch| {
-                        let sent = into.send(Walked::Files(batch)).is_ok();
-                        if !sent {
-                            abandoned.store(true, Ordering::Relaxed);
-                        }
-                        sent
-                    };
-                    let summary = walk_stretch(workspace, target, options, stretch, cx, |entry| {
-                        if let Some(rel) = skipped.file(entry) {
-                            batch.push(rel);
-                        }
-                        let size = BATCH << (batches / BATCH).min(BATCH_DOUBLINGS);
-                        if batch.len() < size {
-                            return ControlFlow::Continue(());
-                        }
-                        batches += 1;
-                        if send(std::mem::take(&mut batch)) {
-                            ControlFlow::Continue(())
-                        } else {
-                            ControlFlow::Break(())
-                        }
-                    });
-                    if !batch.is_empty() && !send(batch) {
-                        return;
-                    }
-                    if into.send(Walked::Done(summary, skipped)).is_err() {
-                        abandoned.store(true, Ordering::Relaxed);
-                        return;
-                    }
-                }
-            });
-        }
+                    walk_in_turn(workspace, target, options, cx, &turns);
+                })
+            })
+            .collect();
         let dealer = scope.spawn(move || {
             let mut turn = (0..to_look.len()).cycle();
             let mut deal = |batch: Batch| {
@@ -394,35 +362,39 @@ fn search_tree(
             let mut summary = WalkSummary::default();
             let mut skipped = Skipped::default();
             // The stretches in order, each to its end: the files in path order.
-            for stretch in walked {
-                loop {
-                    match stretch.recv() {
-                        Ok(Walked::Files(batch)) => {
-                            if !deal(batch) {
-                                // The search has enough.
-                                abandoned.store(true, Ordering::Relaxed);
-                                return Ok((summary, skipped));
+            let take = || {
+                for stretch in walked {
+                    loop {
+                        match stretch.recv() {
+                            Ok(Walked::Files(batch)) => {
+                                if !deal(batch) {
+                                    // The search has enough.
+                                    return Ok(());
+                                }
                             }
-                        }
-                        Ok(Walked::Done(walked, passed)) => {
-                            let walked = walked?;
-                            summary.unreadable += walked.unreadable;
-                            summary.unnamed += walked.unnamed;
-                            skipped.sensitive += passed.sensitive;
-                            break;
-                        }
-                        // Its walker stopped without saying why: it panicked.
-                        Err(_) => {
-                            abandoned.store(true, Ordering::Relaxed);
-                            return Err(ToolError::new(
-                                ToolErrorCode::ToolPanicked,
-                                "the directory walk stopped unexpectedly",
-                            ));
+                            Ok(Walked::Done(walked, passed)) => {
+                                let walked = walked?;
+                                summary.unreadable += walked.unreadable;
+                                summary.unnamed += walked.unnamed;
+                                skipped.sensitive += passed.sensitive;
+                                break;
+                            }
+                            // Its walker stopped without saying why: it panicked.
+                            Err(_) => {
+                                return Err(ToolError::new(
+                                    ToolErrorCode::ToolPanicked,
+                                    "the directory walk stopped unexpectedly",
+                                ));
+                            }
                         }
                     }
                 }
-            }
-            Ok((summary, skipped))
+                Ok(())
+            };
+            let taken = take();
+            // Whatever ended the dealing, the walks have nobody to yield to any more.
+            abandoned.store(true, Ordering::Relaxed);
+            taken.map(|()| (summary, skipped))
         });
         let lookers: Vec<_> = to_take
             .into_iter()
@@ -476,7 +448,12 @@ fn search_tree(
         }
         drop(finding);
         let searched = lookers.into_iter().all(|looker| looker.join().is_ok());
-        (dealer.join(), searched, took)
+        let dealt = dealer.join();
+        // A walk that panicked is reported by the dealer, which heard it stop.
+        for walker in walking {
+            let _ = walker.join();
+        }
+        (dealt, searched, took)
     });
     took?;
     let (Ok(dealt), true) = (dealt, searched) else {
@@ -500,6 +477,67 @@ fn yield_to_the_walk() {
     let thread = Some(rustix::thread::gettid());
     if let Ok(nice) = getpriority_process(thread) {
         let _ = setpriority_process(thread, (nice + 5).min(19));
+    }
+}
+
+/// The stretches of one search, as its walking threads share them.
+struct Turns<'a> {
+    stretches: &'a [Stretch],
+    /// Where each stretch's files go, taken by the walker that takes the stretch.
+    outlets: &'a [Mutex<Option<SyncSender<Walked>>>],
+    /// The next stretch nobody has taken.
+    next: &'a AtomicUsize,
+    /// Set once nobody takes what the walks yield.
+    abandoned: &'a AtomicBool,
+}
+
+/// Walks the stretches of `turns` that nobody has taken, one after another, each into its
+/// outlet, in batches that grow as the walk goes on; stops once nobody listens.
+fn walk_in_turn(
+    workspace: &Workspace,
+    target: &RelPath,
+    options: &WalkOptions,
+    cx: &ExecContext,
+    turns: &Turns<'_>,
+) {
+    while !turns.abandoned.load(Ordering::Relaxed) {
+        let i = turns.next.fetch_add(1, Ordering::Relaxed);
+        let (Some(stretch), Some(outlet)) = (turns.stretches.get(i), turns.outlets.get(i)) else {
+            return;
+        };
+        let Some(into) = outlet.lock().ok().and_then(|mut outlet| outlet.take()) else {
+            return;
+        };
+        let send = |walked: Walked| {
+            let sent = into.send(walked).is_ok();
+            if !sent {
+                turns.abandoned.store(true, Ordering::Relaxed);
+            }
+            sent
+        };
+        let mut skipped = Skipped::default();
+        let mut batch = Vec::with_capacity(BATCH);
+        let mut batches = 0;
+        let summary = walk_stretch(workspace, target, options, stretch, cx, |entry| {
+            if let Some(rel) = skipped.file(entry) {
+                batch.push(rel);
+            }
+            if batch.len() < BATCH << (batches / BATCH).min(BATCH_DOUBLINGS) {
+                return ControlFlow::Continue(());
+            }
+            batches += 1;
+            if send(Walked::Files(std::mem::take(&mut batch))) {
+                ControlFlow::Continue(())
+            } else {
+                ControlFlow::Break(())
+            }
+        });
+        if !batch.is_empty() && !send(Walked::Files(batch)) {
+            return;
+        }
+        if !send(Walked::Done(summary, skipped)) {
+            return;
+        }
     }
 }
 

@@ -485,16 +485,12 @@ mod tests {
         assert_eq!(relative(p("/ws"), Path::new(unnamed)), None);
     }
 
+    /// Each entry walked, with the rule of the sensitive file it is, if it is one.
+    type Walked = Vec<(String, Option<&'static str>)>;
+
     /// Every entry of the walk, as [`found`] gives it, once through the whole walk and once
     /// stretch after stretch.
-    fn walked_in_stretches(
-        workspace: &Workspace,
-        start: &str,
-        pieces: usize,
-    ) -> (
-        Vec<(String, Option<&'static str>)>,
-        Vec<(String, Option<&'static str>)>,
-    ) {
+    fn walked_in_stretches(workspace: &Workspace, start: &str, pieces: usize) -> (Walked, Walked) {
         let whole = found(workspace, start, None, &cx());
         let start = workspace.check_path(start).unwrap();
         let options = WalkOptions {
