@@ -200,15 +200,15 @@ pub(crate) fn visibility(
 
 /// Whether `path` (under `root`) is hidden. A name that is not UTF-8 is judged by its readable
 /// parts, so that it cannot shield a `.ssh` below it from pruning.
+///
+/// The walker builds every path by joining names to `root` (see [`relative`]), so what follows
+/// `root` is read as bytes: a `/` is never part of a longer UTF-8 sequence, so reading the
+/// whole path lossily reads each name as it would alone.
 fn hidden(root: &Path, sensitivity: &Sensitivity, path: &Path) -> bool {
-    let Ok(rel) = path.strip_prefix(root) else {
+    let Some(below) = under(path, root) else {
         return false;
     };
-    let names: Vec<_> = rel
-        .components()
-        .map(|component| component.as_os_str().to_string_lossy())
-        .collect();
-    sensitivity.visibility(&names.join("/")) == Visibility::Hidden
+    sensitivity.visibility(&String::from_utf8_lossy(below)) == Visibility::Hidden
 }
 
 /// The workspace path of an entry the walker found under `root`; `None` for anything not
@@ -315,33 +315,23 @@ impl Stretch {
         if below.is_empty() {
             return true;
         }
-        let names: Vec<&[u8]> = below.split(|&b| b == b'/').collect();
-        self.holds_names(&names)
+        self.holds(below)
             || (is_dir
-                && self
-                    .to
-                    .as_deref()
-                    .is_none_or(|to| order(&names, to).is_lt())
+                && self.to.as_deref().is_none_or(|to| order(below, to).is_lt())
                 && self.from.as_deref().is_some_and(|from| {
-                    from.len() > names.len()
-                        && names
-                            .iter()
+                    names(below).count() < from.len()
+                        && names(below)
                             .zip(from)
-                            .all(|(name, bound)| *name == bound.as_slice())
+                            .all(|(name, bound)| name == bound.as_slice())
                 }))
     }
 
     /// Whether the entry at `below` is in the stretch itself.
     fn holds(&self, below: &[u8]) -> bool {
-        let names: Vec<&[u8]> = below.split(|&b| b == b'/').collect();
-        self.holds_names(&names)
-    }
-
-    fn holds_names(&self, names: &[&[u8]]) -> bool {
         self.from
             .as_deref()
-            .is_none_or(|from| order(names, from).is_ge())
-            && self.to.as_deref().is_none_or(|to| order(names, to).is_lt())
+            .is_none_or(|from| order(below, from).is_ge())
+            && self.to.as_deref().is_none_or(|to| order(below, to).is_lt())
     }
 
     /// Whether a walker's `entry`, under `root`, is in the stretch.
@@ -350,10 +340,15 @@ impl Stretch {
     }
 }
 
-/// How the walk orders two paths given as their names: name by name, by their bytes, a
-/// directory before what it holds.
-fn order(names: &[&[u8]], bound: &[Vec<u8>]) -> std::cmp::Ordering {
-    names.iter().copied().cmp(bound.iter().map(Vec::as_slice))
+/// How the walk orders the path `below` (`/`-separated) and a bound given as its names: name
+/// by name, by their bytes, a directory before what it holds.
+fn order(below: &[u8], bound: &[Vec<u8>]) -> std::cmp::Ordering {
+    names(below).cmp(bound.iter().map(Vec::as_slice))
+}
+
+/// The names of a `/`-separated path.
+fn names(path: &[u8]) -> impl Iterator<Item = &[u8]> {
+    path.split(|&b| b == b'/')
 }
 
 /// Cuts the walk below `start` into at most `pieces` stretches, in order, so that several
