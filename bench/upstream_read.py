@@ -59,7 +59,8 @@ def main():
     parser.add_argument("--block", type=int, default=100, help="calls per alternating block")
     parser.add_argument("--toolgate", default=os.path.join(ROOT, "target", "release", "toolgate"))
     parser.add_argument("--node", default=os.path.join(DEPS, "node", "bin", "node"))
-    parser.add_argument("--mcp-proxy", default=os.path.join(ROOT, "target", "bench-tools", "bin", "mcp-proxy"))
+    default_proxy = os.path.join(ROOT, "target", "bench-tools", "bin", "mcp-proxy")
+    parser.add_argument("--mcp-proxy", default=default_proxy)
     parser.add_argument("--no-install", action="store_true",
                         help="do not install mcp-proxy with cargo when it is missing")
     parser.add_argument("--state", help="toolgate's state directory, where its audit log goes")
@@ -68,7 +69,6 @@ def main():
     for path in (args.toolgate, args.node, reference):
         if not os.path.exists(path):
             sys.exit(f"missing {path}: build toolgate in release mode and run scripts/test-deps first")
-    default_proxy = os.path.join(ROOT, "target", "bench-tools", "bin", "mcp-proxy")
     if args.mcp_proxy == default_proxy and not os.path.exists(default_proxy) and not args.no_install:
         print("installing mcp-proxy into target/bench-tools (once; a few minutes)", file=sys.stderr)
         installed = subprocess.run(

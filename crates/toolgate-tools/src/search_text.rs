@@ -324,7 +324,7 @@ fn search_tree(
     // As many walkers as searchers, and more stretches than walkers, so that an uneven cut
     // still leaves each walker work.
     let stretches = if searchers > 1 {
-        stretches(workspace, target, searchers * 4)
+        stretches(workspace, cx.sensitivity(), target, searchers * 4)
     } else {
         vec![Stretch::default()]
     };
@@ -391,10 +391,10 @@ fn search_tree(
                 }
                 Ok(())
             };
-            let taken = take();
+            let ended = take();
             // Whatever ended the dealing, the walks have nobody to yield to any more.
             abandoned.store(true, Ordering::Relaxed);
-            taken.map(|()| (summary, skipped))
+            ended.map(|()| (summary, skipped))
         });
         let lookers: Vec<_> = to_take
             .into_iter()

@@ -360,8 +360,14 @@ fn names(path: &[u8]) -> impl Iterator<Item = &[u8]> {
 ///
 /// Only names are read here, never contents, and nothing read here is yielded: the stretches
 /// decide which walker visits an entry, not whether it is visited. So a directory swapped
-/// for a link meanwhile can only make the cuts uneven.
-pub(crate) fn stretches(workspace: &Workspace, start: &RelPath, pieces: usize) -> Vec<Stretch> {
+/// for a link meanwhile can only make the cuts uneven. A directory `sensitivity` hides is
+/// neither followed nor cut at, so its names are never read, as the walk never reads them.
+pub(crate) fn stretches(
+    workspace: &Workspace,
+    sensitivity: &Sensitivity,
+    start: &RelPath,
+    pieces: usize,
+) -> Vec<Stretch> {
     let whole = vec![Stretch::default()];
     let root = workspace.root();
     let mut dir = workspace.ambient_path(start);
@@ -375,7 +381,9 @@ pub(crate) fn stretches(workspace: &Workspace, start: &RelPath, pieces: usize) -
                 return whole;
             }
             let Ok(entry) = entry else { continue };
-            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+            if entry.file_type().is_ok_and(|t| t.is_dir())
+                && !hidden(root, sensitivity, &entry.path())
+            {
                 subdirs.push(entry.file_name());
             }
         }
@@ -394,7 +402,7 @@ pub(crate) fn stretches(workspace: &Workspace, start: &RelPath, pieces: usize) -
         let base: Vec<Vec<u8>> = if below.is_empty() {
             Vec::new()
         } else {
-            below.split(|&b| b == b'/').map(<[u8]>::to_vec).collect()
+            names(below).map(<[u8]>::to_vec).collect()
         };
         let pieces = pieces.clamp(1, subdirs.len().min(MAX_STRETCHES));
         use std::os::unix::ffi::OsStrExt as _;
@@ -493,7 +501,7 @@ mod tests {
             overrides: None,
         };
         let mut stretched = Vec::new();
-        for stretch in stretches(workspace, &start, pieces) {
+        for stretch in stretches(workspace, &Sensitivity::default(), &start, pieces) {
             walk_stretch(workspace, &start, &options, &stretch, &cx(), |found| {
                 stretched.push((found.rel.to_string(), found.sensitive.map(|k| k.rule)));
                 ControlFlow::Continue(())
@@ -582,7 +590,7 @@ mod tests {
         let workspace = Workspace::open(root).unwrap();
 
         let start = workspace.check_path(".").unwrap();
-        let cut = stretches(&workspace, &start, 8);
+        let cut = stretches(&workspace, &Sensitivity::default(), &start, 8);
         assert_eq!(cut.len(), 8, "{cut:?}");
         assert!(cut.first().unwrap().from.is_none() && cut.last().unwrap().to.is_none());
         for pair in cut.windows(2) {
@@ -603,6 +611,44 @@ mod tests {
         let (whole, stretched) = walked_in_stretches(&workspace, "only/inner/d/build", 4);
         assert_eq!(whole.len(), 6, "{whole:?}");
         assert_eq!(stretched, whole);
+    }
+
+    #[test]
+    fn a_hidden_directory_is_neither_followed_nor_cut_at() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        // The lone readable subdirectory is `src`: `.ssh` beside it is not followed, however
+        // many directories it holds, and the cuts fall inside `src`.
+        for n in 0..20 {
+            fs::create_dir_all(root.join(format!(".ssh/k{n:02}"))).unwrap();
+        }
+        for n in 0..6 {
+            fs::create_dir_all(root.join(format!("src/m{n}"))).unwrap();
+        }
+        let workspace = Workspace::open(root).unwrap();
+        let start = workspace.check_path(".").unwrap();
+        let cut = stretches(&workspace, &Sensitivity::default(), &start, 4);
+        assert_eq!(cut.len(), 4, "{cut:?}");
+        for stretch in &cut {
+            for bound in [&stretch.from, &stretch.to].into_iter().flatten() {
+                assert_eq!(
+                    bound.first().map(Vec::as_slice),
+                    Some(&b"src"[..]),
+                    "{cut:?}"
+                );
+            }
+        }
+        // Only hidden directories: nothing to cut.
+        let only_hidden = tempfile::tempdir().unwrap();
+        for n in 0..5 {
+            fs::create_dir_all(only_hidden.path().join(format!(".git/d{n}"))).unwrap();
+        }
+        let workspace = Workspace::open(only_hidden.path()).unwrap();
+        let start = workspace.check_path(".").unwrap();
+        assert_eq!(
+            stretches(&workspace, &Sensitivity::default(), &start, 4),
+            [Stretch::default()]
+        );
     }
 
     #[test]
