@@ -144,11 +144,15 @@ impl TypedExecutor for ListDir {
             &options,
             cx,
             |Found { entry, rel, .. }| {
-                let kind = match entry.file_type() {
-                    Some(t) if t.is_symlink() => PathKind::Symlink,
-                    Some(t) if t.is_dir() => PathKind::Dir,
-                    Some(t) if t.is_file() => PathKind::File,
-                    _ => PathKind::Other,
+                let file_type = entry.file_type();
+                let kind = if file_type.is_symlink() {
+                    PathKind::Symlink
+                } else if file_type.is_dir() {
+                    PathKind::Dir
+                } else if file_type.is_file() {
+                    PathKind::File
+                } else {
+                    PathKind::Other
                 };
                 let mut item = Map::new();
                 item.insert("path".to_owned(), json!(rel.as_str()));

@@ -563,7 +563,7 @@ impl Skipped {
             rel,
             sensitive,
         } = found;
-        if !entry.file_type().is_some_and(|t| t.is_file()) {
+        if !entry.file_type().is_file() {
             return None;
         }
         // Sensitive files (`.env`, keys, toolgate's configuration) are not searched: a search

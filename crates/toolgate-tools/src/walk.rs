@@ -3,8 +3,7 @@
 //! The walk starts at the workspace root and prunes everything that is neither an ancestor of
 //! the requested directory nor inside it. Starting at the root (rather than at the directory)
 //! means the ignore files between the root and the directory apply, while no ignore file above
-//! the root does (`parents(false)`), nor the user's global one: what is listed depends on the
-//! workspace alone.
+//! the root does, nor the user's global one: what is listed depends on the workspace alone.
 //!
 //! A directory that is itself ignored (`target/`) is never reached that way. A caller who names
 //! it explicitly still gets its contents, as ripgrep searches an ignored directory it is given:
@@ -12,26 +11,43 @@
 //!
 //! What the walk yields is only what the pipeline's [`Sensitivity`] (in the [`ExecContext`])
 //! lets a tool show: a sensitive directory (`.git`, `.ssh`, toolgate's state directory when it
-//! lies in the workspace) is pruned as the walk reaches it, so nothing in it is ever visited,
-//! named or counted; a sensitive file is yielded with its kind, for the caller to list without
-//! reading it. A link is as sensitive as where it leads ([`visibility`]).
+//! lies in the workspace) is pruned as the walk reaches it, so nothing in it is ever read,
+//! visited, named or counted; a sensitive file is yielded with its kind, for the caller to list
+//! without reading it. A link is as sensitive as where it leads ([`visibility`]).
+//!
+//! The rules are ripgrep's, matched by the `ignore` crate's own matchers: `.ignore` over
+//! `.gitignore` over `.git/info/exclude`, a deeper file over a shallower one of its kind, a
+//! search's globs over all of them. The walk itself is toolgate's, so that it reads a directory
+//! only to descend into it (a pruned directory, hidden, ignored or outside the walk's stretch,
+//! is never opened), finds ignore files among the names it has read rather than by looking for
+//! each, and reads them as git does and as a hostile repository cannot abuse: never through a
+//! link (`.gitignore -> /dev/zero`), only a regular file (a FIFO cannot stall the walk), at
+//! most [`MAX_IGNORE_FILE`] bytes, through the workspace's capability. The `info/exclude` of a
+//! repository whose `.git` is a file (a worktree's, a submodule's) is not read: it lies
+//! outside the workspace, or in another repository's `.git`.
 //!
 //! The walk uses ambient paths under the canonical root. That is sound because the starting
 //! directory was resolved inside the workspace, links are reported and never followed, and
 //! every entry is made relative to the root (anything that is not is dropped). File *contents*
 //! are still opened through the workspace's capability by the callers.
 
+use std::ffi::OsString;
+use std::fs::{FileType, Metadata};
 use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
+use ignore::Match;
+use ignore::gitignore::{Gitignore, GitignoreBuilder};
 use ignore::overrides::Override;
-use ignore::{DirEntry, WalkBuilder};
 use toolgate_core::sensitive::{SensitiveKind, Visibility};
 use toolgate_core::{ExecContext, Sensitivity, ToolError};
 use toolgate_workspace::{RelPath, Workspace};
 
 use crate::stopped;
+
+/// The largest ignore file the walk reads; a larger one is not applied, and counted as
+/// unreadable. Real ones are a few kilobytes.
+pub(crate) const MAX_IGNORE_FILE: u64 = 1 << 20;
 
 /// What to walk.
 #[derive(Debug, Clone)]
@@ -45,15 +61,38 @@ pub(crate) struct WalkOptions {
 /// What the walk passed over without visiting.
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct WalkSummary {
-    /// Entries the walker could not read (permissions, races).
+    /// Entries the walker could not read (permissions, races), and ignore files it would not.
     pub unreadable: usize,
     /// Entries whose names are not UTF-8, which no caller could name anyway.
     pub unnamed: usize,
 }
 
+/// An entry of a directory the walk read.
+pub(crate) struct Entry {
+    path: PathBuf,
+    file_type: FileType,
+}
+
+impl Entry {
+    /// Its ambient path, under the workspace root.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// What it is, as the directory listed it: a link is a link.
+    pub fn file_type(&self) -> FileType {
+        self.file_type
+    }
+
+    /// Its status, not following a link.
+    pub fn metadata(&self) -> std::io::Result<Metadata> {
+        std::fs::symlink_metadata(&self.path)
+    }
+}
+
 /// One entry the walk yields: never a hidden one.
 pub(crate) struct Found<'a> {
-    pub entry: &'a DirEntry,
+    pub entry: &'a Entry,
     pub rel: RelPath,
     /// The kind of sensitive file it is (or leads to), to list by name and never read.
     pub sensitive: Option<&'static SensitiveKind>,
@@ -86,78 +125,271 @@ pub(crate) fn walk_stretch(
     let start_path = workspace.ambient_path(start);
     let sensitivity = cx.sensitivity();
     let mut summary = WalkSummary::default();
+    let mut walker = Walker {
+        workspace,
+        sensitivity,
+        overrides: options.overrides.as_ref().filter(|o| !o.is_empty()),
+        stretch: (!stretch.is_whole()).then_some(stretch),
+        only: (!start.is_root()).then_some(start_path.as_path()),
+        max_depth: options.depth.map(|d| d.saturating_add(start.depth())),
+        cx,
+    };
+    // A directory the stretch begins inside is walked into, but visited by the stretch before.
+    let holds = |entry: &Entry| {
+        stretch.is_whole() || under(entry.path(), root).is_some_and(|below| stretch.holds(below))
+    };
 
-    let from_root = builder(
-        root,
-        root,
-        Arc::clone(sensitivity),
-        options.depth.map(|d| d.saturating_add(start.depth())),
-        options.overrides.clone(),
-        (!start.is_root()).then(|| start_path.clone()),
-        stretch,
-    );
     let mut reached_start = false;
-    for result in from_root.build() {
-        if cx.should_stop() {
-            return Err(stopped(cx));
-        }
-        let Ok(entry) = result else {
-            summary.unreadable += 1;
-            continue;
-        };
+    walker.walk(root, &mut summary, &mut |entry, summary| {
         let Some(below) = under(entry.path(), &start_path) else {
             // An ancestor of the start, walked only to get there.
-            continue;
+            return ControlFlow::Continue(());
         };
         if below.is_empty() {
             reached_start = true;
-            continue;
+            return ControlFlow::Continue(());
         }
-        // A directory the stretch begins inside is walked into, but visited by the stretch
-        // before.
-        if !stretch.holds_entry(root, &entry) {
-            continue;
+        if !holds(entry) {
+            return ControlFlow::Continue(());
         }
-        if visit_entry(workspace, sensitivity, &entry, &mut summary, &mut visit).is_break() {
-            return Ok(summary);
-        }
-    }
-    if reached_start {
+        visit_entry(workspace, sensitivity, entry, summary, &mut visit)
+    })?;
+    if reached_start || start.is_root() {
         return Ok(summary);
     }
 
     // The start is ignored (or inside something ignored); walk it on its own.
-    let from_start = builder(
-        &start_path,
-        root,
-        Arc::clone(sensitivity),
-        options.depth,
-        options.overrides.clone(),
-        None,
-        stretch,
-    );
-    for result in from_start.build() {
-        if cx.should_stop() {
-            return Err(stopped(cx));
+    walker.only = None;
+    walker.max_depth = options.depth;
+    walker.walk(&start_path, &mut summary, &mut |entry, summary| {
+        if !holds(entry) {
+            return ControlFlow::Continue(());
         }
-        let Ok(entry) = result else {
-            summary.unreadable += 1;
-            continue;
+        visit_entry(workspace, sensitivity, entry, summary, &mut visit)
+    })?;
+    Ok(summary)
+}
+
+/// How one walk goes: what it prunes, how deep, until when.
+struct Walker<'a> {
+    workspace: &'a Workspace,
+    sensitivity: &'a Sensitivity,
+    overrides: Option<&'a Override>,
+    /// Directories that reach nothing in the stretch are not walked into.
+    stretch: Option<&'a Stretch>,
+    /// Only this directory's ancestors and what lies below it are walked.
+    only: Option<&'a Path>,
+    /// The deepest level walked, counted from the workspace root's children at 1 (from the
+    /// walk's own start when it is not the root).
+    max_depth: Option<usize>,
+    cx: &'a ExecContext,
+}
+
+/// A directory being walked: what is left of its entries, and the ignore rules it adds.
+struct Level {
+    dir: PathBuf,
+    depth: usize,
+    entries: std::vec::IntoIter<(OsString, FileType)>,
+    rules: Option<Box<Rules>>,
+}
+
+/// The matchers of one directory's `.ignore`, `.gitignore` and `.git/info/exclude`, rooted
+/// there, in the order they take precedence.
+type Rules = [Gitignore; 3];
+
+impl Walker<'_> {
+    /// Walks `from` (a directory at or under the root), handing `visit` every entry not
+    /// pruned, in path order, a directory before what it holds. Directories that cannot be read
+    /// are counted in `summary`, not visited.
+    fn walk(
+        &self,
+        from: &Path,
+        summary: &mut WalkSummary,
+        visit: &mut dyn FnMut(&Entry, &mut WalkSummary) -> ControlFlow<()>,
+    ) -> Result<(), ToolError> {
+        let mut levels = Vec::new();
+        if self.max_depth != Some(0) {
+            match self.level(from.to_path_buf(), 0, summary) {
+                Some(level) => levels.push(level),
+                None => summary.unreadable += 1,
+            }
+        }
+        while let Some(level) = levels.last_mut() {
+            let Some((name, file_type)) = level.entries.next() else {
+                levels.pop();
+                continue;
+            };
+            if self.cx.should_stop() {
+                return Err(stopped(self.cx));
+            }
+            let path = level.dir.join(name);
+            let depth = level.depth + 1;
+            let is_dir = file_type.is_dir();
+            if !self.keeps(&path, is_dir) || ignored(&levels, self.overrides, &path, is_dir) {
+                continue;
+            }
+            let below = if is_dir && self.max_depth.is_none_or(|max| depth < max) {
+                // A directory that cannot be read is not visited, as if it were gone.
+                let Some(level) = self.level(path.clone(), depth, summary) else {
+                    summary.unreadable += 1;
+                    continue;
+                };
+                Some(level)
+            } else {
+                None
+            };
+            let entry = Entry { path, file_type };
+            if visit(&entry, summary).is_break() {
+                break;
+            }
+            levels.extend(below);
+        }
+        Ok(())
+    }
+
+    /// Whether an entry stays in the walk by where it is: for a directory, whether it is
+    /// walked into at all.
+    fn keeps(&self, path: &Path, is_dir: bool) -> bool {
+        let root = self.workspace.root();
+        self.only
+            .is_none_or(|only| only.starts_with(path) || path.starts_with(only))
+            && self.stretch.is_none_or(|stretch| {
+                under(path, root).is_some_and(|below| stretch.reaches(below, is_dir))
+            })
+            && !(is_dir && hidden(root, self.sensitivity, path))
+    }
+
+    /// Reads the directory at `dir` (`None` if it cannot be): its entries in order, and the
+    /// ignore files among them.
+    fn level(&self, dir: PathBuf, depth: usize, summary: &mut WalkSummary) -> Option<Level> {
+        let mut entries = Vec::new();
+        for entry in std::fs::read_dir(&dir).ok()? {
+            match entry.and_then(|e| Ok((e.file_name(), e.file_type()?))) {
+                Ok(named) => entries.push(named),
+                Err(_) => summary.unreadable += 1,
+            }
+        }
+        entries.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        let rules = self.rules(&dir, &entries, summary);
+        Some(Level {
+            dir,
+            depth,
+            entries: entries.into_iter(),
+            rules,
+        })
+    }
+
+    /// The rules the ignore files among `entries` (the directory `dir`'s) add, if any.
+    fn rules(
+        &self,
+        dir: &Path,
+        entries: &[(OsString, FileType)],
+        summary: &mut WalkSummary,
+    ) -> Option<Box<Rules>> {
+        let has = |name: &str, is: fn(&FileType) -> bool| {
+            entries
+                .binary_search_by(|(n, _)| n.as_os_str().cmp(name.as_ref()))
+                .is_ok_and(|at| entries.get(at).is_some_and(|(_, t)| is(t)))
         };
-        if entry.depth() == 0 || !stretch.holds_entry(root, &entry) {
-            continue;
+        // As git reads them: a link is not followed.
+        let wanted = [
+            has(".ignore", FileType::is_file).then_some(".ignore"),
+            has(".gitignore", FileType::is_file).then_some(".gitignore"),
+            has(".git", FileType::is_dir).then_some(".git/info/exclude"),
+        ];
+        if wanted.iter().all(Option::is_none) {
+            return None;
         }
-        if visit_entry(workspace, sensitivity, &entry, &mut summary, &mut visit).is_break() {
-            break;
+        let rel = relative(self.workspace.root(), dir)?;
+        Some(Box::new(wanted.map(|name| {
+            name.map_or_else(Gitignore::empty, |name| {
+                self.ignore_file(dir, &rel, name, summary)
+            })
+        })))
+    }
+
+    /// The matcher of the ignore file `name` (`/`-separated) in the directory `dir` (`rel` in
+    /// the workspace), read through the workspace as a regular file of bounded size; empty if
+    /// it is missing, and counted in `summary` if it is anything else that cannot be read.
+    fn ignore_file(
+        &self,
+        dir: &Path,
+        rel: &RelPath,
+        name: &str,
+        summary: &mut WalkSummary,
+    ) -> Gitignore {
+        let Some(file) = RelPath::from_components(rel.components().chain(name.split('/'))) else {
+            return Gitignore::empty();
+        };
+        let bytes = match self.workspace.open_file(&file) {
+            Ok(open) if open.len <= MAX_IGNORE_FILE => open.read(&file, MAX_IGNORE_FILE),
+            Err(toolgate_workspace::PathError::NotFound { .. }) => return Gitignore::empty(),
+            Ok(_) | Err(_) => {
+                summary.unreadable += 1;
+                return Gitignore::empty();
+            }
+        };
+        let Ok(bytes) = bytes else {
+            summary.unreadable += 1;
+            return Gitignore::empty();
+        };
+        let from = dir.join(name);
+        let mut builder = GitignoreBuilder::new(dir);
+        // Line by line as the `ignore` crate reads them: a line that is not UTF-8, or not a
+        // glob, is passed over; a byte order mark before the first is dropped.
+        let mut lines = bytes.split(|&b| b == b'\n').enumerate().peekable();
+        while let Some((i, line)) = lines.next() {
+            // A line's end is `\n` or `\r\n`; a last line without one keeps its `\r`.
+            let line = match lines.peek() {
+                Some(_) => line.strip_suffix(b"\r").unwrap_or(line),
+                None => line,
+            };
+            let Ok(line) = std::str::from_utf8(line) else {
+                continue;
+            };
+            let line = if i == 0 {
+                line.trim_start_matches('\u{feff}')
+            } else {
+                line
+            };
+            let _ = builder.add_line(Some(from.clone()), line);
+        }
+        builder.build().unwrap_or_else(|_| Gitignore::empty())
+    }
+}
+
+/// Whether the rules of `levels` (the walk's directories, outermost first) and the `overrides`
+/// ignore `path`: a search's globs first, then the deepest `.ignore` that says anything about
+/// it, else the deepest `.gitignore`, else the deepest `info/exclude`.
+fn ignored(levels: &[Level], overrides: Option<&Override>, path: &Path, is_dir: bool) -> bool {
+    if let Some(overrides) = overrides {
+        match overrides.matched(path, is_dir) {
+            Match::None => {}
+            said => return said.is_ignore(),
         }
     }
-    Ok(summary)
+    for kind in 0..3 {
+        for rules in levels
+            .iter()
+            .rev()
+            .filter_map(|level| level.rules.as_deref())
+        {
+            let Some(matcher) = rules.get(kind) else {
+                continue;
+            };
+            match matcher.matched(path, is_dir) {
+                Match::None => {}
+                said => return said.is_ignore(),
+            }
+        }
+    }
+    false
 }
 
 fn visit_entry(
     workspace: &Workspace,
     sensitivity: &Sensitivity,
-    entry: &DirEntry,
+    entry: &Entry,
     summary: &mut WalkSummary,
     visit: &mut impl FnMut(Found<'_>) -> ControlFlow<()>,
 ) -> ControlFlow<()> {
@@ -165,7 +397,7 @@ fn visit_entry(
         summary.unnamed += 1;
         return ControlFlow::Continue(());
     };
-    let sensitive = match visibility(workspace, sensitivity, &rel, entry.path_is_symlink()) {
+    let sensitive = match visibility(workspace, sensitivity, &rel, entry.file_type().is_symlink()) {
         Visibility::Hidden => return ControlFlow::Continue(()),
         Visibility::NameOnly(kind) => Some(kind),
         Visibility::Visible => None,
@@ -240,48 +472,6 @@ fn under<'a>(path: &'a Path, dir: &Path) -> Option<&'a [u8]> {
     rest.strip_prefix(b"/")
 }
 
-/// A walker from `from` (at or under the workspace `root`), sorted by name, `.gitignore`-aware,
-/// showing dotfiles but pruning what `sensitivity` hides (`.git` among them), not following
-/// links; pruned to the ancestors and descendants of `only`, and to what reaches into
-/// `stretch`.
-fn builder(
-    from: &Path,
-    root: &Path,
-    sensitivity: Arc<Sensitivity>,
-    max_depth: Option<usize>,
-    overrides: Option<Override>,
-    only: Option<PathBuf>,
-    stretch: &Stretch,
-) -> WalkBuilder {
-    let mut builder = WalkBuilder::new(from);
-    builder
-        .standard_filters(true)
-        .hidden(false)
-        .parents(false)
-        .git_global(false)
-        .require_git(false)
-        .follow_links(false)
-        .max_depth(max_depth)
-        .sort_by_file_name(|a, b| a.cmp(b));
-    if let Some(overrides) = overrides {
-        builder.overrides(overrides);
-    }
-    let root = root.to_path_buf();
-    let stretch = (!stretch.is_whole()).then(|| stretch.clone());
-    // Only a directory needs pruning here, before the walker reads it; anything else hidden
-    // is passed over when visited, where its path is looked at anyway.
-    builder.filter_entry(move |entry| {
-        let is_dir = entry.file_type().is_some_and(|t| t.is_dir());
-        only.as_ref()
-            .is_none_or(|only| only.starts_with(entry.path()) || entry.path().starts_with(only))
-            && stretch.as_ref().is_none_or(|stretch| {
-                under(entry.path(), &root).is_some_and(|below| stretch.reaches(below, is_dir))
-            })
-            && !(is_dir && hidden(&root, &sensitivity, entry.path()))
-    });
-    builder
-}
-
 /// The most stretches a walk is cut into.
 const MAX_STRETCHES: usize = 16;
 
@@ -332,11 +522,6 @@ impl Stretch {
             .as_deref()
             .is_none_or(|from| order(below, from).is_ge())
             && self.to.as_deref().is_none_or(|to| order(below, to).is_lt())
-    }
-
-    /// Whether a walker's `entry`, under `root`, is in the stretch.
-    fn holds_entry(&self, root: &Path, entry: &DirEntry) -> bool {
-        self.is_whole() || under(entry.path(), root).is_some_and(|below| self.holds(below))
     }
 }
 
@@ -432,6 +617,7 @@ pub(crate) fn stretches(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ignore::overrides::OverrideBuilder;
     use std::fs;
     use std::sync::Arc;
     use std::time::Duration;
@@ -869,5 +1055,263 @@ mod tests {
         })
         .unwrap_err();
         assert_eq!(error.code, "cancelled");
+    }
+
+    /// What ripgrep's walker (the `ignore` crate's, set up as toolgate's walk was before it had
+    /// its own) yields below `start`, as workspace paths, leaving out what `sensitivity` hides.
+    fn ripgreps_walk(
+        root: &Path,
+        start: &str,
+        depth: Option<usize>,
+        overrides: Option<&Override>,
+    ) -> Vec<String> {
+        let sensitivity = Sensitivity::default();
+        let start_path = if start == "." {
+            root.to_path_buf()
+        } else {
+            root.join(start)
+        };
+        let walker = |from: &Path, max_depth: Option<usize>, only: Option<PathBuf>| {
+            let mut builder = ignore::WalkBuilder::new(from);
+            builder
+                .standard_filters(true)
+                .hidden(false)
+                .parents(false)
+                .git_global(false)
+                .require_git(false)
+                .follow_links(false)
+                .max_depth(max_depth)
+                .sort_by_file_name(|a, b| a.cmp(b));
+            if let Some(overrides) = overrides {
+                builder.overrides(overrides.clone());
+            }
+            let root = root.to_path_buf();
+            let sensitivity = sensitivity.clone();
+            builder.filter_entry(move |entry| {
+                let is_dir = entry.file_type().is_some_and(|t| t.is_dir());
+                only.as_ref().is_none_or(|only| {
+                    only.starts_with(entry.path()) || entry.path().starts_with(only)
+                }) && !(is_dir && hidden(&root, &sensitivity, entry.path()))
+            });
+            builder.build().filter_map(Result::ok)
+        };
+        let shown = |path: &Path| {
+            let rel = relative(root, path)?;
+            (sensitivity.visibility(rel.as_str()) != Visibility::Hidden).then(|| rel.to_string())
+        };
+        let depth_from_root = depth.map(|d| d + start.split('/').filter(|c| *c != ".").count());
+        let mut seen = Vec::new();
+        let mut reached = false;
+        for entry in walker(
+            root,
+            depth_from_root,
+            (start != ".").then(|| start_path.clone()),
+        ) {
+            match under(entry.path(), &start_path) {
+                Some(b"") => reached = true,
+                Some(_) => seen.extend(shown(entry.path())),
+                None => {}
+            }
+        }
+        if !reached {
+            for entry in walker(&start_path, depth, None).filter(|e| e.depth() > 0) {
+                seen.extend(shown(entry.path()));
+            }
+        }
+        seen
+    }
+
+    /// A small generator of numbers, the same in every run.
+    struct Numbers(u64);
+
+    impl Numbers {
+        fn below(&mut self, n: usize) -> usize {
+            self.0 = self
+                .0
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            usize::try_from(self.0 >> 33).unwrap() % n
+        }
+    }
+
+    #[test]
+    fn the_walk_ignores_what_ripgreps_walker_does() {
+        const NAMES: &[&str] = &[
+            "a",
+            "b",
+            "src",
+            "target",
+            "build",
+            "x.log",
+            "keep.log",
+            "gen.rs",
+            "lib.rs",
+            "notes.md",
+            "a b",
+            "é.txt",
+            "Cargo.toml",
+            "node_modules",
+            "x.tmp",
+            ".hidden",
+            ".env",
+            "local.txt",
+            "vendor",
+            "deep",
+        ];
+        const LINES: &[&str] = &[
+            "target/",
+            "*.log",
+            "!keep.log",
+            "/build",
+            "**/*.tmp",
+            "gen.rs",
+            "!*.log",
+            "/a",
+            "b/",
+            "vendor",
+            "!vendor/",
+            "# a comment",
+            "",
+            "deep/**",
+            "*.md",
+            "!notes.md",
+            "src/*.rs",
+            "\\!x",
+            "a b",
+            "*.txt ",
+            "é.txt",
+            "node_modules/",
+            "!/a",
+            "**/src",
+            "[ab]",
+            "*",
+            "!*/",
+            ".hidden",
+            "\u{feff}*.toml",
+            "lib.rs\r",
+        ];
+        let mut numbers = Numbers(0x70_01_9a_7e);
+        let mut compared = 0;
+        for _ in 0..120 {
+            let dir = tempfile::tempdir().unwrap();
+            let root = dir.path().canonicalize().unwrap();
+            let mut dirs = vec![root.clone()];
+            for _ in 0..24 {
+                let parent = dirs[numbers.below(dirs.len())].clone();
+                if parent.components().count() > root.components().count() + 3 {
+                    continue;
+                }
+                let path = parent.join(NAMES[numbers.below(NAMES.len())]);
+                if path.exists() {
+                    continue;
+                }
+                if numbers.below(3) == 0 {
+                    fs::write(&path, "x\n").unwrap();
+                } else {
+                    fs::create_dir(&path).unwrap();
+                    dirs.push(path);
+                }
+            }
+            for _ in 0..3 {
+                let at = dirs[numbers.below(dirs.len())].clone();
+                let file = match numbers.below(4) {
+                    0 => at.join(".ignore"),
+                    1 => {
+                        fs::create_dir_all(at.join(".git/info")).unwrap();
+                        at.join(".git/info/exclude")
+                    }
+                    _ => at.join(".gitignore"),
+                };
+                let lines: Vec<&str> = (0..1 + numbers.below(4))
+                    .map(|_| LINES[numbers.below(LINES.len())])
+                    .collect();
+                fs::write(file, lines.join("\n")).unwrap();
+            }
+            let workspace = Workspace::open(&root).unwrap();
+            let mut globs = OverrideBuilder::new(&root);
+            let overrides = match numbers.below(4) {
+                0 => {
+                    globs.add("*.rs").unwrap();
+                    globs.add("!a").unwrap();
+                    Some(globs.build().unwrap())
+                }
+                _ => None,
+            };
+            for start in dirs.iter().take(3) {
+                let start = relative(&root, start).unwrap();
+                for depth in [None, Some(1), Some(2)] {
+                    let options = WalkOptions {
+                        depth,
+                        overrides: overrides.clone(),
+                    };
+                    let mut ours = Vec::new();
+                    walk(&workspace, &start, &options, &cx(), |found| {
+                        ours.push(found.rel.to_string());
+                        ControlFlow::Continue(())
+                    })
+                    .unwrap();
+                    let theirs = ripgreps_walk(&root, start.as_str(), depth, overrides.as_ref());
+                    assert_eq!(ours, theirs, "from {start} to depth {depth:?} in {root:?}");
+                    compared += 1;
+                }
+            }
+        }
+        assert!(compared > 300, "{compared}");
+    }
+
+    #[test]
+    fn ignore_files_are_read_as_git_reads_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        for name in ["a.log", "b.log", "c.tmp", "keep.txt"] {
+            fs::write(root.join(name), "").unwrap();
+        }
+        let workspace = Workspace::open(root).unwrap();
+        let walked = |workspace: &Workspace| {
+            let mut seen = Vec::new();
+            let options = WalkOptions {
+                depth: None,
+                overrides: None,
+            };
+            let summary = walk(workspace, &RelPath::root(), &options, &cx(), |found| {
+                seen.push(found.rel.to_string());
+                ControlFlow::Continue(())
+            })
+            .unwrap();
+            (seen, summary.unreadable)
+        };
+        // A link is not followed, as git does not: not even to a file that says something.
+        fs::write(root.join("rules"), "*.log\n").unwrap();
+        std::os::unix::fs::symlink("rules", root.join(".gitignore")).unwrap();
+        let (seen, unreadable) = walked(&workspace);
+        assert!(seen.contains(&"a.log".to_owned()), "{seen:?}");
+        assert_eq!(unreadable, 0);
+        // Nor to one that never ends.
+        fs::remove_file(root.join(".gitignore")).unwrap();
+        std::os::unix::fs::symlink("/dev/zero", root.join(".gitignore")).unwrap();
+        let (seen, _) = walked(&workspace);
+        assert!(seen.contains(&"a.log".to_owned()), "{seen:?}");
+        // A FIFO is passed over, not waited on for a writer.
+        fs::remove_file(root.join(".gitignore")).unwrap();
+        let made = std::process::Command::new("mkfifo")
+            .arg(root.join(".ignore"))
+            .status();
+        if made.is_ok_and(|status| status.success()) {
+            let (seen, _) = walked(&workspace);
+            assert!(seen.contains(&"a.log".to_owned()), "{seen:?}");
+            fs::remove_file(root.join(".ignore")).unwrap();
+        }
+        // One larger than the bound is not applied, and counted.
+        let mut big = "*.log\n".to_owned();
+        big.push_str(&"#".repeat(usize::try_from(MAX_IGNORE_FILE).unwrap()));
+        fs::write(root.join(".gitignore"), big).unwrap();
+        let (seen, unreadable) = walked(&workspace);
+        assert!(seen.contains(&"a.log".to_owned()), "{seen:?}");
+        assert_eq!(unreadable, 1);
+        // A regular one applies.
+        fs::write(root.join(".gitignore"), "*.log\r\n!b.log\n").unwrap();
+        let (seen, unreadable) = walked(&workspace);
+        assert_eq!(seen, [".gitignore", "b.log", "c.tmp", "keep.txt", "rules"]);
+        assert_eq!(unreadable, 0);
     }
 }

@@ -234,3 +234,61 @@ fn project_scripts_resolve_from_cargo_and_npm_projects() {
         "the message lists the scripts there are: {outcome}"
     );
 }
+
+/// A repository cloned with git whose `.gitignore` is a link to an endless device, beside a
+/// FIFO named `.ignore`: reading either as git ignore rules would exhaust memory or wait
+/// forever. The walk reads neither, and both tools answer, under a memory bound.
+#[test]
+fn ignore_files_that_lead_nowhere_neither_stall_nor_exhaust_a_walk() {
+    let (dir, origin) = repository();
+    std::os::unix::fs::symlink("/dev/zero", origin.join(".gitignore")).unwrap();
+    fs::create_dir(origin.join("src")).unwrap();
+    fs::write(origin.join("src/lib.rs"), "pub fn needle() {}\n").unwrap();
+    git(&origin, &["add", "."]);
+    git(&origin, &["commit", "-q", "-m", "links"]);
+    let ws = dir.path().join("clone");
+    git(dir.path(), &["clone", "-q", "repo", "clone"]);
+    assert!(
+        fs::symlink_metadata(ws.join(".gitignore"))
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+    let made = Command::new("mkfifo")
+        .arg(ws.join("src/.ignore"))
+        .status()
+        .unwrap();
+    assert!(made.success());
+
+    for (tool, args) in [
+        ("list_dir", json!({ "path": ".", "depth": 3 })),
+        ("search_text", json!({ "pattern": "needle" })),
+    ] {
+        // At most 2 GiB of address space, and a minute: the walk needs neither.
+        let mut child = Command::new("sh")
+            .args(["-c", "ulimit -v 2097152; exec \"$@\"", "sh"])
+            .arg(env!("CARGO_BIN_EXE_toolgate"))
+            .env("XDG_CONFIG_HOME", "/nonexistent-toolgate-test-config")
+            .env("XDG_STATE_HOME", dir.path().join("state"))
+            .args(["call", "--json", "--workspace"])
+            .arg(&ws)
+            .args(["--tool", tool, "--args", &args.to_string()])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while child.try_wait().unwrap().is_none() {
+            if std::time::Instant::now() > deadline {
+                child.kill().unwrap();
+                panic!("{tool} was still walking after a minute");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let output = child.wait_with_output().unwrap();
+        assert!(output.status.success(), "{tool}: {output:?}");
+        let outcome: Value = serde_json::from_slice(&output.stdout).unwrap();
+        let shown = outcome["output"].to_string();
+        assert!(shown.contains("src/lib.rs"), "{tool}: {outcome}");
+        assert!(!shown.contains(".git/"), "{tool}: {outcome}");
+    }
+}
