@@ -976,6 +976,49 @@ fn a_cancelled_call_stops() {
     }
 }
 
+/// A FIFO put where gix reads a file (a `.gitignore`, `.git/info/exclude`) blocks gix in `open`,
+/// where it cannot look at its interrupt flag: the call still ends at its deadline, with the
+/// `timeout` error, and later calls are answered.
+#[test]
+fn a_fifo_where_git_reads_a_file_ends_the_call_at_its_deadline() {
+    let repo = Repo::new();
+    repo.write("a.txt", "a\n");
+    repo.commit_all("first");
+    let made = std::process::Command::new("mkfifo")
+        .arg(repo.root().join(".gitignore"))
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let pipeline = repo.pipeline_with(|entry| {
+        if entry.name.starts_with("git_") {
+            entry.limits.timeout_ms = 1_000;
+        }
+    });
+    // `git_status` walks the worktree and reads its `.gitignore`; `git_diff` of the worktree
+    // has no need of it and answers.
+    for (tool, stalls) in [
+        ("git_status", true),
+        ("git_diff", false),
+        ("git_status", true),
+    ] {
+        let started = std::time::Instant::now();
+        let outcome = pipeline.run(RawCall::text(tool, "{}", Surface::Chat));
+        let took = started.elapsed();
+        if stalls {
+            assert_eq!(failed(outcome).code, "timeout", "{tool}");
+        } else {
+            completed(outcome);
+        }
+        assert!(
+            took < std::time::Duration::from_secs(5),
+            "{tool} took {took:?}"
+        );
+    }
+    std::fs::remove_file(repo.root().join(".gitignore")).unwrap();
+    repo.write("a.txt", "b\n");
+    assert_eq!(repo.status()["entries_total"], 1);
+}
+
 #[test]
 fn git_output_paths_are_relative_to_the_root() {
     // Guards `hunks` and `porcelain` against a repository whose paths would need quoting.

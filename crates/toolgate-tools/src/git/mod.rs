@@ -22,6 +22,9 @@
 //!   with the rule that hides it, never read. A link counts as where it leads, and so does a
 //!   tracked link's text.
 //! - Neither tool writes: the index gix would refresh (stat information) is left as it is.
+//! - Each call runs on a thread of its own ([`repository::interruptibly`]), so that it ends at
+//!   its deadline even when gix is blocked where it cannot be interrupted (opening a FIFO put
+//!   where it reads a `.gitignore`).
 //!
 //! The executors are here; `repository` opens the repository and holds what both tools
 //! share in reading it, `status` and `diff` ask gix what changed, and `render` reads each
@@ -33,12 +36,13 @@ mod repository;
 mod status;
 
 use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 
 use serde::Deserialize;
 use serde_json::{Value, json};
 use toolgate_core::sensitive::Visibility;
 use toolgate_core::{
-    Call, Classification, ExecContext, FieldError, ToolError, ToolOutput, TypedExecutor,
+    Call, Classification, ExecContext, FieldError, Limits, ToolError, ToolOutput, TypedExecutor,
 };
 use toolgate_workspace::{RelPath, Workspace};
 
@@ -47,7 +51,7 @@ use crate::{Builtin, ENVELOPE_BYTES, path_argument, read_only_entry, stopped};
 
 use diff::{FileChange, in_scope, staged_changes, unstaged_changes, withhold_change};
 use render::{ContentReader, DiffText, render};
-use repository::{git_error, hidden_pathspecs, open_repository, visibility, with_interrupt};
+use repository::{git_error, hidden_pathspecs, interruptibly, open_repository, visibility};
 use status::{head_state, status_entries, withhold_entries};
 
 pub(crate) const STATUS_NAME: &str = "git_status";
@@ -160,42 +164,48 @@ impl TypedExecutor for GitStatus {
     }
 
     fn execute(&self, (): &(), call: &Call<'_>, cx: &ExecContext) -> Result<ToolOutput, ToolError> {
-        let repo = open_repository(&self.workspace)?;
-        let head = head_state(&repo, &self.workspace)?;
-        let entries = with_interrupt(cx, |interrupt| {
-            status_entries(&repo, hidden_pathspecs(cx.sensitivity()), interrupt)
+        let workspace = Arc::clone(&self.workspace);
+        let limits = *call.limits();
+        interruptibly(cx, move |interrupt, cx| {
+            status(&workspace, limits, cx, interrupt)
         })
-        .map_err(|e| git_error(&self.workspace, cx, &e))?;
-        if cx.should_stop() {
-            return Err(stopped(cx));
-        }
-        let entries = withhold_entries(entries, |path| {
-            visibility(&self.workspace, cx.sensitivity(), path) == Visibility::Hidden
-        });
-
-        let total = entries.len();
-        let max_results = call.limits().max_results;
-        let budget = call
-            .limits()
-            .max_output_bytes
-            .saturating_sub(ENVELOPE_BYTES);
-        let (listed, _) = fitting(
-            entries.into_values().map(|entry| entry.to_json()),
-            max_results,
-            budget,
-        );
-        let truncated = listed.len() < total;
-        let output = json!({
-            "branch": head.branch,
-            "commit": head.commit,
-            "detached": head.detached,
-            "clean": total == 0,
-            "entries": listed,
-            "entries_total": total,
-            "truncated": truncated,
-        });
-        Ok(ToolOutput::new(output).truncated(truncated))
     }
+}
+
+/// `git_status`'s answer, on the thread [`interruptibly`] gives it.
+fn status(
+    workspace: &Arc<Workspace>,
+    limits: Limits,
+    cx: &ExecContext,
+    interrupt: Arc<AtomicBool>,
+) -> Result<ToolOutput, ToolError> {
+    let repo = open_repository(workspace)?;
+    let head = head_state(&repo, workspace)?;
+    let entries = status_entries(&repo, hidden_pathspecs(cx.sensitivity()), interrupt)
+        .map_err(|e| git_error(workspace, &e))?;
+    let entries = withhold_entries(entries, |path| {
+        visibility(workspace, cx.sensitivity(), path) == Visibility::Hidden
+    });
+
+    let total = entries.len();
+    let max_results = limits.max_results;
+    let budget = limits.max_output_bytes.saturating_sub(ENVELOPE_BYTES);
+    let (listed, _) = fitting(
+        entries.into_values().map(|entry| entry.to_json()),
+        max_results,
+        budget,
+    );
+    let truncated = listed.len() < total;
+    let output = json!({
+        "branch": head.branch,
+        "commit": head.commit,
+        "detached": head.detached,
+        "clean": total == 0,
+        "entries": listed,
+        "entries_total": total,
+        "truncated": truncated,
+    });
+    Ok(ToolOutput::new(output).truncated(truncated))
 }
 
 impl TypedExecutor for GitDiff {
@@ -227,81 +237,88 @@ impl TypedExecutor for GitDiff {
         call: &Call<'_>,
         cx: &ExecContext,
     ) -> Result<ToolOutput, ToolError> {
+        let workspace = Arc::clone(&self.workspace);
+        let scope = path_argument::planned(&plan.scope)?.clone();
         let staged = plan.staged;
-        let scope = path_argument::planned(&plan.scope)?;
-        let repo = open_repository(&self.workspace)?;
-        let changes = with_interrupt(cx, |interrupt| {
-            if staged {
-                staged_changes(&repo, interrupt)
-            } else {
-                unstaged_changes(&repo, hidden_pathspecs(cx.sensitivity()), interrupt)
-            }
+        let limits = *call.limits();
+        interruptibly(cx, move |interrupt, cx| {
+            diff(&workspace, &scope, staged, limits, cx, interrupt)
         })
-        .map_err(|e| git_error(&self.workspace, cx, &e))?;
+    }
+}
+
+/// `git_diff`'s answer, on the thread [`interruptibly`] gives it.
+fn diff(
+    workspace: &Arc<Workspace>,
+    scope: &RelPath,
+    staged: bool,
+    limits: Limits,
+    cx: &ExecContext,
+    interrupt: Arc<AtomicBool>,
+) -> Result<ToolOutput, ToolError> {
+    let repo = open_repository(workspace)?;
+    let changes = if staged {
+        staged_changes(&repo, interrupt)
+    } else {
+        unstaged_changes(&repo, hidden_pathspecs(cx.sensitivity()), interrupt)
+    }
+    .map_err(|e| git_error(workspace, &e))?;
+    let hidden = |path: &str| visibility(workspace, cx.sensitivity(), path) == Visibility::Hidden;
+    let mut changes: Vec<FileChange> = changes
+        .into_iter()
+        .filter_map(|change| withhold_change(change, hidden))
+        .collect();
+    changes.retain(|change| {
+        in_scope(&change.path, scope)
+            || change
+                .old_path
+                .as_deref()
+                .is_some_and(|old| in_scope(old, scope))
+    });
+    changes.sort_by(|a, b| a.path.cmp(&b.path));
+
+    let total = changes.len();
+    changes.truncate(limits.max_results);
+    let budget = limits.max_output_bytes.saturating_sub(ENVELOPE_BYTES);
+    let reader = ContentReader {
+        repo: &repo,
+        workspace,
+        sensitivity: cx.sensitivity(),
+    };
+    // Every file is rendered first. Its text is kept only while it could still fit (escaped
+    // JSON is never shorter than the text), so memory stays within the budget.
+    let mut files = Vec::with_capacity(changes.len());
+    let mut pending = String::new();
+    let mut starts = Vec::with_capacity(changes.len());
+    for change in &changes {
         if cx.should_stop() {
             return Err(stopped(cx));
         }
-        let hidden =
-            |path: &str| visibility(&self.workspace, cx.sensitivity(), path) == Visibility::Hidden;
-        let mut changes: Vec<FileChange> = changes
-            .into_iter()
-            .filter_map(|change| withhold_change(change, hidden))
-            .collect();
-        changes.retain(|change| {
-            in_scope(&change.path, scope)
-                || change
-                    .old_path
-                    .as_deref()
-                    .is_some_and(|old| in_scope(old, scope))
-        });
-        changes.sort_by(|a, b| a.path.cmp(&b.path));
-
-        let total = changes.len();
-        changes.truncate(call.limits().max_results);
-        let budget = call
-            .limits()
-            .max_output_bytes
-            .saturating_sub(ENVELOPE_BYTES);
-        let reader = ContentReader {
-            repo: &repo,
-            workspace: &self.workspace,
-            sensitivity: cx.sensitivity(),
-        };
-        // Every file is rendered first. Its text is kept only while it could still fit (escaped
-        // JSON is never shorter than the text), so memory stays within the budget.
-        let mut files = Vec::with_capacity(changes.len());
-        let mut pending = String::new();
-        let mut starts = Vec::with_capacity(changes.len());
-        for change in &changes {
-            if cx.should_stop() {
-                return Err(stopped(cx));
-            }
-            let rendered = render(&reader, change, cx);
-            starts.push(pending.len());
-            if pending.len() <= budget {
-                pending.push_str(&rendered.text);
-            }
-            files.push(rendered.summary);
+        let rendered = render(&reader, change, cx);
+        starts.push(pending.len());
+        if pending.len() <= budget {
+            pending.push_str(&rendered.text);
         }
-        // The file list comes first and may take half the budget; the text gets the rest.
-        let (files, list_used) = fitting(files, usize::MAX, budget / 2);
-        let listed = files.len();
-        if let Some(end) = starts.get(listed) {
-            // Text only for the files listed.
-            pending.truncate(*end);
-        }
-        let mut text = DiffText::new(budget.saturating_sub(list_used));
-        text.push(&pending);
-        let truncated = listed < total || text.truncated;
-        let output = json!({
-            "staged": staged,
-            "files": files,
-            "files_total": total,
-            "diff": text.text,
-            "truncated": truncated,
-        });
-        Ok(ToolOutput::new(output).truncated(truncated))
+        files.push(rendered.summary);
     }
+    // The file list comes first and may take half the budget; the text gets the rest.
+    let (files, list_used) = fitting(files, usize::MAX, budget / 2);
+    let listed = files.len();
+    if let Some(end) = starts.get(listed) {
+        // Text only for the files listed.
+        pending.truncate(*end);
+    }
+    let mut text = DiffText::new(budget.saturating_sub(list_used));
+    text.push(&pending);
+    let truncated = listed < total || text.truncated;
+    let output = json!({
+        "staged": staged,
+        "files": files,
+        "files_total": total,
+        "diff": text.text,
+        "truncated": truncated,
+    });
+    Ok(ToolOutput::new(output).truncated(truncated))
 }
 
 /// As many of `items`, from the first, as fit a JSON array of at most `max` items and

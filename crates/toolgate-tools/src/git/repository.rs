@@ -4,11 +4,13 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::RecvTimeoutError;
+use std::time::Duration;
 
 use gix::Repository;
 use gix::bstr::{BStr, BString, ByteSlice};
 use toolgate_core::sensitive::Visibility;
-use toolgate_core::{Cancel, ExecContext, Sensitivity, ToolError, ToolErrorCode};
+use toolgate_core::{ExecContext, Sensitivity, ToolError, ToolErrorCode};
 use toolgate_workspace::{PathError, PathKind, Workspace};
 
 use crate::{path_argument, stopped, walk};
@@ -88,11 +90,8 @@ pub(super) fn elsewhere(reason: &str) -> ToolError {
     )
 }
 
-/// A gix failure as the tool's error, unless the call was stopped, which is what made gix fail.
-pub(super) fn git_error(workspace: &Workspace, cx: &ExecContext, error: &gix::Error) -> ToolError {
-    if cx.should_stop() {
-        return stopped(cx);
-    }
+/// A gix failure as the tool's error.
+pub(super) fn git_error(workspace: &Workspace, error: &gix::Error) -> ToolError {
     ToolError::new(
         ToolErrorCode::GitError,
         format!(
@@ -108,26 +107,59 @@ pub(super) fn scrub(workspace: &Workspace, message: &str) -> String {
     message.replace(root.as_ref(), "<workspace>")
 }
 
-/// Runs `f` with an interrupt flag for gix, raised as soon as `cx` says to stop: gix polls a
-/// flag of its own and cannot see `cx`. A cancellation raises it the moment it is given; the
-/// deadline, which nobody gives, is kept by a thread that sleeps until then or until `f` ends.
-pub(super) fn with_interrupt<T>(cx: &ExecContext, f: impl FnOnce(Arc<AtomicBool>) -> T) -> T {
+/// How long gix is given to notice its interrupt flag before a stopped call ends without it.
+const GRACE: Duration = Duration::from_millis(500);
+
+/// How often the waiting thread looks whether the call was stopped meanwhile.
+const POLL: Duration = Duration::from_millis(20);
+
+/// Runs `f` (a git tool's whole execution) on a thread of its own, with a copy of `cx` and an
+/// interrupt flag for gix that is raised as soon as `cx` says to stop: gix polls a flag of its own and cannot see `cx`. A
+/// stopped call (whatever gix was doing, or failed at) ends with the `timeout`/`cancelled`
+/// error. If gix has not returned [`GRACE`] after the flag was raised, it is blocked where it
+/// cannot look at the flag — opening a FIFO put where it reads a file, such as a `.gitignore` —
+/// and the call ends without it: the thread is left to end when what blocks it does.
+pub(super) fn interruptibly<T: Send + 'static>(
+    cx: &ExecContext,
+    f: impl FnOnce(Arc<AtomicBool>, &ExecContext) -> Result<T, ToolError> + Send + 'static,
+) -> Result<T, ToolError> {
     let interrupt = Arc::new(AtomicBool::new(false));
     let _on_cancel = cx.cancel().on_cancel({
         let interrupt = Arc::clone(&interrupt);
         move || interrupt.store(true, Ordering::Release)
     });
-    let done = Cancel::new();
-    std::thread::scope(|scope| {
-        scope.spawn(|| {
-            if !done.wait_until(cx.deadline()) {
-                interrupt.store(true, Ordering::Release);
-            }
-        });
-        let out = f(Arc::clone(&interrupt));
-        done.cancel();
-        out
-    })
+    let (answer, answered) = std::sync::mpsc::sync_channel(1);
+    let flag = Arc::clone(&interrupt);
+    let own = cx.clone();
+    std::thread::Builder::new()
+        .name("toolgate-git".to_owned())
+        .spawn(move || {
+            let _ = answer.send(f(flag, &own));
+        })
+        .map_err(|e| {
+            ToolError::new(
+                ToolErrorCode::IoError,
+                format!("cannot start a thread to read the repository: {e}"),
+            )
+        })?;
+    let gone = || {
+        ToolError::new(
+            ToolErrorCode::ToolPanicked,
+            "reading the git repository stopped unexpectedly",
+        )
+    };
+    while !cx.should_stop() {
+        match answered.recv_timeout(POLL) {
+            Ok(result) => return result,
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => return Err(gone()),
+        }
+    }
+    interrupt.store(true, Ordering::Release);
+    match answered.recv_timeout(GRACE) {
+        Ok(_) | Err(RecvTimeoutError::Timeout) => Err(stopped(cx)),
+        Err(RecvTimeoutError::Disconnected) => Err(gone()),
+    }
 }
 
 /// Pathspecs that keep gix out of the directories `sensitivity` hides, so that its walk of
