@@ -161,9 +161,9 @@ struct Queue {
     next_ticket: u64,
     /// How many records the last commit took.
     expected: usize,
-    /// Whether the committer waits for more records (see `LINGER`): only then does a caller
-    /// that queues one wake it.
-    lingering: bool,
+    /// How many queued records a lingering committer waits for (see `LINGER`), 0 when none
+    /// lingers: only the caller whose record makes that many wakes it.
+    linger_for: usize,
     /// How many callers wait for their answer: only if any does is anyone woken after a
     /// commit. A lone caller wakes no one.
     awaiting: usize,
@@ -254,7 +254,7 @@ struct Shared {
     queue: Mutex<Queue>,
     /// Wakes callers once their records are answered or no one is committing.
     answered: Condvar,
-    /// Wakes a lingering committer when a record arrives.
+    /// Wakes a lingering committer when as many records as it waits for are queued.
     arrived: Condvar,
     writer: Mutex<Writer>,
     to_background: Arc<Mailbox>,
@@ -577,7 +577,7 @@ impl Shared {
         queue.next_ticket += 1;
         pending.ticket = ticket;
         queue.waiting.push(pending);
-        if queue.lingering {
+        if queue.linger_for > 0 && queue.waiting.len() >= queue.linger_for {
             self.arrived.notify_one();
         }
         loop {
@@ -596,12 +596,16 @@ impl Shared {
             queue.committing = true;
             // Callers answered together come back together, but not at once: right after a
             // commit the first of them would otherwise commit alone and leave the rest for
-            // the commit after. So the committer waits up to `LINGER` for as many records as
-            // the last commit had; a lone caller (a last commit of one) never waits.
-            if queue.waiting.len() < queue.expected.min(MAX_BATCH) {
+            // the commit after. So the committer waits up to `LINGER` for half as many records
+            // as the last commit had; a lone caller (a last commit of one) never waits. Half,
+            // not all: while one half's records are committed the other half's callers run
+            // their calls, so the commits and the calls share the cores instead of taking
+            // turns (docs/audit.md has the figures).
+            let target = queue.expected.div_ceil(2).min(MAX_BATCH);
+            if queue.waiting.len() < target {
                 let linger_until = Instant::now() + LINGER;
-                queue.lingering = true;
-                while queue.waiting.len() < queue.expected.min(MAX_BATCH) {
+                queue.linger_for = target;
+                while queue.waiting.len() < target {
                     let left = linger_until.saturating_duration_since(Instant::now());
                     if left.is_zero() {
                         break;
@@ -611,7 +615,7 @@ impl Shared {
                         Err(_) => return Err("the audit writer stopped unexpectedly".to_owned()),
                     };
                 }
-                queue.lingering = false;
+                queue.linger_for = 0;
             }
             let take = queue.waiting.len().min(MAX_BATCH);
             let batch: Vec<Pending> = queue.waiting.drain(..take).collect();
