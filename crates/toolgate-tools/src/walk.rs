@@ -21,8 +21,9 @@
 //! only to descend into it (a pruned directory, hidden, ignored or outside the walk's stretch,
 //! is never opened), finds ignore files among the names it has read rather than by looking for
 //! each, and reads them as git does and as a hostile repository cannot abuse: never through a
-//! link (`.gitignore -> /dev/zero`), only a regular file (a FIFO cannot stall the walk), at
-//! most [`MAX_IGNORE_FILE`] bytes, through the workspace's capability. The `info/exclude` of a
+//! link (`.gitignore -> /dev/zero`), only a regular file (a FIFO cannot stall the walk), through
+//! the workspace's capability, and at most [`MAX_IGNORE_BYTES`] of them along any one path, so
+//! that the rules a walk holds at once stay small. The `info/exclude` of a
 //! repository whose `.git` is a file (a worktree's, a submodule's) is not read: it lies
 //! outside the workspace, or in another repository's `.git`.
 //!
@@ -45,9 +46,12 @@ use toolgate_workspace::{RelPath, Workspace};
 
 use crate::stopped;
 
-/// The largest ignore file the walk reads; a larger one is not applied, and counted as
-/// unreadable. Real ones are a few kilobytes.
-pub(crate) const MAX_IGNORE_FILE: u64 = 1 << 20;
+/// The most bytes of ignore files applied along one path: the files of a directory and of all
+/// the directories above it, which the walk holds compiled while it is inside. A file that
+/// would go past it is not applied, and is counted as unreadable. Real ones are a few
+/// kilobytes; 128 KiB of costly globs (`**/d1*x[a-c]?/**/*.e1`, ...) compile to about 55 MB,
+/// in about 0.15 s.
+pub(crate) const MAX_IGNORE_BYTES: u64 = 128 << 10;
 
 /// What to walk.
 #[derive(Debug, Clone)]
@@ -191,6 +195,8 @@ struct Level {
     depth: usize,
     entries: std::vec::IntoIter<(OsString, FileType)>,
     rules: Option<Box<Rules>>,
+    /// The bytes of its ignore files: the walk holds at most [`MAX_IGNORE_BYTES`] along a path.
+    ignore_bytes: u64,
 }
 
 /// The matchers of one directory's `.ignore`, `.gitignore` and `.git/info/exclude`, rooted
@@ -209,7 +215,7 @@ impl Walker<'_> {
     ) -> Result<(), ToolError> {
         let mut levels = Vec::new();
         if self.max_depth != Some(0) {
-            match self.level(from.to_path_buf(), 0, summary) {
+            match self.level(from.to_path_buf(), 0, MAX_IGNORE_BYTES, summary) {
                 Some(level) => levels.push(level),
                 None => summary.unreadable += 1,
             }
@@ -230,7 +236,9 @@ impl Walker<'_> {
             }
             let below = if is_dir && self.max_depth.is_none_or(|max| depth < max) {
                 // A directory that cannot be read is not visited, as if it were gone.
-                let Some(level) = self.level(path.clone(), depth, summary) else {
+                let held: u64 = levels.iter().map(|level| level.ignore_bytes).sum();
+                let room = MAX_IGNORE_BYTES.saturating_sub(held);
+                let Some(level) = self.level(path.clone(), depth, room, summary) else {
                     summary.unreadable += 1;
                     continue;
                 };
@@ -260,8 +268,14 @@ impl Walker<'_> {
     }
 
     /// Reads the directory at `dir` (`None` if it cannot be): its entries in order, and the
-    /// ignore files among them.
-    fn level(&self, dir: PathBuf, depth: usize, summary: &mut WalkSummary) -> Option<Level> {
+    /// ignore files among them, of at most `room` bytes.
+    fn level(
+        &self,
+        dir: PathBuf,
+        depth: usize,
+        room: u64,
+        summary: &mut WalkSummary,
+    ) -> Option<Level> {
         let mut entries = Vec::new();
         for entry in std::fs::read_dir(&dir).ok()? {
             match entry.and_then(|e| Ok((e.file_name(), e.file_type()?))) {
@@ -270,20 +284,24 @@ impl Walker<'_> {
             }
         }
         entries.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-        let rules = self.rules(&dir, &entries, summary);
+        let mut left = room;
+        let rules = self.rules(&dir, &entries, &mut left, summary);
         Some(Level {
             dir,
             depth,
             entries: entries.into_iter(),
             rules,
+            ignore_bytes: room - left,
         })
     }
 
-    /// The rules the ignore files among `entries` (the directory `dir`'s) add, if any.
+    /// The rules the ignore files among `entries` (the directory `dir`'s) add, if any, taking
+    /// what they read from `room`.
     fn rules(
         &self,
         dir: &Path,
         entries: &[(OsString, FileType)],
+        room: &mut u64,
         summary: &mut WalkSummary,
     ) -> Option<Box<Rules>> {
         let has = |name: &str, is: fn(&FileType) -> bool| {
@@ -303,26 +321,28 @@ impl Walker<'_> {
         let rel = relative(self.workspace.root(), dir)?;
         Some(Box::new(wanted.map(|name| {
             name.map_or_else(Gitignore::empty, |name| {
-                self.ignore_file(dir, &rel, name, summary)
+                self.ignore_file(dir, &rel, name, room, summary)
             })
         })))
     }
 
     /// The matcher of the ignore file `name` (`/`-separated) in the directory `dir` (`rel` in
-    /// the workspace), read through the workspace as a regular file of bounded size; empty if
-    /// it is missing, and counted in `summary` if it is anything else that cannot be read.
+    /// the workspace), read through the workspace as a regular file of at most `room` bytes,
+    /// which its bytes are taken from; empty if it is missing, and counted in `summary` if it
+    /// is anything else that cannot be read, or larger.
     fn ignore_file(
         &self,
         dir: &Path,
         rel: &RelPath,
         name: &str,
+        room: &mut u64,
         summary: &mut WalkSummary,
     ) -> Gitignore {
         let Some(file) = RelPath::from_components(rel.components().chain(name.split('/'))) else {
             return Gitignore::empty();
         };
         let bytes = match self.workspace.open_file(&file) {
-            Ok(open) if open.len <= MAX_IGNORE_FILE => open.read(&file, MAX_IGNORE_FILE),
+            Ok(open) if open.len <= *room => open.read(&file, *room),
             Err(toolgate_workspace::PathError::NotFound { .. }) => return Gitignore::empty(),
             Ok(_) | Err(_) => {
                 summary.unreadable += 1;
@@ -333,6 +353,7 @@ impl Walker<'_> {
             summary.unreadable += 1;
             return Gitignore::empty();
         };
+        *room = room.saturating_sub(u64::try_from(bytes.len()).unwrap_or(u64::MAX));
         let from = dir.join(name);
         let mut builder = GitignoreBuilder::new(dir);
         // Line by line as the `ignore` crate reads them: a line that is not UTF-8, or not a
@@ -1303,7 +1324,7 @@ mod tests {
         }
         // One larger than the bound is not applied, and counted.
         let mut big = "*.log\n".to_owned();
-        big.push_str(&"#".repeat(usize::try_from(MAX_IGNORE_FILE).unwrap()));
+        big.push_str(&"#".repeat(usize::try_from(MAX_IGNORE_BYTES).unwrap()));
         fs::write(root.join(".gitignore"), big).unwrap();
         let (seen, unreadable) = walked(&workspace);
         assert!(seen.contains(&"a.log".to_owned()), "{seen:?}");
@@ -1313,5 +1334,57 @@ mod tests {
         let (seen, unreadable) = walked(&workspace);
         assert_eq!(seen, [".gitignore", "b.log", "c.tmp", "keep.txt", "rules"]);
         assert_eq!(unreadable, 0);
+    }
+
+    /// The bound is on the ignore files along one path, which the walk holds at once: a
+    /// directory's file that would take the path past it is not applied, while a sibling's
+    /// that fits is; and so it is in every stretch.
+    #[test]
+    fn the_ignore_files_along_a_path_are_bounded() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let padded = |rules: &str, kib: usize| {
+            let mut text = rules.to_owned();
+            text.push_str(&"#".repeat(kib << 10));
+            text
+        };
+        fs::write(root.join(".gitignore"), padded("*.tmp\n", 100)).unwrap();
+        for (sub, kib) in [("big", 40), ("fits", 20), ("plain", 0)] {
+            fs::create_dir(root.join(sub)).unwrap();
+            fs::write(root.join(sub).join(".gitignore"), padded("*.log\n", kib)).unwrap();
+            for file in ["a.log", "a.tmp", "a.txt"] {
+                fs::write(root.join(sub).join(file), "").unwrap();
+            }
+        }
+        let workspace = Workspace::open(root).unwrap();
+        let options = WalkOptions {
+            depth: None,
+            overrides: None,
+        };
+        let mut seen = Vec::new();
+        let summary = walk(&workspace, &RelPath::root(), &options, &cx(), |found| {
+            seen.push(found.rel.to_string());
+            ControlFlow::Continue(())
+        })
+        .unwrap();
+        assert_eq!(
+            seen,
+            [
+                ".gitignore",
+                "big",
+                "big/.gitignore",
+                "big/a.log",
+                "big/a.txt",
+                "fits",
+                "fits/.gitignore",
+                "fits/a.txt",
+                "plain",
+                "plain/.gitignore",
+                "plain/a.txt",
+            ]
+        );
+        assert_eq!(summary.unreadable, 1);
+        let (whole, stretched) = walked_in_stretches(&workspace, ".", 3);
+        assert_eq!(whole, stretched);
     }
 }
