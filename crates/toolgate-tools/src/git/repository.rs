@@ -114,11 +114,12 @@ const GRACE: Duration = Duration::from_millis(500);
 const POLL: Duration = Duration::from_millis(20);
 
 /// Runs `f` (a git tool's whole execution) on a thread of its own, with a copy of `cx` and an
-/// interrupt flag for gix that is raised as soon as `cx` says to stop: gix polls a flag of its own and cannot see `cx`. A
-/// stopped call (whatever gix was doing, or failed at) ends with the `timeout`/`cancelled`
-/// error. If gix has not returned [`GRACE`] after the flag was raised, it is blocked where it
-/// cannot look at the flag — opening a FIFO put where it reads a file, such as a `.gitignore` —
-/// and the call ends without it: the thread is left to end when what blocks it does.
+/// interrupt flag for gix that is raised as soon as `cx` says to stop: gix polls a flag of its
+/// own and cannot see `cx`. A stopped call (whatever gix was doing, or failed at) ends with
+/// the `timeout`/`cancelled` error. If gix has not returned [`GRACE`] after the flag was
+/// raised, it is blocked where it cannot look at the flag — opening a FIFO put where it reads
+/// a file, such as a `.gitignore` — and the call ends without it: the thread is left to end
+/// when what blocks it does.
 pub(super) fn interruptibly<T: Send + 'static>(
     cx: &ExecContext,
     f: impl FnOnce(Arc<AtomicBool>, &ExecContext) -> Result<T, ToolError> + Send + 'static,
