@@ -978,7 +978,7 @@ fn a_cancelled_call_stops() {
 
 /// A FIFO put where gix reads a file (a `.gitignore`, `.git/info/exclude`) blocks gix in `open`,
 /// where it cannot look at its interrupt flag: the call still ends at its deadline, with the
-/// `timeout` error, and later calls are answered.
+/// `timeout` error, or when its caller gives up, and later calls are answered.
 #[test]
 fn a_fifo_where_git_reads_a_file_ends_the_call_at_its_deadline() {
     let repo = Repo::new();
@@ -1014,6 +1014,23 @@ fn a_fifo_where_git_reads_a_file_ends_the_call_at_its_deadline() {
             "{tool} took {took:?}"
         );
     }
+    // A caller who gives up is answered then, not at the deadline.
+    let cancel = Cancel::new();
+    let giver = {
+        let cancel = cancel.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(200));
+            cancel.cancel();
+        })
+    };
+    let started = std::time::Instant::now();
+    let outcome = repo
+        .pipeline()
+        .run_cancellable(RawCall::text("git_status", "{}", Surface::Chat), cancel);
+    let took = started.elapsed();
+    giver.join().unwrap();
+    assert_eq!(failed(outcome).code, "cancelled");
+    assert!(took < std::time::Duration::from_secs(5), "took {took:?}");
     std::fs::remove_file(repo.root().join(".gitignore")).unwrap();
     repo.write("a.txt", "b\n");
     assert_eq!(repo.status()["entries_total"], 1);

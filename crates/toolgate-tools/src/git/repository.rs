@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::RecvTimeoutError;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use gix::Repository;
 use gix::bstr::{BStr, BString, ByteSlice};
@@ -110,32 +110,51 @@ pub(super) fn scrub(workspace: &Workspace, message: &str) -> String {
 /// How long gix is given to notice its interrupt flag before a stopped call ends without it.
 const GRACE: Duration = Duration::from_millis(500);
 
-/// How often the waiting thread looks whether the call was stopped meanwhile.
-const POLL: Duration = Duration::from_millis(20);
+/// What the caller's thread hears while a git call runs.
+enum Heard<T> {
+    /// The call's answer, from its thread.
+    Answer(Result<T, ToolError>),
+    /// The caller gave up.
+    Cancelled,
+}
 
 /// Runs `f` (a git tool's whole execution) on a thread of its own, with a copy of `cx` and an
 /// interrupt flag for gix that is raised as soon as `cx` says to stop: gix polls a flag of its
-/// own and cannot see `cx`. A stopped call (whatever gix was doing, or failed at) ends with
-/// the `timeout`/`cancelled` error. If gix has not returned [`GRACE`] after the flag was
-/// raised, it is blocked where it cannot look at the flag — opening a FIFO put where it reads
-/// a file, such as a `.gitignore` — and the call ends without it: the thread is left to end
-/// when what blocks it does.
+/// own and cannot see `cx`. The caller's thread sleeps until the answer, the deadline or a
+/// cancellation, whichever comes first. A stopped call (whatever gix was doing, or failed at)
+/// ends with the `timeout`/`cancelled` error. If gix has not returned [`GRACE`] after the flag
+/// was raised, it is blocked where it cannot look at the flag — opening a FIFO put where it
+/// reads a file, such as a `.gitignore` — and the call ends without it: the thread is left to
+/// end when what blocks it does.
 pub(super) fn interruptibly<T: Send + 'static>(
     cx: &ExecContext,
     f: impl FnOnce(Arc<AtomicBool>, &ExecContext) -> Result<T, ToolError> + Send + 'static,
 ) -> Result<T, ToolError> {
     let interrupt = Arc::new(AtomicBool::new(false));
+    // Room for the answer and one cancellation: neither sender ever waits.
+    let (tell, heard) = std::sync::mpsc::sync_channel(2);
     let _on_cancel = cx.cancel().on_cancel({
         let interrupt = Arc::clone(&interrupt);
-        move || interrupt.store(true, Ordering::Release)
+        let tell = tell.clone();
+        move || {
+            interrupt.store(true, Ordering::Release);
+            let _ = tell.try_send(Heard::Cancelled);
+        }
     });
-    let (answer, answered) = std::sync::mpsc::sync_channel(1);
+    let gone = || {
+        ToolError::new(
+            ToolErrorCode::ToolPanicked,
+            "reading the git repository stopped unexpectedly",
+        )
+    };
     let flag = Arc::clone(&interrupt);
     let own = cx.clone();
     std::thread::Builder::new()
         .name("toolgate-git".to_owned())
         .spawn(move || {
-            let _ = answer.send(f(flag, &own));
+            let answer = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(flag, &own)))
+                .unwrap_or_else(|_| Err(gone()));
+            let _ = tell.send(Heard::Answer(answer));
         })
         .map_err(|e| {
             ToolError::new(
@@ -143,23 +162,21 @@ pub(super) fn interruptibly<T: Send + 'static>(
                 format!("cannot start a thread to read the repository: {e}"),
             )
         })?;
-    let gone = || {
-        ToolError::new(
-            ToolErrorCode::ToolPanicked,
-            "reading the git repository stopped unexpectedly",
-        )
-    };
-    while !cx.should_stop() {
-        match answered.recv_timeout(POLL) {
-            Ok(result) => return result,
-            Err(RecvTimeoutError::Timeout) => {}
-            Err(RecvTimeoutError::Disconnected) => return Err(gone()),
-        }
+    let until_deadline = cx.deadline().saturating_duration_since(Instant::now());
+    match heard.recv_timeout(until_deadline) {
+        // An answer that comes as the call stops is not given: the call stopped.
+        Ok(Heard::Answer(_)) if cx.should_stop() => return Err(stopped(cx)),
+        Ok(Heard::Answer(answer)) => return answer,
+        Ok(Heard::Cancelled) | Err(RecvTimeoutError::Timeout) => {}
+        Err(RecvTimeoutError::Disconnected) => return Err(gone()),
     }
     interrupt.store(true, Ordering::Release);
-    match answered.recv_timeout(GRACE) {
-        Ok(_) | Err(RecvTimeoutError::Timeout) => Err(stopped(cx)),
-        Err(RecvTimeoutError::Disconnected) => Err(gone()),
+    let grace_ends = Instant::now() + GRACE;
+    loop {
+        match heard.recv_timeout(grace_ends.saturating_duration_since(Instant::now())) {
+            Ok(Heard::Cancelled) => {}
+            Ok(Heard::Answer(_)) | Err(_) => return Err(stopped(cx)),
+        }
     }
 }
 
