@@ -144,16 +144,7 @@ impl TypedExecutor for ListDir {
             &options,
             cx,
             |Found { entry, rel, .. }| {
-                let file_type = entry.file_type();
-                let kind = if file_type.is_symlink() {
-                    PathKind::Symlink
-                } else if file_type.is_dir() {
-                    PathKind::Dir
-                } else if file_type.is_file() {
-                    PathKind::File
-                } else {
-                    PathKind::Other
-                };
+                let kind = PathKind::from(entry.file_type());
                 let mut item = Map::new();
                 item.insert("path".to_owned(), json!(rel.as_str()));
                 item.insert("kind".to_owned(), json!(kind.as_str()));

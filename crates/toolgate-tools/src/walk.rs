@@ -23,9 +23,9 @@
 //! each, and reads them as git does and as a hostile repository cannot abuse: never through a
 //! link (`.gitignore -> /dev/zero`), only a regular file (a FIFO cannot stall the walk), through
 //! the workspace's capability, and at most [`MAX_IGNORE_BYTES`] of them along any one path, so
-//! that the rules a walk holds at once stay small. The `info/exclude` of a
-//! repository whose `.git` is a file (a worktree's, a submodule's) is not read: it lies
-//! outside the workspace, or in another repository's `.git`.
+//! that the rules a walk holds at once stay small. The `info/exclude` of a repository whose
+//! `.git` is a file (a worktree's, a submodule's) is not read: it lies outside the workspace,
+//! or in another repository's `.git`.
 //!
 //! The walk uses ambient paths under the canonical root. That is sound because the starting
 //! directory was resolved inside the workspace, links are reported and never followed, and
@@ -51,7 +51,7 @@ use crate::stopped;
 /// would go past it is not applied, and is counted as unreadable. Real ones are a few
 /// kilobytes; 128 KiB of costly globs (`**/d1*x[a-c]?/**/*.e1`, ...) compile to about 55 MB,
 /// in about 0.15 s.
-pub(crate) const MAX_IGNORE_BYTES: u64 = 128 << 10;
+const MAX_IGNORE_BYTES: u64 = 128 << 10;
 
 /// What to walk.
 #[derive(Debug, Clone)]

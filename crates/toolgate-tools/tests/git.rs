@@ -978,7 +978,8 @@ fn a_cancelled_call_stops() {
 
 /// A FIFO put where gix reads a file (a `.gitignore`, `.git/info/exclude`) blocks gix in `open`,
 /// where it cannot look at its interrupt flag: the call still ends at its deadline, with the
-/// `timeout` error, or when its caller gives up, and later calls are answered.
+/// `timeout` error, or when its caller gives up, and later calls are answered, until four
+/// threads are left blocked; then calls are refused until they end.
 #[test]
 fn a_fifo_where_git_reads_a_file_ends_the_call_at_its_deadline() {
     let repo = Repo::new();
@@ -1031,9 +1032,34 @@ fn a_fifo_where_git_reads_a_file_ends_the_call_at_its_deadline() {
     giver.join().unwrap();
     assert_eq!(failed(outcome).code, "cancelled");
     assert!(took < std::time::Duration::from_secs(5), "took {took:?}");
-    std::fs::remove_file(repo.root().join(".gitignore")).unwrap();
+    // Three threads are left blocked; a fourth makes the bound, and the next call is refused
+    // at once, saying why, rather than leaving yet another.
+    let status = || pipeline.run(RawCall::text("git_status", "{}", Surface::Chat));
+    assert_eq!(failed(status()).code, "timeout");
+    let started = std::time::Instant::now();
+    let refused = failed(status());
+    assert_eq!(refused.code, "git_error");
+    assert!(
+        refused.message.contains("4 earlier git calls"),
+        "{}",
+        refused.message
+    );
+    assert!(started.elapsed() < std::time::Duration::from_millis(500));
+    // Once something writes to the FIFO the blocked threads end, and calls start again.
+    let fifo = repo.root().join(".gitignore");
+    let writer = std::fs::OpenOptions::new().write(true).open(&fifo).unwrap();
+    drop(writer);
+    std::fs::remove_file(&fifo).unwrap();
     repo.write("a.txt", "b\n");
-    assert_eq!(repo.status()["entries_total"], 1);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let answered = loop {
+        let outcome = status();
+        if outcome.status() == Status::Completed || std::time::Instant::now() > deadline {
+            break outcome;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    assert_eq!(completed(answered)["entries_total"], 1);
 }
 
 #[test]

@@ -130,15 +130,35 @@ impl PathKind {
     }
 
     fn of(file_type: cap_std::fs::FileType) -> PathKind {
-        if file_type.is_symlink() {
+        PathKind::told(
+            file_type.is_symlink(),
+            file_type.is_dir(),
+            file_type.is_file(),
+        )
+    }
+
+    /// What a file type says, a link first: a link is a link, wherever it leads.
+    fn told(symlink: bool, dir: bool, file: bool) -> PathKind {
+        if symlink {
             PathKind::Symlink
-        } else if file_type.is_dir() {
+        } else if dir {
             PathKind::Dir
-        } else if file_type.is_file() {
+        } else if file {
             PathKind::File
         } else {
             PathKind::Other
         }
+    }
+}
+
+/// What a directory listing's entry is (`DirEntry::file_type`, which does not follow links).
+impl From<std::fs::FileType> for PathKind {
+    fn from(file_type: std::fs::FileType) -> PathKind {
+        PathKind::told(
+            file_type.is_symlink(),
+            file_type.is_dir(),
+            file_type.is_file(),
+        )
     }
 }
 

@@ -24,7 +24,7 @@
 //! - Neither tool writes: the index gix would refresh (stat information) is left as it is.
 //! - Each call runs on a thread of its own ([`repository::interruptibly`]), so that it ends at
 //!   its deadline even when gix is blocked where it cannot be interrupted (opening a FIFO put
-//!   where it reads a `.gitignore`).
+//!   where it reads a `.gitignore`); at most a few such blocked threads a workspace are left.
 //!
 //! The executors are here; `repository` opens the repository and holds what both tools
 //! share in reading it, `status` and `diff` ask gix what changed, and `render` reads each
@@ -166,7 +166,7 @@ impl TypedExecutor for GitStatus {
     fn execute(&self, (): &(), call: &Call<'_>, cx: &ExecContext) -> Result<ToolOutput, ToolError> {
         let workspace = Arc::clone(&self.workspace);
         let limits = *call.limits();
-        interruptibly(cx, move |interrupt, cx| {
+        interruptibly(cx, self.workspace.root(), move |interrupt, cx| {
             status(&workspace, limits, cx, interrupt)
         })
     }
@@ -241,7 +241,7 @@ impl TypedExecutor for GitDiff {
         let scope = path_argument::planned(&plan.scope)?.clone();
         let staged = plan.staged;
         let limits = *call.limits();
-        interruptibly(cx, move |interrupt, cx| {
+        interruptibly(cx, self.workspace.root(), move |interrupt, cx| {
             diff(&workspace, &scope, staged, limits, cx, interrupt)
         })
     }

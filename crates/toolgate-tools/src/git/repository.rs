@@ -1,10 +1,11 @@
 //! Opening the workspace root's own repository, and what both tools share in reading it:
 //! errors, interruption, what is hidden from them.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::RecvTimeoutError;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use gix::Repository;
@@ -110,6 +111,35 @@ pub(super) fn scrub(workspace: &Workspace, message: &str) -> String {
 /// How long gix is given to notice its interrupt flag before a stopped call ends without it.
 const GRACE: Duration = Duration::from_millis(500);
 
+/// How many threads of stopped calls may still be blocked in gix, for one workspace, before
+/// its git tools start no more.
+const MAX_STRANDED: usize = 4;
+
+/// The threads of stopped git calls still blocked in gix, by workspace root: for the whole
+/// process, so that no rebuilt registry or new session starts the count again.
+static STRANDED: Mutex<BTreeMap<PathBuf, usize>> = Mutex::new(BTreeMap::new());
+
+/// Adds `change` (1 or -1) to the count of stranded threads for `root`; the count now.
+fn strand(root: &Path, change: isize) -> usize {
+    let mut stranded = STRANDED.lock().unwrap_or_else(PoisonError::into_inner);
+    let count = stranded.entry(root.to_path_buf()).or_default();
+    *count = count.saturating_add_signed(change);
+    let now = *count;
+    if now == 0 {
+        stranded.remove(root);
+    }
+    now
+}
+
+/// How a call's thread stands, as its caller and the thread itself see it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Fate {
+    Running,
+    /// Its caller stopped waiting; it is counted in [`STRANDED`] until it ends.
+    Stranded,
+    Ended,
+}
+
 /// What the caller's thread hears while a git call runs.
 enum Heard<T> {
     /// The call's answer, from its thread.
@@ -125,11 +155,24 @@ enum Heard<T> {
 /// ends with the `timeout`/`cancelled` error. If gix has not returned [`GRACE`] after the flag
 /// was raised, it is blocked where it cannot look at the flag — opening a FIFO put where it
 /// reads a file, such as a `.gitignore` — and the call ends without it: the thread is left to
-/// end when what blocks it does.
+/// end when what blocks it does, counted as stranded for the workspace at `root`. While
+/// [`MAX_STRANDED`] are, no call on that workspace starts another.
 pub(super) fn interruptibly<T: Send + 'static>(
     cx: &ExecContext,
+    root: &Path,
     f: impl FnOnce(Arc<AtomicBool>, &ExecContext) -> Result<T, ToolError> + Send + 'static,
 ) -> Result<T, ToolError> {
+    let left = strand(root, 0);
+    if left >= MAX_STRANDED {
+        return Err(ToolError::new(
+            ToolErrorCode::GitError,
+            format!(
+                "{left} earlier git calls on this workspace stopped but are still blocked reading \
+                 the repository (a FIFO where git reads a file blocks it until something writes \
+                 to it); no more start until they end"
+            ),
+        ));
+    }
     let interrupt = Arc::new(AtomicBool::new(false));
     // Room for the answer and one cancellation: neither sender ever waits.
     let (tell, heard) = std::sync::mpsc::sync_channel(2);
@@ -147,13 +190,24 @@ pub(super) fn interruptibly<T: Send + 'static>(
             "reading the git repository stopped unexpectedly",
         )
     };
-    let flag = Arc::clone(&interrupt);
-    let own = cx.clone();
+    let fate = Arc::new(Mutex::new(Fate::Running));
+    let (flag, own, ends, own_root) = (
+        Arc::clone(&interrupt),
+        cx.clone(),
+        Arc::clone(&fate),
+        root.to_path_buf(),
+    );
     std::thread::Builder::new()
         .name("toolgate-git".to_owned())
         .spawn(move || {
             let answer = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(flag, &own)))
                 .unwrap_or_else(|_| Err(gone()));
+            let mut fate = ends.lock().unwrap_or_else(PoisonError::into_inner);
+            if *fate == Fate::Stranded {
+                strand(&own_root, -1);
+            }
+            *fate = Fate::Ended;
+            drop(fate);
             let _ = tell.send(Heard::Answer(answer));
         })
         .map_err(|e| {
@@ -175,9 +229,16 @@ pub(super) fn interruptibly<T: Send + 'static>(
     loop {
         match heard.recv_timeout(grace_ends.saturating_duration_since(Instant::now())) {
             Ok(Heard::Cancelled) => {}
-            Ok(Heard::Answer(_)) | Err(_) => return Err(stopped(cx)),
+            Ok(Heard::Answer(_)) | Err(RecvTimeoutError::Disconnected) => return Err(stopped(cx)),
+            Err(RecvTimeoutError::Timeout) => break,
         }
     }
+    let mut fate = fate.lock().unwrap_or_else(PoisonError::into_inner);
+    if *fate == Fate::Running {
+        *fate = Fate::Stranded;
+        strand(root, 1);
+    }
+    Err(stopped(cx))
 }
 
 /// Pathspecs that keep gix out of the directories `sensitivity` hides, so that its walk of
