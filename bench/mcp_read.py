@@ -16,8 +16,9 @@ warm-up, in alternating blocks so that machine noise falls on all of them:
 - with the official Python SDK (`tests/mcp/drive.py`'s, from target/test-deps/venv), toolgate
   `read_file` over stdio and over streamable HTTP, alternating, in a child process.
 
-It prints the median and 99th percentile of each, the ratios the targets name, toolgate's
-idle memory and how long it takes from process start to answering `initialize`.
+It prints the median and 99th percentile of each, the ratios the targets name, the CPU time
+toolgate spends per call over stdio and over HTTP (all its threads, warm-up calls included),
+toolgate's idle memory and how long it takes from process start to answering `initialize`.
 
     cargo build --release -p toolgate
     scripts/test-deps      # target/test-deps: Node 22, server-filesystem, the Python SDK
@@ -110,6 +111,19 @@ class Server:
             self.proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
             self.proc.kill()
+
+
+def cpu_seconds(pid):
+    """The CPU time the process's live threads have run, from /proc (nanosecond counts, where
+    the process's own utime ticks would be too coarse for some thousand calls)."""
+    total = 0
+    for task in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{task}/schedstat") as f:
+                total += int(f.read().split()[0])
+        except (FileNotFoundError, ProcessLookupError):
+            pass  # the thread ended meanwhile
+    return total / 1e9
 
 
 def rss_kib(pid):
@@ -356,6 +370,7 @@ def main():
         web_client.initialize()
         ref = Server([args.node, reference, ws])
         _, ref_init_seconds = ref.initialize()
+        cpu_before = {name: cpu_seconds(p.proc.pid) for name, p in (("stdio", gate), ("http", web))}
         samples = alternate(
             [
                 ("floor", floor, *read),
@@ -366,6 +381,8 @@ def main():
             ],
             args.calls, args.warmup, args.block,
         )
+        cpu_per_call = {name: (cpu_seconds(p.proc.pid) - cpu_before[name]) / (args.calls + args.warmup)
+                        for name, p in (("stdio", gate), ("http", web))}
         busy_rss = gate.rss_kib()
         json_share = web_client.json_answers / max(1, web_client.next_id)
         for server in (floor, gate, ref):
@@ -423,6 +440,8 @@ def main():
         if gate in samples and floor in samples:
             above = percentile(samples[gate], 50) - percentile(samples[floor], 50)
             print(f"toolgate {gate} p50 above its floor: {ms(above):.3f} ms")
+    print(f"toolgate CPU per call, all its threads: stdio {cpu_per_call['stdio'] * 1e6:.0f} us, "
+          f"HTTP http.client {cpu_per_call['http'] * 1e6:.0f} us")
     print(f"toolgate idle RSS {idle_rss / 1024:.1f} MiB (target <= 20, {verdict(idle_rss <= 20 * 1024)}); "
           f"after the calls {busy_rss / 1024:.1f} MiB")
     print(f"toolgate start to initialize answered {ms(init_seconds):.1f} ms "

@@ -18,7 +18,8 @@ file with `read_text_file` N times per target, one call at a time:
   an upstream, over stdio: what toolgate itself adds to an upstream call, whatever the server.
 
 All targets run in the same invocation, alternating in blocks, so machine noise falls on all
-of them. It prints the median and 99th percentile of each and the ratios the targets name.
+of them. It prints the median and 99th percentile of each, the ratios the targets name, and
+the CPU time toolgate's and mcp-proxy's threads spend per forwarded call.
 
     cargo build --release -p toolgate
     scripts/test-deps      # target/test-deps: Node 22 and @modelcontextprotocol/server-filesystem
@@ -41,8 +42,8 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from mcp_read import (  # noqa: E402
-    DEPS, FLOOR, ROOT, TOKEN, HttpClient, HttpServer, Server, alternate, ms, percentile, ratio,
-    state_dir, table, token_config, verdict,
+    DEPS, FLOOR, ROOT, TOKEN, HttpClient, HttpServer, Server, alternate, cpu_seconds, ms,
+    percentile, ratio, state_dir, table, token_config, verdict,
 )
 
 
@@ -148,7 +149,15 @@ def main():
             proxy_client = HttpClient(proxy.addr, path="/")
             proxy_client.initialize()
             targets.append(("mcp-proxy http", proxy_client, "fs__read_text_file", arguments))
+        # CPU time per forwarded call, the upstream's own excluded: toolgate over stdio (two
+        # targets, the floor's and server-filesystem's), toolgate and mcp-proxy over HTTP.
+        measured = [("toolgate stdio", gate, 2), ("toolgate http", web, 1)]
+        if proxy:
+            measured.append(("mcp-proxy http", proxy, 1))
+        cpu_before = {name: cpu_seconds(p.proc.pid) for name, p, _ in measured}
         samples = alternate(targets, args.calls, args.warmup, args.block)
+        cpu_per_call = {name: (cpu_seconds(p.proc.pid) - cpu_before[name])
+                        / (n * (args.calls + args.warmup)) for name, p, n in measured}
         for server in (gate, direct, floor, web) + ((proxy,) if proxy else ()):
             server.close()
     if remove_state:
@@ -182,6 +191,8 @@ def main():
               f"(toolgate adds less: {verdict(g_added < p_added)})")
     else:
         print(f"(no mcp-proxy at {args.mcp_proxy}: install it as the docstring says for its row)")
+    print("CPU per forwarded call, the proxy's threads only: "
+          + ", ".join(f"{name} {cpu * 1e6:.0f} us" for name, cpu in cpu_per_call.items()))
 
 
 if __name__ == "__main__":
