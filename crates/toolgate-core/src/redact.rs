@@ -3,8 +3,9 @@
 //! This is a net, not a proof. The rules are gitleaks' maintained rule set (MIT; about 220
 //! provider formats with keywords and entropy limits), converted by `scripts/update-secret-rules`
 //! into `data/secret-rules.json` and compiled in, plus a few rules of toolgate's own for what
-//! gitleaks leaves to file scanning: private-key blocks cut off by truncation, and short
-//! values assigned to names such as `password` or `token`.
+//! gitleaks leaves to file scanning: private-key blocks cut off by truncation, short values
+//! assigned to names such as `password` or `token`, passwords in URLs, and Discord's webhook
+//! URLs.
 //!
 //! The text is lowercased, as gitleaks does, and searched for every rule's keywords: the
 //! common ones (`key`, `token`, `secret`) by one packed SIMD searcher that keeps where each
@@ -122,7 +123,51 @@ fn own_rules() -> Vec<RuleData> {
             allowlists: vec![plain_word_allowlist()],
             generic: true,
         },
+        // The password in a URL's user information: `postgres://app:<password>@db/prod`,
+        // `redis://:<password>@cache`, `https://oauth2:<token>@gitlab.example/repo.git`, as in
+        // `DATABASE_URL`, connection strings and remotes. gitleaks leaves these to the names
+        // around them, and a URL is often all there is. The user name stays, and so does a
+        // placeholder (`${DB_PASSWORD}`, `{{ password }}`, `password`, `****`).
+        RuleData {
+            id: "toolgate-url-password".to_owned(),
+            // Printable ASCII only, as a URL is written (anything else is percent-encoded):
+            // classes of all of Unicode, repeated up to 256 times, made the search of a text
+            // with other letters in it some 200 times slower. The user name ends at `:`, `?`
+            // and `#`, the password at `/`; neither holds a space, a quote, `<`, `>`, `\` or `@`.
+            regex: r#"(?-u:\b)[A-Za-z][A-Za-z0-9+.-]{1,30}://[!$-&(-.0-9;=A-\[\]-_a-~]{0,128}:([!#-&(-.0-;=?A-\[\]-_a-~]{1,256})@[A-Za-z0-9\[_-]"#
+                .to_owned(),
+            secret_group: 1,
+            entropy: Some(OWN_ENTROPY),
+            keywords: vec!["://".to_owned()],
+            allowlists: vec![plain_word_allowlist(), placeholder_allowlist()],
+            generic: false,
+        },
+        // A Discord webhook's URL carries its token: whoever reads it can post as the hook.
+        // gitleaks has a rule for Slack's and Teams' webhook URLs, not for Discord's.
+        RuleData {
+            id: "toolgate-discord-webhook".to_owned(),
+            regex: r"(?-u:\b)https?://(?:(?:ptb|canary)\.)?discord(?:app)?\.com/api/webhooks/[0-9]{17,20}/([A-Za-z0-9_-]{60,80})".to_owned(),
+            secret_group: 1,
+            entropy: Some(3.0),
+            keywords: vec!["/api/webhooks/".to_owned()],
+            allowlists: Vec::new(),
+            generic: false,
+        },
     ]
+}
+
+/// A template's or a shell's stand-in for a value (`${DB_PASSWORD}`, `$TOKEN`,
+/// `{{ .Password }}`, `%(password)s`, `****`, `xxxx`): it names a secret kept elsewhere.
+fn placeholder_allowlist() -> AllowlistData {
+    AllowlistData {
+        target: Target::Secret,
+        regexes: vec![
+            r"^\$\{?[A-Za-z_][A-Za-z0-9_]*\}?$".to_owned(),
+            r"^\{\{.*\}\}$|^%\([A-Za-z_][A-Za-z0-9_]*\)s$".to_owned(),
+            r"^(?:\*+|x+|X+)$".to_owned(),
+        ],
+        stopwords: Vec::new(),
+    }
 }
 
 /// The entropy a value given to a sensitive name must exceed. Lower than gitleaks' 3.5 for its

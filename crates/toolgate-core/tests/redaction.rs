@@ -355,6 +355,9 @@ const BASE64: &str = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz012345
 const LETTERS: &str = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
 const PASSWORD: &str =
     "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789!#$%&*+-?@^_~";
+/// What a password in a URL is written with, unescaped.
+const URL_PASSWORD: &str =
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789!$%&*+-._~";
 
 /// The keys the issue found passing through, each with a fresh random body in the provider's
 /// format, in the line a tool would print them in; the secret is what must go.
@@ -383,6 +386,15 @@ fn provider_keys(rng: &mut StdRng) -> Vec<(String, String)> {
         random(rng, LETTERS, 6),
         random(rng, "0123456789", 2)
     );
+    // A letter first and a digit last: neither a placeholder (`$NAME`) nor a plain word.
+    let url_password = format!(
+        "{}{}{}",
+        random(rng, LETTERS, 1),
+        random(rng, URL_PASSWORD, 14),
+        random(rng, "0123456789", 1)
+    );
+    let url_token = random(rng, ALNUM, 32);
+    let discord = random(rng, URLSAFE, 68);
     vec![
         (
             format!("ANTHROPIC_API_KEY={anthropic}\n"),
@@ -426,6 +438,33 @@ fn provider_keys(rng: &mut StdRng) -> Vec<(String, String)> {
             openai,
         ),
         (format!("sk = {anthropic}"), anthropic),
+        (
+            format!("DATABASE_URL=postgres://app:{url_password}@db.internal:5432/prod\n"),
+            url_password.clone(),
+        ),
+        (
+            format!("REDIS_URL=redis://:{url_password}@cache:6379/0\n"),
+            url_password.clone(),
+        ),
+        (
+            format!(
+                "{{\"uri\": \"mongodb+srv://admin:{url_password}@cluster0.ab1cd.mongodb.net/?retryWrites=true\"}}"
+            ),
+            url_password,
+        ),
+        (
+            format!(
+                "origin\thttps://oauth2:{url_token}@gitlab.example.com/group/repo.git (fetch)\n"
+            ),
+            url_token,
+        ),
+        (
+            format!(
+                "DISCORD_HOOK=https://discord.com/api/webhooks/{}/{discord}\n",
+                random(rng, "0123456789", 18)
+            ),
+            discord,
+        ),
     ]
 }
 
@@ -465,4 +504,32 @@ fn settings_named_like_secrets_stay() {
     ] {
         assert_eq!(redact_text(line), (None, 0), "{line}");
     }
+}
+
+#[test]
+fn urls_without_a_password_in_them_stay() {
+    for line in [
+        "https://example.com:8080/path?q=1&next=/a@b",
+        "ssh://git@github.com/owner/repo.git",
+        "git@github.com:owner/repo.git",
+        "http://[::1]:8080/mcp",
+        "mailto:someone@example.com",
+        "postgres://user:password@localhost/db",
+        "amqp://guest:guest@localhost:5672/",
+        "redis://:${REDIS_PASSWORD}@cache:6379",
+        "postgres://app:$DB_PASSWORD@db/prod",
+        "mysql://root:****@db:3306/",
+        "https://x-access-token:{{secrets.TOKEN}}@github.com/o/r",
+        "registry+https://github.com/rust-lang/crates.io-index",
+    ] {
+        assert_eq!(redact_text(line), (None, 0), "{line}");
+    }
+    // A password that is a UUID is still a password: the URL says so.
+    let line = "amqps://svc:3f2c8e1a-9b4d-4c7e-a1f0-6d5e4b3a2c1f@mq.internal/";
+    let (redacted, count) = redact_text(line);
+    assert_eq!(count, 1);
+    assert_eq!(
+        redacted.as_deref(),
+        Some("amqps://svc:[REDACTED]@mq.internal/")
+    );
 }
