@@ -4,6 +4,7 @@
 //! - `redact_source/<size>`: `redact_text` with gitleaks' rules and toolgate's own.
 //! - `redact_source/before_gitleaks/<size>`: the ten hand-written patterns toolgate had
 //!   before, kept in this file, measured in the same run on the same machine.
+//! - `redact_one_long_line/<size>`: output built to be slow (see [`hostile`]).
 //!
 //! Run with `cargo bench -p toolgate-core --bench redact -- --warm-up-time 1
 //! --measurement-time 5`.
@@ -192,5 +193,24 @@ fn redact(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, redact);
+/// Output built to be slow: one line of `password = password ` (a match of toolgate's own
+/// assignment rule, let through as a plain word) again and again, 256 KiB and 1 MiB of it.
+/// Each match once read its whole line, so the time grew with the square of the length (2.9 s
+/// for the mebibyte); the two sizes here show whether it grows in proportion.
+fn hostile(c: &mut Criterion) {
+    let mut group = c.benchmark_group("redact_one_long_line");
+    group.sample_size(10);
+    for (name, len) in [("256KiB", 256 * 1024), ("1MiB", 1024 * 1024)] {
+        let unit = "password = password ";
+        let text = unit.repeat(len / unit.len());
+        black_box(redact_text(&text));
+        group.throughput(Throughput::Bytes(text.len() as u64));
+        group.bench_with_input(BenchmarkId::from_parameter(name), &text, |b, text| {
+            b.iter(|| redact_text(black_box(text)));
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, redact, hostile);
 criterion_main!(benches);

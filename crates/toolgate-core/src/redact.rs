@@ -4,8 +4,8 @@
 //! provider formats with keywords and entropy limits), converted by `scripts/update-secret-rules`
 //! into `data/secret-rules.json` and compiled in, plus a few rules of toolgate's own for what
 //! gitleaks leaves to file scanning: private-key blocks cut off by truncation, short values
-//! assigned to names such as `password` or `token`, passwords in URLs, and Discord's webhook
-//! URLs.
+//! assigned to names such as `password` or `token`, passwords in URLs, Discord's webhook URLs,
+//! `Authorization` headers and cookies, Telegram bot tokens, and `.netrc` passwords.
 //!
 //! The text is lowercased, as gitleaks does, and searched for every rule's keywords: the
 //! common ones (`key`, `token`, `secret`) by one packed SIMD searcher that keeps where each
@@ -151,6 +151,54 @@ fn own_rules() -> Vec<RuleData> {
             entropy: Some(3.0),
             keywords: vec!["/api/webhooks/".to_owned()],
             allowlists: Vec::new(),
+            generic: false,
+        },
+        // HTTP credentials where a request or a log shows them: `Authorization: Bearer …`,
+        // `Basic …` or `Token …` in a header line or a JSON object (gitleaks catches them only
+        // in a curl command line), and the cookies of `Cookie:` and `Set-Cookie:`, whose
+        // session cookies sign their holder in. A cookie's pairs are `name=value` without
+        // spaces, so that code such as `cookie: String = …` stays.
+        RuleData {
+            id: "toolgate-authorization-header".to_owned(),
+            regex: r#"(?i)authorization["']?[\t ]*[:=][\t ]*["']?(?:bearer|basic|token)[\t ]+([A-Za-z0-9+/._~-]+=*)"#
+                .to_owned(),
+            secret_group: 1,
+            entropy: Some(OWN_ENTROPY),
+            keywords: vec!["authorization".to_owned()],
+            allowlists: vec![plain_word_allowlist(), placeholder_allowlist()],
+            generic: false,
+        },
+        RuleData {
+            id: "toolgate-cookie-header".to_owned(),
+            regex: r#"(?i)cookie["']?[\t ]*:[\t ]*["']?([!#-&*+.0-9A-Z^-z|~-]+=[^\s;"'\\]+(?:;[\t ]*[!#-&*+.0-9A-Z^-z|~-]+(?:=[^\s;"'\\]*)?)*)"#
+                .to_owned(),
+            secret_group: 1,
+            entropy: Some(OWN_ENTROPY),
+            keywords: vec!["cookie".to_owned()],
+            allowlists: Vec::new(),
+            generic: false,
+        },
+        // A Telegram bot's token (`123456789:AA…`), bare or in the Bot API's URLs
+        // (`api.telegram.org/bot<token>/…`): gitleaks' rule needs a name with `telegr` and an
+        // assignment before it.
+        RuleData {
+            id: "toolgate-telegram-bot-token".to_owned(),
+            regex: r"(?:(?-u:\b)|bot)([0-9]{8,10}:AA[A-Za-z0-9_-]{33})(?-u:\b)".to_owned(),
+            secret_group: 1,
+            entropy: Some(3.0),
+            keywords: vec![":aa".to_owned()],
+            allowlists: Vec::new(),
+            generic: false,
+        },
+        // A `.netrc` entry, `machine <host> login <user> password <password>`, on one line or
+        // several.
+        RuleData {
+            id: "toolgate-netrc-password".to_owned(),
+            regex: r"(?-u:\b)machine\s+\S+(?:\s+login\s+\S+)?\s+password\s+(\S+)".to_owned(),
+            secret_group: 1,
+            entropy: Some(OWN_ENTROPY),
+            keywords: vec!["machine".to_owned()],
+            allowlists: vec![plain_word_allowlist(), placeholder_allowlist()],
             generic: false,
         },
     ]
@@ -859,7 +907,7 @@ impl Allowlist {
         let target = match self.target {
             Target::Secret => finding.secret,
             Target::Match => finding.matched,
-            Target::Line => finding.line,
+            Target::Line => finding.line(),
         };
         let by_regex = self.pattern.as_deref().is_some_and(|pattern| {
             self.compiled
@@ -1185,9 +1233,10 @@ impl std::ops::Deref for Lowered {
 /// One match of a rule, with its secret as gitleaks chooses it.
 #[derive(Debug)]
 struct Finding<'t> {
+    /// The whole text, for the line around the match (see [`Finding::line`]).
+    text: &'t str,
     matched: &'t str,
     secret: &'t str,
-    line: &'t str,
     match_start: usize,
     match_end: usize,
     secret_start: usize,
@@ -1230,15 +1279,10 @@ impl<'t> Finding<'t> {
                 None => {}
             }
         }
-        let line_start = text.get(..match_start)?.rfind('\n').map_or(0, |at| at + 1);
-        let line_end = text
-            .get(match_end..)?
-            .find('\n')
-            .map_or(text.len(), |at| match_end + at);
         Some(Self {
+            text,
             matched,
             secret: text.get(secret_start..secret_end)?,
-            line: text.get(line_start..line_end)?,
             match_start,
             match_end,
             secret_start,
@@ -1246,6 +1290,38 @@ impl<'t> Finding<'t> {
         })
     }
 }
+
+impl<'t> Finding<'t> {
+    /// The line the match is on, as far as [`LINE_WINDOW`] bytes reach on either side of it.
+    /// Read only for an allowlist that looks at the line, and never further: output of one
+    /// long line full of matches would otherwise be read again for each of them, and take
+    /// seconds a mebibyte.
+    fn line(&self) -> &'t str {
+        let text = self.text;
+        let mut from = self.match_start.saturating_sub(LINE_WINDOW);
+        while !text.is_char_boundary(from) {
+            from += 1;
+        }
+        let mut to = self.match_end.saturating_add(LINE_WINDOW).min(text.len());
+        while !text.is_char_boundary(to) {
+            to -= 1;
+        }
+        let before = text
+            .as_bytes()
+            .get(from..self.match_start)
+            .unwrap_or_default();
+        let start = memchr::memrchr(b'\n', before).map_or(from, |at| from + at + 1);
+        let after = text.as_bytes().get(self.match_end..to).unwrap_or_default();
+        let end = memchr::memchr(b'\n', after).map_or(to, |at| self.match_end + at);
+        text.get(start..end).unwrap_or(self.matched)
+    }
+}
+
+/// How much of a match's line, on either side of it, an allowlist of lines reads. gitleaks'
+/// only ones (of its generic rule) look for a Dockerfile's `--mount=type=secret,` and a
+/// JavaScript `import { … } from '…'` around the match; a line longer than this around a
+/// match is read in part, so such an allowlist may miss it and the match is redacted.
+const LINE_WINDOW: usize = 4096;
 
 /// Shannon entropy of `data` in bits per character, computed as gitleaks does (counts per
 /// character, divided by the length in bytes).
@@ -1760,5 +1836,37 @@ mod tests {
         assert_eq!(entropy("aaaa"), 0.0);
         assert!((entropy("ab") - 1.0).abs() < 1e-12);
         assert!((entropy("abcd") - 2.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn a_finding_reads_its_line_only_near_the_match() {
+        let rule = Rule::new(RuleData {
+            id: "t".to_owned(),
+            regex: "needle".to_owned(),
+            secret_group: 0,
+            entropy: None,
+            keywords: Vec::new(),
+            allowlists: Vec::new(),
+            generic: false,
+        })
+        .unwrap();
+        let regex = rule.compiled().unwrap().regex.clone();
+        let finding = |text: &'static str, at: usize| {
+            Finding::new(&rule, &regex, text, at, at + "needle".len()).unwrap()
+        };
+        let short = "first line\nthe needle here\nlast";
+        assert_eq!(finding(short, 15).line(), "the needle here");
+        // One line of two mebibytes: the window, not the line, and cut at characters.
+        let long: &'static str = Box::leak(
+            format!("{}needle{}", "é".repeat(1 << 20), "ü".repeat(1 << 20)).into_boxed_str(),
+        );
+        let line = finding(long, 2 << 20).line();
+        assert!(line.contains("needle"));
+        assert!(
+            line.len() <= 2 * LINE_WINDOW + "needle".len(),
+            "{}",
+            line.len()
+        );
+        assert!(line.len() >= 2 * LINE_WINDOW - 2);
     }
 }

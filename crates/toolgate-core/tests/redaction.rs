@@ -395,6 +395,15 @@ fn provider_keys(rng: &mut StdRng) -> Vec<(String, String)> {
     );
     let url_token = random(rng, ALNUM, 32);
     let discord = random(rng, URLSAFE, 68);
+    let bearer = random(rng, URLSAFE, 40);
+    let basic = random(rng, BASE64, 28);
+    let session = random(rng, ALNUM, 32);
+    let telegram = format!(
+        "{}:AA{}",
+        random(rng, "0123456789", 10),
+        random(rng, URLSAFE, 33)
+    );
+    let netrc = format!("{}{}", random(rng, LETTERS, 1), random(rng, PASSWORD, 15));
     vec![
         (
             format!("ANTHROPIC_API_KEY={anthropic}\n"),
@@ -465,6 +474,36 @@ fn provider_keys(rng: &mut StdRng) -> Vec<(String, String)> {
             ),
             discord,
         ),
+        (
+            format!("> Authorization: Bearer {bearer}\r\n"),
+            bearer.clone(),
+        ),
+        (
+            format!("{{\"headers\": {{\"Authorization\": \"Bearer {bearer}\"}}}}"),
+            bearer,
+        ),
+        (format!("Authorization: Basic {basic}=\n"), basic),
+        (
+            format!("Cookie: theme=dark; sessionid={session}\n"),
+            session.clone(),
+        ),
+        (
+            format!("< set-cookie: __Host-sid={session}; Path=/; Secure; HttpOnly\n"),
+            session,
+        ),
+        (
+            format!("POST https://api.telegram.org/bot{telegram}/sendMessage\n"),
+            telegram.clone(),
+        ),
+        (format!("the bot's token is {telegram}\n"), telegram),
+        (
+            format!("machine api.example.com login me password {netrc}\n"),
+            netrc.clone(),
+        ),
+        (
+            format!("machine api.example.com\n  login me\n  password {netrc}\n"),
+            netrc,
+        ),
     ]
 }
 
@@ -501,6 +540,26 @@ fn settings_named_like_secrets_stay() {
         "\"expected_digest\": \"sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08\"",
         "commit 4b825dc642cb6eb9a060e54bf8d69288fbee4904",
         "auth_token: 3f2c8e1a-9b4d-4c7e-a1f0-6d5e4b3a2c1f",
+    ] {
+        assert_eq!(redact_text(line), (None, 0), "{line}");
+    }
+}
+
+#[test]
+fn headers_and_lines_that_only_name_a_credential_stay() {
+    for line in [
+        "Authorization: Bearer <token>",
+        "Authorization: Bearer ${TOKEN}",
+        "-H \"Authorization: Bearer $GITHUB_TOKEN\"",
+        "authorization: Bearer token",
+        "the Authorization header carries a bearer token",
+        "let cookie: String = jar.get(\"sid\").unwrap();",
+        "cookie: Option<Cookie>,",
+        "Set-Cookie header",
+        "a chocolate cookie: yum",
+        "this machine has a password manager",
+        "machine example.com login me password ${NETRC_PASSWORD}",
+        "user_id: 1234567890:AAbc",
     ] {
         assert_eq!(redact_text(line), (None, 0), "{line}");
     }
