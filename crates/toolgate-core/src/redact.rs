@@ -5,7 +5,8 @@
 //! into `data/secret-rules.json` and compiled in, plus a few rules of toolgate's own for what
 //! gitleaks leaves to file scanning: private-key blocks cut off by truncation, short values
 //! assigned to names such as `password` or `token`, passwords in URLs, Discord's webhook URLs,
-//! `Authorization` headers and cookies, Telegram bot tokens, and `.netrc` passwords.
+//! `Authorization` headers and cookies, Telegram bot tokens, `.netrc` passwords, and keys
+//! whose prefix alone names them (`GOCSPX-`, `ya29.`, `ATBB`, …).
 //!
 //! The text is lowercased, as gitleaks does, and searched for every rule's keywords: the
 //! common ones (`key`, `token`, `secret`) by one packed SIMD searcher that keeps where each
@@ -201,7 +202,50 @@ fn own_rules() -> Vec<RuleData> {
             allowlists: vec![plain_word_allowlist(), placeholder_allowlist()],
             generic: false,
         },
+        // Keys whose prefix alone says what they are, which gitleaks finds only beside a name
+        // (or not at all): OpenAI's keys before project keys (`sk-` and 48 letters and
+        // digits), Google's OAuth client secrets (`GOCSPX-…`) and access tokens (`ya29.…`),
+        // Firebase Cloud Messaging server keys (`AAAA…:APA91b…`), Mapbox secret tokens
+        // (`sk.eyJ…`), Braintree access tokens (`access_token$production$…`) and Bitbucket app
+        // passwords (`ATBB…`).
+        prefixed("toolgate-openai-legacy-key", r"(?-u:\b)(sk-[A-Za-z0-9]{48})(?-u:\b)", "sk-"),
+        prefixed("toolgate-google-oauth-secret", r"(GOCSPX-[A-Za-z0-9_-]{24,40})", "gocspx-"),
+        prefixed("toolgate-google-oauth-token", r"(ya29\.[A-Za-z0-9_-]{30,})", "ya29."),
+        prefixed(
+            "toolgate-fcm-server-key",
+            r"(AAAA[A-Za-z0-9_-]{7}:APA91b[A-Za-z0-9_-]{100,})",
+            ":apa91b",
+        ),
+        prefixed(
+            "toolgate-mapbox-secret-token",
+            r"(sk\.eyJ[A-Za-z0-9_-]{40,}\.[A-Za-z0-9_-]{20,})",
+            "sk.eyj",
+        ),
+        prefixed(
+            "toolgate-braintree-access-token",
+            r"(access_token\$production\$[0-9a-z]{16}\$[0-9a-f]{32})",
+            "access_token$production$",
+        ),
+        prefixed(
+            "toolgate-bitbucket-app-password",
+            r"(?-u:\b)(ATBB[A-Za-z0-9]{28,36})(?-u:\b)",
+            "atbb",
+        ),
     ]
+}
+
+/// A rule for a key whose prefix says what it is: `regex`'s first group is the key, found
+/// where `keyword` (lowercase) occurs, and it must look random (entropy above 3).
+fn prefixed(id: &str, regex: &str, keyword: &str) -> RuleData {
+    RuleData {
+        id: id.to_owned(),
+        regex: regex.to_owned(),
+        secret_group: 1,
+        entropy: Some(3.0),
+        keywords: vec![keyword.to_owned()],
+        allowlists: Vec::new(),
+        generic: false,
+    }
 }
 
 /// A template's or a shell's stand-in for a value (`${DB_PASSWORD}`, `$TOKEN`,

@@ -404,6 +404,28 @@ fn provider_keys(rng: &mut StdRng) -> Vec<(String, String)> {
         random(rng, URLSAFE, 33)
     );
     let netrc = format!("{}{}", random(rng, LETTERS, 1), random(rng, PASSWORD, 15));
+    const HEX: &str = "0123456789abcdef";
+    let prefixed = [
+        format!("sk-{}", random(rng, ALNUM, 48)),
+        format!("GOCSPX-{}", random(rng, URLSAFE, 28)),
+        format!("ya29.{}", random(rng, URLSAFE, 120)),
+        format!(
+            "AAAA{}:APA91b{}",
+            random(rng, URLSAFE, 7),
+            random(rng, URLSAFE, 134)
+        ),
+        format!(
+            "sk.eyJ1Ijoi{}.{}",
+            random(rng, URLSAFE, 50),
+            random(rng, URLSAFE, 22)
+        ),
+        format!(
+            "access_token$production${}${}",
+            random(rng, "abcdefghijklmnopqrstuvwxyz0123456789", 16),
+            random(rng, HEX, 32)
+        ),
+        format!("ATBB{}", random(rng, ALNUM, 32)),
+    ];
     vec![
         (
             format!("ANTHROPIC_API_KEY={anthropic}\n"),
@@ -505,6 +527,13 @@ fn provider_keys(rng: &mut StdRng) -> Vec<(String, String)> {
             netrc,
         ),
     ]
+    .into_iter()
+    .chain(
+        prefixed
+            .into_iter()
+            .map(|key| (format!("found in the build log: {key}\n"), key)),
+    )
+    .collect()
 }
 
 #[test]
