@@ -1333,9 +1333,7 @@ impl<'t> Finding<'t> {
             secret_end,
         })
     }
-}
 
-impl<'t> Finding<'t> {
     /// The line the match is on, as far as [`LINE_WINDOW`] bytes reach on either side of it.
     /// Read only for an allowlist that looks at the line, and never further: output of one
     /// long line full of matches would otherwise be read again for each of them, and take
