@@ -4,7 +4,7 @@
 //! - `redact_source/<size>`: `redact_text` with gitleaks' rules and toolgate's own.
 //! - `redact_source/before_gitleaks/<size>`: the ten hand-written patterns toolgate had
 //!   before, kept in this file, measured in the same run on the same machine.
-//! - `redact_one_long_line/<size>`: output built to be slow (see [`hostile`]).
+//! - `redact_hostile/<case>`: output built to be slow (see [`hostile`]).
 //!
 //! Run with `cargo bench -p toolgate-core --bench redact -- --warm-up-time 1
 //! --measurement-time 5`.
@@ -193,16 +193,36 @@ fn redact(c: &mut Criterion) {
     group.finish();
 }
 
-/// Output built to be slow: one line of `password = password ` (a match of toolgate's own
-/// assignment rule, let through as a plain word) again and again, 256 KiB and 1 MiB of it.
-/// Each match once read its whole line, so the time grew with the square of the length (2.9 s
-/// for the mebibyte); the two sizes here show whether it grows in proportion.
+/// Output built to be slow, a mebibyte of each, in one line.
+///
+/// - `one_long_line/<size>`: `password = password ` (a match of toolgate's own assignment
+///   rule, let through as a plain word) again and again, 256 KiB and 1 MiB of it. Each match
+///   once read its whole line, so the time grew with the square of the length (2.9 s for the
+///   mebibyte); the two sizes show whether it grows in proportion.
+/// - the others: near-matches of toolgate's own rules, each rule's keyword everywhere.
 fn hostile(c: &mut Criterion) {
-    let mut group = c.benchmark_group("redact_one_long_line");
+    let mut group = c.benchmark_group("redact_hostile");
     group.sample_size(10);
-    for (name, len) in [("256KiB", 256 * 1024), ("1MiB", 1024 * 1024)] {
-        let unit = "password = password ";
-        let text = unit.repeat(len / unit.len());
+    let mebibyte = |unit: &str| unit.repeat((1 << 20) / unit.len());
+    let unit = "password = password ";
+    let mut cases = vec![
+        (
+            "one_long_line/256KiB".to_owned(),
+            unit.repeat((256 << 10) / unit.len()),
+        ),
+        ("one_long_line/1MiB".to_owned(), mebibyte(unit)),
+    ];
+    for (name, unit) in [
+        ("url_without_at", "x://aaaaaaaa:bbbbbbbb "),
+        ("authorization", "authorization: bearer "),
+        ("cookie_pairs", "Cookie: a=b;"),
+        ("netrc", "machine machine password "),
+        ("telegram", "123456789:AA"),
+        ("openai_legacy", "sk-sk-sk-a "),
+    ] {
+        cases.push((name.to_owned(), mebibyte(unit)));
+    }
+    for (name, text) in cases {
         black_box(redact_text(&text));
         group.throughput(Throughput::Bytes(text.len() as u64));
         group.bench_with_input(BenchmarkId::from_parameter(name), &text, |b, text| {

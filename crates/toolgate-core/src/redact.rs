@@ -127,106 +127,97 @@ fn own_rules() -> Vec<RuleData> {
         // The password in a URL's user information: `postgres://app:<password>@db/prod`,
         // `redis://:<password>@cache`, `https://oauth2:<token>@gitlab.example/repo.git`, as in
         // `DATABASE_URL`, connection strings and remotes. gitleaks leaves these to the names
-        // around them, and a URL is often all there is. The user name stays, and so does a
-        // placeholder (`${DB_PASSWORD}`, `{{ password }}`, `password`, `****`).
-        RuleData {
-            id: "toolgate-url-password".to_owned(),
+        // around them, and a URL is often all there is. The user name stays, and so do a
+        // plain word (`password`) and the placeholders gitleaks' global allowlist knows
+        // (`${DB_PASSWORD}`, `$TOKEN`, `{{ secrets.X }}`, `****`).
+        placed(
+            "toolgate-url-password",
             // Printable ASCII only, as a URL is written (anything else is percent-encoded):
             // classes of all of Unicode, repeated up to 256 times, made the search of a text
             // with other letters in it some 200 times slower. The user name ends at `:`, `?`
             // and `#`, the password at `/`; neither holds a space, a quote, `<`, `>`, `\` or `@`.
-            regex: r#"(?-u:\b)[A-Za-z][A-Za-z0-9+.-]{1,30}://[!$-&(-.0-9;=A-\[\]-_a-~]{0,128}:([!#-&(-.0-;=?A-\[\]-_a-~]{1,256})@[A-Za-z0-9\[_-]"#
-                .to_owned(),
-            secret_group: 1,
-            entropy: Some(OWN_ENTROPY),
-            keywords: vec!["://".to_owned()],
-            allowlists: vec![plain_word_allowlist(), placeholder_allowlist()],
-            generic: false,
-        },
+            r#"(?-u:\b)[A-Za-z][A-Za-z0-9+.-]{1,30}://[!$-&(-.0-9;=A-\[\]-_a-~]{0,128}:([!#-&(-.0-;=?A-\[\]-_a-~]{1,256})@[A-Za-z0-9\[_-]"#,
+            "://",
+        ),
         // A Discord webhook's URL carries its token: whoever reads it can post as the hook.
         // gitleaks has a rule for Slack's and Teams' webhook URLs, not for Discord's.
-        RuleData {
-            id: "toolgate-discord-webhook".to_owned(),
-            regex: r"(?-u:\b)https?://(?:(?:ptb|canary)\.)?discord(?:app)?\.com/api/webhooks/[0-9]{17,20}/([A-Za-z0-9_-]{60,80})".to_owned(),
-            secret_group: 1,
-            entropy: Some(3.0),
-            keywords: vec!["/api/webhooks/".to_owned()],
-            allowlists: Vec::new(),
-            generic: false,
-        },
+        shaped(
+            "toolgate-discord-webhook",
+            r"(?-u:\b)https?://(?:(?:ptb|canary)\.)?discord(?:app)?\.com/api/webhooks/[0-9]{17,20}/([A-Za-z0-9_-]{60,80})",
+            "/api/webhooks/",
+        ),
         // HTTP credentials where a request or a log shows them: `Authorization: Bearer …`,
         // `Basic …` or `Token …` in a header line or a JSON object (gitleaks catches them only
         // in a curl command line), and the cookies of `Cookie:` and `Set-Cookie:`, whose
         // session cookies sign their holder in. A cookie's pairs are `name=value` without
         // spaces, so that code such as `cookie: String = …` stays.
+        placed(
+            "toolgate-authorization-header",
+            r#"(?i)authorization["']?[\t ]*[:=][\t ]*["']?(?:bearer|basic|token)[\t ]+([A-Za-z0-9+/._~-]+=*)"#,
+            "authorization",
+        ),
+        // A cookie's value, pairs that may have been picked by a person but are never a plain
+        // word: the lower entropy, and no plain-word allowlist.
         RuleData {
-            id: "toolgate-authorization-header".to_owned(),
-            regex: r#"(?i)authorization["']?[\t ]*[:=][\t ]*["']?(?:bearer|basic|token)[\t ]+([A-Za-z0-9+/._~-]+=*)"#
-                .to_owned(),
-            secret_group: 1,
             entropy: Some(OWN_ENTROPY),
-            keywords: vec!["authorization".to_owned()],
-            allowlists: vec![plain_word_allowlist(), placeholder_allowlist()],
-            generic: false,
-        },
-        RuleData {
-            id: "toolgate-cookie-header".to_owned(),
-            regex: r#"(?i)cookie["']?[\t ]*:[\t ]*["']?([!#-&*+.0-9A-Z^-z|~-]+=[^\s;"'\\]+(?:;[\t ]*[!#-&*+.0-9A-Z^-z|~-]+(?:=[^\s;"'\\]*)?)*)"#
-                .to_owned(),
-            secret_group: 1,
-            entropy: Some(OWN_ENTROPY),
-            keywords: vec!["cookie".to_owned()],
-            allowlists: Vec::new(),
-            generic: false,
+            ..shaped(
+                "toolgate-cookie-header",
+                r#"(?i)cookie["']?[\t ]*:[\t ]*["']?([!#-&*+.0-9A-Z^-z|~-]+=[^\s;"'\\]+(?:;[\t ]*[!#-&*+.0-9A-Z^-z|~-]+(?:=[^\s;"'\\]*)?)*)"#,
+                "cookie",
+            )
         },
         // A Telegram bot's token (`123456789:AA…`), bare or in the Bot API's URLs
         // (`api.telegram.org/bot<token>/…`): gitleaks' rule needs a name with `telegr` and an
         // assignment before it.
-        RuleData {
-            id: "toolgate-telegram-bot-token".to_owned(),
-            regex: r"(?:(?-u:\b)|bot)([0-9]{8,10}:AA[A-Za-z0-9_-]{33})(?-u:\b)".to_owned(),
-            secret_group: 1,
-            entropy: Some(3.0),
-            keywords: vec![":aa".to_owned()],
-            allowlists: Vec::new(),
-            generic: false,
-        },
+        shaped(
+            "toolgate-telegram-bot-token",
+            r"(?:(?-u:\b)|bot)([0-9]{8,10}:AA[A-Za-z0-9_-]{33})(?-u:\b)",
+            ":aa",
+        ),
         // A `.netrc` entry, `machine <host> login <user> password <password>`, on one line or
         // several.
-        RuleData {
-            id: "toolgate-netrc-password".to_owned(),
-            regex: r"(?-u:\b)machine\s+\S+(?:\s+login\s+\S+)?\s+password\s+(\S+)".to_owned(),
-            secret_group: 1,
-            entropy: Some(OWN_ENTROPY),
-            keywords: vec!["machine".to_owned()],
-            allowlists: vec![plain_word_allowlist(), placeholder_allowlist()],
-            generic: false,
-        },
+        placed(
+            "toolgate-netrc-password",
+            r"(?-u:\b)machine\s+\S+(?:\s+login\s+\S+)?\s+password\s+(\S+)",
+            "machine",
+        ),
         // Keys whose prefix alone says what they are, which gitleaks finds only beside a name
         // (or not at all): OpenAI's keys before project keys (`sk-` and 48 letters and
         // digits), Google's OAuth client secrets (`GOCSPX-…`) and access tokens (`ya29.…`),
         // Firebase Cloud Messaging server keys (`AAAA…:APA91b…`), Mapbox secret tokens
         // (`sk.eyJ…`), Braintree access tokens (`access_token$production$…`) and Bitbucket app
         // passwords (`ATBB…`).
-        prefixed("toolgate-openai-legacy-key", r"(?-u:\b)(sk-[A-Za-z0-9]{48})(?-u:\b)", "sk-"),
-        prefixed("toolgate-google-oauth-secret", r"(GOCSPX-[A-Za-z0-9_-]{24,40})", "gocspx-"),
-        prefixed("toolgate-google-oauth-token", r"(ya29\.[A-Za-z0-9_-]{30,})", "ya29."),
-        prefixed(
+        shaped(
+            "toolgate-openai-legacy-key",
+            r"(?-u:\b)(sk-[A-Za-z0-9]{48})(?-u:\b)",
+            "sk-",
+        ),
+        shaped(
+            "toolgate-google-oauth-secret",
+            r"(GOCSPX-[A-Za-z0-9_-]{24,40})",
+            "gocspx-",
+        ),
+        shaped(
+            "toolgate-google-oauth-token",
+            r"(ya29\.[A-Za-z0-9_-]{30,})",
+            "ya29.",
+        ),
+        shaped(
             "toolgate-fcm-server-key",
             r"(AAAA[A-Za-z0-9_-]{7}:APA91b[A-Za-z0-9_-]{100,})",
             ":apa91b",
         ),
-        prefixed(
+        shaped(
             "toolgate-mapbox-secret-token",
             r"(sk\.eyJ[A-Za-z0-9_-]{40,}\.[A-Za-z0-9_-]{20,})",
             "sk.eyj",
         ),
-        prefixed(
+        shaped(
             "toolgate-braintree-access-token",
             r"(access_token\$production\$[0-9a-z]{16}\$[0-9a-f]{32})",
             "access_token$production$",
         ),
-        prefixed(
+        shaped(
             "toolgate-bitbucket-app-password",
             r"(?-u:\b)(ATBB[A-Za-z0-9]{28,36})(?-u:\b)",
             "atbb",
@@ -234,9 +225,10 @@ fn own_rules() -> Vec<RuleData> {
     ]
 }
 
-/// A rule for a key whose prefix says what it is: `regex`'s first group is the key, found
-/// where `keyword` (lowercase) occurs, and it must look random (entropy above 3).
-fn prefixed(id: &str, regex: &str, keyword: &str) -> RuleData {
+/// A rule for a secret whose shape says what it is (a provider's prefix, a webhook's URL):
+/// `regex`'s first group is the secret, tried where `keyword` (lowercase) occurs, and it must
+/// look random (entropy above 3).
+fn shaped(id: &str, regex: &str, keyword: &str) -> RuleData {
     RuleData {
         id: id.to_owned(),
         regex: regex.to_owned(),
@@ -248,17 +240,15 @@ fn prefixed(id: &str, regex: &str, keyword: &str) -> RuleData {
     }
 }
 
-/// A template's or a shell's stand-in for a value (`${DB_PASSWORD}`, `$TOKEN`,
-/// `{{ .Password }}`, `%(password)s`, `****`, `xxxx`): it names a secret kept elsewhere.
-fn placeholder_allowlist() -> AllowlistData {
-    AllowlistData {
-        target: Target::Secret,
-        regexes: vec![
-            r"^\$\{?[A-Za-z_][A-Za-z0-9_]*\}?$".to_owned(),
-            r"^\{\{.*\}\}$|^%\([A-Za-z_][A-Za-z0-9_]*\)s$".to_owned(),
-            r"^(?:\*+|x+|X+)$".to_owned(),
-        ],
-        stopwords: Vec::new(),
+/// A rule for a value whose place says it is a secret (a URL's password, an `Authorization`
+/// header's token, a `.netrc` password), which a person may have picked: as [`shaped`], but it
+/// goes if it clears [`OWN_ENTROPY`] and is not a plain word. Placeholders (`${VAR}`,
+/// `{{ x }}`, `****`) are let through by gitleaks' global allowlist, as for every rule.
+fn placed(id: &str, regex: &str, keyword: &str) -> RuleData {
+    RuleData {
+        entropy: Some(OWN_ENTROPY),
+        allowlists: vec![plain_word_allowlist()],
+        ..shaped(id, regex, keyword)
     }
 }
 

@@ -622,3 +622,23 @@ fn urls_without_a_password_in_them_stay() {
         Some("amqps://svc:[REDACTED]@mq.internal/")
     );
 }
+
+/// gitleaks' allowlists that look at a match's line (a Dockerfile's `--mount=type=secret,`)
+/// still hold on the line, and only near the match: a marker further than 4 KiB along a long
+/// line, or on another line, does not let a key through.
+#[test]
+fn an_allowlist_of_lines_reads_the_matchs_own_line_near_it() {
+    let key = "client_auth=Zx8kQ2vLm9Pq4Rt7Yw3aB6";
+    let gone = |line: &str| {
+        let (redacted, count) = redact_text(line);
+        assert_eq!(count, 1, "{line:.120}");
+        assert!(!redacted.unwrap().contains("Zx8kQ2vLm9Pq4Rt7Yw3aB6"));
+    };
+    gone(&format!("RUN {key} make"));
+    all_stay(&[&format!("RUN --mount=type=secret,id=x {key} make")]);
+    gone(&format!(
+        "RUN --mount=type=secret,id=x{} {key} make",
+        " #".repeat(2100)
+    ));
+    gone(&format!("RUN --mount=type=secret,id=x\nRUN {key} make"));
+}

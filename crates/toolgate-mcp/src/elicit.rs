@@ -7,8 +7,9 @@
 //! that comes second is refused by the desk and changes nothing.
 //!
 //! The form carries no secrets and asks for none: its message is the desk's account of the
-//! request (tool, effect, workspace, what will happen, with credentials redacted; never a
-//! grant, a token or a request id of the console), and its only fields are the decision —
+//! request (tool, effect, workspace, what will happen; never a grant, a token or a request id
+//! of the console, and none at all for a request holding what redaction would hide), and its
+//! only fields are the decision —
 //! allow once or reject — and an optional reason for the model. Standing workspace grants are
 //! given in the console only.
 //!
