@@ -15,10 +15,12 @@
 //! toolgate, before the caller goes on, and flushed to the disk by a background thread within
 //! [`FLUSH_INTERVAL`]. A commit holding both kinds is flushed.
 //!
-//! Inside each transaction the committer reads the newest record again rather than trusting
-//! what it wrote last, so several processes (a `serve` and a `call`) can append to one log and
-//! keep one chain; a newest record it did not write is checked before anything is chained to
-//! it, and one that does not verify stops every append (fail closed).
+//! Several processes (a `serve` and a `call`) can append to one log and keep one chain. Inside
+//! each transaction the committer asks SQLite whether another connection has committed since
+//! its own last commit (`PRAGMA data_version`); if one has, or if this is its first commit, it
+//! reads the newest record and the head file again rather than trusting what it wrote last. A
+//! newest record it did not write is checked before anything is chained to it, and one that
+//! does not verify stops every append (fail closed).
 //!
 //! A call with effects is recorded as *started* before its executor runs, and the log keeps a
 //! table of starts without an outcome, each with the process that made it. Every process that
@@ -34,7 +36,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use rusqlite::{Connection, OpenFlags, OptionalExtension as _, TransactionBehavior};
+use rusqlite::{Connection, OpenFlags, OptionalExtension as _};
 use serde_json::json;
 use toolgate_core::record::Intent;
 use toolgate_core::{EffectClass, Outcome, RecordError, Recorder, Status, canonical_json};
@@ -277,6 +279,15 @@ struct Writer {
     owner: String,
     /// Whether the connection is at `synchronous=FULL` now.
     full: bool,
+    /// The newest record as of this connection's last commit, and the log's data version then:
+    /// while no other connection commits, the version stays and the newest record is this one.
+    known: Option<Known>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Known {
+    head: Head,
+    version: i64,
 }
 
 #[derive(Debug)]
@@ -394,6 +405,7 @@ impl AuditLog {
                 sealer,
                 owner,
                 full: true,
+                known: None,
             }),
             to_background,
             background_failed: Arc::clone(&background_failed),
@@ -684,16 +696,27 @@ impl Writer {
                 .map_err(failed)?;
             self.full = flush;
         }
-        let transaction = self
-            .connection
-            .transaction_with_behavior(TransactionBehavior::Immediate)
+        // Whatever fails below, the next commit reads the newest record again.
+        let known = self.known.take();
+        let transaction = Immediate::begin(&self.connection).map_err(failed)?;
+        let version: i64 = transaction
+            .prepare_cached("PRAGMA data_version")
+            .and_then(|mut s| s.query_row([], |row| row.get(0)))
             .map_err(failed)?;
-        let witnessed = self
-            .head_file
-            .read()
-            .map_err(|e| format!("cannot read the audit head file: {e}"))?;
-        let newest_record = newest(&transaction).map_err(failed)?;
-        let mut head = check_newest(newest_record.as_ref(), witnessed)?;
+        // Sealing looks at the newest record itself (another process may have sealed it).
+        let unchanged = known.filter(|k| k.version == version && !seal_due);
+        let (mut head, newest_record) = match unchanged {
+            Some(known) => (known.head, None),
+            None => {
+                let witnessed = self
+                    .head_file
+                    .read()
+                    .map_err(|e| format!("cannot read the audit head file: {e}"))?;
+                let newest_record = newest(&transaction).map_err(failed)?;
+                let head = check_newest(newest_record.as_ref(), witnessed)?;
+                (head, newest_record)
+            }
+        };
         let mut insert = transaction
             .prepare_cached(
                 "INSERT INTO records (seq, body, prev_hash, hash) VALUES (?1, ?2, ?3, ?4)",
@@ -786,6 +809,7 @@ impl Writer {
         }
         drop(insert);
         transaction.commit().map_err(failed)?;
+        self.known = Some(Known { head, version });
         if let (Some(epoch), Some(sealer)) = (evolve_to, &mut self.sealer) {
             // The seal is committed before the key that made it is erased: a crash between
             // the two leaves the epoch sealed twice, never not at all.
@@ -802,6 +826,46 @@ impl Writer {
                 flushed: flush,
             }),
         ))
+    }
+}
+
+/// A `BEGIN IMMEDIATE` transaction on the writer's connection, rolled back unless committed.
+/// Unlike rusqlite's `Transaction`, which parses `BEGIN` and `COMMIT` anew each time, it runs
+/// statements the connection has cached: a commit per call makes the parsing show.
+struct Immediate<'c> {
+    connection: &'c Connection,
+    committed: bool,
+}
+
+impl<'c> Immediate<'c> {
+    fn begin(connection: &'c Connection) -> rusqlite::Result<Immediate<'c>> {
+        connection.prepare_cached("BEGIN IMMEDIATE")?.execute([])?;
+        Ok(Immediate {
+            connection,
+            committed: false,
+        })
+    }
+
+    fn commit(mut self) -> rusqlite::Result<()> {
+        self.connection.prepare_cached("COMMIT")?.execute([])?;
+        self.committed = true;
+        Ok(())
+    }
+}
+
+impl std::ops::Deref for Immediate<'_> {
+    type Target = Connection;
+
+    fn deref(&self) -> &Connection {
+        self.connection
+    }
+}
+
+impl Drop for Immediate<'_> {
+    fn drop(&mut self) {
+        if !self.committed && !self.connection.is_autocommit() {
+            let _ = self.connection.execute_batch("ROLLBACK");
+        }
     }
 }
 

@@ -179,6 +179,46 @@ fn opening_refuses_a_truncated_log_or_one_without_its_head_file() {
     assert_eq!(finding(&path), Finding::HeadMissing);
 }
 
+/// A writer trusts what it committed last only while no other connection has committed since:
+/// a record rewritten or cut away under an open log stops its next append.
+#[test]
+fn a_change_made_under_an_open_log_is_checked_before_the_next_append() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = db(&dir);
+    let log = AuditLog::open(&path, fast()).unwrap();
+    for n in 1..=3 {
+        log.append(call(n)).unwrap();
+    }
+    sql(
+        &path,
+        "UPDATE records SET body = replace(body, 'c-3', 'c-9') WHERE seq = 3",
+    );
+    let error = log.append(call(4)).unwrap_err().0;
+    assert!(error.contains("record 3 does not verify"), "{error}");
+    drop(log);
+
+    let dir = tempfile::tempdir().unwrap();
+    let path = db(&dir);
+    let log = AuditLog::open(&path, fast()).unwrap();
+    for n in 1..=3 {
+        log.append(call(n)).unwrap();
+    }
+    // Once the head file witnesses record 3, cutting it away is a truncation.
+    let started = std::time::Instant::now();
+    while verify(&path).unwrap().witnessed != Some(3) {
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "record 3 never witnessed"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    sql(&path, "DELETE FROM records WHERE seq = 3");
+    let error = log.append(call(4)).unwrap_err().0;
+    assert!(error.contains("witnessed record 3"), "{error}");
+    // Nothing was appended to it.
+    assert_eq!(verify(&path).unwrap().records, 2);
+}
+
 #[test]
 fn a_log_created_without_its_table_is_empty_and_can_be_opened() {
     // A crash after the database file is created but before its table is.

@@ -6,7 +6,6 @@
 //! happened to serialize its request.
 
 use std::fmt;
-use std::fmt::Write as _;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -56,12 +55,15 @@ pub fn sha256_digest(bytes: &[u8]) -> Digest {
 /// The canonical text of `value`: object keys sorted by their UTF-8 bytes, no insignificant
 /// whitespace, integral floats written as integers, strings escaped as serde_json escapes them.
 pub fn canonical_json(value: &Value) -> String {
-    let mut out = String::new();
+    let mut out = Vec::with_capacity(256);
     write_canonical(value, &mut out);
-    out
+    // Every piece was written by serde_json or is ASCII punctuation, so the text is UTF-8.
+    String::from_utf8(out).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
 }
 
-fn write_canonical(value: &Value, out: &mut String) {
+/// Writes the canonical text of `value` into `out`, in place: every call to audit makes a
+/// record, so no piece is built as a string of its own first.
+fn write_canonical(value: &Value, out: &mut Vec<u8>) {
     match value {
         Value::Null | Value::Bool(_) | Value::String(_) => push_json(value, out),
         Value::Number(number) => match number.as_f64() {
@@ -78,33 +80,33 @@ fn write_canonical(value: &Value, out: &mut String) {
                     reason = "the value is integral and below 2^53, so the cast is exact"
                 )]
                 let integer = float as i64;
-                let _ = write!(out, "{integer}");
+                push_json(&integer, out);
             }
             _ => push_json(value, out),
         },
         Value::Array(items) => {
-            out.push('[');
+            out.push(b'[');
             for (i, item) in items.iter().enumerate() {
                 if i > 0 {
-                    out.push(',');
+                    out.push(b',');
                 }
                 write_canonical(item, out);
             }
-            out.push(']');
+            out.push(b']');
         }
         Value::Object(map) => {
             let mut entries: Vec<_> = map.iter().collect();
             entries.sort_unstable_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
-            out.push('{');
+            out.push(b'{');
             for (i, (key, item)) in entries.into_iter().enumerate() {
                 if i > 0 {
-                    out.push(',');
+                    out.push(b',');
                 }
-                push_json(&Value::String(key.clone()), out);
-                out.push(':');
+                push_json(key.as_str(), out);
+                out.push(b':');
                 write_canonical(item, out);
             }
-            out.push('}');
+            out.push(b'}');
         }
     }
 }
@@ -156,11 +158,9 @@ pub fn json_string_len(text: &str) -> usize {
     2 + text.len() + extra
 }
 
-fn push_json(value: &Value, out: &mut String) {
-    // Serializing a `Value` into a String cannot fail: every key is a string.
-    if let Ok(text) = serde_json::to_string(value) {
-        out.push_str(&text);
-    }
+fn push_json<T: Serialize + ?Sized>(value: &T, out: &mut Vec<u8>) {
+    // Writing a `Value`, a string or a number into memory cannot fail: every key is a string.
+    let _ = serde_json::to_writer(out, value);
 }
 
 #[cfg(test)]
