@@ -10,12 +10,17 @@
 //! arguments. The local debug setting adds those messages, the unknowns and the output,
 //! redacted once more and bounded.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
+use serde::Serialize;
 use serde_json::{Map, Value, json};
 use sha2::{Digest as _, Sha256};
 use toolgate_core::record::Intent;
-use toolgate_core::{Outcome, canonical_json, redact};
+use toolgate_core::{
+    Canonical, Digest, EffectClass, Outcome, RejectCode, Stage, Status, Surface, ToolErrorCode,
+    canonical_json, redact,
+};
 
 /// The most output a debug record keeps, in bytes of its JSON text.
 const DEBUG_OUTPUT_BYTES: usize = 64 << 10;
@@ -28,37 +33,106 @@ pub fn record_body(outcome: &Outcome, store_values: bool) -> String {
 
 /// [`record_body`] of a call whose start is record `started`, which the outcome names.
 pub fn record_body_after(outcome: &Outcome, store_values: bool, started: Option<u64>) -> String {
-    let mut call = match serde_json::to_value(outcome.evidence()) {
-        Ok(Value::Object(map)) => map,
-        // Evidence is a plain struct; should it ever fail to serialize, the record still says
-        // so rather than vanish.
-        _ => Map::from_iter([("evidence".to_owned(), json!("unserializable"))]),
+    let evidence = outcome.evidence();
+    let debug = store_values.then(|| debug_values(outcome));
+    let record = Fields {
+        actor: &evidence.actor,
+        approval_id: evidence.approval_id.as_deref(),
+        argument_digest: evidence.argument_digest.as_ref(),
+        argument_names: &evidence.argument_names,
+        call_id: &evidence.call_id,
+        debug: debug.as_ref().map(Canonical),
+        descriptor_digest: evidence.descriptor_digest.as_ref(),
+        durations_ns: &evidence.durations_ns,
+        effect: evidence.effect,
+        error: outcome.error().map(|e| ErrorFields { code: &e.code }),
+        output_bytes: evidence.output_bytes,
+        policies: &evidence.policies,
+        profile: &evidence.profile,
+        redactions: evidence.redactions,
+        rejection: outcome.rejection().map(|r| RejectionFields {
+            code: r.code,
+            stage: r.stage,
+        }),
+        request_id: evidence.request_id.as_deref(),
+        resources: evidence
+            .resources
+            .iter()
+            .map(|r| hide_resource_paths(r))
+            .collect(),
+        started,
+        status: outcome.status(),
+        surface: evidence.surface,
+        tool: &evidence.tool,
+        total_ns: evidence.total_ns,
+        truncated: evidence.truncated,
+        unknowns: outcome.unknowns().len(),
+        version: evidence.version.as_deref(),
+        workspace: &evidence.workspace,
     };
-    if let Some(Value::Array(resources)) = call.get_mut("resources") {
-        for resource in resources.iter_mut() {
-            if let Value::String(text) = resource {
-                *text = hide_resource_paths(text);
-            }
-        }
-    }
-    call.insert("status".to_owned(), json!(outcome.status()));
-    if let Some(rejection) = outcome.rejection() {
-        call.insert(
-            "rejection".to_owned(),
-            json!({"stage": rejection.stage, "code": rejection.code}),
-        );
-    }
-    if let Some(error) = outcome.error() {
-        call.insert("error".to_owned(), json!({"code": error.code}));
-    }
-    call.insert("unknowns".to_owned(), json!(outcome.unknowns().len()));
-    if store_values {
-        call.insert("debug".to_owned(), debug_values(outcome));
-    }
-    if let Some(started) = started {
-        call.insert("started".to_owned(), json!(started));
-    }
-    canonical_json(&Value::Object(call))
+    // Serializing plain fields into memory cannot fail; should it ever, the record still says
+    // so rather than vanish.
+    serde_json::to_string(&record).unwrap_or_else(|_| r#"{"evidence":"unserializable"}"#.to_owned())
+}
+
+/// What a record keeps of an outcome: its evidence (every field of
+/// [`Evidence`](toolgate_core::Evidence)), with the
+/// status, the stage and code of a rejection, the code of an error, the number of unknowns
+/// and the start it closes.
+///
+/// The fields are declared in the byte order of their names, every map in them is ordered the
+/// same way and every number is an integer, so serde_json writes the canonical text at once:
+/// a record is made for every call, and building a JSON value to sort it cost as much as the
+/// rest of the record.
+#[derive(Serialize)]
+struct Fields<'a> {
+    actor: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    approval_id: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    argument_digest: Option<&'a Digest>,
+    argument_names: &'a [String],
+    call_id: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    debug: Option<Canonical<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    descriptor_digest: Option<&'a Digest>,
+    durations_ns: &'a BTreeMap<String, u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    effect: Option<EffectClass>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<ErrorFields<'a>>,
+    output_bytes: usize,
+    policies: &'a [String],
+    profile: &'a str,
+    redactions: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    rejection: Option<RejectionFields>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    request_id: Option<&'a str>,
+    resources: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    started: Option<u64>,
+    status: Status,
+    surface: Surface,
+    tool: &'a str,
+    total_ns: u64,
+    truncated: bool,
+    unknowns: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    version: Option<&'a str>,
+    workspace: &'a str,
+}
+
+#[derive(Serialize)]
+struct RejectionFields {
+    code: RejectCode,
+    stage: Stage,
+}
+
+#[derive(Serialize)]
+struct ErrorFields<'a> {
+    code: &'a ToolErrorCode,
 }
 
 /// The canonical JSON of a call's start, recorded before its executor runs: what the call is
@@ -207,7 +281,7 @@ fn debug_values(outcome: &Outcome) -> Value {
 mod tests {
     use std::collections::BTreeMap;
 
-    use toolgate_core::{Evidence, RejectCode, Rejection, Surface};
+    use toolgate_core::{Evidence, Rejection, ToolError};
 
     use super::*;
 
@@ -242,6 +316,115 @@ mod tests {
             },
             Vec::new(),
         )
+    }
+
+    /// The record as it was made before its fields were declared in order: the evidence as
+    /// a JSON value, the other fields added, the whole made canonical.
+    fn record_by_value(outcome: &Outcome, store_values: bool, started: Option<u64>) -> String {
+        let Value::Object(mut call) = serde_json::to_value(outcome.evidence()).unwrap() else {
+            panic!("evidence is an object");
+        };
+        if let Some(Value::Array(resources)) = call.get_mut("resources") {
+            for resource in resources.iter_mut() {
+                if let Value::String(text) = resource {
+                    *text = hide_resource_paths(text);
+                }
+            }
+        }
+        call.insert("status".to_owned(), json!(outcome.status()));
+        if let Some(rejection) = outcome.rejection() {
+            call.insert(
+                "rejection".to_owned(),
+                json!({"stage": rejection.stage, "code": rejection.code}),
+            );
+        }
+        if let Some(error) = outcome.error() {
+            call.insert("error".to_owned(), json!({"code": error.code}));
+        }
+        call.insert("unknowns".to_owned(), json!(outcome.unknowns().len()));
+        if store_values {
+            call.insert("debug".to_owned(), debug_values(outcome));
+        }
+        if let Some(started) = started {
+            call.insert("started".to_owned(), json!(started));
+        }
+        canonical_json(&Value::Object(call))
+    }
+
+    /// Evidence with every optional field present and every list and map filled.
+    fn full_evidence() -> Evidence {
+        Evidence {
+            call_id: "9f-12".to_owned(),
+            request_id: Some("req \"7\"".to_owned()),
+            tool: "upstream.fs.read_text_file".to_owned(),
+            version: Some("2.1".to_owned()),
+            descriptor_digest: Some(toolgate_core::sha256_digest(b"descriptor")),
+            surface: Surface::Chat,
+            actor: "alice\u{e9}".to_owned(),
+            profile: "review".to_owned(),
+            workspace: "sha256:ab".to_owned(),
+            effect: Some(EffectClass::LocalWrite),
+            argument_names: vec!["path".to_owned(), "Offset".to_owned()],
+            argument_digest: Some(toolgate_core::sha256_digest(b"arguments")),
+            resources: vec![
+                "path:src/lib.rs".to_owned(),
+                "program:/usr/bin/git".to_owned(),
+            ],
+            approval_id: Some("ap-1".to_owned()),
+            policies: vec!["default-read-only".to_owned(), "b".to_owned()],
+            durations_ns: BTreeMap::from([
+                ("validate".to_owned(), 12),
+                ("Approve".to_owned(), u64::MAX),
+                ("authorize".to_owned(), 0),
+            ]),
+            total_ns: 123_456_789,
+            output_bytes: 4096,
+            truncated: true,
+            redactions: 2,
+        }
+    }
+
+    /// Every kind of outcome, with and without its optional parts.
+    fn outcomes() -> Vec<Outcome> {
+        let unknowns = vec!["the exit status".to_owned()];
+        vec![
+            rejected(),
+            Outcome::refused(
+                Rejection::new(RejectCode::UnknownArgument, "no"),
+                full_evidence(),
+                unknowns.clone(),
+            ),
+            Outcome::done(
+                json!({"b": 1.0, "a": "key AKIAIOSFODNN7EXAMPLE"}),
+                full_evidence(),
+                Vec::new(),
+            ),
+            Outcome::failed(
+                ToolError::new(ToolErrorCode::NotFound, "no such file"),
+                full_evidence(),
+                unknowns,
+            ),
+        ]
+    }
+
+    /// A record is the canonical text of what it keeps, whichever way it is built, and it
+    /// keeps every field of the evidence: a field added to `Evidence` and not to `Fields`
+    /// fails here.
+    #[test]
+    fn the_record_is_the_canonical_text_of_every_field() {
+        for outcome in outcomes() {
+            for store_values in [false, true] {
+                for started in [None, Some(7)] {
+                    let body = record_body_after(&outcome, store_values, started);
+                    assert_eq!(body, record_by_value(&outcome, store_values, started));
+                    assert_eq!(
+                        body,
+                        canonical_json(&serde_json::from_str(&body).unwrap()),
+                        "not canonical"
+                    );
+                }
+            }
+        }
     }
 
     #[test]

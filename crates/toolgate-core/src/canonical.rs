@@ -55,58 +55,54 @@ pub fn sha256_digest(bytes: &[u8]) -> Digest {
 /// The canonical text of `value`: object keys sorted by their UTF-8 bytes, no insignificant
 /// whitespace, integral floats written as integers, strings escaped as serde_json escapes them.
 pub fn canonical_json(value: &Value) -> String {
-    let mut out = Vec::with_capacity(256);
-    write_canonical(value, &mut out);
-    // Every piece was written by serde_json or is ASCII punctuation, so the text is UTF-8.
-    String::from_utf8(out).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+    // Serializing into memory cannot fail: every key is a string.
+    serde_json::to_string(&Canonical(value)).unwrap_or_default()
 }
 
-/// Writes the canonical text of `value` into `out`, in place: every call to audit makes a
-/// record, so no piece is built as a string of its own first.
-fn write_canonical(value: &Value, out: &mut Vec<u8>) {
-    match value {
-        Value::Null | Value::Bool(_) | Value::String(_) => push_json(value, out),
-        Value::Number(number) => match number.as_f64() {
-            // 1.0 and 1 are the same JSON number; write the integer form. Beyond 2^53 an f64
-            // is not exact, so such values keep the text serde_json gives them.
-            Some(float)
-                if !number.is_i64()
-                    && !number.is_u64()
-                    && float.fract() == 0.0
-                    && float.abs() < 9_007_199_254_740_992.0 =>
-            {
-                #[expect(
-                    clippy::cast_possible_truncation,
-                    reason = "the value is integral and below 2^53, so the cast is exact"
-                )]
-                let integer = float as i64;
-                push_json(&integer, out);
-            }
-            _ => push_json(value, out),
-        },
-        Value::Array(items) => {
-            out.push(b'[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
+/// A JSON value that serializes as its canonical text ([`canonical_json`]), written straight
+/// into the serializer's buffer, so that it can be a field of a struct serialized whole.
+#[derive(Debug, Clone, Copy)]
+pub struct Canonical<'a>(pub &'a Value);
+
+impl Serialize for Canonical<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::{SerializeMap as _, SerializeSeq as _};
+        match self.0 {
+            Value::Number(number) => match number.as_f64() {
+                // 1.0 and 1 are the same JSON number; write the integer form. Beyond 2^53 an
+                // f64 is not exact, so such values keep the text serde_json gives them.
+                Some(float)
+                    if !number.is_i64()
+                        && !number.is_u64()
+                        && float.fract() == 0.0
+                        && float.abs() < 9_007_199_254_740_992.0 =>
+                {
+                    #[expect(
+                        clippy::cast_possible_truncation,
+                        reason = "the value is integral and below 2^53, so the cast is exact"
+                    )]
+                    let integer = float as i64;
+                    serializer.serialize_i64(integer)
                 }
-                write_canonical(item, out);
-            }
-            out.push(b']');
-        }
-        Value::Object(map) => {
-            let mut entries: Vec<_> = map.iter().collect();
-            entries.sort_unstable_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
-            out.push(b'{');
-            for (i, (key, item)) in entries.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
+                _ => number.serialize(serializer),
+            },
+            Value::Array(items) => {
+                let mut seq = serializer.serialize_seq(Some(items.len()))?;
+                for item in items {
+                    seq.serialize_element(&Canonical(item))?;
                 }
-                push_json(key.as_str(), out);
-                out.push(b':');
-                write_canonical(item, out);
+                seq.end()
             }
-            out.push(b'}');
+            Value::Object(map) => {
+                let mut entries: Vec<_> = map.iter().collect();
+                entries.sort_unstable_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
+                let mut out = serializer.serialize_map(Some(entries.len()))?;
+                for (key, item) in entries {
+                    out.serialize_entry(key, &Canonical(item))?;
+                }
+                out.end()
+            }
+            Value::Null | Value::Bool(_) | Value::String(_) => self.0.serialize(serializer),
         }
     }
 }
@@ -158,11 +154,6 @@ pub fn json_string_len(text: &str) -> usize {
     2 + text.len() + extra
 }
 
-fn push_json<T: Serialize + ?Sized>(value: &T, out: &mut Vec<u8>) {
-    // Writing a `Value`, a string or a number into memory cannot fail: every key is a string.
-    let _ = serde_json::to_writer(out, value);
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -182,6 +173,23 @@ mod tests {
         assert_eq!(canonical_json(&json!(1.0)), "1");
         assert_eq!(canonical_json(&json!(-3.0)), "-3");
         assert_eq!(canonical_json(&json!(1.5)), "1.5");
+    }
+
+    /// Digests bound before (approvals, descriptor pins) must still match: the text is fixed.
+    #[test]
+    fn the_canonical_text_is_fixed_to_the_byte() {
+        let value: Value = serde_json::from_str(
+            r#"{"z": [1.0, -0.0, 2.5e-3, 1e300, 18446744073709551615, -9007199254740993],
+                "é": "tab\t nl\n quote\" back\\ bell\u0007 \u2028 😀",
+                "Z": {"b": null, "a": true, "": false}, "a b": [], "aa": {}}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            canonical_json(&value),
+            "{\"Z\":{\"\":false,\"a\":true,\"b\":null},\"a b\":[],\"aa\":{},\
+             \"z\":[1,0,0.0025,1e+300,18446744073709551615,-9007199254740993],\
+             \"é\":\"tab\\t nl\\n quote\\\" back\\\\ bell\\u0007 \u{2028} 😀\"}"
+        );
     }
 
     #[test]

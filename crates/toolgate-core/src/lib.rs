@@ -75,7 +75,7 @@ pub use approval::{
     MAX_REASON_CHARS, SystemClock,
 };
 pub use cancel::{Cancel, OnCancel};
-pub use canonical::{Digest, canonical_json, sha256_digest};
+pub use canonical::{Canonical, Digest, canonical_json, sha256_digest};
 pub use invocation::{Invocation, NormalizeBounds, RawArguments, RawCall, Surface};
 pub use notice::{NOTICES_PER_SECOND, Notice, NoticeSink};
 pub use outcome::{Evidence, Outcome, Status, ToolError, ToolErrorCode, ToolOutput};

@@ -233,7 +233,22 @@ impl ServerHandler for Session {
         Ok(ListToolsResult::with_all_items(tools))
     }
 
-    async fn call_tool(
+    fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> impl Future<Output = Result<CallToolResponse, McpError>> + Send + '_ {
+        // rmcp runs each request as a task of its own, whose future it moves whole several
+        // times (into the task, then at each change of the task's stage), and a call's future
+        // is several kibibytes: boxed, each move copies a pointer.
+        Box::pin(self.serve_call(request, context))
+    }
+}
+
+impl Session {
+    /// A `tools/call`: the request's arguments through the pipeline, watched for
+    /// cancellation, progress and an answer asked of the client, then its result.
+    async fn serve_call(
         &self,
         request: CallToolRequestParams,
         mut context: RequestContext<RoleServer>,
