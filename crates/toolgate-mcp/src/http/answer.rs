@@ -123,18 +123,16 @@ impl Events {
     }
 }
 
-/// Where the first whole event in `text` ends (past its blank line), if it is whole.
+/// Where the first whole event in `text` ends (past its blank line), if it is whole. A line
+/// of nothing but carriage returns is blank.
 fn event_end(text: &[u8]) -> Option<usize> {
-    let mut at = 0;
-    let mut line_start = true;
-    while let Some(&byte) = text.get(at) {
-        at += 1;
-        match byte {
-            b'\n' if line_start => return Some(at),
-            b'\n' => line_start = true,
-            b'\r' => {}
-            _ => line_start = false,
+    let mut line_start = 0;
+    for newline in memchr::memchr_iter(b'\n', text) {
+        let line = text.get(line_start..newline).unwrap_or_default();
+        if line.iter().all(|&b| b == b'\r') {
+            return Some(newline + 1);
         }
+        line_start = newline + 1;
     }
     None
 }
@@ -153,13 +151,17 @@ enum Event {
 fn classify(event: &[u8]) -> Event {
     let mut data: Option<Vec<u8>> = None;
     let mut fields = false;
-    for line in event.split(|&b| b == b'\n') {
+    let mut line_start = 0;
+    let ends = memchr::memchr_iter(b'\n', event).chain(std::iter::once(event.len()));
+    for end in ends {
+        let line = event.get(line_start..end).unwrap_or_default();
+        line_start = end + 1;
         let line = line.strip_suffix(b"\r").unwrap_or(line);
         if line.is_empty() || line.first() == Some(&b':') {
             continue;
         }
         fields = true;
-        let (name, value) = match line.iter().position(|&b| b == b':') {
+        let (name, value) = match memchr::memchr(b':', line) {
             Some(colon) => {
                 let (name, value) = line.split_at(colon);
                 let value = value.get(1..).unwrap_or_default();
@@ -329,6 +331,73 @@ mod tests {
             classify(b"data: a\ndata:b\n\n"),
             Event::Message(b"a\nb".to_vec())
         );
+    }
+
+    /// The event's end and fields, found byte by byte: what the line scans must agree with.
+    fn event_end_bytewise(text: &[u8]) -> Option<usize> {
+        let mut line_start = true;
+        for (at, &byte) in text.iter().enumerate() {
+            match byte {
+                b'\n' if line_start => return Some(at + 1),
+                b'\n' => line_start = true,
+                b'\r' => {}
+                _ => line_start = false,
+            }
+        }
+        None
+    }
+
+    fn classify_bytewise(event: &[u8]) -> Event {
+        let mut data: Option<Vec<u8>> = None;
+        let mut fields = false;
+        for line in event.split(|&b| b == b'\n') {
+            let line = line.strip_suffix(b"\r").unwrap_or(line);
+            if line.is_empty() || line.first() == Some(&b':') {
+                continue;
+            }
+            fields = true;
+            let (name, value) = match line.iter().position(|&b| b == b':') {
+                Some(colon) => {
+                    let value = &line[colon + 1..];
+                    (&line[..colon], value.strip_prefix(b" ").unwrap_or(value))
+                }
+                None => (line, &b""[..]),
+            };
+            if name == b"data" {
+                let data = data.get_or_insert_with(Vec::new);
+                if !data.is_empty() {
+                    data.push(b'\n');
+                }
+                data.extend_from_slice(value);
+            }
+        }
+        match data {
+            Some(data) if !data.iter().all(u8::is_ascii_whitespace) => Event::Message(data),
+            _ if fields => Event::Priming,
+            _ => Event::Comment,
+        }
+    }
+
+    /// Every text of up to seven pieces of line ends, colons and field names.
+    #[test]
+    fn line_scans_agree_with_a_byte_by_byte_reading() {
+        let pieces: [&[u8]; 6] = [b"\n", b"\r", b":", b" ", b"data", b"x"];
+        let mut texts: Vec<Vec<u8>> = vec![Vec::new()];
+        for _ in 0..7 {
+            let longer: Vec<Vec<u8>> = texts
+                .iter()
+                .filter(|t| t.len() < 7)
+                .flat_map(|t| pieces.iter().map(move |p| [t.as_slice(), p].concat()))
+                .collect();
+            texts.extend(longer);
+        }
+        texts.sort();
+        texts.dedup();
+        assert!(texts.len() > 10_000, "{}", texts.len());
+        for text in &texts {
+            assert_eq!(event_end(text), event_end_bytewise(text), "{text:?}");
+            assert_eq!(classify(text), classify_bytewise(text), "{text:?}");
+        }
     }
 
     #[tokio::test]
