@@ -219,6 +219,8 @@ fn hostile(c: &mut Criterion) {
         ("netrc", "machine machine password "),
         ("telegram", "123456789:AA"),
         ("openai_legacy", "sk-sk-sk-a "),
+        ("pass", "DB_PASS=pass pass_pass "),
+        ("pwd", "A_PWD=_pwd b_pwd_pwd "),
     ] {
         cases.push((name.to_owned(), mebibyte(unit)));
     }

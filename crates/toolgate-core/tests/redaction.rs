@@ -622,6 +622,50 @@ fn named_secrets_shaped_like_ids_are_redacted() {
     ]);
 }
 
+/// Names that end in `pass` or `_pwd`, as .env and compose files spell them.
+#[test]
+fn short_password_names_are_redacted_and_look_alikes_stay() {
+    for (line, redacted) in [
+        ("DB_PASS=Zk8qTr2mWx9v", "DB_PASS=[REDACTED]"),
+        ("MYSQL_PWD=hunter2hunter2", "MYSQL_PWD=[REDACTED]"),
+        (
+            "export SMTP_PASS='q9Zx8Wv7'",
+            "export SMTP_PASS='[REDACTED]'",
+        ),
+        (
+            "  redis_pass: \"Rz8v-K2pL\"",
+            "  redis_pass: \"[REDACTED]\"",
+        ),
+        (
+            "{\"db_pass\": \"Jd8kL2mN9p\"}",
+            "{\"db_pass\": \"[REDACTED]\"}",
+        ),
+        ("PASS=x7Fq9w", "PASS=[REDACTED]"),
+        (
+            "openssl enc -pass pass:S3cr3t!9",
+            "openssl enc -pass pass:[REDACTED]",
+        ),
+        ("MQ_ADMIN_PWD = 4f7e-Qz", "MQ_ADMIN_PWD = [REDACTED]"),
+    ] {
+        assert_eq!(redact_text(line), (Some(redacted.to_owned()), 1), "{line}");
+    }
+    all_stay(&[
+        "PWD=/home/alice/project",
+        "OLDPWD=/tmp/build-7f3a",
+        "bypass=Zk8qTr2mWx9v",
+        "compass: n0rth-3ast",
+        "PASS_THROUGH=1",
+        "FIRST_PASS=true",
+        "DB_PASS=${DB_PASS}",
+        "DB_PASS=",
+        "tests pass: 120/120",
+        "\"pass\": true",
+        "passes=12",
+        "let pass = compute(&input);",
+        "SMTP_PASS: required",
+    ]);
+}
+
 #[test]
 fn headers_and_lines_that_only_name_a_credential_stay() {
     all_stay(&[
