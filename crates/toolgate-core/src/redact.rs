@@ -21,11 +21,8 @@
 //! matched, so that it finds what a search of the whole text finds at a fraction of the cost.
 //! A match counts when its secret clears the rule's entropy threshold and no allowlist holds,
 //! as in gitleaks. toolgate's own `sha256:` digests, git object ids and UUIDs are never
-//! redacted on their own or as the value of gitleaks' generic rule, whose names are as broad as
-//! `key`; given to one of the names toolgate's own rules know (password, secret, token, API or
-//! access key, credential), hex ids and UUIDs are redacted unless the name says they are a
-//! hash (`token_hash`) or a token and nothing stronger (`next_token=<uuid>`), since secrets
-//! are made with `openssl rand -hex 32` and many API keys are UUIDs (see `Exempt`).
+//! redacted on their own or as the value of a generic assignment; only a provider rule that
+//! names the provider (`HEROKU_API_KEY=<uuid>`) redacts one.
 //!
 //! The count of replacements goes into the evidence so a reviewer knows something was hidden.
 //! Should the compiled-in rules ever fail to load, every text is replaced whole: output that
@@ -326,8 +323,7 @@ struct RuleData {
     keywords: Vec<String>,
     #[serde(default)]
     allowlists: Vec<AllowlistData>,
-    /// Whether the rule matches on a name alone, as gitleaks' generic rule does (see
-    /// [`Exempt::Named`]).
+    /// Whether the rule matches on a name alone (see [`Rule::generic`]).
     #[serde(skip)]
     generic: bool,
 }
@@ -367,84 +363,9 @@ pub(crate) struct Rule {
     entropy: Option<f64>,
     keywords: Vec<String>,
     allowlists: Vec<Allowlist>,
-    /// Which digests, object ids and UUIDs it leaves alone.
-    exempt: Exempt,
-}
-
-/// Which values shaped like toolgate's digests (`sha256:` and 64 hex digits), git object ids
-/// (40 or 64 hex digits) and UUIDs a rule leaves alone, beyond a match that is nothing but
-/// one (which every rule leaves).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Exempt {
-    /// None more: a provider's rule, whose name or prefix says what the value is.
-    Nothing,
-    /// All of them: gitleaks' generic rule matches on names as broad as `key`, `auth` and
-    /// `access`, which name digests and ids as often as secrets (`cache_key: <sha>`).
-    Shapes,
-    /// toolgate's own rules, whose names say password, secret, token, key or credential:
-    /// `sha256:` digests; hex ids only under a name that says it holds a hash (`token_hash`,
-    /// `password_sha1`), since `openssl rand -hex 32` is how secrets are made; UUIDs only
-    /// under a name that says token and nothing stronger (`next_token`, a page's), since many
-    /// API keys are UUIDs.
-    Named,
-}
-
-impl Exempt {
-    /// Whether a value of `shape` given to the name `name` (the match before the value) is
-    /// left alone.
-    fn leaves(self, shape: Shape, name: &str) -> bool {
-        match self {
-            Exempt::Nothing => false,
-            Exempt::Shapes => true,
-            Exempt::Named => {
-                let name = name.to_ascii_lowercase();
-                let says = |words: &[&str]| words.iter().any(|word| name.contains(word));
-                match shape {
-                    Shape::Digest => true,
-                    Shape::Hex => says(&["hash", "digest", "sha", "checksum", "fingerprint"]),
-                    Shape::Uuid => {
-                        says(&["token"])
-                            && !says(&[
-                                "pass",
-                                "pwd",
-                                "secret",
-                                "private",
-                                "api",
-                                "access",
-                                "credential",
-                            ])
-                    }
-                }
-            }
-        }
-    }
-}
-
-/// The shape of a protected value.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Shape {
-    /// `sha256:` and 64 hex digits.
-    Digest,
-    /// 40 or 64 hex digits.
-    Hex,
-    Uuid,
-}
-
-impl Shape {
-    fn of(value: &str) -> Shape {
-        let value = value.trim_matches(['"', '\'']);
-        if value.len() > 7
-            && value
-                .get(..7)
-                .is_some_and(|p| p.eq_ignore_ascii_case("sha256:"))
-        {
-            Shape::Digest
-        } else if value.contains('-') {
-            Shape::Uuid
-        } else {
-            Shape::Hex
-        }
-    }
+    /// gitleaks' generic rule and toolgate's own: they match on a name alone, so digests,
+    /// object ids and UUIDs are exempt from them.
+    generic: bool,
 }
 
 #[derive(Debug)]
@@ -753,13 +674,7 @@ fn compile(pattern: &str) -> Option<Regex> {
 
 impl Rule {
     fn new(data: RuleData) -> Result<Self, String> {
-        let exempt = if data.id == "generic-api-key" {
-            Exempt::Shapes
-        } else if data.generic {
-            Exempt::Named
-        } else {
-            Exempt::Nothing
-        };
+        let generic = data.generic || data.id == "generic-api-key";
         let allowlists = data
             .allowlists
             .into_iter()
@@ -773,7 +688,7 @@ impl Rule {
             entropy: data.entropy.filter(|entropy| *entropy > 0.0),
             keywords: data.keywords,
             allowlists,
-            exempt,
+            generic,
         })
     }
 
@@ -1337,24 +1252,16 @@ impl RuleSet {
                 {
                     continue;
                 }
-                // A digest, object id or UUID is exempt when it is all a rule matched, or when
-                // the rule matched on a name alone and the name leaves it (see `Exempt`).
+                // A digest, object id or UUID is exempt when it is all a rule matched, or the
+                // rule matched on a generic name alone.
                 let shape_only = finding.secret_start == finding.match_start
                     && finding.secret_end == finding.match_end;
-                if shape_only || rule.exempt != Exempt::Nothing {
+                if rule.generic || shape_only {
                     let protected = protected.get_or_insert_with(|| protected_spans(text));
-                    let shape = protected
-                        .iter()
-                        .find(|(start, end)| {
-                            *start <= finding.secret_start && finding.secret_end <= *end
-                        })
-                        .and_then(|(start, end)| text.get(*start..*end))
-                        .or_else(|| is_protected_shape(finding.secret).then_some(finding.secret))
-                        .map(Shape::of);
-                    let name = text
-                        .get(finding.match_start..finding.secret_start)
-                        .unwrap_or_default();
-                    if shape.is_some_and(|shape| shape_only || rule.exempt.leaves(shape, name)) {
+                    if protected.iter().any(|(start, end)| {
+                        *start <= finding.secret_start && finding.secret_end <= *end
+                    }) || is_protected_shape(finding.secret)
+                    {
                         continue;
                     }
                 }

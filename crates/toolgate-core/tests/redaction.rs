@@ -579,49 +579,6 @@ fn settings_named_like_secrets_stay() {
     ]);
 }
 
-/// A value shaped like a hash or a UUID is still a secret when a name says so: secrets are
-/// made with `openssl rand -hex 32` (or `-hex 20`), and many API keys are UUIDs. Under a name
-/// that says it holds a hash, or a token and nothing stronger (a page's `next_token`), it stays.
-#[test]
-fn named_secrets_shaped_like_ids_are_redacted() {
-    let hex64 = "3b1f0c8e9a7d6c5b4a3928170f6e5d4c3b2a19080706050403020100ffeeddcc";
-    let hex40 = "9b2e4f1a7c3d8e5b6a0f1e2d3c4b5a6978877665";
-    let uuid = "3f2c8e1a-9b4d-4c7e-a1f0-6d5e4b3a2c1f";
-    for line in [
-        format!("SECRET_KEY_BASE={hex64}"),
-        format!("secret_key_base: {hex64}"),
-        format!("export JWT_SECRET={hex64}"),
-        format!("WEBHOOK_SECRET=\"{hex40}\""),
-        format!("GITHUB_TOKEN={hex40}"),
-        format!("\"api_token\": \"{hex64}\""),
-        format!("API_KEY={uuid}"),
-        format!("password: {uuid}"),
-        format!("\"client_secret\": \"{uuid}\""),
-        format!("ACCESS_KEY = {uuid}"),
-    ] {
-        let (redacted, count) = redact_text(&line);
-        assert_eq!(count, 1, "{line}");
-        let redacted = redacted.unwrap();
-        assert!(
-            redacted.contains("[REDACTED]")
-                && !redacted.contains(hex64)
-                && !redacted.contains(hex40)
-                && !redacted.contains(uuid),
-            "{redacted}"
-        );
-    }
-    all_stay(&[
-        &format!("\"token_hash\": \"{hex64}\""),
-        &format!("PASSWORD_SHA1={hex40}"),
-        &format!("secret_digest = {hex64}"),
-        &format!("\"secret_digest\": \"sha256:{hex64}\""),
-        &format!("next_token={uuid}"),
-        &format!("\"continuation_token\": \"{uuid}\""),
-        &format!("cache_key: {hex64}"),
-        &format!("key = \"{hex40}\""),
-    ]);
-}
-
 /// Names that end in `pass` or `_pwd`, as .env and compose files spell them.
 #[test]
 fn short_password_names_are_redacted_and_look_alikes_stay() {
