@@ -221,6 +221,11 @@ fn hostile(c: &mut Criterion) {
         ("openai_legacy", "sk-sk-sk-a "),
         ("pass", "DB_PASS=pass pass_pass "),
         ("pwd", "A_PWD=_pwd b_pwd_pwd "),
+        ("xml_element", "<token>token></token>"),
+        ("xml_setting", "key=\"key=\"password\" value=\""),
+        ("command_line_flag", "--token --pass -secret "),
+        ("mysql", "mysql -p mysql "),
+        ("docker_login", "docker login -u docker login "),
     ] {
         cases.push((name.to_owned(), mebibyte(unit)));
     }

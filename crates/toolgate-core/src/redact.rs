@@ -47,24 +47,24 @@ const RULE_DATA: &str = include_str!("../data/secret-rules.json");
 const SENSITIVE_NAME: &str =
     r"(?:api_?key|access_?key|secret|token|password|passwd|private_?key|credentials?)";
 
+/// The keywords of [`SENSITIVE_NAME`]: one of them is in every name it matches.
+const SENSITIVE_KEYWORDS: [&str; 11] = [
+    "api_key",
+    "apikey",
+    "access_key",
+    "accesskey",
+    "secret",
+    "token",
+    "password",
+    "passwd",
+    "private_key",
+    "privatekey",
+    "credential",
+];
+
 /// toolgate's own rules, run beside gitleaks' with the same machinery.
 fn own_rules() -> Vec<RuleData> {
-    let assignment_keywords: Vec<String> = [
-        "api_key",
-        "apikey",
-        "access_key",
-        "accesskey",
-        "secret",
-        "token",
-        "password",
-        "passwd",
-        "private_key",
-        "privatekey",
-        "credential",
-    ]
-    .into_iter()
-    .map(str::to_owned)
-    .collect();
+    let assignment_keywords: Vec<String> = SENSITIVE_KEYWORDS.map(str::to_owned).to_vec();
     // A private key's body: base64, the headers of an encrypted key (`Proc-Type: 4,ENCRYPTED`,
     // `DEK-Info: AES-128-CBC,…`), line breaks and their JSON escapes, and single dashes, so
     // that the five dashes of the closing line end it.
@@ -236,6 +236,87 @@ fn own_rules() -> Vec<RuleData> {
             r"(?-u:\b)(ATBB[A-Za-z0-9]{28,36})(?-u:\b)",
             "atbb",
         ),
+        // Stripe's webhook signing secrets (`whsec_…`), Groq's API keys (`gsk_…`) and
+        // Replicate's API tokens (`r8_…`), which gitleaks does not know.
+        shaped(
+            "toolgate-stripe-webhook-secret",
+            r"(?-u:\b)(whsec_[A-Za-z0-9+/]{32,})",
+            "whsec_",
+        ),
+        shaped(
+            "toolgate-groq-api-key",
+            r"(?-u:\b)(gsk_[A-Za-z0-9]{52})(?-u:\b)",
+            "gsk_",
+        ),
+        shaped(
+            "toolgate-replicate-api-token",
+            r"(?-u:\b)(r8_[A-Za-z0-9]{37})(?-u:\b)",
+            "r8_",
+        ),
+        // A sensitive name as an XML element, as in Maven's `settings.xml`
+        // (`<password>…</password>`, `<db.token>…</db.token>`): the name ends the opening tag.
+        RuleData {
+            keywords: SENSITIVE_KEYWORDS.map(str::to_owned).to_vec(),
+            allowlists: vec![plain_word_allowlist(), property_allowlist()],
+            generic: true,
+            ..placed(
+                "toolgate-xml-element",
+                &format!(r"(?i){SENSITIVE_NAME}>([^<\n]{{1,200}})</"),
+                "",
+            )
+        },
+        // .NET's settings, `<add key="ApiKey" value="…" />`: the name is the key's.
+        RuleData {
+            allowlists: vec![plain_word_allowlist(), property_allowlist()],
+            generic: true,
+            ..placed(
+                "toolgate-xml-setting",
+                &format!(r#"(?i)key="[\w.:-]{{0,40}}?{SENSITIVE_NAME}"[\t ]+value="([^"\n]+)""#),
+                "key=\"",
+            )
+        },
+        // Passwords and tokens given on a command line: `--password x`, `--token=x`,
+        // `-pass x`, `--api-key x`. The dashes are optional to the expression, so that it is
+        // tried only where a name is; the allowlist lets through a match without them.
+        RuleData {
+            keywords: ["pass", "token", "secret", "api-key", "apikey"]
+                .map(str::to_owned)
+                .to_vec(),
+            allowlists: vec![
+                plain_word_allowlist(),
+                AllowlistData {
+                    target: Target::Match,
+                    regexes: vec![r"^[^-]".to_owned()],
+                    stopwords: Vec::new(),
+                },
+                // OpenSSL's sources (`-pass env:VAR`, `file:…`); after `pass:` the password
+                // itself is the short-name rule's.
+                AllowlistData {
+                    target: Target::Secret,
+                    regexes: vec![r"^(?:pass|env|file|fd|stdin)(?::|$)".to_owned()],
+                    stopwords: Vec::new(),
+                },
+            ],
+            generic: true,
+            ..placed(
+                "toolgate-command-line-flag",
+                r#"(?i)(?:-{1,2}[A-Za-z0-9_-]{0,20}?)?(?:password|passwd|pass|token|secret|api-?key)(?:[\t ]+|=)["']?([^\s'"<>-][^\s'"<>]*)"#,
+                "",
+            )
+        },
+        RuleData {
+            keywords: ["mysql", "mariadb"].map(str::to_owned).to_vec(),
+            ..placed(
+                "toolgate-mysql-password",
+                r#"(?i)(?-u:\b)(?:mysql|mysqldump|mysqladmin|mariadb)[\t ][^\n|;&]{0,200}?[\t ]-p([^\s'"-][^\s'"]*)"#,
+                "",
+            )
+        },
+        placed(
+            "toolgate-docker-login-password",
+            r#"(?-u:\b)docker[\t ]+login[\t ][^\n|;&]{0,200}?(?:-p|--password)(?:[\t ]+|=)["']?([^\s'"-][^\s'"]*)"#,
+            "docker",
+        ),
     ]
 }
 
@@ -301,6 +382,16 @@ fn plain_word_allowlist() -> AllowlistData {
             r"^[0-9.x*~^<>=v| ,-]*[0-9]\.[0-9.x*~^<>=v| ,-]*$".to_owned(),
             r"^\{[A-Za-z0-9_.:]*\}$".to_owned(),
         ],
+        stopwords: Vec::new(),
+    }
+}
+
+/// A property of Maven, Ant or MSBuild (`${env.REPO_PASSWORD}`, `$(DbPassword)`), which
+/// names where the value comes from.
+fn property_allowlist() -> AllowlistData {
+    AllowlistData {
+        target: Target::Secret,
+        regexes: vec![r"^\$[{(][A-Za-z0-9_.-]+[})]$".to_owned()],
         stopwords: Vec::new(),
     }
 }
@@ -1834,6 +1925,11 @@ mod tests {
             "toolgate-password-colon",
             "toolgate-pass-assignment",
             "toolgate-pwd-assignment",
+            "toolgate-xml-element",
+            "toolgate-xml-setting",
+            "toolgate-command-line-flag",
+            "toolgate-mysql-password",
+            "toolgate-docker-login-password",
         ] {
             let rule = rules.rules.iter().find(|rule| rule.id == id).unwrap();
             assert!(rule.compiled().unwrap().anchor.is_some(), "{id}");

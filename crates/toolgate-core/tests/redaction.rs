@@ -623,6 +623,84 @@ fn short_password_names_are_redacted_and_look_alikes_stay() {
     ]);
 }
 
+/// Secrets in XML settings, on command lines, and keys gitleaks does not know.
+#[test]
+fn settings_files_command_lines_and_more_keys_are_redacted() {
+    for (line, redacted) in [
+        (
+            "<server><id>repo</id><password>Jd8kL2mN9pQ</password></server>",
+            "<server><id>repo</id><password>[REDACTED]</password></server>",
+        ),
+        (
+            "<db.token>tK9-vR2mQx7</db.token>",
+            "<db.token>[REDACTED]</db.token>",
+        ),
+        (
+            "<add key=\"ApiKey\" value=\"MxW4EqZKC46vMIAkzBJC0boE\" />",
+            "<add key=\"ApiKey\" value=\"[REDACTED]\" />",
+        ),
+        (
+            "<add key=\"Smtp.Password\" value=\"q9Zx8Wv7\"/>",
+            "<add key=\"Smtp.Password\" value=\"[REDACTED]\"/>",
+        ),
+        (
+            "vault login --password Zk8qTr2mWx9v",
+            "vault login --password [REDACTED]",
+        ),
+        ("cli --token=ghx7Qp2Lm9Vt", "cli --token=[REDACTED]"),
+        (
+            "openssl pkcs12 -pass x7Fq9w",
+            "openssl pkcs12 -pass [REDACTED]",
+        ),
+        ("tool --api-key 'k3Y-9fQ2xZ'", "tool --api-key '[REDACTED]'"),
+        (
+            "mysql -uroot -pQGb5hXJtgvvN db",
+            "mysql -uroot -p[REDACTED] db",
+        ),
+        (
+            "mysqldump -h db -u app -pJd8kL2mN9p app > dump.sql",
+            "mysqldump -h db -u app -p[REDACTED] app > dump.sql",
+        ),
+        (
+            "docker login -u me -p wk27acmFcrEHnc6ovYuo registry.example.com",
+            "docker login -u me -p [REDACTED] registry.example.com",
+        ),
+        (
+            "WEBHOOK=whsec_3GxeYYXwSLQcWtxJTQr1FqXSTs98vPlL",
+            "WEBHOOK=[REDACTED]",
+        ),
+        (
+            "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",
+            "[REDACTED]",
+        ),
+        ("r8_ZlT57J9LO393gxg0emnuxlD5RVWfpz8IDyahM", "[REDACTED]"),
+    ] {
+        assert_eq!(redact_text(line), (Some(redacted.to_owned()), 1), "{line}");
+    }
+    all_stay(&[
+        "<password>${env.REPO_PASSWORD}</password>",
+        "<add key=\"Db.Password\" value=\"$(DbPassword)\" />",
+        "<token></token>",
+        "</password>\n<username>me</username>",
+        "<add key=\"ApiKey\" value=\"\" />",
+        "<add key=\"Timeout\" value=\"3f9Kx2\" />",
+        "  --password string   the password to log in with",
+        "  --token TOKEN       an API token",
+        "use --api-key <KEY> or set API_KEY",
+        "--password-stdin",
+        "echo \"$PASS\" | docker login -u me --password-stdin registry.example.com",
+        "docker login -u me registry.example.com",
+        "mysql -u root -p db",
+        "mysql -u root -p",
+        "mysql --host db -P 3306",
+        "cargo test --token-count 3",
+        "--pass 3",
+        "whsec_ is the prefix of a webhook secret",
+        "openssl enc -aes-256-cbc -pass env:ENC_PASS -in a -out b",
+        "openssl pkcs12 -passin file:/run/secrets/p12 -in cert.p12",
+    ]);
+}
+
 #[test]
 fn headers_and_lines_that_only_name_a_credential_stay() {
     all_stay(&[
