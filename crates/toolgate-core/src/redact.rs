@@ -288,6 +288,7 @@ fn own_rules() -> Vec<RuleData> {
                     target: Target::Match,
                     regexes: vec![r"^[^-]".to_owned()],
                     stopwords: Vec::new(),
+                    words: false,
                 },
                 // OpenSSL's sources (`-pass env:VAR`, `file:…`); after `pass:` the password
                 // itself is the short-name rule's.
@@ -295,6 +296,7 @@ fn own_rules() -> Vec<RuleData> {
                     target: Target::Secret,
                     regexes: vec![r"^(?:pass|env|file|fd|stdin)(?::|$)".to_owned()],
                     stopwords: Vec::new(),
+                    words: false,
                 },
             ],
             generic: true,
@@ -316,6 +318,17 @@ fn own_rules() -> Vec<RuleData> {
             "toolgate-docker-login-password",
             r#"(?-u:\b)docker[\t ]+login[\t ][^\n|;&]{0,200}?(?:-p|--password)(?:[\t ]+|=)["']?([^\s'"-][^\s'"]*)"#,
             "docker",
+        ),
+        // `sshpass -p <password>` and `redis-cli -a <password>`.
+        placed(
+            "toolgate-sshpass-password",
+            r#"(?-u:\b)sshpass[\t ]+-p[\t ]*["']?([^\s'"-][^\s'"]*)"#,
+            "sshpass",
+        ),
+        placed(
+            "toolgate-redis-cli-password",
+            r#"(?-u:\b)redis-cli[\t ][^\n|;&]{0,200}?(?:-a|--pass)[\t ]+["']?([^\s'"-][^\s'"]*)"#,
+            "redis-cli",
         ),
     ]
 }
@@ -375,8 +388,8 @@ const OWN_ENTROPY: f64 = 2.0;
 fn plain_word_allowlist() -> AllowlistData {
     AllowlistData {
         target: Target::Secret,
+        words: true,
         regexes: vec![
-            r"^[A-Za-z_.-]+$".to_owned(),
             r"^[A-Za-z_][A-Za-z0-9_.:]*!?[(\[]".to_owned(),
             r"^&[A-Za-z_'][A-Za-z0-9_:]*[),]?$|^[A-Za-z_][A-Za-z0-9_:]*<".to_owned(),
             r"^[0-9.x*~^<>=v| ,-]*[0-9]\.[0-9.x*~^<>=v| ,-]*$".to_owned(),
@@ -386,6 +399,43 @@ fn plain_word_allowlist() -> AllowlistData {
     }
 }
 
+/// Whether `text` reads as words (`allowed`, `Bearer`, `self.token`, `getSecretValue`,
+/// `ProductionDatabaseCredentials`) rather than letters drawn at random (`UKSLmOrWpm`,
+/// `rqBbNcgoIreW`, base64 without digits): letters and `_ . -` only, and each run of eight
+/// letters or more has vowels (a sixth of its letters, `y` counted) and changes case at most
+/// once in three letters. A random mix of both cases changes case about every other letter,
+/// and a word changes it where a new word begins.
+fn reads_as_words(text: &str) -> bool {
+    if text.is_empty()
+        || !text
+            .bytes()
+            .all(|b| b.is_ascii_alphabetic() || matches!(b, b'_' | b'.' | b'-'))
+    {
+        return false;
+    }
+    text.split(['_', '.', '-']).all(|run| {
+        let letters = run.as_bytes();
+        if letters.len() < 8 {
+            return true;
+        }
+        let vowels = letters
+            .iter()
+            .filter(|b| {
+                matches!(
+                    b.to_ascii_lowercase(),
+                    b'a' | b'e' | b'i' | b'o' | b'u' | b'y'
+                )
+            })
+            .count();
+        let switches = letters
+            .iter()
+            .zip(letters.iter().skip(1))
+            .filter(|(a, b)| a.is_ascii_uppercase() != b.is_ascii_uppercase())
+            .count();
+        vowels * 6 >= letters.len() && switches * 3 <= letters.len()
+    })
+}
+
 /// A property of Maven, Ant or MSBuild (`${env.REPO_PASSWORD}`, `$(DbPassword)`), which
 /// names where the value comes from.
 fn property_allowlist() -> AllowlistData {
@@ -393,6 +443,7 @@ fn property_allowlist() -> AllowlistData {
         target: Target::Secret,
         regexes: vec![r"^\$[{(][A-Za-z0-9_.-]+[})]$".to_owned()],
         stopwords: Vec::new(),
+        words: false,
     }
 }
 
@@ -427,6 +478,10 @@ struct AllowlistData {
     regexes: Vec<String>,
     #[serde(default)]
     stopwords: Vec<String>,
+    /// Also let through a secret that reads as words (see [`reads_as_words`]): toolgate's own
+    /// plain-word allowlist.
+    #[serde(skip)]
+    words: bool,
 }
 
 /// What an allowlist's regular expressions are checked against, as in gitleaks.
@@ -462,6 +517,7 @@ pub(crate) struct Rule {
 #[derive(Debug)]
 struct Allowlist {
     target: Target,
+    words: bool,
     /// The allowlist's expressions joined into one, as gitleaks does.
     pattern: Option<String>,
     compiled: OnceLock<Option<Regex>>,
@@ -1054,6 +1110,7 @@ impl Allowlist {
         };
         Ok(Self {
             target: data.target,
+            words: data.words,
             pattern,
             compiled: OnceLock::new(),
             stopwords: data
@@ -1079,7 +1136,7 @@ impl Allowlist {
                 .as_ref()
                 .is_some_and(|regex| !target.is_empty() && regex.is_match(target))
         });
-        by_regex || self.has_stopword(finding.secret)
+        by_regex || (self.words && reads_as_words(target)) || self.has_stopword(finding.secret)
     }
 
     /// Whether `secret` holds a stop word. A list whose search cannot be built allows nothing.
@@ -1930,6 +1987,8 @@ mod tests {
             "toolgate-command-line-flag",
             "toolgate-mysql-password",
             "toolgate-docker-login-password",
+            "toolgate-sshpass-password",
+            "toolgate-redis-cli-password",
         ] {
             let rule = rules.rules.iter().find(|rule| rule.id == id).unwrap();
             assert!(rule.compiled().unwrap().anchor.is_some(), "{id}");

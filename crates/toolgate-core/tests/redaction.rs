@@ -674,6 +674,14 @@ fn settings_files_command_lines_and_more_keys_are_redacted() {
             "[REDACTED]",
         ),
         ("r8_ZlT57J9LO393gxg0emnuxlD5RVWfpz8IDyahM", "[REDACTED]"),
+        (
+            "sshpass -p 'D42sZboHdIkK' ssh root@host",
+            "sshpass -p '[REDACTED]' ssh root@host",
+        ),
+        (
+            "redis-cli -h cache -a IfvfrVg5ufbOPjgV ping",
+            "redis-cli -h cache -a [REDACTED] ping",
+        ),
     ] {
         assert_eq!(redact_text(line), (Some(redacted.to_owned()), 1), "{line}");
     }
@@ -696,8 +704,39 @@ fn settings_files_command_lines_and_more_keys_are_redacted() {
         "cargo test --token-count 3",
         "--pass 3",
         "whsec_ is the prefix of a webhook secret",
+        "sshpass -p \"$SSHPASS\" ssh root@host",
+        "sshpass -e ssh root@host",
+        "redis-cli -h cache ping",
         "openssl enc -aes-256-cbc -pass env:ENC_PASS -in a -out b",
         "openssl pkcs12 -passin file:/run/secrets/p12 -in cert.p12",
+    ]);
+}
+
+/// A value of letters only is a setting or a name when it reads as words, and a secret when
+/// its letters look drawn at random (both cases mixed letter by letter, or hardly a vowel).
+#[test]
+fn letters_drawn_at_random_are_not_a_plain_word() {
+    for (line, redacted) in [
+        ("Password=UKSLmOrWpm;", "Password=[REDACTED];"),
+        (
+            "connection_string = \"Host=db;Username=app;Password=rqBbNcgoIreW\"",
+            "connection_string = \"Host=db;Username=app;Password=[REDACTED]\"",
+        ),
+        ("  password: dDJrTDdSZVBDZFZu", "  password: [REDACTED]"),
+        ("secret: qwxkzjvmtrpl", "secret: [REDACTED]"),
+    ] {
+        assert_eq!(redact_text(line), (Some(redacted.to_owned()), 1), "{line}");
+    }
+    all_stay(&[
+        "password: required",
+        "secret: getSecretValue",
+        "token: ProductionDatabaseCredentials",
+        "password = XMLHttpRequest",
+        "password: Pflichtfeld",
+        "secret = self.config.secretValue",
+        "PASSWORD=changeme",
+        "token: Bearer",
+        "password: NTLM",
     ]);
 }
 
