@@ -302,7 +302,7 @@ fn own_rules() -> Vec<RuleData> {
             generic: true,
             ..placed(
                 "toolgate-command-line-flag",
-                r#"(?i)(?:-{1,2}[A-Za-z0-9_-]{0,20}?)?(?:password|passwd|pass|token|secret|api-?key)(?:[\t ]+|=)["']?([^\s'"<>-][^\s'"<>]*)"#,
+                r#"(?i)(?:-{1,2}[A-Za-z0-9_-]{0,20}?)?(?:password|passwd|pass|token|secret|api-?key)(?:[\t ]+|=)["']?([^\s'"<>=-][^\s'"<>]*)"#,
                 "",
             )
         },
