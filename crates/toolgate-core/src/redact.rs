@@ -28,7 +28,7 @@
 //! Should the compiled-in rules ever fail to load, every text is replaced whole: output that
 //! cannot be checked does not leave.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{LazyLock, OnceLock};
 
 use aho_corasick::{AhoCorasick, Input, MatchKind};
@@ -383,14 +383,16 @@ fn pass_rule(id: &str, name: &str, keyword: &str) -> RuleData {
 const OWN_ENTROPY: f64 = 2.0;
 
 /// A value that is a plain word (`allowed`, `Bearer`, `self.token`), a call
-/// (`read_password()`), a type (`Option<String>`, `&str`), a version range (`^3.0.0 || ^4`)
-/// or a template's placeholder (`{token}`) names something; it is not a secret.
+/// (`read_password()`), a type (`Option<String>`, `&str`), a version range (`^3.0.0 || ^4`),
+/// a template's placeholder (`{token}`) or a variable of a script (`$_POST[`, `!$pass`,
+/// `$(cat`) names something; it is not a secret.
 fn plain_word_allowlist() -> AllowlistData {
     AllowlistData {
         target: Target::Secret,
         words: true,
         regexes: vec![
             r"^[A-Za-z_][A-Za-z0-9_.:]*!?[(\[]".to_owned(),
+            r"^[!-]?\$[A-Za-z_{(]".to_owned(),
             r"^&[A-Za-z_'][A-Za-z0-9_:]*[),]?$|^[A-Za-z_][A-Za-z0-9_:]*<".to_owned(),
             r"^[0-9.x*~^<>=v| ,-]*[0-9]\.[0-9.x*~^<>=v| ,-]*$".to_owned(),
             r"^\{[A-Za-z0-9_.:]*\}$".to_owned(),
@@ -400,12 +402,25 @@ fn plain_word_allowlist() -> AllowlistData {
 }
 
 /// Whether `text` reads as words (`allowed`, `Bearer`, `self.token`, `getSecretValue`,
-/// `ProductionDatabaseCredentials`) rather than letters drawn at random (`UKSLmOrWpm`,
-/// `rqBbNcgoIreW`, base64 without digits): letters and `_ . -` only, and each run of eight
-/// letters or more has vowels (a sixth of its letters, `y` counted) and changes case at most
-/// once in three letters. A random mix of both cases changes case about every other letter,
-/// and a word changes it where a new word begins.
+/// `OkmBlock`) rather than letters drawn at random (`UKSLmOrWpm`, `rqBbNcgoIreW`, base64
+/// without digits): letters and `_ . -` only, and in each run of eight letters or more at least
+/// half of the three-letter windows, lowercased, are among the 4,000 most frequent of ordinary
+/// text (`crates/toolgate-core/data/trigram-frequencies.json`). Drawn at random, about one in
+/// six is.
 fn reads_as_words(text: &str) -> bool {
+    static FREQUENT: LazyLock<Option<HashSet<[u8; 3]>>> = LazyLock::new(|| {
+        let frequencies = trigram_frequencies().ok()?;
+        Some(
+            frequencies
+                .keys()
+                .filter_map(|trigram| <[u8; 3]>::try_from(trigram.as_bytes()).ok())
+                .collect(),
+        )
+    });
+    // Without the counts, nothing reads as words: the value is redacted.
+    let Some(frequent) = FREQUENT.as_ref() else {
+        return false;
+    };
     if text.is_empty()
         || !text
             .bytes()
@@ -414,25 +429,16 @@ fn reads_as_words(text: &str) -> bool {
         return false;
     }
     text.split(['_', '.', '-']).all(|run| {
-        let letters = run.as_bytes();
-        if letters.len() < 8 {
+        if run.len() < 8 {
             return true;
         }
-        let vowels = letters
-            .iter()
-            .filter(|b| {
-                matches!(
-                    b.to_ascii_lowercase(),
-                    b'a' | b'e' | b'i' | b'o' | b'u' | b'y'
-                )
-            })
+        let lowered = run.to_ascii_lowercase();
+        let windows = lowered.as_bytes().windows(3);
+        let total = windows.len();
+        let known = windows
+            .filter(|window| <[u8; 3]>::try_from(*window).is_ok_and(|w| frequent.contains(&w)))
             .count();
-        let switches = letters
-            .iter()
-            .zip(letters.iter().skip(1))
-            .filter(|(a, b)| a.is_ascii_uppercase() != b.is_ascii_uppercase())
-            .count();
-        vowels * 6 >= letters.len() && switches * 3 <= letters.len()
+        known * 2 >= total
     })
 }
 

@@ -620,6 +620,9 @@ fn short_password_names_are_redacted_and_look_alikes_stay() {
         "passes=12",
         "let pass = compute(&input);",
         "SMTP_PASS: required",
+        "$pass = !$pass;",
+        "$pass = $_POST['pass'];",
+        "DB_PASS=$(cat /run/secrets/db)",
     ]);
 }
 
@@ -732,11 +735,14 @@ fn letters_drawn_at_random_are_not_a_plain_word() {
         "secret: getSecretValue",
         "token: ProductionDatabaseCredentials",
         "password = XMLHttpRequest",
-        "password: Pflichtfeld",
+        "password: Passwort",
         "secret = self.config.secretValue",
         "PASSWORD=changeme",
         "token: Bearer",
         "password: NTLM",
+        "client_handshake_traffic_secret: OkmBlock,",
+        "trait Secret: ZeroizeOnDrop + Zeroize {}",
+        "let raw_tokens = CommitRefIterRaw {",
     ]);
 }
 
