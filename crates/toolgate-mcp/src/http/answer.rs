@@ -149,13 +149,20 @@ enum Event {
 }
 
 fn classify(event: &[u8]) -> Event {
-    let mut data: Option<Vec<u8>> = None;
-    let mut fields = false;
     let mut line_start = 0;
     let ends = memchr::memchr_iter(b'\n', event).chain(std::iter::once(event.len()));
-    for end in ends {
+    event_of(ends.map(|end| {
         let line = event.get(line_start..end).unwrap_or_default();
         line_start = end + 1;
+        line
+    }))
+}
+
+/// The event its lines (without their `\n`) make.
+fn event_of<'a>(lines: impl Iterator<Item = &'a [u8]>) -> Event {
+    let mut data: Option<Vec<u8>> = None;
+    let mut fields = false;
+    for line in lines {
         let line = line.strip_suffix(b"\r").unwrap_or(line);
         if line.is_empty() || line.first() == Some(&b':') {
             continue;
@@ -333,7 +340,7 @@ mod tests {
         );
     }
 
-    /// The event's end and fields, found byte by byte: what the line scans must agree with.
+    /// The event's end and lines, found byte by byte: what the line scans must agree with.
     fn event_end_bytewise(text: &[u8]) -> Option<usize> {
         let mut line_start = true;
         for (at, &byte) in text.iter().enumerate() {
@@ -348,34 +355,7 @@ mod tests {
     }
 
     fn classify_bytewise(event: &[u8]) -> Event {
-        let mut data: Option<Vec<u8>> = None;
-        let mut fields = false;
-        for line in event.split(|&b| b == b'\n') {
-            let line = line.strip_suffix(b"\r").unwrap_or(line);
-            if line.is_empty() || line.first() == Some(&b':') {
-                continue;
-            }
-            fields = true;
-            let (name, value) = match line.iter().position(|&b| b == b':') {
-                Some(colon) => {
-                    let value = &line[colon + 1..];
-                    (&line[..colon], value.strip_prefix(b" ").unwrap_or(value))
-                }
-                None => (line, &b""[..]),
-            };
-            if name == b"data" {
-                let data = data.get_or_insert_with(Vec::new);
-                if !data.is_empty() {
-                    data.push(b'\n');
-                }
-                data.extend_from_slice(value);
-            }
-        }
-        match data {
-            Some(data) if !data.iter().all(u8::is_ascii_whitespace) => Event::Message(data),
-            _ if fields => Event::Priming,
-            _ => Event::Comment,
-        }
+        event_of(event.split(|&b| b == b'\n'))
     }
 
     /// Every text of up to seven pieces of line ends, colons and field names.
