@@ -76,9 +76,8 @@ pub fn record_body_after(outcome: &Outcome, store_values: bool, started: Option<
 }
 
 /// What a record keeps of an outcome: its evidence (every field of
-/// [`Evidence`](toolgate_core::Evidence)), with the
-/// status, the stage and code of a rejection, the code of an error, the number of unknowns
-/// and the start it closes.
+/// [`Evidence`](toolgate_core::Evidence)), with the status, the stage and code of a
+/// rejection, the code of an error, the number of unknowns and the start it closes.
 ///
 /// The fields are declared in the byte order of their names, every map in them is ordered the
 /// same way and every number is an integer, so serde_json writes the canonical text at once:
