@@ -385,14 +385,15 @@ const OWN_ENTROPY: f64 = 2.0;
 /// A value that is a plain word (`allowed`, `Bearer`, `self.token`), a call
 /// (`read_password()`), a type (`Option<String>`, `&str`), a version range (`^3.0.0 || ^4`),
 /// a template's placeholder (`{token}`) or a variable of a script (`$_POST[`, `!$pass`,
-/// `$(cat`) names something; it is not a secret.
+/// `$(cat`, `$dir/key.pem`, `$this->password`) names something; it is not a secret. A value
+/// that only begins with `$` and a letter (`$argon2id$v=19$…`) is not a variable.
 fn plain_word_allowlist() -> AllowlistData {
     AllowlistData {
         target: Target::Secret,
         words: true,
         regexes: vec![
             r"^[A-Za-z_][A-Za-z0-9_.:]*!?[(\[]".to_owned(),
-            r"^[!-]?\$[A-Za-z_{(]".to_owned(),
+            r"^[!-]?\$(?:[({]|[A-Za-z_][A-Za-z0-9_]*(?:$|[\[/.]|::|->))".to_owned(),
             r"^&[A-Za-z_'][A-Za-z0-9_:]*[),]?$|^[A-Za-z_][A-Za-z0-9_:]*<".to_owned(),
             r"^[0-9.x*~^<>=v| ,-]*[0-9]\.[0-9.x*~^<>=v| ,-]*$".to_owned(),
             r"^\{[A-Za-z0-9_.:]*\}$".to_owned(),

@@ -623,7 +623,11 @@ fn short_password_names_are_redacted_and_look_alikes_stay() {
         "$pass = !$pass;",
         "$pass = $_POST['pass'];",
         "DB_PASS=$(cat /run/secrets/db)",
+        "private_key = $dir/private/cakey.pem",
+        "$password = $this->password;",
     ]);
+    let hash = "password_hash: $argon2id$v=19$m=65536,t=3,p=4$c2FsdHNhbHQ$9q2Jd8kL2mN9pQx7Fq9w";
+    assert_eq!(redact_text(hash).1, 1, "{hash}");
 }
 
 /// Secrets in XML settings, on command lines, and keys gitleaks does not know.
