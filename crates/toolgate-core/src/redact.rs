@@ -98,12 +98,13 @@ fn own_rules() -> Vec<RuleData> {
             allowlists: vec![plain_word_allowlist()],
             generic: true,
         },
-        // `name: "value"`, `name = 'value'`, `"name": "value"`. The quotes stay, so that JSON
+        // `name: "value"`, `name = 'value'`, `"name": "value"`, `config['name'] = 'value'`.
+        // The quotes stay, so that JSON
         // and YAML stay well-formed after redaction, as they do with gitleaks' generic rule.
         RuleData {
             id: "toolgate-secret-quoted".to_owned(),
             regex: format!(
-                r#"(?i){SENSITIVE_NAME}[A-Z0-9_]*["']?[\t ]*[:=][\t ]*(?:"([^"\n]+)"|'([^'\n]+)')"#
+                r#"(?i){SENSITIVE_NAME}[A-Z0-9_]*["']?\]?[\t ]*[:=][\t ]*(?:"([^"\n]+)"|'([^'\n]+)')"#
             ),
             secret_group: 0,
             entropy: Some(OWN_ENTROPY),
@@ -318,6 +319,31 @@ fn own_rules() -> Vec<RuleData> {
             "toolgate-docker-login-password",
             r#"(?-u:\b)docker[\t ]+login[\t ][^\n|;&]{0,200}?(?:-p|--password)(?:[\t ]+|=)["']?([^\s'"-][^\s'"]*)"#,
             "docker",
+        ),
+        // xAI's API keys (`xai-…`), which gitleaks does not know.
+        shaped(
+            "toolgate-xai-api-key",
+            r"(?-u:\b)(xai-[A-Za-z0-9]{80})(?-u:\b)",
+            "xai-",
+        ),
+        // A Kubernetes container's environment: `- name: DB_PASSWORD` and, on the next line,
+        // `value: …`.
+        RuleData {
+            keywords: SENSITIVE_KEYWORDS.map(str::to_owned).to_vec(),
+            generic: true,
+            ..placed(
+                "toolgate-kubernetes-env",
+                &format!(
+                    r#"(?i)name:[\t ]*["']?[A-Z0-9_]*{SENSITIVE_NAME}[A-Z0-9_]*["']?[\t ]*\r?\n[\t ]*value:[\t ]*["']?([^\s'"]+)"#
+                ),
+                "",
+            )
+        },
+        // A PuTTY private key file: the lines after `Private-Lines:` are the key.
+        shaped(
+            "toolgate-putty-private-key",
+            r"PuTTY-User-Key-File-[0-9]:[^\n]*\r?\n(?:[^\n]*\n){0,40}?Private-Lines:[\t ]*[0-9]+\r?\n((?:[A-Za-z0-9+/=]+\r?\n)*[A-Za-z0-9+/=]+)(?:\r?\n|$)",
+            "putty-user-key-file-",
         ),
         // `sshpass -p <password>` and `redis-cli -a <password>`.
         placed(
@@ -1996,6 +2022,7 @@ mod tests {
             "toolgate-docker-login-password",
             "toolgate-sshpass-password",
             "toolgate-redis-cli-password",
+            "toolgate-kubernetes-env",
         ] {
             let rule = rules.rules.iter().find(|rule| rule.id == id).unwrap();
             assert!(rule.compiled().unwrap().anchor.is_some(), "{id}");

@@ -689,6 +689,32 @@ fn settings_files_command_lines_and_more_keys_are_redacted() {
             "redis-cli -h cache -a IfvfrVg5ufbOPjgV ping",
             "redis-cli -h cache -a [REDACTED] ping",
         ),
+        (
+            "app.config['SECRET_KEY'] = 'Kf0ElTELYCRPklZlIuR0HmLh'",
+            "app.config['SECRET_KEY'] = '[REDACTED]'",
+        ),
+        (
+            "os.environ[\"API_KEY\"] = \"x7Fq9wZk8qTr2m\"",
+            "os.environ[\"API_KEY\"] = \"[REDACTED]\"",
+        ),
+        (
+            "xai-ohDSeX5gacmmRKGcc8ibvVjZTy506lYX1KP2PYUYZ3tqncjkXVvHrFIEBbv7nK2LUF843EGIFZsjE0yN",
+            "[REDACTED]",
+        ),
+        (
+            "        - name: DB_PASSWORD\n          value: M91ZifLaP9OvqP\n",
+            "        - name: DB_PASSWORD\n          value: [REDACTED]\n",
+        ),
+        (
+            &format!(
+                "PuTTY-User-Key-File-3: ssh-rsa\nEncryption: none\nComment: me\nPublic-Lines: 12\n{}Private-Lines: 2\nWxsK9xjW8LTFAl4edqi247gz0eNma7AicA2ehF9w5RpGS15RgDAXQcnkL0BHZRvM\nq2Jd8kL2mN9pQx7Fq9wZ==\nPrivate-MAC: 00\n",
+                "AAAAB3NzaC1yc2EAAAADAQABAAABAQ\n".repeat(12)
+            ),
+            &format!(
+                "PuTTY-User-Key-File-3: ssh-rsa\nEncryption: none\nComment: me\nPublic-Lines: 12\n{}Private-Lines: 2\n[REDACTED]\nPrivate-MAC: 00\n",
+                "AAAAB3NzaC1yc2EAAAADAQABAAABAQ\n".repeat(12)
+            ),
+        ),
     ] {
         assert_eq!(redact_text(line), (Some(redacted.to_owned()), 1), "{line}");
     }
@@ -714,6 +740,9 @@ fn settings_files_command_lines_and_more_keys_are_redacted() {
         "sshpass -p \"$SSHPASS\" ssh root@host",
         "sshpass -e ssh root@host",
         "redis-cli -h cache ping",
+        "        - name: DB_PASSWORD\n          valueFrom:\n            secretKeyRef:",
+        "- name: API_TOKEN\n  value: ${API_TOKEN}",
+        "config['token'] = token",
         "openssl enc -aes-256-cbc -pass env:ENC_PASS -in a -out b",
         "openssl pkcs12 -passin file:/run/secrets/p12 -in cert.p12",
     ]);
