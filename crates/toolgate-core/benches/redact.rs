@@ -193,7 +193,8 @@ fn redact(c: &mut Criterion) {
     group.finish();
 }
 
-/// Output built to be slow, a mebibyte of each, in one line.
+/// Output built to be slow, a mebibyte of each (in one line, but for the rules that read
+/// several).
 ///
 /// - `one_long_line/<size>`: `password = password ` (a match of toolgate's own assignment
 ///   rule, let through as a plain word) again and again, 256 KiB and 1 MiB of it. Each match
@@ -226,6 +227,10 @@ fn hostile(c: &mut Criterion) {
         ("command_line_flag", "--token --pass -secret "),
         ("mysql", "mysql -p mysql "),
         ("docker_login", "docker login -u docker login "),
+        ("sshpass", "sshpass -p sshpass "),
+        ("redis_cli", "redis-cli -a redis-cli "),
+        ("kubernetes_env", "- name: TOKEN\n  name: token\n"),
+        ("putty", "PuTTY-User-Key-File-3: x\n"),
     ] {
         cases.push((name.to_owned(), mebibyte(unit)));
     }

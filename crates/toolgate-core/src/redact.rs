@@ -28,7 +28,7 @@
 //! Should the compiled-in rules ever fail to load, every text is replaced whole: output that
 //! cannot be checked does not leave.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::{LazyLock, OnceLock};
 
 use aho_corasick::{AhoCorasick, Input, MatchKind};
@@ -147,19 +147,19 @@ fn own_rules() -> Vec<RuleData> {
         // (`${DB_PASSWORD}`, `$TOKEN`, `{{ secrets.X }}`, `****`).
         placed(
             "toolgate-url-password",
-            // Printable ASCII only, as a URL is written (anything else is percent-encoded):
-            // classes of all of Unicode, repeated up to 256 times, made the search of a text
+            // Printable ASCII only, &[as a URL is written (anything else is percent-encoded):
+            // classes of all of Unicode], repeated up to 256 times, made the search of a text
             // with other letters in it some 200 times slower. The user name ends at `:`, `?`
             // and `#`, the password at `/`; neither holds a space, a quote, `<`, `>`, `\` or `@`.
             r#"(?-u:\b)[A-Za-z][A-Za-z0-9+.-]{1,30}://[!$-&(-.0-9;=A-\[\]-_a-~]{0,128}:([!#-&(-.0-;=?A-\[\]-_a-~]{1,256})@[A-Za-z0-9\[_-]"#,
-            "://",
+            &["://"],
         ),
         // A Discord webhook's URL carries its token: whoever reads it can post as the hook.
         // gitleaks has a rule for Slack's and Teams' webhook URLs, not for Discord's.
         shaped(
             "toolgate-discord-webhook",
             r"(?-u:\b)https?://(?:(?:ptb|canary)\.)?discord(?:app)?\.com/api/webhooks/[0-9]{17,20}/([A-Za-z0-9_-]{60,80})",
-            "/api/webhooks/",
+            &["/api/webhooks/"],
         ),
         // HTTP credentials where a request or a log shows them: `Authorization: Bearer …`,
         // `Basic …` or `Token …` in a header line or a JSON object (gitleaks catches them only
@@ -169,7 +169,7 @@ fn own_rules() -> Vec<RuleData> {
         placed(
             "toolgate-authorization-header",
             r#"(?i)authorization["']?[\t ]*[:=][\t ]*["']?(?:bearer|basic|token)[\t ]+([A-Za-z0-9+/._~-]+=*)"#,
-            "authorization",
+            &["authorization"],
         ),
         // A cookie's value, pairs that may have been picked by a person but are never a plain
         // word: the lower entropy, and no plain-word allowlist.
@@ -178,7 +178,7 @@ fn own_rules() -> Vec<RuleData> {
             ..shaped(
                 "toolgate-cookie-header",
                 r#"(?i)cookie["']?[\t ]*:[\t ]*["']?([!#-&*+.0-9A-Z^-z|~-]+=[^\s;"'\\]+(?:;[\t ]*[!#-&*+.0-9A-Z^-z|~-]+(?:=[^\s;"'\\]*)?)*)"#,
-                "cookie",
+                &["cookie"],
             )
         },
         // A Telegram bot's token (`123456789:AA…`), bare or in the Bot API's URLs
@@ -187,14 +187,14 @@ fn own_rules() -> Vec<RuleData> {
         shaped(
             "toolgate-telegram-bot-token",
             r"(?:(?-u:\b)|bot)([0-9]{8,10}:AA[A-Za-z0-9_-]{33})(?-u:\b)",
-            ":aa",
+            &[":aa"],
         ),
         // A `.netrc` entry, `machine <host> login <user> password <password>`, on one line or
         // several.
         placed(
             "toolgate-netrc-password",
             r"(?-u:\b)machine\s+\S+(?:\s+login\s+\S+)?\s+password\s+(\S+)",
-            "machine",
+            &["machine"],
         ),
         // Keys whose prefix alone says what they are, which gitleaks finds only beside a name
         // (or not at all): OpenAI's keys before project keys (`sk-` and 48 letters and
@@ -205,65 +205,64 @@ fn own_rules() -> Vec<RuleData> {
         shaped(
             "toolgate-openai-legacy-key",
             r"(?-u:\b)(sk-[A-Za-z0-9]{48})(?-u:\b)",
-            "sk-",
+            &["sk-"],
         ),
         shaped(
             "toolgate-google-oauth-secret",
             r"(GOCSPX-[A-Za-z0-9_-]{24,40})",
-            "gocspx-",
+            &["gocspx-"],
         ),
         shaped(
             "toolgate-google-oauth-token",
             r"(ya29\.[A-Za-z0-9_-]{30,})",
-            "ya29.",
+            &["ya29."],
         ),
         shaped(
             "toolgate-fcm-server-key",
             r"(AAAA[A-Za-z0-9_-]{7}:APA91b[A-Za-z0-9_-]{100,})",
-            ":apa91b",
+            &[":apa91b"],
         ),
         shaped(
             "toolgate-mapbox-secret-token",
             r"(sk\.eyJ[A-Za-z0-9_-]{40,}\.[A-Za-z0-9_-]{20,})",
-            "sk.eyj",
+            &["sk.eyj"],
         ),
         shaped(
             "toolgate-braintree-access-token",
             r"(access_token\$production\$[0-9a-z]{16}\$[0-9a-f]{32})",
-            "access_token$production$",
+            &["access_token$production$"],
         ),
         shaped(
             "toolgate-bitbucket-app-password",
             r"(?-u:\b)(ATBB[A-Za-z0-9]{28,36})(?-u:\b)",
-            "atbb",
+            &["atbb"],
         ),
         // Stripe's webhook signing secrets (`whsec_…`), Groq's API keys (`gsk_…`) and
         // Replicate's API tokens (`r8_…`), which gitleaks does not know.
         shaped(
             "toolgate-stripe-webhook-secret",
             r"(?-u:\b)(whsec_[A-Za-z0-9+/]{32,})",
-            "whsec_",
+            &["whsec_"],
         ),
         shaped(
             "toolgate-groq-api-key",
             r"(?-u:\b)(gsk_[A-Za-z0-9]{52})(?-u:\b)",
-            "gsk_",
+            &["gsk_"],
         ),
         shaped(
             "toolgate-replicate-api-token",
             r"(?-u:\b)(r8_[A-Za-z0-9]{37})(?-u:\b)",
-            "r8_",
+            &["r8_"],
         ),
         // A sensitive name as an XML element, as in Maven's `settings.xml`
         // (`<password>…</password>`, `<db.token>…</db.token>`): the name ends the opening tag.
         RuleData {
-            keywords: SENSITIVE_KEYWORDS.map(str::to_owned).to_vec(),
             allowlists: vec![plain_word_allowlist(), property_allowlist()],
             generic: true,
             ..placed(
                 "toolgate-xml-element",
                 &format!(r"(?i){SENSITIVE_NAME}>([^<\n]{{1,200}})</"),
-                "",
+                &SENSITIVE_KEYWORDS,
             )
         },
         // .NET's settings, `<add key="ApiKey" value="…" />`: the name is the key's.
@@ -273,16 +272,13 @@ fn own_rules() -> Vec<RuleData> {
             ..placed(
                 "toolgate-xml-setting",
                 &format!(r#"(?i)key="[\w.:-]{{0,40}}?{SENSITIVE_NAME}"[\t ]+value="([^"\n]+)""#),
-                "key=\"",
+                &["key=\""],
             )
         },
         // Passwords and tokens given on a command line: `--password x`, `--token=x`,
         // `-pass x`, `--api-key x`. The dashes are optional to the expression, so that it is
         // tried only where a name is; the allowlist lets through a match without them.
         RuleData {
-            keywords: ["pass", "token", "secret", "api-key", "apikey"]
-                .map(str::to_owned)
-                .to_vec(),
             allowlists: vec![
                 plain_word_allowlist(),
                 AllowlistData {
@@ -304,71 +300,70 @@ fn own_rules() -> Vec<RuleData> {
             ..placed(
                 "toolgate-command-line-flag",
                 r#"(?i)(?:-{1,2}[A-Za-z0-9_-]{0,20}?)?(?:password|passwd|pass|token|secret|api-?key)(?:[\t ]+|=)["']?([^\s'"<>=-][^\s'"<>]*)"#,
-                "",
-            )
-        },
-        RuleData {
-            keywords: ["mysql", "mariadb"].map(str::to_owned).to_vec(),
-            ..placed(
-                "toolgate-mysql-password",
-                r#"(?i)(?-u:\b)(?:mysql|mysqldump|mysqladmin|mariadb)[\t ][^\n|;&]{0,200}?[\t ]-p([^\s'"-][^\s'"]*)"#,
-                "",
+                &["pass", "token", "secret", "api-key", "apikey"],
             )
         },
         placed(
+            "toolgate-mysql-password",
+            r#"(?i)(?-u:\b)(?:mysql|mysqldump|mysqladmin|mariadb)[\t ][^\n|;&]{0,200}?[\t ]-p([^\s'"-][^\s'"]*)"#,
+            &["mysql", "mariadb"],
+        ),
+        placed(
             "toolgate-docker-login-password",
             r#"(?-u:\b)docker[\t ]+login[\t ][^\n|;&]{0,200}?(?:-p|--password)(?:[\t ]+|=)["']?([^\s'"-][^\s'"]*)"#,
-            "docker",
+            &["docker"],
         ),
         // xAI's API keys (`xai-…`), which gitleaks does not know.
         shaped(
             "toolgate-xai-api-key",
             r"(?-u:\b)(xai-[A-Za-z0-9]{80})(?-u:\b)",
-            "xai-",
+            &["xai-"],
         ),
         // A Kubernetes container's environment: `- name: DB_PASSWORD` and, on the next line,
         // `value: …`.
         RuleData {
-            keywords: SENSITIVE_KEYWORDS.map(str::to_owned).to_vec(),
             generic: true,
             ..placed(
                 "toolgate-kubernetes-env",
                 &format!(
                     r#"(?i)name:[\t ]*["']?[A-Z0-9_]*{SENSITIVE_NAME}[A-Z0-9_]*["']?[\t ]*\r?\n[\t ]*value:[\t ]*["']?([^\s'"]+)"#
                 ),
-                "",
+                &SENSITIVE_KEYWORDS,
             )
         },
         // A PuTTY private key file: the lines after `Private-Lines:` are the key.
         shaped(
             "toolgate-putty-private-key",
             r"PuTTY-User-Key-File-[0-9]:[^\n]*\r?\n(?:[^\n]*\n){0,40}?Private-Lines:[\t ]*[0-9]+\r?\n((?:[A-Za-z0-9+/=]+\r?\n)*[A-Za-z0-9+/=]+)(?:\r?\n|$)",
-            "putty-user-key-file-",
+            &["putty-user-key-file-"],
         ),
         // `sshpass -p <password>` and `redis-cli -a <password>`.
         placed(
             "toolgate-sshpass-password",
             r#"(?-u:\b)sshpass[\t ]+-p[\t ]*["']?([^\s'"-][^\s'"]*)"#,
-            "sshpass",
+            &["sshpass"],
         ),
         placed(
             "toolgate-redis-cli-password",
             r#"(?-u:\b)redis-cli[\t ][^\n|;&]{0,200}?(?:-a|--pass)[\t ]+["']?([^\s'"-][^\s'"]*)"#,
-            "redis-cli",
+            &["redis-cli"],
         ),
     ]
 }
 
 /// A rule for a secret whose shape says what it is (a provider's prefix, a webhook's URL):
-/// `regex`'s first group is the secret, tried where `keyword` (lowercase) occurs, and it must
+/// `regex`'s first group is the secret, tried where one of `keywords` (lowercase) occurs, and it must
 /// look random (entropy above 3).
-fn shaped(id: &str, regex: &str, keyword: &str) -> RuleData {
+fn shaped(id: &str, regex: &str, keywords: &[&str]) -> RuleData {
     RuleData {
         id: id.to_owned(),
         regex: regex.to_owned(),
         secret_group: 1,
         entropy: Some(3.0),
-        keywords: vec![keyword.to_owned()],
+        keywords: keywords
+            .iter()
+            .map(|keyword| (*keyword).to_owned())
+            .collect(),
         allowlists: Vec::new(),
         generic: false,
     }
@@ -378,11 +373,11 @@ fn shaped(id: &str, regex: &str, keyword: &str) -> RuleData {
 /// header's token, a `.netrc` password), which a person may have picked: as [`shaped`], but it
 /// goes if it clears [`OWN_ENTROPY`] and is not a plain word. Placeholders (`${VAR}`,
 /// `{{ x }}`, `****`) are let through by gitleaks' global allowlist, as for every rule.
-fn placed(id: &str, regex: &str, keyword: &str) -> RuleData {
+fn placed(id: &str, regex: &str, keywords: &[&str]) -> RuleData {
     RuleData {
         entropy: Some(OWN_ENTROPY),
         allowlists: vec![plain_word_allowlist()],
-        ..shaped(id, regex, keyword)
+        ..shaped(id, regex, keywords)
     }
 }
 
@@ -411,15 +406,18 @@ const OWN_ENTROPY: f64 = 2.0;
 /// A value that is a plain word (`allowed`, `Bearer`, `self.token`), a call
 /// (`read_password()`), a type (`Option<String>`, `&str`), a version range (`^3.0.0 || ^4`),
 /// a template's placeholder (`{token}`) or a variable of a script (`$_POST[`, `!$pass`,
-/// `$(cat`, `$dir/key.pem`, `$this->password`) names something; it is not a secret. A value
-/// that only begins with `$` and a letter (`$argon2id$v=19$…`) is not a variable.
+/// `${DB_PASSWORD}`, `$(cat` cut at its space, `$dir/key.pem`, `$this->password`) names
+/// something; it is not a secret. A value that only begins with `$` and a letter
+/// (`$argon2id$v=19$…`), a default after a variable (`${DB_PASSWORD:-hunter2}`) and a
+/// command substitution with more in it (`$(curl…|sh)`) are not one.
 fn plain_word_allowlist() -> AllowlistData {
     AllowlistData {
         target: Target::Secret,
         words: true,
         regexes: vec![
             r"^[A-Za-z_][A-Za-z0-9_.:]*!?[(\[]".to_owned(),
-            r"^[!-]?\$(?:[({]|[A-Za-z_][A-Za-z0-9_]*(?:$|[\[/.]|::|->))".to_owned(),
+            r"^[!-]?\$(?:\{[A-Za-z_][A-Za-z0-9_.]*\}$|\([A-Za-z_][A-Za-z0-9_-]*$|[A-Za-z_][A-Za-z0-9_]*(?:$|[\[/.]|::|->))"
+                .to_owned(),
             r"^&[A-Za-z_'][A-Za-z0-9_:]*[),]?$|^[A-Za-z_][A-Za-z0-9_:]*<".to_owned(),
             r"^[0-9.x*~^<>=v| ,-]*[0-9]\.[0-9.x*~^<>=v| ,-]*$".to_owned(),
             r"^\{[A-Za-z0-9_.:]*\}$".to_owned(),
@@ -435,17 +433,8 @@ fn plain_word_allowlist() -> AllowlistData {
 /// text (`crates/toolgate-core/data/trigram-frequencies.json`). Drawn at random, about one in
 /// six is.
 fn reads_as_words(text: &str) -> bool {
-    static FREQUENT: LazyLock<Option<HashSet<[u8; 3]>>> = LazyLock::new(|| {
-        let frequencies = trigram_frequencies().ok()?;
-        Some(
-            frequencies
-                .keys()
-                .filter_map(|trigram| <[u8; 3]>::try_from(trigram.as_bytes()).ok())
-                .collect(),
-        )
-    });
     // Without the counts, nothing reads as words: the value is redacted.
-    let Some(frequent) = FREQUENT.as_ref() else {
+    let Ok(frequent) = trigram_frequencies() else {
         return false;
     };
     if text.is_empty()
@@ -463,7 +452,9 @@ fn reads_as_words(text: &str) -> bool {
         let windows = lowered.as_bytes().windows(3);
         let total = windows.len();
         let known = windows
-            .filter(|window| <[u8; 3]>::try_from(*window).is_ok_and(|w| frequent.contains(&w)))
+            .filter(|window| {
+                std::str::from_utf8(window).is_ok_and(|window| frequent.contains_key(window))
+            })
             .count();
         known * 2 >= total
     })
@@ -727,10 +718,15 @@ struct TrigramData {
     trigrams: HashMap<String, f64>,
 }
 
-fn trigram_frequencies() -> Result<HashMap<String, f64>, String> {
-    serde_json::from_str::<TrigramData>(TRIGRAM_DATA)
-        .map(|data| data.trigrams)
-        .map_err(|err| format!("trigram-frequencies.json: {err}"))
+/// The counts, read once: the keyword search chooses its pieces by them and the plain-word
+/// allowlist reads values by them.
+fn trigram_frequencies() -> Result<&'static HashMap<String, f64>, String> {
+    static COUNTS: LazyLock<Result<HashMap<String, f64>, String>> = LazyLock::new(|| {
+        serde_json::from_str::<TrigramData>(TRIGRAM_DATA)
+            .map(|data| data.trigrams)
+            .map_err(|err| format!("trigram-frequencies.json: {err}"))
+    });
+    COUNTS.as_ref().map_err(Clone::clone)
 }
 
 /// How many bytes a piece has. With four, a packed searcher's fingerprints are specific enough
@@ -1259,7 +1255,7 @@ impl RuleSet {
             .collect();
         let frequencies = trigram_frequencies()?;
         pieces.extend(
-            cover(&words, &frequent, &rest, &frequencies)?
+            cover(&words, &frequent, &rest, frequencies)?
                 .into_iter()
                 .map(|bytes| Piece {
                     bytes,

@@ -628,6 +628,16 @@ fn short_password_names_are_redacted_and_look_alikes_stay() {
     ]);
     let hash = "password_hash: $argon2id$v=19$m=65536,t=3,p=4$c2FsdHNhbHQ$9q2Jd8kL2mN9pQx7Fq9w";
     assert_eq!(redact_text(hash).1, 1, "{hash}");
+    // A default after a variable is written out: it is the password when the variable is unset.
+    for line in [
+        "POSTGRES_PASSWORD=${POSTGRES_PASSWORD:-Zk8qTr2mWx9v}",
+        "  password: ${DB_PASSWORD:-Zk8qTr2mWx9v}",
+        "redis://:${REDIS_PASSWORD:-Zk8qTr2mWx9v}@cache:6379",
+    ] {
+        let (redacted, count) = redact_text(line);
+        assert_eq!(count, 1, "{line}");
+        assert!(!redacted.unwrap().contains("Zk8qTr2mWx9v"), "{line}");
+    }
 }
 
 /// Secrets in XML settings, on command lines, and keys gitleaks does not know.
