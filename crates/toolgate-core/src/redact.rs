@@ -45,10 +45,10 @@ const RULE_DATA: &str = include_str!("../data/secret-rules.json");
 /// The words that make a name sensitive in toolgate's own assignment rules. The name may carry
 /// more around them (`DB_PASSWORD`, `github_token`, `aws_secret_access_key`).
 const SENSITIVE_NAME: &str =
-    r"(?:api_?key|access_?key|secret|token|password|passwd|private_?key|credentials?)";
+    r"(?:api_?key|access_?key|secret|token|password|passwd|passphrase|private_?key|credentials?)";
 
 /// The keywords of [`SENSITIVE_NAME`]: one of them is in every name it matches.
-const SENSITIVE_KEYWORDS: [&str; 11] = [
+const SENSITIVE_KEYWORDS: [&str; 12] = [
     "api_key",
     "apikey",
     "access_key",
@@ -57,6 +57,7 @@ const SENSITIVE_KEYWORDS: [&str; 11] = [
     "token",
     "password",
     "passwd",
+    "passphrase",
     "private_key",
     "privatekey",
     "credential",
@@ -117,11 +118,13 @@ fn own_rules() -> Vec<RuleData> {
         RuleData {
             id: "toolgate-password-colon".to_owned(),
             regex:
-                r"(?i)(?:password|passwd|secret)[A-Z0-9_]*[\t ]*:[\t ]+([^\t\n\f\r '\x22\x60;,]+)"
+                r"(?i)(?:password|passwd|passphrase|secret)[A-Z0-9_]*[\t ]*:[\t ]+([^\t\n\f\r '\x22\x60;,]+)"
                     .to_owned(),
             secret_group: 1,
             entropy: Some(OWN_ENTROPY),
-            keywords: ["password", "passwd", "secret"].map(str::to_owned).to_vec(),
+            keywords: ["password", "passwd", "passphrase", "secret"]
+                .map(str::to_owned)
+                .to_vec(),
             allowlists: vec![plain_word_allowlist()],
             generic: true,
         },
@@ -162,13 +165,13 @@ fn own_rules() -> Vec<RuleData> {
             &["/api/webhooks/"],
         ),
         // HTTP credentials where a request or a log shows them: `Authorization: Bearer …`,
-        // `Basic …` or `Token …` in a header line or a JSON object (gitleaks catches them only
+        // `Basic …`, `Token …`, Okta's `SSWS …` or `ApiKey …` in a header line or a JSON object (gitleaks catches them only
         // in a curl command line), and the cookies of `Cookie:` and `Set-Cookie:`, whose
         // session cookies sign their holder in. A cookie's pairs are `name=value` without
         // spaces, so that code such as `cookie: String = …` stays.
         placed(
             "toolgate-authorization-header",
-            r#"(?i)authorization["']?[\t ]*[:=][\t ]*["']?(?:bearer|basic|token)[\t ]+([A-Za-z0-9+/._~-]+=*)"#,
+            r#"(?i)authorization["']?[\t ]*[:=][\t ]*["']?(?:bearer|basic|token|ssws|api-?key)[\t ]+([A-Za-z0-9+/._~-]+=*)"#,
             &["authorization"],
         ),
         // A cookie's value, pairs that may have been picked by a person but are never a plain
@@ -195,6 +198,34 @@ fn own_rules() -> Vec<RuleData> {
             "toolgate-netrc-password",
             r"(?-u:\b)machine\s+\S+(?:\s+login\s+\S+)?\s+password\s+(\S+)",
             &["machine"],
+        ),
+        // A PostgreSQL password file's line, `host:port:database:user:password`, its port a
+        // number or `*`.
+        placed(
+            "toolgate-pgpass-password",
+            r"(?m)^[^:\s#]+:(?:[0-9]{1,5}|\*):[^:\n]+:[^:\n]+:([^\r\n]+)$",
+            &[":5432:", ":*:"],
+        ),
+        // The private members of a JSON Web Key (`d`, an RSA key's primes and exponents,
+        // a symmetric key's `k`), in a text that holds a key's `"kty"`.
+        shaped(
+            "toolgate-jwk-private",
+            r#""(?:d|p|q|dp|dq|qi|k)"[\t ]*:[\t ]*"([A-Za-z0-9_-]{16,})""#,
+            &["\"kty\""],
+        ),
+        // The signature of an Azure shared access signature (`…&sig=…`), which grants what
+        // the URL names to whoever holds it.
+        shaped(
+            "toolgate-sas-signature",
+            r"(?i)[?&]sig=([A-Za-z0-9%+/]{30,})",
+            &["sig="],
+        ),
+        // A Slack webhook's whole path: gitleaks' rule stops at 56 characters, which leaves
+        // the end of a workflow's URL.
+        shaped(
+            "toolgate-slack-webhook",
+            r"(?i)hooks\.slack\.com/(?:services|workflows|triggers)/([A-Za-z0-9+/_-]{20,})",
+            &["hooks.slack.com/"],
         ),
         // Keys whose prefix alone says what they are, which gitleaks finds only beside a name
         // (or not at all): OpenAI's keys before project keys (`sk-` and 48 letters and
@@ -319,6 +350,44 @@ fn own_rules() -> Vec<RuleData> {
             r"(?-u:\b)(xai-[A-Za-z0-9]{80})(?-u:\b)",
             &["xai-"],
         ),
+        // Provider tokens whose prefix says what they are and that gitleaks' rules miss or
+        // take only in one spelling: OpenAI's project, service-account and admin keys without
+        // the marker gitleaks asks for, Mailgun's `key-` API keys, Google's OAuth refresh
+        // tokens (`1//0…`), Doppler's service, service-account, CLI, SCIM and audit tokens,
+        // and Figma's personal access tokens.
+        shaped(
+            "toolgate-openai-api-key",
+            r"(?-u:\b)(sk-(?:proj|svcacct|admin)-[A-Za-z0-9_-]{40,})",
+            &["sk-proj-", "sk-svcacct-", "sk-admin-"],
+        ),
+        shaped(
+            "toolgate-mailgun-api-key",
+            r"(?-u:\b)(key-[0-9a-f]{32})(?-u:\b)",
+            &["key-"],
+        ),
+        shaped(
+            "toolgate-google-refresh-token",
+            r"(?-u:\b)(1//0[A-Za-z0-9_-]{40,})",
+            &["1//0"],
+        ),
+        shaped(
+            "toolgate-doppler-token",
+            r"(?-u:\b)(dp\.(?:st|sa|ct|scim|audit)\.[A-Za-z0-9_.-]{40,})",
+            &["dp.st.", "dp.sa.", "dp.ct.", "dp.scim.", "dp.audit."],
+        ),
+        shaped(
+            "toolgate-figma-token",
+            r"(?-u:\b)(figd_[A-Za-z0-9_-]{40,})",
+            &["figd_"],
+        ),
+        // A key given in base64 with its scheme, as Laravel's `APP_KEY=base64:…` and
+        // `env('APP_KEY', 'base64:…')`: gitleaks' generic rule stops at the colon and sees
+        // only the word `base64`.
+        shaped(
+            "toolgate-base64-key",
+            r#"(?i)key[^\n]{0,40}?[\t "'=:,(](base64:[A-Za-z0-9+/]{20,}={0,2})"#,
+            &["base64:"],
+        ),
         // A Kubernetes container's environment: `- name: DB_PASSWORD` and, on the next line,
         // `value: …`.
         RuleData {
@@ -405,7 +474,7 @@ const OWN_ENTROPY: f64 = 2.0;
 
 /// A value that is a plain word (`allowed`, `Bearer`, `self.token`), a call
 /// (`read_password()`), a type (`Option<String>`, `&str`), a version range (`^3.0.0 || ^4`),
-/// a template's placeholder (`{token}`) or a variable of a script (`$_POST[`, `!$pass`,
+/// a template's or a document's placeholder (`{token}`, `<your-password>`, `<string|buffer>`) or a variable of a script (`$_POST[`, `!$pass`,
 /// `${DB_PASSWORD}`, `$(cat` cut at its space, `$dir/key.pem`, `$this->password`) names
 /// something; it is not a secret. A value that only begins with `$` and a letter
 /// (`$argon2id$v=19$…`), a default after a variable (`${DB_PASSWORD:-hunter2}`) and a
@@ -421,6 +490,7 @@ fn plain_word_allowlist() -> AllowlistData {
             r"^&[A-Za-z_'][A-Za-z0-9_:]*[),]?$|^[A-Za-z_][A-Za-z0-9_:]*<".to_owned(),
             r"^[0-9.x*~^<>=v| ,-]*[0-9]\.[0-9.x*~^<>=v| ,-]*$".to_owned(),
             r"^\{[A-Za-z0-9_.:]*\}$".to_owned(),
+            r"^<[A-Za-z][A-Za-z0-9_|.-]*>\W*$".to_owned(),
         ],
         stopwords: Vec::new(),
     }

@@ -712,6 +712,67 @@ fn settings_files_command_lines_and_more_keys_are_redacted() {
             "[REDACTED]",
         ),
         (
+            "OPENAI_KEY: sk-proj-kqdlm7tOtHWnsCGRlrwZbqcabUGJmGEp7CgQ0PBQFI14zGtS",
+            "OPENAI_KEY: [REDACTED]",
+        ),
+        (
+            "mailgun key-f25ec84d8dbc74254770f58904dba41e",
+            "mailgun [REDACTED]",
+        ),
+        (
+            "refresh 1//0AKS6zCeaRyML8QjEXAJgfPEn5jOaBaaRQh92fn3hiEbrUKpCUVl7dxXVTS2j",
+            "refresh [REDACTED]",
+        ),
+        (
+            "doppler run --token dp.st.dev.5Jmtf7EbsDe0G9Cryn687neLfjVHq8xiM0OGr4hT",
+            "doppler run --token [REDACTED]",
+        ),
+        (
+            "figd_6WEi3QrplK1xckSxKM2awH7C9HehwTp0136uXT3y",
+            "[REDACTED]",
+        ),
+        (
+            "APP_KEY=base64:VjJWN1dFcllPVE82VGlBM2dhQVhKTGhGejlLakEyWXI=",
+            "APP_KEY=[REDACTED]",
+        ),
+        (
+            "  'key' => env('APP_KEY', 'base64:2fl+Ktvkfl+Fuz4Qp/A75G2RTiWVA/ZoKZvp6fiiM10='),",
+            "  'key' => env('APP_KEY', '[REDACTED]'),",
+        ),
+        (
+            "Authorization: SSWS 00dBi2ewQr8t4-lC4LvGNWAMsI-z0oaWdfZp_lvi60",
+            "Authorization: SSWS [REDACTED]",
+        ),
+        ("passphrase: SgH6pItQz8p4e6U93Qx3", "passphrase: [REDACTED]"),
+        (
+            "export GPG_PASSPHRASE=Wq8zT1vKd0xP",
+            "export GPG_PASSPHRASE=[REDACTED]",
+        ),
+        (
+            "db.example.com:5432:app:admin:wgz7z54VfB4PbxntqB\n",
+            "db.example.com:5432:app:admin:[REDACTED]\n",
+        ),
+        (
+            "*:*:*:replicator:Rq8z\\:T1vKd0",
+            "*:*:*:replicator:[REDACTED]",
+        ),
+        (
+            r#"{"kty":"EC","crv":"P-256","x":"Yau5fZ1T436O8zKM","d":"hNgVpqCzGdWmPyagqqr5vJIGA9HK2gOCZPeJMQW9cy7"}"#,
+            r#"{"kty":"EC","crv":"P-256","x":"Yau5fZ1T436O8zKM","d":"[REDACTED]"}"#,
+        ),
+        (
+            r#"{"kty": "oct", "k": "GawgguFyGrWKav7AX4VKUg"}"#,
+            r#"{"kty": "oct", "k": "[REDACTED]"}"#,
+        ),
+        (
+            "https://acct.blob.core.windows.net/c?sv=2020-08-04&sp=r&se=2026-01-01&sig=dleJXP6xuQEYcHsG02ORHV8IlMXXkhMBpQCJXqYTYUp%3D",
+            "https://acct.blob.core.windows.net/c?sv=2020-08-04&sp=r&se=2026-01-01&sig=[REDACTED]",
+        ),
+        (
+            "SLACK_WEBHOOK=https://hooks.slack.com/workflows/T0A1B2C3D/A0B1C2D3E4/123456789012345678/Kq8zT1vKd0xPWq8zT1vKd0xP",
+            "SLACK_WEBHOOK=[REDACTED]",
+        ),
+        (
             "        - name: DB_PASSWORD\n          value: M91ZifLaP9OvqP\n",
             "        - name: DB_PASSWORD\n          value: [REDACTED]\n",
         ),
@@ -755,6 +816,21 @@ fn settings_files_command_lines_and_more_keys_are_redacted() {
         "config['token'] = token",
         "openssl enc -aes-256-cbc -pass env:ENC_PASS -in a -out b",
         "openssl pkcs12 -passin file:/run/secrets/p12 -in cert.p12",
+        "php artisan key:generate writes APP_KEY=base64:… into .env",
+        "primary-key-constraint",
+        "sk-proj- keys are project keys",
+        "the figd_ prefix marks a Figma token",
+        "cache key: sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+        "passphrase: Option<String>,",
+        "password: <string>",
+        "password = <your-password>",
+        "  {pem: <string|buffer>[, passphrase: <string>]}",
+        "let passphrase = read_passphrase()?;",
+        "12:30:45:ok:done",
+        "localhost:5432:app:admin:${PGPASSWORD}",
+        r#"{"kty":"RSA","n":"0vx7agoebGcQSuuPiLJXZptN9nndrQmbXEps2aiAFbWhM78LhWx4cbbfAAtVT86zwu1RK7aPFFxuhDR1L6tSoc_BJECPebWKRXjBZCiFV4n3oknjhMstn64tZ_2W-5JsGY4Hc5n9yBXArwl93lqt7_RN5w6Cf0h4QyQ5v-65YGjQR0_FDW2QvzqY368QQMicAtaSqzs8KJZgnYb9c7d0zgdAZHzu6qMQvRL5hajrn1n91CbOpbISD08qNLyrdkt-bFTWhAI4vMQFh6WeZu0fM4lFd2NcRwr3XPksINHaQ-G_xBniIqbw0Ls1jF44-csFCur-kEgU8awapJzKnqDKgw","e":"AQAB","alg":"RS256","kid":"2011-04-29"}"#,
+        r#"{"d": "M10 10 L20 20", "kty": "path"}"#,
+        "https://example.com/img?size=2&sig=short",
     ]);
 }
 
