@@ -231,6 +231,12 @@ fn hostile(c: &mut Criterion) {
         ("redis_cli", "redis-cli -a redis-cli "),
         ("kubernetes_env", "- name: TOKEN\n  name: token\n"),
         ("putty", "PuTTY-User-Key-File-3: x\n"),
+        ("pgpass", "a:5432:b:c:d:*:*:\n:5432:"),
+        ("jwk", "{\"kty\":\"d\":\"k\":\"p\":"),
+        ("sas_signature", "?sig=&sig=sig=?"),
+        ("base64_key", "key=base64:key key base64:"),
+        ("prefixed_keys", "key-1//0dp.st.figd_sk-proj-"),
+        ("slack_webhook", "hooks.slack.com/services/"),
     ] {
         cases.push((name.to_owned(), mebibyte(unit)));
     }

@@ -79,6 +79,14 @@ forbid (principal, action, resource) when { context.sensitive.contains("ssh_dir"
 @reason("`.aws/` holds cloud credentials")
 forbid (principal, action, resource) when { context.sensitive.contains("aws_dir") };
 
+@id("sensitive-credentials")
+@reason("`.netrc`, `.pgpass`, `.git-credentials`, `.pypirc`, `.my.cnf`, `.docker/config.json`, `.cargo/credentials` and `gh`'s `hosts.yml` hold passwords and tokens")
+forbid (principal, action, resource) when { context.sensitive.contains("credentials") };
+
+@id("sensitive-credentials-dir")
+@reason("`.gnupg/` holds private keys and `.kube/` cluster credentials")
+forbid (principal, action, resource) when { context.sensitive.contains("credentials_dir") };
+
 @id("sensitive-toolgate-config")
 @reason("toolgate's own configuration decides what tools may do; a model must not change it")
 forbid (principal, action, resource) when { context.sensitive.contains("toolgate_config") };
@@ -852,7 +860,7 @@ mod tests {
     #[test]
     fn counts() {
         let engine = PolicyEngine::default_policy().unwrap();
-        assert_eq!((engine.len(), engine.is_empty()), (11, false));
+        assert_eq!((engine.len(), engine.is_empty()), (13, false));
         let none = PolicyEngine::from_sources(&[]).unwrap();
         assert_eq!((none.len(), none.is_empty()), (0, true));
     }
@@ -868,7 +876,7 @@ mod tests {
         let engine =
             PolicyEngine::from_sources(&[("default", DEFAULT_POLICY), ("operator", operator)])
                 .unwrap();
-        assert_eq!(engine.len(), 11);
+        assert_eq!(engine.len(), 13);
         assert_eq!(
             engine.reason("sensitive-dotenv"),
             Some("only the example file")

@@ -29,8 +29,9 @@ pub struct SensitiveKind {
     pub kind: &'static str,
     /// The `@id` of the default rule that forbids it (its `@reason` says why).
     pub rule: &'static str,
-    /// Whether it covers a path by its last component (`.env`, `*.pem`).
-    names: fn(&str) -> bool,
+    /// Whether it covers a path as a file: by its last component (`.env`, `*.pem`), or by its
+    /// last few (`.docker/config.json`).
+    names: fn(&PathParts<'_>) -> bool,
     /// Directories it covers with everything in them, wherever they are (`.ssh`).
     dirs: &'static [&'static str],
 }
@@ -93,35 +94,40 @@ impl PathParts<'_> {
     fn has_component(&self, wanted: &str) -> bool {
         self.components.contains(&wanted)
     }
+
+    /// Whether the path's last components are `tail`.
+    fn ends_with(&self, tail: &[&str]) -> bool {
+        self.components.ends_with(tail)
+    }
 }
 
 /// Every kind, in the order they are checked.
-pub const KINDS: [SensitiveKind; 8] = [
+pub const KINDS: [SensitiveKind; 10] = [
     SensitiveKind {
         kind: "dotenv",
         rule: "sensitive-dotenv",
-        names: |name| name.starts_with(".env"),
+        names: |path| path.name.starts_with(".env"),
         dirs: &[],
     },
     SensitiveKind {
         kind: "pem",
         rule: "sensitive-pem",
-        names: |name| name.ends_with(".pem"),
+        names: |path| path.name.ends_with(".pem"),
         dirs: &[],
     },
     SensitiveKind {
         kind: "key",
         rule: "sensitive-key",
-        names: |name| name.ends_with(".key"),
+        names: |path| path.name.ends_with(".key"),
         dirs: &[],
     },
     SensitiveKind {
         kind: "ssh_key",
         rule: "sensitive-ssh-key",
-        names: |name| {
+        names: |path| {
             ["id_rsa", "id_dsa", "id_ecdsa", "id_ed25519"]
                 .iter()
-                .any(|prefix| name.starts_with(prefix))
+                .any(|prefix| path.name.starts_with(prefix))
         },
         dirs: &[],
     },
@@ -143,12 +149,34 @@ pub const KINDS: [SensitiveKind; 8] = [
         names: |_| false,
         dirs: &[".aws"],
     },
+    // The credential stores commands are kept from in the home directory, wherever a
+    // workspace holds them (a workspace at `$HOME` holds them all).
+    SensitiveKind {
+        kind: "credentials",
+        rule: "sensitive-credentials",
+        names: |path| {
+            matches!(
+                path.name,
+                ".netrc" | "_netrc" | ".pgpass" | ".git-credentials" | ".pypirc" | ".my.cnf"
+            ) || path.ends_with(&[".docker", "config.json"])
+                || path.ends_with(&[".cargo", "credentials"])
+                || path.ends_with(&[".cargo", "credentials.toml"])
+                || path.ends_with(&[".config", "gh", "hosts.yml"])
+        },
+        dirs: &[],
+    },
+    SensitiveKind {
+        kind: "credentials_dir",
+        rule: "sensitive-credentials-dir",
+        names: |_| false,
+        dirs: &[".gnupg", ".kube"],
+    },
     // The configuration and policy files in use, and the state directory, are added per
     // workspace by `Sensitivity`.
     SensitiveKind {
         kind: TOOLGATE_CONFIG,
         rule: "sensitive-toolgate-config",
-        names: |name| name == "toolgate.toml",
+        names: |path| path.name == "toolgate.toml",
         dirs: &[".toolgate"],
     },
 ];
@@ -296,7 +324,7 @@ impl Sensitivity {
             || (config && self.config_dir_of(parts).is_some())
         {
             Some(Cover::Dir)
-        } else if (kind.names)(parts.name)
+        } else if (kind.names)(parts)
             || (config && self.config_paths.iter().any(|p| p == parts.whole))
         {
             Some(Cover::Name)
@@ -346,6 +374,24 @@ mod tests {
             (".github/workflows/ci.yml", None),
             (".ssh/config", Some("ssh_dir")),
             ("home/.aws/credentials", Some("aws_dir")),
+            (".netrc", Some("credentials")),
+            ("home/_NETRC", Some("credentials")),
+            (".pgpass", Some("credentials")),
+            (".git-credentials", Some("credentials")),
+            (".pypirc", Some("credentials")),
+            (".my.cnf", Some("credentials")),
+            (".docker/config.json", Some("credentials")),
+            ("docker/config.json", None),
+            ("config.json", None),
+            (".cargo/credentials.toml", Some("credentials")),
+            (".cargo/config.toml", None),
+            (".config/gh/hosts.yml", Some("credentials")),
+            (".config/gh/config.yml", None),
+            ("netrc.rs", None),
+            (".gnupg/private-keys-v1.d/ab12", Some("credentials_dir")),
+            (".gnupg/pubring.kbx", Some("credentials_dir")),
+            (".kube/config", Some("credentials_dir")),
+            ("kube/config", None),
             ("toolgate.toml", Some("toolgate_config")),
             ("deploy/TOOLGATE.toml", Some("toolgate_config")),
             (".toolgate/policy.cedar", Some("toolgate_config")),
@@ -455,7 +501,7 @@ mod tests {
         // Every directory hidden, listed for walkers that prune by pattern.
         assert_eq!(
             sensitivity.hidden_dir_names().collect::<Vec<_>>(),
-            [".git", ".ssh", ".aws", ".toolgate"]
+            [".git", ".ssh", ".aws", ".gnupg", ".kube", ".toolgate"]
         );
         assert_eq!(
             sensitivity.hidden_dir_paths().collect::<Vec<_>>(),

@@ -157,6 +157,11 @@ fn sensitive_files_are_denied_by_a_named_rule_that_an_operator_can_replace() {
         (".git/config", "sensitive-git-internals"),
         (".ssh/known_hosts", "sensitive-ssh-dir"),
         (".aws/credentials", "sensitive-aws-dir"),
+        (".netrc", "sensitive-credentials"),
+        ("home/.PGPASS", "sensitive-credentials"),
+        (".docker/config.json", "sensitive-credentials"),
+        (".gnupg/private-keys-v1.d/ab12", "sensitive-credentials-dir"),
+        (".kube/config", "sensitive-credentials-dir"),
         ("toolgate.toml", "sensitive-toolgate-config"),
     ] {
         for tool in ["reader", "writer"] {

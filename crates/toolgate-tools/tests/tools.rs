@@ -553,6 +553,14 @@ impl Fixture {
         .unwrap();
         fs::create_dir_all(ws.join(".ssh")).unwrap();
         fs::write(ws.join(".ssh/id_ed25519"), "needle in a key\n").unwrap();
+        fs::create_dir_all(ws.join(".gnupg/private-keys-v1.d")).unwrap();
+        fs::write(
+            ws.join(".gnupg/private-keys-v1.d/ab12.key"),
+            "needle in a keyring\n",
+        )
+        .unwrap();
+        fs::create_dir_all(ws.join("ops/.kube")).unwrap();
+        fs::write(ws.join("ops/.kube/config"), "needle in a cluster\n").unwrap();
         symlink(
             ".local/state/toolgate/console-4242.token",
             ws.join("token_link"),
@@ -603,6 +611,10 @@ fn a_state_directory_in_the_workspace_is_pruned_from_every_listing_and_search() 
             "state_link",
             ".ssh",
             "in a key",
+            ".gnupg",
+            "keyring",
+            ".kube",
+            "in a cluster",
         ] {
             assert!(
                 !text.contains(secret),
