@@ -45,10 +45,10 @@ const RULE_DATA: &str = include_str!("../data/secret-rules.json");
 /// The words that make a name sensitive in toolgate's own assignment rules. The name may carry
 /// more around them (`DB_PASSWORD`, `github_token`, `aws_secret_access_key`).
 const SENSITIVE_NAME: &str =
-    r"(?:api_?key|access_?key|secret|token|password|passwd|passphrase|private_?key|credentials?)";
+    r"(?:api_?key|access_?key|secret|token|password|passwd|private_?key|credentials?)";
 
 /// The keywords of [`SENSITIVE_NAME`]: one of them is in every name it matches.
-const SENSITIVE_KEYWORDS: [&str; 12] = [
+const SENSITIVE_KEYWORDS: [&str; 11] = [
     "api_key",
     "apikey",
     "access_key",
@@ -57,7 +57,6 @@ const SENSITIVE_KEYWORDS: [&str; 12] = [
     "token",
     "password",
     "passwd",
-    "passphrase",
     "private_key",
     "privatekey",
     "credential",
@@ -118,13 +117,11 @@ fn own_rules() -> Vec<RuleData> {
         RuleData {
             id: "toolgate-password-colon".to_owned(),
             regex:
-                r"(?i)(?:password|passwd|passphrase|secret)[A-Z0-9_]*[\t ]*:[\t ]+([^\t\n\f\r '\x22\x60;,]+)"
+                r"(?i)(?:password|passwd|secret)[A-Z0-9_]*[\t ]*:[\t ]+([^\t\n\f\r '\x22\x60;,]+)"
                     .to_owned(),
             secret_group: 1,
             entropy: Some(OWN_ENTROPY),
-            keywords: ["password", "passwd", "passphrase", "secret"]
-                .map(str::to_owned)
-                .to_vec(),
+            keywords: ["password", "passwd", "secret"].map(str::to_owned).to_vec(),
             allowlists: vec![plain_word_allowlist()],
             generic: true,
         },
@@ -136,6 +133,13 @@ fn own_rules() -> Vec<RuleData> {
             "toolgate-pass-assignment",
             r"(?-u:\b)(?:[A-Z0-9_]{0,60}?_)?pass",
             "pass",
+        ),
+        // A passphrase (`GPG_PASSPHRASE=…`, `passphrase: …`), by a rule of its own: in the
+        // sensitive names above it made every search of ordinary text a tenth slower.
+        pass_rule(
+            "toolgate-passphrase-assignment",
+            r"(?-u:\b)[A-Z0-9_]{0,60}?passphrase",
+            "passphrase",
         ),
         pass_rule(
             "toolgate-pwd-assignment",
@@ -225,7 +229,7 @@ fn own_rules() -> Vec<RuleData> {
         shaped(
             "toolgate-slack-webhook",
             r"(?i)hooks\.slack\.com/(?:services|workflows|triggers)/([A-Za-z0-9+/_-]{20,})",
-            &["hooks.slack.com/"],
+            &["hooks.slack.com"],
         ),
         // Keys whose prefix alone says what they are, which gitleaks finds only beside a name
         // (or not at all): OpenAI's keys before project keys (`sk-` and 48 letters and
@@ -358,7 +362,7 @@ fn own_rules() -> Vec<RuleData> {
         shaped(
             "toolgate-openai-api-key",
             r"(?-u:\b)(sk-(?:proj|svcacct|admin)-[A-Za-z0-9_-]{40,})",
-            &["sk-proj-", "sk-svcacct-", "sk-admin-"],
+            &["sk-"],
         ),
         shaped(
             "toolgate-mailgun-api-key",
