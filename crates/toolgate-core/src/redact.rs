@@ -5,8 +5,9 @@
 //! into `data/secret-rules.json` and compiled in, plus a few rules of toolgate's own for what
 //! gitleaks leaves to file scanning: private-key blocks cut off by truncation, short values
 //! assigned to names such as `password` or `token`, passwords in URLs, Discord's webhook URLs,
-//! `Authorization` headers and cookies, Telegram bot tokens, `.netrc` passwords, and keys
-//! whose prefix alone names them (`GOCSPX-`, `ya29.`, `ATBB`, …).
+//! `Authorization` headers and cookies, Telegram bot tokens, `.netrc` and PostgreSQL password
+//! files, JSON Web Keys' private members, and keys whose prefix alone names them (`GOCSPX-`,
+//! `ya29.`, `ATBB`, …).
 //!
 //! The text is lowercased, as gitleaks does, and searched for every rule's keywords: the
 //! common ones (`key`, `token`, `secret`) by one packed SIMD searcher that keeps where each
@@ -169,9 +170,9 @@ fn own_rules() -> Vec<RuleData> {
             &["/api/webhooks/"],
         ),
         // HTTP credentials where a request or a log shows them: `Authorization: Bearer …`,
-        // `Basic …`, `Token …`, Okta's `SSWS …` or `ApiKey …` in a header line or a JSON object (gitleaks catches them only
-        // in a curl command line), and the cookies of `Cookie:` and `Set-Cookie:`, whose
-        // session cookies sign their holder in. A cookie's pairs are `name=value` without
+        // `Basic …`, `Token …`, Okta's `SSWS …` or `ApiKey …` in a header line or a JSON
+        // object (gitleaks catches them only in a curl command line), and the cookies of
+        // `Cookie:` and `Set-Cookie:`, whose session cookies sign their holder in. A cookie's pairs are `name=value` without
         // spaces, so that code such as `cookie: String = …` stays.
         placed(
             "toolgate-authorization-header",
@@ -478,9 +479,10 @@ const OWN_ENTROPY: f64 = 2.0;
 
 /// A value that is a plain word (`allowed`, `Bearer`, `self.token`), a call
 /// (`read_password()`), a type (`Option<String>`, `&str`), a version range (`^3.0.0 || ^4`),
-/// a template's or a document's placeholder (`{token}`, `<your-password>`, `<string|buffer>`) or a variable of a script (`$_POST[`, `!$pass`,
-/// `${DB_PASSWORD}`, `$(cat` cut at its space, `$dir/key.pem`, `$this->password`) names
-/// something; it is not a secret. A value that only begins with `$` and a letter
+/// a template's or a document's placeholder (`{token}`, `<your-password>`,
+/// `<string|buffer>`) or a variable of a script (`$_POST[`, `!$pass`, `${DB_PASSWORD}`,
+/// `$(cat` cut at its space, `$dir/key.pem`, `$this->password`) names something; it is not a
+/// secret. A value that only begins with `$` and a letter
 /// (`$argon2id$v=19$…`), a default after a variable (`${DB_PASSWORD:-hunter2}`) and a
 /// command substitution with more in it (`$(curl…|sh)`) are not one.
 fn plain_word_allowlist() -> AllowlistData {

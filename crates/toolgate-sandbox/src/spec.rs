@@ -123,12 +123,14 @@ pub struct DenyList {
 const SCRATCH: [&str; 4] = ["/tmp", "/var/tmp", "/dev/shm", "/run/user"];
 
 /// The usual credential stores, relative to the home directory.
-const CREDENTIALS: [&str; 11] = [
+const CREDENTIALS: [&str; 13] = [
     ".ssh",
     ".aws",
     ".gnupg",
     ".config/gh",
     ".netrc",
+    ".pgpass",
+    ".my.cnf",
     ".docker/config.json",
     ".kube",
     ".npmrc",

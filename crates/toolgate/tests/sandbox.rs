@@ -345,6 +345,8 @@ fn fake_home(home: &Path) {
             "[registry]\ntoken = \"canary\"\n",
         ),
         (".git-credentials", "https://me:canary@example.com\n"),
+        (".pgpass", "db:5432:app:me:canary\n"),
+        (".my.cnf", "[client]\npassword = canary\n"),
         (".profile", "# readable, not a credential\n"),
     ] {
         let file = home.join(path);

@@ -366,6 +366,8 @@ fn a_confined_upstream_is_refused_every_escape_and_changes_nothing() {
             "[registry]\ntoken = \"canary\"\n",
         ),
         (".git-credentials", "https://me:canary@example.com\n"),
+        (".pgpass", "db:5432:app:me:canary\n"),
+        (".my.cnf", "[client]\npassword = canary\n"),
     ] {
         let file = places.home.join(path);
         fs::create_dir_all(file.parent().unwrap()).unwrap();
