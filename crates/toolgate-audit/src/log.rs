@@ -361,7 +361,7 @@ impl AuditLog {
             OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
         )
         .map_err(sqlite)?;
-        prepare(&connection, &options, &shown)?;
+        prepare_waiting(&connection, &options, &shown)?;
         // Check the head now, so that a log that cannot be appended to stops toolgate from
         // starting instead of failing every call.
         let witnessed = head_file.read().map_err(head_error)?;
@@ -958,6 +958,30 @@ fn remove_dead_owner_files(db: &Path, own: Option<&Path>) {
         let ours = entry.file_name().to_string_lossy().starts_with(&prefix);
         if ours && !owner_alive(&path, own) {
             let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
+/// [`prepare`], tried again while the database is locked, until the busy timeout has passed.
+/// A new database starts in SQLite's rollback journal mode, and while another process turns
+/// it to WAL, asking the same holds a read lock that SQLite will not wait with (the two could
+/// deadlock): it answers "database is locked" at once instead of calling the busy handler.
+/// Trying again from the start, with no lock held, waits as any other lock is waited for.
+fn prepare_waiting(
+    connection: &Connection,
+    options: &AuditOptions,
+    shown: &str,
+) -> Result<(), AuditError> {
+    let deadline = Instant::now() + options.busy_timeout;
+    loop {
+        match prepare(connection, options, shown) {
+            Err(AuditError::Sqlite { ref source, .. })
+                if source.sqlite_error_code() == Some(rusqlite::ErrorCode::DatabaseBusy)
+                    && Instant::now() < deadline =>
+            {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            result => return result,
         }
     }
 }

@@ -236,6 +236,51 @@ fn a_log_created_without_its_table_is_empty_and_can_be_opened() {
     assert_eq!(intact(&path), 1);
 }
 
+/// Several processes starting at once on a log that is still new: one turns the database to
+/// WAL while another asks the same. SQLite does not wait for a lock it could deadlock on (a
+/// read lock held while the other holds the write lock) and says "database is locked" at
+/// once; opening waits it out, within the busy timeout, as it waits for any other lock.
+#[test]
+fn opening_waits_for_another_process_setting_up_a_new_log() {
+    let (_dir, path) = log_of(0);
+    let emptied = || {
+        std::fs::write(&path, b"").unwrap();
+        for suffix in ["-wal", "-shm"] {
+            let mut side = path.clone().into_os_string();
+            side.push(suffix);
+            let _ = std::fs::remove_file(side);
+        }
+    };
+    emptied();
+    // Another process part-way through setting the new database up: its write lock held, in
+    // the rollback journal mode every new SQLite database starts in.
+    let other = Connection::open(&path).unwrap();
+    other.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let release = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(300));
+        other.execute_batch("COMMIT").unwrap();
+    });
+    let options = AuditOptions {
+        busy_timeout: Duration::from_secs(5),
+        ..AuditOptions::default()
+    };
+    let log = AuditLog::open(&path, options).unwrap();
+    release.join().unwrap();
+    assert_eq!(log.append(call(1)).unwrap(), 1);
+    drop(log);
+    assert_eq!(intact(&path), 1);
+
+    // Held past the busy timeout, the lock is an error that says what it is.
+    emptied();
+    let other = Connection::open(&path).unwrap();
+    other.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let started = std::time::Instant::now();
+    let refused = AuditLog::open(&path, fast()).err().unwrap().to_string();
+    assert!(refused.contains("locked"), "{refused}");
+    assert!(started.elapsed() >= fast().busy_timeout);
+    other.execute_batch("COMMIT").unwrap();
+}
+
 #[test]
 fn a_log_of_an_unknown_format_is_refused_by_name() {
     let (_dir, path) = log_of(1);
