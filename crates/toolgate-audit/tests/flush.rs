@@ -7,15 +7,25 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use toolgate_audit::{AuditLog, AuditOptions, Durability, verify};
 
 static ALONE: Mutex<()> = Mutex::new(());
 
-fn db(dir: &tempfile::TempDir) -> PathBuf {
-    dir.path().join("state/toolgate/audit.db")
+/// A new log, and the lock that keeps the other test of this file off the disk meanwhile.
+fn alone_with_a_new_log() -> (
+    MutexGuard<'static, ()>,
+    tempfile::TempDir,
+    PathBuf,
+    AuditLog,
+) {
+    let alone = ALONE.lock().unwrap_or_else(PoisonError::into_inner);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("state/toolgate/audit.db");
+    let log = AuditLog::open(&path, AuditOptions::default()).unwrap();
+    (alone, dir, path, log)
 }
 
 /// The record the head file witnesses, read as `verify` reads it.
@@ -25,12 +35,7 @@ fn witnessed(path: &Path) -> Option<u64> {
 
 #[test]
 fn committed_records_are_flushed_and_witnessed_within_the_flush_interval() {
-    let _alone = ALONE
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let dir = tempfile::tempdir().unwrap();
-    let path = db(&dir);
-    let log = AuditLog::open(&path, AuditOptions::default()).unwrap();
+    let (_alone, _dir, path, log) = alone_with_a_new_log();
     let started = Instant::now();
     let seq = log
         .append_with(r#"{"call_id":"c-1"}"#.to_owned(), Durability::Committed)
@@ -51,12 +56,7 @@ fn committed_records_are_flushed_and_witnessed_within_the_flush_interval() {
 /// while it waits out the interval are still flushed within it.
 #[test]
 fn a_steady_stream_of_commits_is_flushed_within_the_interval_every_time() {
-    let _alone = ALONE
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let dir = tempfile::tempdir().unwrap();
-    let path = db(&dir);
-    let log = AuditLog::open(&path, AuditOptions::default()).unwrap();
+    let (_alone, _dir, path, log) = alone_with_a_new_log();
     for n in 0..30 {
         let committed = Instant::now();
         let seq = log
