@@ -154,11 +154,20 @@ pub const KINDS: [SensitiveKind; 10] = [
     SensitiveKind {
         kind: "credentials",
         rule: "sensitive-credentials",
+        // By the start of the name, as `.env*` is, so that a copy (`.netrc.bak`, `.pgpass~`)
+        // is one too.
         names: |path| {
-            matches!(
-                path.name,
-                ".netrc" | "_netrc" | ".pgpass" | ".git-credentials" | ".pypirc" | ".my.cnf"
-            ) || path.ends_with(&[".docker", "config.json"])
+            [
+                ".netrc",
+                "_netrc",
+                ".pgpass",
+                ".git-credentials",
+                ".pypirc",
+                ".my.cnf",
+            ]
+            .iter()
+            .any(|store| path.name.starts_with(store))
+                || path.ends_with(&[".docker", "config.json"])
                 || path.ends_with(&[".cargo", "credentials"])
                 || path.ends_with(&[".cargo", "credentials.toml"])
                 || path.ends_with(&[".config", "gh", "hosts.yml"])
@@ -388,6 +397,8 @@ mod tests {
             (".config/gh/hosts.yml", Some("credentials")),
             (".config/gh/config.yml", None),
             ("netrc.rs", None),
+            (".netrc.bak", Some("credentials")),
+            ("backup/.pgpass~", Some("credentials")),
             (".gnupg/private-keys-v1.d/ab12", Some("credentials_dir")),
             (".gnupg/pubring.kbx", Some("credentials_dir")),
             (".kube/config", Some("credentials_dir")),
