@@ -100,8 +100,8 @@ fn own_rules() -> Vec<RuleData> {
             generic: true,
         },
         // `name: "value"`, `name = 'value'`, `"name": "value"`, `config['name'] = 'value'`.
-        // The quotes stay, so that JSON
-        // and YAML stay well-formed after redaction, as they do with gitleaks' generic rule.
+        // The quotes stay, so that JSON and YAML stay well-formed after redaction, as they do
+        // with gitleaks' generic rule.
         RuleData {
             id: "toolgate-secret-quoted".to_owned(),
             regex: format!(
@@ -155,8 +155,8 @@ fn own_rules() -> Vec<RuleData> {
         // (`${DB_PASSWORD}`, `$TOKEN`, `{{ secrets.X }}`, `****`).
         placed(
             "toolgate-url-password",
-            // Printable ASCII only, &[as a URL is written (anything else is percent-encoded):
-            // classes of all of Unicode], repeated up to 256 times, made the search of a text
+            // Printable ASCII only, as a URL is written (anything else is percent-encoded):
+            // classes of all of Unicode, repeated up to 256 times, made the search of a text
             // with other letters in it some 200 times slower. The user name ends at `:`, `?`
             // and `#`, the password at `/`; neither holds a space, a quote, `<`, `>`, `\` or `@`.
             r#"(?-u:\b)[A-Za-z][A-Za-z0-9+.-]{1,30}://[!$-&(-.0-9;=A-\[\]-_a-~]{0,128}:([!#-&(-.0-;=?A-\[\]-_a-~]{1,256})@[A-Za-z0-9\[_-]"#,
@@ -172,8 +172,9 @@ fn own_rules() -> Vec<RuleData> {
         // HTTP credentials where a request or a log shows them: `Authorization: Bearer …`,
         // `Basic …`, `Token …`, Okta's `SSWS …` or `ApiKey …` in a header line or a JSON
         // object (gitleaks catches them only in a curl command line), and the cookies of
-        // `Cookie:` and `Set-Cookie:`, whose session cookies sign their holder in. A cookie's pairs are `name=value` without
-        // spaces, so that code such as `cookie: String = …` stays.
+        // `Cookie:` and `Set-Cookie:`, whose session cookies sign their holder in. A cookie's
+        // pairs are `name=value` without spaces, so that code such as `cookie: String = …`
+        // stays.
         placed(
             "toolgate-authorization-header",
             r#"(?i)authorization["']?[\t ]*[:=][\t ]*["']?(?:bearer|basic|token|ssws|api-?key)[\t ]+([A-Za-z0-9+/._~-]+=*)"#,
@@ -426,8 +427,8 @@ fn own_rules() -> Vec<RuleData> {
 }
 
 /// A rule for a secret whose shape says what it is (a provider's prefix, a webhook's URL):
-/// `regex`'s first group is the secret, tried where one of `keywords` (lowercase) occurs, and it must
-/// look random (entropy above 3).
+/// `regex`'s first group is the secret, tried where one of `keywords` (lowercase) occurs, and
+/// it must look random (entropy above 3).
 fn shaped(id: &str, regex: &str, keywords: &[&str]) -> RuleData {
     RuleData {
         id: id.to_owned(),
@@ -482,9 +483,9 @@ const OWN_ENTROPY: f64 = 2.0;
 /// a template's or a document's placeholder (`{token}`, `<your-password>`,
 /// `<string|buffer>`) or a variable of a script (`$_POST[`, `!$pass`, `${DB_PASSWORD}`,
 /// `$(cat` cut at its space, `$dir/key.pem`, `$this->password`) names something; it is not a
-/// secret. A value that only begins with `$` and a letter
-/// (`$argon2id$v=19$…`), a default after a variable (`${DB_PASSWORD:-hunter2}`) and a
-/// command substitution with more in it (`$(curl…|sh)`) are not one.
+/// secret. A value that only begins with `$` and a letter (`$argon2id$v=19$…`), a default
+/// after a variable (`${DB_PASSWORD:-hunter2}`) and a command substitution with more in it
+/// (`$(curl…|sh)`) are not one.
 fn plain_word_allowlist() -> AllowlistData {
     AllowlistData {
         target: Target::Secret,

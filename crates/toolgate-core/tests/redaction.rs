@@ -834,6 +834,51 @@ fn settings_files_command_lines_and_more_keys_are_redacted() {
     ]);
 }
 
+/// Every private member of an RSA JSON Web Key goes, and every public one stays.
+#[test]
+fn an_rsa_json_web_keys_private_members_are_all_redacted() {
+    let private = [
+        ("d", "X4cTteJY_gn4FYPsXB8rdXix5vwsg1FLN5E3EaG6RJoVH"),
+        ("p", "83i-7IvMGXoMXCskv73TKr8637FiO7Z27zv8oj6pbWUQ"),
+        ("q", "3dfOR9cuYq-0S-mkFLzgItgMEfFzB2q3hWehMuG0oCuq"),
+        ("dp", "G4sPXkc6Ya9y8oJW9_ILj4xuppu0lzi_H7VTkS8xj5S"),
+        ("dq", "s9lAH9fggBsoFR8Oac2R_E2gw282rT2kGOAhvIllETE1"),
+        ("qi", "GyM_p6JrXySiz1toFgKbWV-JdI3jQ4ypu9rbMWx3rQJB"),
+    ];
+    let public = [
+        ("kty", "RSA"),
+        ("e", "AQAB"),
+        (
+            "n",
+            "ofgWCuLjybRlzo0tZWJjNiuSfb4p4fAkd_wWJcyQoTbji9k0l8W26mPddx",
+        ),
+    ];
+    let members: Vec<String> = public
+        .iter()
+        .chain(&private)
+        .map(|(name, value)| format!("\"{name}\": \"{value}\""))
+        .collect();
+    let key = format!("{{{}}}", members.join(", "));
+    let (redacted, count) = redact_text(&key);
+    let redacted = redacted.unwrap();
+    assert_eq!(count, private.len(), "{redacted}");
+    for (name, value) in private {
+        assert!(
+            redacted.contains(&format!("\"{name}\": \"[REDACTED]\"")),
+            "{redacted}"
+        );
+        assert!(!redacted.contains(value), "{redacted}");
+    }
+    for (name, value) in public {
+        assert!(
+            redacted.contains(&format!("\"{name}\": \"{value}\"")),
+            "{redacted}"
+        );
+    }
+    // Without a key's `"kty"` in the text, a `d` is any member of any object.
+    all_stay(&[r#"{"d": "X4cTteJY_gn4FYPsXB8rdXix5vwsg1FLN5E3EaG6RJoVH"}"#]);
+}
+
 /// A value of letters only is a setting or a name when it reads as words, and a secret when
 /// its letters look drawn at random (both cases mixed letter by letter, or hardly a vowel).
 #[test]
