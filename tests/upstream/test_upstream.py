@@ -4,7 +4,8 @@
 Usage: python test_upstream.py STATE_DIR [--fail-start]
 
 - Every `tools/call` it receives is appended to STATE_DIR/calls.log as one JSON line, before
-  anything else happens: a call toolgate refused never appears there.
+  anything else happens: a call toolgate refused never appears there. The parameters of every
+  `notifications/cancelled` go to STATE_DIR/cancelled.log the same way.
 - Its pid is written to STATE_DIR/pid. It starts a long-lived child of its own in its process
   group, whose pid is written to STATE_DIR/grandchild, so that tests can see the whole group go.
 - SIGUSR1 changes the description of `echo` (and remembers it in STATE_DIR/changed, so a
@@ -190,6 +191,9 @@ def main():
             time.sleep(3600)
         elif method == "tools/call":
             threading.Thread(target=call, args=(id, message["params"]), daemon=True).start()
+        elif method == "notifications/cancelled":
+            with open(os.path.join(STATE, "cancelled.log"), "a") as log:
+                log.write(json.dumps(message["params"]) + "\n")
         elif method == "ping":
             write({"jsonrpc": "2.0", "id": id, "result": {}})
         elif id is not None:

@@ -80,9 +80,9 @@ pub use invocation::{Invocation, NormalizeBounds, RawArguments, RawCall, Surface
 pub use notice::{NOTICES_PER_SECOND, Notice, NoticeSink};
 pub use outcome::{Evidence, Outcome, Status, ToolError, ToolErrorCode, ToolOutput};
 pub use pipeline::{
-    Admit, Authorized, Call, Classification, Classified, Decided, ExecContext, Executor,
-    Normalized, Parsed, Permitted, Pipeline, Planned, Resolved, Resource, RunHooks, StageReport,
-    Stopped, TypedExecutor, Validated, WorkspaceId,
+    Admit, Authorized, Call, Classification, Classified, Decided, ExecContext, Executor, Forwarded,
+    Forwarding, Normalized, Parsed, Permitted, Pipeline, Planned, Resolved, Resource, RunHooks,
+    StageReport, Stopped, TypedExecutor, Validated, WorkspaceId,
 };
 pub use policy::{
     NETWORK_NONE, NETWORK_PREFIX, NETWORK_UNCONFINED, NetworkRequest, PolicyContext,

@@ -487,6 +487,18 @@ impl Registry {
         })
     }
 
+    /// Whether every entry named `name` (and there is one) has an executor that is
+    /// [brief](crate::Executor::brief) or [forwards](crate::Executor::forwards) its calls.
+    pub fn all_brief_or_forwarding(&self, name: &str) -> bool {
+        self.by_name.get(name).is_some_and(|indices| {
+            indices.iter().all(|&i| {
+                self.tools
+                    .get(i)
+                    .is_some_and(|t| t.executor.brief() || t.executor.forwards())
+            })
+        })
+    }
+
     /// Stage 2: exactly one enabled, compatible, current, available entry in the caller's
     /// profile. Each filter that empties the set names itself in the rejection.
     pub fn resolve(&self, invocation: &Invocation) -> Result<Arc<Tool>, Rejection> {

@@ -1,7 +1,7 @@
-//! Watching one call while it runs (on a blocking thread, unless it ran to its end where its
-//! request arrived): cancelling it when the client asks or stops listening, reporting
-//! progress, relaying what the executor reports, and asking the person at the client when the
-//! call waits for approval.
+//! Watching one call while it runs (on a blocking thread, as a task when it waits for another
+//! process's answer, or not at all when it ran to its end where its request arrived):
+//! cancelling it when the client asks or stops listening, reporting progress, relaying what the
+//! executor reports, and asking the person at the client when the call waits for approval.
 
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -33,7 +33,7 @@ enum Phase {
     Running,
 }
 
-/// A call, as a transport watches it: on a blocking thread, or already ended.
+/// A call, as a transport watches it: on a blocking thread or a task, or already ended.
 #[derive(Debug)]
 pub(crate) struct Running {
     task: Task,
@@ -49,7 +49,7 @@ pub(crate) struct Running {
 enum Task {
     /// It ended where its request arrived; taken once watched.
     Ended(Option<Box<Outcome>>),
-    /// It runs on a blocking thread.
+    /// It runs on a blocking thread, or as a task of its own.
     Spawned(tokio::task::JoinHandle<Outcome>),
 }
 
@@ -78,10 +78,12 @@ impl Running {
     /// Starts `raw`: the pipeline's own run, stages 1 to 8, with `admit` as the session's
     /// further condition in stage 2.
     ///
-    /// A call of a tool whose executor is brief (a bounded read of one file) is decided here,
-    /// where its request arrived, and when it only reads and nobody need be asked, it runs
-    /// here to its end too: handing a call of some microseconds to another thread and back
-    /// costs more than the call. Every other call runs on a blocking thread, watched.
+    /// A call of a tool whose executor is brief (a bounded read of one file) or forwards its
+    /// calls (an upstream's tool) is decided here, where its request arrived. When it only
+    /// reads and nobody need be asked, a brief call runs here to its end too, and a forwarded
+    /// one waits for its answer as a task: handing a call to another thread and back costs
+    /// more than a call of some microseconds, and a thread parked on another process's answer
+    /// costs two hand-offs more. Every other call runs on a blocking thread, watched.
     pub(crate) fn start(
         pipeline: Arc<Pipeline>,
         raw: RawCall,
@@ -95,28 +97,33 @@ impl Running {
             // The call outlived its watcher (its client went away): nobody to tell.
             let _ = notice_tx.send(notice);
         });
-        let step = if pipeline.runs_briefly(&raw.tool) {
+        let step = if pipeline.decides_on_arrival(&raw.tool) {
             match pipeline.decide(raw, &admit) {
-                Decided::Ended(outcome) => Err(outcome),
+                Decided::Ended(outcome) => Err(Task::Ended(Some(Box::new(outcome)))),
                 Decided::Permitted(permitted) if permitted.ends_soon() => {
                     let step = Step::Rest(Box::new(permitted));
                     let sink = Arc::clone(&sink);
-                    Err(run_call(
-                        &pipeline,
-                        &admit,
-                        step,
-                        cancelled.clone(),
-                        &phase_tx,
-                        sink,
-                    ))
+                    let outcome =
+                        run_call(&pipeline, &admit, step, cancelled.clone(), &phase_tx, sink);
+                    Err(Task::Ended(Some(Box::new(outcome))))
                 }
-                Decided::Permitted(permitted) => Ok(Step::Rest(Box::new(permitted))),
+                Decided::Permitted(permitted) => {
+                    let forwarded = with_hooks(&admit, &phase_tx, Arc::clone(&sink), |hooks| {
+                        pipeline.forward(permitted, cancelled.clone(), hooks)
+                    });
+                    match forwarded {
+                        // The call runs to its end, and is recorded, even when nobody watches
+                        // it any more.
+                        Ok(forwarding) => Err(Task::Spawned(tokio::spawn(forwarding))),
+                        Err(permitted) => Ok(Step::Rest(permitted)),
+                    }
+                }
             }
         } else {
             Ok(Step::Whole(raw))
         };
         let task = match step {
-            Err(outcome) => Task::Ended(Some(Box::new(outcome))),
+            Err(task) => task,
             Ok(step) => Task::Spawned(tokio::task::spawn_blocking({
                 let cancelled = cancelled.clone();
                 move || run_call(&pipeline, &admit, step, cancelled, &phase_tx, sink)
@@ -181,7 +188,21 @@ fn run_call(
     phase: &watch::Sender<Phase>,
     notices: NoticeSink,
 ) -> Outcome {
-    let hooks = RunHooks {
+    with_hooks(admit, phase, notices, |hooks| match step {
+        Step::Whole(raw) => pipeline.run_with(raw, cancelled, hooks),
+        Step::Rest(permitted) => pipeline.finish(*permitted, cancelled, hooks),
+    })
+}
+
+/// `f` given the pipeline's hooks for one call: `admit` in stage 2, `phase` told when the call
+/// waits for a person or runs, and what the executor reports sent to `notices`.
+fn with_hooks<R>(
+    admit: &Admit<'_>,
+    phase: &watch::Sender<Phase>,
+    notices: NoticeSink,
+    f: impl FnOnce(&RunHooks) -> R,
+) -> R {
+    f(&RunHooks {
         admit,
         awaiting_approval: &|call_id| {
             phase.send_replace(Phase::AwaitingApproval(call_id.into()));
@@ -190,11 +211,7 @@ fn run_call(
             phase.send_replace(Phase::Running);
         },
         notices: Some(notices),
-    };
-    match step {
-        Step::Whole(raw) => pipeline.run_with(raw, cancelled, &hooks),
-        Step::Rest(permitted) => pipeline.finish(*permitted, cancelled, &hooks),
-    }
+    })
 }
 
 /// Progress notifications for one call, to a client that sent a progress token: toolgate's

@@ -152,10 +152,27 @@ enum Delivery {
     Answer(Result<Value, Fault>),
 }
 
+/// Where a waiting request's deliveries go: to a thread that blocks on them, or to a task.
+#[derive(Debug)]
+enum Deliver {
+    Thread(mpsc::Sender<Delivery>),
+    Task(tokio::sync::mpsc::UnboundedSender<Delivery>),
+}
+
+impl Deliver {
+    /// Whether the caller still waits.
+    fn send(&self, delivery: Delivery) -> bool {
+        match self {
+            Deliver::Thread(sender) => sender.send(delivery).is_ok(),
+            Deliver::Task(sender) => sender.send(delivery).is_ok(),
+        }
+    }
+}
+
 /// A request waiting for its answer, and, for a call that listens, its notices.
 #[derive(Debug)]
 struct Waiter {
-    sender: mpsc::Sender<Delivery>,
+    sender: Deliver,
     /// How many notices wait for the caller; `None` for a request that does not listen.
     queued: Option<Arc<AtomicU64>>,
 }
@@ -174,7 +191,7 @@ impl Waiter {
             queued.fetch_sub(1, Ordering::AcqRel);
             return;
         }
-        if self.sender.send(Delivery::Notice(notice)).is_err() {
+        if !self.sender.send(Delivery::Notice(notice)) {
             queued.fetch_sub(1, Ordering::AcqRel);
         }
     }
@@ -200,6 +217,22 @@ pub trait Rpc: Send + Sync + std::fmt::Debug {
         stop: &dyn Fn() -> bool,
         listener: Option<&dyn Fn(Notice)>,
     ) -> Result<Value, Fault>;
+
+    /// [`Rpc::request_reporting`] for a caller on an async runtime, which waits for the answer
+    /// without a thread of its own: `cancel` gives the request up, and what the upstream
+    /// reports goes to `listener`. Dropped before it resolves, the request is given up
+    /// upstream. When this connection has no such way, `params` come back unsent, and the
+    /// caller waits on a thread.
+    fn request_async(
+        self: Arc<Self>,
+        _method: &'static str,
+        params: Value,
+        _timeout: Duration,
+        _cancel: toolgate_core::Cancel,
+        _listener: Box<dyn Fn(Notice) + Send + Sync>,
+    ) -> Result<Answer, Value> {
+        Err(params)
+    }
 
     /// [`Rpc::request_reporting`] without a listener.
     fn request_until(
@@ -281,6 +314,44 @@ pub trait Rpc: Send + Sync + std::fmt::Debug {
         self.request_until(method, params, timeout, &|| false)
     }
 }
+
+/// A request of [`Connection::answer_of`] still waiting: given up upstream when dropped, unless
+/// it was answered or never sent.
+struct Pending<'a> {
+    connection: &'a Connection,
+    id: Option<u64>,
+}
+
+impl Pending<'_> {
+    /// Answered: nothing to give up.
+    fn answered(&mut self) {
+        self.id = None;
+    }
+
+    /// Never sent: only its waiter goes.
+    fn forget(&mut self) {
+        if let Some(id) = self.id.take() {
+            lock(&self.connection.pending).remove(&id);
+        }
+    }
+
+    /// Given up, for `reason`: the upstream is told.
+    fn give_up(&mut self, reason: &str) {
+        if let Some(id) = self.id.take() {
+            self.connection.abandon(id, reason);
+        }
+    }
+}
+
+impl Drop for Pending<'_> {
+    fn drop(&mut self) {
+        self.give_up("the gateway stopped waiting for it");
+    }
+}
+
+/// The answer to come of a request made with [`Rpc::request_async`].
+pub type Answer =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<Value, Fault>> + Send + 'static>>;
 
 /// The fault of request `method`, given `timeout` to be answered in, that was not.
 pub(crate) fn unanswered(upstream: &str, method: &str, timeout: Duration) -> Fault {
@@ -441,7 +512,7 @@ impl Rpc for Connection {
         let (tx, rx) = mpsc::channel();
         let queued = listener.map(|_| Arc::new(AtomicU64::new(0)));
         let waiter = Waiter {
-            sender: tx,
+            sender: Deliver::Thread(tx),
             queued: queued.clone(),
         };
         lock(&self.pending).insert(id, waiter);
@@ -491,6 +562,19 @@ impl Rpc for Connection {
         }
     }
 
+    fn request_async(
+        self: Arc<Self>,
+        method: &'static str,
+        params: Value,
+        timeout: Duration,
+        cancel: toolgate_core::Cancel,
+        listener: Box<dyn Fn(Notice) + Send + Sync>,
+    ) -> Result<Answer, Value> {
+        Ok(Box::pin(
+            self.answer_of(method, params, timeout, cancel, listener),
+        ))
+    }
+
     fn is_dead(&self) -> bool {
         self.dead.load(Ordering::SeqCst)
     }
@@ -527,6 +611,147 @@ impl Rpc for Connection {
 }
 
 impl Connection {
+    /// [`Rpc::request_async`]: the request, queued for the writer thread, and its answer,
+    /// which the reader thread hands straight to the waiting task.
+    async fn answer_of(
+        self: Arc<Self>,
+        method: &'static str,
+        params: Value,
+        timeout: Duration,
+        cancel: toolgate_core::Cancel,
+        listener: Box<dyn Fn(Notice) + Send + Sync>,
+    ) -> Result<Value, Fault> {
+        if self.dead.load(Ordering::SeqCst) {
+            return Err(Fault::Unavailable(format!(
+                "upstream `{}` is not running",
+                self.upstream
+            )));
+        }
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let queued = Arc::new(AtomicU64::new(0));
+        let waiter = Waiter {
+            sender: Deliver::Task(tx),
+            queued: Some(Arc::clone(&queued)),
+        };
+        lock(&self.pending).insert(id, waiter);
+        // From here on the request is given up upstream unless it is answered, also when this
+        // future is dropped.
+        let mut pending = Pending {
+            connection: &self,
+            id: Some(id),
+        };
+        let relay = Relay::new(listener);
+        let message = request_message(id, method, params, true);
+        let deadline = Instant::now() + timeout;
+        let woken = Arc::new(tokio::sync::Notify::new());
+        let _on_cancel = cancel.on_cancel({
+            let woken = Arc::clone(&woken);
+            // A permit is stored when nobody waits yet, so the wake is never lost.
+            move || woken.notify_one()
+        });
+        self.queue(&message, deadline, &cancel)
+            .await
+            .map_err(|fault| {
+                pending.forget();
+                match fault {
+                    Fault::Timeout(_) => Fault::Timeout(format!(
+                        "upstream `{}` did not read `{method}` within {} ms",
+                        self.upstream,
+                        timeout.as_millis()
+                    )),
+                    other => other,
+                }
+            })?;
+        let sleep = tokio::time::sleep_until(deadline.into());
+        tokio::pin!(sleep);
+        loop {
+            tokio::select! {
+                biased;
+                delivery = rx.recv() => match delivery {
+                    Some(Delivery::Notice(notice)) => {
+                        queued.fetch_sub(1, Ordering::AcqRel);
+                        relay.pass(notice);
+                    }
+                    Some(Delivery::Answer(answer)) => {
+                        pending.answered();
+                        return answer.and_then(|message| self.result_of(message));
+                    }
+                    None => {
+                        pending.answered();
+                        return Err(Fault::Unavailable(format!(
+                            "upstream `{}` stopped while `{method}` was pending",
+                            self.upstream
+                        )));
+                    }
+                },
+                () = woken.notified() => if cancel.is_cancelled() {
+                    pending.give_up("cancelled by the client");
+                    return Err(Fault::Cancelled);
+                },
+                () = &mut sleep => {
+                    pending.give_up("timeout");
+                    return Err(unanswered(&self.upstream, method, timeout));
+                }
+            }
+        }
+    }
+
+    /// [`Connection::send`] for a task: waits for room in the writer's queue without holding
+    /// a thread.
+    async fn queue(
+        &self,
+        message: &Value,
+        deadline: Instant,
+        cancel: &toolgate_core::Cancel,
+    ) -> Result<(), Fault> {
+        let mut line = self.line(message)?;
+        let Some(queue) = lock(&self.stdin).clone() else {
+            return Err(self.not_running());
+        };
+        loop {
+            line = match self.offer(&queue, line, deadline, &|| cancel.is_cancelled())? {
+                None => return Ok(()),
+                Some(back) => back,
+            };
+            tokio::time::sleep(SEND_POLL).await;
+        }
+    }
+
+    /// `line` queued for the writer thread, or handed back when the queue is full and there is
+    /// time left to wait.
+    fn offer(
+        &self,
+        queue: &SyncSender<Vec<u8>>,
+        line: Vec<u8>,
+        deadline: Instant,
+        stop: &dyn Fn() -> bool,
+    ) -> Result<Option<Vec<u8>>, Fault> {
+        let back = match queue.try_send(line) {
+            Ok(()) => return Ok(None),
+            Err(TrySendError::Disconnected(_)) => return Err(self.not_running()),
+            Err(TrySendError::Full(back)) => back,
+        };
+        if Instant::now() >= deadline {
+            return Err(Fault::Timeout(format!(
+                "upstream `{}` is not reading its input",
+                self.upstream
+            )));
+        }
+        if stop() {
+            return Err(Fault::Cancelled);
+        }
+        Ok(Some(back))
+    }
+
+    /// `message` as one line of the stream.
+    fn line(&self, message: &Value) -> Result<Vec<u8>, Fault> {
+        let mut line = serde_json::to_vec(message)
+            .map_err(|e| self.protocol(&format!("cannot encode a request: {e}")))?;
+        line.push(b'\n');
+        Ok(line)
+    }
+
     /// A JSON-RPC `error` is passed to the caller as a value with an `error` member; a message
     /// with neither `result` nor `error` cannot be.
     fn result_of(&self, mut message: Value) -> Result<Value, Fault> {
@@ -560,28 +785,16 @@ impl Connection {
         deadline: Instant,
         stop: &dyn Fn() -> bool,
     ) -> Result<(), Fault> {
-        let mut line = serde_json::to_vec(message)
-            .map_err(|e| self.protocol(&format!("cannot encode a request: {e}")))?;
-        line.push(b'\n');
+        let mut line = self.line(message)?;
         // The queue is cloned out so that no lock is held while waiting for room.
         let Some(queue) = lock(&self.stdin).clone() else {
             return Err(self.not_running());
         };
         loop {
-            match queue.try_send(line) {
-                Ok(()) => return Ok(()),
-                Err(TrySendError::Disconnected(_)) => return Err(self.not_running()),
-                Err(TrySendError::Full(back)) => line = back,
-            }
-            if Instant::now() >= deadline {
-                return Err(Fault::Timeout(format!(
-                    "upstream `{}` is not reading its input",
-                    self.upstream
-                )));
-            }
-            if stop() {
-                return Err(Fault::Cancelled);
-            }
+            line = match self.offer(&queue, line, deadline, stop)? {
+                None => return Ok(()),
+                Some(back) => back,
+            };
             std::thread::sleep(SEND_POLL);
         }
     }

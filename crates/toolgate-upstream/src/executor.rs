@@ -9,14 +9,15 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value, json};
 use toolgate_core::{
-    Call, Classification, ExecContext, Notice, ToolError, ToolErrorCode, ToolOutput, ToolSchema,
-    TypedExecutor,
+    Call, Classification, ExecContext, Forwarded, Notice, ToolError, ToolErrorCode, ToolOutput,
+    ToolSchema, TypedExecutor,
 };
 
-use crate::connection::Fault;
+use crate::connection::{Fault, Rpc};
 use crate::supervisor::{Stale, Supervisor};
 
 /// Forwards calls to one tool of one upstream.
+#[derive(Clone)]
 pub struct UpstreamExecutor {
     supervisor: Arc<Supervisor>,
     tool: String,
@@ -86,6 +87,59 @@ impl UpstreamExecutor {
             ));
         }
         error
+    }
+
+    /// The connection to forward a call to, if the pin still holds, with the request's
+    /// parameters and how long to wait for its answer.
+    fn prepare(
+        &self,
+        arguments: &Map<String, Value>,
+        cx: &ExecContext,
+    ) -> Result<(Arc<dyn Rpc>, Value, Duration), ToolError> {
+        // The registry that resolved this call may predate the upstream's latest list; the
+        // pin is checked again against that list at the moment the call is forwarded.
+        let connection = self
+            .supervisor
+            .connection_for(&self.tool, &self.pinned)
+            .map_err(|stale| match stale {
+                Stale::Fault(fault) => self.failure(&fault),
+                Stale::Changed | Stale::Missing => self.stale(matches!(stale, Stale::Missing)),
+            })?;
+        let limit = cx.deadline().saturating_duration_since(Instant::now());
+        let timeout = limit.min(self.supervisor.spec.call_timeout);
+        let params = json!({"name": self.tool, "arguments": arguments});
+        Ok((connection, params, timeout))
+    }
+
+    /// The call's result, from the upstream's answer (or the fault that stopped it).
+    fn conclude(
+        &self,
+        connection: &Arc<dyn Rpc>,
+        result: Result<Value, Fault>,
+    ) -> Result<ToolOutput, ToolError> {
+        let result = result.map_err(|fault| {
+            if matches!(fault, Fault::Timeout(_)) {
+                self.supervisor.probe(Arc::clone(connection));
+            }
+            self.failure(&fault)
+        })?;
+        if let Some(error) = result.get("error") {
+            let message = error
+                .get("message")
+                .and_then(Value::as_str)
+                .unwrap_or("no message");
+            return Err(ToolError::new(
+                ToolErrorCode::UpstreamError,
+                format!(
+                    "upstream `{}` refused the call: {message}",
+                    self.supervisor.spec.name
+                ),
+            ));
+        }
+        if result.get("isError").and_then(Value::as_bool) == Some(true) {
+            return Err(ToolError::new(ToolErrorCode::ToolError, text_of(&result)));
+        }
+        self.output(result).map_err(|fault| self.failure(&fault))
     }
 
     /// The call was not forwarded: the upstream no longer serves the pinned descriptor.
@@ -177,18 +231,7 @@ impl TypedExecutor for UpstreamExecutor {
         _call: &Call<'_>,
         cx: &ExecContext,
     ) -> Result<ToolOutput, ToolError> {
-        // The registry that resolved this call may predate the upstream's latest list; the
-        // pin is checked again against that list at the moment the call is forwarded.
-        let connection = self
-            .supervisor
-            .connection_for(&self.tool, &self.pinned)
-            .map_err(|stale| match stale {
-                Stale::Fault(fault) => self.failure(&fault),
-                Stale::Changed | Stale::Missing => self.stale(matches!(stale, Stale::Missing)),
-            })?;
-        let limit = cx.deadline().saturating_duration_since(Instant::now());
-        let timeout = limit.min(self.supervisor.spec.call_timeout);
-        let params = json!({"name": self.tool, "arguments": arguments});
+        let (connection, params, timeout) = self.prepare(arguments, cx)?;
         // The context stops at its deadline too; stopping a little before it lets the timeout
         // be reported as such, not as a cancellation.
         let stop = || cx.should_stop() && Instant::now() + Duration::from_millis(5) < cx.deadline();
@@ -197,30 +240,77 @@ impl TypedExecutor for UpstreamExecutor {
         let listener = |notice: Notice| {
             cx.notify(notice);
         };
-        let result = connection
-            .request_reporting("tools/call", params, timeout, &stop, Some(&listener))
-            .map_err(|fault| {
-                if matches!(fault, Fault::Timeout(_)) {
-                    self.supervisor.probe(Arc::clone(&connection));
-                }
-                self.failure(&fault)
-            })?;
-        if let Some(error) = result.get("error") {
-            let message = error
-                .get("message")
-                .and_then(Value::as_str)
-                .unwrap_or("no message");
-            return Err(ToolError::new(
-                ToolErrorCode::UpstreamError,
-                format!(
-                    "upstream `{}` refused the call: {message}",
-                    self.supervisor.spec.name
-                ),
-            ));
+        let result =
+            connection.request_reporting("tools/call", params, timeout, &stop, Some(&listener));
+        self.conclude(&connection, result)
+    }
+
+    fn forwards(&self) -> bool {
+        true
+    }
+
+    /// Over a connection that can wait without a thread (a process's standard streams), the
+    /// call's task waits for the answer itself; otherwise a blocking thread waits, as
+    /// [`TypedExecutor::execute`] does.
+    fn forward(
+        &self,
+        arguments: &Map<String, Value>,
+        _call: &Call<'_>,
+        cx: &ExecContext,
+    ) -> Forwarded {
+        let (connection, params, timeout) = match self.prepare(arguments, cx) {
+            Ok(prepared) => prepared,
+            Err(error) => return Box::pin(std::future::ready(Err(error))),
+        };
+        let this = self.clone();
+        let listener = {
+            let cx = cx.clone();
+            Box::new(move |notice: Notice| {
+                cx.notify(notice);
+            })
+        };
+        let answer = Arc::clone(&connection).request_async(
+            "tools/call",
+            params,
+            timeout,
+            cx.cancel().clone(),
+            listener,
+        );
+        match answer {
+            Ok(answer) => Box::pin(async move {
+                let result = answer.await;
+                this.conclude(&connection, result)
+            }),
+            Err(params) => {
+                let cx = cx.clone();
+                Box::pin(async move {
+                    let waited = tokio::task::spawn_blocking(move || {
+                        let stop = || {
+                            cx.should_stop()
+                                && Instant::now() + Duration::from_millis(5) < cx.deadline()
+                        };
+                        let listener = |notice: Notice| {
+                            cx.notify(notice);
+                        };
+                        let result = connection.request_reporting(
+                            "tools/call",
+                            params,
+                            timeout,
+                            &stop,
+                            Some(&listener),
+                        );
+                        this.conclude(&connection, result)
+                    })
+                    .await;
+                    match waited {
+                        Ok(result) => result,
+                        Err(e) => Err(ToolError::new(
+                            ToolErrorCode::ToolPanicked,
+                            format!("the call's thread stopped unexpectedly: {e}"),
+                        )),
+                    }
+                })
+            }
         }
-        if result.get("isError").and_then(Value::as_bool) == Some(true) {
-            return Err(ToolError::new(ToolErrorCode::ToolError, text_of(&result)));
-        }
-        self.output(result).map_err(|fault| self.failure(&fault))
     }
 }

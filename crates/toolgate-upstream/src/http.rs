@@ -295,7 +295,7 @@ impl HttpConnection {
         id: Option<u64>,
         deadline: Instant,
         stop: &dyn Fn() -> bool,
-        relay: Option<&Relay<'_>>,
+        relay: Option<&Relay<&dyn Fn(Notice)>>,
     ) -> Result<Option<Value>, Fault> {
         let body = serde_json::to_vec(message)
             .map_err(|e| protocol(&self.upstream, &format!("cannot encode a request: {e}")))?;
@@ -344,7 +344,7 @@ impl HttpConnection {
         body: Vec<u8>,
         id: Option<u64>,
         stage: &Cell<Stage>,
-        relay: Option<&Relay<'_>>,
+        relay: Option<&Relay<&dyn Fn(Notice)>>,
     ) -> Result<Option<Value>, Fault> {
         let request = self.request(body)?;
         let tcp = tokio::net::TcpStream::connect(self.addr)
@@ -540,7 +540,7 @@ impl HttpConnection {
         &self,
         body: &mut Body,
         id: u64,
-        relay: Option<&Relay<'_>>,
+        relay: Option<&Relay<&dyn Fn(Notice)>>,
     ) -> Result<Value, Fault> {
         let early = "ended its event stream before answering";
         let mut lines = LineSplitter::new(self.max);

@@ -99,13 +99,13 @@ fn log(params: &Map<String, Value>) -> Option<Heard> {
 
 /// One call's listener, on the thread that made the call: passes notices on in order, dropping
 /// progress that does not grow.
-pub(crate) struct Relay<'a> {
-    listener: &'a dyn Fn(Notice),
+pub(crate) struct Relay<L: Fn(Notice)> {
+    listener: L,
     last_progress: Cell<Option<f64>>,
 }
 
-impl<'a> Relay<'a> {
-    pub(crate) fn new(listener: &'a dyn Fn(Notice)) -> Self {
+impl<L: Fn(Notice)> Relay<L> {
+    pub(crate) fn new(listener: L) -> Self {
         Relay {
             listener,
             last_progress: Cell::new(None),

@@ -497,6 +497,139 @@ fn upstream_faults_are_classified_and_the_gateway_keeps_serving() {
     });
 }
 
+/// The audit records of a toolgate whose state is under `home` (its `XDG_STATE_HOME`).
+fn audit_records(setup: &Setup, home: &Path) -> Vec<Value> {
+    let output = Command::new(toolgate_bin())
+        .args(["audit", "export", "--jsonl", "--config"])
+        .arg(&setup.config)
+        .env("XDG_STATE_HOME", home)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    String::from_utf8(output.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// The parameters of the `notifications/cancelled` the test upstream received.
+fn cancellations(state: &Path) -> Vec<Value> {
+    fs::read_to_string(state.join("cancelled.log"))
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// The outcome records of calls of `tool`.
+fn outcomes<'a>(records: &'a [Value], tool: &str) -> Vec<&'a Value> {
+    records
+        .iter()
+        .filter(|r| r["call"]["tool"] == tool && r["call"]["status"] != "started")
+        .collect()
+}
+
+/// A read-only upstream call that nobody must approve waits for its answer on the session's
+/// runtime rather than on a thread of its own. Given up — cancelled by the client, or timed out
+/// after the client went away — it is still given up upstream (`notifications/cancelled` with
+/// the id it was sent under) and still recorded.
+#[test]
+fn a_forwarded_call_given_up_is_cancelled_upstream_and_recorded() {
+    let state_dir = tempfile::tempdir().unwrap();
+    let state = state_dir.path();
+    let home = tempfile::tempdir().unwrap();
+    let setup = echo_and_fault(state);
+    let hang = json!({"kind": "hang"});
+
+    // The client cancels the call; the session goes on.
+    let steps = json!([
+        {"op": "cancel", "tool": "test__fault", "arguments": hang, "after": 1.0},
+        {"op": "call", "tool": "test__echo", "arguments": {"text": "still here"}},
+    ]);
+    let args = stdio_serve_args(&setup.ws(), &setup.config);
+    let plan = json!({"sessions": [{
+        "transport": "stdio", "command": toolgate_bin(), "args": args, "steps": steps,
+        "env": {"XDG_STATE_HOME": home.path().display().to_string()},
+    }]});
+    let report = drive(&plan)["sessions"][0]["steps"].clone();
+    assert!(report[0]["completed"].is_null(), "{report}");
+    assert!(ok_text(&report[1]).contains("still here"), "{report}");
+    wait_until("the upstream was told", Duration::from_secs(10), || {
+        !cancellations(state).is_empty()
+    });
+    let told = cancellations(state);
+    let sent = calls(state);
+    assert_eq!(sent.len(), 2, "{sent:?}");
+    assert_eq!(told.len(), 1, "{told:?}");
+    // The id the call went out under is the progress token toolgate gave it.
+    assert_eq!(
+        told[0]["requestId"], sent[0]["_meta"]["progressToken"],
+        "{told:?} {sent:?}"
+    );
+    let records = audit_records(&setup, home.path());
+    let cancelled = outcomes(&records, "test__fault");
+    assert_eq!(cancelled.len(), 1, "{records:?}");
+    assert_eq!(
+        cancelled[0]["call"]["error"]["code"], "cancelled",
+        "{cancelled:?}"
+    );
+
+    // The client hangs up while a call is in flight. Closing the input does not cancel the
+    // calls in flight: this one runs to its timeout, is given up upstream then, and is
+    // recorded before toolgate exits.
+    let mut server = Killed(
+        Command::new(toolgate_bin())
+            .args(stdio_serve_args(&setup.ws(), &setup.config))
+            .env("XDG_STATE_HOME", home.path())
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let mut input = server.0.stdin.take().unwrap();
+    let messages = [
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "test", "version": "1"}}}),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+            "params": {"name": "test__fault", "arguments": hang}}),
+    ];
+    for message in messages {
+        use std::io::Write as _;
+        writeln!(input, "{message}").unwrap();
+    }
+    wait_until(
+        "the call reached the upstream",
+        Duration::from_secs(15),
+        || calls(state).len() == 3,
+    );
+    drop(input);
+    let exited = Instant::now();
+    let status = server.0.wait().unwrap();
+    assert!(status.success(), "{status:?}");
+    assert!(
+        exited.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        exited.elapsed()
+    );
+    let told = cancellations(state);
+    assert_eq!(told.len(), 2, "{told:?}");
+    assert_eq!(
+        told[1]["requestId"],
+        calls(state)[2]["_meta"]["progressToken"]
+    );
+    let records = audit_records(&setup, home.path());
+    let given_up = outcomes(&records, "test__fault");
+    assert_eq!(given_up.len(), 2, "{records:?}");
+    assert_eq!(
+        given_up[1]["call"]["error"]["code"], "upstream_timeout",
+        "{given_up:?}"
+    );
+}
+
 /// A pid the test upstream wrote to `state/name`.
 fn pid_in(state: &Path, name: &str) -> i32 {
     fs::read_to_string(state.join(name))

@@ -17,6 +17,30 @@ impl Pipeline {
         authorized: Authorized,
         cx: &ExecContext,
     ) -> Result<Executed, Stopped> {
+        let cleared = match self.clear(authorized, cx) {
+            Ok(cleared) => cleared,
+            Err(ended) => return ended,
+        };
+        // A tool that panics has still run, perhaps halfway: its outcome must reach stage 8
+        // (and the record) like any failure, not vanish with the thread that ran it.
+        let result = std::panic::catch_unwind(AssertUnwindSafe(|| {
+            let call = Call {
+                authorized: &cleared.authorized,
+            };
+            cleared.authorized.tool.executor.execute(&call, &cleared.cx)
+        }))
+        .unwrap_or_else(|payload| Err(panicked(payload.as_ref())));
+        Ok(cleared.executed(result))
+    }
+
+    /// Stage 7 up to the executor: the proof is this pipeline's, the grant still good, and a
+    /// call with effects on the record as started. A call that may not go on ends here, as a
+    /// refusal or as a failure that did not run.
+    fn clear(
+        &self,
+        authorized: Authorized,
+        cx: &ExecContext,
+    ) -> Result<Cleared, Result<Executed, Stopped>> {
         let started = Instant::now();
         // A proof is good only in the pipeline that checked it: another pipeline's registry,
         // policies, workspace and ledger judged nothing about this call.
@@ -24,7 +48,7 @@ impl Pipeline {
             let mut trace = authorized.trace;
             trace.record(Stage::Approve, started);
             trace.arguments = Some(authorized.arguments);
-            return Err(Stopped {
+            return Err(Err(Stopped {
                 rejection: Rejection::new(
                     RejectCode::ApprovalInvalid,
                     "the call was authorized by another pipeline; it did not run",
@@ -33,7 +57,7 @@ impl Pipeline {
                     "run each call through one pipeline, from stage 1 to stage 8".into(),
                 )),
                 trace,
-            });
+            }));
         }
         if let Some((grant, digest)) = &authorized.grant {
             // Re-checked here, not only when granted: expiry, revocation and the digest can
@@ -54,11 +78,11 @@ impl Pipeline {
                     GrantRefusal::Expired => RejectCode::ApprovalExpired,
                     _ => RejectCode::ApprovalInvalid,
                 };
-                return Err(Stopped {
+                return Err(Err(Stopped {
                     rejection: Rejection::new(code, format!("{refusal}; the call did not run"))
                         .with_hint(Some("request the call again to get a new approval".into())),
                     trace,
-                });
+                }));
             }
         }
         // A call with effects is on the record before it runs, so that a toolgate stopped
@@ -91,31 +115,177 @@ impl Pipeline {
                     "the call did not run: its start could not be recorded: {}",
                     error.0
                 );
-                return Ok(Executed {
+                return Err(Ok(Executed {
                     result: Err(ToolError::new(
                         crate::outcome::ToolErrorCode::AuditUnavailable,
                         message,
                     )),
                     trace,
-                });
+                }));
             }
         }
         // The tool withholds what this pipeline's policy input calls sensitive, whatever
         // context the caller built.
         let cx = cx.clone().with_sensitivity(Arc::clone(&self.sensitivity));
-        // A tool that panics has still run, perhaps halfway: its outcome must reach stage 8
-        // (and the record) like any failure, not vanish with the thread that ran it.
-        let result = std::panic::catch_unwind(AssertUnwindSafe(|| {
+        Ok(Cleared {
+            authorized,
+            cx,
+            started,
+        })
+    }
+}
+
+/// A call stage 7 let through to its executor, with the context it runs in.
+struct Cleared {
+    authorized: Authorized,
+    cx: ExecContext,
+    started: Instant,
+}
+
+impl Cleared {
+    /// The call with its executor's `result`, the time since it was cleared counted as
+    /// execution.
+    fn executed(self, result: Result<ToolOutput, ToolError>) -> Executed {
+        let mut trace = self.authorized.trace;
+        trace.arguments = Some(self.authorized.arguments);
+        trace.record(Stage::Execute, self.started);
+        Executed { result, trace }
+    }
+}
+
+impl Pipeline {
+    /// Stages 6–8 of a call that [forwards](Permitted::forwards), for a transport with an
+    /// async runtime: approves it (it needs nobody), clears and begins stage 7 here, and
+    /// returns the call in flight, which resolves to its outcome, described and recorded. A
+    /// call that does not forward is handed back as it came.
+    ///
+    /// A call in flight is recorded whatever becomes of it: dropped before its end (its
+    /// runtime stopped), it is recorded as given up, and its executor's future is dropped
+    /// first, which tells the other process.
+    pub fn forward(
+        self: &Arc<Self>,
+        permitted: Permitted,
+        cancel: Cancel,
+        hooks: &RunHooks,
+    ) -> Result<Forwarding, Box<Permitted>> {
+        if !permitted.forwards() {
+            return Err(Box::new(permitted));
+        }
+        let landed = |outcome| Ok(Forwarding::ready(Arc::clone(self), outcome));
+        let authorized = match self.approve_with(permitted, cancel.clone(), hooks.awaiting_approval)
+        {
+            Ok(authorized) => authorized,
+            Err(stopped) => return landed(self.describe(Err(stopped))),
+        };
+        (hooks.executing)();
+        let timeout = Duration::from_millis(authorized.limits().timeout_ms);
+        let mut cx = ExecContext::new(timeout, cancel);
+        if let Some(sink) = &hooks.notices {
+            cx = cx.with_notices(Arc::clone(sink));
+        }
+        let cleared = match self.clear(authorized, &cx) {
+            Ok(cleared) => cleared,
+            Err(ended) => return landed(self.describe(ended)),
+        };
+        let begun = std::panic::catch_unwind(AssertUnwindSafe(|| {
             let call = Call {
-                authorized: &authorized,
+                authorized: &cleared.authorized,
             };
-            authorized.tool.executor.execute(&call, &cx)
-        }))
-        .unwrap_or_else(|payload| Err(panicked(payload.as_ref())));
-        let mut trace = authorized.trace;
-        trace.arguments = Some(authorized.arguments);
-        trace.record(Stage::Execute, started);
-        Ok(Executed { result, trace })
+            cleared.authorized.tool.executor.forward(&call, &cleared.cx)
+        }));
+        match begun {
+            Ok(future) => Ok(Forwarding {
+                pipeline: Arc::clone(self),
+                state: Flight::Flying { future, cleared },
+            }),
+            Err(payload) => {
+                landed(self.describe(Ok(cleared.executed(Err(panicked(payload.as_ref()))))))
+            }
+        }
+    }
+}
+
+/// A forwarded call in flight (see [`Pipeline::forward`]): resolves to its outcome, described
+/// and recorded.
+pub struct Forwarding {
+    pipeline: Arc<Pipeline>,
+    state: Flight,
+}
+
+enum Flight {
+    Flying {
+        future: Forwarded,
+        cleared: Cleared,
+    },
+    /// Ended before it flew; taken once polled.
+    Landed(Option<Outcome>),
+}
+
+impl Forwarding {
+    fn ready(pipeline: Arc<Pipeline>, outcome: Outcome) -> Self {
+        Forwarding {
+            pipeline,
+            state: Flight::Landed(Some(outcome)),
+        }
+    }
+}
+
+impl std::fmt::Debug for Forwarding {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self.state {
+            Flight::Flying { .. } => "Forwarding(in flight)",
+            Flight::Landed(_) => "Forwarding(ended)",
+        })
+    }
+}
+
+impl std::future::Future for Forwarding {
+    type Output = Outcome;
+
+    /// Polled again after it resolved, it never resolves again.
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        context: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Outcome> {
+        use std::task::Poll;
+        let this = &mut *self;
+        let result = match &mut this.state {
+            Flight::Landed(outcome) => return outcome.take().map_or(Poll::Pending, Poll::Ready),
+            // A tool that panics has still run, perhaps halfway (see `execute_step`).
+            Flight::Flying { future, .. } => {
+                match std::panic::catch_unwind(AssertUnwindSafe(|| future.as_mut().poll(context))) {
+                    Ok(Poll::Pending) => return Poll::Pending,
+                    Ok(Poll::Ready(result)) => result,
+                    Err(payload) => Err(panicked(payload.as_ref())),
+                }
+            }
+        };
+        let Flight::Flying { cleared, .. } =
+            std::mem::replace(&mut this.state, Flight::Landed(None))
+        else {
+            return Poll::Pending;
+        };
+        Poll::Ready(this.pipeline.describe(Ok(cleared.executed(result))))
+    }
+}
+
+impl Drop for Forwarding {
+    fn drop(&mut self) {
+        let Flight::Flying { future, cleared } =
+            std::mem::replace(&mut self.state, Flight::Landed(None))
+        else {
+            return;
+        };
+        // Dropping the executor's future first tells the other process the call is given up.
+        drop(future);
+        let mut error = ToolError::new(
+            crate::outcome::ToolErrorCode::Cancelled,
+            "the call was given up before it ended: toolgate stopped waiting for it",
+        );
+        error
+            .unknowns
+            .push("the call was forwarded; whether it took effect is unknown".to_owned());
+        let _ = self.pipeline.describe(Ok(cleared.executed(Err(error))));
     }
 }
 

@@ -47,6 +47,7 @@ mod resource;
 mod stages;
 mod typed;
 
+pub use executor::Forwarding;
 pub use resource::Resource;
 pub use typed::{Parsed, Planned, TypedExecutor};
 
@@ -81,7 +82,32 @@ pub trait Executor: Send + Sync + std::fmt::Debug {
     fn brief(&self) -> bool {
         false
     }
+
+    /// Whether this tool's work is done by another process, which [`Executor::forward`] sends
+    /// the call to without waiting for its answer: a transport with an async runtime may then
+    /// run a read-only call that needs no approval there, instead of parking a thread on it.
+    /// The default is no.
+    fn forwards(&self) -> bool {
+        false
+    }
+
+    /// Stage 7 for a tool that [forwards](Executor::forwards): begins the call and returns
+    /// what resolves to its result once the other process answers, watching `cx` for
+    /// cancellation and its deadline. The future may need the transport's runtime (its
+    /// timers). Only the pipeline calls this, and only when `forwards` says yes; the default
+    /// does nothing and fails the call.
+    fn forward(&self, _call: &Call<'_>, _cx: &ExecContext) -> Forwarded {
+        Box::pin(std::future::ready(Err(ToolError::new(
+            crate::outcome::ToolErrorCode::PlanMismatch,
+            "this tool cannot be forwarded; it did not run",
+        ))))
+    }
 }
+
+/// The result of a call an executor [forwarded](Executor::forward), to come.
+pub type Forwarded = std::pin::Pin<
+    Box<dyn std::future::Future<Output = Result<ToolOutput, ToolError>> + Send + 'static>,
+>;
 
 /// What stage 4 learned about a call.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -317,6 +343,14 @@ impl Permitted {
         !self.approval_required
             && self.effect == EffectClass::ReadOnly
             && self.tool.executor.brief()
+    }
+
+    /// Whether the rest of the call may be [forwarded](Pipeline::forward): nobody is asked,
+    /// the call only reads, and its tool's executor [forwards](Executor::forwards) it.
+    pub fn forwards(&self) -> bool {
+        !self.approval_required
+            && self.effect == EffectClass::ReadOnly
+            && self.tool.executor.forwards()
     }
 }
 
@@ -611,6 +645,13 @@ impl Pipeline {
         self.registry.all_brief(name)
     }
 
+    /// Whether a call of the tool named `name` may end soon or be forwarded (see
+    /// [`Executor::forwards`]): then [`Pipeline::decide`] is worth running where a request
+    /// arrived.
+    pub fn decides_on_arrival(&self, name: &str) -> bool {
+        self.registry.all_brief_or_forwarding(name)
+    }
+
     /// Stages 6–8 of a call stages 1–5 permitted, with `hooks` (whose `admit` stage 2 has
     /// already applied).
     pub fn finish(&self, permitted: Permitted, cancel: Cancel, hooks: &RunHooks) -> Outcome {
@@ -863,6 +904,201 @@ mod tests {
             panic!("arguments that are not an object pass stage 1");
         };
         assert_eq!(outcome.status(), Status::Rejected);
+    }
+
+    /// Forwards its calls: each resolves when the test fills its slot, and says when its
+    /// future is dropped.
+    #[derive(Debug, Default)]
+    struct Later {
+        slot: Arc<Mutex<Option<Result<ToolOutput, ToolError>>>>,
+        dropped: Arc<std::sync::atomic::AtomicBool>,
+        panics: bool,
+    }
+
+    struct Awaited {
+        slot: Arc<Mutex<Option<Result<ToolOutput, ToolError>>>>,
+        dropped: Arc<std::sync::atomic::AtomicBool>,
+        panics: bool,
+    }
+
+    impl std::future::Future for Awaited {
+        type Output = Result<ToolOutput, ToolError>;
+
+        fn poll(
+            self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<Self::Output> {
+            assert!(!self.panics, "the answer could not be read");
+            self.slot
+                .lock()
+                .unwrap()
+                .take()
+                .map_or(std::task::Poll::Pending, std::task::Poll::Ready)
+        }
+    }
+
+    impl Drop for Awaited {
+        fn drop(&mut self) {
+            self.dropped.store(true, Ordering::SeqCst);
+        }
+    }
+
+    impl Executor for Later {
+        fn execute(&self, _: &Call<'_>, _: &ExecContext) -> Result<ToolOutput, ToolError> {
+            panic!("a forwarded call is never executed on a thread");
+        }
+
+        fn forwards(&self) -> bool {
+            true
+        }
+
+        fn forward(&self, _: &Call<'_>, _: &ExecContext) -> Forwarded {
+            Box::pin(Awaited {
+                slot: Arc::clone(&self.slot),
+                dropped: Arc::clone(&self.dropped),
+                panics: self.panics,
+            })
+        }
+    }
+
+    /// Keeps the outcomes it is given.
+    #[derive(Debug, Default)]
+    struct Kept(Mutex<Vec<(Status, Option<crate::outcome::ToolErrorCode>)>>);
+
+    impl Recorder for Kept {
+        fn record(&self, outcome: &Outcome) -> Result<(), crate::record::RecordError> {
+            let code = outcome.error().map(|e| e.code);
+            self.0.lock().unwrap().push((outcome.status(), code));
+            Ok(())
+        }
+    }
+
+    /// A pipeline over one forwarding tool of `effect` and `approval`, recording into the
+    /// returned list.
+    fn far_pipeline(
+        later: Later,
+        effect: EffectClass,
+        approval: ApprovalMode,
+    ) -> (Arc<Pipeline>, Arc<Kept>) {
+        let mut entry = ToolEntry::new("far", "test");
+        entry.effect = Some(effect);
+        entry.approval = approval;
+        let kept = Arc::new(Kept::default());
+        let pipeline = one_tool(entry, Arc::new(later)).with_recorder(kept.clone());
+        (Arc::new(pipeline), kept)
+    }
+
+    fn permitted(pipeline: &Pipeline) -> Permitted {
+        match pipeline.decide(RawCall::text("far", "{}", Surface::Chat), &|_, _| Ok(())) {
+            Decided::Permitted(permitted) => permitted,
+            Decided::Ended(outcome) => panic!("stopped before stage 6: {outcome:?}"),
+        }
+    }
+
+    fn poll(forwarding: &mut Forwarding) -> std::task::Poll<Outcome> {
+        use std::future::Future as _;
+        let mut context = std::task::Context::from_waker(std::task::Waker::noop());
+        std::pin::Pin::new(forwarding).poll(&mut context)
+    }
+
+    /// A forwarded call resolves to its executor's result, described and recorded once; one
+    /// dropped in flight drops its executor's future first and is recorded as given up; one
+    /// whose future panics is recorded as a tool that stopped.
+    #[test]
+    fn a_forwarded_call_is_recorded_however_it_ends() {
+        use std::task::Poll;
+
+        let later = Later::default();
+        let (slot, dropped) = (Arc::clone(&later.slot), Arc::clone(&later.dropped));
+        let (pipeline, kept) = far_pipeline(later, EffectClass::ReadOnly, ApprovalMode::Policy);
+        let forwarded = pipeline.forward(permitted(&pipeline), Cancel::new(), &RunHooks::default());
+        let mut forwarding = forwarded.unwrap();
+        assert!(poll(&mut forwarding).is_pending());
+        assert!(
+            kept.0.lock().unwrap().is_empty(),
+            "nothing is recorded in flight"
+        );
+        *slot.lock().unwrap() = Some(Ok(ToolOutput::new(Value::from("there"))));
+        let Poll::Ready(outcome) = poll(&mut forwarding) else {
+            panic!("the answer came");
+        };
+        assert_eq!(outcome.output(), Some(&Value::from("there")));
+        assert!(poll(&mut forwarding).is_pending(), "it resolves once");
+        drop(forwarding);
+        assert_eq!(*kept.0.lock().unwrap(), [(Status::Completed, None)]);
+        assert!(dropped.load(Ordering::SeqCst));
+
+        // Dropped in flight: the future first, then the record.
+        let later = Later::default();
+        let dropped = Arc::clone(&later.dropped);
+        let (pipeline, kept) = far_pipeline(later, EffectClass::ReadOnly, ApprovalMode::Policy);
+        let mut forwarding = pipeline
+            .forward(permitted(&pipeline), Cancel::new(), &RunHooks::default())
+            .unwrap();
+        assert!(poll(&mut forwarding).is_pending());
+        drop(forwarding);
+        assert!(dropped.load(Ordering::SeqCst));
+        assert_eq!(
+            *kept.0.lock().unwrap(),
+            [(
+                Status::Failed,
+                Some(crate::outcome::ToolErrorCode::Cancelled)
+            )]
+        );
+
+        // A future that panics.
+        let later = Later {
+            panics: true,
+            ..Later::default()
+        };
+        let (pipeline, kept) = far_pipeline(later, EffectClass::ReadOnly, ApprovalMode::Policy);
+        let mut forwarding = pipeline
+            .forward(permitted(&pipeline), Cancel::new(), &RunHooks::default())
+            .unwrap();
+        let Poll::Ready(outcome) = poll(&mut forwarding) else {
+            panic!("a panic ends the call");
+        };
+        let error = outcome.error().unwrap();
+        assert!(
+            error.message.contains("the answer could not be read"),
+            "{error:?}"
+        );
+        drop(forwarding);
+        assert_eq!(
+            *kept.0.lock().unwrap(),
+            [(
+                Status::Failed,
+                Some(crate::outcome::ToolErrorCode::ToolPanicked)
+            )]
+        );
+    }
+
+    /// Only a read that nobody must approve is forwarded; any other call comes back as it was,
+    /// for a thread to run.
+    #[test]
+    fn only_a_read_that_asks_nobody_is_forwarded() {
+        for (effect, approval, forwards) in [
+            (EffectClass::ReadOnly, ApprovalMode::Policy, true),
+            (EffectClass::ReadOnly, ApprovalMode::EachCall, false),
+            (EffectClass::LocalWrite, ApprovalMode::Policy, false),
+        ] {
+            let (pipeline, kept) = far_pipeline(Later::default(), effect, approval);
+            assert!(pipeline.decides_on_arrival("far"));
+            let permitted = permitted(&pipeline);
+            assert_eq!(permitted.forwards(), forwards, "{effect:?} {approval:?}");
+            let forwarded = pipeline.forward(permitted, Cancel::new(), &RunHooks::default());
+            assert_eq!(forwarded.is_ok(), forwards, "{effect:?} {approval:?}");
+            drop(forwarded);
+            let recorded = kept.0.lock().unwrap().len();
+            assert_eq!(recorded, usize::from(forwards), "{effect:?} {approval:?}");
+        }
+        let (pipeline, _) = far_pipeline(
+            Later::default(),
+            EffectClass::ReadOnly,
+            ApprovalMode::Policy,
+        );
+        assert!(!pipeline.runs_briefly("far"));
+        assert!(!pipeline.decides_on_arrival("unknown"));
     }
 
     #[test]

@@ -14,7 +14,7 @@ use serde::Deserialize as _;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use super::{Call, Classification, ExecContext, Executor};
+use super::{Call, Classification, ExecContext, Executor, Forwarded};
 use crate::outcome::{ToolError, ToolErrorCode, ToolOutput};
 use crate::rejection::{FieldError, RejectCode};
 
@@ -48,6 +48,20 @@ pub trait TypedExecutor: Send + Sync + std::fmt::Debug {
     /// See [`Executor::brief`]; the default is no.
     fn brief(&self) -> bool {
         false
+    }
+
+    /// See [`Executor::forwards`]; the default is no.
+    fn forwards(&self) -> bool {
+        false
+    }
+
+    /// See [`Executor::forward`]: stage 7 begun on `plan`, its result to come. The default
+    /// does nothing and fails the call.
+    fn forward(&self, _plan: &Self::Plan, _call: &Call<'_>, _cx: &ExecContext) -> Forwarded {
+        Box::pin(std::future::ready(Err(ToolError::new(
+            ToolErrorCode::PlanMismatch,
+            "this tool cannot be forwarded; it did not run",
+        ))))
     }
 }
 
@@ -123,17 +137,32 @@ impl<T: TypedExecutor> Executor for T {
     fn execute(&self, call: &Call<'_>, cx: &ExecContext) -> Result<ToolOutput, ToolError> {
         match call.plan().get::<T::Plan>() {
             Some(plan) => TypedExecutor::execute(self, plan, call, cx),
-            None => Err(ToolError::new(
-                ToolErrorCode::PlanMismatch,
-                "the call reached execution without the plan its tool made for it; it did \
-                 not run",
-            )),
+            None => Err(no_plan()),
         }
     }
 
     fn brief(&self) -> bool {
         TypedExecutor::brief(self)
     }
+
+    fn forwards(&self) -> bool {
+        TypedExecutor::forwards(self)
+    }
+
+    fn forward(&self, call: &Call<'_>, cx: &ExecContext) -> Forwarded {
+        match call.plan().get::<T::Plan>() {
+            Some(plan) => TypedExecutor::forward(self, plan, call, cx),
+            None => Box::pin(std::future::ready(Err(no_plan()))),
+        }
+    }
+}
+
+/// The failure of a call that reached stage 7 without its tool's own plan.
+fn no_plan() -> ToolError {
+    ToolError::new(
+        ToolErrorCode::PlanMismatch,
+        "the call reached execution without the plan its tool made for it; it did not run",
+    )
 }
 
 /// Stage 3's rejection of arguments the schema admitted but the tool's type does not: the
