@@ -13,7 +13,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -315,6 +315,34 @@ pub trait Rpc: Send + Sync + std::fmt::Debug {
     }
 }
 
+/// The longest write a pipe takes whole or not at all.
+const PIPE_BUF: usize = 4096;
+
+/// Writes all of `line` into the non-blocking `stdin`, waiting for room whenever the pipe is
+/// full.
+fn write_waiting(stdin: &ChildStdin, line: &[u8]) -> std::io::Result<()> {
+    let mut rest = line;
+    while !rest.is_empty() {
+        match (&*stdin).write(rest) {
+            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+            Ok(n) => rest = rest.get(n..).unwrap_or_default(),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                let mut fds = [rustix::event::PollFd::new(
+                    stdin,
+                    rustix::event::PollFlags::OUT,
+                )];
+                match rustix::event::poll(&mut fds, None) {
+                    Ok(_) | Err(rustix::io::Errno::INTR) => {}
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
 /// A request of [`Connection::answer_of`] still waiting: given up upstream when dropped, unless
 /// it was answered or never sent.
 struct Pending<'a> {
@@ -379,6 +407,12 @@ pub struct Connection {
     /// blocks on the pipe, so a process that stops reading delays no caller past its deadline
     /// and never holds a lock that [`Rpc::kill`] needs.
     stdin: Mutex<Option<SyncSender<Vec<u8>>>>,
+    /// The write end of the process's input, non-blocking. Held by whoever writes a line: the
+    /// writer thread, or a caller writing a short line straight in while nothing waits in the
+    /// queue, which saves waking the writer thread.
+    wire: Mutex<ChildStdin>,
+    /// Lines handed to the writer thread and not yet written.
+    queued: AtomicUsize,
     pending: Mutex<HashMap<u64, Waiter>>,
     abandoned: Mutex<VecDeque<u64>>,
     next_id: AtomicU64,
@@ -454,10 +488,26 @@ impl Connection {
                 spec.name
             )));
         };
+        // Only this end is made non-blocking: the process reads its own description of the
+        // pipe.
+        let nonblocking = rustix::fs::fcntl_getfl(&stdin).and_then(|flags| {
+            rustix::fs::fcntl_setfl(&stdin, flags | rustix::fs::OFlags::NONBLOCK)
+        });
+        if let Err(e) = nonblocking {
+            let _ = child.kill();
+            let _ = child.wait();
+            confined.end();
+            return Err(Fault::Unavailable(format!(
+                "cannot set up the input of upstream `{}`: {e}",
+                spec.name
+            )));
+        }
         let (queue, lines) = mpsc::sync_channel(WRITE_QUEUE);
         let connection = Arc::new(Connection {
             upstream: spec.name.clone(),
             stdin: Mutex::new(Some(queue)),
+            wire: Mutex::new(stdin),
+            queued: AtomicUsize::new(0),
             pending: Mutex::new(HashMap::new()),
             abandoned: Mutex::new(VecDeque::new()),
             next_id: AtomicU64::new(1),
@@ -471,7 +521,7 @@ impl Connection {
         let writer_events = events.clone();
         std::thread::Builder::new()
             .name(format!("upstream-{}-stdin", spec.name))
-            .spawn(move || writer.write_loop(stdin, &lines, &writer_events))
+            .spawn(move || writer.write_loop(&lines, &writer_events))
             .map_err(|e| {
                 connection.kill();
                 Fault::Unavailable(format!("cannot start a writer for `{}`: {e}", spec.name))
@@ -727,10 +777,20 @@ impl Connection {
         deadline: Instant,
         stop: &dyn Fn() -> bool,
     ) -> Result<Option<Vec<u8>>, Fault> {
+        if self.write_now(&line) {
+            return Ok(None);
+        }
+        self.queued.fetch_add(1, Ordering::AcqRel);
         let back = match queue.try_send(line) {
             Ok(()) => return Ok(None),
-            Err(TrySendError::Disconnected(_)) => return Err(self.not_running()),
-            Err(TrySendError::Full(back)) => back,
+            Err(TrySendError::Disconnected(_)) => {
+                self.queued.fetch_sub(1, Ordering::AcqRel);
+                return Err(self.not_running());
+            }
+            Err(TrySendError::Full(back)) => {
+                self.queued.fetch_sub(1, Ordering::AcqRel);
+                back
+            }
         };
         if Instant::now() >= deadline {
             return Err(Fault::Timeout(format!(
@@ -808,9 +868,11 @@ impl Connection {
 
     /// Writes queued lines to the process until the queue closes or a write fails; a failed
     /// write leaves the stream in doubt, so the connection is failed.
-    fn write_loop(&self, mut stdin: ChildStdin, lines: &mpsc::Receiver<Vec<u8>>, events: &Events) {
+    fn write_loop(&self, lines: &mpsc::Receiver<Vec<u8>>, events: &Events) {
         while let Ok(line) = lines.recv() {
-            if let Err(e) = stdin.write_all(&line).and_then(|()| stdin.flush()) {
+            let written = write_waiting(&lock(&self.wire), &line);
+            self.queued.fetch_sub(1, Ordering::AcqRel);
+            if let Err(e) = written {
                 let fault = Fault::Unavailable(format!(
                     "cannot write to upstream `{}`: {e}",
                     self.upstream
@@ -819,6 +881,28 @@ impl Connection {
                 return;
             }
         }
+    }
+
+    /// Writes `line` straight into the pipe when that cannot block and cannot reorder: the line
+    /// is short enough to be written whole or not at all (`PIPE_BUF`), nobody else is writing,
+    /// and nothing waits in the writer thread's queue. Whether it was written.
+    fn write_now(&self, line: &[u8]) -> bool {
+        if line.len() > PIPE_BUF || self.queued.load(Ordering::Acquire) != 0 {
+            return false;
+        }
+        let wire = match self.wire.try_lock() {
+            Ok(wire) => wire,
+            Err(std::sync::TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return false,
+        };
+        // Checked again under the lock: a line queued after this check is written by the
+        // writer thread, which must take the lock first, and so after this one.
+        if self.queued.load(Ordering::Acquire) != 0 {
+            return false;
+        }
+        // Anything short of the whole line (a full pipe, a broken one) is left to the writer
+        // thread, which waits for room or reports the failure.
+        matches!((&*wire).write(line), Ok(n) if n == line.len())
     }
 
     fn protocol(&self, what: &str) -> Fault {
@@ -1181,6 +1265,32 @@ mod tests {
                 )),
             }
         }
+    }
+
+    /// A line larger than the pipe holds is written whole into the non-blocking end, waiting
+    /// for the reader to make room.
+    #[test]
+    fn a_line_waits_for_room_in_a_full_pipe() {
+        let mut child = Command::new("sh")
+            .args(["-c", "sleep 0.3; wc -c"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let flags = rustix::fs::fcntl_getfl(&stdin).unwrap();
+        rustix::fs::fcntl_setfl(&stdin, flags | rustix::fs::OFlags::NONBLOCK).unwrap();
+        let line = vec![b'x'; 1 << 20];
+        // The reader sleeps first: the pipe fills, and a plain write stops short.
+        assert!(matches!((&stdin).write(&line), Ok(n) if n < line.len()));
+        write_waiting(&stdin, &line).unwrap();
+        drop(stdin);
+        let output = child.wait_with_output().unwrap();
+        let count: usize = String::from_utf8_lossy(&output.stdout)
+            .trim()
+            .parse()
+            .unwrap();
+        assert!(count > line.len(), "{count}");
     }
 
     #[test]
