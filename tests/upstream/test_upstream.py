@@ -16,6 +16,7 @@ Usage: python test_upstream.py STATE_DIR [--fail-start]
   optional `padding` makes the arguments as large as a test needs),
   `garbage` (writes a line that is not JSON), `huge` (answers with a 100 MB line), `wrong_id`
   (answers another id).
+- `repeat` is `echo` without a bound on the text's length.
 - A file STATE_DIR/duplicate makes `tools/list` name `echo` twice.
 - SIGUSR2 makes every later `tools/list` fail with a JSON-RPC error (a broken refresh).
 - `--fail-start` exits at once, as a server that cannot start.
@@ -90,6 +91,16 @@ def tools():
             "description": "A tool nobody admitted.",
             "inputSchema": {"type": "object", "properties": {}},
         },
+        {
+            "name": "repeat",
+            "description": "Echoes a text of any length back.",
+            "inputSchema": {
+                "type": "object",
+                "properties": {"text": {"type": "string"}},
+                "required": ["text"],
+            },
+            "annotations": {"readOnlyHint": True},
+        },
     ] + duplicates()
 
 
@@ -114,7 +125,7 @@ def call(id, params):
         log.write(json.dumps(params) + "\n")
     name = params.get("name")
     arguments = params.get("arguments") or {}
-    if name == "echo":
+    if name in ("echo", "repeat"):
         result = {"content": [{"type": "text", "text": arguments.get("text", "")}]}
     elif name == "count":
         structured = {"n": "many"} if arguments.get("lie") else {"n": 3}

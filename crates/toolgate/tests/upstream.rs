@@ -165,6 +165,7 @@ fn candidates_stay_invisible_until_admitted_and_arguments_are_checked_before_for
             ("test__fault", "candidate"),
             ("test__count", "candidate"),
             ("test__delete_everything", "candidate"),
+            ("test__repeat", "candidate"),
         ]
     );
     assert_eq!(listing["tools"][0]["hints"], json!(["readOnly"]));
@@ -497,6 +498,62 @@ fn upstream_faults_are_classified_and_the_gateway_keeps_serving() {
     });
 }
 
+/// `toolgate serve` over stdio with a client of a few lines: requests written as they come,
+/// answers read as they arrive.
+struct RawSession {
+    server: Killed,
+    input: std::process::ChildStdin,
+    output: std::io::Lines<std::io::BufReader<std::process::ChildStdout>>,
+}
+
+impl RawSession {
+    /// Started, with its state under `home`, and initialized.
+    fn start(setup: &Setup, home: &Path) -> RawSession {
+        let mut server = Killed(
+            Command::new(toolgate_bin())
+                .args(stdio_serve_args(&setup.ws(), &setup.config))
+                .env("XDG_STATE_HOME", home)
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .unwrap(),
+        );
+        let input = server.0.stdin.take().unwrap();
+        let output =
+            std::io::BufRead::lines(std::io::BufReader::new(server.0.stdout.take().unwrap()));
+        let mut session = RawSession {
+            server,
+            input,
+            output,
+        };
+        session.send(
+            &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "test", "version": "1"}}}),
+        );
+        assert_eq!(session.answer()["id"], 1);
+        session.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        session
+    }
+
+    fn send(&mut self, message: &Value) {
+        use std::io::Write as _;
+        writeln!(self.input, "{message}").unwrap();
+    }
+
+    /// The next message with an id.
+    fn answer(&mut self) -> Value {
+        loop {
+            let line = self.output.next().unwrap().unwrap();
+            let message: Value = serde_json::from_str(&line).unwrap();
+            if message.get("id").is_some() {
+                return message;
+            }
+        }
+    }
+}
+
 /// The audit records of a toolgate whose state is under `home` (its `XDG_STATE_HOME`).
 fn audit_records(setup: &Setup, home: &Path) -> Vec<Value> {
     let output = Command::new(toolgate_bin())
@@ -578,29 +635,11 @@ fn a_forwarded_call_given_up_is_cancelled_upstream_and_recorded() {
     // The client hangs up while a call is in flight. Closing the input does not cancel the
     // calls in flight: this one runs to its timeout, is given up upstream then, and is
     // recorded before toolgate exits.
-    let mut server = Killed(
-        Command::new(toolgate_bin())
-            .args(stdio_serve_args(&setup.ws(), &setup.config))
-            .env("XDG_STATE_HOME", home.path())
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    let mut input = server.0.stdin.take().unwrap();
-    let messages = [
-        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {},
-            "clientInfo": {"name": "test", "version": "1"}}}),
-        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
-        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-            "params": {"name": "test__fault", "arguments": hang}}),
-    ];
-    for message in messages {
-        use std::io::Write as _;
-        writeln!(input, "{message}").unwrap();
-    }
+    let mut session = RawSession::start(&setup, home.path());
+    session.send(&json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "test__fault", "arguments": hang}}));
+    let RawSession { server, input, .. } = session;
+    let mut server = server;
     wait_until(
         "the call reached the upstream",
         Duration::from_secs(15),
@@ -628,6 +667,46 @@ fn a_forwarded_call_given_up_is_cancelled_upstream_and_recorded() {
         given_up[1]["call"]["error"]["code"], "upstream_timeout",
         "{given_up:?}"
     );
+}
+
+/// Calls in flight at once, each with its own text, short and long (over the 4,096 bytes a
+/// pipe takes whole, and together more than the pipe holds), reach the upstream as whole lines,
+/// whether a call wrote its line into the pipe itself or left it to the writer thread, and each
+/// hears its own answer. A caller that wrote a long line in part would garble the stream.
+#[test]
+fn calls_in_flight_at_once_each_hear_their_own_answer() {
+    let state_dir = tempfile::tempdir().unwrap();
+    let state = state_dir.path();
+    let home = tempfile::tempdir().unwrap();
+    let setup = echo_and_fault(state);
+    setup.admit("test", "repeat", &["--effect", "read_only"]);
+    let mut session = RawSession::start(&setup, home.path());
+    let text = |i: usize| {
+        let length = if i % 3 == 0 { 40_000 + i } else { 10 + i };
+        format!("{i}:{}", "x".repeat(length))
+    };
+    let calls = 60;
+    for i in 0..calls {
+        session.send(
+            &json!({"jsonrpc": "2.0", "id": 100 + i, "method": "tools/call",
+            "params": {"name": "test__repeat", "arguments": {"text": text(i)}}}),
+        );
+    }
+    let mut heard = std::collections::BTreeSet::new();
+    for _ in 0..calls {
+        let answer = session.answer();
+        let i = usize::try_from(answer["id"].as_u64().unwrap() - 100).unwrap();
+        let result = &answer["result"];
+        assert_eq!(result["isError"], false, "{answer}");
+        let echoed = result["structuredContent"]["content"][0]["text"]
+            .as_str()
+            .or_else(|| result["content"][0]["text"].as_str())
+            .unwrap_or_else(|| panic!("{answer}"));
+        assert_eq!(echoed, text(i), "call {i}");
+        heard.insert(i);
+    }
+    assert_eq!(heard.len(), calls);
+    assert_eq!(self::calls(state).len(), calls);
 }
 
 /// A pid the test upstream wrote to `state/name`.
