@@ -682,7 +682,11 @@ fn calls_in_flight_at_once_each_hear_their_own_answer() {
     setup.admit("test", "repeat", &["--effect", "read_only"]);
     let mut session = RawSession::start(&setup, home.path());
     let text = |i: usize| {
-        let length = if i % 3 == 0 { 40_000 + i } else { 10 + i };
+        let length = if i.is_multiple_of(3) {
+            40_000 + i
+        } else {
+            10 + i
+        };
         format!("{i}:{}", "x".repeat(length))
     };
     let calls = 60;
