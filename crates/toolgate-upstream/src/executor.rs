@@ -111,6 +111,27 @@ impl UpstreamExecutor {
         Ok((connection, params, timeout))
     }
 
+    /// Sends the call over `connection` and waits for its result on this thread.
+    fn wait_for(
+        &self,
+        connection: &Arc<dyn Rpc>,
+        params: Value,
+        timeout: Duration,
+        cx: &ExecContext,
+    ) -> Result<ToolOutput, ToolError> {
+        // The context stops at its deadline too; stopping a little before it lets the timeout
+        // be reported as such, not as a cancellation.
+        let stop = || cx.should_stop() && Instant::now() + Duration::from_millis(5) < cx.deadline();
+        // What the upstream reports while it works is the call's own, limited and redacted by
+        // the context like everything else the tool says.
+        let listener = |notice: Notice| {
+            cx.notify(notice);
+        };
+        let result =
+            connection.request_reporting("tools/call", params, timeout, &stop, Some(&listener));
+        self.conclude(connection, result)
+    }
+
     /// The call's result, from the upstream's answer (or the fault that stopped it).
     fn conclude(
         &self,
@@ -232,17 +253,7 @@ impl TypedExecutor for UpstreamExecutor {
         cx: &ExecContext,
     ) -> Result<ToolOutput, ToolError> {
         let (connection, params, timeout) = self.prepare(arguments, cx)?;
-        // The context stops at its deadline too; stopping a little before it lets the timeout
-        // be reported as such, not as a cancellation.
-        let stop = || cx.should_stop() && Instant::now() + Duration::from_millis(5) < cx.deadline();
-        // What the upstream reports while it works is the call's own, limited and redacted by
-        // the context like everything else the tool says.
-        let listener = |notice: Notice| {
-            cx.notify(notice);
-        };
-        let result =
-            connection.request_reporting("tools/call", params, timeout, &stop, Some(&listener));
-        self.conclude(&connection, result)
+        self.wait_for(&connection, params, timeout, cx)
     }
 
     fn forwards(&self) -> bool {
@@ -285,21 +296,7 @@ impl TypedExecutor for UpstreamExecutor {
                 let cx = cx.clone();
                 Box::pin(async move {
                     let waited = tokio::task::spawn_blocking(move || {
-                        let stop = || {
-                            cx.should_stop()
-                                && Instant::now() + Duration::from_millis(5) < cx.deadline()
-                        };
-                        let listener = |notice: Notice| {
-                            cx.notify(notice);
-                        };
-                        let result = connection.request_reporting(
-                            "tools/call",
-                            params,
-                            timeout,
-                            &stop,
-                            Some(&listener),
-                        );
-                        this.conclude(&connection, result)
+                        this.wait_for(&connection, params, timeout, &cx)
                     })
                     .await;
                     match waited {

@@ -170,7 +170,12 @@ fn candidates_pins_and_a_change_announced_with_list_changed() {
         .collect();
     assert_eq!(
         candidates,
-        ["test__fault", "test__count", "test__delete_everything"]
+        [
+            "test__fault",
+            "test__count",
+            "test__delete_everything",
+            "test__repeat"
+        ]
     );
 
     // The first listing, if reported, was reported before the start counted as done.
