@@ -552,33 +552,14 @@ impl Rpc for Connection {
         stop: &dyn Fn() -> bool,
         listener: Option<&dyn Fn(Notice)>,
     ) -> Result<Value, Fault> {
-        if self.dead.load(Ordering::SeqCst) {
-            return Err(Fault::Unavailable(format!(
-                "upstream `{}` is not running",
-                self.upstream
-            )));
-        }
-        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = mpsc::channel();
-        let queued = listener.map(|_| Arc::new(AtomicU64::new(0)));
-        let waiter = Waiter {
-            sender: Deliver::Thread(tx),
-            queued: queued.clone(),
-        };
-        lock(&self.pending).insert(id, waiter);
+        let (id, queued) = self.register(Deliver::Thread(tx), listener.is_some())?;
         let relay = listener.map(Relay::new);
         let message = request_message(id, method, params, relay.is_some());
         let deadline = Instant::now() + timeout;
         if let Err(fault) = self.send(&message, deadline, stop) {
             lock(&self.pending).remove(&id);
-            return Err(match fault {
-                Fault::Timeout(_) => Fault::Timeout(format!(
-                    "upstream `{}` did not read `{method}` within {} ms",
-                    self.upstream,
-                    timeout.as_millis()
-                )),
-                other => other,
-            });
+            return Err(self.unsent(fault, method, timeout));
         }
         loop {
             let now = Instant::now();
@@ -602,12 +583,7 @@ impl Rpc for Connection {
                 Ok(Delivery::Answer(Ok(message))) => return self.result_of(message),
                 Ok(Delivery::Answer(Err(fault))) => return Err(fault),
                 Err(RecvTimeoutError::Timeout) => {}
-                Err(RecvTimeoutError::Disconnected) => {
-                    return Err(Fault::Unavailable(format!(
-                        "upstream `{}` stopped while `{method}` was pending",
-                        self.upstream
-                    )));
-                }
+                Err(RecvTimeoutError::Disconnected) => return Err(self.stopped_during(method)),
             }
         }
     }
@@ -661,8 +637,8 @@ impl Rpc for Connection {
 }
 
 impl Connection {
-    /// [`Rpc::request_async`]: the request, queued for the writer thread, and its answer,
-    /// which the reader thread hands straight to the waiting task.
+    /// [`Rpc::request_async`]: the request, written into the pipe or queued for the writer
+    /// thread, and its answer, which the reader thread hands straight to the waiting task.
     async fn answer_of(
         self: Arc<Self>,
         method: &'static str,
@@ -671,20 +647,8 @@ impl Connection {
         cancel: toolgate_core::Cancel,
         listener: Box<dyn Fn(Notice) + Send + Sync>,
     ) -> Result<Value, Fault> {
-        if self.dead.load(Ordering::SeqCst) {
-            return Err(Fault::Unavailable(format!(
-                "upstream `{}` is not running",
-                self.upstream
-            )));
-        }
-        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-        let queued = Arc::new(AtomicU64::new(0));
-        let waiter = Waiter {
-            sender: Deliver::Task(tx),
-            queued: Some(Arc::clone(&queued)),
-        };
-        lock(&self.pending).insert(id, waiter);
+        let (id, queued) = self.register(Deliver::Task(tx), true)?;
         // From here on the request is given up upstream unless it is answered, also when this
         // future is dropped.
         let mut pending = Pending {
@@ -704,14 +668,7 @@ impl Connection {
             .await
             .map_err(|fault| {
                 pending.forget();
-                match fault {
-                    Fault::Timeout(_) => Fault::Timeout(format!(
-                        "upstream `{}` did not read `{method}` within {} ms",
-                        self.upstream,
-                        timeout.as_millis()
-                    )),
-                    other => other,
-                }
+                self.unsent(fault, method, timeout)
             })?;
         let sleep = tokio::time::sleep_until(deadline.into());
         tokio::pin!(sleep);
@@ -720,7 +677,9 @@ impl Connection {
                 biased;
                 delivery = rx.recv() => match delivery {
                     Some(Delivery::Notice(notice)) => {
-                        queued.fetch_sub(1, Ordering::AcqRel);
+                        if let Some(queued) = &queued {
+                            queued.fetch_sub(1, Ordering::AcqRel);
+                        }
                         relay.pass(notice);
                     }
                     Some(Delivery::Answer(answer)) => {
@@ -729,10 +688,7 @@ impl Connection {
                     }
                     None => {
                         pending.answered();
-                        return Err(Fault::Unavailable(format!(
-                            "upstream `{}` stopped while `{method}` was pending",
-                            self.upstream
-                        )));
+                        return Err(self.stopped_during(method));
                     }
                 },
                 () = woken.notified() => if cancel.is_cancelled() {
@@ -745,6 +701,50 @@ impl Connection {
                 }
             }
         }
+    }
+
+    /// A new request's id, its deliveries going to `sender` (notices too, when `listening`),
+    /// and the count of its notices waiting; or why no request can be made.
+    fn register(
+        &self,
+        sender: Deliver,
+        listening: bool,
+    ) -> Result<(u64, Option<Arc<AtomicU64>>), Fault> {
+        if self.dead.load(Ordering::SeqCst) {
+            return Err(Fault::Unavailable(format!(
+                "upstream `{}` is not running",
+                self.upstream
+            )));
+        }
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let queued = listening.then(|| Arc::new(AtomicU64::new(0)));
+        let waiter = Waiter {
+            sender,
+            queued: queued.clone(),
+        };
+        lock(&self.pending).insert(id, waiter);
+        Ok((id, queued))
+    }
+
+    /// The fault of a request of `method` that could not be sent: a timeout says the upstream
+    /// did not read it.
+    fn unsent(&self, fault: Fault, method: &str, timeout: Duration) -> Fault {
+        match fault {
+            Fault::Timeout(_) => Fault::Timeout(format!(
+                "upstream `{}` did not read `{method}` within {} ms",
+                self.upstream,
+                timeout.as_millis()
+            )),
+            other => other,
+        }
+    }
+
+    /// The fault of a request of `method` whose answer can no longer come.
+    fn stopped_during(&self, method: &str) -> Fault {
+        Fault::Unavailable(format!(
+            "upstream `{}` stopped while `{method}` was pending",
+            self.upstream
+        ))
     }
 
     /// [`Connection::send`] for a task: waits for room in the writer's queue without holding
