@@ -477,16 +477,6 @@ impl Registry {
         profiles
     }
 
-    /// Whether every entry named `name` has a [brief](crate::Executor::brief) executor (and
-    /// there is one): whichever stage 2 resolves, its call ends soon if it only reads.
-    pub fn all_brief(&self, name: &str) -> bool {
-        self.by_name.get(name).is_some_and(|indices| {
-            indices
-                .iter()
-                .all(|&i| self.tools.get(i).is_some_and(|t| t.executor.brief()))
-        })
-    }
-
     /// Whether every entry named `name` (and there is one) has an executor that is
     /// [brief](crate::Executor::brief) or [forwards](crate::Executor::forwards) its calls.
     pub fn all_brief_or_forwarding(&self, name: &str) -> bool {

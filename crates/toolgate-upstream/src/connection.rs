@@ -413,6 +413,9 @@ pub struct Connection {
     wire: Mutex<ChildStdin>,
     /// Lines handed to the writer thread and not yet written.
     queued: AtomicUsize,
+    /// Told each time the writer thread takes a line, and so frees a place in its queue: a
+    /// task waiting for room wakes then, not on a timer.
+    room: tokio::sync::Notify,
     pending: Mutex<HashMap<u64, Waiter>>,
     abandoned: Mutex<VecDeque<u64>>,
     next_id: AtomicU64,
@@ -508,6 +511,7 @@ impl Connection {
             stdin: Mutex::new(Some(queue)),
             wire: Mutex::new(stdin),
             queued: AtomicUsize::new(0),
+            room: tokio::sync::Notify::new(),
             pending: Mutex::new(HashMap::new()),
             abandoned: Mutex::new(VecDeque::new()),
             next_id: AtomicU64::new(1),
@@ -664,7 +668,7 @@ impl Connection {
             // A permit is stored when nobody waits yet, so the wake is never lost.
             move || woken.notify_one()
         });
-        self.queue(&message, deadline, &cancel)
+        self.queue(&message, deadline, &cancel, &woken)
             .await
             .map_err(|fault| {
                 pending.forget();
@@ -748,23 +752,34 @@ impl Connection {
     }
 
     /// [`Connection::send`] for a task: waits for room in the writer's queue without holding
-    /// a thread.
+    /// a thread, woken when the writer takes a line, when `cancelled` is told or at `deadline`
+    /// — never on a timer, so that however many tasks wait for an upstream that stopped
+    /// reading, none of them runs until something changed.
     async fn queue(
         &self,
         message: &Value,
         deadline: Instant,
         cancel: &toolgate_core::Cancel,
+        cancelled: &tokio::sync::Notify,
     ) -> Result<(), Fault> {
         let mut line = self.line(message)?;
         let Some(queue) = lock(&self.stdin).clone() else {
             return Err(self.not_running());
         };
         loop {
+            // Waiting for room before trying, so that room made in between is not missed.
+            let room = self.room.notified();
+            tokio::pin!(room);
+            room.as_mut().enable();
             line = match self.offer(&queue, line, deadline, &|| cancel.is_cancelled())? {
                 None => return Ok(()),
                 Some(back) => back,
             };
-            tokio::time::sleep(SEND_POLL).await;
+            tokio::select! {
+                () = room => {}
+                () = cancelled.notified() => {}
+                () = tokio::time::sleep_until(deadline.into()) => {}
+            }
         }
     }
 
@@ -870,6 +885,7 @@ impl Connection {
     /// write leaves the stream in doubt, so the connection is failed.
     fn write_loop(&self, lines: &mpsc::Receiver<Vec<u8>>, events: &Events) {
         while let Ok(line) = lines.recv() {
+            self.room.notify_one();
             let written = write_waiting(&lock(&self.wire), &line);
             self.queued.fetch_sub(1, Ordering::AcqRel);
             if let Err(e) = written {

@@ -140,6 +140,8 @@ pub struct Supervisor {
     events: Events,
     on_change: Mutex<Option<OnChange>>,
     watchdog: Option<Arc<Watchdog>>,
+    /// Whether a `ping` probe is out: calls that time out together start one between them.
+    probing: std::sync::atomic::AtomicBool,
 }
 
 impl std::fmt::Debug for Supervisor {
@@ -170,6 +172,7 @@ impl Supervisor {
             events: Events::new(tx),
             on_change: Mutex::new(None),
             watchdog,
+            probing: std::sync::atomic::AtomicBool::new(false),
         });
         let running = Arc::clone(&supervisor);
         let thread = std::thread::Builder::new()
@@ -253,9 +256,14 @@ impl Supervisor {
     /// After a call timed out: an upstream that does not answer `ping` either is hung as a
     /// whole, not just busy with that call, and is restarted, so later calls do not all wait
     /// out their timeouts. Runs on its own thread; the timed-out call has already returned.
+    /// While one probe is out, another is not started.
     pub(crate) fn probe(self: &Arc<Self>, connection: Arc<dyn Rpc>) {
+        use std::sync::atomic::Ordering;
+        if self.probing.swap(true, Ordering::AcqRel) {
+            return;
+        }
         let supervisor = Arc::clone(self);
-        let _ = std::thread::Builder::new()
+        let spawned = std::thread::Builder::new()
             .name(format!("probe-{}", self.spec.name))
             .spawn(move || {
                 let answered = connection.request("ping", serde_json::json!({}), PING_TIMEOUT);
@@ -269,7 +277,11 @@ impl Supervisor {
                     );
                     supervisor.events.send(Event::Died(reason));
                 }
+                supervisor.probing.store(false, Ordering::Release);
             });
+        if spawned.is_err() {
+            self.probing.store(false, Ordering::Release);
+        }
     }
 
     pub(crate) fn shutdown(&self) {

@@ -127,7 +127,12 @@ fn test_upstream(name: &str, state: &Path, extra: &str) -> String {
 
 /// The `tools/call` requests the test upstream received.
 fn calls(state: &Path) -> Vec<Value> {
-    fs::read_to_string(state.join("calls.log"))
+    logged(state, "calls.log")
+}
+
+/// The JSON lines the test upstream wrote to `state/name`.
+fn logged(state: &Path, name: &str) -> Vec<Value> {
+    fs::read_to_string(state.join(name))
         .unwrap_or_default()
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
@@ -572,11 +577,7 @@ fn audit_records(setup: &Setup, home: &Path) -> Vec<Value> {
 
 /// The parameters of the `notifications/cancelled` the test upstream received.
 fn cancellations(state: &Path) -> Vec<Value> {
-    fs::read_to_string(state.join("cancelled.log"))
-        .unwrap_or_default()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
+    logged(state, "cancelled.log")
 }
 
 /// The outcome records of calls of `tool`.
@@ -689,15 +690,15 @@ fn calls_in_flight_at_once_each_hear_their_own_answer() {
         };
         format!("{i}:{}", "x".repeat(length))
     };
-    let calls = 60;
-    for i in 0..calls {
+    let count = 60;
+    for i in 0..count {
         session.send(
             &json!({"jsonrpc": "2.0", "id": 100 + i, "method": "tools/call",
             "params": {"name": "test__repeat", "arguments": {"text": text(i)}}}),
         );
     }
     let mut heard = std::collections::BTreeSet::new();
-    for _ in 0..calls {
+    for _ in 0..count {
         let answer = session.answer();
         let i = usize::try_from(answer["id"].as_u64().unwrap() - 100).unwrap();
         let result = &answer["result"];
@@ -709,8 +710,108 @@ fn calls_in_flight_at_once_each_hear_their_own_answer() {
         assert_eq!(echoed, text(i), "call {i}");
         heard.insert(i);
     }
-    assert_eq!(heard.len(), calls);
-    assert_eq!(self::calls(state).len(), calls);
+    assert_eq!(heard.len(), count);
+    assert_eq!(calls(state).len(), count);
+}
+
+/// The threads of process `pid`.
+fn threads(pid: u32) -> usize {
+    fs::read_dir(format!("/proc/{pid}/task")).unwrap().count()
+}
+
+/// The CPU time process `pid` has used, in clock ticks.
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // After the command's `)`: the state is the first field, user and system time the 12th
+    // and 13th.
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .unwrap()
+        .1
+        .split_whitespace()
+        .collect();
+    fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
+}
+
+/// Read-only calls forwarded to an upstream hold no thread while they wait for its answer,
+/// and when it stops reading its input, the calls waiting to be written wait without
+/// running: they are woken when the writer thread makes room, when cancelled, or at their
+/// deadline, never on a timer. Either way a hundred of them cost the gateway nothing while
+/// they wait, and each still ends by its timeout.
+#[test]
+fn forwarded_calls_that_wait_hold_no_thread_and_spend_no_cpu() {
+    let state_dir = tempfile::tempdir().unwrap();
+    let state = state_dir.path();
+    let home = tempfile::tempdir().unwrap();
+    let setup = echo_and_fault(state);
+    let mut session = RawSession::start(&setup, home.path());
+    let pid = session.server.0.id();
+    let before = threads(pid);
+
+    // The upstream takes each call and never answers it.
+    let hanging = 100;
+    for i in 0..hanging {
+        session.send(
+            &json!({"jsonrpc": "2.0", "id": 100 + i, "method": "tools/call",
+            "params": {"name": "test__fault", "arguments": {"kind": "hang"}}}),
+        );
+    }
+    wait_until(
+        "the calls reached the upstream",
+        Duration::from_secs(15),
+        || calls(state).len() == hanging,
+    );
+    let waiting = threads(pid);
+    assert!(
+        waiting < before + 10,
+        "{hanging} calls waiting took {} threads more",
+        waiting - before
+    );
+    for _ in 0..hanging {
+        let answer = session.answer();
+        assert_eq!(
+            answer["result"]["structuredContent"]["error"]["code"], "upstream_timeout",
+            "{answer}"
+        );
+    }
+
+    // The upstream stops reading: the pipe fills, then the writer's queue, and the rest of
+    // the calls wait for room.
+    session.send(
+        &json!({"jsonrpc": "2.0", "id": 1000, "method": "tools/call",
+        "params": {"name": "test__fault", "arguments": {"kind": "freeze"}}}),
+    );
+    wait_until("the upstream froze", Duration::from_secs(15), || {
+        calls(state).len() == hanging + 1
+    });
+    let padding = "p".repeat(20_000);
+    let blocked = 600;
+    for i in 0..blocked {
+        session.send(
+            &json!({"jsonrpc": "2.0", "id": 2000 + i, "method": "tools/call",
+            "params": {"name": "test__fault", "arguments": {"kind": "hang", "padding": padding}}}),
+        );
+    }
+    std::thread::sleep(Duration::from_millis(700));
+    let (ticks, started) = (cpu_ticks(pid), Instant::now());
+    std::thread::sleep(Duration::from_millis(1500));
+    let spent = cpu_ticks(pid) - ticks;
+    let window = started.elapsed();
+    // Clock ticks are hundredths of a second: at most a twentieth of the window.
+    assert!(
+        spent <= 8,
+        "{blocked} calls waiting for room spent {spent} ticks of CPU in {window:?}"
+    );
+    let mut ended = 0;
+    while ended < blocked + 1 {
+        let answer = session.answer();
+        let code = &answer["result"]["structuredContent"]["error"]["code"];
+        assert!(
+            code == "upstream_timeout" || code == "upstream_unavailable",
+            "{answer}"
+        );
+        ended += 1;
+    }
 }
 
 /// A pid the test upstream wrote to `state/name`.

@@ -177,12 +177,7 @@ impl Pipeline {
             Ok(authorized) => authorized,
             Err(stopped) => return landed(self.describe(Err(stopped))),
         };
-        (hooks.executing)();
-        let timeout = Duration::from_millis(authorized.limits().timeout_ms);
-        let mut cx = ExecContext::new(timeout, cancel);
-        if let Some(sink) = &hooks.notices {
-            cx = cx.with_notices(Arc::clone(sink));
-        }
+        let cx = running(&authorized, cancel, hooks);
         let cleared = match self.clear(authorized, &cx) {
             Ok(cleared) => cleared,
             Err(ended) => return landed(self.describe(ended)),

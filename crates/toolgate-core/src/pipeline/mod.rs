@@ -97,11 +97,16 @@ pub trait Executor: Send + Sync + std::fmt::Debug {
     /// timers). Only the pipeline calls this, and only when `forwards` says yes; the default
     /// does nothing and fails the call.
     fn forward(&self, _call: &Call<'_>, _cx: &ExecContext) -> Forwarded {
-        Box::pin(std::future::ready(Err(ToolError::new(
-            crate::outcome::ToolErrorCode::PlanMismatch,
-            "this tool cannot be forwarded; it did not run",
-        ))))
+        cannot_forward()
     }
+}
+
+/// What forwarding a call of a tool that does not forward comes to: a failure, nothing run.
+fn cannot_forward() -> Forwarded {
+    Box::pin(std::future::ready(Err(ToolError::new(
+        crate::outcome::ToolErrorCode::PlanMismatch,
+        "this tool cannot be forwarded; it did not run",
+    ))))
 }
 
 /// The result of a call an executor [forwarded](Executor::forward), to come.
@@ -639,12 +644,6 @@ impl Pipeline {
         }
     }
 
-    /// Whether a call of the tool named `name` may end soon (see [`Executor::brief`]): only
-    /// then is [`Pipeline::decide`] worth running where a request arrived.
-    pub fn runs_briefly(&self, name: &str) -> bool {
-        self.registry.all_brief(name)
-    }
-
     /// Whether a call of the tool named `name` may end soon or be forwarded (see
     /// [`Executor::forwards`]): then [`Pipeline::decide`] is worth running where a request
     /// arrived.
@@ -658,12 +657,7 @@ impl Pipeline {
         let result = self
             .approve_with(permitted, cancel.clone(), hooks.awaiting_approval)
             .and_then(|authorized| {
-                (hooks.executing)();
-                let timeout = Duration::from_millis(authorized.limits().timeout_ms);
-                let mut cx = ExecContext::new(timeout, cancel);
-                if let Some(sink) = &hooks.notices {
-                    cx = cx.with_notices(Arc::clone(sink));
-                }
+                let cx = running(&authorized, cancel, hooks);
                 self.execute_step(authorized, &cx)
             });
         self.describe(result)
@@ -673,6 +667,18 @@ impl Pipeline {
     pub fn authorize_call(&self, raw: RawCall) -> Result<Authorized, Stopped> {
         let permitted = self.through_policy(raw, &|_, _| Ok(()), None)?;
         self.approve(permitted)
+    }
+}
+
+/// The context an approved call runs in, under its own timeout, reporting to `hooks`, which
+/// are told it runs.
+fn running(authorized: &Authorized, cancel: Cancel, hooks: &RunHooks) -> ExecContext {
+    (hooks.executing)();
+    let timeout = Duration::from_millis(authorized.limits().timeout_ms);
+    let cx = ExecContext::new(timeout, cancel);
+    match &hooks.notices {
+        Some(sink) => cx.with_notices(Arc::clone(sink)),
+        None => cx,
     }
 }
 
@@ -865,8 +871,8 @@ mod tests {
             entry.effect = Some(effect);
             entry.approval = approval;
             let pipeline = one_tool(entry, executor);
-            assert_eq!(pipeline.runs_briefly("t"), brief);
-            assert!(!pipeline.runs_briefly("unknown"));
+            assert_eq!(pipeline.decides_on_arrival("t"), brief);
+            assert!(!pipeline.decides_on_arrival("unknown"));
             let raw = RawCall::text("t", "{}", Surface::Chat);
             let Decided::Permitted(permitted) = pipeline.decide(raw, &|_, _| Ok(())) else {
                 panic!("{effect:?} {approval:?} was stopped before stage 6");
@@ -896,7 +902,7 @@ mod tests {
             let descriptor = Descriptor::new("t", "t", serde_json::json!({"type": "object"}));
             builder.register(descriptor, entry, executor).unwrap();
         }
-        assert!(!builder.build().unwrap().all_brief("t"));
+        assert!(!builder.build().unwrap().all_brief_or_forwarding("t"));
 
         let pipeline = one_tool(ToolEntry::new("t", "test"), Arc::new(Quick));
         let refused = pipeline.decide(RawCall::text("t", "[]", Surface::Chat), &|_, _| Ok(()));
@@ -1085,6 +1091,10 @@ mod tests {
             let (pipeline, kept) = far_pipeline(Later::default(), effect, approval);
             assert!(pipeline.decides_on_arrival("far"));
             let permitted = permitted(&pipeline);
+            assert!(
+                !permitted.ends_soon(),
+                "a forwarded call is never finished here"
+            );
             assert_eq!(permitted.forwards(), forwards, "{effect:?} {approval:?}");
             let forwarded = pipeline.forward(permitted, Cancel::new(), &RunHooks::default());
             assert_eq!(forwarded.is_ok(), forwards, "{effect:?} {approval:?}");
@@ -1097,7 +1107,6 @@ mod tests {
             EffectClass::ReadOnly,
             ApprovalMode::Policy,
         );
-        assert!(!pipeline.runs_briefly("far"));
         assert!(!pipeline.decides_on_arrival("unknown"));
     }
 

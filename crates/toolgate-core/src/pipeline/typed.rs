@@ -58,10 +58,7 @@ pub trait TypedExecutor: Send + Sync + std::fmt::Debug {
     /// See [`Executor::forward`]: stage 7 begun on `plan`, its result to come. The default
     /// does nothing and fails the call.
     fn forward(&self, _plan: &Self::Plan, _call: &Call<'_>, _cx: &ExecContext) -> Forwarded {
-        Box::pin(std::future::ready(Err(ToolError::new(
-            ToolErrorCode::PlanMismatch,
-            "this tool cannot be forwarded; it did not run",
-        ))))
+        super::cannot_forward()
     }
 }
 
