@@ -777,7 +777,10 @@ impl Connection {
             };
             tokio::select! {
                 () = room => {}
-                () = cancelled.notified() => {}
+                // The wake is the caller's one word of the cancellation: it ends the wait here.
+                () = cancelled.notified() => if cancel.is_cancelled() {
+                    return Err(Fault::Cancelled);
+                },
                 () = tokio::time::sleep_until(deadline.into()) => {}
             }
         }
