@@ -117,6 +117,13 @@ pub struct AuditOptions {
     pub busy_timeout: Duration,
     /// When records are flushed.
     pub sync: SyncMode,
+    /// Give the WAL, once the log is open, the size it reaches between two checkpoints, as
+    /// blocks written with zeros past its end. A flush of a commit that grows the file also
+    /// commits the file's new size to the file system's journal; one that overwrites blocks
+    /// the file already has does not (about 0.05 of 0.15 ms per flush on the development
+    /// machine). For a process that appends for long (`serve`): a one-shot `call` would write
+    /// 4 MiB for one record.
+    pub reserve_wal: bool,
 }
 
 impl Default for AuditOptions {
@@ -125,6 +132,7 @@ impl Default for AuditOptions {
             store_values: false,
             busy_timeout: Duration::from_secs(5),
             sync: SyncMode::Effects,
+            reserve_wal: false,
         }
     }
 }
@@ -413,9 +421,15 @@ impl AuditLog {
         let background = {
             let weak = Arc::downgrade(&shared);
             let wal = wal_path(&path);
+            let reserve = options.reserve_wal;
             std::thread::Builder::new()
                 .name("toolgate-audit-flush".to_owned())
                 .spawn(move || {
+                    if reserve && let Some(shared) = weak.upgrade() {
+                        // Only an optimization: a log whose WAL could not be given its size
+                        // grows it as it goes, as any SQLite database does.
+                        let _ = shared.reserve_wal(&wal);
+                    }
                     background_loop(&head_file, &wal, &inbox, &background_failed, epochs, &weak)
                 })
                 .map_err(AuditError::Thread)?
@@ -674,6 +688,14 @@ impl Shared {
     }
 }
 
+impl Shared {
+    /// Gives the WAL at `wal` the size it reaches between two checkpoints (see
+    /// [`AuditOptions::reserve_wal`]).
+    fn reserve_wal(&self, wal: &Path) -> Result<(), String> {
+        lock(&self.writer)?.reserve_wal(wal)
+    }
+}
+
 impl Writer {
     /// Appends `batch` in one transaction; returns each record's number (0 for a tick) and,
     /// if anything was committed, the new newest record.
@@ -827,6 +849,66 @@ impl Writer {
             }),
         ))
     }
+}
+
+impl Writer {
+    /// Writes zeros past the end of the WAL up to [`wal_reserve`] bytes, and flushes them.
+    ///
+    /// Under the database's write lock, so that no connection, in this process or another,
+    /// writes frames meanwhile; and only past the file's end, where no frame is. SQLite reads
+    /// a WAL's frames only up to the last one whose checksum and salt follow the frame
+    /// before, so zeros read as the WAL's end, both to readers and to the recovery after a
+    /// crash; a frame written later overwrites them in place.
+    fn reserve_wal(&self, wal: &Path) -> Result<(), String> {
+        use std::os::unix::fs::FileExt as _;
+        let failed = |e: &dyn std::fmt::Display| format!("cannot reserve the audit WAL: {e}");
+        let size = wal_reserve(&self.connection).map_err(|e| failed(&e))?;
+        let _lock = Immediate::begin(&self.connection).map_err(|e| failed(&e))?;
+        // Not created here: a WAL that is missing is SQLite's to create. And only the file
+        // itself, as SQLite opens it (`O_NOFOLLOW`): zeros go past the end of no other file
+        // a symbolic link in the state directory names.
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .open(wal)
+            .map_err(|e| failed(&e))?;
+        let opened = file.metadata().map_err(|e| failed(&e))?;
+        let named = std::fs::symlink_metadata(wal).map_err(|e| failed(&e))?;
+        {
+            use std::os::unix::fs::MetadataExt as _;
+            if !named.file_type().is_file()
+                || (named.dev(), named.ino()) != (opened.dev(), opened.ino())
+            {
+                return Err(failed(&"it is not a regular file"));
+            }
+        }
+        let mut end = opened.len();
+        if end >= size {
+            return Ok(());
+        }
+        let chunk = vec![0u8; 256 << 10];
+        while end < size {
+            let take = usize::try_from(size - end).map_or(chunk.len(), |n| n.min(chunk.len()));
+            let Some(zeros) = chunk.get(..take) else {
+                break;
+            };
+            file.write_all_at(zeros, end).map_err(|e| failed(&e))?;
+            end += take as u64;
+        }
+        file.sync_data().map_err(|e| failed(&e))
+    }
+}
+
+/// The WAL's size when it holds as many frames as start a checkpoint, and a few more: its
+/// header, then each frame's header and page.
+fn wal_reserve(connection: &Connection) -> rusqlite::Result<u64> {
+    const HEADER: u64 = 32;
+    const FRAME_HEADER: u64 = 24;
+    const SLACK_FRAMES: u64 = 64;
+    let page: i64 = connection.query_row("PRAGMA page_size", [], |row| row.get(0))?;
+    let frames: i64 = connection.query_row("PRAGMA wal_autocheckpoint", [], |row| row.get(0))?;
+    let page = u64::try_from(page).unwrap_or(0);
+    let frames = u64::try_from(frames).unwrap_or(0);
+    Ok(HEADER + (frames + SLACK_FRAMES) * (FRAME_HEADER + page))
 }
 
 /// A `BEGIN IMMEDIATE` transaction on the writer's connection, rolled back unless committed.

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use rusqlite::Connection;
 use serde_json::Value;
-use toolgate_audit::{AuditLog, AuditOptions, Finding, Verdict, chain, verify};
+use toolgate_audit::{AuditLog, AuditOptions, Durability, Finding, Verdict, chain, verify};
 use toolgate_core::{RawCall, Recorder as _, Status, Surface};
 
 fn db(dir: &tempfile::TempDir) -> PathBuf {
@@ -102,6 +102,73 @@ fn concurrent_writers_keep_one_unbroken_chain() {
         })
         .collect();
     assert_eq!(ids.len(), 1600);
+}
+
+fn wal_len(path: &Path) -> u64 {
+    let mut wal = path.as_os_str().to_owned();
+    wal.push("-wal");
+    std::fs::metadata(wal).map_or(0, |m| m.len())
+}
+
+/// A log that appends for long has its WAL written to full size up front: later commits,
+/// flushed or not, overwrite the zeros instead of growing the file; another process
+/// appending while the zeros are written loses nothing; and a copy of the files taken while
+/// the log is open, as a crash leaves them, reads the zeros as the WAL's end.
+#[test]
+fn a_reserved_wal_is_overwritten_not_grown_and_its_zeros_read_as_its_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = db(&dir);
+    let reserving = AuditOptions {
+        reserve_wal: true,
+        ..AuditOptions::default()
+    };
+    let first = Arc::new(AuditLog::open(&path, reserving).unwrap());
+    let second = Arc::new(AuditLog::open(&path, AuditOptions::default()).unwrap());
+    let threads: Vec<_> = (0..4)
+        .map(|t| {
+            let log = Arc::clone(if t % 2 == 0 { &first } else { &second });
+            std::thread::spawn(move || {
+                for i in 0..25 {
+                    log.append(call(t * 1000 + i)).unwrap();
+                }
+            })
+        })
+        .collect();
+    for thread in threads {
+        thread.join().unwrap();
+    }
+    // SQLite's defaults: 4 KiB pages, a checkpoint at 1,000 frames; 64 frames more.
+    let reserved = 32 + 1064 * (24 + 4096);
+    let waited = std::time::Instant::now();
+    while wal_len(&path) < reserved && waited.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(wal_len(&path), reserved);
+    for n in 0..100 {
+        let durability = if n % 2 == 0 {
+            Durability::Flushed
+        } else {
+            Durability::Committed
+        };
+        first.append_with(call(5000 + n), durability).unwrap();
+    }
+    assert_eq!(wal_len(&path), reserved, "a commit grew the WAL");
+
+    let copy_dir = tempfile::tempdir().unwrap();
+    let copy = copy_dir.path().join("audit.db");
+    for suffix in ["", "-wal", "-head"] {
+        let mut from = path.as_os_str().to_owned();
+        from.push(suffix);
+        let mut to = copy.as_os_str().to_owned();
+        to.push(suffix);
+        std::fs::copy(from, to).unwrap();
+    }
+    assert_eq!(intact(&copy), 200);
+
+    drop((first, second));
+    assert_eq!(intact(&path), 200);
+    let reopened = AuditLog::open(&path, fast()).unwrap();
+    assert_eq!(reopened.append(call(9999)).unwrap(), 201);
 }
 
 #[test]

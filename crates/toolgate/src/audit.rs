@@ -15,12 +15,23 @@ use crate::settings::Settings;
 /// How often `tail --follow` looks for new records.
 const FOLLOW_INTERVAL: Duration = Duration::from_millis(250);
 
+/// How long the process that opens the audit log goes on appending to it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Appending {
+    /// One call (`toolgate call`).
+    Once,
+    /// Call after call until it stops (`toolgate serve`): the log's WAL is given its size up
+    /// front, so that flushes overwrite blocks instead of growing the file.
+    Lasting,
+}
+
 /// The configured audit log, opened for appending.
-pub fn open_log(settings: &Settings) -> anyhow::Result<AuditLog> {
+pub fn open_log(settings: &Settings, appending: Appending) -> anyhow::Result<AuditLog> {
     let path = settings.audit_path()?;
     let options = AuditOptions {
         store_values: settings.audit.store_values,
         sync: settings.audit.sync,
+        reserve_wal: appending == Appending::Lasting,
         ..AuditOptions::default()
     };
     AuditLog::open(&path, options).context("cannot start without the audit log")

@@ -106,7 +106,8 @@ fn call(args: &CallArgs) -> anyhow::Result<u8> {
     std::thread::spawn(toolgate_core::redact::prepare);
     let workspace = open_workspace(&args.workspace)?;
     let settings = Arc::new(Settings::load(args.config.config.as_deref())?);
-    let gate = Gate::running(settings, Arc::clone(&workspace))?.with_audit_log()?;
+    let gate =
+        Gate::running(settings, Arc::clone(&workspace))?.with_audit_log(audit::Appending::Once)?;
     let prompt = if args.ask {
         approve::Prompt::Ask
     } else {

@@ -121,8 +121,8 @@ impl Gate {
 
     /// The same gate, recording every outcome in the configured audit log; a log that cannot
     /// be opened, or whose newest record does not verify, stops toolgate from starting.
-    pub fn with_audit_log(mut self) -> anyhow::Result<Gate> {
-        let log = crate::audit::open_log(&self.settings)?;
+    pub fn with_audit_log(mut self, appending: crate::audit::Appending) -> anyhow::Result<Gate> {
+        let log = crate::audit::open_log(&self.settings, appending)?;
         self.recorders.push(Arc::new(log));
         Ok(self)
     }

@@ -16,6 +16,7 @@ use toolgate_core::{ApprovalBroker, HeadlessBroker};
 use toolgate_exec::{ProcessId, TreeObserver, Watchdog};
 use toolgate_mcp::{Elicitation, Gateway, HttpOptions, Principal, TokenTable};
 
+use crate::audit::Appending;
 use crate::cli::ServeArgs;
 use crate::console::RunningConsole;
 use crate::gate::{Gate, open_workspace};
@@ -94,7 +95,7 @@ pub fn serve(args: &ServeArgs) -> anyhow::Result<u8> {
     // Checked before any upstream is started.
     check_profile(&gate, &args.profile, "--profile")?;
     let gate = gate.start()?;
-    let mut gate = gate.with_audit_log()?;
+    let mut gate = gate.with_audit_log(Appending::Lasting)?;
     let max_message_bytes = gate
         .settings
         .bounds
