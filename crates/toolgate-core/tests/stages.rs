@@ -383,6 +383,7 @@ fn standing_grants_never_cover_commands() {
 enum Scripted {
     FailWithSecret,
     Output(usize),
+    Text(String),
     Sleep(Duration),
 }
 
@@ -395,6 +396,7 @@ impl Executor for Scripted {
             )),
             // A JSON string of `size` bytes: the quotes and size - 2 letters.
             Scripted::Output(size) => Ok(ToolOutput::new(json!("x".repeat(size - 2)))),
+            Scripted::Text(text) => Ok(ToolOutput::new(json!(text))),
             Scripted::Sleep(d) => {
                 std::thread::sleep(*d);
                 Ok(ToolOutput::new(json!(null)))
@@ -444,6 +446,25 @@ fn output_over_the_limit_fails_closed() {
     assert_eq!(over.error().unwrap().code, "output_too_large");
     let under = scripted(Scripted::Output(99), 100).run(RawCall::text("s", "{}", Surface::Chat));
     assert_eq!(under.status(), Status::Completed);
+}
+
+/// What is thrown away is not redacted first: an output over the limit as the tool returned
+/// it costs stage 8 its measuring, not a pass of every secret rule over it.
+#[test]
+fn an_output_over_the_limit_is_refused_before_it_is_redacted() {
+    let secrets = "token ghp_0123456789abcdefghijABCDEFGHIJ012345\n".repeat(40);
+    let limit = secrets.len() / 2;
+    let over = scripted(Scripted::Text(secrets.clone()), limit).run(RawCall::text(
+        "s",
+        "{}",
+        Surface::Chat,
+    ));
+    assert_eq!(over.error().unwrap().code, "output_too_large", "{over:?}");
+    assert_eq!(over.evidence().redactions, 0, "{over:?}");
+    let within =
+        scripted(Scripted::Text(secrets), 1 << 20).run(RawCall::text("s", "{}", Surface::Chat));
+    assert_eq!(within.status(), Status::Completed, "{within:?}");
+    assert_eq!(within.evidence().redactions, 40, "{within:?}");
 }
 
 #[test]

@@ -27,6 +27,22 @@ impl Pipeline {
                 (Ended::Failed(error), trace, false, unknowns)
             }
         };
+        let limit = trace
+            .resolved
+            .as_ref()
+            .map_or(usize::MAX, |t| t.entry.limits.max_output_bytes);
+        // An output over the limit as the tool returned it fails here, before any of it is
+        // redacted: nothing is spent on text that is thrown away. A hostile upstream's
+        // 15 MB answer took 40-60 ms to redact, on the thread its session's requests share.
+        let returned = match &ended {
+            Ended::Done(output) => Some(json_len(output)),
+            Ended::Failed(_) | Ended::Refused(_) => None,
+        };
+        if let Some(bytes) = returned
+            && bytes > limit
+        {
+            ended = too_large(bytes, limit);
+        }
         // Resources are evidence, and evidence is kept: a secret-shaped path is hidden too.
         let mut resources = std::mem::take(&mut trace.resources);
         // What a refusal or failure says can quote the tool or the arguments: it is output
@@ -39,20 +55,15 @@ impl Pipeline {
         let redactions = said
             + unknowns.iter_mut().map(redact_string).sum::<usize>()
             + resources.iter_mut().map(redact_string).sum::<usize>();
-        let output_bytes = match &ended {
-            Ended::Done(output) => json_len(output),
-            Ended::Failed(_) | Ended::Refused(_) => 0,
+        let output_bytes = match (&ended, returned) {
+            // Nothing redacted, nothing changed.
+            (Ended::Done(_), Some(bytes)) if said == 0 => bytes,
+            (Ended::Done(output), _) => json_len(output),
+            (Ended::Failed(_) | Ended::Refused(_), _) => 0,
         };
-        let limit = trace
-            .resolved
-            .as_ref()
-            .map_or(usize::MAX, |t| t.entry.limits.max_output_bytes);
         if output_bytes > limit {
-            // The executor broke its limit; fail closed rather than pass it on.
-            ended = Ended::Failed(ToolError::new(
-                crate::outcome::ToolErrorCode::OutputTooLarge,
-                format!("the tool returned {output_bytes} bytes; the limit is {limit}"),
-            ));
+            // Redaction lengthened it past the limit (a short secret is longer redacted).
+            ended = too_large(output_bytes, limit);
         }
         if truncated {
             unknowns.push("output was truncated to stay within limits".to_owned());
@@ -117,6 +128,14 @@ enum Ended {
     Done(Value),
     Failed(ToolError),
     Refused(Rejection),
+}
+
+/// The failure of an executor that broke its output limit: closed, rather than passed on.
+fn too_large(bytes: usize, limit: usize) -> Ended {
+    Ended::Failed(ToolError::new(
+        crate::outcome::ToolErrorCode::OutputTooLarge,
+        format!("the tool returned {bytes} bytes; the limit is {limit}"),
+    ))
 }
 
 /// Replaces secrets in everything a rejection says; the number replaced.
