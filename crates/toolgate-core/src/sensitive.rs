@@ -118,7 +118,12 @@ pub const KINDS: [SensitiveKind; 10] = [
     SensitiveKind {
         kind: "key",
         rule: "sensitive-key",
-        names: |path| path.name.ends_with(".key"),
+        // And keystores: PKCS #12 bundles and Java keystores hold private keys too.
+        names: |path| {
+            [".key", ".p12", ".pfx", ".jks", ".keystore"]
+                .iter()
+                .any(|suffix| path.name.ends_with(suffix))
+        },
         dirs: &[],
     },
     SensitiveKind {
@@ -150,7 +155,8 @@ pub const KINDS: [SensitiveKind; 10] = [
         dirs: &[".aws"],
     },
     // The credential stores commands are kept from in the home directory, wherever a
-    // workspace holds them (a workspace at `$HOME` holds them all).
+    // workspace holds them (a workspace at `$HOME` holds them all), and the files projects
+    // keep that hold credentials in the clear: Terraform's state, a cluster's kubeconfig.
     SensitiveKind {
         kind: "credentials",
         rule: "sensitive-credentials",
@@ -164,6 +170,9 @@ pub const KINDS: [SensitiveKind; 10] = [
                 ".git-credentials",
                 ".pypirc",
                 ".my.cnf",
+                ".vault-token",
+                ".s3cfg",
+                ".terraformrc",
             ]
             .iter()
             .any(|store| path.name.starts_with(store))
@@ -171,6 +180,16 @@ pub const KINDS: [SensitiveKind; 10] = [
                 || path.ends_with(&[".cargo", "credentials"])
                 || path.ends_with(&[".cargo", "credentials.toml"])
                 || path.ends_with(&[".config", "gh", "hosts.yml"])
+                || path.ends_with(&[".terraform.d", "credentials.tfrc.json"])
+                || path.name == "application_default_credentials.json"
+                || path
+                    .components
+                    .windows(2)
+                    .any(|pair| pair == [".config", "gcloud"])
+                || path.name.ends_with(".tfstate")
+                || path.name.ends_with(".tfstate.backup")
+                || path.name == "kubeconfig"
+                || path.name.ends_with(".kubeconfig")
         },
         dirs: &[],
     },
@@ -178,7 +197,7 @@ pub const KINDS: [SensitiveKind; 10] = [
         kind: "credentials_dir",
         rule: "sensitive-credentials-dir",
         names: |_| false,
-        dirs: &[".gnupg", ".kube"],
+        dirs: &[".gnupg", ".kube", ".azure"],
     },
     // The configuration and policy files in use, and the state directory, are added per
     // workspace by `Sensitivity`.
@@ -373,6 +392,11 @@ mod tests {
             ("certs/SERVER.PEM", Some("pem")),
             ("tls/server.key", Some("key")),
             ("keyboard.rs", None),
+            ("certs/client.p12", Some("key")),
+            ("certs/CLIENT.PFX", Some("key")),
+            ("android/debug.keystore", Some("key")),
+            ("server.jks", Some("key")),
+            ("keystore.rs", None),
             ("id_rsa", Some("ssh_key")),
             ("backup/id_rsa.pub", Some("ssh_key")),
             ("id_ed25519", Some("ssh_key")),
@@ -403,6 +427,26 @@ mod tests {
             (".gnupg/pubring.kbx", Some("credentials_dir")),
             (".kube/config", Some("credentials_dir")),
             ("kube/config", None),
+            (".azure/msal_token_cache.json", Some("credentials_dir")),
+            ("azure/pipelines.yml", None),
+            (".vault-token", Some("credentials")),
+            (".s3cfg", Some("credentials")),
+            (".terraformrc", Some("credentials")),
+            (".terraform.d/credentials.tfrc.json", Some("credentials")),
+            (".terraform.d/plugins/x", None),
+            (".config/gcloud/credentials.db", Some("credentials")),
+            (
+                ".config/gcloud/configurations/config_default",
+                Some("credentials"),
+            ),
+            ("gcloud/main.py", None),
+            ("application_default_credentials.json", Some("credentials")),
+            ("infra/terraform.tfstate", Some("credentials")),
+            ("infra/terraform.tfstate.backup", Some("credentials")),
+            ("infra/main.tf", None),
+            ("kubeconfig", Some("credentials")),
+            ("clusters/prod.kubeconfig", Some("credentials")),
+            ("pkg/kubeconfig.go", None),
             ("toolgate.toml", Some("toolgate_config")),
             ("deploy/TOOLGATE.toml", Some("toolgate_config")),
             (".toolgate/policy.cedar", Some("toolgate_config")),
@@ -512,7 +556,15 @@ mod tests {
         // Every directory hidden, listed for walkers that prune by pattern.
         assert_eq!(
             sensitivity.hidden_dir_names().collect::<Vec<_>>(),
-            [".git", ".ssh", ".aws", ".gnupg", ".kube", ".toolgate"]
+            [
+                ".git",
+                ".ssh",
+                ".aws",
+                ".gnupg",
+                ".kube",
+                ".azure",
+                ".toolgate"
+            ]
         );
         assert_eq!(
             sensitivity.hidden_dir_paths().collect::<Vec<_>>(),

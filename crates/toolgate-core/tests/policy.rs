@@ -162,6 +162,14 @@ fn sensitive_files_are_denied_by_a_named_rule_that_an_operator_can_replace() {
         (".docker/config.json", "sensitive-credentials"),
         (".gnupg/private-keys-v1.d/ab12", "sensitive-credentials-dir"),
         (".kube/config", "sensitive-credentials-dir"),
+        (".azure/msal_token_cache.json", "sensitive-credentials-dir"),
+        ("certs/client.p12", "sensitive-key"),
+        ("infra/terraform.tfstate", "sensitive-credentials"),
+        (
+            ".config/gcloud/application_default_credentials.json",
+            "sensitive-credentials",
+        ),
+        ("kubeconfig", "sensitive-credentials"),
         ("toolgate.toml", "sensitive-toolgate-config"),
     ] {
         for tool in ["reader", "writer"] {

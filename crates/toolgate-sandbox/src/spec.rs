@@ -122,12 +122,16 @@ pub struct DenyList {
 /// temporary directory is granted back explicitly.
 const SCRATCH: [&str; 4] = ["/tmp", "/var/tmp", "/dev/shm", "/run/user"];
 
-/// The usual credential stores, relative to the home directory.
-const CREDENTIALS: [&str; 13] = [
+/// The usual credential stores, relative to the home directory: keys, the cloud command
+/// lines' tokens (AWS, Google Cloud, Azure), registry and package tokens, database passwords,
+/// and the tokens of Vault, Terraform and s3cmd.
+const CREDENTIALS: [&str; 19] = [
     ".ssh",
     ".aws",
     ".gnupg",
     ".config/gh",
+    ".config/gcloud",
+    ".azure",
     ".netrc",
     ".pgpass",
     ".my.cnf",
@@ -137,6 +141,10 @@ const CREDENTIALS: [&str; 13] = [
     ".pypirc",
     ".cargo/credentials*",
     ".git-credentials",
+    ".vault-token",
+    ".terraform.d/credentials.tfrc.json",
+    ".terraformrc",
+    ".s3cfg",
 ];
 
 impl DenyList {

@@ -347,6 +347,20 @@ fn fake_home(home: &Path) {
         (".git-credentials", "https://me:canary@example.com\n"),
         (".pgpass", "db:5432:app:me:canary\n"),
         (".my.cnf", "[client]\npassword = canary\n"),
+        (
+            ".config/gcloud/application_default_credentials.json",
+            "{\"refresh_token\": \"canary\"}\n",
+        ),
+        (
+            ".azure/msal_token_cache.json",
+            "{\"AccessToken\": \"canary\"}\n",
+        ),
+        (".vault-token", "canary\n"),
+        (
+            ".terraform.d/credentials.tfrc.json",
+            "{\"credentials\": {\"app.terraform.io\": {\"token\": \"canary\"}}}\n",
+        ),
+        (".s3cfg", "[default]\nsecret_key = canary\n"),
         (".profile", "# readable, not a credential\n"),
     ] {
         let file = home.join(path);

@@ -368,6 +368,20 @@ fn a_confined_upstream_is_refused_every_escape_and_changes_nothing() {
         (".git-credentials", "https://me:canary@example.com\n"),
         (".pgpass", "db:5432:app:me:canary\n"),
         (".my.cnf", "[client]\npassword = canary\n"),
+        (
+            ".config/gcloud/application_default_credentials.json",
+            "{\"refresh_token\": \"canary\"}\n",
+        ),
+        (
+            ".azure/msal_token_cache.json",
+            "{\"AccessToken\": \"canary\"}\n",
+        ),
+        (".vault-token", "canary\n"),
+        (
+            ".terraform.d/credentials.tfrc.json",
+            "{\"credentials\": {\"app.terraform.io\": {\"token\": \"canary\"}}}\n",
+        ),
+        (".s3cfg", "[default]\nsecret_key = canary\n"),
     ] {
         let file = places.home.join(path);
         fs::create_dir_all(file.parent().unwrap()).unwrap();
