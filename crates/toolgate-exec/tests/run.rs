@@ -334,6 +334,7 @@ fn nothing_a_command_starts_outlives_it() {
     let _serial = serial();
     // `ESCAPE_ROW=name` runs one row alone.
     let only = std::env::var("ESCAPE_ROW").ok();
+    let mut gave_up: Vec<String> = Vec::new();
     for row in escapes() {
         if only.as_ref().is_some_and(|name| *name != row.name) {
             continue;
@@ -362,12 +363,19 @@ fn nothing_a_command_starts_outlives_it() {
         } else {
             unknown::DETACHED
         };
-        assert_eq!(
-            outcome.unknowns.first().map(String::as_str),
-            Some(expected),
-            "{}: {outcome:?}",
-            row.name
-        );
+        let first = outcome.unknowns.first().map(String::as_str);
+        // On a loaded machine a tree that hops to a new process and group every few
+        // milliseconds can outrun the runner's looks past its kill bound: the runner then
+        // says that some processes may still be running (it cannot vouch otherwise) and goes
+        // on ending them. What must hold either way is checked around this: nothing of the
+        // tree alive when the run returns, and no late marker. One such row at most, so a
+        // runner that gave up on every escape still fails.
+        if first == Some(unknown::UNKILLABLE) {
+            gave_up.push(row.name.clone());
+            assert!(gave_up.len() <= 1, "gave up on {gave_up:?}: {outcome:?}");
+        } else {
+            assert_eq!(first, Some(expected), "{}: {outcome:?}", row.name);
+        }
         assert!(
             outcome
                 .unknowns
