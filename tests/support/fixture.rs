@@ -177,3 +177,73 @@ pub fn corpus() -> Vec<Row> {
         })
         .collect()
 }
+
+/// Fills `home` with every credential store the sandbox keeps commands and upstream servers
+/// from, each holding `canary`, as the stores themselves hold secrets; the SSH key is
+/// user-only, as ssh keeps it, so that a probe that changes its mode shows.
+pub fn credential_stores(home: &Path, canary: &str) {
+    for (path, body) in [
+        (".ssh/id_ed25519", format!("{canary} ssh private key\n")),
+        (".ssh/known_hosts", format!("{canary} known hosts\n")),
+        (
+            ".aws/credentials",
+            format!("[default]\naws_secret_access_key = {canary}\n"),
+        ),
+        (
+            ".gnupg/private-keys-v1.d/canary.key",
+            format!("{canary} gpg key\n"),
+        ),
+        (
+            ".config/gh/hosts.yml",
+            format!("github.com:\n  oauth_token: {canary}\n"),
+        ),
+        (
+            ".config/gcloud/application_default_credentials.json",
+            format!("{{\"refresh_token\": \"{canary}\"}}\n"),
+        ),
+        (
+            ".azure/msal_token_cache.json",
+            format!("{{\"AccessToken\": \"{canary}\"}}\n"),
+        ),
+        (
+            ".netrc",
+            format!("machine example.com login me password {canary}\n"),
+        ),
+        (
+            ".docker/config.json",
+            format!("{{\"auths\": {{\"{canary}\": {{}}}}}}\n"),
+        ),
+        (".kube/config", format!("users: [{{name: {canary}}}]\n")),
+        (
+            ".npmrc",
+            format!("//registry.npmjs.org/:_authToken={canary}\n"),
+        ),
+        (".pypirc", format!("[pypi]\npassword = {canary}\n")),
+        (
+            ".cargo/credentials.toml",
+            format!("[registry]\ntoken = \"{canary}\"\n"),
+        ),
+        (
+            ".git-credentials",
+            format!("https://me:{canary}@example.com\n"),
+        ),
+        (".pgpass", format!("db:5432:app:me:{canary}\n")),
+        (".my.cnf", format!("[client]\npassword = {canary}\n")),
+        (".vault-token", format!("{canary}\n")),
+        (
+            ".terraform.d/credentials.tfrc.json",
+            format!("{{\"credentials\": {{\"app.terraform.io\": {{\"token\": \"{canary}\"}}}}}}\n"),
+        ),
+        (".s3cfg", format!("[default]\nsecret_key = {canary}\n")),
+    ] {
+        let file = home.join(path);
+        fs::create_dir_all(file.parent().unwrap()).unwrap();
+        fs::write(file, body).unwrap();
+    }
+    use std::os::unix::fs::PermissionsExt as _;
+    fs::set_permissions(
+        home.join(".ssh/id_ed25519"),
+        fs::Permissions::from_mode(0o600),
+    )
+    .unwrap();
+}

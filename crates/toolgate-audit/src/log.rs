@@ -425,10 +425,13 @@ impl AuditLog {
             std::thread::Builder::new()
                 .name("toolgate-audit-flush".to_owned())
                 .spawn(move || {
-                    if reserve && let Some(shared) = weak.upgrade() {
+                    if reserve
+                        && let Some(shared) = weak.upgrade()
+                        && let Ok(writer) = lock(&shared.writer)
+                    {
                         // Only an optimization: a log whose WAL could not be given its size
                         // grows it as it goes, as any SQLite database does.
-                        let _ = shared.reserve_wal(&wal);
+                        let _ = writer.reserve_wal(&wal);
                     }
                     background_loop(&head_file, &wal, &inbox, &background_failed, epochs, &weak)
                 })
@@ -688,14 +691,6 @@ impl Shared {
     }
 }
 
-impl Shared {
-    /// Gives the WAL at `wal` the size it reaches between two checkpoints (see
-    /// [`AuditOptions::reserve_wal`]).
-    fn reserve_wal(&self, wal: &Path) -> Result<(), String> {
-        lock(&self.writer)?.reserve_wal(wal)
-    }
-}
-
 impl Writer {
     /// Appends `batch` in one transaction; returns each record's number (0 for a tick) and,
     /// if anything was committed, the new newest record.
@@ -849,9 +844,7 @@ impl Writer {
             }),
         ))
     }
-}
 
-impl Writer {
     /// Writes zeros past the end of the WAL up to [`wal_reserve`] bytes, and flushes them.
     ///
     /// Under the database's write lock, so that no connection, in this process or another,
@@ -860,41 +853,36 @@ impl Writer {
     /// before, so zeros read as the WAL's end, both to readers and to the recovery after a
     /// crash; a frame written later overwrites them in place.
     fn reserve_wal(&self, wal: &Path) -> Result<(), String> {
-        use std::os::unix::fs::FileExt as _;
+        use std::io::{Read as _, Seek as _, SeekFrom};
         let failed = |e: &dyn std::fmt::Display| format!("cannot reserve the audit WAL: {e}");
         let size = wal_reserve(&self.connection).map_err(|e| failed(&e))?;
         let _lock = Immediate::begin(&self.connection).map_err(|e| failed(&e))?;
-        // Not created here: a WAL that is missing is SQLite's to create. And only the file
-        // itself, as SQLite opens it (`O_NOFOLLOW`): zeros go past the end of no other file
-        // a symbolic link in the state directory names.
-        let file = std::fs::OpenOptions::new()
-            .write(true)
-            .open(wal)
-            .map_err(|e| failed(&e))?;
-        let opened = file.metadata().map_err(|e| failed(&e))?;
-        let named = std::fs::symlink_metadata(wal).map_err(|e| failed(&e))?;
-        {
-            use std::os::unix::fs::MetadataExt as _;
-            if !named.file_type().is_file()
-                || (named.dev(), named.ino()) != (opened.dev(), opened.ino())
-            {
-                return Err(failed(&"it is not a regular file"));
-            }
-        }
-        let mut end = opened.len();
+        let mut file = open_regular(wal).map_err(|e| failed(&e))?;
+        let end = file.seek(SeekFrom::End(0)).map_err(|e| failed(&e))?;
         if end >= size {
             return Ok(());
         }
-        let chunk = vec![0u8; 256 << 10];
-        while end < size {
-            let take = usize::try_from(size - end).map_or(chunk.len(), |n| n.min(chunk.len()));
-            let Some(zeros) = chunk.get(..take) else {
-                break;
-            };
-            file.write_all_at(zeros, end).map_err(|e| failed(&e))?;
-            end += take as u64;
-        }
+        std::io::copy(&mut std::io::repeat(0).take(size - end), &mut file)
+            .map_err(|e| failed(&e))?;
         file.sync_data().map_err(|e| failed(&e))
+    }
+}
+
+/// `path` opened for writing, if it is a regular file of its own name: not created (a WAL
+/// that is missing is SQLite's to create), and not through a symbolic link (SQLite opens the
+/// WAL with `O_NOFOLLOW`), so that nothing is written to a file a link in the state
+/// directory names.
+fn open_regular(path: &Path) -> std::io::Result<File> {
+    use std::os::unix::fs::MetadataExt as _;
+    let file = std::fs::OpenOptions::new().write(true).open(path)?;
+    let opened = file.metadata()?;
+    let named = std::fs::symlink_metadata(path)?;
+    if named.file_type().is_file() && (named.dev(), named.ino()) == (opened.dev(), opened.ino()) {
+        Ok(file)
+    } else {
+        Err(std::io::Error::other(
+            "it is not a regular file of its own name",
+        ))
     }
 }
 
@@ -1286,6 +1274,27 @@ fn flush_file(wal: &Path) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What the WAL's zeros are written to: the regular file of that name, never what a
+    /// symbolic link there names, and nothing that does not exist.
+    #[test]
+    fn only_a_regular_file_of_its_own_name_is_opened_for_the_zeros() {
+        let dir = tempfile::tempdir().unwrap();
+        let wal = dir.path().join("audit.db-wal");
+        assert!(open_regular(&wal).is_err());
+        assert!(!wal.exists());
+        let elsewhere = dir.path().join("elsewhere");
+        std::fs::write(&elsewhere, "kept").unwrap();
+        std::os::unix::fs::symlink(&elsewhere, &wal).unwrap();
+        assert!(open_regular(&wal).is_err());
+        std::fs::remove_file(&wal).unwrap();
+        std::fs::create_dir(&wal).unwrap();
+        assert!(open_regular(&wal).is_err());
+        std::fs::remove_dir(&wal).unwrap();
+        std::fs::write(&wal, "").unwrap();
+        assert!(open_regular(&wal).is_ok());
+        assert_eq!(std::fs::read_to_string(&elsewhere).unwrap(), "kept");
+    }
 
     #[test]
     fn sync_settings_parse_and_unknown_ones_are_refused_by_name() {

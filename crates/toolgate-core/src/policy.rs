@@ -80,11 +80,11 @@ forbid (principal, action, resource) when { context.sensitive.contains("ssh_dir"
 forbid (principal, action, resource) when { context.sensitive.contains("aws_dir") };
 
 @id("sensitive-credentials")
-@reason("`.netrc`, `.pgpass`, `.git-credentials`, `.pypirc`, `.my.cnf`, `.docker/config.json`, `.cargo/credentials`, `gh`'s `hosts.yml`, Google Cloud's and Terraform's credentials, `.vault-token`, `.s3cfg`, Terraform state and kubeconfig files hold passwords and tokens")
+@reason("`.netrc`, `.pgpass`, `.git-credentials`, `.pypirc`, `.my.cnf`, `.docker/config.json`, `.cargo/credentials`, `gh`'s `hosts.yml`, Google Cloud's application default credentials, Terraform's credentials, `.vault-token`, `.s3cfg`, Terraform state and kubeconfig files hold passwords and tokens")
 forbid (principal, action, resource) when { context.sensitive.contains("credentials") };
 
 @id("sensitive-credentials-dir")
-@reason("`.gnupg/` holds private keys, `.kube/` cluster credentials and `.azure/` cloud tokens")
+@reason("`.gnupg/` holds private keys, `.kube/` cluster credentials, and `.azure/` and `.config/gcloud/` cloud tokens")
 forbid (principal, action, resource) when { context.sensitive.contains("credentials_dir") };
 
 @id("sensitive-toolgate-config")

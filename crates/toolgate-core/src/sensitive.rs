@@ -32,7 +32,8 @@ pub struct SensitiveKind {
     /// Whether it covers a path as a file: by its last component (`.env`, `*.pem`), or by its
     /// last few (`.docker/config.json`).
     names: fn(&PathParts<'_>) -> bool,
-    /// Directories it covers with everything in them, wherever they are (`.ssh`).
+    /// Directories it covers with everything in them, wherever they are: one component
+    /// (`.ssh`) or a run of them (`.config/gcloud`).
     dirs: &'static [&'static str],
 }
 
@@ -91,8 +92,15 @@ struct PathParts<'a> {
 }
 
 impl PathParts<'_> {
-    fn has_component(&self, wanted: &str) -> bool {
-        self.components.contains(&wanted)
+    /// Whether `dir` — one component (`.ssh`), or several joined by `/` (`.config/gcloud`) —
+    /// is among the path's components, in a run.
+    fn has_dir(&self, dir: &str) -> bool {
+        if !dir.contains('/') {
+            return self.components.contains(&dir);
+        }
+        self.components
+            .windows(dir.split('/').count())
+            .any(|run| run.iter().copied().eq(dir.split('/')))
     }
 
     /// Whether the path's last components are `tail`.
@@ -182,10 +190,6 @@ pub const KINDS: [SensitiveKind; 10] = [
                 || path.ends_with(&[".config", "gh", "hosts.yml"])
                 || path.ends_with(&[".terraform.d", "credentials.tfrc.json"])
                 || path.name == "application_default_credentials.json"
-                || path
-                    .components
-                    .windows(2)
-                    .any(|pair| pair == [".config", "gcloud"])
                 || path.name.ends_with(".tfstate")
                 || path.name.ends_with(".tfstate.backup")
                 || path.name == "kubeconfig"
@@ -197,7 +201,7 @@ pub const KINDS: [SensitiveKind; 10] = [
         kind: "credentials_dir",
         rule: "sensitive-credentials-dir",
         names: |_| false,
-        dirs: &[".gnupg", ".kube", ".azure"],
+        dirs: &[".gnupg", ".kube", ".azure", ".config/gcloud"],
     },
     // The configuration and policy files in use, and the state directory, are added per
     // workspace by `Sensitivity`.
@@ -318,7 +322,7 @@ impl Sensitivity {
         }
     }
 
-    /// The names of the directories hidden wherever they are (`.ssh`), lowercased: for a walker
+    /// The directories hidden wherever they are (`.ssh`, `.config/gcloud`), lowercased: for a walker
     /// that prunes by patterns of its own (git's pathspecs) rather than asking path by path.
     pub fn hidden_dir_names(&self) -> impl Iterator<Item = &'static str> {
         KINDS.iter().flat_map(|kind| kind.dirs.iter().copied())
@@ -348,7 +352,7 @@ impl Sensitivity {
     /// How `kind` covers `parts`, if it does; a directory wins over a name.
     fn cover(&self, kind: &SensitiveKind, parts: &PathParts<'_>) -> Option<Cover> {
         let config = kind.kind == TOOLGATE_CONFIG;
-        if kind.dirs.iter().any(|dir| parts.has_component(dir))
+        if kind.dirs.iter().any(|dir| parts.has_dir(dir))
             || (config && self.config_dir_of(parts).is_some())
         {
             Some(Cover::Dir)
@@ -434,12 +438,15 @@ mod tests {
             (".terraformrc", Some("credentials")),
             (".terraform.d/credentials.tfrc.json", Some("credentials")),
             (".terraform.d/plugins/x", None),
-            (".config/gcloud/credentials.db", Some("credentials")),
+            (".config/gcloud/credentials.db", Some("credentials_dir")),
             (
-                ".config/gcloud/configurations/config_default",
-                Some("credentials"),
+                "home/.CONFIG/gcloud/legacy_credentials/me@example.com/adc.json",
+                Some("credentials_dir"),
             ),
+            (".config/gcloud", Some("credentials_dir")),
             ("gcloud/main.py", None),
+            (".config/gcloudish/x", None),
+            ("gcloud/.config/x", None),
             ("application_default_credentials.json", Some("credentials")),
             ("infra/terraform.tfstate", Some("credentials")),
             ("infra/terraform.tfstate.backup", Some("credentials")),
@@ -563,6 +570,7 @@ mod tests {
                 ".gnupg",
                 ".kube",
                 ".azure",
+                ".config/gcloud",
                 ".toolgate"
             ]
         );

@@ -165,8 +165,9 @@ fn sensitive_files_are_denied_by_a_named_rule_that_an_operator_can_replace() {
         (".azure/msal_token_cache.json", "sensitive-credentials-dir"),
         ("certs/client.p12", "sensitive-key"),
         ("infra/terraform.tfstate", "sensitive-credentials"),
+        (".config/gcloud/credentials.db", "sensitive-credentials-dir"),
         (
-            ".config/gcloud/application_default_credentials.json",
+            "backup/application_default_credentials.json",
             "sensitive-credentials",
         ),
         ("kubeconfig", "sensitive-credentials"),

@@ -561,6 +561,9 @@ impl Fixture {
         .unwrap();
         fs::create_dir_all(ws.join("ops/.kube")).unwrap();
         fs::write(ws.join("ops/.kube/config"), "needle in a cluster\n").unwrap();
+        let account = ws.join(".config/gcloud/legacy_credentials/me@example.com");
+        fs::create_dir_all(&account).unwrap();
+        fs::write(account.join("adc.json"), "needle in a cloud\n").unwrap();
         symlink(
             ".local/state/toolgate/console-4242.token",
             ws.join("token_link"),
@@ -615,6 +618,9 @@ fn a_state_directory_in_the_workspace_is_pruned_from_every_listing_and_search() 
             "keyring",
             ".kube",
             "in a cluster",
+            "gcloud",
+            "me@example.com",
+            "in a cloud",
         ] {
             assert!(
                 !text.contains(secret),

@@ -323,56 +323,8 @@ fn fill(text: &str, values: &[(&str, String)]) -> String {
 
 /// A home directory whose every credential store holds a canary.
 fn fake_home(home: &Path) {
-    for (path, body) in [
-        (".ssh/id_ed25519", "canary ssh private key\n"),
-        (".ssh/known_hosts", "canary known hosts\n"),
-        (
-            ".aws/credentials",
-            "[default]\naws_secret_access_key = canary\n",
-        ),
-        (".gnupg/private-keys-v1.d/canary.key", "canary gpg key\n"),
-        (
-            ".config/gh/hosts.yml",
-            "github.com:\n  oauth_token: canary\n",
-        ),
-        (".netrc", "machine example.com login me password canary\n"),
-        (".docker/config.json", "{\"auths\": {\"canary\": {}}}\n"),
-        (".kube/config", "users: [{name: canary}]\n"),
-        (".npmrc", "//registry.npmjs.org/:_authToken=canary\n"),
-        (".pypirc", "[pypi]\npassword = canary\n"),
-        (
-            ".cargo/credentials.toml",
-            "[registry]\ntoken = \"canary\"\n",
-        ),
-        (".git-credentials", "https://me:canary@example.com\n"),
-        (".pgpass", "db:5432:app:me:canary\n"),
-        (".my.cnf", "[client]\npassword = canary\n"),
-        (
-            ".config/gcloud/application_default_credentials.json",
-            "{\"refresh_token\": \"canary\"}\n",
-        ),
-        (
-            ".azure/msal_token_cache.json",
-            "{\"AccessToken\": \"canary\"}\n",
-        ),
-        (".vault-token", "canary\n"),
-        (
-            ".terraform.d/credentials.tfrc.json",
-            "{\"credentials\": {\"app.terraform.io\": {\"token\": \"canary\"}}}\n",
-        ),
-        (".s3cfg", "[default]\nsecret_key = canary\n"),
-        (".profile", "# readable, not a credential\n"),
-    ] {
-        let file = home.join(path);
-        fs::create_dir_all(file.parent().unwrap()).unwrap();
-        fs::write(file, body).unwrap();
-    }
-    // As ssh keeps it: a probe that changes the mode shows in the snapshot.
-    fs::set_permissions(
-        home.join(".ssh/id_ed25519"),
-        fs::Permissions::from_mode(0o600),
-    )
-    .unwrap();
+    fixture::credential_stores(home, "canary");
+    fs::write(home.join(".profile"), "# readable, not a credential\n").unwrap();
 }
 
 #[test]

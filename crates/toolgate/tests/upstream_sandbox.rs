@@ -34,7 +34,7 @@ use std::process::{Command, Output, Stdio};
 use serde_json::{Value, json};
 
 use clients::*;
-use support::{clients, procs, served};
+use support::{clients, fixture, procs, served};
 
 /// A place of this test's own under `$CARGO_TARGET_TMPDIR`: a fake home with credential
 /// stores holding canaries, toolgate's state and configuration directories, a workspace.
@@ -57,13 +57,7 @@ impl Places {
             .unwrap();
         let root = root_dir.path().canonicalize().unwrap();
         let home = root.join("home");
-        for dir in [".ssh", ".aws", ".config/gh"] {
-            fs::create_dir_all(home.join(dir)).unwrap();
-        }
-        fs::write(home.join(".ssh/id_ed25519"), CANARY).unwrap();
-        fs::write(home.join(".aws/credentials"), CANARY).unwrap();
-        fs::write(home.join(".config/gh/hosts.yml"), CANARY).unwrap();
-        fs::write(home.join(".netrc"), CANARY).unwrap();
+        fixture::credential_stores(&home, CANARY);
         let state = root.join("state");
         let xdg_config = root.join("xdg-config");
         let ws = root.join("ws");
@@ -355,43 +349,6 @@ fn a_confined_upstream_is_refused_every_escape_and_changes_nothing() {
     use std::os::unix::net::SocketAddr;
 
     let places = Places::new();
-    for (path, body) in [
-        (".gnupg/private-keys-v1.d/canary.key", "canary gpg key\n"),
-        (".docker/config.json", "{\"auths\": {\"canary\": {}}}\n"),
-        (".kube/config", "users: [{name: canary}]\n"),
-        (".npmrc", "//registry.npmjs.org/:_authToken=canary\n"),
-        (".pypirc", "[pypi]\npassword = canary\n"),
-        (
-            ".cargo/credentials.toml",
-            "[registry]\ntoken = \"canary\"\n",
-        ),
-        (".git-credentials", "https://me:canary@example.com\n"),
-        (".pgpass", "db:5432:app:me:canary\n"),
-        (".my.cnf", "[client]\npassword = canary\n"),
-        (
-            ".config/gcloud/application_default_credentials.json",
-            "{\"refresh_token\": \"canary\"}\n",
-        ),
-        (
-            ".azure/msal_token_cache.json",
-            "{\"AccessToken\": \"canary\"}\n",
-        ),
-        (".vault-token", "canary\n"),
-        (
-            ".terraform.d/credentials.tfrc.json",
-            "{\"credentials\": {\"app.terraform.io\": {\"token\": \"canary\"}}}\n",
-        ),
-        (".s3cfg", "[default]\nsecret_key = canary\n"),
-    ] {
-        let file = places.home.join(path);
-        fs::create_dir_all(file.parent().unwrap()).unwrap();
-        fs::write(file, body).unwrap();
-    }
-    fs::set_permissions(
-        places.home.join(".ssh/id_ed25519"),
-        fs::Permissions::from_mode(0o600),
-    )
-    .unwrap();
     // The configuration lives in a directory of the shared /tmp, so that its relative grant
     // (`visible`, beside it) opens a place the sandbox otherwise denies.
     let config_dir = tempfile::tempdir().unwrap();

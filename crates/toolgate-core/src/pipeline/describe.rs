@@ -135,7 +135,7 @@ enum Ended {
 fn too_large(bytes: usize, limit: usize) -> Ended {
     Ended::Failed(ToolError::new(
         crate::outcome::ToolErrorCode::OutputTooLarge,
-        format!("the tool returned {bytes} bytes; the limit is {limit}"),
+        format!("the tool's output is {bytes} bytes; the limit is {limit}"),
     ))
 }
 

@@ -293,12 +293,13 @@ mod tests {
                 ":(exclude,icase,glob)**/.gnupg/**",
                 ":(exclude,icase,glob)**/.kube/**",
                 ":(exclude,icase,glob)**/.azure/**",
+                ":(exclude,icase,glob)**/.config/gcloud/**",
                 ":(exclude,icase,glob)**/.toolgate/**",
                 ":(exclude,icase,literal).local/state/toolgate",
             ]
         );
         // The workspace itself cannot be excluded from itself; the policy refuses such a call.
         let whole = Sensitivity::default().with_config_dir(".");
-        assert_eq!(hidden_pathspecs(&whole).len(), 6);
+        assert_eq!(hidden_pathspecs(&whole).len(), 7);
     }
 }
