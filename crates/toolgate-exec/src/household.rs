@@ -20,18 +20,21 @@
 //! beside another may be handed the other's orphan (and say so in its unknowns), but a
 //! command's survivor is never left alone for want of proof. Its shape says how soon (see
 //! [`unplaced`]): one in a session of its own is an orphan at once; one shaped like toolgate's
-//! own children only after [`UNPLACED_GRACE`], so that a child just spawned is registered
-//! before anyone can take it for an orphan.
+//! own children is one too, unless toolgate is spawning a child at that moment: then it may be
+//! that child, not yet registered, and it waits until the spawn is over (or [`UNPLACED_GRACE`]
+//! has passed). A tree that hops to a new process and group every few milliseconds is thus
+//! taken at the first look, not left to outrun a grace that each new process would renew.
 //!
 //! Adopted processes must be reaped, or their zombies would fill the process table. They are
 //! reaped one by one (`waitid` on the pid of a zombie this module has placed), never with
 //! `waitpid(-1)`, which would steal the status of a child that a `std::process::Child`
 //! elsewhere in toolgate is waiting for.
 //!
-//! A host that embeds this crate and spawns children of its own while commands run must
-//! register those it spawns as group or session leaders with [`own_child`]; otherwise they
-//! count as a command's. Its plain children (in its own group) are left alone unless it
-//! declares it has none ([`no_unregistered_children`]), as toolgate does.
+//! A host that embeds this crate and spawns children of its own while commands run must spawn
+//! them with [`crate::spawn_group_leader`], or hold [`spawning`] from before the spawn until
+//! it has registered the child with [`own_child`]; otherwise they count as a command's. Its
+//! plain children (in its own group) are left alone unless it declares it has none
+//! ([`no_unregistered_children`]), as toolgate does.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
@@ -43,31 +46,40 @@ use rustix::process::{Pid, WaitId, WaitIdOptions, getpid, set_child_subreaper, w
 
 use crate::procs::{ProcessId, Stat};
 
-/// How long an adopted process must have been seen, registered by nobody, before it is taken
-/// for an orphan. Children toolgate spawns are registered microseconds after `fork`.
+/// How long an adopted process shaped like toolgate's own children may wait, while toolgate
+/// is spawning, before it is taken for an orphan anyway. Children toolgate spawns are
+/// registered microseconds after `fork`.
 pub(crate) const UNPLACED_GRACE: Duration = Duration::from_millis(100);
+
+/// How long a registered child is remembered after a look at `/proc` no longer shows it. A
+/// look is taken before the register is consulted, so a child spawned between the two is
+/// registered but not yet in the table: it must not be forgotten for that.
+const OWN_KEPT: Duration = Duration::from_secs(10);
 
 /// One running call, as the register knows it.
 pub(crate) type CallId = u64;
 
 #[derive(Debug, Default)]
 struct Register {
-    /// Children toolgate spawned itself, whose holders reap them.
-    own: BTreeSet<ProcessId>,
+    /// Children toolgate spawned itself, whose holders reap them, and when each was registered.
+    own: BTreeMap<ProcessId, Instant>,
     /// Processes a running call has claimed.
     claimed: BTreeMap<ProcessId, CallId>,
     /// Running calls and the start of their leaders.
     calls: BTreeMap<CallId, ProcessId>,
     /// Adopted processes nobody has placed yet, and when each was first seen.
     unplaced: BTreeMap<ProcessId, Instant>,
+    /// Spawns under way: each from before its `fork` until its child is registered.
+    spawning: usize,
     next_call: CallId,
 }
 
 static REGISTER: Mutex<Register> = Mutex::new(Register {
-    own: BTreeSet::new(),
+    own: BTreeMap::new(),
     claimed: BTreeMap::new(),
     calls: BTreeMap::new(),
     unplaced: BTreeMap::new(),
+    spawning: 0,
     next_call: 0,
 });
 
@@ -99,7 +111,27 @@ pub fn own_child(pid: u32) {
     let Some(id) = i32::try_from(pid).ok().and_then(ProcessId::of) else {
         return;
     };
-    register().own.insert(id);
+    register().own.insert(id, Instant::now());
+}
+
+/// A spawn under way, from before its `fork` until its child is registered with
+/// [`own_child`]: while one is held, an adopted process shaped like toolgate's own children
+/// may be that child, and is not yet taken for an orphan. Register the child, then drop this.
+#[derive(Debug)]
+#[must_use = "a spawn is under way only while this is held"]
+pub struct Spawning(());
+
+/// Declares a spawn under way until the returned value is dropped (see [`Spawning`]).
+pub fn spawning() -> Spawning {
+    register().spawning += 1;
+    Spawning(())
+}
+
+impl Drop for Spawning {
+    fn drop(&mut self) {
+        let mut register = register();
+        register.spawning = register.spawning.saturating_sub(1);
+    }
 }
 
 /// This process, whose children the adopted orphans become.
@@ -160,27 +192,41 @@ pub(crate) struct Unplaced {
 /// - in a session other than this process's (someone called `setsid`), or in a group it does
 ///   not lead that is not this process's group, is an orphan at once;
 /// - leading a group in this process's session may be a child just spawned and not yet
-///   registered: it is an orphan only after [`UNPLACED_GRACE`], and pending until then;
+///   registered, if a spawn is under way ([`spawning`]): then it is pending until the spawn
+///   is over or [`UNPLACED_GRACE`] has passed; with no spawn under way, it is an orphan at
+///   once (every spawn that began before `table` was read has registered its child by now);
 /// - in this process's own group and session is a host's plain child, unless the host said
-///   it has none ([`no_unregistered_children`]); then it is pending like the previous one.
+///   it has none ([`no_unregistered_children`]); then it is placed like the previous one.
 pub(crate) fn unplaced(call: CallId, table: &[Stat], now: Instant) -> Unplaced {
+    let mut register = register();
+    let spawning = register.spawning > 0;
+    sort_adopted(&mut register, call, table, now, spawning)
+}
+
+/// [`unplaced`], with the register in hand and whether a spawn is under way.
+fn sort_adopted(
+    register: &mut Register,
+    call: CallId,
+    table: &[Stat],
+    now: Instant,
+    spawning: bool,
+) -> Unplaced {
     let me = me();
     let (my_session, my_group) = table
         .iter()
         .find(|s| s.pid == me)
         .map_or((None, None), |s| (Some(s.sid), Some(s.pgid)));
     let strict = STRICT.load(Ordering::Relaxed);
-    let mut register = register();
     let Register {
         own,
         claimed,
         calls,
         unplaced,
         ..
-    } = &mut *register;
+    } = register;
     let seen: BTreeSet<ProcessId> = table.iter().map(Stat::id).collect();
     // Forget what is gone; a pid that comes back is a new process with its own grace.
-    own.retain(|id| seen.contains(id));
+    own.retain(|id, at| seen.contains(id) || now.saturating_duration_since(*at) < OWN_KEPT);
     unplaced.retain(|id, _| seen.contains(id));
     let mut found = Unplaced::default();
     let Some(leader) = calls.get(&call) else {
@@ -188,7 +234,7 @@ pub(crate) fn unplaced(call: CallId, table: &[Stat], now: Instant) -> Unplaced {
     };
     for stat in table.iter().filter(|s| s.ppid == me) {
         let id = stat.id();
-        if own.contains(&id) || claimed.contains_key(&id) {
+        if own.contains_key(&id) || claimed.contains_key(&id) {
             continue;
         }
         let in_my_session = Some(stat.sid) == my_session;
@@ -209,7 +255,7 @@ pub(crate) fn unplaced(call: CallId, table: &[Stat], now: Instant) -> Unplaced {
         }
         let leads_group = stat.pgid == stat.pid;
         let waited = now.saturating_duration_since(since) >= UNPLACED_GRACE;
-        if !in_my_session || !(leads_group || in_my_group) || waited {
+        if !in_my_session || !(leads_group || in_my_group) || !spawning || waited {
             found.orphans.push(id);
         } else {
             found.pending.push(id);
@@ -219,7 +265,8 @@ pub(crate) fn unplaced(call: CallId, table: &[Stat], now: Instant) -> Unplaced {
 }
 
 /// Reaps the zombies in `table` that are toolgate's by adoption: claimed by a call, or
-/// unplaced past the grace. Never one that toolgate spawned itself, whose holder reaps it.
+/// unplaced past the grace while no spawn is under way. Never one that toolgate spawned
+/// itself, whose holder reaps it.
 pub(crate) fn reap_adopted(table: &[Stat], now: Instant) {
     let me = me();
     let zombies: Vec<ProcessId> = {
@@ -228,12 +275,13 @@ pub(crate) fn reap_adopted(table: &[Stat], now: Instant) {
             .iter()
             .filter(|s| s.ppid == me && !s.is_live())
             .map(Stat::id)
-            .filter(|id| !register.own.contains(id))
+            .filter(|id| !register.own.contains_key(id))
             .filter(|id| {
                 register.claimed.contains_key(id)
-                    || register.unplaced.get(id).is_some_and(|since| {
-                        now.saturating_duration_since(*since) >= UNPLACED_GRACE
-                    })
+                    || (register.spawning == 0
+                        && register.unplaced.get(id).is_some_and(|since| {
+                            now.saturating_duration_since(*since) >= UNPLACED_GRACE
+                        }))
             })
             .collect()
     };
@@ -281,16 +329,26 @@ mod tests {
         ];
         let pids = |ids: &[ProcessId]| ids.iter().map(|id| id.pid).collect::<Vec<_>>();
         let now = Instant::now();
-        let found = unplaced(call, &table, now);
+        let found = sort_adopted(&mut register(), call, &table, now, true);
         // A session of its own, or a group it does not lead: an orphan at once. Leading a
-        // group in this session: maybe a child just spawned, pending. A plain child of the
-        // host: not even remembered. A zombie: only a sign that something is exiting.
+        // group in this session while a spawn is under way: maybe the child being spawned,
+        // pending. A plain child of the host: not even remembered. A zombie: only a sign
+        // that something is exiting.
         assert_eq!(pids(&found.orphans), [999_991, 999_994]);
         assert_eq!(pids(&found.pending), [999_992]);
         assert!(found.stirring);
-        let later = unplaced(call, &table, now + UNPLACED_GRACE);
+        // The grace is not renewed: the same process, a moment past it, is an orphan even
+        // while spawns go on.
+        let later = sort_adopted(&mut register(), call, &table, now + UNPLACED_GRACE, true);
         assert_eq!(pids(&later.orphans), [999_991, 999_992, 999_994]);
         assert!(later.pending.is_empty() && !later.stirring);
+        // With no spawn under way, every child toolgate spawned is registered: the same
+        // shape is an orphan at the first look. A tree hopping to a new pid and group every
+        // moment cannot hide behind a grace each new process would renew.
+        let hop = vec![mine.clone(), adopted(999_996, 999_996, mine.sid, 'S')];
+        let at_once = sort_adopted(&mut register(), call, &hop, now, false);
+        assert_eq!(pids(&at_once.orphans), [999_996]);
+        assert!(at_once.pending.is_empty());
         assert!(claim(call, later.orphans[0]));
         assert!(
             !claim(call.wrapping_add(1), later.orphans[0]),
@@ -298,5 +356,25 @@ mod tests {
         );
         close_call(call);
         assert!(register().claimed.is_empty());
+    }
+
+    #[test]
+    fn a_registered_child_outlives_a_look_taken_before_its_spawn() {
+        // A look at `/proc`, then a spawn that registers its child, then the register
+        // consulted with the older look: the child is not in it, and must stay registered.
+        let table = vec![crate::procs::read(me()).unwrap()];
+        let call = open_call(ProcessId { pid: 1, start: 0 });
+        let child = ProcessId {
+            pid: 999_980,
+            start: 20,
+        };
+        let now = Instant::now();
+        register().own.insert(child, now);
+        sort_adopted(&mut register(), call, &table, now, false);
+        assert!(register().own.contains_key(&child));
+        // Long gone, it is forgotten.
+        sort_adopted(&mut register(), call, &table, now + OWN_KEPT, false);
+        assert!(!register().own.contains_key(&child));
+        close_call(call);
     }
 }

@@ -73,7 +73,7 @@ use thiserror::Error;
 pub use capture::Capture;
 pub use cgroup::{CgroupProbe, Tier, cgroup_tier};
 pub use env::{ambient_env, is_allowed, is_denied, scrub_env};
-pub use household::{become_subreaper, no_unregistered_children, own_child};
+pub use household::{Spawning, become_subreaper, no_unregistered_children, own_child, spawning};
 pub use procs::ProcessId;
 pub use program::resolve_program;
 pub use toolgate_sandbox::Prepared;
@@ -412,12 +412,15 @@ const NAMED_SURVIVORS: usize = 8;
 
 /// Spawns `command` as the leader of a process group of its own, registered at once as this
 /// process's own child ([`own_child`]), so that it is never taken for an orphan a command left
-/// behind, and its whole group can be signalled by its number. Whatever `command` was told
-/// before (a sandbox's `pre_exec` confinement, pipes, environment) applies as set.
+/// behind, and its whole group can be signalled by its number. The spawn is declared under
+/// way ([`spawning`]) until the child is registered. Whatever `command` was told before (a
+/// sandbox's `pre_exec` confinement, pipes, environment) applies as set.
 pub fn spawn_group_leader(command: &mut Command) -> io::Result<Child> {
     command.process_group(0);
+    let under_way = spawning();
     let child = command.spawn()?;
     own_child(child.id());
+    drop(under_way);
     Ok(child)
 }
 
