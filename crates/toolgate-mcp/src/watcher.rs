@@ -564,6 +564,8 @@ mod tests {
     #[derive(Debug)]
     struct Where {
         brief: bool,
+        /// Whether its calls are brief too (a brief tool's call may be too large to be).
+        brief_call: bool,
         ran_on: Arc<Mutex<Vec<std::thread::ThreadId>>>,
     }
 
@@ -578,6 +580,10 @@ mod tests {
 
         fn brief(&self) -> bool {
             self.brief
+        }
+
+        fn brief_call(&self, _: &toolgate_core::Planned) -> bool {
+            self.brief_call
         }
     }
 
@@ -742,27 +748,33 @@ mod tests {
     }
 
     /// A brief read that nobody must approve runs where its request arrived, on the session's
-    /// own thread; any other call runs on a blocking thread.
+    /// own thread; any other call runs on a blocking thread, a brief tool's call too large to
+    /// be brief included.
     #[test]
     fn a_brief_read_runs_where_its_request_arrived() {
         let ran_on = Arc::new(Mutex::new(Vec::new()));
-        let tool = |brief| -> Arc<dyn Executor> {
+        let tool = |brief, brief_call| -> Arc<dyn Executor> {
             Arc::new(Where {
                 brief,
+                brief_call,
                 ran_on: Arc::clone(&ran_on),
             })
         };
-        let gateway = gateway_with(vec![("brief", tool(true)), ("long", tool(false))]);
+        let gateway = gateway_with(vec![
+            ("brief", tool(true, true)),
+            ("long", tool(false, false)),
+            ("large", tool(true, false)),
+        ]);
         let (mut client, runtime) = Client::serving(gateway);
         client.initialize();
-        for (id, name) in [(1, "brief"), (2, "long"), (3, "brief")] {
+        for (id, name) in [(1, "brief"), (2, "long"), (3, "brief"), (4, "large")] {
             let seen = client.exchange(&json!({"jsonrpc": "2.0", "id": id,
                 "method": "tools/call", "params": {"name": name, "arguments": {}}}));
             let answer = seen.last().unwrap();
             assert_eq!(answer["result"]["isError"], false, "{answer}");
         }
         let ran_on = ran_on.lock().unwrap().clone();
-        assert_eq!(ran_on.len(), 3);
+        assert_eq!(ran_on.len(), 4);
         assert_eq!(
             ran_on[0], runtime,
             "the brief read ran on the session's thread"
@@ -772,6 +784,10 @@ mod tests {
             "the other call ran on a blocking thread"
         );
         assert_eq!(ran_on[2], runtime);
+        assert_ne!(
+            ran_on[3], runtime,
+            "the large read ran on a blocking thread"
+        );
     }
 
     #[test]

@@ -127,11 +127,22 @@ pub(crate) fn plan(
     raw: Option<&str>,
     looked: Looked,
 ) -> (Result<RelPath, ToolError>, Classification) {
+    let (rel, classification, _) = plan_sized(workspace, raw, looked);
+    (rel, classification)
+}
+
+/// [`plan`], and the size of the file the path named when stage 3 looked (`None` for what
+/// is not a file, or was not found). The file may change before stage 7 opens it.
+pub(crate) fn plan_sized(
+    workspace: &Workspace,
+    raw: Option<&str>,
+    looked: Looked,
+) -> (Result<RelPath, ToolError>, Classification, Option<u64>) {
     let (rel, resolved) = match raw {
         Some(raw) => match looked.into_found(workspace, raw) {
             Ok(found) => found,
             // Stage 3 refused it already; nothing to classify, and nothing will run.
-            Err(error) => return (Err(tool_error(error)), Classification::default()),
+            Err(error) => return (Err(tool_error(error)), Classification::default(), None),
         },
         None => {
             let rel = RelPath::root();
@@ -140,17 +151,19 @@ pub(crate) fn plan(
         }
     };
     let mut paths = vec![rel.to_string()];
-    if let Ok(resolved) = resolved
-        && resolved.target != rel
-    {
-        paths.push(resolved.target.to_string());
+    let mut size = None;
+    if let Ok(resolved) = resolved {
+        if resolved.target != rel {
+            paths.push(resolved.target.to_string());
+        }
+        size = (resolved.kind == PathKind::File).then_some(resolved.len);
     }
     let classification = Classification {
         resources: paths.iter().cloned().map(Resource::Path).collect(),
         paths,
         ..Classification::default()
     };
-    (Ok(rel), classification)
+    (Ok(rel), classification, size)
 }
 
 /// Stage 7: the planned path resolved again, now as the tool's error if it fails.

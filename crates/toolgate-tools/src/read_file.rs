@@ -22,6 +22,10 @@ pub(crate) const NAME: &str = "read_file";
 /// digest must cover the whole file.
 pub const MAX_FILE_BYTES: u64 = 16 * 1024 * 1024;
 
+/// The largest file whose read runs where its request arrived (see `brief_plan`); a larger
+/// one is read on a thread of its own.
+pub const INLINE_BYTES: u64 = 1024 * 1024;
+
 /// Most text returned by one call.
 pub const MAX_CONTENT_BYTES: usize = 256 * 1024;
 
@@ -86,6 +90,8 @@ pub struct ReadPlan {
     rel: Result<RelPath, ToolError>,
     offset: u64,
     limit: Option<u64>,
+    /// The file's size when stage 3 looked, if it was a file.
+    size: Option<u64>,
 }
 
 impl TypedExecutor for ReadFile {
@@ -98,6 +104,13 @@ impl TypedExecutor for ReadFile {
         true
     }
 
+    /// A read of a file over [`INLINE_BYTES`] (as stage 3 saw it) is not brief: reading,
+    /// digesting and counting 16 MiB takes some 15 ms, for which a transport serving several
+    /// sessions on one thread would answer none of the others.
+    fn brief_plan(&self, plan: &ReadPlan) -> bool {
+        plan.size.is_none_or(|size| size <= INLINE_BYTES)
+    }
+
     fn check(&self, arguments: &ReadArgs) -> Vec<FieldError> {
         path_argument::check(
             &self.workspace,
@@ -108,12 +121,13 @@ impl TypedExecutor for ReadFile {
     }
 
     fn plan(&self, arguments: ReadArgs) -> (ReadPlan, Classification) {
-        let (rel, classification) =
-            path_argument::plan(&self.workspace, Some(&arguments.path), arguments.looked);
+        let (rel, classification, size) =
+            path_argument::plan_sized(&self.workspace, Some(&arguments.path), arguments.looked);
         let plan = ReadPlan {
             rel,
             offset: arguments.offset.unwrap_or(1).max(1),
             limit: arguments.limit,
+            size,
         };
         (plan, classification)
     }

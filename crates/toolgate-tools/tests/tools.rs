@@ -196,6 +196,51 @@ fn read_file_truncates_at_256_kib_on_a_line_boundary() {
     assert_eq!(output["digest"], sha256_digest(text.as_bytes()).as_str());
 }
 
+/// A read ends soon (and may run where its request arrived) up to 1 MiB, as stage 3 saw the
+/// file; a larger file, and only a file, is read elsewhere. The read itself is the same.
+#[test]
+fn read_file_is_brief_up_to_one_mebibyte() {
+    let fx = Fixture::new();
+    let line = format!("{}\n", "y".repeat(1023));
+    fs::write(fx.ws().join("mebibyte.txt"), line.repeat(1024)).unwrap();
+    fs::write(fx.ws().join("over.txt"), line.repeat(1025)).unwrap();
+    let permitted = |path: &str| {
+        let raw = RawCall::text(
+            "read_file",
+            json!({"path": path}).to_string(),
+            Surface::Chat,
+        );
+        match fx.pipeline.decide(raw, &|_, _| Ok(())) {
+            Decided::Permitted(permitted) => permitted,
+            Decided::Ended(outcome) => panic!("{path}: {}", outcome.summary()),
+        }
+    };
+    for (path, brief) in [
+        ("small.txt", true),
+        ("mebibyte.txt", true),
+        ("over.txt", false),
+        // Not a file: it fails at once, wherever it runs.
+        ("src", true),
+        ("missing.txt", true),
+    ] {
+        let call = permitted(path);
+        assert_eq!(call.ends_soon(), brief, "{path}");
+        let outcome = fx
+            .pipeline
+            .finish(call, Cancel::new(), &RunHooks::default());
+        let completed = outcome.status() == Status::Completed;
+        assert_eq!(
+            completed,
+            path.ends_with(".txt") && path != "missing.txt",
+            "{path}"
+        );
+    }
+    assert_eq!(
+        fx.output("read_file", json!({"path": "over.txt", "limit": 1}))["total_lines"],
+        1025
+    );
+}
+
 #[test]
 fn read_file_refuses_what_is_not_text() {
     let fx = Fixture::new();

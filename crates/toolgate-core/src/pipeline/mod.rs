@@ -83,6 +83,14 @@ pub trait Executor: Send + Sync + std::fmt::Debug {
         false
     }
 
+    /// Whether this call of a [brief](Executor::brief) tool, as stage 4 planned it, is brief
+    /// too: a tool whose calls are bounded may still have some too large to run where the
+    /// request arrived, where they would hold up every other request served there. The
+    /// default is what [`Executor::brief`] says.
+    fn brief_call(&self, _plan: &Planned) -> bool {
+        self.brief()
+    }
+
     /// Whether this tool's work is done by another process, which [`Executor::forward`] sends
     /// the call to without waiting for its answer: a transport with an async runtime may then
     /// run a read-only call that needs no approval there, instead of parking a thread on it.
@@ -343,11 +351,13 @@ impl Permitted {
     }
 
     /// Whether the rest of the call, stages 6 to 8, ends soon: nobody is asked, the call only
-    /// reads, and its tool's executor is [brief](Executor::brief).
+    /// reads, and its tool's executor is [brief](Executor::brief), for this call too
+    /// ([`Executor::brief_call`]).
     pub fn ends_soon(&self) -> bool {
         !self.approval_required
             && self.effect == EffectClass::ReadOnly
             && self.tool.executor.brief()
+            && self.tool.executor.brief_call(&self.trace.plan)
     }
 
     /// Whether the rest of the call may be [forwarded](Pipeline::forward): nobody is asked,
@@ -835,16 +845,41 @@ mod tests {
         }
     }
 
-    /// Only a brief executor's read that nobody must approve ends soon; deciding and finishing
-    /// a call is running it, and a call stopped early is recorded by deciding it.
+    /// A brief tool whose every call, as planned, is too large to be brief.
+    #[derive(Debug)]
+    struct Large;
+
+    impl Executor for Large {
+        fn execute(&self, _: &Call<'_>, _: &ExecContext) -> Result<ToolOutput, ToolError> {
+            Ok(ToolOutput::new(Value::from("done, slowly")))
+        }
+
+        fn brief(&self) -> bool {
+            true
+        }
+
+        fn brief_call(&self, _: &Planned) -> bool {
+            false
+        }
+    }
+
+    /// Only a brief executor's read that nobody must approve ends soon, and only when its
+    /// call is brief too; deciding and finishing a call is running it, and a call stopped
+    /// early is recorded by deciding it.
     #[test]
     fn only_a_brief_read_that_asks_nobody_ends_soon() {
-        let cases: [(EffectClass, ApprovalMode, Arc<dyn Executor>, bool); 4] = [
+        let cases: [(EffectClass, ApprovalMode, Arc<dyn Executor>, bool); 5] = [
             (
                 EffectClass::ReadOnly,
                 ApprovalMode::Policy,
                 Arc::new(Quick),
                 true,
+            ),
+            (
+                EffectClass::ReadOnly,
+                ApprovalMode::Policy,
+                Arc::new(Large),
+                false,
             ),
             (
                 EffectClass::ReadOnly,

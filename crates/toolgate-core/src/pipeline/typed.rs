@@ -50,6 +50,12 @@ pub trait TypedExecutor: Send + Sync + std::fmt::Debug {
         false
     }
 
+    /// See [`Executor::brief_call`]: whether the call `plan` describes is brief. The default
+    /// is what [`TypedExecutor::brief`] says.
+    fn brief_plan(&self, _plan: &Self::Plan) -> bool {
+        TypedExecutor::brief(self)
+    }
+
     /// See [`Executor::forwards`]; the default is no.
     fn forwards(&self) -> bool {
         false
@@ -140,6 +146,11 @@ impl<T: TypedExecutor> Executor for T {
 
     fn brief(&self) -> bool {
         TypedExecutor::brief(self)
+    }
+
+    fn brief_call(&self, plan: &Planned) -> bool {
+        plan.get::<T::Plan>()
+            .is_some_and(|plan| TypedExecutor::brief_plan(self, plan))
     }
 
     fn forwards(&self) -> bool {
