@@ -196,14 +196,14 @@ fn read_file_truncates_at_256_kib_on_a_line_boundary() {
     assert_eq!(output["digest"], sha256_digest(text.as_bytes()).as_str());
 }
 
-/// A read ends soon (and may run where its request arrived) up to 1 MiB, as stage 3 saw the
+/// A read ends soon (and may run where its request arrived) up to 64 KiB, as stage 3 saw the
 /// file; a larger file, and only a file, is read elsewhere. The read itself is the same.
 #[test]
-fn read_file_is_brief_up_to_one_mebibyte() {
+fn read_file_is_brief_up_to_64_kib() {
     let fx = Fixture::new();
     let line = format!("{}\n", "y".repeat(1023));
-    fs::write(fx.ws().join("mebibyte.txt"), line.repeat(1024)).unwrap();
-    fs::write(fx.ws().join("over.txt"), line.repeat(1025)).unwrap();
+    fs::write(fx.ws().join("at_most.txt"), line.repeat(64)).unwrap();
+    fs::write(fx.ws().join("over.txt"), line.repeat(65)).unwrap();
     let permitted = |path: &str| {
         let raw = RawCall::text(
             "read_file",
@@ -217,7 +217,7 @@ fn read_file_is_brief_up_to_one_mebibyte() {
     };
     for (path, brief) in [
         ("small.txt", true),
-        ("mebibyte.txt", true),
+        ("at_most.txt", true),
         ("over.txt", false),
         // Not a file: it fails at once, wherever it runs.
         ("src", true),
@@ -237,7 +237,7 @@ fn read_file_is_brief_up_to_one_mebibyte() {
     }
     assert_eq!(
         fx.output("read_file", json!({"path": "over.txt", "limit": 1}))["total_lines"],
-        1025
+        65
     );
 }
 
