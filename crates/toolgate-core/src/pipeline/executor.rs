@@ -1,5 +1,7 @@
 //! Stage 7, fused with stage 8: the only caller of an executor, and so of a tool.
 
+use std::sync::{Mutex, PoisonError};
+
 use super::*;
 
 impl Pipeline {
@@ -202,18 +204,36 @@ impl Pipeline {
 
 /// A forwarded call in flight (see [`Pipeline::forward`]): resolves to its outcome, described
 /// and recorded.
+///
+/// It is polled where its transport's requests arrive, often on a thread every session
+/// shares. So an answer of more than 64 KiB of JSON is described (measured, redacted,
+/// recorded) on a thread of its own, and the call resolves when that is done.
 pub struct Forwarding {
     pipeline: Arc<Pipeline>,
     state: Flight,
 }
+
+/// The most JSON an answer may come to and still be described where it was awaited: some
+/// 0.2 ms of stage 8, as much as a brief read keeps there.
+pub(crate) const DESCRIBED_IN_PLACE: usize = 64 * 1024;
 
 enum Flight {
     Flying {
         future: Forwarded,
         cleared: Cleared,
     },
+    /// Its answer is being described on a thread of its own, which records it whatever
+    /// becomes of this call.
+    Describing(Arc<Mutex<Landing>>),
     /// Ended before it flew; taken once polled.
     Landed(Option<Outcome>),
+}
+
+/// Where a description made elsewhere lands, and whom to wake when it has.
+#[derive(Default)]
+struct Landing {
+    outcome: Option<Outcome>,
+    waker: Option<std::task::Waker>,
 }
 
 impl Forwarding {
@@ -229,6 +249,7 @@ impl std::fmt::Debug for Forwarding {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self.state {
             Flight::Flying { .. } => "Forwarding(in flight)",
+            Flight::Describing(_) => "Forwarding(being described)",
             Flight::Landed(_) => "Forwarding(ended)",
         })
     }
@@ -246,6 +267,16 @@ impl std::future::Future for Forwarding {
         let this = &mut *self;
         let result = match &mut this.state {
             Flight::Landed(outcome) => return outcome.take().map_or(Poll::Pending, Poll::Ready),
+            Flight::Describing(landing) => {
+                let mut landing = landing.lock().unwrap_or_else(PoisonError::into_inner);
+                let Some(outcome) = landing.outcome.take() else {
+                    landing.waker = Some(context.waker().clone());
+                    return Poll::Pending;
+                };
+                drop(landing);
+                this.state = Flight::Landed(None);
+                return Poll::Ready(outcome);
+            }
             // A tool that panics has still run, perhaps halfway (see `execute_step`).
             Flight::Flying { future, .. } => {
                 match std::panic::catch_unwind(AssertUnwindSafe(|| future.as_mut().poll(context))) {
@@ -260,7 +291,96 @@ impl std::future::Future for Forwarding {
         else {
             return Poll::Pending;
         };
-        Poll::Ready(this.pipeline.describe(Ok(cleared.executed(result))))
+        let executed = cleared.executed(result);
+        if fits_in(&executed.result, DESCRIBED_IN_PLACE) {
+            return Poll::Ready(this.pipeline.describe(Ok(executed)));
+        }
+        match describe_elsewhere(&this.pipeline, executed, context.waker().clone()) {
+            Ok(landing) => {
+                this.state = Flight::Describing(landing);
+                Poll::Pending
+            }
+            // No thread to be had: described here, as a smaller answer is.
+            Err(executed) => Poll::Ready(this.pipeline.describe(Ok(*executed))),
+        }
+    }
+}
+
+/// Describes `executed` on a thread of its own, which wakes `waker` once the outcome has
+/// landed; gives `executed` back if no thread can be started.
+fn describe_elsewhere(
+    pipeline: &Arc<Pipeline>,
+    executed: Executed,
+    waker: std::task::Waker,
+) -> Result<Arc<Mutex<Landing>>, Box<Executed>> {
+    let landing = Arc::new(Mutex::new(Landing {
+        outcome: None,
+        waker: Some(waker),
+    }));
+    // Held apart from the thread's closure, which a failed spawn drops: the call must still
+    // be described and recorded.
+    let job = Arc::new(Mutex::new(Some(executed)));
+    let started = std::thread::Builder::new()
+        .name("toolgate-describe".to_owned())
+        .spawn({
+            let (pipeline, landing, job) =
+                (Arc::clone(pipeline), Arc::clone(&landing), Arc::clone(&job));
+            move || {
+                let taken = job.lock().unwrap_or_else(PoisonError::into_inner).take();
+                let Some(executed) = taken else { return };
+                let outcome = pipeline.describe(Ok(executed));
+                let waker = {
+                    let mut landing = landing.lock().unwrap_or_else(PoisonError::into_inner);
+                    landing.outcome = Some(outcome);
+                    landing.waker.take()
+                };
+                if let Some(waker) = waker {
+                    waker.wake();
+                }
+            }
+        });
+    match started {
+        Ok(_) => Ok(landing),
+        Err(_) => match job.lock().unwrap_or_else(PoisonError::into_inner).take() {
+            Some(executed) => Err(Box::new(executed)),
+            // Unreachable: a thread that never started took nothing. Nothing is lost either
+            // way, as whoever took it describes it.
+            None => Ok(landing),
+        },
+    }
+}
+
+/// Whether `result`, written as JSON, comes to at most `limit` bytes. Counted as far as the
+/// limit only, from below (strings and names by their length, every other value by one
+/// byte), so that deciding costs no more than a small answer's description.
+pub(super) fn fits_in(result: &Result<ToolOutput, ToolError>, limit: usize) -> bool {
+    fn fits(value: &Value, left: &mut usize) -> bool {
+        let cost = match value {
+            Value::String(text) => text.len() + 2,
+            _ => 1,
+        };
+        let Some(rest) = left.checked_sub(cost) else {
+            return false;
+        };
+        *left = rest;
+        match value {
+            Value::Array(items) => items.iter().all(|item| fits(item, left)),
+            Value::Object(map) => map.iter().all(|(name, item)| {
+                match left.checked_sub(name.len() + 3) {
+                    Some(rest) => *left = rest,
+                    None => return false,
+                }
+                fits(item, left)
+            }),
+            _ => true,
+        }
+    }
+    match result {
+        Ok(output) => {
+            let mut left = limit;
+            fits(&output.value, &mut left)
+        }
+        Err(error) => error.message.len() <= limit,
     }
 }
 

@@ -1114,6 +1114,116 @@ mod tests {
         );
     }
 
+    /// Notes the thread each outcome is recorded on, and its status.
+    #[derive(Debug, Default)]
+    struct RecordedOn(Mutex<Vec<(std::thread::ThreadId, Status)>>);
+
+    impl Recorder for RecordedOn {
+        fn record(&self, outcome: &Outcome) -> Result<(), crate::record::RecordError> {
+            let here = std::thread::current().id();
+            self.0.lock().unwrap().push((here, outcome.status()));
+            Ok(())
+        }
+    }
+
+    /// Wakes the test's thread.
+    struct Unpark(std::thread::Thread);
+
+    impl std::task::Wake for Unpark {
+        fn wake(self: Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+
+    /// A forwarded call whose answer is small is described where it was awaited; a large one
+    /// on a thread of its own, which wakes the call once it is recorded, and records it even
+    /// when nobody waits for the call any more.
+    #[test]
+    fn a_large_forwarded_answer_is_described_on_a_thread_of_its_own() {
+        use std::task::Poll;
+
+        let start = |answer: Value| {
+            let later = Later::default();
+            *later.slot.lock().unwrap() = Some(Ok(ToolOutput::new(answer)));
+            let mut entry = ToolEntry::new("far", "test");
+            entry.effect = Some(EffectClass::ReadOnly);
+            let recorded = Arc::new(RecordedOn::default());
+            let pipeline =
+                Arc::new(one_tool(entry, Arc::new(later)).with_recorder(recorded.clone()));
+            let forwarding = pipeline
+                .forward(permitted(&pipeline), Cancel::new(), &RunHooks::default())
+                .unwrap();
+            (forwarding, recorded)
+        };
+        let here = std::thread::current().id();
+        let waker = std::task::Waker::from(Arc::new(Unpark(std::thread::current())));
+        let mut context = std::task::Context::from_waker(&waker);
+        let mut wait = |forwarding: &mut Forwarding| {
+            let deadline = std::time::Instant::now() + Duration::from_secs(10);
+            loop {
+                if let Poll::Ready(outcome) =
+                    std::pin::Pin::new(&mut *forwarding).poll(&mut context)
+                {
+                    return outcome;
+                }
+                assert!(std::time::Instant::now() < deadline, "never woken");
+                std::thread::park_timeout(Duration::from_millis(100));
+            }
+        };
+        use std::future::Future as _;
+
+        let (mut forwarding, recorded) = start(Value::from("x".repeat(1000)));
+        assert!(wait(&mut forwarding).output().is_some());
+        assert_eq!(*recorded.0.lock().unwrap(), [(here, Status::Completed)]);
+
+        let large = Value::from("x".repeat(executor::DESCRIBED_IN_PLACE));
+        let (mut forwarding, recorded) = start(large.clone());
+        let outcome = wait(&mut forwarding);
+        assert_eq!(outcome.output(), Some(&large));
+        let kept = recorded.0.lock().unwrap().clone();
+        assert_eq!(kept.len(), 1, "recorded once: {kept:?}");
+        assert_ne!(kept[0].0, here, "described where it was awaited");
+        assert_eq!(kept[0].1, Status::Completed);
+        assert!(poll(&mut forwarding).is_pending(), "it resolves once");
+
+        // Given up while it is described: still recorded, once, as what it was.
+        let (mut forwarding, recorded) = start(large);
+        assert!(poll(&mut forwarding).is_pending());
+        drop(forwarding);
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while recorded.0.lock().unwrap().is_empty() {
+            assert!(std::time::Instant::now() < deadline, "never recorded");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+        let kept = recorded.0.lock().unwrap().clone();
+        assert_eq!(kept.len(), 1, "{kept:?}");
+        assert_eq!(kept[0].1, Status::Completed);
+    }
+
+    /// How much JSON an answer comes to is counted from below, and only as far as the limit.
+    #[test]
+    fn an_answer_is_measured_only_as_far_as_the_limit() {
+        let fits = |value: Value, limit| executor::fits_in(&Ok(ToolOutput::new(value)), limit);
+        assert!(fits(serde_json::json!({"text": "x".repeat(90)}), 100));
+        assert!(!fits(serde_json::json!({"text": "x".repeat(100)}), 100));
+        // Many small values add up, names included.
+        assert!(!fits(Value::Array(vec![Value::from(0); 101]), 100));
+        assert!(fits(Value::Array(vec![Value::from(0); 99]), 100));
+        assert!(!fits(serde_json::json!({"a".repeat(98): 1}), 100));
+        let error = |message: &str| {
+            executor::fits_in(
+                &Err(ToolError::new(
+                    crate::outcome::ToolErrorCode::UpstreamError,
+                    message,
+                )),
+                100,
+            )
+        };
+        assert!(error("short"));
+        assert!(!error(&"e".repeat(101)));
+    }
+
     /// Only a read that nobody must approve is forwarded; any other call comes back as it was,
     /// for a thread to run.
     #[test]
