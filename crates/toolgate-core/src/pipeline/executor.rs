@@ -230,7 +230,6 @@ enum Flight {
 }
 
 /// Where a description made elsewhere lands, and whom to wake when it has.
-#[derive(Default)]
 struct Landing {
     outcome: Option<Outcome>,
     waker: Option<std::task::Waker>,
