@@ -223,8 +223,11 @@ enum Flight {
         cleared: Cleared,
     },
     /// Its answer is being described on a thread of its own, which records it whatever
-    /// becomes of this call.
-    Describing(Arc<Mutex<Landing>>),
+    /// becomes of this call; dropped meanwhile, the call waits for that thread.
+    Describing {
+        landing: Arc<Mutex<Landing>>,
+        thread: std::thread::JoinHandle<()>,
+    },
     /// Ended before it flew; taken once polled.
     Landed(Option<Outcome>),
 }
@@ -248,7 +251,7 @@ impl std::fmt::Debug for Forwarding {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self.state {
             Flight::Flying { .. } => "Forwarding(in flight)",
-            Flight::Describing(_) => "Forwarding(being described)",
+            Flight::Describing { .. } => "Forwarding(being described)",
             Flight::Landed(_) => "Forwarding(ended)",
         })
     }
@@ -266,7 +269,7 @@ impl std::future::Future for Forwarding {
         let this = &mut *self;
         let result = match &mut this.state {
             Flight::Landed(outcome) => return outcome.take().map_or(Poll::Pending, Poll::Ready),
-            Flight::Describing(landing) => {
+            Flight::Describing { landing, .. } => {
                 let mut landing = landing.lock().unwrap_or_else(PoisonError::into_inner);
                 let Some(outcome) = landing.outcome.take() else {
                     landing.waker = Some(context.waker().clone());
@@ -295,8 +298,8 @@ impl std::future::Future for Forwarding {
             return Poll::Ready(this.pipeline.describe(Ok(executed)));
         }
         match describe_elsewhere(&this.pipeline, executed, context.waker().clone()) {
-            Ok(landing) => {
-                this.state = Flight::Describing(landing);
+            Ok(describing) => {
+                this.state = describing;
                 Poll::Pending
             }
             // No thread to be had: described here, as a smaller answer is.
@@ -306,27 +309,26 @@ impl std::future::Future for Forwarding {
 }
 
 /// Describes `executed` on a thread of its own, which wakes `waker` once the outcome has
-/// landed; gives `executed` back if no thread can be started.
+/// landed: the call is [`Flight::Describing`] meanwhile. Gives `executed` back if no thread
+/// can be started.
 fn describe_elsewhere(
     pipeline: &Arc<Pipeline>,
     executed: Executed,
     waker: std::task::Waker,
-) -> Result<Arc<Mutex<Landing>>, Box<Executed>> {
+) -> Result<Flight, Box<Executed>> {
     let landing = Arc::new(Mutex::new(Landing {
         outcome: None,
         waker: Some(waker),
     }));
-    // Held apart from the thread's closure, which a failed spawn drops: the call must still
-    // be described and recorded.
-    let job = Arc::new(Mutex::new(Some(executed)));
+    // Sent once the thread has started: a spawn that fails leaves the call here, to be
+    // described and recorded all the same.
+    let (send, receive) = std::sync::mpsc::channel::<Executed>();
     let started = std::thread::Builder::new()
         .name("toolgate-describe".to_owned())
         .spawn({
-            let (pipeline, landing, job) =
-                (Arc::clone(pipeline), Arc::clone(&landing), Arc::clone(&job));
+            let (pipeline, landing) = (Arc::clone(pipeline), Arc::clone(&landing));
             move || {
-                let taken = job.lock().unwrap_or_else(PoisonError::into_inner).take();
-                let Some(executed) = taken else { return };
+                let Ok(executed) = receive.recv() else { return };
                 let outcome = pipeline.describe(Ok(executed));
                 let waker = {
                     let mut landing = landing.lock().unwrap_or_else(PoisonError::into_inner);
@@ -339,13 +341,11 @@ fn describe_elsewhere(
             }
         });
     match started {
-        Ok(_) => Ok(landing),
-        Err(_) => match job.lock().unwrap_or_else(PoisonError::into_inner).take() {
-            Some(executed) => Err(Box::new(executed)),
-            // Unreachable: a thread that never started took nothing. Nothing is lost either
-            // way, as whoever took it describes it.
-            None => Ok(landing),
+        Ok(thread) => match send.send(executed) {
+            Ok(()) => Ok(Flight::Describing { landing, thread }),
+            Err(std::sync::mpsc::SendError(executed)) => Err(Box::new(executed)),
         },
+        Err(_) => Err(Box::new(executed)),
     }
 }
 
@@ -385,10 +385,15 @@ pub(super) fn fits_in(result: &Result<ToolOutput, ToolError>, limit: usize) -> b
 
 impl Drop for Forwarding {
     fn drop(&mut self) {
-        let Flight::Flying { future, cleared } =
-            std::mem::replace(&mut self.state, Flight::Landed(None))
-        else {
-            return;
+        let (future, cleared) = match std::mem::replace(&mut self.state, Flight::Landed(None)) {
+            Flight::Flying { future, cleared } => (future, cleared),
+            // Its description records the call: waited for, so that a runtime that stops
+            // (and drops its tasks) before the process ends loses no record.
+            Flight::Describing { thread, .. } => {
+                let _ = thread.join();
+                return;
+            }
+            Flight::Landed(_) => return,
         };
         // Dropping the executor's future first tells the other process the call is given up.
         drop(future);
