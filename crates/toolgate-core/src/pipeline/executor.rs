@@ -1,5 +1,6 @@
 //! Stage 7, fused with stage 8: the only caller of an executor, and so of a tool.
 
+use std::sync::atomic::AtomicUsize;
 use std::sync::{Mutex, PoisonError};
 
 use super::*;
@@ -232,6 +233,33 @@ enum Flight {
     Landed(Option<Outcome>),
 }
 
+/// The most answers described on threads of their own at once. An upstream that answers
+/// many calls at once with large answers gets no more threads than this; the answers beyond
+/// are described where they were awaited, as a small one is.
+pub(crate) const DESCRIBING_AT_MOST: usize = 16;
+
+static DESCRIBING: AtomicUsize = AtomicUsize::new(0);
+
+/// One of the [`DESCRIBING_AT_MOST`] places, given back when dropped.
+struct Seat;
+
+impl Seat {
+    fn take() -> Option<Seat> {
+        DESCRIBING
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |taken| {
+                (taken < DESCRIBING_AT_MOST).then_some(taken + 1)
+            })
+            .ok()
+            .map(|_| Seat)
+    }
+}
+
+impl Drop for Seat {
+    fn drop(&mut self) {
+        DESCRIBING.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
 /// Where a description made elsewhere lands, and whom to wake when it has.
 struct Landing {
     outcome: Option<Outcome>,
@@ -309,13 +337,16 @@ impl std::future::Future for Forwarding {
 }
 
 /// Describes `executed` on a thread of its own, which wakes `waker` once the outcome has
-/// landed: the call is [`Flight::Describing`] meanwhile. Gives `executed` back if no thread
-/// can be started.
+/// landed: the call is [`Flight::Describing`] meanwhile. Gives `executed` back if every
+/// place is taken or no thread can be started.
 fn describe_elsewhere(
     pipeline: &Arc<Pipeline>,
     executed: Executed,
     waker: std::task::Waker,
 ) -> Result<Flight, Box<Executed>> {
+    let Some(seat) = Seat::take() else {
+        return Err(Box::new(executed));
+    };
     let landing = Arc::new(Mutex::new(Landing {
         outcome: None,
         waker: Some(waker),
@@ -328,6 +359,7 @@ fn describe_elsewhere(
         .spawn({
             let (pipeline, landing) = (Arc::clone(pipeline), Arc::clone(&landing));
             move || {
+                let _seat = seat;
                 let Ok(executed) = receive.recv() else { return };
                 let outcome = pipeline.describe(Ok(executed));
                 let waker = {

@@ -1138,22 +1138,35 @@ mod tests {
     /// A forwarded call whose answer is small is described where it was awaited; a large one
     /// on a thread of its own, which wakes the call once it is recorded, and which a call
     /// dropped meanwhile waits for.
+    /// Held by the tests that describe answers elsewhere, which share the places for it.
+    fn describing_alone() -> std::sync::MutexGuard<'static, ()> {
+        static ALONE: Mutex<()> = Mutex::new(());
+        ALONE
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// A pipeline over one forwarding tool that answers `answer` at once, recording into
+    /// `recorder`, and one call of it in flight.
+    fn answering(answer: Value, recorder: Arc<dyn Recorder>) -> Forwarding {
+        let later = Later::default();
+        *later.slot.lock().unwrap() = Some(Ok(ToolOutput::new(answer)));
+        let mut entry = ToolEntry::new("far", "test");
+        entry.effect = Some(EffectClass::ReadOnly);
+        let pipeline = Arc::new(one_tool(entry, Arc::new(later)).with_recorder(recorder));
+        pipeline
+            .forward(permitted(&pipeline), Cancel::new(), &RunHooks::default())
+            .unwrap()
+    }
+
     #[test]
     fn a_large_forwarded_answer_is_described_on_a_thread_of_its_own() {
         use std::task::Poll;
+        let _alone = describing_alone();
 
         let start = |answer: Value| {
-            let later = Later::default();
-            *later.slot.lock().unwrap() = Some(Ok(ToolOutput::new(answer)));
-            let mut entry = ToolEntry::new("far", "test");
-            entry.effect = Some(EffectClass::ReadOnly);
             let recorded = Arc::new(RecordedOn::default());
-            let pipeline =
-                Arc::new(one_tool(entry, Arc::new(later)).with_recorder(recorded.clone()));
-            let forwarding = pipeline
-                .forward(permitted(&pipeline), Cancel::new(), &RunHooks::default())
-                .unwrap();
-            (forwarding, recorded)
+            (answering(answer, recorded.clone()), recorded)
         };
         let here = std::thread::current().id();
         let waker = std::task::Waker::from(Arc::new(Unpark(std::thread::current())));
@@ -1195,6 +1208,68 @@ mod tests {
         let kept = recorded.0.lock().unwrap().clone();
         assert_eq!(kept.len(), 1, "{kept:?}");
         assert_eq!(kept[0].1, Status::Completed);
+    }
+
+    /// Records on the describing threads only once let go (or after 10 s); anywhere else at
+    /// once.
+    #[derive(Debug, Default)]
+    struct HeldElsewhere {
+        let_go: Mutex<bool>,
+        going: std::sync::Condvar,
+        recorded: Mutex<Vec<bool>>,
+    }
+
+    impl Recorder for HeldElsewhere {
+        fn record(&self, _: &Outcome) -> Result<(), crate::record::RecordError> {
+            let elsewhere = std::thread::current().name() == Some("toolgate-describe");
+            if elsewhere {
+                // Not forever: a test that fails before letting go must not hang on its drops.
+                let let_go = self.let_go.lock().unwrap();
+                let waited = self
+                    .going
+                    .wait_timeout_while(let_go, Duration::from_secs(10), |go| !*go);
+                drop(waited.unwrap());
+            }
+            self.recorded.lock().unwrap().push(elsewhere);
+            Ok(())
+        }
+    }
+
+    /// However many large answers land at once, no more than `DESCRIBING_AT_MOST` threads
+    /// describe them; the next is described where it was awaited, and recorded all the same.
+    #[test]
+    fn no_more_large_answers_are_described_elsewhere_at_once_than_the_places_for_them() {
+        let _alone = describing_alone();
+        let held = Arc::new(HeldElsewhere::default());
+        let large = Value::from("x".repeat(executor::DESCRIBED_IN_PLACE));
+        let mut elsewhere = Vec::new();
+        for _ in 0..executor::DESCRIBING_AT_MOST {
+            let mut forwarding = answering(large.clone(), held.clone());
+            assert!(poll(&mut forwarding).is_pending(), "described elsewhere");
+            elsewhere.push(forwarding);
+        }
+        let mut one_more = answering(large, held.clone());
+        let std::task::Poll::Ready(outcome) = poll(&mut one_more) else {
+            panic!("every place is taken: described here");
+        };
+        assert_eq!(outcome.status(), Status::Completed);
+        assert_eq!(*held.recorded.lock().unwrap(), [false]);
+        *held.let_go.lock().unwrap() = true;
+        held.going.notify_all();
+        // Dropped, each waits for its description: all recorded, the places given back.
+        drop(elsewhere);
+        let recorded = held.recorded.lock().unwrap().clone();
+        assert_eq!(recorded.len(), executor::DESCRIBING_AT_MOST + 1);
+        assert_eq!(
+            recorded.iter().filter(|&&e| e).count(),
+            executor::DESCRIBING_AT_MOST
+        );
+        let mut again = answering(
+            Value::from("x".repeat(executor::DESCRIBED_IN_PLACE)),
+            held.clone(),
+        );
+        assert!(poll(&mut again).is_pending(), "a place is free again");
+        drop(again);
     }
 
     /// How much JSON an answer comes to is counted from below, and only as far as the limit.
