@@ -392,10 +392,11 @@ fn nothing_a_command_starts_outlives_it() {
     }
 }
 
-/// An observer that keeps what it is told.
+/// An observer that keeps what it is told, and when it heard of each process.
 #[derive(Debug, Default)]
 struct Notes {
     lines: std::sync::Mutex<Vec<String>>,
+    saw: std::sync::Mutex<Vec<(Instant, u32)>>,
 }
 
 impl toolgate_exec::TreeObserver for Notes {
@@ -407,6 +408,8 @@ impl toolgate_exec::TreeObserver for Notes {
         Ok(())
     }
     fn saw(&self, call: u64, process: toolgate_exec::ProcessId) {
+        let heard = (Instant::now(), process.pid.unsigned_abs());
+        self.saw.lock().unwrap().push(heard);
         self.lines
             .lock()
             .unwrap()
@@ -441,23 +444,6 @@ fn the_observer_hears_of_every_process_of_the_tree_and_of_the_end() {
     assert_eq!(lines.last().unwrap(), &format!("ended {call}"), "{lines:?}");
 }
 
-/// An observer that notes when it hears of each process.
-#[derive(Debug, Default)]
-struct Timed {
-    saw: std::sync::Mutex<Vec<(Instant, u32)>>,
-}
-
-impl toolgate_exec::TreeObserver for Timed {
-    fn started(&self, _: u64, _: toolgate_exec::ProcessId) -> std::io::Result<()> {
-        Ok(())
-    }
-    fn saw(&self, _: u64, process: toolgate_exec::ProcessId) {
-        let heard = (Instant::now(), process.pid.unsigned_abs());
-        self.saw.lock().unwrap().push(heard);
-    }
-    fn ended(&self, _: u64) {}
-}
-
 #[test]
 fn a_tree_hopping_to_new_groups_is_claimed_while_its_leader_runs() {
     let _serial = serial();
@@ -476,11 +462,11 @@ fn a_tree_hopping_to_new_groups_is_claimed_while_its_leader_runs() {
                        os.setpgid(0, 0)\n        \
                        time.sleep(0.002)\n\
                time.sleep(1)\n";
-    let timed = Arc::new(Timed::default());
+    let notes = Arc::new(Notes::default());
     let spec = CommandSpec::new(system_program("python3"), dir.path())
         .args(["-c", hop])
         .env(env())
-        .observer(timed.clone());
+        .observer(notes.clone());
     let started = Instant::now();
     let outcome = run(&spec, &never()).unwrap();
     let hoppers = pids(&dir.path().join("pids"));
@@ -494,7 +480,7 @@ fn a_tree_hopping_to_new_groups_is_claimed_while_its_leader_runs() {
     );
     // Claimed while the leader still ran its second, look after look: not only once the
     // call was ending and a grace renewed by every new process had to be outwaited.
-    let early = timed
+    let early = notes
         .saw
         .lock()
         .unwrap()
