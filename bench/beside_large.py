@@ -19,10 +19,8 @@ It prints B's median and 99th percentile each way, and how many calls A made mea
 """
 
 import argparse
-import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import threading
@@ -30,7 +28,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from mcp_read import (  # noqa: E402
-    DEPS, ROOT, TOKEN, HttpClient, HttpServer, ms, percentile, state_dir, token_config,
+    DEPS, REFERENCE, ROOT, TOKEN, HttpClient, HttpServer, admit, fs_upstream, ms, percentile,
+    state_dir, token_config,
 )
 
 
@@ -54,8 +53,7 @@ def main():
     state, remove_state = state_dir(args.state)
     env = {**os.environ, "XDG_STATE_HOME": state, "TOOLGATE_BENCH_TOKEN": TOKEN}
     node = os.path.join(DEPS, "node", "bin", "node")
-    reference = os.path.join(DEPS, "@modelcontextprotocol", "server-filesystem", "dist", "index.js")
-    with_upstream = os.path.exists(node) and os.path.exists(reference)
+    with_upstream = os.path.exists(node) and os.path.exists(REFERENCE)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         tmp = os.path.realpath(tmp)
@@ -71,16 +69,9 @@ def main():
         with open(os.path.join(files, "answer.txt"), "w") as f:
             f.write(line * ((192 << 10) // len(line)))
         config = os.path.join(tmp, "toolgate.toml")
-        upstream = ""
+        token_config(config, fs_upstream(node, files) if with_upstream else "")
         if with_upstream:
-            upstream = ("[[upstream]]\nname = \"fs\"\n"
-                        f"command = [{json.dumps(node)}, {json.dumps(reference)}, {json.dumps(files)}]\n"
-                        f"[upstream.sandbox]\nread = [{json.dumps(files)}]\n\n")
-        token_config(config, upstream)
-        if with_upstream:
-            subprocess.run([args.toolgate, "tools", "admit", "fs", "read_text_file", "--effect",
-                            "read_only", "--config", config], env=env, check=True,
-                           capture_output=True)
+            admit(args.toolgate, "fs", config, env)
         server = HttpServer([args.toolgate, "serve", "--workspace", ws, "--config", config,
                              "--http", "127.0.0.1:0", "--no-console"], env)
         small = HttpClient(server.addr, token=TOKEN)

@@ -49,6 +49,8 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEPS = os.path.join(ROOT, "target", "test-deps", "node", "node_modules")
+# The reference server, @modelcontextprotocol/server-filesystem, as scripts/test-deps installs it.
+REFERENCE = os.path.join(DEPS, "@modelcontextprotocol", "server-filesystem", "dist", "index.js")
 VENV_PYTHON = os.path.join(ROOT, "target", "test-deps", "venv", "bin", "python")
 TOKEN = "bench-0123456789abcdef0123456789abcdef"
 PROTOCOL = "2025-11-25"
@@ -324,6 +326,25 @@ def token_config(path, extra=""):
                 "actor = \"bench\"\nprofile = \"default\"\n")
 
 
+def fs_upstream(node, files):
+    """toolgate.toml's entry for the reference server, as the upstream `fs`, serving `files`."""
+    return ("[[upstream]]\nname = \"fs\"\n"
+            f"command = [{json.dumps(node)}, {json.dumps(REFERENCE)}, {json.dumps(files)}]\n"
+            # The server reads its root, under /tmp, which its sandbox denies unless granted.
+            f"[upstream.sandbox]\nread = [{json.dumps(files)}]\n\n")
+
+
+def admit(toolgate, upstream, config, env):
+    """Admits `upstream`'s `read_text_file` as read-only, or stops the script."""
+    admitted = subprocess.run(
+        [toolgate, "tools", "admit", upstream, "read_text_file", "--effect", "read_only",
+         "--config", config],
+        capture_output=True, text=True, env=env,
+    )
+    if admitted.returncode != 0:
+        sys.exit(f"toolgate tools admit {upstream} failed: {admitted.stderr}")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--calls", type=int, default=1000)
@@ -335,7 +356,7 @@ def main():
     parser.add_argument("--sync", choices=["effects", "always"], default="effects",
                         help="the audit log's [audit] sync setting (default: effects, toolgate's own)")
     args = parser.parse_args()
-    reference = os.path.join(DEPS, "@modelcontextprotocol", "server-filesystem", "dist", "index.js")
+    reference = REFERENCE
     for path in (args.toolgate, args.node, reference):
         if not os.path.exists(path):
             sys.exit(f"missing {path}: build toolgate in release mode and run scripts/test-deps first")

@@ -42,8 +42,8 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from mcp_read import (  # noqa: E402
-    DEPS, FLOOR, ROOT, TOKEN, HttpClient, HttpServer, Server, alternate, cpu_seconds, ms,
-    percentile, ratio, state_dir, table, token_config, verdict,
+    DEPS, FLOOR, REFERENCE, ROOT, TOKEN, HttpClient, HttpServer, Server, admit, alternate,
+    cpu_seconds, fs_upstream, ms, percentile, ratio, state_dir, table, token_config, verdict,
 )
 
 
@@ -66,7 +66,7 @@ def main():
                         help="do not install mcp-proxy with cargo when it is missing")
     parser.add_argument("--state", help="toolgate's state directory, where its audit log goes")
     args = parser.parse_args()
-    reference = os.path.join(DEPS, "@modelcontextprotocol", "server-filesystem", "dist", "index.js")
+    reference = REFERENCE
     for path in (args.toolgate, args.node, reference):
         if not os.path.exists(path):
             sys.exit(f"missing {path}: build toolgate in release mode and run scripts/test-deps first")
@@ -96,23 +96,14 @@ def main():
         config = os.path.join(tmp, "toolgate.toml")
         token_config(
             config,
-            "[[upstream]]\nname = \"fs\"\n"
-            f"command = [{json.dumps(args.node)}, {json.dumps(reference)}, {json.dumps(files)}]\n"
-            # The server reads its root, under /tmp, which its sandbox denies unless granted.
-            f"[upstream.sandbox]\nread = [{json.dumps(files)}]\n\n"
+            fs_upstream(args.node, files) +
             # The floor: a server that answers at once, so that what toolgate itself adds to
             # an upstream call shows apart from what the reference server takes.
             "[[upstream]]\nname = \"floor\"\n"
             f"command = [{json.dumps(sys.executable)}, {json.dumps(FLOOR)}]\n\n",
         )
         for upstream in ("fs", "floor"):
-            admitted = subprocess.run(
-                [args.toolgate, "tools", "admit", upstream, "read_text_file", "--effect",
-                 "read_only", "--config", config],
-                capture_output=True, text=True, env=gate_env("stdio"),
-            )
-            if admitted.returncode != 0:
-                sys.exit(f"toolgate tools admit {upstream} failed: {admitted.stderr}")
+            admit(args.toolgate, upstream, config, gate_env("stdio"))
 
         serve = [args.toolgate, "serve", "--workspace", ws, "--config", config]
         arguments = {"path": small}
