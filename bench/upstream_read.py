@@ -15,7 +15,11 @@ file with `read_text_file` N times per target, one call at a time:
   mcp-proxy --root target/bench-tools --no-default-features`; `--no-install` skips it, and
   `--mcp-proxy PATH` names another);
 - the floor (bench/floor.py, a server that answers at once) directly and through toolgate as
-  an upstream, over stdio: what toolgate itself adds to an upstream call, whatever the server.
+  an upstream, over stdio: what toolgate itself adds to an upstream call, whatever the server;
+- both servers through bench/relay.c, a proxy that passes bytes both ways and does nothing
+  else (one thread, one poll): what any proxy between client and server pays on this machine,
+  the floor under the ratio targets. The script compiles it with `cc` into target/bench-tools;
+  without a C compiler these rows are left out.
 
 All targets run in the same invocation, alternating in blocks, so machine noise falls on all
 of them. It prints the median and 99th percentile of each, the ratios the targets name, and
@@ -53,6 +57,23 @@ def free_port():
         return s.getsockname()[1]
 
 
+def build_relay():
+    """bench/relay.c compiled into target/bench-tools, or None without a C compiler."""
+    source = os.path.join(os.path.dirname(os.path.abspath(__file__)), "relay.c")
+    built = os.path.join(ROOT, "target", "bench-tools", "relay")
+    compiler = shutil.which("cc") or shutil.which("gcc")
+    if os.path.exists(built) and os.path.getmtime(built) >= os.path.getmtime(source):
+        return built
+    if not compiler:
+        print("no C compiler: the bare relay's rows are left out", file=sys.stderr)
+        return None
+    os.makedirs(os.path.dirname(built), exist_ok=True)
+    if subprocess.run([compiler, "-O2", "-o", built, source]).returncode != 0:
+        print("bench/relay.c did not compile: its rows are left out", file=sys.stderr)
+        return None
+    return built
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--calls", type=int, default=1000)
@@ -79,6 +100,7 @@ def main():
         if installed.returncode != 0:
             print("mcp-proxy could not be installed; its row is left out", file=sys.stderr)
     have_proxy = os.path.exists(args.mcp_proxy)
+    relay = build_relay()
     state, remove_state = state_dir(args.state)
     gate_env = lambda name: {**os.environ, "XDG_STATE_HOME": os.path.join(state, name),
                              "TOOLGATE_BENCH_TOKEN": TOKEN}
@@ -123,6 +145,16 @@ def main():
             ("toolgate stdio", gate, "fs__read_text_file", arguments),
             ("toolgate http", web_client, "fs__read_text_file", arguments),
         ]
+        relayed = []
+        if relay:
+            relayed = [Server([relay, args.node, reference, files]),
+                       Server([relay, sys.executable, FLOOR])]
+            for server in relayed:
+                server.initialize()
+            targets += [
+                ("relay floor stdio", relayed[1], "read_text_file", arguments),
+                ("relay stdio", relayed[0], "read_text_file", arguments),
+            ]
         proxy = None
         if have_proxy:
             port = free_port()
@@ -149,7 +181,7 @@ def main():
         samples = alternate(targets, args.calls, args.warmup, args.block)
         cpu_per_call = {name: (cpu_seconds(p.proc.pid) - cpu_before[name])
                         / (n * (args.calls + args.warmup)) for name, p, n in measured}
-        for server in (gate, direct, floor, web) + ((proxy,) if proxy else ()):
+        for server in [gate, direct, floor, web, *relayed] + ([proxy] if proxy else []):
             server.close()
     if remove_state:
         shutil.rmtree(state, ignore_errors=True)
@@ -161,8 +193,10 @@ def main():
         [
             ("floor", "floor (answers at once) directly, stdio"),
             ("toolgate floor stdio", "floor through toolgate, stdio"),
+            ("relay floor stdio", "floor through the bare relay, stdio"),
             ("direct", "server-filesystem directly, stdio"),
             ("toolgate stdio", "through toolgate, stdio"),
+            ("relay stdio", "through the bare relay, stdio"),
             ("toolgate http", "through toolgate, HTTP http.client"),
             ("mcp-proxy http", "through mcp-proxy, HTTP http.client"),
         ],
@@ -174,6 +208,12 @@ def main():
     f_added = percentile(samples["toolgate floor stdio"], 50) - percentile(samples["floor"], 50)
     print(f"toolgate over stdio adds {ms(f_added):.3f} ms to the floor's p50 "
           f"(the 1.10x target allows {ms(0.10 * d50):.3f} ms)")
+    if "relay stdio" in samples:
+        r_added = percentile(samples["relay stdio"], 50) - d50
+        rf_added = percentile(samples["relay floor stdio"], 50) - percentile(samples["floor"], 50)
+        print(f"the bare relay adds {ms(r_added):.3f} ms to server-filesystem's p50 "
+              f"(ratio {percentile(samples['relay stdio'], 50) / d50:.3f}) and "
+              f"{ms(rf_added):.3f} ms to the floor's (what passing bytes alone costs here)")
     g_added = percentile(samples["toolgate http"], 50) - d50
     print(f"toolgate over HTTP adds {ms(g_added):.3f} ms to the direct p50")
     if "mcp-proxy http" in samples:

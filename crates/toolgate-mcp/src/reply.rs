@@ -154,7 +154,14 @@ fn content_blocks(output: &Value) -> Option<Vec<ContentBlock>> {
     if object.len() != 1 {
         return None;
     }
-    serde_json::from_value(object.get("content")?.clone()).ok()
+    // Only an array can be blocks. Anything else (an upstream's `{"content": "<the file>"}`)
+    // is not read as blocks at all: failing, serde would quote it whole in its error.
+    object
+        .get("content")?
+        .as_array()?
+        .iter()
+        .map(|block| ContentBlock::deserialize(block).ok())
+        .collect()
 }
 
 /// A rejection or failure in words a model can act on.
