@@ -43,10 +43,11 @@ use toolgate_console::guard;
 
 use crate::auth::{Principal, TokenTable};
 use crate::gateway::Gateway;
-use crate::session::{AnswerWatch, Session};
+use crate::session::{AnswerWatch, Registration, Session};
 use crate::wire::{ArgumentText, Decoded, decode};
 
 mod answer;
+mod direct;
 pub mod sessions;
 
 pub use sessions::SessionLimits;
@@ -217,6 +218,7 @@ pub async fn serve_http(
         config,
     );
     let front = Arc::new(Front {
+        gateway: Arc::clone(&gateway),
         hosts: guard::own_hosts(local, &options.allowed_hosts),
         options,
         ledger,
@@ -287,6 +289,7 @@ async fn refuse_busy(mut stream: tokio::net::TcpStream) {
 
 /// The checks in front of rmcp's service.
 struct Front {
+    gateway: Arc<Gateway>,
     hosts: Vec<String>,
     options: HttpOptions,
     /// Which principal began each open session, and which are idle.
@@ -370,8 +373,8 @@ impl Front {
                     );
                     return response;
                 }
-                Decoded::Message(message) => {
-                    if let ClientJsonRpcMessage::Request(mut request) = *message {
+                Decoded::Message(message) => match *message {
+                    ClientJsonRpcMessage::Request(mut request) => {
                         if session.is_none()
                             && matches!(request.request, ClientRequest::InitializeRequest(_))
                         {
@@ -382,13 +385,39 @@ impl Front {
                                 Err(refusal) => return refused(&refusal, &request.id),
                             }
                         }
-                        if let Some(text) =
-                            request.request.extensions_mut().remove::<ArgumentText>()
+                        let text = request.request.extensions_mut().remove::<ArgumentText>();
+                        // A call that needs nothing of rmcp's session worker is answered here.
+                        if let Some(state) = busy.as_ref().and_then(sessions::Stream::session)
+                            && direct::eligible(
+                                &parts.headers,
+                                &request,
+                                &state,
+                                &self.gateway,
+                                &principal,
+                            )
                         {
+                            let response = direct::answer(
+                                state,
+                                &self.gateway,
+                                principal,
+                                request,
+                                text,
+                                self.options.keep_alive,
+                            )
+                            .await;
+                            return response.map(|body| answer::keeping(body, busy));
+                        }
+                        if let Some(text) = text {
                             parts.extensions.insert(text);
                         }
                     }
-                }
+                    ClientJsonRpcMessage::Notification(notification) => {
+                        if let Some(state) = busy.as_ref().and_then(sessions::Stream::session) {
+                            direct::cancelled(&state, &notification.notification);
+                        }
+                    }
+                    ClientJsonRpcMessage::Response(_) | ClientJsonRpcMessage::Error(_) => {}
+                },
                 Decoded::Ignore => {}
             }
         }
@@ -424,10 +453,13 @@ impl Front {
     /// that rmcp holds and the ledger does not know.
     async fn begin(
         self: &Arc<Self>,
-        request: Request<Full<Bytes>>,
+        mut request: Request<Full<Bytes>>,
         reservation: Reservation,
         principal: Principal,
     ) -> Response<Body> {
+        // The session's handler leaves its state here, for the calls answered directly.
+        let registration = Registration::default();
+        request.extensions_mut().insert(registration.clone());
         let front = Arc::clone(self);
         let task = tokio::spawn(async move {
             let response = front.mcp.handle(request).await;
@@ -436,7 +468,8 @@ impl Front {
                 .get(SESSION_HEADER)
                 .and_then(|v| v.to_str().ok())
             {
-                reservation.admit(begun, principal);
+                let handler = registration.0.get().cloned().unwrap_or_default();
+                reservation.admit(begun, principal, handler);
             }
             response
         });

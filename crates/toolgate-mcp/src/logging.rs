@@ -52,6 +52,14 @@ impl LogLevel {
         *self.0.lock().unwrap_or_else(PoisonError::into_inner) = Some(rank(params.level));
     }
 
+    /// Whether the session asked for log messages at all (`logging/setLevel`).
+    pub(crate) fn is_set(&self) -> bool {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_some()
+    }
+
     /// Whether a message at `level` is wanted: by the request's own level when it has one
     /// (2026-07-28), else by the session's.
     pub(crate) fn wants(&self, level: LoggingLevel, request: Option<LoggingLevel>) -> bool {

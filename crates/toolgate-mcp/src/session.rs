@@ -46,19 +46,48 @@ pub struct AnswerWatch(pub CancellationToken);
 /// One MCP session, as rmcp's server handler.
 #[derive(Debug)]
 pub struct Session {
+    state: Arc<SessionState>,
+}
+
+/// What a session holds. Shared with the HTTP transport, which answers some of the
+/// session's calls itself (see `crate::http::direct`).
+#[derive(Debug)]
+pub struct SessionState {
     gateway: Arc<Gateway>,
     identity: Identity,
     shown: Mutex<Option<Arc<Shown>>>,
-    log: LogLevel,
+    pub(crate) log: LogLevel,
     /// Cancelled when the session ends, to stop what it started in the background.
-    ended: CancellationToken,
+    pub(crate) ended: CancellationToken,
+    /// Whether the client said it is initialized: only then are calls answered directly.
+    pub(crate) ready: std::sync::atomic::AtomicBool,
+    /// Calls answered directly and still running, by the client's request id (as JSON), for
+    /// a `notifications/cancelled` to reach; each with a marker of its own, so that a call
+    /// that ends removes its own entry and not a later call's under the same id.
+    pub(crate) direct: Mutex<std::collections::HashMap<String, DirectCall>>,
+}
+
+impl std::ops::Deref for Session {
+    type Target = SessionState;
+
+    fn deref(&self) -> &SessionState {
+        &self.state
+    }
 }
 
 impl Drop for Session {
     fn drop(&mut self) {
-        self.ended.cancel();
+        self.state.ended.cancel();
     }
 }
+
+/// A call answered directly: its marker, and what cancels it.
+pub(crate) type DirectCall = (Arc<()>, CancellationToken);
+
+/// Given with an HTTP `initialize`: the session it begins puts its state here, for the
+/// transport to find by the session's id.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Registration(pub(crate) Arc<OnceLock<std::sync::Weak<SessionState>>>);
 
 /// Where a session's principal comes from.
 #[derive(Debug)]
@@ -73,26 +102,30 @@ enum Identity {
 impl Session {
     /// A session whose calls all run as `principal`.
     pub fn new(gateway: Arc<Gateway>, principal: Principal) -> Self {
-        Session {
-            gateway,
-            identity: Identity::Fixed(principal),
-            shown: Mutex::new(None),
-            log: LogLevel::default(),
-            ended: CancellationToken::new(),
-        }
+        Session::with(gateway, Identity::Fixed(principal))
     }
 
     /// A session whose principal the first request's [`Principal`] extension decides.
     pub fn bound_by_request(gateway: Arc<Gateway>) -> Self {
-        Session {
-            gateway,
-            identity: Identity::Bound(OnceLock::new()),
-            shown: Mutex::new(None),
-            log: LogLevel::default(),
-            ended: CancellationToken::new(),
-        }
+        Session::with(gateway, Identity::Bound(OnceLock::new()))
     }
 
+    fn with(gateway: Arc<Gateway>, identity: Identity) -> Self {
+        Session {
+            state: Arc::new(SessionState {
+                gateway,
+                identity,
+                shown: Mutex::new(None),
+                log: LogLevel::default(),
+                ended: CancellationToken::new(),
+                ready: std::sync::atomic::AtomicBool::new(false),
+                direct: Mutex::default(),
+            }),
+        }
+    }
+}
+
+impl SessionState {
     fn principal(&self, ctx: &RequestContext<RoleServer>) -> Result<Principal, McpError> {
         match &self.identity {
             Identity::Fixed(principal) => Ok(principal.clone()),
@@ -117,7 +150,7 @@ impl Session {
     }
 
     /// What the session may call: its last listing, or what was visible when it began.
-    fn shown(&self, pipeline: &Pipeline, principal: &Principal) -> Arc<Shown> {
+    pub(crate) fn shown(&self, pipeline: &Pipeline, principal: &Principal) -> Arc<Shown> {
         let mut shown = self.shown.lock().unwrap_or_else(PoisonError::into_inner);
         Arc::clone(
             shown.get_or_insert_with(|| {
@@ -144,6 +177,9 @@ impl ServerHandler for Session {
         context: RequestContext<RoleServer>,
     ) -> Result<InitializeResult, McpError> {
         let principal = self.principal(&context)?;
+        if let Some(Registration(slot)) = request_extension::<Registration>(&context) {
+            let _ = slot.set(Arc::downgrade(&self.state));
+        }
         context.peer.set_peer_info(request.clone());
         // The session begins here: what it may call until it lists is what is visible now.
         self.shown(&self.gateway.pipeline(), &principal);
@@ -197,6 +233,7 @@ impl ServerHandler for Session {
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        self.ready.store(true, std::sync::atomic::Ordering::Release);
         let mut changes = self.gateway.changes();
         let peer = context.peer;
         let ended = self.ended.clone();
@@ -394,7 +431,11 @@ impl Session {
 
     /// Where the log messages of the request's call go, at the level the client asked for.
     fn logs(&self, context: &RequestContext<RoleServer>) -> Logs<'_> {
-        Logs::new(&self.log, context.meta.log_level(), context.peer.clone())
+        Logs::new(
+            &self.log,
+            context.meta.log_level(),
+            Some(context.peer.clone()),
+        )
     }
 
     fn progress(&self, context: &RequestContext<RoleServer>, tool: &str) -> Option<Progress> {
@@ -493,7 +534,7 @@ impl Shown {
     /// the session was not shown is unknown to it, whatever the registry holds; one whose entry
     /// changed since it was shown is stale. A tool hidden since, disabled or unavailable the
     /// registry refuses with its own code.
-    fn admit(
+    pub(crate) fn admit(
         &self,
         invocation: &Invocation,
         resolved: Option<&Arc<Tool>>,

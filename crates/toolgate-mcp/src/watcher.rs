@@ -164,8 +164,7 @@ impl Running {
         }
     }
 
-    /// The flag that cancels the call, to watch from a test.
-    #[cfg(test)]
+    /// The flag that cancels the call.
     pub(crate) fn cancelled(&self) -> toolgate_core::Cancel {
         self.cancelled.clone()
     }
@@ -289,7 +288,9 @@ pub(crate) struct Logs<'a> {
     level: &'a LogLevel,
     /// The request's own level (`_meta["io.modelcontextprotocol/logLevel"]`, 2026-07-28).
     request: Option<logging::Level>,
-    peer: Peer<RoleServer>,
+    /// `None` for a call answered without rmcp, which is answered so only when nobody asked
+    /// for log messages.
+    peer: Option<Peer<RoleServer>>,
 }
 
 impl<'a> Logs<'a> {
@@ -297,7 +298,7 @@ impl<'a> Logs<'a> {
     pub(crate) fn new(
         level: &'a LogLevel,
         request: Option<logging::Level>,
-        peer: Peer<RoleServer>,
+        peer: Option<Peer<RoleServer>>,
     ) -> Self {
         Logs {
             level,
@@ -325,15 +326,17 @@ async fn relay(notice: Notice, progress: &mut Option<Progress>, logs: &Logs<'_>)
             logger,
             data,
         } => {
-            logs.level
-                .send(
-                    &logs.peer,
-                    logs.request,
-                    logging::level_named(&level),
-                    logger,
-                    data,
-                )
-                .await;
+            if let Some(peer) = &logs.peer {
+                logs.level
+                    .send(
+                        peer,
+                        logs.request,
+                        logging::level_named(&level),
+                        logger,
+                        data,
+                    )
+                    .await;
+            }
         }
     }
 }

@@ -9,6 +9,10 @@
 //! the way is answered with one `application/json` body, one that reports progress first with
 //! an event stream. The progress comes from an upstream server of the test's own, which
 //! reports it for every call at once.
+//!
+//! A call that needs nothing of rmcp's session worker is answered by toolgate itself: the
+//! tests compare its answers with rmcp's for the same calls, and hold its event stream (for a
+//! call that runs past the keep-alive interval) and its cancellation.
 
 #![allow(
     clippy::unwrap_used,
@@ -40,13 +44,19 @@ const CALLS: usize = 20;
 /// past that, rarely a quarter of them, so the quarter fastest must each take less than this.
 const NAGLE_FLOOR: Duration = Duration::from_millis(35);
 
-/// An upstream MCP server over stdio with one tool, `tick`, that reports progress for the
-/// call's token (when it has one) before it answers, at once.
+/// An upstream MCP server over stdio with two tools: `tick`, that reports progress for the
+/// call's token (when it has one) before it answers, at once; and `nap`, that answers after
+/// six seconds (longer than toolgate's keep-alive interval), on a thread of its own.
 const PROGRESS_UPSTREAM: &str = r#"
-import json, sys
+import json, sys, threading, time
+lock = threading.Lock()
 def write(message):
-    sys.stdout.write(json.dumps(message) + "\n")
-    sys.stdout.flush()
+    with lock:
+        sys.stdout.write(json.dumps(message) + "\n")
+        sys.stdout.flush()
+def nap(id):
+    time.sleep(6)
+    write({"jsonrpc": "2.0", "id": id, "result": {"content": [{"type": "text", "text": "awake"}]}})
 for line in sys.stdin:
     message = json.loads(line)
     method, id = message.get("method"), message.get("id")
@@ -57,7 +67,11 @@ for line in sys.stdin:
     elif method == "tools/list":
         write({"jsonrpc": "2.0", "id": id, "result": {"tools": [{
             "name": "tick", "description": "Reports progress once, then answers.",
+            "inputSchema": {"type": "object", "properties": {}}}, {
+            "name": "nap", "description": "Answers after six seconds.",
             "inputSchema": {"type": "object", "properties": {}}}]}})
+    elif method == "tools/call" and message["params"]["name"] == "nap":
+        threading.Thread(target=nap, args=(id,), daemon=True).start()
     elif method == "tools/call":
         token = message["params"].get("_meta", {}).get("progressToken")
         if token is not None:
@@ -96,21 +110,23 @@ impl Server {
             ),
         )
         .unwrap();
-        let admitted = Command::new(toolgate_bin())
-            .args([
-                "tools",
-                "admit",
-                "fx",
-                "tick",
-                "--effect",
-                "read_only",
-                "--config",
-            ])
-            .arg(&config)
-            .env("XDG_STATE_HOME", dir.path().join("state"))
-            .output()
-            .unwrap();
-        assert!(admitted.status.success(), "admit tick: {admitted:?}");
+        for tool in ["tick", "nap"] {
+            let admitted = Command::new(toolgate_bin())
+                .args([
+                    "tools",
+                    "admit",
+                    "fx",
+                    tool,
+                    "--effect",
+                    "read_only",
+                    "--config",
+                ])
+                .arg(&config)
+                .env("XDG_STATE_HOME", dir.path().join("state"))
+                .output()
+                .unwrap();
+            assert!(admitted.status.success(), "admit {tool}: {admitted:?}");
+        }
         let mut child = Command::new(toolgate_bin())
             .args([
                 "serve",
@@ -145,12 +161,13 @@ impl Drop for Server {
     }
 }
 
-/// One answer: its status, content type and the JSON-RPC messages of its body.
+/// One answer: its status, content type, its body and the JSON-RPC messages in it.
 #[derive(Debug)]
 struct Reply {
     status: u16,
     content_type: String,
     session: Option<String>,
+    body: String,
     messages: Vec<Value>,
 }
 
@@ -180,8 +197,21 @@ impl Connection {
         }
     }
 
+    /// Another connection to the same server, in the same session.
+    fn sibling(&self) -> Connection {
+        let mut other = Connection::open(self.addr);
+        other.session.clone_from(&self.session);
+        other
+    }
+
     /// POSTs `message`: the head in one write, the body in a second.
     fn post(&mut self, message: &Value) -> Reply {
+        self.send(message, &[]);
+        self.read_reply()
+    }
+
+    /// Sends `message` with `headers` besides the usual, without reading the answer.
+    fn send(&mut self, message: &Value, headers: &[(&str, &str)]) {
         let body = message.to_string();
         let mut head = format!(
             "POST /mcp HTTP/1.1\r\nhost: {}\r\nauthorization: Bearer {TOKEN}\r\n\
@@ -193,16 +223,24 @@ impl Connection {
         if let Some(session) = &self.session {
             head.push_str(&format!("mcp-session-id: {session}\r\n"));
         }
+        for (name, value) in headers {
+            head.push_str(&format!("{name}: {value}\r\n"));
+        }
         head.push_str("\r\n");
         self.writer.write_all(head.as_bytes()).unwrap();
         self.writer.write_all(body.as_bytes()).unwrap();
-        self.read_reply()
     }
 
     fn request(&mut self, method: &str, params: Value) -> Reply {
+        self.request_with(method, params, &[])
+    }
+
+    fn request_with(&mut self, method: &str, params: Value, headers: &[(&str, &str)]) -> Reply {
         self.next_id += 1;
         let id = self.next_id;
-        self.post(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
+        let message = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        self.send(&message, headers);
+        self.read_reply()
     }
 
     fn begin(&mut self) {
@@ -288,6 +326,7 @@ impl Connection {
             status,
             content_type,
             session,
+            body,
             messages,
         }
     }
@@ -395,4 +434,112 @@ fn a_call_that_reports_nothing_gets_json_and_one_that_notifies_gets_an_event_str
     // The connection serves on after a stream.
     let again = read_a_file(&mut connection);
     assert_eq!(again.content_type, "application/json", "{again:?}");
+}
+
+/// `messages` without what differs between any two calls: the request's id, the call's id
+/// wherever it appears, and the evidence's timings.
+fn comparable(messages: &[Value]) -> Vec<Value> {
+    messages
+        .iter()
+        .map(|message| {
+            let call_id = message["result"]["_meta"]["toolgate/call_id"]
+                .as_str()
+                .unwrap_or("(none)")
+                .to_owned();
+            let text = message.to_string().replace(&call_id, "(call)");
+            let mut message: Value = serde_json::from_str(&text).unwrap();
+            message["id"] = Value::Null;
+            if let Some(evidence) = message["result"]["_meta"]
+                .get_mut("toolgate/evidence")
+                .and_then(Value::as_object_mut)
+            {
+                for varies in ["request_id", "durations_ns", "total_ns"] {
+                    evidence.remove(varies);
+                }
+            }
+            message
+        })
+        .collect()
+}
+
+/// A `tools/call` that needs nothing of rmcp's session worker is answered by toolgate itself.
+/// The same call with an `Mcp-Method` header (which rmcp checks against the body, and so
+/// which toolgate leaves to rmcp) goes through rmcp's handler: both answers say the same,
+/// for reads, refusals, unknown tools and an upstream's call alike.
+#[test]
+fn a_call_answered_without_rmcp_is_answered_as_rmcp_answers_it() {
+    let server = Server::start();
+    let mut connection = Connection::open(server.addr);
+    connection.begin();
+    read_a_file(&mut connection);
+    for params in [
+        json!({"name": "read_file", "arguments": {"path": "a.txt"}}),
+        json!({"name": "read_file", "arguments": {"path": "a.txt", "limit": 2}, "_meta": {}}),
+        json!({"name": "read_file", "arguments": {"path": "../outside.txt"}}),
+        json!({"name": "read_file", "arguments": {"path": "a.txt", "tail": true}}),
+        json!({"name": "no_such_tool", "arguments": {}}),
+        json!({"name": "fx__tick", "arguments": {}}),
+    ] {
+        let direct = connection.request("tools/call", params.clone());
+        let through_rmcp = connection.request_with(
+            "tools/call",
+            params.clone(),
+            &[("mcp-method", "tools/call")],
+        );
+        assert_eq!(direct.status, through_rmcp.status, "{params}");
+        assert_eq!(direct.content_type, through_rmcp.content_type, "{params}");
+        assert_eq!(
+            comparable(&direct.messages),
+            comparable(&through_rmcp.messages),
+            "{params}"
+        );
+    }
+}
+
+/// A call answered by toolgate itself that runs past the keep-alive interval (5 s) is
+/// answered as an event stream: a keep-alive comment at once, then its result. One that its
+/// client cancels with `notifications/cancelled`, on a POST of its own, ends at once.
+#[test]
+fn a_long_call_answered_directly_streams_and_a_cancelled_one_ends_at_once() {
+    let server = Server::start();
+    let mut first = Connection::open(server.addr);
+    first.begin();
+    read_a_file(&mut first);
+    let mut second = first.sibling();
+    let mut third = first.sibling();
+    let nap = |id: u64| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+               "params": {"name": "fx__nap", "arguments": {}}})
+    };
+    first.send(&nap(901), &[]);
+    second.send(&nap(902), &[]);
+    std::thread::sleep(Duration::from_millis(500));
+    let asked = Instant::now();
+    let accepted = third.post(
+        &json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                                      "params": {"requestId": 902, "reason": "changed my mind"}}),
+    );
+    assert_eq!(accepted.status, 202, "{accepted:?}");
+    let cancelled = second.read_reply();
+    assert!(
+        asked.elapsed() < Duration::from_secs(3),
+        "the cancelled call ended {:?} after it was cancelled",
+        asked.elapsed()
+    );
+    assert_eq!(cancelled.content_type, "application/json", "{cancelled:?}");
+    let result = &cancelled.messages[0]["result"];
+    assert_eq!(result["isError"], json!(true), "{cancelled:?}");
+    assert!(result.to_string().contains("cancel"), "{cancelled:?}");
+
+    let slept = first.read_reply();
+    assert!(is_event_stream(&slept), "{slept:?}");
+    assert!(slept.body.starts_with(": keep-alive"), "{slept:?}");
+    assert_eq!(slept.messages.len(), 1, "{slept:?}");
+    assert_eq!(slept.messages[0]["id"], json!(901), "{slept:?}");
+    assert!(
+        slept.messages[0]["result"].to_string().contains("awake"),
+        "{slept:?}"
+    );
+    // The connection serves on after a stream.
+    read_a_file(&mut first);
 }

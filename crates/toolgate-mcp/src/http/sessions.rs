@@ -18,7 +18,7 @@
 //! so it would end a session whose client is listening for `list_changed` and nothing else.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
 use rmcp::model::RequestId;
@@ -30,6 +30,7 @@ use sha2::{Digest as _, Sha256};
 use tokio_util::sync::CancellationToken;
 
 use crate::auth::Principal;
+use crate::session::SessionState;
 
 /// How many sessions may be open, and how long an idle one lives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -209,6 +210,8 @@ struct OpenSession {
     idle_since: Instant,
     /// Response streams open now.
     streams: usize,
+    /// The session's state, for the calls the transport answers itself.
+    handler: Weak<SessionState>,
 }
 
 impl SessionLedger {
@@ -271,9 +274,11 @@ impl SessionLedger {
         }
         session.streams += 1;
         let id = Arc::clone(&session.id);
+        let handler = session.handler.clone();
         Some(Stream {
             ledger: Arc::clone(self),
             id,
+            handler,
         })
     }
 
@@ -369,8 +374,8 @@ pub(crate) struct Reservation {
 }
 
 impl Reservation {
-    /// Session `id`, begun by `principal`, takes the slot.
-    pub(crate) fn admit(mut self, id: &str, principal: Principal) {
+    /// Session `id`, begun by `principal` with `handler` as its state, takes the slot.
+    pub(crate) fn admit(mut self, id: &str, principal: Principal, handler: Weak<SessionState>) {
         let Some(holder) = self.holder.take() else {
             return;
         };
@@ -385,6 +390,7 @@ impl Reservation {
                 principal,
                 idle_since: Instant::now(),
                 streams: 0,
+                handler,
             },
         );
     }
@@ -405,6 +411,14 @@ impl Drop for Reservation {
 pub(crate) struct Stream {
     ledger: Arc<SessionLedger>,
     id: SessionId,
+    handler: Weak<SessionState>,
+}
+
+impl Stream {
+    /// The session's state, while the session lives.
+    pub(crate) fn session(&self) -> Option<Arc<SessionState>> {
+        self.handler.upgrade()
+    }
 }
 
 impl Drop for Stream {
@@ -499,7 +513,7 @@ mod tests {
         );
         // Every session is busy or just begun: the whole timeout, or the time it has left.
         assert_eq!(refused.retry_after, Duration::from_secs(10));
-        a1.admit("s1", alice.clone());
+        a1.admit("s1", alice.clone(), Weak::new());
         drop(a2);
         let _a3 = ledger.reserve(token("a")).unwrap();
         let _b1 = ledger.reserve(token("b")).unwrap();
@@ -537,11 +551,11 @@ mod tests {
         ledger
             .reserve(token("a"))
             .unwrap()
-            .admit("busy", alice.clone());
+            .admit("busy", alice.clone(), Weak::new());
         ledger
             .reserve(token("a"))
             .unwrap()
-            .admit("idle", alice.clone());
+            .admit("idle", alice.clone(), Weak::new());
         let stream = ledger.enter("busy", &alice).unwrap();
         assert!(
             ledger
@@ -585,7 +599,7 @@ mod tests {
         ledger
             .reserve(token("a"))
             .unwrap()
-            .admit("closed", alice.clone());
+            .admit("closed", alice.clone(), Weak::new());
         let shutdown = CancellationToken::new();
         let sweeper = tokio::spawn(sweep(
             Arc::clone(&ledger),
@@ -613,8 +627,11 @@ mod tests {
         ledger
             .reserve(token("a"))
             .unwrap()
-            .admit("kept", alice.clone());
-        ledger.reserve(token("a")).unwrap().admit("closed", alice);
+            .admit("kept", alice.clone(), Weak::new());
+        ledger
+            .reserve(token("a"))
+            .unwrap()
+            .admit("closed", alice, Weak::new());
         let live: HashSet<SessionId> = ["kept", "stray"].into_iter().map(SessionId::from).collect();
         assert!(ledger.reconcile(&live).is_empty());
         assert_eq!(ledger.open(), 1);
