@@ -52,7 +52,7 @@ pub struct Session {
 /// What a session holds. Shared with the HTTP transport, which answers some of the
 /// session's calls itself (see `crate::http::direct`).
 #[derive(Debug)]
-pub struct SessionState {
+pub(crate) struct SessionState {
     gateway: Arc<Gateway>,
     identity: Identity,
     shown: Mutex<Option<Arc<Shown>>>,
@@ -65,14 +65,6 @@ pub struct SessionState {
     /// a `notifications/cancelled` to reach; each with a marker of its own, so that a call
     /// that ends removes its own entry and not a later call's under the same id.
     pub(crate) direct: Mutex<std::collections::HashMap<String, DirectCall>>,
-}
-
-impl std::ops::Deref for Session {
-    type Target = SessionState;
-
-    fn deref(&self) -> &SessionState {
-        &self.state
-    }
 }
 
 impl Drop for Session {
@@ -149,6 +141,36 @@ impl SessionState {
         }
     }
 
+    /// Starts call `name` as `principal`: its arguments as the client sent them (`text`, when
+    /// the transport kept it, so that stage 1 sees duplicate keys), stage 2 admitting only
+    /// what this session was shown. Every transport's `tools/call` begins here.
+    pub(crate) fn start_call(
+        &self,
+        principal: Principal,
+        name: &str,
+        text: Option<String>,
+        arguments: Option<rmcp::model::JsonObject>,
+        request_id: String,
+    ) -> Running {
+        let pipeline = self.gateway.pipeline();
+        let shown = self.shown(&pipeline, &principal);
+        let arguments = match text {
+            Some(text) => RawArguments::Text(text),
+            None => RawArguments::Value(arguments.map_or(Value::Null, Value::Object)),
+        };
+        let raw = RawCall {
+            tool: name.to_owned(),
+            arguments,
+            surface: Surface::Chat,
+            actor: principal.actor,
+            profile: principal.profile,
+            request_id: Some(request_id),
+        };
+        Running::start(pipeline, raw, move |invocation, tool| {
+            shown.admit(invocation, tool)
+        })
+    }
+
     /// What the session may call: its last listing, or what was visible when it began.
     pub(crate) fn shown(&self, pipeline: &Pipeline, principal: &Principal) -> Arc<Shown> {
         let mut shown = self.shown.lock().unwrap_or_else(PoisonError::into_inner);
@@ -168,7 +190,7 @@ impl SessionState {
 
 impl ServerHandler for Session {
     fn get_info(&self) -> ServerConfig {
-        self.gateway.info()
+        self.state.gateway.info()
     }
 
     async fn initialize(
@@ -176,13 +198,13 @@ impl ServerHandler for Session {
         request: InitializeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<InitializeResult, McpError> {
-        let principal = self.principal(&context)?;
+        let principal = self.state.principal(&context)?;
         if let Some(Registration(slot)) = request_extension::<Registration>(&context) {
             let _ = slot.set(Arc::downgrade(&self.state));
         }
         context.peer.set_peer_info(request.clone());
         // The session begins here: what it may call until it lists is what is visible now.
-        self.shown(&self.gateway.pipeline(), &principal);
+        self.state.shown(&self.state.gateway.pipeline(), &principal);
         self.negotiate_initialize(&request)
     }
 
@@ -192,7 +214,7 @@ impl ServerHandler for Session {
         &self,
         _context: RequestContext<RoleServer>,
     ) -> Result<DiscoverResult, McpError> {
-        let mut info = self.gateway.info();
+        let mut info = self.state.gateway.info();
         info.capabilities = logging::modern_capabilities();
         Ok(DiscoverResult::from_server_info(
             self.supported_protocol_versions().into_owned(),
@@ -215,7 +237,7 @@ impl ServerHandler for Session {
                 rmcp::model::SetLevelRequestMethod,
             >());
         }
-        self.log.set(&request);
+        self.state.log.set(&request);
         Ok(())
     }
 
@@ -227,16 +249,18 @@ impl ServerHandler for Session {
     }
 
     async fn listen(&self, subscription: SubscriptionContext) -> Result<(), McpError> {
-        self.principal(subscription.request_context())?;
+        self.state.principal(subscription.request_context())?;
         let ending = request_extension::<ListenEnd>(subscription.request_context());
-        subscriptions::serve(&self.gateway, subscription, &self.ended, ending).await
+        subscriptions::serve(&self.state.gateway, subscription, &self.state.ended, ending).await
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
-        self.ready.store(true, std::sync::atomic::Ordering::Release);
-        let mut changes = self.gateway.changes();
+        self.state
+            .ready
+            .store(true, std::sync::atomic::Ordering::Release);
+        let mut changes = self.state.gateway.changes();
         let peer = context.peer;
-        let ended = self.ended.clone();
+        let ended = self.state.ended.clone();
         tokio::spawn(async move {
             loop {
                 tokio::select! {
@@ -262,8 +286,8 @@ impl ServerHandler for Session {
                 None,
             ));
         }
-        let principal = self.principal(&context)?;
-        let listed = self.list(&self.gateway.pipeline(), &principal);
+        let principal = self.state.principal(&context)?;
+        let listed = self.state.list(&self.state.gateway.pipeline(), &principal);
         let tools = listed.tools.iter().map(|tool| mcp_tool(tool)).collect();
         // The list depends on the session's principal: rmcp marks it private, uncached, for
         // clients of the revisions that have cache hints.
@@ -290,18 +314,17 @@ impl Session {
         request: CallToolRequestParams,
         mut context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        let principal = self.principal(&context)?;
+        let principal = self.state.principal(&context)?;
         if let Some(state) = &request.request_state {
             return self.resume(state, &request, &principal, &context).await;
         }
-        let pipeline = self.gateway.pipeline();
-        let shown = self.shown(&pipeline, &principal);
         // The text as sent, when the transport kept it, so that stage 1 sees duplicate keys.
         let text = match context.extensions.remove::<ArgumentText>() {
             Some(ArgumentText(text)) => Some(text),
             None => request_extension::<ArgumentText>(&context).map(|ArgumentText(text)| text),
         };
         let ask = match self
+            .state
             .gateway
             .elicitation()
             .and_then(|e| e.for_request(&principal.profile, &context))
@@ -322,27 +345,19 @@ impl Session {
             };
             (principal.clone(), arguments)
         });
-        let arguments = match text {
-            Some(text) => RawArguments::Text(text),
-            None => RawArguments::Value(request.arguments.map_or(Value::Null, Value::Object)),
-        };
         let request_id = request_extension::<ClientRequestId>(&context)
             .map_or_else(|| context.id.to_string(), |id| id.0.to_string());
-        let raw = RawCall {
-            tool: request.name.to_string(),
-            arguments,
-            surface: Surface::Chat,
-            actor: principal.actor,
-            profile: principal.profile,
-            request_id: Some(request_id),
-        };
-        let mut call = Running::start(pipeline, raw, move |invocation, tool| {
-            shown.admit(invocation, tool)
-        });
+        let mut call = self.state.start_call(
+            principal,
+            &request.name,
+            text,
+            request.arguments,
+            request_id,
+        );
         let mut progress = self.progress(&context, &request.name);
         let logs = self.logs(&context);
         let answer = request_extension::<AnswerWatch>(&context).unwrap_or_default();
-        let interval = self.gateway.progress_interval();
+        let interval = self.state.gateway.progress_interval();
         let mut watched = watch_call(
             &mut call,
             &context.ct,
@@ -365,7 +380,7 @@ impl Session {
                 call_id,
                 call,
             });
-            match self.gateway.park(parked) {
+            match self.state.gateway.park(parked) {
                 Ok(state) => {
                     let asked =
                         InputRequiredResult::new(Some(elicit::input_requests(*form)), Some(state));
@@ -402,11 +417,12 @@ impl Session {
     ) -> Result<CallToolResponse, McpError> {
         // A retry carries answers, which the transports leave to rmcp to read whole.
         let mut parked = self
+            .state
             .gateway
             .claim(state, principal, &request.name, request.arguments.as_ref())
             .map_err(|e| McpError::invalid_params(e, None))?;
         if let (Some(elicitation), Some(responses)) =
-            (self.gateway.elicitation(), &request.input_responses)
+            (self.state.gateway.elicitation(), &request.input_responses)
             && let Some(answer) = elicit::answer_in(responses)
         {
             // Refused only when the request no longer waits (answered in the console, cancelled or
@@ -422,7 +438,7 @@ impl Session {
             &answer.0,
             &mut progress,
             &logs,
-            self.gateway.progress_interval(),
+            self.state.gateway.progress_interval(),
             &Ask::Nobody,
         )
         .await;
@@ -432,7 +448,7 @@ impl Session {
     /// Where the log messages of the request's call go, at the level the client asked for.
     fn logs(&self, context: &RequestContext<RoleServer>) -> Logs<'_> {
         Logs::new(
-            &self.log,
+            &self.state.log,
             context.meta.log_level(),
             Some(context.peer.clone()),
         )
@@ -451,32 +467,28 @@ impl Session {
         watched: Watched,
         context: &RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        let ended = match watched {
-            Watched::Ended(ended) => *ended,
-            Watched::AskLater { .. } => {
-                return Err(McpError::internal_error(
-                    "the call was left waiting for an answer nobody was asked for",
-                    None,
-                ));
-            }
-        };
-        let outcome = match ended {
-            Ok(outcome) => outcome,
-            Err(e) => {
-                return Err(McpError::internal_error(
-                    format!("the call's worker failed: {e}"),
-                    None,
-                ));
-            }
-        };
+        let outcome = ended(watched)?;
         let summary = (outcome.status() != Status::Completed).then(|| outcome.summary());
         let result = reply::tool_result(outcome);
         if let Some(summary) = summary {
-            self.log
+            self.state
+                .log
                 .warn(&context.peer, context.meta.log_level(), summary)
                 .await;
         }
         Ok(CallToolResponse::from(result))
+    }
+}
+
+/// The outcome of a call whose watch ended, or the JSON-RPC error that says why there is none.
+pub(crate) fn ended(watched: Watched) -> Result<toolgate_core::Outcome, McpError> {
+    match watched {
+        Watched::Ended(ended) => (*ended)
+            .map_err(|e| McpError::internal_error(format!("the call's worker failed: {e}"), None)),
+        Watched::AskLater { .. } => Err(McpError::internal_error(
+            "the call was left waiting for an answer nobody was asked for",
+            None,
+        )),
     }
 }
 

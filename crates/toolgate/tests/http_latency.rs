@@ -462,45 +462,18 @@ fn comparable(messages: &[Value]) -> Vec<Value> {
         .collect()
 }
 
-/// A `tools/call` that needs nothing of rmcp's session worker is answered by toolgate itself.
-/// The same call with an `Mcp-Method` header (which rmcp checks against the body, and so
-/// which toolgate leaves to rmcp) goes through rmcp's handler: both answers say the same,
-/// for reads, refusals, unknown tools and an upstream's call alike.
+/// A `tools/call` that needs nothing of rmcp's session worker is answered by toolgate itself:
+///
+/// - one that runs past the keep-alive interval (5 s) is answered as an event stream that
+///   opens with toolgate's keep-alive comment (rmcp's streams open with a priming event), then
+///   its result; so calls of this session, with these headers, are answered by toolgate;
+/// - one that its client cancels with `notifications/cancelled`, on a POST of its own, ends at
+///   once, cancelled;
+/// - while those run, the same calls sent with an `Mcp-Method` header (which rmcp checks
+///   against the body, and so which toolgate leaves to rmcp) go through rmcp's handler, and
+///   both answers say the same, for reads, refusals, unknown tools and an upstream's call.
 #[test]
-fn a_call_answered_without_rmcp_is_answered_as_rmcp_answers_it() {
-    let server = Server::start();
-    let mut connection = Connection::open(server.addr);
-    connection.begin();
-    read_a_file(&mut connection);
-    for params in [
-        json!({"name": "read_file", "arguments": {"path": "a.txt"}}),
-        json!({"name": "read_file", "arguments": {"path": "a.txt", "limit": 2}, "_meta": {}}),
-        json!({"name": "read_file", "arguments": {"path": "../outside.txt"}}),
-        json!({"name": "read_file", "arguments": {"path": "a.txt", "tail": true}}),
-        json!({"name": "no_such_tool", "arguments": {}}),
-        json!({"name": "fx__tick", "arguments": {}}),
-    ] {
-        let direct = connection.request("tools/call", params.clone());
-        let through_rmcp = connection.request_with(
-            "tools/call",
-            params.clone(),
-            &[("mcp-method", "tools/call")],
-        );
-        assert_eq!(direct.status, through_rmcp.status, "{params}");
-        assert_eq!(direct.content_type, through_rmcp.content_type, "{params}");
-        assert_eq!(
-            comparable(&direct.messages),
-            comparable(&through_rmcp.messages),
-            "{params}"
-        );
-    }
-}
-
-/// A call answered by toolgate itself that runs past the keep-alive interval (5 s) is
-/// answered as an event stream: a keep-alive comment at once, then its result. One that its
-/// client cancels with `notifications/cancelled`, on a POST of its own, ends at once.
-#[test]
-fn a_long_call_answered_directly_streams_and_a_cancelled_one_ends_at_once() {
+fn calls_answered_without_rmcp_say_what_rmcp_says_stream_when_long_and_can_be_cancelled() {
     let server = Server::start();
     let mut first = Connection::open(server.addr);
     first.begin();
@@ -517,7 +490,7 @@ fn a_long_call_answered_directly_streams_and_a_cancelled_one_ends_at_once() {
     let asked = Instant::now();
     let accepted = third.post(
         &json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
-                                      "params": {"requestId": 902, "reason": "changed my mind"}}),
+                "params": {"requestId": 902, "reason": "changed my mind"}}),
     );
     assert_eq!(accepted.status, 202, "{accepted:?}");
     let cancelled = second.read_reply();
@@ -530,6 +503,29 @@ fn a_long_call_answered_directly_streams_and_a_cancelled_one_ends_at_once() {
     let result = &cancelled.messages[0]["result"];
     assert_eq!(result["isError"], json!(true), "{cancelled:?}");
     assert!(result.to_string().contains("cancel"), "{cancelled:?}");
+
+    for params in [
+        json!({"name": "read_file", "arguments": {"path": "a.txt"}}),
+        json!({"name": "read_file", "arguments": {"path": "a.txt", "limit": 2}, "_meta": {}}),
+        json!({"name": "read_file", "arguments": {"path": "../outside.txt"}}),
+        json!({"name": "read_file", "arguments": {"path": "a.txt", "tail": true}}),
+        json!({"name": "no_such_tool", "arguments": {}}),
+        json!({"name": "fx__tick", "arguments": {}}),
+    ] {
+        let direct = third.request("tools/call", params.clone());
+        let through_rmcp = third.request_with(
+            "tools/call",
+            params.clone(),
+            &[("mcp-method", "tools/call")],
+        );
+        assert_eq!(direct.status, through_rmcp.status, "{params}");
+        assert_eq!(direct.content_type, through_rmcp.content_type, "{params}");
+        assert_eq!(
+            comparable(&direct.messages),
+            comparable(&through_rmcp.messages),
+            "{params}"
+        );
+    }
 
     let slept = first.read_reply();
     assert!(is_event_stream(&slept), "{slept:?}");

@@ -41,16 +41,14 @@ use rmcp::model::{
     CallToolResponse, ClientNotification, ClientRequest, GetMeta as _, JsonRpcRequest,
     ProtocolVersion, RequestId, ServerJsonRpcMessage, ServerResult,
 };
-use serde_json::Value;
 use tokio_util::sync::CancellationToken;
-use toolgate_core::{RawArguments, RawCall, Surface};
 
 use super::Body;
 use crate::auth::Principal;
 use crate::gateway::Gateway;
 use crate::reply;
-use crate::session::SessionState;
-use crate::watcher::{Ask, Logs, Running, Watched, watch_call};
+use crate::session::{self, SessionState};
+use crate::watcher::{Ask, Logs, Watched, watch_call};
 use crate::wire::ArgumentText;
 
 /// Whether `request` can be answered here (see the module's documentation).
@@ -155,29 +153,20 @@ pub(super) async fn answer(
 ) -> Response<Body> {
     let id = request.id;
     let ClientRequest::CallToolRequest(call) = request.request else {
-        return message_response(&error(id, "only a tool call is answered here"));
+        let refused = McpError::internal_error("only a tool call is answered here", None);
+        return message_response(&ServerJsonRpcMessage::error(refused, Some(id)));
     };
     let params = call.params;
     let key = id_key(&id);
-    let pipeline = gateway.pipeline();
-    let shown = state.shown(&pipeline, &principal);
-    let arguments = match text {
-        Some(ArgumentText(text)) => RawArguments::Text(text),
-        None => RawArguments::Value(params.arguments.map_or(Value::Null, Value::Object)),
-    };
-    let raw = RawCall {
-        tool: params.name.to_string(),
-        arguments,
-        surface: Surface::Chat,
-        actor: principal.actor,
-        profile: principal.profile,
-        request_id: Some(id.to_string()),
-    };
     // Cancelled by the client's `notifications/cancelled`, or by the end of the session.
     let stop = state.ended.child_token();
-    let running = Running::start(pipeline, raw, move |invocation, tool| {
-        shown.admit(invocation, tool)
-    });
+    let running = state.start_call(
+        principal,
+        &params.name,
+        text.map(|ArgumentText(text)| text),
+        params.arguments,
+        id.to_string(),
+    );
     let mine = Arc::new(());
     let mut abandon = Abandon {
         call: Some(running.cancelled()),
@@ -232,16 +221,7 @@ type Finished = Pin<Box<dyn Future<Output = ServerJsonRpcMessage> + Send>>;
 
 /// The JSON-RPC answer to call `id` as its watch ended, as rmcp's handler gives it.
 fn result(watched: Watched, id: RequestId) -> ServerJsonRpcMessage {
-    let ended = match watched {
-        Watched::Ended(ended) => *ended,
-        Watched::AskLater { .. } => {
-            return error(
-                id,
-                "the call was left waiting for an answer nobody was asked for",
-            );
-        }
-    };
-    match ended {
+    match session::ended(watched) {
         Ok(outcome) => {
             let mut result =
                 ServerResult::from(CallToolResponse::from(reply::tool_result(outcome)));
@@ -251,12 +231,8 @@ fn result(watched: Watched, id: RequestId) -> ServerJsonRpcMessage {
             result.strip_non_object_output_for_legacy_peer();
             ServerJsonRpcMessage::response(result, id)
         }
-        Err(e) => error(id, &format!("the call's worker failed: {e}")),
+        Err(error) => ServerJsonRpcMessage::error(error, Some(id)),
     }
-}
-
-fn error(id: RequestId, message: &str) -> ServerJsonRpcMessage {
-    ServerJsonRpcMessage::error(McpError::internal_error(message.to_owned(), None), Some(id))
 }
 
 fn message_response(message: &ServerJsonRpcMessage) -> Response<Body> {
