@@ -9,8 +9,11 @@
 //! Extra arguments are rejected unless the schema itself allows them: where an object schema
 //! says nothing about extra properties we add `unevaluatedProperties: false`, which (unlike
 //! `additionalProperties`) sees through `allOf` and `$ref`.
+//!
+//! A schema is read by the rules of the dialect its `$schema` names (2020-12 when it names
+//! none); drafts 4 to 7 are rewritten into 2019-09 (the crate's `dialect` module).
 
-use jsonschema::{Draft, PatternOptions, ValidationError, Validator, error::ValidationErrorKind};
+use jsonschema::{PatternOptions, ValidationError, Validator, error::ValidationErrorKind};
 use serde_json::{Map, Value};
 use thiserror::Error;
 
@@ -59,6 +62,11 @@ pub enum SchemaError {
     PatternTooLong { pointer: String, limit: usize },
     #[error("schema refers to `{reference}`; only references inside the schema (`#…`) are allowed")]
     RemoteReference { reference: String },
+    #[error(
+        "schema declares the dialect `{dialect}`; toolgate validates JSON Schema 2020-12 (the \
+         default), 2019-09 and drafts 7, 6 and 4"
+    )]
+    UnsupportedDialect { dialect: String },
     #[error("an input schema must describe an object (`\"type\": \"object\"`)")]
     NotAnObject,
     #[error("schema does not compile: {0}")]
@@ -74,14 +82,15 @@ pub struct ToolSchema {
 }
 
 impl ToolSchema {
-    /// Checks `schema` against `bounds`, closes its objects and compiles it for draft 2020-12.
+    /// Checks `schema` against `bounds`, closes its objects and compiles it for the dialect it
+    /// declares.
     pub fn compile(schema: &Value, bounds: &SchemaBounds) -> Result<ToolSchema, SchemaError> {
         ToolSchema::build(schema, bounds, true)
     }
 
-    /// An output schema, compiled like an input schema (bounded, draft 2020-12 whatever
-    /// `$schema` says, nothing fetched, regexes bounded) but left open: a tool may return more
-    /// than its schema declares.
+    /// An output schema, compiled like an input schema (bounded, read by its declared dialect,
+    /// nothing fetched, regexes bounded) but left open: a tool may return more than its schema
+    /// declares.
     pub fn compile_output(
         schema: &Value,
         bounds: &SchemaBounds,
@@ -103,12 +112,12 @@ impl ToolSchema {
         if !is_object {
             return Err(SchemaError::NotAnObject);
         }
-        let mut effective = schema.clone();
+        let (draft, mut effective) = crate::dialect::for_validation(schema)?;
         if close {
             close_objects(&mut effective);
         }
         let validator = jsonschema::options()
-            .with_draft(Draft::Draft202012)
+            .with_draft(draft)
             .offline()
             .with_pattern_options(PatternOptions::regex().size_limit(1 << 20))
             .should_validate_formats(false)
@@ -352,8 +361,11 @@ fn close_objects(schema: &mut Value) {
     if let Some(Value::Object(properties)) = map.get_mut("properties") {
         properties.values_mut().for_each(close_objects);
     }
-    if let Some(items) = map.get_mut("items") {
-        close_objects(items);
+    match map.get_mut("items") {
+        // Drafts before 2020-12 write a tuple as an array of `items`.
+        Some(Value::Array(items)) => items.iter_mut().for_each(close_objects),
+        Some(items) => close_objects(items),
+        None => {}
     }
     if let Some(Value::Array(items)) = map.get_mut("prefixItems") {
         items.iter_mut().for_each(close_objects);

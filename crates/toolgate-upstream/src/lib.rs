@@ -310,17 +310,19 @@ mod tests {
 
     #[test]
     fn output_schemas_compile_like_input_schemas() {
-        // Draft 2020-12 even when the schema names draft 4, where a boolean
-        // `exclusiveMaximum` would be valid.
+        // Read by the dialect it names: draft 4's boolean `exclusiveMaximum` excludes 5, and an
+        // unknown dialect is refused, for output schemas as for input schemas.
         let draft4 = json!({
             "$schema": "http://json-schema.org/draft-04/schema#",
             "type": "object",
             "properties": {"n": {"type": "number", "maximum": 5, "exclusiveMaximum": true}},
         });
         let bounds = SchemaBounds::default();
-        assert!(ToolSchema::compile_output(&draft4, &bounds).is_err());
-        // Compiled bare, the same schema is accepted as draft 4.
-        assert!(jsonschema::validator_for(&draft4).is_ok());
+        let draft4 = ToolSchema::compile_output(&draft4, &bounds).unwrap();
+        assert!(!draft4.check(&json!({"n": 5})).is_empty());
+        assert!(draft4.check(&json!({"n": 4, "extra": true})).is_empty());
+        let unknown = json!({"$schema": "https://example.com/dialect", "type": "object"});
+        assert!(ToolSchema::compile_output(&unknown, &bounds).is_err());
         let fine = json!({"type": "object", "properties": {"n": {"type": "integer"}}});
         let fine = ToolSchema::compile_output(&fine, &bounds).unwrap();
         // Left open: more than the schema declares is fine; a wrong type is not.
