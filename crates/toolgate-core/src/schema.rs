@@ -349,6 +349,7 @@ fn close_objects(schema: &mut Value) {
         "additionalProperties",
         "unevaluatedProperties",
         "patternProperties",
+        "propertyNames",
     ];
     let describes_object = map.get("type").is_some_and(|t| {
         t == "object"

@@ -960,6 +960,88 @@ fn reference_servers_behind_the_gateway() {
     );
 }
 
+/// The message of a refused call, naming each field error.
+fn refusal(result: &Value) -> &str {
+    result["structured"]["rejection"]["message"]
+        .as_str()
+        .unwrap_or_default()
+}
+
+/// A server written with the official TypeScript SDK declares every schema draft-07 and writes
+/// a tuple as an array of `items`: admitted as it is, its calls are checked by draft-07's
+/// rules, place by place, and extra arguments are still refused.
+#[test]
+fn schemas_of_the_typescript_sdk_are_read_as_the_draft_they_declare() {
+    let toml = format!(
+        "[[upstream]]\nname = \"shapes\"\ncommand = [{node}, {server}, {modules}]\n\
+         [upstream.sandbox]\n{read}",
+        node = quoted(&node()),
+        server = quoted(&root().join("tests/upstream/ts_sdk_server.mjs")),
+        modules = quoted(&test_dep("node/node_modules")),
+        read = repo_read(),
+    );
+    let setup = Setup::new(&toml);
+    let listing = setup.upstream_listing();
+    let plot = listing["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "shapes__plot")
+        .unwrap_or_else(|| panic!("{listing}"));
+    assert_eq!(plot["state"], "candidate", "{plot}");
+    setup.admit("shapes", "plot", &["--effect", "read_only"]);
+    setup.admit("shapes", "schedule", &["--effect", "read_only"]);
+
+    let report = setup.session(json!([
+        {"op": "list"},
+        {"op": "call", "tool": "shapes__plot", "arguments": {"point": [1, 2.5], "label": "a", "style": {"size": 3}, "tags": {"k": "v"}}},
+        {"op": "call", "tool": "shapes__plot", "arguments": {"point": [1, "2"]}},
+        {"op": "call", "tool": "shapes__plot", "arguments": {"point": [1, 2, 3]}},
+        {"op": "call", "tool": "shapes__plot", "arguments": {"point": [1, 2], "colour": "red"}},
+        {"op": "call", "tool": "shapes__plot", "arguments": {"point": [1, 2], "style": "square", "tags": {"k": 1}}},
+        {"op": "call", "tool": "shapes__schedule", "arguments": {"when": {"day": "tue", "hour": 9}, "attendees": ["ana"]}},
+        {"op": "call", "tool": "shapes__schedule", "arguments": {"when": {"day": "sun", "hour": 20, "room": 4}, "attendees": []}},
+    ]));
+    let listed = names(&report[0]);
+    assert!(listed.contains(&"shapes__plot".to_owned()), "{listed:?}");
+    let forwarded: Value = serde_json::from_str(ok_text(&report[1])).unwrap();
+    assert_eq!(forwarded["point"], json!([1, 2.5]), "{forwarded}");
+    assert_eq!(rejected(&report[2]), "invalid_type");
+    assert!(
+        refusal(&report[2]).starts_with("`/point/1`: "),
+        "{}",
+        report[2]
+    );
+    assert_eq!(rejected(&report[3]), "constraint_violation");
+    assert!(
+        refusal(&report[3]).contains("Additional items are not allowed"),
+        "{}",
+        report[3]
+    );
+    assert_eq!(rejected(&report[4]), "unknown_argument");
+    assert!(
+        refusal(&report[4]).contains("unknown argument `colour`"),
+        "{}",
+        report[4]
+    );
+    for place in ["`style`", "`/tags/k`"] {
+        assert!(
+            refusal(&report[5]).contains(place),
+            "{place}: {}",
+            report[5]
+        );
+    }
+    let booked: Value = serde_json::from_str(ok_text(&report[6])).unwrap();
+    assert_eq!(booked["when"]["day"], "tue", "{booked}");
+    for place in ["`attendees`", "`/when/day`", "`/when/hour`", "`room`"] {
+        assert!(
+            refusal(&report[7]).contains(place),
+            "{place}: {}",
+            report[7]
+        );
+    }
+}
+
 /// `toolgate serve --http` on a free loopback port, without tokens (the conformance suite
 /// sends none).
 fn http_server(setup: &Setup) -> HttpServer {
