@@ -372,3 +372,76 @@ fn claude_code_hears_that_toolgate_s_tools_changed() {
     assert_eq!(received, ["\"before\""]);
     assert_no_json_rpc_error(&setup);
 }
+
+/// `@modelcontextprotocol/server-filesystem` declares its schemas draft-07, output schemas
+/// included: through toolgate, Claude Code reads with it, its results checked against the
+/// pinned draft-07 output schema, and a call its input schema refuses never reaches it.
+#[test]
+fn claude_code_reads_through_an_upstream_whose_schemas_are_draft_07() {
+    let fx = Fixture::new();
+    let files = fx.workspace().canonicalize().unwrap();
+    let quoted = |p: &Path| serde_json::to_string(&p.display().to_string()).unwrap();
+    let toml = format!(
+        "[[upstream]]\nname = \"fs\"\ncommand = [{node}, {fs}, {files}]\nrefresh_secs = 0\n\
+         [upstream.sandbox]\nread = [{root}, {files}]\n",
+        node = quoted(&node()),
+        fs = quoted(&node_package(
+            "@modelcontextprotocol/server-filesystem/dist/index.js"
+        )),
+        files = quoted(&files),
+        root = quoted(&root()),
+    );
+    let setup = ClaudeSetup::new(&fx.workspace(), &toml);
+    let admitted = setup.toolgate(&[
+        "tools",
+        "admit",
+        "fs",
+        "read_text_file",
+        "--effect",
+        "read_only",
+    ]);
+    assert!(admitted.status.success(), "{admitted:?}");
+    let path = files.join("a.txt");
+    let model = ScriptedModel::start(
+        setup.dir.path(),
+        &json!({"turns": [
+            tool_use("fs__read_text_file", json!({"path": path})),
+            tool_use("fs__read_text_file", json!({"path": path, "lines": 2})),
+            {"text": "All done."},
+        ]}),
+    );
+    let run = setup.start(&model, &["fs__read_text_file"]).finish();
+    finished_ok(&run, &model);
+    let conversation = model.conversation();
+    assert_eq!(conversation.len(), 3, "{conversation:?}");
+    let read = result_of(&conversation[2], 0);
+    assert!(!read.is_error, "{read:?}");
+    assert_eq!(file_text(&read), "alpha\nbeta\ngamma\n", "{read:?}");
+    let refused = result_of(&conversation[2], 1);
+    assert!(
+        refused.is_error
+            && refused.text.contains("unknown_argument")
+            && refused.text.contains("`lines`"),
+        "{refused:?}"
+    );
+    // The upstream's own listing declared draft-07; the refusal is toolgate's, by that draft.
+    let listed = setup
+        .wire()
+        .iter()
+        .filter(|l| l.from == "server")
+        .filter_map(|l| l.json())
+        .find_map(|m| {
+            m["result"]["tools"].as_array().and_then(|tools| {
+                tools
+                    .iter()
+                    .find(|t| t["name"] == "fs__read_text_file")
+                    .cloned()
+            })
+        })
+        .unwrap_or_else(|| panic!("fs__read_text_file was not listed: {:?}", setup.wire()));
+    assert_eq!(
+        listed["outputSchema"]["$schema"], "http://json-schema.org/draft-07/schema#",
+        "{listed}"
+    );
+    assert_no_json_rpc_error(&setup);
+}
