@@ -128,7 +128,7 @@ pub fn tree(
 pub struct Row {
     pub name: String,
     pub tool: String,
-    /// Raw argument text, with `@huge` and `@deep` expanded.
+    /// Raw argument text, with `@huge`, `@deep` and `@many` expanded.
     pub args: String,
     pub surface: String,
     pub profile: String,
@@ -158,6 +158,10 @@ pub fn corpus() -> Vec<Row> {
                 }
                 Some(Value::String(text)) if text == "@deep" => {
                     format!("{{\"path\": {}1{}}}", "[".repeat(200), "]".repeat(200))
+                }
+                Some(Value::String(text)) if text == "@many" => {
+                    let empty = vec!["{}"; 150_000].join(",");
+                    format!("{{\"path\": \"a.txt\", \"edits\": [{empty}]}}")
                 }
                 Some(Value::String(text)) => text.clone(),
                 Some(other) => other.to_string(),

@@ -1,7 +1,8 @@
 // An MCP server written with the official TypeScript SDK and zod, as most servers are, so that
 // its tools' schemas are exactly what the SDK emits: draft-07 by its `$schema`, a tuple as an
 // array of `items` with `additionalItems`, a union as `anyOf`, a record as
-// `additionalProperties`. Each tool answers with the arguments it was given, as JSON text.
+// `additionalProperties`, string formats as ECMA-262 patterns. Each tool answers with the
+// arguments it was given, as JSON text.
 //
 //     node ts_sdk_server.mjs NODE_MODULES
 //
@@ -41,6 +42,8 @@ server.registerTool(
     inputSchema: {
       when: z.object({ day: z.enum(["mon", "tue", "wed"]), hour: z.number().int().min(8).max(17) }),
       attendees: z.array(z.string()).min(1),
+      // A pattern with lookahead, as zod writes ISO 8601 durations.
+      every: z.iso.duration().optional(),
     },
     annotations: { readOnlyHint: true },
   },

@@ -60,6 +60,7 @@ pub mod hint;
 pub mod invocation;
 pub mod notice;
 pub mod outcome;
+mod pattern;
 pub mod pipeline;
 pub mod policy;
 pub mod record;

@@ -4,6 +4,12 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+/// The most field errors a rejection names. Arguments of a megabyte can hold hundreds of
+/// thousands of problems (an array of empty objects, each missing its required fields); the
+/// model needs the first few to mend its call, and past this many a rejection says there are
+/// more.
+pub const MAX_FIELD_ERRORS: usize = 64;
+
 /// The eight stages of the pipeline, in order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -236,7 +242,8 @@ impl Rejection {
 
     /// A validation rejection from a non-empty list of field errors: the code is the most
     /// actionable one present, the message states every problem once, and the hint is the
-    /// errors' own hints in one line. `details` keeps every error as found.
+    /// errors' own hints in one line. `details` keeps the errors as found, the first
+    /// [`MAX_FIELD_ERRORS`] of them in that order; the message says when there were more.
     pub fn from_field_errors(mut errors: Vec<FieldError>) -> Self {
         // Order of precedence: a misspelt name explains a missing one, a missing one explains
         // nothing else, a wrong type comes before a wrong value.
@@ -253,6 +260,8 @@ impl Rejection {
             (rank(a.code), &a.pointer, &a.message).cmp(&(rank(b.code), &b.pointer, &b.message))
         });
         errors.dedup();
+        let more = errors.len() > MAX_FIELD_ERRORS;
+        errors.truncate(MAX_FIELD_ERRORS);
         let Some(first) = errors.first() else {
             return Rejection::new(RejectCode::ConstraintViolation, "arguments are invalid");
         };
@@ -264,7 +273,14 @@ impl Rejection {
         Rejection {
             stage: Stage::Validate,
             code,
-            message: field_message(&shown),
+            message: if more {
+                format!(
+                    "{}; and more problems than these {MAX_FIELD_ERRORS}",
+                    field_message(&shown)
+                )
+            } else {
+                field_message(&shown)
+            },
             hint: field_hint(&shown),
             details: errors.clone(),
             policies: Vec::new(),
@@ -529,5 +545,36 @@ mod tests {
             "rejected at resolve (unknown_tool): no tool `reed_file` is registered. \
              Hint: did you mean `read_file`?"
         );
+    }
+
+    #[test]
+    fn a_rejection_names_at_most_so_many_field_errors_and_says_there_were_more() {
+        // 200,000 missing fields: quadratic work over them took two minutes.
+        let errors: Vec<FieldError> = (0..100_000)
+            .flat_map(|i| {
+                ["oldText", "newText"].map(|name| {
+                    FieldError::new(
+                        format!("/edits/{i}/{name}"),
+                        RejectCode::MissingInput,
+                        format!("missing required argument `{name}`"),
+                    )
+                })
+            })
+            .collect();
+        let rejection = Rejection::from_field_errors(errors);
+        assert_eq!(rejection.details.len(), MAX_FIELD_ERRORS);
+        assert!(
+            rejection
+                .message
+                .ends_with("; and more problems than these 64"),
+            "{}",
+            rejection.message
+        );
+        let few = Rejection::from_field_errors(vec![FieldError::new(
+            "/a",
+            RejectCode::MissingInput,
+            "missing required argument `a`",
+        )]);
+        assert!(!few.message.contains("more problems"), "{}", few.message);
     }
 }

@@ -4,7 +4,10 @@
 //! Schemas come from descriptors, and an upstream descriptor is untrusted input too. Before
 //! compiling one we bound its size, depth, node count and enum values, and refuse any `$ref`
 //! that is not local to the schema, so a hostile descriptor can neither fetch anything nor make
-//! validation slow. Patterns compile with the linear-time `regex` engine.
+//! validation slow. Patterns compile with the linear-time `regex` engine; a `pattern` that
+//! needs lookaround or backreferences (ECMA-262 has both, and zod's `hostname`, `emoji` and
+//! `duration` patterns use lookahead) runs on a backtracking engine, every match bounded in
+//! steps and in the length of the string (the crate's `pattern` module).
 //!
 //! Extra arguments are rejected unless the schema itself allows them: where an object schema
 //! says nothing about extra properties we add `unevaluatedProperties: false`, which (unlike
@@ -18,7 +21,8 @@ use serde_json::{Map, Value};
 use thiserror::Error;
 
 use crate::hint::{did_you_mean, hint_for};
-use crate::rejection::{FieldError, RejectCode};
+pub use crate::pattern::{BACKTRACK_LIMIT, MAX_BACKTRACKING_MATCHES, MAX_SUBJECT_CHARS};
+use crate::rejection::{FieldError, MAX_FIELD_ERRORS, RejectCode};
 
 /// Limits on a schema before it is compiled.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -116,10 +120,12 @@ impl ToolSchema {
         if close {
             close_objects(&mut effective);
         }
+        crate::pattern::hand_over(&mut effective);
         let validator = jsonschema::options()
             .with_draft(draft)
             .offline()
-            .with_pattern_options(PatternOptions::regex().size_limit(1 << 20))
+            .with_pattern_options(PatternOptions::regex().size_limit(crate::pattern::SIZE_LIMIT))
+            .with_keyword(crate::pattern::KEYWORD, crate::pattern::keyword)
             .should_validate_formats(false)
             .build(&effective)
             .map_err(|e| SchemaError::Invalid(e.to_string()))?;
@@ -129,15 +135,35 @@ impl ToolSchema {
         })
     }
 
-    /// Every problem with `arguments`, as field errors; empty when they are valid.
+    /// The problems with `arguments`, as field errors; empty when they are valid. At most
+    /// [`MAX_FIELD_ERRORS`] and one more are found (the one more says there are more), and
+    /// only the first in arguments of more than 4,096 JSON values.
     pub fn check(&self, arguments: &Value) -> Vec<FieldError> {
-        if self.validator.is_valid(arguments) {
+        if crate::pattern::budgeted(|| self.validator.is_valid(arguments)) {
             return Vec::new();
         }
+        let found: Vec<ValidationError<'_>> = crate::pattern::budgeted(|| {
+            if has_at_most(arguments, EVERY_ERROR_VALUES) {
+                self.validator
+                    .iter_errors(arguments)
+                    .take(MAX_FIELD_ERRORS + 1)
+                    .collect()
+            } else {
+                // The validator finds every error before it yields one, in time that grows
+                // with the arguments (0.1 s for 100,000 empty objects missing their fields);
+                // the first one alone it finds at once.
+                self.validator
+                    .validate(arguments)
+                    .err()
+                    .into_iter()
+                    .collect()
+            }
+        });
         let mut errors = Vec::new();
-        for error in self.validator.iter_errors(arguments) {
-            self.convert(&error, arguments, &mut errors);
+        for error in &found {
+            self.convert(error, arguments, &mut errors);
         }
+        errors.truncate(MAX_FIELD_ERRORS + 1);
         errors
     }
 
@@ -155,7 +181,7 @@ impl ToolSchema {
             | ValidationErrorKind::UnevaluatedProperties { unexpected } => {
                 let declared = self.declared_at(&pointer);
                 let provided = provided_at(arguments, &pointer);
-                for name in unexpected {
+                for name in unexpected.iter().take(MAX_FIELD_ERRORS + 1) {
                     let missing: Vec<&str> = declared
                         .iter()
                         .copied()
@@ -198,12 +224,12 @@ impl ToolSchema {
             ValidationErrorKind::Type { .. } => out.push(FieldError::new(
                 pointer,
                 RejectCode::InvalidType,
-                error.to_string(),
+                bounded_message(&error.to_string()),
             )),
             _ => out.push(FieldError::new(
                 pointer,
                 RejectCode::ConstraintViolation,
-                error.to_string(),
+                bounded_message(&error.to_string()),
             )),
         }
     }
@@ -230,6 +256,44 @@ impl ToolSchema {
             .map(|p| p.keys().map(String::as_str).collect())
             .unwrap_or_default()
     }
+}
+
+/// The longest field error message, in characters. The validator's messages quote the value
+/// they judge (`[{},{},…] has more than 100 items`), which may be a megabyte.
+const MAX_MESSAGE_CHARS: usize = 240;
+
+/// `message`, its middle left out when it is longer than [`MAX_MESSAGE_CHARS`]: the start
+/// shows the value, the end what is wrong with it.
+fn bounded_message(message: &str) -> String {
+    let count = message.chars().count();
+    if count <= MAX_MESSAGE_CHARS {
+        return message.to_owned();
+    }
+    let head: String = message.chars().take(80).collect();
+    let tail: String = message.chars().skip(count - 140).collect();
+    format!("{head} … {tail}")
+}
+
+/// Arguments with at most this many JSON values have every error found (up to
+/// [`MAX_FIELD_ERRORS`]); larger ones their first.
+const EVERY_ERROR_VALUES: usize = 4_096;
+
+/// Whether `value` holds at most `limit` JSON values, itself included; counts no further.
+fn has_at_most(value: &Value, limit: usize) -> bool {
+    let mut stack = vec![value];
+    let mut seen = 0usize;
+    while let Some(value) = stack.pop() {
+        seen += 1;
+        if seen > limit {
+            return false;
+        }
+        match value {
+            Value::Array(items) => stack.extend(items),
+            Value::Object(map) => stack.extend(map.values()),
+            _ => {}
+        }
+    }
+    true
 }
 
 fn properties_of(schema: &Value) -> Option<&Map<String, Value>> {
@@ -534,5 +598,112 @@ mod tests {
         .unwrap();
         let errors = schema.check(&json!({"a": format!("{}!", "a".repeat(5000))}));
         assert_eq!(codes(&errors), [("/a", RejectCode::ConstraintViolation)]);
+    }
+
+    #[test]
+    fn patterns_with_lookaround_compile_and_every_match_is_bounded() {
+        // zod's `hostname` and `duration`, as the TypeScript SDK emits them.
+        let hostname = r"^(?=.{1,253}\.?$)[a-zA-Z0-9](?:[a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?(?:\.[a-zA-Z0-9](?:[-0-9a-zA-Z]{0,61}[0-9a-zA-Z])?)*\.?$";
+        let duration = r"^P(?:(\d+W)|(?!.*W)(?=\d|T\d)(\d+Y)?(\d+M)?(\d+D)?(T(?=\d)(\d+H)?(\d+M)?(\d+([.,]\d+)?S)?)?)$";
+        let schema = ToolSchema::compile(
+            &json!({"type": "object", "properties": {
+                "host": {"type": "string", "pattern": hostname},
+                "every": {"type": "string", "pattern": duration},
+                "twice": {"type": "string", "pattern": r"^(\w+) \1$"},
+            }}),
+            &SchemaBounds::default(),
+        )
+        .unwrap();
+        assert!(
+            schema
+                .check(&json!({"host": "example.org", "every": "P1DT2H", "twice": "ab ab"}))
+                .is_empty()
+        );
+        let errors = schema.check(&json!({"host": "-x.org", "every": "P1W2D", "twice": "ab cd"}));
+        let mut got = codes(&errors);
+        got.sort();
+        assert_eq!(
+            got,
+            [
+                ("/every", RejectCode::ConstraintViolation),
+                ("/host", RejectCode::ConstraintViolation),
+                ("/twice", RejectCode::ConstraintViolation)
+            ]
+        );
+        // Catastrophic backtracking behind a lookahead: the match stops at the bound, and a
+        // match that could not finish refuses the call.
+        let hostile = ToolSchema::compile(
+            &json!({"type": "object", "properties": {"a": {"type": "string", "pattern": "^(?=(a+)+$)a"}}}),
+            &SchemaBounds::default(),
+        )
+        .unwrap();
+        let errors = hostile.check(&json!({"a": format!("{}!", "a".repeat(5000))}));
+        assert_eq!(codes(&errors), [("/a", RejectCode::ConstraintViolation)]);
+        assert!(hostile.check(&json!({"a": "aaaa"})).is_empty());
+        // The bound leaves room for real values: a hostname of the longest allowed length.
+        let label = "a".repeat(63);
+        let longest = format!("{label}.{label}.{label}.{}", "b".repeat(61));
+        assert_eq!(longest.len(), 253);
+        assert!(schema.check(&json!({"host": longest})).is_empty());
+        assert!(
+            !schema
+                .check(&json!({"host": format!("{longest}c")}))
+                .is_empty()
+        );
+        // How many strings one call may have matched against such patterns is bounded.
+        let list = ToolSchema::compile(
+            &json!({"type": "object", "properties": {"hosts": {"type": "array", "items": {"type": "string", "pattern": hostname}}}}),
+            &SchemaBounds::default(),
+        )
+        .unwrap();
+        let hosts = |n: usize| json!({"hosts": vec!["example.org"; n]});
+        assert!(list.check(&hosts(MAX_BACKTRACKING_MATCHES)).is_empty());
+        let errors = list.check(&hosts(MAX_BACKTRACKING_MATCHES + 1));
+        assert_eq!(
+            codes(&errors),
+            [(
+                format!("/hosts/{MAX_BACKTRACKING_MATCHES}").as_str(),
+                RejectCode::ConstraintViolation
+            )]
+        );
+        // Longer strings than the engine is given are refused, whatever they are.
+        let long = format!("{}.org", "a".repeat(MAX_SUBJECT_CHARS));
+        assert!(!schema.check(&json!({"host": long})).is_empty());
+    }
+
+    #[test]
+    fn many_problems_are_found_in_bounded_time() {
+        let schema = ToolSchema::compile(
+            &json!({"type": "object", "properties": {"edits": {"type": "array", "items": {
+                "type": "object",
+                "properties": {"oldText": {"type": "string"}, "newText": {"type": "string"}},
+                "required": ["oldText", "newText"]}}}}),
+            &SchemaBounds::default(),
+        )
+        .unwrap();
+        // A few hundred values: every problem, up to the most a rejection names and one more.
+        let errors = schema.check(&json!({"edits": vec![json!({}); 100]}));
+        assert_eq!(errors.len(), MAX_FIELD_ERRORS + 1);
+        assert!(errors.iter().all(|e| e.code == RejectCode::MissingInput));
+        // A message quotes no more of a value than its start and end.
+        let long = schema.check(&json!({"edits": "x".repeat(100_000)}));
+        assert_eq!(codes(&long), [("/edits", RejectCode::InvalidType)]);
+        assert!(long[0].message.chars().count() < 250, "{}", long[0].message);
+        assert!(
+            long[0].message.ends_with(r#"xxx" is not of type "array""#),
+            "{}",
+            long[0].message
+        );
+        // 300,000 values: the first problem, found without finding the rest.
+        let errors = schema.check(&json!({"edits": vec![json!({}); 300_000]}));
+        assert_eq!(
+            codes(&errors),
+            [("/edits/0/oldText", RejectCode::MissingInput)]
+        );
+        assert!(
+            schema
+                .check(&json!({"edits": vec![json!({"oldText": "a", "newText": "b"}); 5_000]}))
+                .is_empty()
+        );
     }
 }

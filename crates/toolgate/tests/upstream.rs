@@ -999,8 +999,8 @@ fn schemas_of_the_typescript_sdk_are_read_as_the_draft_they_declare() {
         {"op": "call", "tool": "shapes__plot", "arguments": {"point": [1, 2, 3]}},
         {"op": "call", "tool": "shapes__plot", "arguments": {"point": [1, 2], "colour": "red"}},
         {"op": "call", "tool": "shapes__plot", "arguments": {"point": [1, 2], "style": "square", "tags": {"k": 1}}},
-        {"op": "call", "tool": "shapes__schedule", "arguments": {"when": {"day": "tue", "hour": 9}, "attendees": ["ana"]}},
-        {"op": "call", "tool": "shapes__schedule", "arguments": {"when": {"day": "sun", "hour": 20, "room": 4}, "attendees": []}},
+        {"op": "call", "tool": "shapes__schedule", "arguments": {"when": {"day": "tue", "hour": 9}, "attendees": ["ana"], "every": "P1W"}},
+        {"op": "call", "tool": "shapes__schedule", "arguments": {"when": {"day": "sun", "hour": 20, "room": 4}, "attendees": [], "every": "P"}},
     ]));
     let listed = names(&report[0]);
     assert!(listed.contains(&"shapes__plot".to_owned()), "{listed:?}");
@@ -1033,7 +1033,13 @@ fn schemas_of_the_typescript_sdk_are_read_as_the_draft_they_declare() {
     }
     let booked: Value = serde_json::from_str(ok_text(&report[6])).unwrap();
     assert_eq!(booked["when"]["day"], "tue", "{booked}");
-    for place in ["`attendees`", "`/when/day`", "`/when/hour`", "`room`"] {
+    for place in [
+        "`attendees`",
+        "`every`",
+        "`/when/day`",
+        "`/when/hour`",
+        "`room`",
+    ] {
         assert!(
             refusal(&report[7]).contains(place),
             "{place}: {}",
