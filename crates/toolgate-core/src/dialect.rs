@@ -35,10 +35,10 @@ pub(crate) fn for_validation(schema: &Value) -> Result<(Draft, Value), SchemaErr
     let declared = match schema.get("$schema") {
         None => return Ok((Draft::Draft202012, schema.clone())),
         Some(Value::String(uri)) => uri,
-        Some(other) => {
-            return Err(SchemaError::Invalid(format!(
-                "`$schema` must be a URI, not {other}"
-            )));
+        Some(_) => {
+            return Err(SchemaError::Invalid(
+                "`$schema` must be a URI, a string".to_owned(),
+            ));
         }
     };
     let draft = Draft::from_schema_uri(declared);
@@ -53,8 +53,10 @@ pub(crate) fn for_validation(schema: &Value) -> Result<(Draft, Value), SchemaErr
             });
         }
     };
-    checked
-        .map_err(|e| SchemaError::Invalid(format!("not a valid {} schema: {e}", name(draft))))?;
+    checked.map_err(|e| {
+        let reason: String = e.to_string().chars().take(300).collect();
+        SchemaError::Invalid(format!("not a valid {} schema: {reason}", name(draft)))
+    })?;
     let mut rewritten = rewrite(schema, draft)?;
     if let Value::Object(map) = &mut rewritten {
         map.insert(

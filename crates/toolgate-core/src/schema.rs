@@ -630,8 +630,8 @@ mod tests {
                 ("/twice", RejectCode::ConstraintViolation)
             ]
         );
-        // Catastrophic backtracking behind a lookahead: the match stops at the bound, and a
-        // match that could not finish refuses the call.
+        // A catastrophic pattern behind a lookahead, on a long string it does not match: the
+        // call is refused, in bounded time.
         let hostile = ToolSchema::compile(
             &json!({"type": "object", "properties": {"a": {"type": "string", "pattern": "^(?=(a+)+$)a"}}}),
             &SchemaBounds::default(),
