@@ -23,7 +23,7 @@
 use jsonschema::Draft;
 use serde_json::{Map, Value};
 
-use crate::schema::SchemaError;
+use crate::schema::{Holds, SchemaError, holds};
 
 /// The draft 2019-09 meta-schema's URI, given to rewritten schemas.
 const DRAFT_2019_09: &str = "https://json-schema.org/draft/2019-09/schema";
@@ -120,26 +120,6 @@ fn rewrite(schema: &Value, draft: Draft) -> Result<Value, SchemaError> {
             continue;
         }
         let value = match keyword.as_str() {
-            "properties" | "patternProperties" | "definitions" | "$defs" => {
-                Value::Object(rewrite_each(value, draft)?)
-            }
-            "additionalItems"
-            | "additionalProperties"
-            | "contains"
-            | "propertyNames"
-            | "not"
-            | "if"
-            | "then"
-            | "else" => rewrite(value, draft)?,
-            "items" | "allOf" | "anyOf" | "oneOf" => match value {
-                Value::Array(items) => Value::Array(
-                    items
-                        .iter()
-                        .map(|item| rewrite(item, draft))
-                        .collect::<Result<_, _>>()?,
-                ),
-                other => rewrite(other, draft)?,
-            },
             "dependencies" => {
                 let Value::Object(dependencies) = value else {
                     continue;
@@ -183,7 +163,16 @@ fn rewrite(schema: &Value, draft: Draft) -> Result<Value, SchemaError> {
                 identify(value, &mut out)?;
                 continue;
             }
-            _ => value.clone(),
+            other => match (holds(other), value) {
+                (Some(Holds::NamedSchemas), _) => Value::Object(rewrite_each(value, draft)?),
+                (Some(Holds::Schemas), Value::Array(list)) => Value::Array(
+                    list.iter()
+                        .map(|item| rewrite(item, draft))
+                        .collect::<Result<_, _>>()?,
+                ),
+                (Some(Holds::Schemas), one) => rewrite(one, draft)?,
+                (None, _) => value.clone(),
+            },
         };
         out.insert(keyword.clone(), value);
     }

@@ -12,14 +12,16 @@
 //! the call is refused with a message that says which.
 //!
 //! The validator's own pattern keyword runs the linear engine only: each such `pattern` at a
-//! schema position is handed to [`KEYWORD`] instead, a keyword of toolgate's own. A pattern
-//! that needs backtracking anywhere else (a `patternProperties` key) does not compile, and its
-//! schema is refused.
+//! schema position is handed to [`KEYWORD`] instead, a keyword of toolgate's own, which a
+//! schema itself may not use. A pattern that needs backtracking anywhere else (a
+//! `patternProperties` key) does not compile, and its schema is refused.
 
 use std::cell::Cell;
 
 use jsonschema::{Keyword, ValidationError, paths::Location};
 use serde_json::{Map, Value};
+
+use crate::schema::{Holds, holds};
 
 /// Backtracking steps one match may take. Real patterns (zod's, a password policy's
 /// lookaheads, a backreference over 500 characters) finish in a few dozen; one built to
@@ -93,27 +95,12 @@ pub(crate) fn hand_over(schema: &mut Value) {
         map.insert(KEYWORD.to_owned(), pattern);
     }
     for (keyword, value) in map.iter_mut() {
-        match keyword.as_str() {
-            "properties" | "patternProperties" | "$defs" | "definitions" | "dependentSchemas" => {
-                if let Value::Object(schemas) = value {
-                    schemas.values_mut().for_each(hand_over);
-                }
+        match (holds(keyword), value) {
+            (Some(Holds::NamedSchemas), Value::Object(named)) => {
+                named.values_mut().for_each(hand_over);
             }
-            "items" | "prefixItems" | "allOf" | "anyOf" | "oneOf" => match value {
-                Value::Array(schemas) => schemas.iter_mut().for_each(hand_over),
-                one => hand_over(one),
-            },
-            "additionalItems"
-            | "additionalProperties"
-            | "unevaluatedItems"
-            | "unevaluatedProperties"
-            | "contains"
-            | "propertyNames"
-            | "not"
-            | "if"
-            | "then"
-            | "else"
-            | "contentSchema" => hand_over(value),
+            (Some(Holds::Schemas), Value::Array(list)) => list.iter_mut().for_each(hand_over),
+            (Some(Holds::Schemas), one) => hand_over(one),
             _ => {}
         }
     }

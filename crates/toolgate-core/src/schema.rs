@@ -258,6 +258,43 @@ impl ToolSchema {
     }
 }
 
+/// What a keyword's value holds where it holds schemas: every applicator of drafts 4 to
+/// 2020-12. The walks that rewrite a schema (`dialect`, `pattern`) follow these and nothing
+/// else, so that a value that only looks like a schema (a `const`, a property named `pattern`)
+/// is never touched.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Holds {
+    /// One schema, or a list of them (`items` in either form, `allOf`, `not`, …).
+    Schemas,
+    /// Schemas by name (`properties`, `$defs`, …).
+    NamedSchemas,
+}
+
+pub(crate) fn holds(keyword: &str) -> Option<Holds> {
+    match keyword {
+        "properties" | "patternProperties" | "$defs" | "definitions" | "dependentSchemas" => {
+            Some(Holds::NamedSchemas)
+        }
+        "items"
+        | "prefixItems"
+        | "allOf"
+        | "anyOf"
+        | "oneOf"
+        | "additionalItems"
+        | "additionalProperties"
+        | "unevaluatedItems"
+        | "unevaluatedProperties"
+        | "contains"
+        | "propertyNames"
+        | "not"
+        | "if"
+        | "then"
+        | "else"
+        | "contentSchema" => Some(Holds::Schemas),
+        _ => None,
+    }
+}
+
 /// The longest field error message, in characters. The validator's messages quote the value
 /// they judge (`[{},{},…] has more than 100 items`), which may be a megabyte.
 const MAX_MESSAGE_CHARS: usize = 240;
@@ -353,6 +390,14 @@ fn check_bounds(schema: &Value, bounds: &SchemaBounds) -> Result<(), SchemaError
                     return Err(SchemaError::TooDeep {
                         limit: bounds.max_depth,
                     });
+                }
+                // Only toolgate hands a pattern to its bounded engine, after the checks here
+                // (a pattern's length among them).
+                if map.contains_key(crate::pattern::KEYWORD) {
+                    return Err(SchemaError::Invalid(format!(
+                        "`{}` at `{pointer}` is toolgate's own keyword; a schema may not use it",
+                        crate::pattern::KEYWORD
+                    )));
                 }
                 for keyword in ["$ref", "$dynamicRef"] {
                     if let Some(Value::String(reference)) = map.get(keyword)
@@ -666,9 +711,49 @@ mod tests {
                 RejectCode::ConstraintViolation
             )]
         );
-        // Longer strings than the engine is given are refused, whatever they are.
-        let long = format!("{}.org", "a".repeat(MAX_SUBJECT_CHARS));
-        assert!(!schema.check(&json!({"host": long})).is_empty());
+        // A string longer than the engine is given is refused, though the pattern matches it.
+        assert_eq!(MAX_SUBJECT_CHARS, 512);
+        let half = "x".repeat(300);
+        let long = format!("{half} {half}");
+        let twice = fancy_regex::Regex::new(r"^(\w+) \1$").unwrap();
+        assert!(twice.is_match(&long).unwrap());
+        let errors = schema.check(&json!({"twice": long}));
+        assert_eq!(
+            codes(&errors),
+            [("/twice", RejectCode::ConstraintViolation)]
+        );
+        assert!(
+            errors[0].message.contains("longer than 512 characters"),
+            "{errors:?}"
+        );
+        // A match that needs more backtracking than the bound is refused, though an unbounded
+        // engine finds it: the bound decides, not the pattern.
+        let costly = r"^((a|aa)*)\1c$";
+        let subject = format!("{}c", "a".repeat(24));
+        let unbounded = fancy_regex::RegexBuilder::new(costly)
+            .backtrack_limit(100_000_000)
+            .build()
+            .unwrap();
+        assert!(unbounded.is_match(&subject).unwrap());
+        let bounded = ToolSchema::compile(
+            &json!({"type": "object", "properties": {"a": {"type": "string", "pattern": costly}}}),
+            &SchemaBounds::default(),
+        )
+        .unwrap();
+        let errors = bounded.check(&json!({"a": subject}));
+        assert_eq!(codes(&errors), [("/a", RejectCode::ConstraintViolation)]);
+        assert!(
+            errors[0].message.contains("within 1000 backtracking steps"),
+            "{errors:?}"
+        );
+        assert!(bounded.check(&json!({"a": "aac"})).is_empty());
+        // toolgate's own keyword for such patterns is not a schema's to use: it would skip the
+        // checks a `pattern` gets, its length among them.
+        let own = json!({"type": "object", "properties": {"a": {"toolgate:bounded-pattern": "a".repeat(5000)}}});
+        assert!(matches!(
+            ToolSchema::compile(&own, &SchemaBounds::default()),
+            Err(SchemaError::Invalid(message)) if message.contains("toolgate's own keyword")
+        ));
     }
 
     #[test]

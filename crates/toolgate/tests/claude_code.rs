@@ -38,6 +38,19 @@ fn tool_use(name: &str, input: Value) -> Value {
 
 /// The tool names toolgate listed in its answers to `tools/list`, in order of answer.
 fn listed_by_toolgate(setup: &ClaudeSetup) -> Vec<Vec<String>> {
+    listings(setup)
+        .iter()
+        .map(|tools| {
+            tools
+                .iter()
+                .map(|t| t["name"].as_str().unwrap().to_owned())
+                .collect()
+        })
+        .collect()
+}
+
+/// The tools toolgate listed in its answers to `tools/list`, in order of answer.
+fn listings(setup: &ClaudeSetup) -> Vec<Vec<Value>> {
     let wire = setup.wire();
     let list_ids: Vec<Value> = wire
         .iter()
@@ -50,14 +63,7 @@ fn listed_by_toolgate(setup: &ClaudeSetup) -> Vec<Vec<String>> {
         .filter(|l| l.from == "server")
         .filter_map(|l| l.json())
         .filter(|m| list_ids.contains(&m["id"]) && m["result"]["tools"].is_array())
-        .map(|m| {
-            m["result"]["tools"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|t| t["name"].as_str().unwrap().to_owned())
-                .collect()
-        })
+        .map(|m| m["result"]["tools"].as_array().unwrap().clone())
         .collect()
 }
 
@@ -425,19 +431,10 @@ fn claude_code_reads_through_an_upstream_whose_schemas_are_draft_07() {
         "{refused:?}"
     );
     // The upstream's own listing declared draft-07; the refusal is toolgate's, by that draft.
-    let listed = setup
-        .wire()
-        .iter()
-        .filter(|l| l.from == "server")
-        .filter_map(|l| l.json())
-        .find_map(|m| {
-            m["result"]["tools"].as_array().and_then(|tools| {
-                tools
-                    .iter()
-                    .find(|t| t["name"] == "fs__read_text_file")
-                    .cloned()
-            })
-        })
+    let listed = listings(&setup)
+        .into_iter()
+        .flatten()
+        .find(|t| t["name"] == "fs__read_text_file")
         .unwrap_or_else(|| panic!("fs__read_text_file was not listed: {:?}", setup.wire()));
     assert_eq!(
         listed["outputSchema"]["$schema"], "http://json-schema.org/draft-07/schema#",
