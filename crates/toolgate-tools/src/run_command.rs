@@ -254,7 +254,7 @@ impl TypedExecutor for RunCommand {
                     &self.workspace,
                     heading,
                     arguments.timeout_ms,
-                    arguments.stdin.as_deref().map(str::len),
+                    arguments.stdin.as_deref(),
                 );
                 let inputs = plan.inputs(&self.workspace);
                 inputs.clone().bind(&mut classification, "arguments");
@@ -473,7 +473,7 @@ impl Plan {
         workspace: &Workspace,
         heading: String,
         timeout_ms: Option<u64>,
-        stdin_bytes: Option<usize>,
+        stdin: Option<&str>,
     ) -> Classification {
         let mut paths = vec![self.cwd.to_string()];
         if let Some(rel) = self.program_in_workspace(workspace) {
@@ -513,8 +513,8 @@ impl Plan {
             }
             None => preview.push_str("\ntimeout: the tool's default"),
         }
-        if let Some(bytes) = stdin_bytes {
-            let _ = write!(preview, "\nstdin: {bytes} bytes");
+        if let Some(text) = stdin {
+            show_stdin(&mut preview, text);
         }
         Classification {
             effect: None,
@@ -890,6 +890,32 @@ impl Inputs {
     }
 }
 
+/// Writes `stdin` into a preview whole: the program may run it (`["sh"]` reads its script
+/// there), so a person must read every byte of it wherever they decide, not a byte count.
+/// Each line follows `  | `, so no line of it can pass for a line of the preview; the
+/// characters are left as they are for each channel to mark (the console highlights them,
+/// the terminal prompt and the elicitation form print `<U+XXXX>`).
+fn show_stdin(preview: &mut String, stdin: &str) {
+    if stdin.is_empty() {
+        preview.push_str("\nstdin: empty");
+        return;
+    }
+    let lines = stdin.split_terminator('\n').count();
+    let _ = write!(
+        preview,
+        "\nstdin, {} bytes in {lines} line{}, all of it given to the program (each line after \
+         `| `):",
+        stdin.len(),
+        if lines == 1 { "" } else { "s" }
+    );
+    for line in stdin.split_terminator('\n') {
+        let _ = write!(preview, "\n  | {line}");
+    }
+    if !stdin.ends_with('\n') {
+        preview.push_str("\n  (stdin ends without a newline)");
+    }
+}
+
 /// The classification of a call whose program or directory no longer resolves: it names no
 /// program, so stage 7 refuses it.
 pub(crate) fn unresolved(error: &ToolError) -> Classification {
@@ -982,6 +1008,28 @@ mod tests {
     use std::path::Path;
     use toolgate_core::Cancel;
     use toolgate_sandbox::SandboxError;
+
+    #[test]
+    fn stdin_is_shown_whole_line_by_line() {
+        let mut preview = String::from("program: /bin/sh");
+        show_stdin(&mut preview, "echo one\n\nstatus: approved\r\necho \u{202E}two");
+        assert_eq!(
+            preview,
+            "program: /bin/sh\nstdin, 39 bytes in 4 lines, all of it given to the program (each \
+             line after `| `):\n  | echo one\n  | \n  | status: approved\r\n  | echo \u{202E}two\n  \
+             (stdin ends without a newline)"
+        );
+        let mut preview = String::new();
+        show_stdin(&mut preview, "x\n");
+        assert_eq!(
+            preview,
+            "\nstdin, 2 bytes in 1 line, all of it given to the program (each line after `| \
+             `):\n  | x"
+        );
+        let mut preview = String::new();
+        show_stdin(&mut preview, "");
+        assert_eq!(preview, "\nstdin: empty");
+    }
 
     /// The runner's own spelling of each code and the tool error's are the same word.
     #[test]
