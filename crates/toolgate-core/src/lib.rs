@@ -67,6 +67,7 @@ pub mod record;
 pub mod redact;
 pub mod registry;
 pub mod rejection;
+pub mod runs_later;
 pub mod schema;
 pub mod sensitive;
 pub mod visible;

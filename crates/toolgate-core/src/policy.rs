@@ -7,7 +7,7 @@
 //! | principal  | `Actor::"<actor>"` |
 //! | action     | `Action::"call"` (may the call happen at all), then `Action::"call_unattended"` (may it happen without a person's approval) |
 //! | resource   | `Tool::"<name>"` with attributes `name`, `capability`, `effect` (`"read_only"`, `"local_write"`, `"network"`, `"irreversible"`: the call's class after classification, which arguments can make stricter than the entry's) and `major` (a Long) |
-//! | context    | `surface`, `profile`, `workspace` (a digest), `paths` (the workspace-relative paths the call touches, a Set of Strings), `sensitive` (their sensitive kinds) and `network` (what the call asks of the network: `mode` is `"none"`, `"proxy"` or `"unconfined"`, `hosts` the Set of host patterns the proxy would let through) |
+//! | context    | `surface`, `profile`, `workspace` (a digest), `paths` (the workspace-relative paths the call touches, a Set of Strings), `sensitive` (their sensitive kinds), `runs_later` (the kinds of file that another program runs later which the call writes: see [`crate::runs_later`]) and `network` (what the call asks of the network: `mode` is `"none"`, `"proxy"` or `"unconfined"`, `hosts` the Set of host patterns the proxy would let through) |
 //!
 //! Decisions are values and never errors: any evaluation error — a missing attribute, a type
 //! error — denies the call, even where Cedar alone would let a `permit` stand. Policies are
@@ -86,6 +86,29 @@ forbid (principal, action, resource) when { context.sensitive.contains("credenti
 @id("sensitive-credentials-dir")
 @reason("`.gnupg/` holds private keys, `.kube/` cluster credentials, and `.azure/` and `.config/gcloud/` cloud tokens")
 forbid (principal, action, resource) when { context.sensitive.contains("credentials_dir") };
+
+// Files that another program runs later with the user's full authority (see
+// `toolgate_core::runs_later`): the write tools may not change them unless an operator
+// replaces the rule; no standing grant ever covers such a write.
+@id("runs-later-git")
+@reason("git's own files (config, hooks, `commondir`, alternates) make git run programs on the user's next git command")
+forbid (principal, action, resource) when { context.runs_later.contains("git") };
+
+@id("runs-later-agent-config")
+@reason("agent clients' configuration (`.mcp.json`, `.claude/`, `.codex/`, `.cursor/`, `.vscode/`, …) starts servers and runs hooks and tasks with the user's full authority")
+forbid (principal, action, resource) when { context.runs_later.contains("agent_config") };
+
+@id("runs-later-env-loader")
+@reason("environment loaders (`.envrc`, `mise.toml`) run as shell code when the user enters the directory")
+forbid (principal, action, resource) when { context.runs_later.contains("env_loader") };
+
+@id("runs-later-build-config")
+@reason("package managers' and build tools' configuration (`.npmrc`, `.yarnrc.yml`, `.cargo/config.toml`, …) chooses programs they run")
+forbid (principal, action, resource) when { context.runs_later.contains("build_config") };
+
+@id("runs-later-shell-startup")
+@reason("shell and tool startup files (`.bashrc`, `.profile`, `.gitconfig`, …) run in the user's every shell")
+forbid (principal, action, resource) when { context.runs_later.contains("shell_startup") };
 
 @id("sensitive-toolgate-config")
 @reason("toolgate's own configuration decides what tools may do; a model must not change it")
@@ -171,6 +194,9 @@ pub struct PolicyContext<'a> {
     pub paths: &'a [String],
     /// The kinds of sensitive file the paths touch (see [`crate::sensitive`]).
     pub sensitive: &'a [&'static str],
+    /// The kinds of file that another program runs later which the call writes (see
+    /// [`crate::runs_later`]).
+    pub runs_later: &'a [&'static str],
     /// What the call asks of the network, from its `network:` resources.
     pub network: NetworkRequest<'a>,
 }
@@ -479,11 +505,12 @@ impl PolicyEngine {
             EntityUid::from_type_name_and_id(self.actor_type.clone(), EntityId::new(context.actor));
         // The context is built only if a dynamic policy will read it.
         let mut cedar_context = None;
-        let [call_slice, unattended_slice] = if context.sensitive.is_empty() {
-            &slice.quiet
-        } else {
-            &slice.touched
-        };
+        let [call_slice, unattended_slice] =
+            if context.sensitive.is_empty() && context.runs_later.is_empty() {
+                &slice.quiet
+            } else {
+                &slice.touched
+            };
         let [call_uid, unattended_uid] = &self.actions;
 
         let (allow, policies, mut errors) = self.verdict(
@@ -631,7 +658,8 @@ impl Dependence {
                 serde_json::Value::Object(map) => {
                     if let Some(access) = map.get(".")
                         && access.get("left") == Some(&serde_json::json!({"Var": "context"}))
-                        && access.get("attr") == Some(&serde_json::json!("sensitive"))
+                        && (access.get("attr") == Some(&serde_json::json!("sensitive"))
+                            || access.get("attr") == Some(&serde_json::json!("runs_later")))
                     {
                         return (false, true);
                     }
@@ -666,10 +694,16 @@ impl Dependence {
 /// The context a call that touches no sensitive file has, as far as a
 /// [`Dependence::Sensitive`] policy can see.
 fn no_sensitive_context() -> Context {
-    Context::from_pairs([(
-        "sensitive".to_owned(),
-        RestrictedExpression::new_set(std::iter::empty()),
-    )])
+    Context::from_pairs([
+        (
+            "sensitive".to_owned(),
+            RestrictedExpression::new_set(std::iter::empty()),
+        ),
+        (
+            "runs_later".to_owned(),
+            RestrictedExpression::new_set(std::iter::empty()),
+        ),
+    ])
     .unwrap_or_else(|_| Context::empty())
 }
 
@@ -744,6 +778,15 @@ fn build_context(context: &PolicyContext<'_>) -> Result<Context, String> {
             RestrictedExpression::new_set(
                 context
                     .sensitive
+                    .iter()
+                    .map(|kind| RestrictedExpression::new_string((*kind).to_owned())),
+            ),
+        ),
+        (
+            "runs_later".to_owned(),
+            RestrictedExpression::new_set(
+                context
+                    .runs_later
                     .iter()
                     .map(|kind| RestrictedExpression::new_string((*kind).to_owned())),
             ),
@@ -860,7 +903,7 @@ mod tests {
     #[test]
     fn counts() {
         let engine = PolicyEngine::default_policy().unwrap();
-        assert_eq!((engine.len(), engine.is_empty()), (13, false));
+        assert_eq!((engine.len(), engine.is_empty()), (18, false));
         let none = PolicyEngine::from_sources(&[]).unwrap();
         assert_eq!((none.len(), none.is_empty()), (0, true));
     }
@@ -876,7 +919,7 @@ mod tests {
         let engine =
             PolicyEngine::from_sources(&[("default", DEFAULT_POLICY), ("operator", operator)])
                 .unwrap();
-        assert_eq!(engine.len(), 13);
+        assert_eq!(engine.len(), 18);
         assert_eq!(
             engine.reason("sensitive-dotenv"),
             Some("only the example file")
@@ -915,13 +958,13 @@ mod tests {
         );
         let defaults = PolicyEngine::default_policy().unwrap();
         assert!(
-            defaults
-                .all
-                .iter()
-                .zip(&defaults.dependence)
-                .all(|(p, d)| (*d == Dependence::Sensitive)
-                    == defaults.name(p.id()).starts_with("sensitive-")),
-            "every default sensitive rule is decided in advance for quiet calls"
+            defaults.all.iter().zip(&defaults.dependence).all(|(p, d)| {
+                let name = defaults.name(p.id());
+                (*d == Dependence::Sensitive)
+                    == (name.starts_with("sensitive-") || name.starts_with("runs-later-"))
+            }),
+            "every default rule on sensitive files and files that run later is decided in \
+             advance for quiet calls"
         );
     }
 
@@ -962,6 +1005,7 @@ mod tests {
                 workspace: "w",
                 paths: &[],
                 sensitive: &[],
+                runs_later: &[],
                 network: request,
             };
             (request.mode(), engine.decide(tool, &context).is_allowed())
@@ -1028,6 +1072,7 @@ mod tests {
                                 workspace: "w",
                                 paths: &paths,
                                 sensitive: &sensitive,
+                                runs_later: &[],
                                 network: NetworkRequest::from_resources(&[]),
                             };
                             let decision = engine.decide(tool, &context);

@@ -329,6 +329,8 @@ pub struct Classified {
     classification: Classification,
     /// The kinds of sensitive file the call's paths touch.
     sensitive: Vec<&'static str>,
+    /// The kinds of file that runs later the call writes.
+    runs_later: Vec<&'static str>,
     trace: Box<Trace>,
 }
 

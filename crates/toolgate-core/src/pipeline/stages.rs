@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::policy::PolicyDecision;
+use crate::runs_later;
 
 impl Pipeline {
     /// Stages 1–5, the one sequence that running, authorizing and explaining a call follow.
@@ -161,6 +162,7 @@ impl Pipeline {
                 refined.max(tool.entry.effect())
             });
         let sensitive = self.sensitivity.kinds(&classification.paths);
+        let runs_later = runs_later::kinds(written(effect, &classification));
         trace.effect = Some(effect);
         // Evidence is shown to the caller: a link's target in toolgate's state directory is
         // named as the directory. The approval still binds, and shows, the resources whole.
@@ -177,6 +179,7 @@ impl Pipeline {
             effect,
             classification,
             sensitive,
+            runs_later,
             trace,
         }
     }
@@ -191,6 +194,7 @@ impl Pipeline {
             effect,
             classification,
             sensitive,
+            runs_later,
             mut trace,
         } = classified;
         if !tool.entry.surfaces.contains(&invocation.surface) {
@@ -220,6 +224,7 @@ impl Pipeline {
                 workspace: self.workspace.digest(),
                 paths: &classification.paths,
                 sensitive: &sensitive,
+                runs_later: &runs_later,
                 network: NetworkRequest::from_resources(&classification.resources),
             },
         );
@@ -413,13 +418,17 @@ impl Pipeline {
             &classification.resources,
             &classification.preimages,
         );
-        // Only file edits may be remembered for the workspace; everything else asks each time.
-        let scope_allowed =
-            if effect == EffectClass::LocalWrite && tool.entry.approval == ApprovalMode::Policy {
-                GrantScope::WorkspaceAction
-            } else {
-                GrantScope::Once
-            };
+        // Only file edits may be remembered for the workspace; everything else asks each time,
+        // and so does an edit of a file that another program runs later, wherever the
+        // operator's policy lets one through.
+        let scope_allowed = if effect == EffectClass::LocalWrite
+            && tool.entry.approval == ApprovalMode::Policy
+            && runs_later::kinds(written(effect, classification)).is_empty()
+        {
+            GrantScope::WorkspaceAction
+        } else {
+            GrantScope::Once
+        };
         ApprovalRequest {
             digest,
             tool: tool.entry.name.clone(),
@@ -472,3 +481,16 @@ fn unanswered(tool: &Tool, approver: bool, reason: &str) -> Rejection {
 const NO_APPROVER_HINT: &str = "it cannot be approved here, so do not retry it; the user can run \
 it themselves, or the operator can allow it: `toolgate serve` with its approval console, or a \
 policy that permits it without approval";
+
+/// The paths a call writes: all of its paths when it is a local write or carries the diff or
+/// creation of a file (whatever class the operator gave the tool), none otherwise. Commands
+/// change files too, but what they change is known only once they have run; their own guard
+/// is in the tools that run them.
+fn written(effect: EffectClass, classification: &Classification) -> &[String] {
+    let writes = effect == EffectClass::LocalWrite
+        || classification
+            .resources
+            .iter()
+            .any(|r| matches!(r, Resource::Diff(_) | Resource::Create(_)));
+    if writes { &classification.paths } else { &[] }
+}
