@@ -45,6 +45,7 @@ mod descriptor;
 mod edit_file;
 mod file_write;
 mod git;
+mod interpreter;
 mod list_dir;
 mod makefile;
 mod path_argument;

@@ -37,7 +37,7 @@ use toolgate_exec::{
 use toolgate_workspace::{PathError, PathKind, RelPath, Workspace};
 
 use crate::confine::{self, Confined, Confinement};
-use crate::{Builtin, path_argument, stopped};
+use crate::{Builtin, interpreter, path_argument, stopped};
 
 pub(crate) const NAME: &str = "run_command";
 
@@ -258,6 +258,9 @@ impl TypedExecutor for RunCommand {
                 );
                 let inputs = plan.inputs(&self.workspace);
                 inputs.clone().bind(&mut classification, "arguments");
+                if let Some(preview) = classification.preview.as_mut() {
+                    preview.push_str(&interpreter::pins_preview());
+                }
                 confine::bind(&self.confinement, &arguments.network, &mut classification);
                 let image = plan.program_preimage(&self.workspace);
                 (classification, image, inputs)
@@ -412,9 +415,12 @@ impl Plan {
                 "argv is empty",
             ));
         };
-        let env = scrub_env(ambient_env());
+        let mut env = scrub_env(ambient_env());
         let program = resolve_program(program_name, path_of(&env), &cwd_abs)
             .map_err(|e| exec_tool_error(&e))?;
+        // Every process of the call, whatever it starts: a nested `npm run` finds npm's
+        // program-naming keys pinned above any `.npmrc`, even one written during the call.
+        interpreter::pin_package_managers(&mut env);
         Ok(Plan {
             program,
             program_name: (*program_name).to_owned(),
@@ -681,6 +687,9 @@ pub(crate) struct Inputs {
     bound: Vec<(String, Digest)>,
     /// Why an argument that names something was not bound, for the preview.
     unbound: Vec<String>,
+    /// What the arguments make the program read or run that the approval does not cover,
+    /// argument by argument, for the preview ([`interpreter::analyse`]).
+    notes: Vec<String>,
 }
 
 /// The prefix of an input's preimage name.
@@ -703,14 +712,31 @@ impl Plan {
     /// The files inside the workspace that the arguments name, relative to `cwd`. An argument
     /// `--name=value` is looked at whole and as its value. Arguments that name nothing are
     /// silent: stage 7 looks again, so one that names a file by then refuses the call.
+    /// An interpreter's arguments also name what they make it run without naming a file
+    /// (`python3 -m job` → `job.py`, the words of `sh -c` text), looked at the same way.
     pub(crate) fn inputs(&self, workspace: &Workspace) -> Inputs {
-        let named: Vec<(String, &str)> = self
+        let mut named: Vec<(String, &str)> = self
             .args
             .iter()
             .enumerate()
             .map(|(i, arg)| (format!("argv[{}]", i + 1), arg.as_str()))
             .collect();
-        self.inputs_of(workspace, &named)
+        let resolved_name = self
+            .program
+            .file_name()
+            .and_then(|name| name.to_str())
+            .unwrap_or_default();
+        let analysis =
+            interpreter::analyse(&[self.program_name.as_str(), resolved_name], &self.args);
+        named.extend(
+            analysis
+                .candidates
+                .iter()
+                .map(|(label, path)| (label.clone(), path.as_str())),
+        );
+        let mut inputs = self.inputs_of(workspace, &named);
+        inputs.notes = analysis.notes;
+        inputs
     }
 
     /// The files inside the workspace that `named` (each with the label the preview gives
@@ -838,6 +864,16 @@ impl Inputs {
     /// (policies see them), and the preview says what is and is not bound.
     pub(crate) fn bind(self, classification: &mut Classification, what: &str) {
         let preview = classification.preview.get_or_insert_with(String::new);
+        if !self.notes.is_empty() {
+            let _ = write!(
+                preview,
+                "\nwhat {what} make the program read or run (the approval covers only the \
+                 files bound below):"
+            );
+            for note in &self.notes {
+                let _ = write!(preview, "\n    {note}");
+            }
+        }
         if !self.bound.is_empty() {
             let _ = write!(
                 preview,

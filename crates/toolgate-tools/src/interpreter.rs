@@ -1,0 +1,1195 @@
+//! What a command's arguments make its program read or run beyond the files they name.
+//!
+//! `run_command` binds every argument that names a file in the workspace (`sh check.sh`).
+//! Some arguments decide what runs without naming a file (issue 36): `python3 -m job` runs
+//! `job.py` or `job/__main__.py` from the working directory; `python3 -c "exec(open(…)…)"`,
+//! `node -e`, `perl -e` and `sh -c ". ./x.sh"` carry program text that reads other files;
+//! `git -c alias.t=!cmd` is a shell command git will run. [`PROGRAMS`] holds what toolgate
+//! knows of each interpreter's spellings, as data: which options carry program text, which a
+//! module, which take a value, what the first operand is, and what the program reads that no
+//! argument names. [`analyse`] turns an argv into
+//!
+//! - **candidates**: paths, relative to the working directory, that decide what runs if they
+//!   exist — a module's files, the words of program text that name files, the project files a
+//!   package manager reads — bound like arguments (a candidate that names nothing at stage 4
+//!   and a file at stage 7 refuses the call, as an argument does);
+//! - **notes**: one plain sentence per argument for the preview, saying what the program will
+//!   run or read that the approval does not cover.
+//!
+//! Wrappers (`env`, `timeout`, `nice`, …) are looked through to the command they start, and
+//! shell text (`sh -c`, a git alias, a package.json script) is split into its commands, each
+//! looked at the same way, a few levels deep.
+//!
+//! [`PACKAGE_MANAGER_PINS`] is the other half of the same problem: the configuration keys with
+//! which npm, pnpm and yarn run a program are pinned through the environment for every process
+//! of a call, so a nested `npm run` cannot be given another shell by a `.npmrc`.
+
+use std::path::Path;
+
+/// The environment every process of `run_command` and `run_script` gets, so that npm, npx,
+/// pnpm and yarn started anywhere in the call run only the programs their defaults name.
+/// npm and pnpm rank `npm_config_*` variables above every `.npmrc` (project, user and global),
+/// so these values hold whatever a `.npmrc` says, including one written during the call; yarn
+/// (1 and 2+) leaves its `yarnPath`/`yarn-path` unread when `YARN_IGNORE_PATH` is set.
+///
+/// npm trims configuration values, so `node-options` given as one space is empty: npm then
+/// leaves `NODE_OPTIONS` as it finds it instead of setting it from a `.npmrc`
+/// (`node-options=--require ./x.js`). `call` and `node-gyp` cannot be pinned without
+/// breaking `npx` and native builds; `run_script` shows and binds the `.npmrc` that could set
+/// them.
+pub(crate) const PACKAGE_MANAGER_PINS: [(&str, &str, &str); 10] = [
+    (
+        "npm_config_script_shell",
+        "/bin/sh",
+        "the shell npm and pnpm run scripts with",
+    ),
+    (
+        "npm_config_node_options",
+        " ",
+        "`NODE_OPTIONS` npm would give every script",
+    ),
+    ("npm_config_shell", "/bin/sh", "the shell of `npm exec`"),
+    ("npm_config_git", "git", "the program npm runs as git"),
+    ("npm_config_editor", "/bin/true", "the program of `npm edit`"),
+    ("npm_config_browser", "/bin/true", "the program of `npm docs`"),
+    ("npm_config_viewer", "/bin/true", "the program of `npm help`"),
+    (
+        "npm_config_init_module",
+        "/dev/null",
+        "the code `npm init` runs",
+    ),
+    (
+        "npm_config_pnpmfile",
+        ".pnpmfile.cjs",
+        "the hooks file pnpm loads",
+    ),
+    (
+        "YARN_IGNORE_PATH",
+        "1",
+        "yarn's `yarnPath`, another yarn it would run",
+    ),
+];
+
+/// Adds [`PACKAGE_MANAGER_PINS`] to an environment, replacing what it held.
+pub(crate) fn pin_package_managers(env: &mut Vec<(String, String)>) {
+    for (name, value, _) in PACKAGE_MANAGER_PINS {
+        env.retain(|(k, _)| k != name);
+        env.push((name.to_owned(), value.to_owned()));
+    }
+    env.sort();
+}
+
+/// The preview's sentence about [`PACKAGE_MANAGER_PINS`].
+pub(crate) fn pins_preview() -> String {
+    let pinned: Vec<String> = PACKAGE_MANAGER_PINS
+        .iter()
+        .map(|(name, value, _)| format!("{name}={value:?}"))
+        .collect();
+    format!(
+        "\nnpm, npx, pnpm and yarn started by this call run no program their configuration \
+         names: {} are set for every process, above any `.npmrc` or `.yarnrc`; their other \
+         configuration (registries, `node-gyp`, `call`, yarn plugins) is read as usual",
+        pinned.join(", ")
+    )
+}
+
+/// What an argv makes its program read or run, beyond its arguments.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub(crate) struct Analysis {
+    /// Paths relative to the working directory that decide what runs if they exist, each
+    /// with the label the preview gives it.
+    pub(crate) candidates: Vec<(String, String)>,
+    /// Sentences for the preview, argument by argument.
+    pub(crate) notes: Vec<String>,
+}
+
+/// Most candidates one argv yields: program text is split into words, and a megabyte of it
+/// should not become a million look-ups.
+const MAX_CANDIDATES: usize = 256;
+
+/// How deep shell text inside shell text is looked into.
+const MAX_DEPTH: usize = 4;
+
+/// How a program's inline text is read for what it names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Language {
+    /// Shell text: its words, and each command in it looked at in turn.
+    Shell,
+    /// Python: its words, and the modules its dotted names would import from the working
+    /// directory.
+    Python,
+    /// Any other language: its words.
+    Other,
+}
+
+/// What a program's first operand is, when no option gave it program text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Operand {
+    /// A file the program runs (`python3 job.py`): bound as an argument.
+    Script,
+    /// Program text (`awk '{print}'`).
+    Code,
+    /// A sub-command (`git status`, `npm test`): the rest are its arguments.
+    Subcommand,
+}
+
+/// What toolgate knows of one interpreter's command line.
+#[derive(Debug)]
+struct Program {
+    /// Its names, any version suffix left out (`python3.12` and `python3` are `python`).
+    names: &'static [&'static str],
+    language: Language,
+    /// Options whose value is program text (`-c`, `-e`, `--eval`).
+    code: &'static [&'static str],
+    /// Flags after which the first operand is program text (`sh -c`).
+    code_operand: &'static [&'static str],
+    /// Options whose value names a module the program runs (`python3 -m`).
+    module: &'static [&'static str],
+    /// Options whose value names a module or library loaded before the program (`node -r`,
+    /// `perl -M`).
+    preload: &'static [&'static str],
+    /// Options whose value is `key=value` configuration (`git -c`).
+    config: &'static [&'static str],
+    /// Options whose value is a file the program runs instead of an operand (`awk -f`).
+    script: &'static [&'static str],
+    /// Other options that take a value, skipped with it.
+    valued: &'static [&'static str],
+    /// Whether the options end at program text or a module (`python3 -c code args…`).
+    ends_at_code: bool,
+    first_operand: Operand,
+    /// Files in the working directory that the program reads and that decide what it runs.
+    project_files: &'static [&'static str],
+    /// What else it reads that the approval does not cover, for the preview.
+    reads: &'static str,
+}
+
+const NONE: &[&str] = &[];
+
+/// The interpreters and tools whose arguments decide what runs without naming a file.
+const PROGRAMS: &[Program] = &[
+    Program {
+        names: &["python", "pypy"],
+        language: Language::Python,
+        code: &["-c"],
+        code_operand: NONE,
+        module: &["-m"],
+        preload: NONE,
+        config: NONE,
+        script: NONE,
+        valued: &["-W", "-X", "-Q", "--check-hash-based-pycs"],
+        ends_at_code: true,
+        first_operand: Operand::Script,
+        project_files: NONE,
+        reads: "Python also imports the modules the program names, from the program's \
+                directory (the working directory for `-c` and `-m`) and its installed \
+                packages; the files it imports are not bound",
+    },
+    Program {
+        names: &["node", "nodejs", "bun"],
+        language: Language::Other,
+        code: &["-e", "--eval", "-p", "--print"],
+        code_operand: NONE,
+        module: NONE,
+        preload: &[
+            "-r",
+            "--require",
+            "--import",
+            "--loader",
+            "--experimental-loader",
+        ],
+        config: NONE,
+        script: NONE,
+        valued: &["--env-file", "-C", "--conditions", "--input-type", "--title"],
+        ends_at_code: false,
+        first_operand: Operand::Script,
+        project_files: NONE,
+        reads: "node also loads the modules the program requires or imports (from \
+                `node_modules` and elsewhere); those files are not bound",
+    },
+    Program {
+        names: &["perl"],
+        language: Language::Other,
+        code: &["-e", "-E"],
+        code_operand: NONE,
+        module: NONE,
+        preload: &["-M", "-m"],
+        config: NONE,
+        script: NONE,
+        valued: &["-I"],
+        ends_at_code: false,
+        first_operand: Operand::Script,
+        project_files: NONE,
+        reads: "perl also loads the modules the program uses or requires; those files are \
+                not bound",
+    },
+    Program {
+        names: &["ruby"],
+        language: Language::Other,
+        code: &["-e"],
+        code_operand: NONE,
+        module: NONE,
+        preload: &["-r"],
+        config: NONE,
+        script: NONE,
+        valued: &["-I", "-C", "-E", "--encoding"],
+        ends_at_code: false,
+        first_operand: Operand::Script,
+        project_files: NONE,
+        reads: "ruby also loads the files the program requires; those are not bound",
+    },
+    Program {
+        names: &["php"],
+        language: Language::Other,
+        code: &["-r"],
+        code_operand: NONE,
+        module: NONE,
+        preload: NONE,
+        config: NONE,
+        script: &["-f"],
+        valued: &["-c", "-d", "-z"],
+        ends_at_code: false,
+        first_operand: Operand::Script,
+        project_files: NONE,
+        reads: "php also includes the files the program names; those are not bound",
+    },
+    Program {
+        names: &["lua", "luajit", "Rscript"],
+        language: Language::Other,
+        code: &["-e"],
+        code_operand: NONE,
+        module: NONE,
+        preload: &["-l"],
+        config: NONE,
+        script: NONE,
+        valued: NONE,
+        ends_at_code: false,
+        first_operand: Operand::Script,
+        project_files: NONE,
+        reads: "the interpreter also loads the files the program requires; those are not \
+                bound",
+    },
+    Program {
+        names: &["sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "yash"],
+        language: Language::Shell,
+        code: NONE,
+        code_operand: &["-c"],
+        module: NONE,
+        preload: NONE,
+        config: NONE,
+        script: NONE,
+        valued: &["-o", "+o", "-O", "+O", "--rcfile", "--init-file"],
+        ends_at_code: false,
+        first_operand: Operand::Script,
+        project_files: NONE,
+        reads: "the shell also runs the files its text sources and the programs it starts, \
+                which read their own files; those are not bound",
+    },
+    Program {
+        names: &["awk", "gawk", "mawk", "nawk"],
+        language: Language::Other,
+        code: &["-e", "--source"],
+        code_operand: NONE,
+        module: NONE,
+        preload: &["-i", "--include", "-l", "--load"],
+        config: NONE,
+        script: &["-f", "--file"],
+        valued: &["-v", "-F", "--assign", "--field-separator"],
+        ends_at_code: false,
+        first_operand: Operand::Code,
+        project_files: NONE,
+        reads: "",
+    },
+    Program {
+        names: &["git"],
+        language: Language::Shell,
+        code: NONE,
+        code_operand: NONE,
+        module: NONE,
+        preload: NONE,
+        config: &["-c"],
+        script: NONE,
+        valued: &[
+            "-C",
+            "--git-dir",
+            "--work-tree",
+            "--namespace",
+            "--config-env",
+            "--exec-path",
+        ],
+        ends_at_code: false,
+        first_operand: Operand::Subcommand,
+        project_files: NONE,
+        reads: "git also reads the repository's own configuration, hooks and attributes, \
+                which may name programs it runs; those are not bound here",
+    },
+    Program {
+        names: &["npm", "npx"],
+        language: Language::Shell,
+        code: &["-c", "--call"],
+        code_operand: NONE,
+        module: NONE,
+        preload: NONE,
+        config: NONE,
+        script: NONE,
+        valued: &["--prefix", "-w", "--workspace", "-p", "--package"],
+        ends_at_code: false,
+        first_operand: Operand::Subcommand,
+        project_files: &["package.json", ".npmrc"],
+        reads: "npm runs the scripts of the package.json it finds (bound below when it is the \
+                one in the working directory) and the programs of `node_modules/.bin`, which \
+                are not bound",
+    },
+    Program {
+        names: &["pnpm", "pnpx"],
+        language: Language::Shell,
+        code: &["-c"],
+        code_operand: NONE,
+        module: NONE,
+        preload: NONE,
+        config: NONE,
+        script: NONE,
+        valued: &["-C", "--dir", "--filter", "-F"],
+        ends_at_code: false,
+        first_operand: Operand::Subcommand,
+        project_files: &[
+            "package.json",
+            ".npmrc",
+            ".pnpmfile.cjs",
+            "pnpm-workspace.yaml",
+        ],
+        reads: "pnpm runs the scripts of the package.json it finds (bound below when it is \
+                the one in the working directory) and the programs of `node_modules/.bin`, \
+                which are not bound",
+    },
+    Program {
+        names: &["yarn", "yarnpkg"],
+        language: Language::Shell,
+        code: NONE,
+        code_operand: NONE,
+        module: NONE,
+        preload: NONE,
+        config: NONE,
+        script: NONE,
+        valued: &["--cwd"],
+        ends_at_code: false,
+        first_operand: Operand::Subcommand,
+        project_files: &["package.json", ".yarnrc.yml", ".yarnrc", ".npmrc"],
+        reads: "yarn runs the scripts of the package.json it finds (bound below when it is the \
+                one in the working directory), the plugins its `.yarnrc.yml` names and the \
+                programs of `node_modules/.bin`, which are not bound",
+    },
+];
+
+/// Programs that start another command given in their arguments.
+#[derive(Debug)]
+struct Wrapper {
+    names: &'static [&'static str],
+    /// Options that take a value, skipped with it.
+    valued: &'static [&'static str],
+    /// Options after which the command is not where it seems (`env -C dir`, `env -S text`).
+    opaque: &'static [&'static str],
+    /// Operands before the command (`timeout 5 cmd`).
+    skip: usize,
+    /// Whether `NAME=value` operands come before the command (`env`).
+    assignments: bool,
+}
+
+const WRAPPERS: &[Wrapper] = &[
+    Wrapper {
+        names: &["env"],
+        valued: &["-u", "--unset"],
+        opaque: &["-C", "--chdir", "-S", "--split-string"],
+        skip: 0,
+        assignments: true,
+    },
+    Wrapper {
+        names: &["timeout"],
+        valued: &["-s", "--signal", "-k", "--kill-after"],
+        opaque: NONE,
+        skip: 1,
+        assignments: false,
+    },
+    Wrapper {
+        names: &["nice"],
+        valued: &["-n", "--adjustment"],
+        opaque: NONE,
+        skip: 0,
+        assignments: false,
+    },
+    Wrapper {
+        names: &["nohup", "setsid", "command", "exec", "time"],
+        valued: NONE,
+        opaque: NONE,
+        skip: 0,
+        assignments: false,
+    },
+    Wrapper {
+        names: &["stdbuf"],
+        valued: &["-i", "-o", "-e", "--input", "--output", "--error"],
+        opaque: NONE,
+        skip: 0,
+        assignments: false,
+    },
+];
+
+/// Keys' last parts (lower case) of git's configuration that name a program git runs or a
+/// file it reads as configuration.
+const GIT_PROGRAM_KEYS: &[&str] = &[
+    "sshcommand",
+    "pager",
+    "editor",
+    "fsmonitor",
+    "hookspath",
+    "askpass",
+    "gitproxy",
+    "external",
+    "textconv",
+    "command",
+    "clean",
+    "smudge",
+    "process",
+    "driver",
+    "helper",
+    "program",
+    "packobjectshook",
+    "cmd",
+    "path",
+    "uploadpack",
+    "receivepack",
+    "difffilter",
+    "browser",
+    "alternaterefscommand",
+];
+
+/// One argument: the label the preview gives it and its text.
+#[derive(Debug, Clone)]
+struct Arg<'a> {
+    label: String,
+    text: &'a str,
+}
+
+/// What `args` (the program's arguments, `argv[1]` on) make the program read or run. The
+/// program is known by `names`: the name it was given and the resolved file's name.
+pub(crate) fn analyse(names: &[&str], args: &[String]) -> Analysis {
+    let mut analysis = Analysis::default();
+    let args: Vec<Arg<'_>> = args
+        .iter()
+        .enumerate()
+        .map(|(i, text)| Arg {
+            label: format!("argv[{}] {text:?}", i + 1),
+            text,
+        })
+        .collect();
+    let program = names.iter().find_map(|name| lookup(name));
+    match program {
+        Some(Found::Program(program)) => command(program, "argv[0]", &args, 0, &mut analysis),
+        Some(Found::Wrapper(wrapper)) => wrapped(wrapper, &args, 0, &mut analysis),
+        None => {}
+    }
+    analysis
+}
+
+/// What shell text (a package.json script, `sh -c`'s text) makes its commands read or run;
+/// `label` says where the text is.
+pub(crate) fn shell_text(text: &str, label: &str) -> Analysis {
+    let mut analysis = Analysis::default();
+    shell(text, label, 0, &mut analysis);
+    analysis
+}
+
+enum Found {
+    Program(&'static Program),
+    Wrapper(&'static Wrapper),
+}
+
+/// The table's entry for a program name or path.
+fn lookup(name: &str) -> Option<Found> {
+    let base = Path::new(name).file_name()?.to_str()?;
+    // `python3.12`, `python3`, `perl5.36` are `python` and `perl`.
+    let bare = base.trim_end_matches(|c: char| c.is_ascii_digit() || c == '.');
+    let bare = if bare.is_empty() { base } else { bare };
+    if let Some(program) = PROGRAMS
+        .iter()
+        .find(|p| p.names.contains(&bare) || p.names.contains(&base))
+    {
+        return Some(Found::Program(program));
+    }
+    WRAPPERS
+        .iter()
+        .find(|w| w.names.contains(&base))
+        .map(Found::Wrapper)
+}
+
+/// What an option of `program` is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Code,
+    Module,
+    Preload,
+    Config,
+    Script,
+    Valued,
+}
+
+impl Program {
+    fn kind(&self, option: &str) -> Option<Kind> {
+        [
+            (self.code, Kind::Code),
+            (self.module, Kind::Module),
+            (self.preload, Kind::Preload),
+            (self.config, Kind::Config),
+            (self.script, Kind::Script),
+            (self.valued, Kind::Valued),
+        ]
+        .into_iter()
+        .find(|(options, _)| options.contains(&option))
+        .map(|(_, kind)| kind)
+    }
+}
+
+/// The command `program` with `args`: options first, then its first operand.
+fn command(
+    program: &'static Program,
+    program_label: &str,
+    args: &[Arg<'_>],
+    depth: usize,
+    out: &mut Analysis,
+) {
+    if !program.reads.is_empty() {
+        note(out, program_label, program.reads);
+    }
+    for file in program.project_files {
+        candidate(out, format!("{program_label} reads"), file);
+    }
+    let mut code_operand = false;
+    let mut code_given = false;
+    let mut rest = args.iter();
+    while let Some(arg) = rest.next() {
+        let text = arg.text;
+        if text == "--" {
+            break;
+        }
+        if text.starts_with("--") || program.valued.contains(&text) {
+            let (name, inline) = match text.split_once('=') {
+                Some((name, value)) => (name, Some(value)),
+                None => (text, None),
+            };
+            let Some(kind) = program.kind(name) else {
+                continue;
+            };
+            let value = match inline {
+                Some(value) => Some((arg, value)),
+                None => rest.next().map(|next| (next, next.text)),
+            };
+            if let Some((at, value)) = value {
+                code_given |= option(program, kind, at, value, depth, out);
+                if program.ends_at_code && matches!(kind, Kind::Code | Kind::Module) {
+                    return;
+                }
+            }
+            continue;
+        }
+        if let Some(letters) = text.strip_prefix('-')
+            && !letters.is_empty()
+        {
+            // Single-letter options, grouped (`-Bc`, `-lne`, `-ec`): the first that takes a
+            // value takes the rest of the argument, or the next one.
+            let mut ended = false;
+            for (at, letter) in letters.char_indices() {
+                let name = format!("-{letter}");
+                if program.code_operand.contains(&name.as_str()) {
+                    code_operand = true;
+                }
+                let Some(kind) = program.kind(&name) else {
+                    continue;
+                };
+                let attached = letters.get(at + letter.len_utf8()..).unwrap_or_default();
+                let value = if attached.is_empty() {
+                    rest.next().map(|next| (next, next.text))
+                } else {
+                    Some((arg, attached))
+                };
+                if let Some((at, value)) = value {
+                    code_given |= option(program, kind, at, value, depth, out);
+                    ended = program.ends_at_code && matches!(kind, Kind::Code | Kind::Module);
+                }
+                break;
+            }
+            if ended {
+                return;
+            }
+            continue;
+        }
+        operand(program, arg, rest.as_slice(), code_operand, code_given, depth, out);
+        return;
+    }
+    if let Some(arg) = rest.next() {
+        operand(program, arg, rest.as_slice(), code_operand, code_given, depth, out);
+    }
+}
+
+/// An option's value; true when it gave the program its text (or the file it runs).
+fn option(
+    program: &Program,
+    kind: Kind,
+    arg: &Arg<'_>,
+    value: &str,
+    depth: usize,
+    out: &mut Analysis,
+) -> bool {
+    match kind {
+        Kind::Code => {
+            code(program.language, arg, value, depth, out);
+            true
+        }
+        Kind::Module => {
+            module(arg, value, out);
+            true
+        }
+        Kind::Preload => {
+            note(
+                out,
+                &arg.label,
+                &format!(
+                    "loads `{value}` before the program; a file of that name in the workspace \
+                     is bound below, a module found elsewhere is not"
+                ),
+            );
+            candidate(out, arg.label.clone(), value);
+            false
+        }
+        Kind::Config => {
+            config(arg, value, depth, out);
+            false
+        }
+        Kind::Script => {
+            note(
+                out,
+                &arg.label,
+                &format!("runs the program in `{value}` (bound below when it is in the workspace)"),
+            );
+            candidate(out, arg.label.clone(), value);
+            true
+        }
+        Kind::Valued => false,
+    }
+}
+
+/// The first operand, and what it is.
+fn operand(
+    program: &Program,
+    arg: &Arg<'_>,
+    rest: &[Arg<'_>],
+    code_operand: bool,
+    code_given: bool,
+    depth: usize,
+    out: &mut Analysis,
+) {
+    if code_operand {
+        code(program.language, arg, arg.text, depth, out);
+        return;
+    }
+    if code_given {
+        return;
+    }
+    match program.first_operand {
+        Operand::Code => code(program.language, arg, arg.text, depth, out),
+        Operand::Script => {
+            if arg.text != "-" {
+                note(
+                    out,
+                    &arg.label,
+                    "the program file it runs (bound below when it is in the workspace)",
+                );
+            }
+        }
+        Operand::Subcommand => {
+            // `npm exec -c TEXT` and `npx -c TEXT` after the sub-command.
+            if !program.code.is_empty() {
+                let mut rest = rest.iter();
+                while let Some(next) = rest.next() {
+                    if program.code.contains(&next.text)
+                        && let Some(value) = rest.next()
+                    {
+                        code(program.language, value, value.text, depth, out);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Program text given inline: its words that name files are bound, and the person is told
+/// the rest is not.
+fn code(language: Language, arg: &Arg<'_>, text: &str, depth: usize, out: &mut Analysis) {
+    let what = match language {
+        Language::Shell => "shell text, run as given",
+        Language::Python => "Python code, run as given",
+        Language::Other => "program text, run as given",
+    };
+    note(
+        out,
+        &arg.label,
+        &format!(
+            "{what}; the files it reads or runs are not covered by this approval, except \
+             those its words name by path in the workspace, bound below"
+        ),
+    );
+    match language {
+        Language::Shell => shell(text, &arg.label, depth, out),
+        Language::Python => {
+            for word in words(text) {
+                candidate(out, format!("{} word", arg.label), word);
+                for file in module_files(word) {
+                    candidate(out, format!("{} imports `{word}`", arg.label), &file);
+                }
+            }
+        }
+        Language::Other => {
+            for word in words(text) {
+                candidate(out, format!("{} word", arg.label), word);
+            }
+        }
+    }
+}
+
+/// `python3 -m MODULE`: the files Python runs for it when they are in the working directory.
+fn module(arg: &Arg<'_>, name: &str, out: &mut Analysis) {
+    let files = module_files(name);
+    if files.is_empty() {
+        note(
+            out,
+            &arg.label,
+            &format!("runs module `{name}`, a name toolgate cannot look up; nothing is bound for it"),
+        );
+        return;
+    }
+    note(
+        out,
+        &arg.label,
+        &format!(
+            "runs module `{name}`: Python looks in the working directory first ({}; bound \
+             below when they exist), then among its installed packages, which are not bound",
+            files
+                .iter()
+                .map(|f| format!("`{f}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    );
+    for file in files {
+        candidate(out, format!("{} module", arg.label), &file);
+    }
+}
+
+/// The files Python would run or import for a dotted module name, relative to the directory
+/// it searches: each package's `__init__.py`, then the module's `.py`, or its package's
+/// `__init__.py` and `__main__.py`.
+fn module_files(name: &str) -> Vec<String> {
+    let parts: Vec<&str> = name.split('.').collect();
+    let identifier = |part: &&str| {
+        let mut chars = part.chars();
+        chars
+            .next()
+            .is_some_and(|c| c.is_alphabetic() || c == '_')
+            && chars.all(|c| c.is_alphanumeric() || c == '_')
+    };
+    if parts.is_empty() || !parts.iter().all(identifier) {
+        return Vec::new();
+    }
+    let mut files = Vec::new();
+    let mut prefix = String::new();
+    for (i, part) in parts.iter().enumerate() {
+        if !prefix.is_empty() {
+            prefix.push('/');
+        }
+        prefix.push_str(part);
+        if i + 1 < parts.len() {
+            files.push(format!("{prefix}/__init__.py"));
+        }
+    }
+    files.push(format!("{prefix}.py"));
+    files.push(format!("{prefix}/__init__.py"));
+    files.push(format!("{prefix}/__main__.py"));
+    files
+}
+
+/// `git -c key=value`.
+fn config(arg: &Arg<'_>, value: &str, depth: usize, out: &mut Analysis) {
+    let Some((key, setting)) = value.split_once('=') else {
+        note(out, &arg.label, "git configuration for this run");
+        return;
+    };
+    let key = key.to_ascii_lowercase();
+    let last = key.rsplit('.').next().unwrap_or_default();
+    if key.starts_with("alias.")
+        && let Some(shell_command) = setting.strip_prefix('!')
+    {
+        note(
+            out,
+            &arg.label,
+            &format!(
+                "a git alias that runs a shell command when the sub-command is `{}`: \
+                 {shell_command:?}; the files it reads or runs are not covered by this \
+                 approval, except those its words name by path in the workspace, bound below",
+                key.strip_prefix("alias.").unwrap_or_default()
+            ),
+        );
+        shell(shell_command, &arg.label, depth, out);
+    } else if GIT_PROGRAM_KEYS.contains(&last) || key.starts_with("pager.") {
+        note(
+            out,
+            &arg.label,
+            &format!(
+                "git configuration `{key}` names a program git runs or a file it reads: \
+                 {setting:?}; a file of that name in the workspace is bound below, what it \
+                 runs in turn is not"
+            ),
+        );
+        // `!cmd` and `cmd args` run through the shell.
+        shell(setting.trim_start_matches('!'), &arg.label, depth, out);
+    } else {
+        note(
+            out,
+            &arg.label,
+            &format!("git configuration `{key}` for this run"),
+        );
+    }
+}
+
+/// A wrapper's arguments: its own options, then the command it starts.
+fn wrapped(wrapper: &Wrapper, args: &[Arg<'_>], depth: usize, out: &mut Analysis) {
+    let mut rest = args.iter();
+    let mut skip = wrapper.skip;
+    while let Some(arg) = rest.next() {
+        let text = arg.text;
+        let name = text.split_once('=').map_or(text, |(name, _)| name);
+        if wrapper.opaque.contains(&name)
+            || wrapper
+                .opaque
+                .iter()
+                .any(|o| o.len() == 2 && text.starts_with(o) && text.len() > 2)
+        {
+            note(
+                out,
+                &arg.label,
+                "starts its command somewhere toolgate does not follow; what that command \
+                 reads is not looked into",
+            );
+            return;
+        }
+        if text == "--" {
+            continue;
+        }
+        if text.starts_with('-') && text.len() > 1 {
+            if wrapper.valued.contains(&text) {
+                rest.next();
+            }
+            continue;
+        }
+        if wrapper.assignments && text.contains('=') {
+            continue;
+        }
+        if skip > 0 {
+            skip -= 1;
+            continue;
+        }
+        let remaining = rest.as_slice();
+        match lookup(text) {
+            Some(Found::Program(program)) if depth < MAX_DEPTH => {
+                command(program, &arg.label, remaining, depth + 1, out);
+            }
+            Some(Found::Wrapper(inner)) if depth < MAX_DEPTH => {
+                wrapped(inner, remaining, depth + 1, out);
+            }
+            _ => {}
+        }
+        return;
+    }
+}
+
+/// Shell text: every word that could name a file, and each command looked at in turn.
+fn shell(text: &str, label: &str, depth: usize, out: &mut Analysis) {
+    for word in words(text) {
+        candidate(out, format!("{label} word"), word);
+    }
+    if depth >= MAX_DEPTH {
+        return;
+    }
+    for command_text in text.split(|c: char| {
+        matches!(c, '\n' | ';' | '&' | '|' | '(' | ')' | '`' | '{' | '}')
+    }) {
+        let mut tokens = shell_words(command_text).into_iter().peekable();
+        // Assignments and the words that only prefix a command.
+        while tokens.peek().is_some_and(|t| {
+            is_assignment(t)
+                || matches!(
+                    t.as_str(),
+                    "!" | "if" | "then" | "else" | "elif" | "do" | "while" | "until"
+                )
+        }) {
+            tokens.next();
+        }
+        let tokens: Vec<String> = tokens.collect();
+        let Some((first, args)) = tokens.split_first() else {
+            continue;
+        };
+        let inner_label = format!("{label}, in its text {first:?}");
+        if first == "." || first == "source" {
+            if let Some(file) = args.first() {
+                note(
+                    out,
+                    &inner_label,
+                    &format!(
+                        "runs `{file}` in the shell (bound below when it is in the workspace); \
+                         what that file sources or runs in turn is not bound"
+                    ),
+                );
+            }
+            continue;
+        }
+        let args: Vec<Arg<'_>> = args
+            .iter()
+            .map(|text| Arg {
+                label: format!("{label}, in its text {text:?}"),
+                text,
+            })
+            .collect();
+        match lookup(first) {
+            Some(Found::Program(program)) => command(program, &inner_label, &args, depth + 1, out),
+            Some(Found::Wrapper(wrapper)) => wrapped(wrapper, &args, depth + 1, out),
+            None => {}
+        }
+    }
+}
+
+/// `NAME=value` before a command.
+fn is_assignment(word: &str) -> bool {
+    word.split_once('=').is_some_and(|(name, _)| {
+        !name.is_empty()
+            && name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_')
+            && !name.starts_with(|c: char| c.is_ascii_digit())
+    })
+}
+
+/// A simple command's words, split at blanks outside quotes, quotes removed (an
+/// approximation of the shell's, good enough to find a program and its options).
+fn shell_words(text: &str) -> Vec<String> {
+    let mut words = Vec::new();
+    let mut word = String::new();
+    let mut quote: Option<char> = None;
+    let mut started = false;
+    for c in text.chars() {
+        match quote {
+            Some(q) if c == q => quote = None,
+            Some(_) => word.push(c),
+            None if c == '\'' || c == '"' => {
+                quote = Some(c);
+                started = true;
+            }
+            None if c.is_whitespace() => {
+                if started || !word.is_empty() {
+                    words.push(std::mem::take(&mut word));
+                }
+                started = false;
+            }
+            None => word.push(c),
+        }
+    }
+    if started || !word.is_empty() {
+        words.push(word);
+    }
+    words
+}
+
+/// The words of program text that could name a file: split at blanks, quotes, brackets and
+/// the shell's operators, leaving out words with expansions or globs, which only the
+/// program could resolve.
+fn words(text: &str) -> impl Iterator<Item = &str> {
+    text.split(|c: char| {
+        c.is_whitespace()
+            || matches!(
+                c,
+                ';' | '|'
+                    | '&'
+                    | '('
+                    | ')'
+                    | '<'
+                    | '>'
+                    | '"'
+                    | '\''
+                    | '`'
+                    | '\\'
+                    | ','
+                    | '['
+                    | ']'
+                    | '{'
+                    | '}'
+            )
+    })
+    .filter(|word| !word.is_empty() && !word.contains(['$', '*', '?', '~']))
+}
+
+fn candidate(out: &mut Analysis, label: String, path: &str) {
+    if out.candidates.len() < MAX_CANDIDATES && !out.candidates.iter().any(|(_, p)| p == path) {
+        out.candidates.push((label, path.to_owned()));
+    }
+}
+
+fn note(out: &mut Analysis, label: &str, text: &str) {
+    let line = format!("{label}: {text}");
+    if !out.notes.contains(&line) {
+        out.notes.push(line);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn of(argv: &[&str]) -> Analysis {
+        let args: Vec<String> = argv.iter().skip(1).map(|a| (*a).to_owned()).collect();
+        analyse(&argv[..1], &args)
+    }
+
+    fn paths(analysis: &Analysis) -> Vec<&str> {
+        analysis
+            .candidates
+            .iter()
+            .map(|(_, p)| p.as_str())
+            .collect()
+    }
+
+    fn notes(analysis: &Analysis) -> String {
+        analysis.notes.join("\n")
+    }
+
+    /// (argv, candidates that must be there, note fragments that must be there)
+    #[test]
+    fn spellings_yield_their_files_and_say_what_is_not_covered() {
+        let table: &[(&[&str], &[&str], &[&str])] = &[
+            (
+                &["python3", "-m", "job"],
+                &["job.py", "job/__init__.py", "job/__main__.py"],
+                &["argv[2] \"job\": runs module `job`"],
+            ),
+            (
+                &["python3.12", "-Im", "pkg.tool"],
+                &["pkg/__init__.py", "pkg/tool.py", "pkg/tool/__main__.py"],
+                &["runs module `pkg.tool`"],
+            ),
+            (
+                &["python3", "-mjob"],
+                &["job.py"],
+                &["argv[1] \"-mjob\": runs module `job`"],
+            ),
+            (
+                &["/usr/bin/python3", "-W", "ignore", "-m", "job", "-c", "x"],
+                &["job.py"],
+                &["runs module `job`"],
+            ),
+            (
+                &["python3", "-c", "exec(open('job.py').read())"],
+                &["job.py"],
+                &["argv[2] \"exec(open('job.py').read())\": Python code, run as given"],
+            ),
+            (
+                &["python3", "-c", "import helper"],
+                &["helper.py", "helper/__init__.py"],
+                &["not covered by this approval"],
+            ),
+            (
+                &["sh", "-c", ". ./x.sh"],
+                &["./x.sh"],
+                &[
+                    "argv[2] \". ./x.sh\": shell text, run as given",
+                    "runs `./x.sh` in the shell",
+                ],
+            ),
+            (&["bash", "-ec", "source lib.sh && go"], &["lib.sh"], &["shell text"]),
+            (
+                &["sh", "-c", "python3 -m job"],
+                &["job.py"],
+                &["in its text \"job\": runs module `job`"],
+            ),
+            (
+                &["node", "-e", "require('./x.js')"],
+                &["./x.js"],
+                &["program text, run as given"],
+            ),
+            (&["perl", "-lne", "do 'x.pl'"], &["x.pl"], &["program text"]),
+            (&["ruby", "-e", "load 'x.rb'"], &["x.rb"], &["program text"]),
+            (
+                &["git", "-c", "alias.t=!sh ./x.sh", "t"],
+                &["./x.sh"],
+                &["a git alias that runs a shell command when the sub-command is `t`"],
+            ),
+            (
+                &["git", "-c", "core.pager=./pager.sh", "log"],
+                &["./pager.sh"],
+                &["names a program git runs"],
+            ),
+            (
+                &["env", "FOO=1", "timeout", "5", "python3", "-m", "job"],
+                &["job.py"],
+                &["runs module `job`"],
+            ),
+            (
+                &["npm", "run", "build"],
+                &["package.json", ".npmrc"],
+                &["npm runs the scripts of the package.json"],
+            ),
+            (&["yarn", "test"], &[".yarnrc.yml", ".yarnrc"], &["yarn runs"]),
+            (&["awk", "{ print }", "data.txt"], &[], &["program text"]),
+        ];
+        for (argv, wanted, said) in table {
+            let analysis = of(argv);
+            let found = paths(&analysis);
+            for path in *wanted {
+                assert!(found.contains(path), "{argv:?}: `{path}` not in {found:?}");
+            }
+            let text = notes(&analysis);
+            for fragment in *said {
+                assert!(text.contains(fragment), "{argv:?}: `{fragment}` not in\n{text}");
+            }
+        }
+    }
+
+    #[test]
+    fn arguments_after_the_program_are_its_own() {
+        // `-c` after the script, or after `-c`'s code, is the program's argument.
+        let analysis = of(&["python3", "job.py", "-c", "x.py"]);
+        assert!(!paths(&analysis).contains(&"x.py"), "{analysis:?}");
+        assert!(notes(&analysis).contains("argv[1] \"job.py\": the program file it runs"));
+        let analysis = of(&["python3", "-c", "pass", "-m", "job"]);
+        assert!(!paths(&analysis).contains(&"job.py"), "{analysis:?}");
+        let analysis = of(&["git", "commit", "-c", "alias.x=!sh y.sh"]);
+        assert!(!paths(&analysis).contains(&"y.sh"), "{analysis:?}");
+        // A program toolgate does not know yields nothing.
+        assert_eq!(of(&["cargo", "test", "-c", "x"]), Analysis::default());
+        // Module names that are not Python identifiers bind nothing.
+        assert!(module_files("../x").is_empty());
+        assert!(module_files("a..b").is_empty());
+    }
+
+    #[test]
+    fn pins_replace_what_the_environment_held() {
+        let mut env = vec![
+            ("PATH".to_owned(), "/bin".to_owned()),
+            ("npm_config_script_shell".to_owned(), "./evil.sh".to_owned()),
+        ];
+        pin_package_managers(&mut env);
+        let get = |name: &str| {
+            env.iter()
+                .filter(|(k, _)| k == name)
+                .map(|(_, v)| v.as_str())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(get("npm_config_script_shell"), ["/bin/sh"]);
+        assert_eq!(get("YARN_IGNORE_PATH"), ["1"]);
+        assert_eq!(get("PATH"), ["/bin"]);
+        assert!(pins_preview().contains("npm_config_script_shell=\"/bin/sh\""));
+    }
+}
