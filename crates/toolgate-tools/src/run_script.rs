@@ -29,9 +29,13 @@
 //!   make may use and the variables they refer to. make runs with the file named (`-f`), its
 //!   built-in rules off, and no `MAKEFLAGS`, `MAKEFILES`, `MAKELEVEL` or `MFLAGS` from the
 //!   environment.
-//! - **npm**: npm itself is not run, so neither a workspace `.npmrc` (`script-shell`,
-//!   `ignore-scripts`, `node-options`) nor npm's lifecycle handling can change what runs. The
-//!   script's text runs as npm would run it: `/bin/sh -c TEXT` at the root, with
+//! - **npm**: npm itself is not run for the script, so neither a workspace `.npmrc`
+//!   (`script-shell`, `ignore-scripts`, `node-options`) nor npm's lifecycle handling can change
+//!   how its text runs. An npm, npx, pnpm or yarn that the text starts does read its
+//!   configuration: the keys that name a program are pinned through the environment for every
+//!   process of the call ([`interpreter::PACKAGE_MANAGER_PINS`]), and `.npmrc`, `.yarnrc`,
+//!   `.yarnrc.yml` and `.pnpmfile.cjs` at the root are shown whole and bound. The script's
+//!   text runs as npm would run it: `/bin/sh -c TEXT` at the root, with
 //!   `node_modules/.bin` first in `PATH` and `npm_lifecycle_event`, `npm_lifecycle_script`,
 //!   `npm_package_name`, `npm_package_version`, `npm_package_json` and `npm_command` set; a
 //!   `pre`/`post` script is a step of its own, shown and checked again before it starts, and
@@ -45,7 +49,10 @@
 //!
 //! Files inside the workspace that a recipe line or a package.json script names by a plain
 //! word (`sh scripts/check.sh`), and for npm the program a word finds in `node_modules/.bin`,
-//! are bound like `run_command`'s arguments, within the same limits. What the programs then
+//! are bound like `run_command`'s arguments, within the same limits; so are the files a
+//! package.json script's commands run without naming them (`python3 -m job` → `job.py`, what
+//! `sh -c` text sources), which [`crate::interpreter`] finds and the preview names. What the
+//! programs then
 //! read and run by themselves — `build.rs`, test code, `conftest.py`, what a bound program
 //! imports — is the project's code, which the person approves by running the project's
 //! command at all; it is not bound.
@@ -65,7 +72,7 @@ use toolgate_workspace::{PathError, RelPath, Workspace};
 use crate::confine::{self, Confined, Confinement};
 use crate::makefile::Makefile;
 use crate::run_command::{Plan, command_entry, path_of, program_field_error, unresolved};
-use crate::{Builtin, stopped};
+use crate::{Builtin, interpreter, stopped};
 
 pub(crate) const NAME: &str = "run_script";
 
@@ -505,6 +512,7 @@ impl Definition {
                 .push(Resource::Argv(argv_text(workspace, plan)));
         }
         preview.push_str(&self.shown);
+        preview.push_str(&interpreter::pins_preview());
         classification.preview = Some(preview);
         if let Some(plan) = plans.first()
             && !self.named.is_empty()
@@ -901,10 +909,35 @@ fn package_json(source: &Source) -> Parsed {
         }
         let names: Vec<&str> = steps.iter().map(|s| s.name.as_str()).collect();
         let mut named = Vec::new();
+        let mut shown = String::new();
         for step in &steps {
             if let Some(text) = step.argv.get(2) {
                 words_of(text, &mut named);
+                // What the text's own commands run without naming a file: `python3 -m job`,
+                // `sh -c '. ./x.sh'`, a nested `npm run`.
+                let analysis = interpreter::shell_text(text, &format!("`{}`", step.name));
+                for (_, path) in analysis.candidates {
+                    if !named.contains(&path) {
+                        named.push(path);
+                    }
+                }
+                for note in analysis.notes {
+                    let _ = write!(shown, "\n  {note}");
+                }
             }
+        }
+        if !shown.is_empty() {
+            shown.insert_str(
+                0,
+                "\nwhat the scripts' commands read or run (the approval covers only the files \
+                 bound below):",
+            );
+        }
+        let mut bound = Vec::new();
+        let mut config_shown = String::new();
+        if let Err(problem) = package_manager_config(source.workspace, &mut config_shown, &mut bound)
+        {
+            return Parsed::Blocked(problem);
         }
         // A plain word the shell finds in node_modules/.bin first: the program it runs.
         let programs: Vec<String> = named
@@ -917,19 +950,82 @@ fn package_json(source: &Source) -> Parsed {
             script,
             how: format!(
                 "package.json script `{script}`, run as npm would run it ({}), each with \
-                 `/bin/sh -c` at the workspace root; npm itself is not run, so `.npmrc` and \
-                 npm's configuration do not apply:",
+                 `/bin/sh -c` at the workspace root; npm itself is not run for it, so no \
+                 `.npmrc` changes how its text runs (an npm, npx, pnpm or yarn the text starts \
+                 does read its configuration: the keys that name a program are pinned, the \
+                 files at the root shown below):",
                 names.join(", then ")
             ),
             steps,
-            shown: "\nthe programs the scripts name are looked up in node_modules/.bin first, \
-                    then in PATH; what those programs load in turn is not bound"
-                .to_owned(),
-            bound: Vec::new(),
+            shown: format!(
+                "{shown}\nthe programs the scripts name are looked up in node_modules/.bin \
+                 first, then in PATH; what those programs load in turn is not bound\
+                 {config_shown}"
+            ),
+            bound,
             named,
         });
     }
     Parsed::Found(found)
+}
+
+/// The configuration files at the root that npm, npx, pnpm and yarn read when a script's
+/// text starts one of them, with what each can make them run. The keys in
+/// [`interpreter::PACKAGE_MANAGER_PINS`] are pinned for every process; the rest (`call`,
+/// `node-gyp`, yarn's `plugins`, pnpm's hooks) can still run code, so the files are shown
+/// whole and bound: one written by an earlier step refuses the later ones.
+const PACKAGE_MANAGER_CONFIG: [(&str, &str); 4] = [
+    (
+        ".npmrc",
+        "npm, npx and pnpm: `call`, `node-gyp` and other keys; the keys that name a \
+         program are pinned",
+    ),
+    (
+        ".yarnrc.yml",
+        "yarn 2+: `plugins` it loads and runs, `yarnPath` (pinned off)",
+    ),
+    (".yarnrc", "yarn 1: `yarn-path` (pinned off) and default flags"),
+    (
+        ".pnpmfile.cjs",
+        "pnpm: hooks it runs as it installs",
+    ),
+];
+
+/// Shows ([`PACKAGE_MANAGER_CONFIG`]) the package managers' configuration files at the root
+/// whole, and binds them; a file too large to show is a problem that refuses the script.
+fn package_manager_config(
+    workspace: &Workspace,
+    shown: &mut String,
+    bound: &mut Vec<(String, Digest)>,
+) -> Result<(), String> {
+    for (name, runs) in PACKAGE_MANAGER_CONFIG {
+        let (text, digest) = match read(workspace, name) {
+            Ok(Some(found)) => found,
+            Ok(None) => continue,
+            Err(problem) => {
+                return Err(format!(
+                    "package managers' configuration cannot be shown: {problem}"
+                ));
+            }
+        };
+        if text.len() > MAX_CONFIG_SHOWN_BYTES {
+            return Err(format!(
+                "`{name}` is {} bytes, more than the {MAX_CONFIG_SHOWN_BYTES} a preview shows \
+                 whole",
+                text.len()
+            ));
+        }
+        let _ = write!(
+            shown,
+            "\nan npm, npx, pnpm or yarn the scripts start reads `{name}` (bound to this \
+             approval; {runs}):"
+        );
+        for (i, line) in text.lines().enumerate() {
+            let _ = write!(shown, "\n  {:>4}| {line}", i + 1);
+        }
+        bound.push((format!("config:{name}"), digest));
+    }
+    Ok(())
 }
 
 /// Cargo's commands, for a manifest with a package or a workspace, with the configuration at
