@@ -27,6 +27,7 @@
 //! ```
 
 pub mod rel_path;
+pub mod snapshot;
 mod write;
 
 use std::collections::VecDeque;
