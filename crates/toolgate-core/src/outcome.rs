@@ -110,6 +110,9 @@ pub enum ToolErrorCode {
     ProgramChanged,
     CwdChanged,
     ScriptChanged,
+    /// A process changed files that another program runs later, which the approval did not
+    /// name: they were put back, and the call failed.
+    RunsLaterChanged,
     // Git.
     NotARepository,
     RepositoryOutsideWorkspace,
@@ -166,6 +169,7 @@ impl ToolErrorCode {
             C::ProgramChanged => "program_changed",
             C::CwdChanged => "cwd_changed",
             C::ScriptChanged => "script_changed",
+            C::RunsLaterChanged => "runs_later_changed",
             C::NotARepository => "not_a_repository",
             C::RepositoryOutsideWorkspace => "repository_outside_workspace",
             C::GitError => "git_error",
@@ -186,7 +190,7 @@ impl ToolErrorCode {
     }
 
     /// Every code, for tests that hold the spellings to serde's.
-    pub const ALL: [ToolErrorCode; 41] = {
+    pub const ALL: [ToolErrorCode; 42] = {
         use ToolErrorCode as C;
         [
             C::NotFound,
@@ -214,6 +218,7 @@ impl ToolErrorCode {
             C::ProgramChanged,
             C::CwdChanged,
             C::ScriptChanged,
+            C::RunsLaterChanged,
             C::NotARepository,
             C::RepositoryOutsideWorkspace,
             C::GitError,

@@ -34,9 +34,6 @@ use toolgate_sandbox::{
     DenyList, Limits, NetworkMode, Sandbox, SandboxError, SandboxSpec, UnixSockets,
 };
 
-/// Paths of a workspace's repository bound read-only for commands, where the kernel allows.
-const GIT_READ_ONLY: [&str; 2] = [".git/hooks", ".git/config"];
-
 /// Most host patterns one call may ask for.
 pub const MAX_NETWORK_HOSTS: usize = 32;
 
@@ -198,9 +195,10 @@ impl Confinement {
         }
     }
 
-    /// Stage 3: why this machine cannot confine a command, if it cannot.
-    pub(crate) fn check(&self, network: &[String]) -> Vec<FieldError> {
-        let mut errors = Vec::new();
+    /// Stage 3: why this machine cannot confine a command, if it cannot, and what is wrong
+    /// with its `network` and `may_change` arguments.
+    pub(crate) fn check(&self, network: &[String], may_change: &[String]) -> Vec<FieldError> {
+        let mut errors = crate::later::check(may_change);
         if let Some(Err(SandboxError::Unavailable { missing })) =
             self.sandbox.as_ref().map(Sandbox::check)
         {
@@ -276,7 +274,7 @@ impl Confinement {
                 let (tier, git) = if mounts {
                     (
                         "landlock+seccomp+mount-namespace",
-                        " (the workspace's `.git/hooks` and `.git/config` read-only)",
+                        " (the files that run later read-only but those named above)",
                     )
                 } else {
                     ("landlock+seccomp", "")
@@ -312,12 +310,15 @@ impl Confinement {
         }
     }
 
-    /// Stage 7: everything one call's commands run in, made now.
+    /// Stage 7: everything one call's commands run in, made now, and the snapshot of the
+    /// files that run later they are compared with when they have ended.
     pub(crate) fn start(
         &self,
         workspace: &Path,
         network: &[String],
+        may_change: &[String],
     ) -> Result<Confined, ToolError> {
+        let later = crate::later::take(workspace, may_change)?;
         let failed = |code: ToolErrorCode, e: &dyn std::fmt::Display| {
             ToolError::new(
                 code,
@@ -342,11 +343,9 @@ impl Confinement {
                 let mut spec = SandboxSpec::new(workspace, temp.path());
                 spec.writable.extend(self.writable.iter().cloned());
                 spec.readable.extend(self.readable.iter().cloned());
-                // What git runs and obeys on the user's next commit is not the command's to
-                // change; bound read-only where a mount namespace can be made.
-                if workspace.join(".git").is_dir() {
-                    spec.read_only = GIT_READ_ONLY.iter().map(|p| workspace.join(p)).collect();
-                }
+                // What other programs run later is not the command's to change: bound
+                // read-only where a mount namespace can be made, compared afterwards always.
+                spec.read_only = crate::later::read_only_paths(&later, workspace);
                 spec.denied = self.denied.clone();
                 spec.network = network;
                 spec.unix_sockets = self.unix_sockets;
@@ -362,6 +361,7 @@ impl Confinement {
             env.extend(proxy.env());
         }
         Ok(Confined {
+            later,
             temp,
             proxy,
             prepared,
@@ -401,6 +401,7 @@ fn hosts(network: &[String]) -> Vec<HostPattern> {
 /// ended (the directory removed, the proxy stopped) by [`Confined::finish`] or when dropped.
 #[derive(Debug)]
 pub(crate) struct Confined {
+    later: toolgate_workspace::snapshot::Guarded,
     temp: tempfile::TempDir,
     proxy: Option<Proxy>,
     prepared: Option<toolgate_sandbox::Prepared>,
@@ -423,13 +424,17 @@ impl Confined {
         spec.cgroup_limits(self.cgroup)
     }
 
-    /// Ends the call's confinement and adds what it was to a successful `output` (its
-    /// `sandbox` and `network` fields).
+    /// Ends the call's confinement, once its processes have ended, and adds what it was to a
+    /// successful `output` (its `sandbox` and `network` fields). A change to a file that runs
+    /// later which the call did not name is put back and fails the call, whatever the
+    /// command's own result.
     pub(crate) fn attach(
         self,
         output: Result<ToolOutput, ToolError>,
     ) -> Result<ToolOutput, ToolError> {
+        let later = crate::later::check_after(&self.later);
         let (sandbox, network) = self.finish();
+        later?;
         let mut output = output?;
         if let Some(object) = output.value.as_object_mut() {
             object.insert("sandbox".to_owned(), sandbox);
@@ -481,14 +486,14 @@ pub(crate) fn is_confinement_resource(resource: &Resource) -> bool {
 pub(crate) fn bind(
     confinement: &Confinement,
     network: &[String],
+    may_change: &[String],
     classification: &mut toolgate_core::Classification,
 ) {
     let (resources, lines) = confinement.classify(network);
     classification.resources.extend(resources);
-    classification
-        .preview
-        .get_or_insert_with(String::new)
-        .push_str(&lines);
+    let preview = classification.preview.get_or_insert_with(String::new);
+    preview.push_str(&crate::later::preview(may_change));
+    preview.push_str(&lines);
 }
 
 fn report(hosts: Vec<String>, report: &ProxyReport) -> Value {

@@ -46,6 +46,7 @@ mod edit_file;
 mod file_write;
 mod git;
 mod interpreter;
+mod later;
 mod list_dir;
 mod makefile;
 mod path_argument;

@@ -37,7 +37,7 @@ use toolgate_exec::{
 use toolgate_workspace::{PathError, PathKind, RelPath, Workspace};
 
 use crate::confine::{self, Confined, Confinement};
-use crate::{Builtin, interpreter, path_argument, stopped};
+use crate::{Builtin, interpreter, makefile, path_argument, stopped};
 
 pub(crate) const NAME: &str = "run_command";
 
@@ -120,7 +120,8 @@ pub(crate) fn builtin(workspace: Arc<Workspace>, confinement: Arc<Confinement>) 
                 "maxLength": MAX_STDIN_BYTES,
                 "description": "Text written to the program's standard input, which is then closed. Default: no input."
             },
-            "network": crate::confine::network_schema()
+            "network": crate::confine::network_schema(),
+            "may_change": crate::later::may_change_schema()
         },
         "required": ["argv"],
         "additionalProperties": false
@@ -171,6 +172,8 @@ pub struct CommandArgs {
     stdin: Option<String>,
     #[serde(default)]
     network: Vec<String>,
+    #[serde(default)]
+    may_change: Vec<String>,
 }
 
 /// What a `run_command` call will run, as stage 4 resolved it and the user approved it.
@@ -188,6 +191,7 @@ pub struct CommandPlan {
     timeout_ms: Option<u64>,
     stdin: Option<String>,
     network: Vec<String>,
+    may_change: Vec<String>,
 }
 
 impl TypedExecutor for RunCommand {
@@ -196,7 +200,9 @@ impl TypedExecutor for RunCommand {
 
     fn check(&self, arguments: &CommandArgs) -> Vec<FieldError> {
         let argv: Vec<&str> = arguments.argv.iter().map(String::as_str).collect();
-        let mut errors = self.confinement.check(&arguments.network);
+        let mut errors = self
+            .confinement
+            .check(&arguments.network, &arguments.may_change);
         errors.extend(check_argv(&argv));
         let cwd_errors = path_argument::check(
             &self.workspace,
@@ -261,7 +267,12 @@ impl TypedExecutor for RunCommand {
                 if let Some(preview) = classification.preview.as_mut() {
                     preview.push_str(&interpreter::pins_preview());
                 }
-                confine::bind(&self.confinement, &arguments.network, &mut classification);
+                confine::bind(
+                    &self.confinement,
+                    &arguments.network,
+                    &arguments.may_change,
+                    &mut classification,
+                );
                 let image = plan.program_preimage(&self.workspace);
                 (classification, image, inputs)
             }
@@ -278,6 +289,7 @@ impl TypedExecutor for RunCommand {
             timeout_ms: arguments.timeout_ms,
             stdin: arguments.stdin,
             network: arguments.network,
+            may_change: arguments.may_change,
         };
         (plan, classification)
     }
@@ -300,9 +312,9 @@ impl TypedExecutor for RunCommand {
             plan.program_image.as_ref(),
         )?;
         now.inputs(&self.workspace).verify(&plan.inputs)?;
-        let confined = self
-            .confinement
-            .start(self.workspace.root(), &plan.network)?;
+        let confined =
+            self.confinement
+                .start(self.workspace.root(), &plan.network, &plan.may_change)?;
         let output = now.run(
             &self.workspace,
             call,
@@ -734,9 +746,82 @@ impl Plan {
                 .iter()
                 .map(|(label, path)| (label.clone(), path.as_str())),
         );
+        let make = self.make_reads(workspace);
+        if let Some((candidates, _)) = &make {
+            named.extend(
+                candidates
+                    .iter()
+                    .map(|(label, path)| (label.clone(), path.as_str())),
+            );
+        }
         let mut inputs = self.inputs_of(workspace, &named);
         inputs.notes = analysis.notes;
+        if let Some((_, notes)) = make {
+            inputs.notes.extend(notes);
+        }
         inputs
+    }
+
+    /// For make ([`makefile::make_command`]): the makefiles it will read and the files its
+    /// built-in rules could remake them from, to be bound like arguments, and in words what
+    /// the approval does not cover — toolgate's scan of the makefile, a remake source that is
+    /// there. `None` for any other program.
+    fn make_reads(&self, workspace: &Workspace) -> Option<(Vec<(String, String)>, Vec<String>)> {
+        let resolved_name = self
+            .program
+            .file_name()
+            .and_then(|name| name.to_str())
+            .unwrap_or_default();
+        if !makefile::is_make(&[self.program_name.as_str(), resolved_name]) {
+            return None;
+        }
+        let command = makefile::make_command(&self.args);
+        let mut notes = command.notes;
+        let mut candidates: Vec<(String, String)> = Vec::new();
+        let mut read_one = false;
+        for path in &command.makefiles {
+            candidates.push(("the makefile make reads".to_owned(), path.clone()));
+            let Named::File(rel, _) = self.input(workspace, path) else {
+                continue;
+            };
+            if command.defaults && std::mem::replace(&mut read_one, true) {
+                // make reads only the first of the names it looks for.
+                continue;
+            }
+            let Ok((bytes, total)) = workspace.read_file(&rel, MAX_BOUND_INPUT_BYTES + 1) else {
+                continue;
+            };
+            if total > MAX_BOUND_INPUT_BYTES {
+                continue;
+            }
+            notes.push(match std::str::from_utf8(&bytes) {
+                Ok(text) => match makefile::Makefile::parse(text, path) {
+                    Ok(_) => format!(
+                        "make reads `{rel}` (bound below) and runs the rules it holds for the \
+                         goals named; they are not shown here (`run_script` shows a Makefile's \
+                         rules)"
+                    ),
+                    Err(unreliable) => format!(
+                        "make reads `{rel}`, where {unreliable}: the approval binds the file, \
+                         not what make makes of it"
+                    ),
+                },
+                Err(_) => format!("make reads `{rel}`, which is not UTF-8 and was not scanned"),
+            });
+        }
+        for path in &command.sources {
+            candidates.push((
+                "a file make's built-in rules remake a makefile from".to_owned(),
+                path.clone(),
+            ));
+            if let Named::File(rel, _) = self.input(workspace, path) {
+                notes.push(format!(
+                    "`{rel}` is there: make's built-in rules remake the makefile from it when it \
+                     is newer, and then run what it wrote, which nobody saw"
+                ));
+            }
+        }
+        Some((candidates, notes))
     }
 
     /// The files inside the workspace that `named` (each with the label the preview gives
@@ -1048,7 +1133,10 @@ mod tests {
     #[test]
     fn stdin_is_shown_whole_line_by_line() {
         let mut preview = String::from("program: /bin/sh");
-        show_stdin(&mut preview, "echo one\n\nstatus: approved\r\necho \u{202E}two");
+        show_stdin(
+            &mut preview,
+            "echo one\n\nstatus: approved\r\necho \u{202E}two",
+        );
         assert_eq!(
             preview,
             "program: /bin/sh\nstdin, 39 bytes in 4 lines, all of it given to the program (each \

@@ -154,7 +154,8 @@ pub(crate) fn builtin(workspace: Arc<Workspace>, confinement: Arc<Confinement>) 
                 "enum": SCRIPTS,
                 "description": "Which of the project's scripts to run: `test`, `build`, `lint`, `typecheck` or `format`."
             },
-            "network": crate::confine::network_schema()
+            "network": crate::confine::network_schema(),
+            "may_change": crate::later::may_change_schema()
         },
         "required": ["script"],
         "additionalProperties": false
@@ -186,6 +187,8 @@ pub struct ScriptArgs {
     script: String,
     #[serde(default)]
     network: Vec<String>,
+    #[serde(default)]
+    may_change: Vec<String>,
 }
 
 /// What a `run_script` call will run: the script, and everything stage 4 found to decide
@@ -195,6 +198,7 @@ pub struct ScriptArgs {
 pub struct ScriptPlan {
     script: String,
     network: Vec<String>,
+    may_change: Vec<String>,
     approved: Approved,
 }
 
@@ -225,7 +229,9 @@ impl TypedExecutor for RunScript {
     type Plan = ScriptPlan;
 
     fn check(&self, arguments: &ScriptArgs) -> Vec<FieldError> {
-        let unconfinable = self.confinement.check(&arguments.network);
+        let unconfinable = self
+            .confinement
+            .check(&arguments.network, &arguments.may_change);
         if !unconfinable.is_empty() {
             return unconfinable;
         }
@@ -262,7 +268,12 @@ impl TypedExecutor for RunScript {
             match Project::read(&self.workspace).resolve(&self.workspace, &arguments.script) {
                 Ok((definition, plans)) => {
                     let mut classification = definition.classification(&self.workspace, &plans);
-                    confine::bind(&self.confinement, &arguments.network, &mut classification);
+                    confine::bind(
+                        &self.confinement,
+                        &arguments.network,
+                        &arguments.may_change,
+                        &mut classification,
+                    );
                     classification
                 }
                 Err(error) => unresolved(&error),
@@ -270,6 +281,7 @@ impl TypedExecutor for RunScript {
         let plan = ScriptPlan {
             script: arguments.script,
             network: arguments.network,
+            may_change: arguments.may_change,
             approved: Approved::of(&classification),
         };
         (plan, classification)
@@ -281,9 +293,9 @@ impl TypedExecutor for RunScript {
         call: &Call<'_>,
         cx: &ExecContext,
     ) -> Result<ToolOutput, ToolError> {
-        let confined = self
-            .confinement
-            .start(self.workspace.root(), &plan.network)?;
+        let confined =
+            self.confinement
+                .start(self.workspace.root(), &plan.network, &plan.may_change)?;
         let output = self.steps(call, cx, &plan.script, &plan.approved, &confined);
         confined.attach(output)
     }
@@ -796,7 +808,7 @@ fn read(workspace: &Workspace, name: &str) -> Result<Option<(String, Digest)>, S
 /// Targets of a Makefile named like a script, with the rules make runs for them.
 fn makefile(source: &Source) -> Parsed {
     let file = source.file;
-    let makefile = match Makefile::parse(source.text) {
+    let makefile = match Makefile::parse(source.text, file) {
         Ok(makefile) => makefile,
         Err(unreliable) => return Parsed::Blocked(format!("`{file}` {unreliable}")),
     };
@@ -831,6 +843,12 @@ fn makefile(source: &Source) -> Parsed {
                 recipe.trim_start_matches(['@', '-', '+', ' ', '\t']),
                 &mut definition.named,
             );
+        }
+        // What `$<` and `$^` name: each prerequisite, wherever `vpath` may find it.
+        for prerequisite in shown.prerequisites {
+            if !definition.named.contains(&prerequisite) {
+                definition.named.push(prerequisite);
+            }
         }
         if !shown.has_recipe {
             definition
@@ -935,7 +953,8 @@ fn package_json(source: &Source) -> Parsed {
         }
         let mut bound = Vec::new();
         let mut config_shown = String::new();
-        if let Err(problem) = package_manager_config(source.workspace, &mut config_shown, &mut bound)
+        if let Err(problem) =
+            package_manager_config(source.workspace, &mut config_shown, &mut bound)
         {
             return Parsed::Blocked(problem);
         }
@@ -984,11 +1003,11 @@ const PACKAGE_MANAGER_CONFIG: [(&str, &str); 4] = [
         ".yarnrc.yml",
         "yarn 2+: `plugins` it loads and runs, `yarnPath` (pinned off)",
     ),
-    (".yarnrc", "yarn 1: `yarn-path` (pinned off) and default flags"),
     (
-        ".pnpmfile.cjs",
-        "pnpm: hooks it runs as it installs",
+        ".yarnrc",
+        "yarn 1: `yarn-path` (pinned off) and default flags",
     ),
+    (".pnpmfile.cjs", "pnpm: hooks it runs as it installs"),
 ];
 
 /// Shows ([`PACKAGE_MANAGER_CONFIG`]) the package managers' configuration files at the root

@@ -243,6 +243,81 @@ impl Snapshot {
     }
 }
 
+/// A snapshot of a workspace held across a process: [`Guarded::take`] before it runs,
+/// [`Guarded::check`] after it ended, which puts back every change outside `allowed` and
+/// returns them.
+#[derive(Debug)]
+pub struct Guarded {
+    root: Dir,
+    watch: fn(&str, bool) -> Watch,
+    before: Snapshot,
+    /// Workspace-relative paths (and everything beneath them) the process may change.
+    allowed: Vec<String>,
+}
+
+/// What [`Guarded::check`] found and did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Undone {
+    /// The changes put back.
+    pub changes: Vec<Change>,
+    /// Those that could not be put back (files larger than [`KEPT_BYTES`]).
+    pub lost: Vec<String>,
+}
+
+impl Guarded {
+    /// Takes the snapshot of `root` that `watch` chooses.
+    pub fn take(
+        root: &Path,
+        watch: fn(&str, bool) -> Watch,
+        allowed: Vec<String>,
+    ) -> Result<Guarded, SnapshotError> {
+        let root = Dir::open_ambient_dir(root, cap_std::ambient_authority()).map_err(|source| {
+            SnapshotError::Read {
+                path: String::new(),
+                source,
+            }
+        })?;
+        let before = Snapshot::take(&root, &watch)?;
+        Ok(Guarded {
+            root,
+            watch,
+            before,
+            allowed,
+        })
+    }
+
+    /// The snapshot taken.
+    pub fn before(&self) -> &Snapshot {
+        &self.before
+    }
+
+    /// Whether `path` is one the process may change.
+    pub fn allows(&self, path: &str) -> bool {
+        self.allowed.iter().any(|allowed| {
+            path == allowed
+                || (path.starts_with(allowed.as_str())
+                    && path.as_bytes().get(allowed.len()) == Some(&b'/'))
+        })
+    }
+
+    /// Compares the workspace with the snapshot and puts back what changed outside the
+    /// allowed paths: `Ok(None)` when nothing did.
+    pub fn check(&self) -> Result<Option<Undone>, SnapshotError> {
+        let after = Snapshot::take(&self.root, &self.watch)?;
+        let changes: Vec<Change> = self
+            .before
+            .changes(&after)
+            .into_iter()
+            .filter(|change| !self.allows(&change.path))
+            .collect();
+        if changes.is_empty() {
+            return Ok(None);
+        }
+        let lost = self.before.restore(&self.root, &after, &changes)?;
+        Ok(Some(Undone { changes, lost }))
+    }
+}
+
 fn restore_error(path: &str, e: &io::Error) -> SnapshotError {
     SnapshotError::Restore {
         path: path.to_owned(),

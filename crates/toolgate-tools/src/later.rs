@@ -1,0 +1,184 @@
+//! The guard of the files that another program runs later ([`toolgate_core::runs_later`])
+//! around the processes a call starts: a snapshot before the first, compared when the last
+//! has ended; whatever changed there that the call's `may_change` argument did not name (and
+//! so the person did not approve by name) is put back, and the call fails with
+//! `runs_later_changed`. Where the kernel gives a mount namespace, the existing ones are also
+//! bound read-only for the processes ([`read_only_paths`]), so that most changes fail at once.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use serde_json::{Value, json};
+use toolgate_core::runs_later::{self, Guard};
+use toolgate_core::{FieldError, RejectCode, ToolError, ToolErrorCode};
+use toolgate_workspace::snapshot::{Guarded, Kept, SnapshotError, Watch};
+
+/// Most entries `may_change` may name.
+pub const MAX_MAY_CHANGE: usize = 16;
+
+/// Most paths bound read-only for one call; the rest are guarded by the check alone.
+const MAX_READ_ONLY_MOUNTS: usize = 64;
+
+/// The `may_change` argument's schema, shared by `run_command` and `run_script`.
+pub(crate) fn may_change_schema() -> Value {
+    json!({
+        "type": "array",
+        "maxItems": MAX_MAY_CHANGE,
+        "uniqueItems": true,
+        "items": {"type": "string", "minLength": 1, "maxLength": 4096},
+        "description": "Files that other programs run later which this command is meant to change, workspace-relative, e.g. [\".git/config\"] for `git config`, [\".git/hooks\"] for a hook installer, [\"sub/.git\"] for `git init sub`. Default: none. Git's own files (config, hooks, commondir, alternates, a new `.git`), agent clients' configuration (`.mcp.json`, `.claude/`, `.vscode/`, …), `.envrc`, package managers' configuration (`.npmrc`, `.cargo/config.toml`, …) and startup files (`.bashrc`, …) changed by a command without being named here are put back as they were, and the call fails. The person approving sees every path named here."
+    })
+}
+
+/// How a snapshot of the files that run later walks the workspace.
+fn watch(path: &str, is_dir: bool) -> Watch {
+    match runs_later::guard(path, is_dir) {
+        Guard::Skip => Watch::Skip,
+        Guard::Descend => Watch::Descend,
+        Guard::GitDir => Watch::Enter,
+        Guard::Whole => Watch::Whole,
+    }
+}
+
+/// Stage 3: every `may_change` path is workspace-relative and a file that runs later.
+pub(crate) fn check(may_change: &[String]) -> Vec<FieldError> {
+    let mut errors = Vec::new();
+    for (i, path) in may_change.iter().enumerate() {
+        let pointer = format!("/may_change/{i}");
+        let plain = toolgate_workspace::RelPath::parse(path)
+            .is_ok_and(|rel| rel.as_str() == path.as_str() && !rel.is_root());
+        if !plain {
+            errors.push(FieldError::new(
+                pointer,
+                RejectCode::ConstraintViolation,
+                format!(
+                    "`{path}` is not a plain workspace-relative path (no `..`, `.`, absolute or doubled `/`)"
+                ),
+            ));
+        } else if runs_later::kind_of(path).is_none() {
+            errors.push(FieldError::new(
+                pointer,
+                RejectCode::ConstraintViolation,
+                format!(
+                    "`{path}` is not a file that another program runs later; name only those (git's config and hooks, `.mcp.json`, `.npmrc`, …): every other workspace file is the command's to change"
+                ),
+            ));
+        }
+    }
+    errors
+}
+
+/// Stage 4: the preview's lines, one per `may_change` path and one for the rest.
+pub(crate) fn preview(may_change: &[String]) -> String {
+    let mut lines = String::new();
+    for path in may_change {
+        let runs = runs_later::kind_of(path).map_or("", |file| file.runs);
+        let _ = write!(
+            lines,
+            "\nmay change `{path}`, CODE THAT RUNS LATER outside any sandbox, with your full authority: {runs}"
+        );
+    }
+    lines.push_str(
+        "\nfiles that run later (git's config and hooks, agent clients' configuration, `.envrc`, \
+         package managers' configuration, startup files): a change the command makes to one not \
+         named above is put back, and the call fails",
+    );
+    lines
+}
+
+/// Stage 7, before the first process: the snapshot.
+pub(crate) fn take(workspace: &Path, may_change: &[String]) -> Result<Guarded, ToolError> {
+    let allowed = may_change.to_vec();
+    Guarded::take(workspace, watch, allowed).map_err(|e| {
+        ToolError::new(
+            ToolErrorCode::SandboxFailed,
+            format!(
+                "the files that run later could not be taken stock of, so nothing ran: {}",
+                describe(&e)
+            ),
+        )
+    })
+}
+
+fn describe(error: &SnapshotError) -> String {
+    error.to_string()
+}
+
+/// The kept paths to bind read-only where a mount namespace can be made: each real file or
+/// directory guarded whole whose parent is not (`.git/hooks`, `.mcp.json`), but those the call
+/// may change.
+pub(crate) fn read_only_paths(guarded: &Guarded, workspace: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for (name, path, kept) in guarded.before().paths() {
+        if !matches!(kept, Kept::Dir { .. } | Kept::File { .. }) || guarded.allows(name) {
+            continue;
+        }
+        let is_dir = matches!(kept, Kept::Dir { .. });
+        if runs_later::guard(name, is_dir) != Guard::Whole {
+            continue;
+        }
+        let parent_whole = name
+            .rsplit_once('/')
+            .is_some_and(|(parent, _)| runs_later::guard(parent, true) == Guard::Whole);
+        // A name some allowed path lies beneath cannot be bound whole.
+        let holds_allowed = guarded.before().paths().any(|(other, _, _)| {
+            guarded.allows(other) && other.starts_with(name) && other.len() > name.len()
+        });
+        if parent_whole || holds_allowed {
+            continue;
+        }
+        out.push(workspace.join(path));
+        if out.len() == MAX_READ_ONLY_MOUNTS {
+            break;
+        }
+    }
+    out
+}
+
+/// Stage 7, after the last process ended: what changed is put back; the call fails if
+/// anything had.
+pub(crate) fn check_after(guarded: &Guarded) -> Result<(), ToolError> {
+    let undone = guarded.check().map_err(|e| {
+        ToolError::new(
+            ToolErrorCode::RunsLaterChanged,
+            format!(
+                "the files that run later could not be compared with how they were before the command, or not put back: {}",
+                describe(&e)
+            ),
+        )
+    })?;
+    let Some(undone) = undone else {
+        return Ok(());
+    };
+    let shown: Vec<String> = undone
+        .changes
+        .iter()
+        .take(16)
+        .map(ToString::to_string)
+        .collect();
+    let more = undone.changes.len().saturating_sub(shown.len());
+    let mut message = format!(
+        "the command changed files that other programs run later, which the approval did not name (a command meant to change one names it in `may_change`, which the person approving sees): {}{}",
+        shown.join(", "),
+        if more > 0 {
+            format!(" and {more} more")
+        } else {
+            String::new()
+        }
+    );
+    if undone.lost.is_empty() {
+        message.push_str("; they were put back as they were");
+    } else {
+        let _ = write!(
+            message,
+            "; they were put back but for {} (larger than the copy kept), which the user must check",
+            undone
+                .lost
+                .iter()
+                .map(|p| format!("`{p}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    Err(ToolError::new(ToolErrorCode::RunsLaterChanged, message))
+}
