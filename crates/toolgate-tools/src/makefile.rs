@@ -14,6 +14,19 @@
 //!
 //! The scan is lexical and errs on the side of refusing: a `$(shell` anywhere, even inside a
 //! recipe or a `$$`-quoted string, refuses the file.
+//!
+//! make first tries to remake every makefile it read, and if one changes it starts over with
+//! the new text, which nobody saw. So a rule that could remake the makefile is refused, in any
+//! spelling: an explicit, double-colon or grouped target naming it (or `GNUmakefile`,
+//! `makefile`, `Makefile`, the names make looks for), a pattern (`%:`, `%.mk:`, `Make%:`) or
+//! wildcard that matches it, `.DEFAULT`, and one-suffix rules once `.SUFFIXES` is given any.
+//! `vpath` and `VPATH` make a prerequisite (the `$<` a recipe runs) a file in another
+//! directory: they are shown, their directories must stay inside the workspace, and every
+//! file they could select for a shown rule's prerequisite is handed back to be bound.
+//!
+//! [`make_command`] reads the arguments of a `make` that `run_command` runs: which makefiles
+//! it reads (`-f` in every spelling, `-C`, the default names) and what else in them decides
+//! what runs, in plain words, argument by argument.
 
 use thiserror::Error;
 use toolgate_exec::{is_allowed, is_denied};
@@ -67,6 +80,9 @@ const SPECIAL_TARGETS: &[(&str, &str)] = &[
     ),
 ];
 
+/// The names make looks for when no `-f` is given, in its order.
+pub(crate) const DEFAULT_NAMES: [&str; 3] = ["GNUmakefile", "makefile", "Makefile"];
+
 /// Most rules shown for one goal, prerequisites included.
 const MAX_RULES_SHOWN: usize = 64;
 /// Most lines of a preview of one goal.
@@ -97,6 +113,20 @@ pub(crate) struct Makefile {
     exported: Vec<String>,
     /// Special targets worth saying (`.ONESHELL`, `.POSIX`), with their lines.
     notes: Vec<String>,
+    /// `vpath` lines, in order.
+    vpaths: Vec<Vpath>,
+    /// The directories of `VPATH`, as the file assigns it.
+    vpath_dirs: Vec<String>,
+}
+
+/// One `vpath PATTERN DIRECTORIES` line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Vpath {
+    line: usize,
+    text: String,
+    /// `None` for `vpath` alone or `vpath PATTERN`, which clear.
+    pattern: Option<String>,
+    dirs: Vec<String>,
 }
 
 /// One rule line and the recipe lines after it.
@@ -138,12 +168,21 @@ pub(crate) struct Shown {
     pub(crate) has_recipe: bool,
     /// Every recipe line shown, as written, for the files they name to be bound.
     pub(crate) recipes: Vec<String>,
+    /// The files the shown rules' prerequisites may be (relative to where make runs): each
+    /// prerequisite as named and, with `vpath`/`VPATH`, in each directory make searches for
+    /// it. A recipe reaches them as `$<` and `$^`, so they are bound like the recipes' words.
+    pub(crate) prerequisites: Vec<String>,
 }
 
 impl Makefile {
-    /// Scans `text`; refuses the first construct whose effect a preview could not show.
-    pub(crate) fn parse(text: &str) -> Result<Makefile, Unreliable> {
-        Scanner::default().scan(text)
+    /// Scans `text`, the makefile make reads as `file`; refuses the first construct whose
+    /// effect a preview could not show.
+    pub(crate) fn parse(text: &str, file: &str) -> Result<Makefile, Unreliable> {
+        Scanner {
+            file: file.to_owned(),
+            ..Scanner::default()
+        }
+        .scan(text)
     }
 
     /// Whether some rule names `goal` as a target.
@@ -164,6 +203,7 @@ impl Makefile {
         let mut referenced: Vec<String> = Vec::new();
         let mut referenced_make = false;
         let mut recipes: Vec<String> = Vec::new();
+        let mut prerequisites: Vec<String> = Vec::new();
         for &index in &order {
             let Some(rule) = self.rules.get(index) else {
                 continue;
@@ -171,6 +211,9 @@ impl Makefile {
             self.describe(rule, &mut text, &mut referenced);
             has_recipe |= !rule.recipe.is_empty();
             recipes.extend(rule.recipe.iter().map(|(_, line)| line.clone()));
+            for prerequisite in &rule.prerequisites {
+                self.searched(prerequisite, &mut prerequisites);
+            }
         }
         let implicit: Vec<&Rule> = self
             .rules
@@ -189,6 +232,16 @@ impl Makefile {
             }
         }
         referenced_make |= referenced.iter().any(|name| name == "MAKE");
+        if !self.vpaths.is_empty() || !self.vpath_dirs.is_empty() {
+            text.push_str(
+                "\nwhere make also looks for a prerequisite it does not find where it runs \
+                 (`vpath`, `VPATH`); a recipe's `$<` and `$^` name what it finds there:",
+            );
+            for vpath in &self.vpaths {
+                text.push_str(&format!("\n  {:>4}| {}", vpath.line, vpath.text));
+            }
+            referenced.push("VPATH".to_owned());
+        }
         // Variables the shown lines refer to, those the recipes' environment gets, and those
         // their values refer to.
         referenced.extend(self.exported.iter().cloned());
@@ -239,7 +292,36 @@ impl Makefile {
             text,
             has_recipe,
             recipes,
+            prerequisites,
         })
+    }
+
+    /// Adds the files `prerequisite` may be to `into`: itself, then in each directory a
+    /// `vpath` that matches it names, then in each of `VPATH`'s.
+    fn searched(&self, prerequisite: &str, into: &mut Vec<String>) {
+        if prerequisite.contains('%') || prerequisite.starts_with('/') {
+            return;
+        }
+        let mut add = |name: String| {
+            if !into.contains(&name) {
+                into.push(name);
+            }
+        };
+        add(prerequisite.to_owned());
+        for vpath in &self.vpaths {
+            if vpath
+                .pattern
+                .as_deref()
+                .is_some_and(|pattern| pattern_matches(pattern, prerequisite))
+            {
+                for dir in &vpath.dirs {
+                    add(format!("{dir}/{prerequisite}"));
+                }
+            }
+        }
+        for dir in &self.vpath_dirs {
+            add(format!("{dir}/{prerequisite}"));
+        }
     }
 
     /// Adds `target`'s rules to `order` after those of its prerequisites.
@@ -327,6 +409,307 @@ impl Makefile {
     }
 }
 
+/// Whether a program is make, by the names it is known by (the name it was given, the
+/// resolved file's name).
+pub(crate) fn is_make(names: &[&str]) -> bool {
+    names.iter().any(|name| {
+        let base = name.rsplit('/').next().unwrap_or(name);
+        matches!(base, "make" | "gmake")
+    })
+}
+
+/// What a `make` that `run_command` runs reads, as far as its arguments say.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub(crate) struct MakeCommand {
+    /// The makefiles it reads, relative to the working directory, in order: those `-f` names
+    /// in any spelling, or else the names make looks for (the first that exists is read).
+    pub(crate) makefiles: Vec<String>,
+    /// Whether no `-f` was given, so that make reads the first of [`DEFAULT_NAMES`] there is.
+    pub(crate) defaults: bool,
+    /// Files from which make's built-in rules would remake a makefile (with no `-r`).
+    pub(crate) sources: Vec<String>,
+    /// Sentences for the preview, argument by argument: what the approval does not cover.
+    pub(crate) notes: Vec<String>,
+}
+
+/// How a make option takes a value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Takes {
+    Nothing,
+    /// The next argument, or the rest of this one.
+    Value,
+    /// Only attached (`-j4`, `--jobs=4`).
+    Optional,
+}
+
+/// GNU make's short options: the letter, how it takes a value.
+const SHORT_OPTIONS: &[(char, Takes)] = &[
+    ('b', Takes::Nothing),
+    ('m', Takes::Nothing),
+    ('B', Takes::Nothing),
+    ('C', Takes::Value),
+    ('d', Takes::Nothing),
+    ('e', Takes::Nothing),
+    ('E', Takes::Value),
+    ('f', Takes::Value),
+    ('h', Takes::Nothing),
+    ('i', Takes::Nothing),
+    ('I', Takes::Value),
+    ('j', Takes::Optional),
+    ('k', Takes::Nothing),
+    ('l', Takes::Optional),
+    ('L', Takes::Nothing),
+    ('n', Takes::Nothing),
+    ('o', Takes::Value),
+    ('O', Takes::Optional),
+    ('p', Takes::Nothing),
+    ('q', Takes::Nothing),
+    ('r', Takes::Nothing),
+    ('R', Takes::Nothing),
+    ('s', Takes::Nothing),
+    ('S', Takes::Nothing),
+    ('t', Takes::Nothing),
+    ('v', Takes::Nothing),
+    ('w', Takes::Nothing),
+    ('W', Takes::Value),
+];
+
+/// GNU make's long options (any unambiguous prefix is accepted, as getopt does), each with
+/// how it takes a value and the short option it means (`-` for one without).
+const LONG_OPTIONS: &[(&str, Takes, char)] = &[
+    ("always-make", Takes::Nothing, 'B'),
+    ("assume-new", Takes::Value, 'W'),
+    ("assume-old", Takes::Value, 'o'),
+    ("check-symlink-times", Takes::Nothing, 'L'),
+    ("debug", Takes::Optional, 'd'),
+    ("directory", Takes::Value, 'C'),
+    ("dry-run", Takes::Nothing, 'n'),
+    ("environment-overrides", Takes::Nothing, 'e'),
+    ("eval", Takes::Value, 'E'),
+    ("file", Takes::Value, 'f'),
+    ("help", Takes::Nothing, 'h'),
+    ("ignore-errors", Takes::Nothing, 'i'),
+    ("include-dir", Takes::Value, 'I'),
+    ("jobs", Takes::Optional, 'j'),
+    ("jobserver-auth", Takes::Value, '-'),
+    ("jobserver-fds", Takes::Value, '-'),
+    ("jobserver-style", Takes::Value, '-'),
+    ("just-print", Takes::Nothing, 'n'),
+    ("keep-going", Takes::Nothing, 'k'),
+    ("load-average", Takes::Optional, 'l'),
+    ("makefile", Takes::Value, 'f'),
+    ("max-load", Takes::Optional, 'l'),
+    ("new-file", Takes::Value, 'W'),
+    ("no-builtin-rules", Takes::Nothing, 'r'),
+    ("no-builtin-variables", Takes::Nothing, 'R'),
+    ("no-keep-going", Takes::Nothing, 'S'),
+    ("no-print-directory", Takes::Nothing, '-'),
+    ("no-silent", Takes::Nothing, '-'),
+    ("old-file", Takes::Value, 'o'),
+    ("output-sync", Takes::Optional, 'O'),
+    ("print-data-base", Takes::Nothing, 'p'),
+    ("print-directory", Takes::Nothing, 'w'),
+    ("question", Takes::Nothing, 'q'),
+    ("quiet", Takes::Nothing, 's'),
+    ("recon", Takes::Nothing, 'n'),
+    ("shuffle", Takes::Optional, '-'),
+    ("silent", Takes::Nothing, 's'),
+    ("stop", Takes::Nothing, 'S'),
+    ("sync-mutex", Takes::Value, '-'),
+    ("touch", Takes::Nothing, 't'),
+    ("trace", Takes::Nothing, '-'),
+    ("version", Takes::Nothing, 'v'),
+    ("warn-undefined-variables", Takes::Nothing, '-'),
+    ("what-if", Takes::Value, 'W'),
+];
+
+/// The suffixes from which make's built-in rules make a file of no suffix (`Makefile` from
+/// `Makefile.sh`, `Makefile.c`, …), directly or through another built-in rule.
+const BUILTIN_SOURCE_SUFFIXES: &[&str] = &[
+    "o", "c", "cc", "C", "cpp", "p", "f", "F", "r", "s", "S", "mod", "sh", "y", "l", "w", "web",
+    "ym", "yl", "def", "ch",
+];
+
+/// What `make ARGS` reads and what its arguments change, for `run_command`.
+pub(crate) fn make_command(args: &[String]) -> MakeCommand {
+    let mut command = MakeCommand::default();
+    let mut dirs: Vec<String> = Vec::new();
+    let mut named: Vec<String> = Vec::new();
+    let mut builtin_rules = true;
+    let mut options_end = false;
+    let mut i = 0;
+    while let Some(arg) = args.get(i) {
+        let label = format!("argv[{}] {arg:?}", i + 1);
+        i += 1;
+        if options_end || !arg.starts_with('-') || arg == "-" {
+            if let Some((name, _)) = arg.split_once('=')
+                && !name.is_empty()
+                && !name.contains(char::is_whitespace)
+            {
+                let name = name.trim_end_matches([':', '+', '?', '!']);
+                command.notes.push(format!(
+                    "{label}: sets make's variable `{name}` over what every makefile assigns \
+                     it{}",
+                    if CONTROL_VARIABLES.iter().any(|(n, _)| *n == name) {
+                        " — a variable that changes how make runs recipes or reads makefiles"
+                    } else {
+                        ""
+                    }
+                ));
+            }
+            continue;
+        }
+        if arg == "--" {
+            options_end = true;
+            continue;
+        }
+        // Each option of the argument: its meaning and its value, if it has one.
+        let mut found: Vec<(char, Option<String>)> = Vec::new();
+        if let Some(long) = arg.strip_prefix("--") {
+            let (name, attached) = match long.split_once('=') {
+                Some((name, value)) => (name, Some(value.to_owned())),
+                None => (long, None),
+            };
+            let matching: Vec<&(&str, Takes, char)> = LONG_OPTIONS
+                .iter()
+                .filter(|(full, _, _)| full.starts_with(name))
+                .collect();
+            let option = LONG_OPTIONS
+                .iter()
+                .find(|(full, _, _)| *full == name)
+                .or(match matching.as_slice() {
+                    [one] => Some(*one),
+                    _ => None,
+                });
+            let Some(&(_, takes, short)) = option else {
+                command.notes.push(format!(
+                    "{label}: an option toolgate does not know for make, so what it changes is \
+                     not said here"
+                ));
+                continue;
+            };
+            let value = match (takes, attached) {
+                (Takes::Value, None) => {
+                    let next = args.get(i).cloned();
+                    i += 1;
+                    next
+                }
+                (_, value) => value,
+            };
+            found.push((short, value));
+        } else {
+            let letters: Vec<char> = arg.chars().skip(1).collect();
+            let mut at = 0;
+            while let Some(&letter) = letters.get(at) {
+                at += 1;
+                let rest: String = letters.get(at..).unwrap_or_default().iter().collect();
+                match SHORT_OPTIONS.iter().find(|(c, _)| *c == letter) {
+                    None => {
+                        command.notes.push(format!(
+                            "{label}: `-{letter}` is an option toolgate does not know for make, \
+                             so what it changes is not said here"
+                        ));
+                        break;
+                    }
+                    Some((_, Takes::Nothing)) => found.push((letter, None)),
+                    Some((_, Takes::Optional)) => {
+                        found.push((letter, Some(rest).filter(|r| !r.is_empty())));
+                        break;
+                    }
+                    Some((_, Takes::Value)) => {
+                        let value = if rest.is_empty() {
+                            let next = args.get(i).cloned();
+                            i += 1;
+                            next
+                        } else {
+                            Some(rest)
+                        };
+                        found.push((letter, value));
+                        break;
+                    }
+                }
+            }
+        }
+        for (option, value) in found {
+            let value = value.unwrap_or_default();
+            match option {
+                'f' if value == "-" => command.notes.push(format!(
+                    "{label}: make reads a makefile from standard input (shown above as stdin)"
+                )),
+                'f' => named.push(value),
+                'C' => {
+                    command.notes.push(format!(
+                        "{label}: make works in `{value}`, and reads its makefiles from there"
+                    ));
+                    dirs.push(value);
+                }
+                'r' => builtin_rules = false,
+                'E' => command.notes.push(format!(
+                    "{label}: make reads this text as makefile text before the makefiles: it can \
+                     add rules and run any command, and toolgate does not scan it"
+                )),
+                'I' => command.notes.push(format!(
+                    "{label}: an `include` finds makefiles in `{value}`; nothing included is bound"
+                )),
+                'e' => command.notes.push(format!(
+                    "{label}: the environment's variables override the makefiles' assignments"
+                )),
+                _ => {}
+            }
+        }
+    }
+    let base = dirs.iter().fold(String::new(), |base, dir| {
+        if dir.starts_with('/') || base.is_empty() {
+            dir.clone()
+        } else {
+            format!("{}/{dir}", base.trim_end_matches('/'))
+        }
+    });
+    let within = |name: &str| {
+        if base.is_empty() || name.starts_with('/') {
+            name.to_owned()
+        } else {
+            format!("{}/{name}", base.trim_end_matches('/'))
+        }
+    };
+    let defaults = named.is_empty();
+    let names: Vec<String> = if defaults {
+        DEFAULT_NAMES.iter().map(|n| (*n).to_owned()).collect()
+    } else {
+        named
+    };
+    command.defaults = defaults;
+    command.makefiles = names.iter().map(|name| within(name)).collect();
+    if builtin_rules {
+        for name in &command.makefiles {
+            let (dir, file) = match name.rsplit_once('/') {
+                Some((dir, file)) => (format!("{dir}/"), file),
+                None => (String::new(), name.as_str()),
+            };
+            command.sources.extend([
+                format!("{dir}{file},v"),
+                format!("{dir}RCS/{file},v"),
+                format!("{dir}RCS/{file}"),
+                format!("{dir}s.{file}"),
+                format!("{dir}SCCS/s.{file}"),
+            ]);
+            command.sources.extend(
+                BUILTIN_SOURCE_SUFFIXES
+                    .iter()
+                    .map(|suffix| format!("{dir}{file}.{suffix}")),
+            );
+        }
+        command.notes.push(
+            "argv[0]: make's built-in rules are on (no `-r`): before anything else they can \
+             remake a makefile from a file beside it (`Makefile.sh`, `Makefile.c`, \
+             `RCS/Makefile,v`, …) and run the new one; those files are bound where they exist, \
+             and one that appears later refuses the call"
+                .to_owned(),
+        );
+    }
+    command
+}
+
 /// The names of the variables `text` refers to: `$(NAME)`, `${NAME}`, `$(NAME:a=b)`, `$N`.
 fn references(text: &str) -> Vec<String> {
     let mut names = Vec::new();
@@ -370,7 +753,13 @@ fn excerpt(text: &str) -> String {
 
 #[derive(Debug, Default)]
 struct Scanner {
+    /// The makefile's name as make reads it (`Makefile`, `sub/x.mk`).
+    file: String,
     makefile: Makefile,
+    /// Whether `.SUFFIXES` was given suffixes, which make one-suffix rules apply.
+    suffixes: Option<usize>,
+    /// The first one-suffix rule (`.in:`), with its line and text.
+    single_suffix: Option<(usize, String, String)>,
     /// Indexes of the rules the latest rule line started, which recipe lines belong to.
     current: Vec<usize>,
     /// Inside `define … endef`: the assignment being collected and how deep `define`s nest.
@@ -417,7 +806,75 @@ impl Scanner {
                 why: "runs to the end of the file".to_owned(),
             });
         }
+        if let (Some(_), Some((line, target, text))) = (self.suffixes, &self.single_suffix) {
+            return Err(Unreliable {
+                line: *line,
+                construct: format!("the one-suffix rule `{target}`"),
+                text: text.clone(),
+                why: "applies to every file, the makefile among them, once `.SUFFIXES` names \
+                      suffixes: make could remake the makefile and run the new one"
+                    .to_owned(),
+            });
+        }
+        self.vpath_variable()?;
         Ok(self.makefile)
+    }
+
+    /// `VPATH`'s directories, which must be worked out and stay inside the workspace.
+    fn vpath_variable(&mut self) -> Result<(), Unreliable> {
+        let Some(first) = self
+            .makefile
+            .assignments
+            .iter()
+            .find(|a| a.name == "VPATH")
+            .cloned()
+        else {
+            return Ok(());
+        };
+        let refuse = |why: String| Unreliable {
+            line: first.line,
+            construct: "an assignment to `VPATH`".to_owned(),
+            text: excerpt(&first.text),
+            why,
+        };
+        let value = self.value_of("VPATH", 0).ok_or_else(|| {
+            refuse(
+                "uses a function or is assigned more than once, so toolgate cannot work out \
+                 where make looks for prerequisites"
+                    .to_owned(),
+            )
+        })?;
+        self.makefile.vpath_dirs = search_dirs(&value).map_err(refuse)?;
+        Ok(())
+    }
+
+    /// A `vpath` line: shown, and its directories worked out.
+    fn vpath_line(&mut self, number: usize, logical: &str, code: &str) -> Result<(), Unreliable> {
+        let refuse = |why: String| Unreliable {
+            line: number,
+            construct: "the directive `vpath`".to_owned(),
+            text: excerpt(logical),
+            why,
+        };
+        let rest = code.trim().get("vpath".len()..).unwrap_or_default();
+        let expanded = self.expand(rest, 0).ok_or_else(|| {
+            refuse(
+                "uses a function or a variable assigned more than once, so toolgate cannot work \
+                 out where make looks for prerequisites"
+                    .to_owned(),
+            )
+        })?;
+        let mut words = expanded.split_whitespace();
+        let pattern = words.next().map(str::to_owned);
+        let dirs_text: Vec<&str> = words.collect();
+        let dirs = search_dirs(&dirs_text.join(" ")).map_err(refuse)?;
+        self.makefile.vpaths.push(Vpath {
+            line: number,
+            text: logical.trim().to_owned(),
+            pattern: pattern.filter(|_| !dirs.is_empty()),
+            dirs,
+        });
+        Ok(())
     }
 
     /// Refuses `$(shell …)`, `${eval …}` and the other functions anywhere in the file.
@@ -509,7 +966,7 @@ impl Scanner {
                 // they do not end a rule's recipe, as in make.
                 return Ok(());
             }
-            "vpath" => return Ok(()),
+            "vpath" => return self.vpath_line(number, logical, code),
             _ => {}
         }
         self.current.clear();
@@ -652,6 +1109,15 @@ impl Scanner {
             if let Some((_, why)) = SPECIAL_TARGETS.iter().find(|(name, _)| name == target) {
                 return Err(refuse(format!("the special target `{target}`"), why));
             }
+            if let Some(why) = remakes(target, &self.file) {
+                return Err(refuse(format!("a rule for `{}`", excerpt(target)), &why));
+            }
+            if target == ".SUFFIXES" && !prerequisites.is_empty() && self.suffixes.is_none() {
+                self.suffixes = Some(number);
+            }
+            if is_single_suffix(target) && self.single_suffix.is_none() {
+                self.single_suffix = Some((number, target.clone(), excerpt(logical)));
+            }
             match target.as_str() {
                 ".ONESHELL" => self.makefile.notes.push(format!(
                     "`.ONESHELL` (line {number}): all the lines of a recipe run as one shell \
@@ -762,6 +1228,143 @@ impl Scanner {
         }
         Some(value)
     }
+}
+
+/// Why a rule for `target` could remake the makefile make reads as `file` (or one of the
+/// names make looks for), which make would then read again; `None` if it cannot.
+fn remakes(target: &str, file: &str) -> Option<String> {
+    // make reads `./Makefile` as `Makefile`.
+    let mut target = target;
+    while let Some(rest) = target.strip_prefix("./") {
+        target = rest.trim_start_matches('/');
+    }
+    if target == ".DEFAULT" {
+        return Some(
+            "is used for any file without a rule, the makefile among them: make could remake \
+             the makefile and run the new one, which nobody saw"
+                .to_owned(),
+        );
+    }
+    let mut file = file;
+    while let Some(rest) = file.strip_prefix("./") {
+        file = rest.trim_start_matches('/');
+    }
+    let base = |name: &str| name.rsplit('/').next().unwrap_or(name).to_owned();
+    let mut names: Vec<String> = vec![file.to_owned(), base(file)];
+    names.extend(DEFAULT_NAMES.iter().map(|n| (*n).to_owned()));
+    let named = names.iter().find(|name| {
+        if target.contains('%') {
+            // A pattern without a slash is matched against the file's name alone.
+            pattern_matches(target, name) || pattern_matches(target, &base(name))
+        } else if target.contains(['*', '?', '[']) {
+            // make expands a wildcard against the files there; `[` sets are not worked out.
+            target.contains('[') || glob_matches(target, name) || glob_matches(target, &base(name))
+        } else {
+            target == name.as_str() || base(target) == base(name)
+        }
+    })?;
+    Some(format!(
+        "could remake the makefile `{named}`: make remakes its makefiles before anything else \
+         and then reads the new one, which nobody saw"
+    ))
+}
+
+/// Whether make's pattern `pattern` (one `%`, or none for the name itself) matches `name`.
+fn pattern_matches(pattern: &str, name: &str) -> bool {
+    match pattern.split_once('%') {
+        Some((prefix, suffix)) => {
+            name.len() >= prefix.len() + suffix.len()
+                && name.starts_with(prefix)
+                && name.ends_with(suffix)
+        }
+        None => pattern == name,
+    }
+}
+
+/// Whether the shell wildcard `glob` (`*` and `?` only) matches `name`.
+fn glob_matches(glob: &str, name: &str) -> bool {
+    let glob: Vec<char> = glob.chars().collect();
+    let name: Vec<char> = name.chars().collect();
+    // matched[j]: whether the glob so far matches the first j characters of the name.
+    let mut matched = vec![false; name.len() + 1];
+    if let Some(first) = matched.first_mut() {
+        *first = true;
+    }
+    for g in glob {
+        let mut next = vec![false; name.len() + 1];
+        for j in 0..=name.len() {
+            let here = matched.get(j).copied().unwrap_or(false);
+            match g {
+                '*' => {
+                    let before = j.checked_sub(1).and_then(|k| next.get(k)).copied();
+                    if let Some(slot) = next.get_mut(j) {
+                        *slot = here || before.unwrap_or(false);
+                    }
+                }
+                _ => {
+                    if here
+                        && let Some(c) = name.get(j)
+                        && (g == '?' || g == *c)
+                        && let Some(slot) = next.get_mut(j + 1)
+                    {
+                        *slot = true;
+                    }
+                }
+            }
+        }
+        matched = next;
+    }
+    matched.last().copied().unwrap_or(false)
+}
+
+/// Whether `target` is a one-suffix rule's (`.in`): a dot, then a name without another dot,
+/// that is not one of make's special targets.
+fn is_single_suffix(target: &str) -> bool {
+    let Some(suffix) = target.strip_prefix('.') else {
+        return false;
+    };
+    !suffix.is_empty()
+        && !suffix.contains(['.', '/', '%'])
+        && !suffix.chars().all(|c| c.is_ascii_uppercase() || c == '_')
+}
+
+/// The directories of a search path (`VPATH`'s value, a `vpath` line's), separated by `:` or
+/// blanks; each must be relative and stay inside the directory make runs in, where its files
+/// can be bound.
+fn search_dirs(text: &str) -> Result<Vec<String>, String> {
+    let mut dirs = Vec::new();
+    for dir in text.split(|c: char| c == ':' || c.is_whitespace()) {
+        if dir.is_empty() {
+            continue;
+        }
+        if dir.starts_with('/') || dir.starts_with('~') {
+            return Err(format!(
+                "names the directory `{}` outside the workspace, whose files toolgate cannot bind",
+                excerpt(dir)
+            ));
+        }
+        let mut depth = 0usize;
+        for part in dir.split('/') {
+            match part {
+                "" | "." => {}
+                ".." => {
+                    depth = depth.checked_sub(1).ok_or_else(|| {
+                        format!(
+                            "names the directory `{}`, which leaves the directory make runs in, \
+                             so its files are not bound",
+                            excerpt(dir)
+                        )
+                    })?;
+                }
+                _ => depth += 1,
+            }
+        }
+        let dir = dir.trim_end_matches('/').to_owned();
+        if !dirs.contains(&dir) {
+            dirs.push(dir);
+        }
+    }
+    Ok(dirs)
 }
 
 /// Refuses a variable name that is computed, a control variable of make, or one that reaches
@@ -1034,13 +1637,88 @@ mod tests {
             "assignment",
         ),
         ("not make", "what is this\n", 1, "neither"),
+        // make remakes its makefiles first, then reads the new text (issue 36).
+        (
+            "the makefile as a target",
+            "test:\n\techo hi\nMakefile: FORCE\n\tcp evil.mk Makefile\nFORCE:\n",
+            3,
+            "could remake the makefile `Makefile`",
+        ),
+        ("./ spelling", "./Makefile: x\n", 1, "`Makefile`"),
+        ("././ spelling", ".//./Makefile: x\n", 1, "`Makefile`"),
+        (
+            "double colon",
+            "Makefile:: FORCE\n\ttrue\n",
+            1,
+            "could remake",
+        ),
+        ("grouped", "all Makefile &: x\n", 1, "could remake"),
+        ("a directory", "sub/../Makefile: x\n", 1, "could remake"),
+        (
+            "another name make reads",
+            "GNUmakefile: x\n",
+            1,
+            "`GNUmakefile`",
+        ),
+        ("lower case", "makefile: x\n", 1, "`makefile`"),
+        (
+            "named by a variable",
+            "M = Makefile\n$(M): x\n",
+            2,
+            "could remake",
+        ),
+        ("match anything", "%: FORCE\n\ttrue\n", 1, "could remake"),
+        ("a prefix pattern", "Make%: x\n", 1, "could remake"),
+        ("a suffix pattern", "%file: x\n", 1, "could remake"),
+        ("a wildcard", "Makefil?: x\n", 1, "could remake"),
+        ("a star", "*file: x\n", 1, "could remake"),
+        ("a set", "[M]akefile: x\n", 1, "could remake"),
+        (
+            ".DEFAULT",
+            "test:\n\ttrue\n.DEFAULT:\n\tcp x $@\n",
+            3,
+            "`.DEFAULT`",
+        ),
+        (
+            "a one-suffix rule once suffixes are given",
+            ".SUFFIXES: .in\n.in:\n\tcp $< $@\n",
+            2,
+            "one-suffix rule `.in`",
+        ),
+        (
+            "a one-suffix rule before the suffixes",
+            ".sh:\n\tcp $< $@\n.SUFFIXES: .sh\n",
+            1,
+            "one-suffix rule `.sh`",
+        ),
+        (
+            "vpath outside",
+            "vpath %.sh /tmp/x\n",
+            1,
+            "outside the workspace",
+        ),
+        ("vpath climbing out", "vpath %.sh a/../..\n", 1, "leaves"),
+        ("vpath home", "vpath % ~/bin\n", 1, "outside the workspace"),
+        (
+            "VPATH outside",
+            "VPATH = src:/tmp\ntest:\n\ttrue\n",
+            1,
+            "`VPATH`",
+        ),
+        (
+            "VPATH twice",
+            "VPATH = a\nVPATH = b\n",
+            1,
+            "cannot work out",
+        ),
+        ("vpath unknown", "vpath %.sh $(DIR)\n", 1, "cannot work"),
         ("unended define", "define X\nabc\n", 1, "`endef`"),
     ];
 
     #[test]
     fn unreliable_constructs_are_refused_with_their_line() {
         for (name, text, line, word) in REFUSED {
-            let error = Makefile::parse(text)
+            let error = Makefile::parse(text, "Makefile")
                 .err()
                 .unwrap_or_else(|| panic!("{name}: accepted"));
             assert_eq!(error.line, *line, "{name}: {error}");
@@ -1055,7 +1733,8 @@ mod tests {
 
     #[test]
     fn twice_recipes_are_refused_when_shown() {
-        let makefile = Makefile::parse("test:\n\techo one\ntest:\n\techo two\n").unwrap();
+        let makefile =
+            Makefile::parse("test:\n\techo one\ntest:\n\techo two\n", "Makefile").unwrap();
         let error = makefile.show("test").unwrap_err();
         assert_eq!(error.line, 3);
         assert!(error.to_string().contains("line 1"), "{error}");
@@ -1089,7 +1768,7 @@ lint:
 \techo lint   # SHELL = not a directive
 typecheck: ; cargo check
 ";
-        let makefile = Makefile::parse(text).unwrap();
+        let makefile = Makefile::parse(text, "Makefile").unwrap();
         for goal in ["test", "build", "lint", "typecheck"] {
             assert!(makefile.defines(goal), "{goal}");
         }
@@ -1114,11 +1793,167 @@ typecheck: ; cargo check
         );
         assert!(text.contains("`.ONESHELL` (line 3)"), "{text}");
         assert!(!text.contains("runs make again"), "{text}");
-        let recursive = Makefile::parse("test:\n\t$(MAKE) -C sub\n").unwrap();
+        let recursive = Makefile::parse("test:\n\t$(MAKE) -C sub\n", "Makefile").unwrap();
         let shown = recursive.show("test").unwrap().text;
         assert!(shown.contains("runs make again (`$(MAKE)`)"), "{shown}");
         let lint = makefile.show("lint").unwrap();
         assert!(lint.text.contains("echo lint   # SHELL = not a directive"));
+    }
+
+    #[test]
+    fn only_the_makefile_read_and_the_names_make_looks_for_count_as_makefiles() {
+        let text = "%.mk: FORCE\n\tcp x $@\ntest:\n\ttrue\nFORCE:\n";
+        assert!(Makefile::parse(text, "Makefile").is_ok());
+        let error = Makefile::parse(text, "sub/build.mk").unwrap_err();
+        assert!(error.to_string().contains("`sub/build.mk`"), "{error}");
+        let error = Makefile::parse("build.mk: x\n", "./sub/build.mk").unwrap_err();
+        assert!(error.to_string().contains("could remake"), "{error}");
+        // Rules that cannot name a makefile stay: suffix rules without suffixes, other
+        // patterns, files beside it.
+        for text in [
+            ".c.o:\n\tcc -c $<\n",
+            ".sh:\n\tcp $< $@\n",
+            "%.o: %.c\n\tcc -c $<\n",
+            "Makefile.inc: x\n",
+            "docs/Makefile.md: x\n",
+            ".PHONY: test\n",
+        ] {
+            assert!(Makefile::parse(text, "Makefile").is_ok(), "{text}");
+        }
+        assert!(glob_matches("M*e", "Makefile") && glob_matches("*", ""));
+        assert!(!glob_matches("M?e", "Makefile") && !glob_matches("*.mk", "Makefile"));
+    }
+
+    #[test]
+    fn vpath_is_shown_and_what_it_may_select_is_handed_back() {
+        let text = "\
+vpath %.sh scripts tools/
+VPATH = src:lib
+D = more
+vpath %.txt $(D)
+test: run.sh data.txt
+\tsh $<
+";
+        let makefile = Makefile::parse(text, "Makefile").unwrap();
+        let shown = makefile.show("test").unwrap();
+        assert!(
+            shown.text.contains("   1| vpath %.sh scripts tools/"),
+            "{}",
+            shown.text
+        );
+        assert!(
+            shown.text.contains("   4| vpath %.txt $(D)"),
+            "{}",
+            shown.text
+        );
+        assert!(
+            shown.text.contains("   2| VPATH = src:lib"),
+            "{}",
+            shown.text
+        );
+        assert_eq!(
+            shown.prerequisites,
+            [
+                "run.sh",
+                "scripts/run.sh",
+                "tools/run.sh",
+                "src/run.sh",
+                "lib/run.sh",
+                "data.txt",
+                "more/data.txt",
+                "src/data.txt",
+                "lib/data.txt",
+            ]
+        );
+        let plain = Makefile::parse("test: a.sh\n\tsh $<\n", "Makefile").unwrap();
+        let shown = plain.show("test").unwrap();
+        assert_eq!(shown.prerequisites, ["a.sh"]);
+        assert!(!shown.text.contains("vpath"), "{}", shown.text);
+    }
+
+    fn args(list: &[&str]) -> Vec<String> {
+        list.iter().map(|a| (*a).to_owned()).collect()
+    }
+
+    #[test]
+    fn make_reads_the_makefile_its_arguments_name_in_every_spelling() {
+        let cases: &[(&[&str], &[&str])] = &[
+            (&[], &["GNUmakefile", "makefile", "Makefile"]),
+            (&["test"], &["GNUmakefile", "makefile", "Makefile"]),
+            (&["-f", "x.mk"], &["x.mk"]),
+            (&["-fx.mk"], &["x.mk"]),
+            (&["-sfx.mk"], &["x.mk"]),
+            (&["-kf", "x.mk", "test"], &["x.mk"]),
+            (&["--file=x.mk"], &["x.mk"]),
+            (&["--file", "x.mk"], &["x.mk"]),
+            (&["--makefile=x.mk"], &["x.mk"]),
+            (&["--makefile", "x.mk"], &["x.mk"]),
+            (&["--fi=x.mk"], &["x.mk"]),
+            (&["--mak", "x.mk"], &["x.mk"]),
+            (&["-f", "a.mk", "-f", "b.mk"], &["a.mk", "b.mk"]),
+            (
+                &["-C", "sub"],
+                &["sub/GNUmakefile", "sub/makefile", "sub/Makefile"],
+            ),
+            (&["-Csub", "-f", "x.mk"], &["sub/x.mk"]),
+            (
+                &["--directory=sub", "-C", "deeper", "-fx.mk"],
+                &["sub/deeper/x.mk"],
+            ),
+            (&["-C", "/elsewhere", "-f", "x.mk"], &["/elsewhere/x.mk"]),
+            (&["-j4", "-f", "x.mk"], &["x.mk"]),
+            (&["-j", "-f", "x.mk"], &["x.mk"]),
+            (
+                &["--", "-f", "x.mk"],
+                &["GNUmakefile", "makefile", "Makefile"],
+            ),
+        ];
+        for (argv, makefiles) in cases {
+            let command = make_command(&args(argv));
+            assert_eq!(command.makefiles, *makefiles, "{argv:?}");
+            assert_eq!(command.defaults, makefiles.len() == 3, "{argv:?}");
+        }
+        let with_rules = make_command(&args(&["test"]));
+        assert!(with_rules.sources.contains(&"Makefile.sh".to_owned()));
+        assert!(with_rules.sources.contains(&"RCS/Makefile,v".to_owned()));
+        assert!(
+            with_rules
+                .notes
+                .iter()
+                .any(|n| n.contains("built-in rules are on"))
+        );
+        for off in [
+            &["-r"][..],
+            &["--no-builtin-rules"],
+            &["--no-builtin-r"],
+            &["-rk"],
+        ] {
+            let command = make_command(&args(off));
+            assert!(command.sources.is_empty(), "{off:?}");
+            assert!(command.notes.is_empty(), "{off:?}: {:?}", command.notes);
+        }
+        let sub = make_command(&args(&["-r", "-C", "sub", "-f", "x.mk"]));
+        assert_eq!(sub.notes.len(), 1, "{:?}", sub.notes);
+        assert!(sub.notes[0].starts_with("argv[2] \"-C\": make works in `sub`"));
+        // What else the arguments change is said, argument by argument.
+        for (argv, said) in [
+            (
+                &["-r", "--eval=test: ; ./x.sh"][..],
+                "argv[2] \"--eval=test: ; ./x.sh\": make reads",
+            ),
+            (&["-r", "-E", "x"], "argv[2] \"-E\": make reads this text"),
+            (&["-r", "SHELL=./x.sh"], "`SHELL` over what every makefile"),
+            (&["-r", "-I", "inc"], "`include` finds makefiles in `inc`"),
+            (&["-r", "-e"], "environment's variables override"),
+            (&["-r", "-f", "-"], "from standard input"),
+            (&["-r", "-X"], "`-X` is an option toolgate does not know"),
+            (&["-r", "--m=x"], "does not know"),
+        ] {
+            let notes = make_command(&args(argv)).notes.join("\n");
+            assert!(notes.contains(said), "{argv:?}: {notes}");
+        }
+        assert!(is_make(&["make"]) && is_make(&["/usr/bin/gmake"]) && is_make(&["x", "make"]));
+        assert!(!is_make(&["cmake", "makeinfo"]));
     }
 
     #[test]
