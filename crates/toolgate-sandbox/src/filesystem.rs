@@ -30,22 +30,35 @@ use landlock::{
 use crate::{NetworkMode, SandboxError, SandboxSpec};
 
 /// Devices every program expects to open for writing; granted read and write (and their
-/// ioctls) though `/dev` is otherwise read-only.
-const DEVICES: [&str; 6] = [
-    "/dev/null",
-    "/dev/zero",
-    "/dev/full",
-    "/dev/tty",
-    "/dev/ptmx",
-    "/dev/pts",
-];
+/// ioctls) though `/dev` is otherwise read-only. `/dev/tty` is the opener's controlling
+/// terminal, and a confined child has none (see `leave_controlling_terminal`): opening it
+/// fails with `ENXIO`, as under cron.
+const DEVICES: [&str; 4] = ["/dev/null", "/dev/zero", "/dev/full", "/dev/tty"];
+
+/// The pseudo-terminal multiplexer, granted read and write only where the child gets a
+/// devpts instance of its own (the mount tier), in which `/dev/ptmx` then makes its
+/// terminals; the child grants that instance itself (see `mounts::ReadOnly::own_terminals`).
+/// The host's `/dev/pts` is never granted: it is every terminal of the machine, the
+/// person's among them, and no rule can tell a command's own from another's. Without the
+/// tier the command gets no pseudo-terminal, and the report names the gap.
+const TERMINALS: [&str; 1] = ["/dev/ptmx"];
+
+/// What a child may do in the devpts instance of its own: open its terminals, use their
+/// ioctls, list them.
+pub(crate) fn terminal_access(abi: ABI) -> BitFlags<AccessFs> {
+    let mut access = AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::ReadDir;
+    if abi >= ABI::V5 {
+        access |= AccessFs::IoctlDev;
+    }
+    access
+}
 
 /// Devices granted for reading only. Nothing else of `/dev` is granted: a block device read
 /// as root is every file on its disk, denied ones included, and `/dev/input` is every key
 /// typed.
 const READ_DEVICES: [&str; 2] = ["/dev/random", "/dev/urandom"];
 
-/// Never granted whole: only [`DEVICES`] and [`READ_DEVICES`] in it are.
+/// Never granted whole: only [`DEVICES`], [`TERMINALS`] and [`READ_DEVICES`] in it are.
 const DEV: &str = "/dev";
 
 /// What the ruleset grants, kept for the report.
@@ -57,10 +70,12 @@ pub(crate) struct Plan {
 }
 
 /// Builds the ruleset for `spec` with a hard requirement on every right, network rule and
-/// scope it handles, for a kernel of Landlock ABI `abi`.
+/// scope it handles, for a kernel of Landlock ABI `abi`; the pseudo-terminal devices are
+/// granted only when the child gets `own_terminals`.
 pub(crate) fn ruleset(
     spec: &SandboxSpec,
     abi: ABI,
+    own_terminals: bool,
 ) -> Result<(RulesetCreated, Plan), SandboxError> {
     let denied = holes(spec);
     let mut plan = Plan {
@@ -109,7 +124,8 @@ pub(crate) fn ruleset(
     if abi >= ABI::V5 {
         device |= AccessFs::IoctlDev;
     }
-    for dev in DEVICES {
+    let terminals: &[&str] = if own_terminals { &TERMINALS } else { &[] };
+    for dev in DEVICES.iter().chain(terminals) {
         if Path::new(dev).exists() {
             created = add_path(created, Path::new(dev), device, abi)?;
         }

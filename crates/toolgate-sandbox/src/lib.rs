@@ -35,6 +35,7 @@ mod mounts;
 mod probe;
 mod seccomp;
 mod spec;
+mod stores;
 
 use std::fmt;
 use std::io;
@@ -43,11 +44,14 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::sync::Arc;
 
-use landlock::{ABI, RulesetCreated, RulesetStatus};
+use landlock::{
+    ABI, AccessFs, BitFlags, PathBeneath, RulesetCreated, RulesetCreatedAttr, RulesetStatus,
+};
 use rustix::process::{Resource, Rlimit};
 
 pub use probe::{MountNamespaces, Support, probe};
 pub use spec::{DenyList, Limits, NetworkMode, SandboxSpec, UnixSockets};
+pub use stores::UserDirs;
 
 /// The lowest Landlock ABI the rules in force need: TCP rules came with 4, the abstract Unix
 /// socket and signal scopes with 6.
@@ -122,8 +126,6 @@ impl Sandbox {
     pub fn prepare(&self, spec: &SandboxSpec) -> Result<Prepared, SandboxError> {
         let abi_number = self.check()?;
         let abi = ABI::from(i32::from(abi_number));
-        let (ruleset, plan) = filesystem::ruleset(spec, abi)?;
-        let filters = seccomp::filters(spec.network, spec.unix_sockets)?;
         let read_only = if self.support.mount_namespaces.possible() {
             let mut writable = spec.writable.clone();
             writable.push(spec.temp_dir.clone());
@@ -136,12 +138,16 @@ impl Sandbox {
         } else {
             mounts::ReadOnly::default()
         };
+        let (ruleset, plan) = filesystem::ruleset(spec, abi, read_only.own_terminals())?;
+        let terminal_access = filesystem::terminal_access(abi);
+        let filters = seccomp::filters(spec.network, spec.unix_sockets)?;
         let enforced = Enforced::describe(spec, abi_number, &plan, &read_only);
         Ok(Prepared {
             inner: Arc::new(Inner {
                 ruleset,
                 filters,
                 read_only,
+                terminal_access,
                 limits: spec.limits,
                 enforced,
             }),
@@ -187,6 +193,8 @@ struct Inner {
     ruleset: RulesetCreated,
     filters: seccomp::Filters,
     read_only: mounts::ReadOnly,
+    /// What the child may do in its own devpts instance, where it gets one.
+    terminal_access: BitFlags<AccessFs>,
     limits: Limits,
     enforced: Enforced,
 }
@@ -205,29 +213,37 @@ impl Prepared {
         install(command, move || prepared.apply_in_child());
     }
 
-    /// Confines the calling thread for good: limits, descriptors above 2 closed at exec, the
-    /// read-only binds in a mount namespace of its own (where there are any), the dangerous
-    /// capabilities dropped, `no_new_privs`, the Landlock ruleset, the seccomp filters, in
-    /// that order. Meant for a
+    /// Confines the calling thread for good: its controlling terminal left, limits,
+    /// descriptors above 2 closed at exec, the read-only binds and its own devpts instances
+    /// in a mount namespace of its own (where there are any), the dangerous capabilities
+    /// dropped, `no_new_privs`, the Landlock ruleset, the seccomp filters, in that order.
+    /// Meant for a
     /// child between fork and exec: it makes system calls only, and allocates nothing and
     /// takes no lock (the ruleset descriptor is duplicated, the filters are already compiled).
     pub fn apply_in_child(&self) -> io::Result<()> {
         let inner = &*self.inner;
+        leave_controlling_terminal()?;
         set_limit(Resource::Core, Some(0))?;
         set_limit(Resource::Fsize, inner.limits.file_size)?;
         set_limit(Resource::As, inner.limits.address_space)?;
         set_limit(Resource::Nproc, inner.limits.processes)?;
         set_limit(Resource::Nofile, inner.limits.open_files)?;
         close_from_three_at_exec()?;
-        inner.read_only.apply_in_child()?;
+        let own_terminals = inner.read_only.apply_in_child()?;
         capabilities::drop_in_child()?;
         rustix::thread::set_no_new_privs(true)?;
 
-        let status = inner
-            .ruleset
-            .try_clone()?
-            .restrict_self()
-            .map_err(|e| os_error(&e))?;
+        let mut ruleset = inner.ruleset.try_clone()?;
+        if let Some(root) = &own_terminals {
+            // The duplicate shares the parent's ruleset, so this rule stays in it for later
+            // children too; it names this child's own devpts root, which no other namespace
+            // mounts, and a later child's domain cannot reach this one's processes.
+            ruleset = ruleset
+                .add_rule(PathBeneath::new(root, inner.terminal_access))
+                .map_err(|e| os_error(&e))?;
+        }
+        drop(own_terminals);
+        let status = ruleset.restrict_self().map_err(|e| os_error(&e))?;
         if status.ruleset != RulesetStatus::FullyEnforced {
             return Err(io::Error::from_raw_os_error(libc::EPERM));
         }
@@ -251,6 +267,48 @@ fn set_limit(resource: Resource, value: Option<u64>) -> io::Result<()> {
                 maximum: Some(v),
             },
         )?),
+    }
+}
+
+/// Leaves the controlling terminal this process inherited, if any, so that `/dev/tty` is no
+/// longer the person's terminal: a command started from `toolgate call` in a terminal (or
+/// from a server started in one) could otherwise print a false password prompt there and
+/// read what is typed, whatever its standard streams are. `TIOCNOTTY` rather than `setsid`:
+/// the child stays in toolgate's session and its own process group, which is how toolgate
+/// tells its children from what they leave behind. A session leader would hang up its
+/// terminal's foreground group by it; toolgate never makes a confined child one, so a
+/// session leader with a terminal here is refused rather than guessed about.
+fn leave_controlling_terminal() -> io::Result<()> {
+    use rustix::fs::{Mode, OFlags};
+    use rustix::io::Errno;
+    let flags = OFlags::RDWR | OFlags::NOCTTY | OFlags::NONBLOCK | OFlags::CLOEXEC;
+    let tty = match rustix::fs::open(c"/dev/tty", flags, Mode::empty()) {
+        Ok(tty) => tty,
+        // No controlling terminal (`ENXIO`), a hung-up one (`EIO`), no `/dev/tty` or none the
+        // user may open: nothing the child could open either.
+        Err(Errno::NXIO | Errno::IO | Errno::NOENT | Errno::ACCESS | Errno::PERM) => {
+            return Ok(());
+        }
+        Err(e) => return Err(e.into()),
+    };
+    if rustix::process::getsid(None)? == rustix::process::getpid() {
+        return Err(io::Error::from_raw_os_error(libc::EPERM));
+    }
+    no_controlling_terminal(&tty)
+}
+
+#[expect(
+    unsafe_code,
+    reason = "TIOCNOTTY has no safe wrapper in rustix or std; it takes no argument"
+)]
+fn no_controlling_terminal(tty: &impl std::os::fd::AsRawFd) -> io::Result<()> {
+    // SAFETY: `TIOCNOTTY` reads and writes no memory of ours (its argument is ignored); it
+    // only clears this process's controlling terminal. The descriptor is open for the call.
+    let rc = unsafe { libc::ioctl(tty.as_raw_fd(), libc::TIOCNOTTY) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
     }
 }
 
@@ -298,7 +356,9 @@ where
 {
     // SAFETY: `pre_exec` runs `hook` in the child after fork, where only async-signal-safe
     // work is sound. The only hook this crate installs is `Prepared::apply_in_child`, which
-    // makes system calls only: `setrlimit`, `close_range`, `prctl`, `fcntl(F_DUPFD_CLOEXEC)`
+    // makes system calls only: `open`, `getsid`, `ioctl(TIOCNOTTY)` and `close` of
+    // `/dev/tty`, `setrlimit`, `close_range`, the mount tier's `unshare` and `mount`s,
+    // `prctl`, `fcntl(F_DUPFD_CLOEXEC)`
     // (the ruleset's descriptor duplicated), `landlock_restrict_self`, `close`, `seccomp`, on
     // data prepared in the parent and reached through an `Arc` that is only read. It allocates
     // nothing (errors are raw errnos, the filters are already compiled) and takes no lock.
@@ -446,6 +506,16 @@ impl Enforced {
             );
         }
         let mounted = !read_only.is_empty();
+        enforced.push(if read_only.own_terminals() {
+            "terminals: no controlling terminal (`/dev/tty` is not the person's); \
+             pseudo-terminals only from a devpts instance of its own, so no other \
+             terminal's `/dev/pts/N`"
+                .into()
+        } else {
+            "terminals: no controlling terminal (`/dev/tty` is not the person's); \
+             `/dev/pts` and `/dev/ptmx` not granted, so no other terminal's `/dev/pts/N`"
+                .into()
+        });
         if mounted {
             let git = if read_only.shown().is_empty() {
                 String::new()
@@ -458,7 +528,10 @@ impl Enforced {
                 show(&writable)
             ));
         }
-        let gaps = gaps(spec.network, spec.unix_sockets, abi, mounted);
+        let mut gaps = gaps(spec.network, spec.unix_sockets, abi, mounted);
+        if mounted && !read_only.own_terminals() {
+            gaps.push(NO_PTY.into());
+        }
         Enforced {
             tier: if mounted {
                 Tier::LandlockSeccompMounts
@@ -471,6 +544,13 @@ impl Enforced {
         }
     }
 }
+
+/// Where the child cannot have a devpts instance of its own: the price of keeping it from the
+/// person's terminals.
+const NO_PTY: &str = "no devpts instance of the command's own: it gets no pseudo-terminal \
+                      at all (`/dev/ptmx` and `/dev/pts` are not granted, since another \
+                      terminal's `/dev/pts/N` could not be told from its own), so programs \
+                      that need one (`script`, `expect`, a pty test) fail";
 
 /// What a sandbox with `network` and `unix` sockets on a kernel of Landlock ABI `abi`, with or
 /// without `read_only_mounts` (the mount-namespace tier), leaves open, one sentence each: what
@@ -513,6 +593,7 @@ pub fn gaps(
     if read_only_mounts {
         gaps.push("no pid or network namespace: the host's processes are seen".into());
     } else {
+        gaps.push(NO_PTY.into());
         gaps.push(
             "no mount namespace: the mode and times of files outside the workspace that the \
              command's user owns can be changed (landlock governs opening, not chmod or \

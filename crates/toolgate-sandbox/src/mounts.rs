@@ -25,10 +25,11 @@
 
 use std::ffi::{CStr, CString};
 use std::io;
+use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-use rustix::fs::StatVfsMountFlags;
+use rustix::fs::{Mode, OFlags, StatVfsMountFlags};
 use rustix::mount::{MountFlags, MountPropagationFlags};
 use rustix::thread::UnshareFlags;
 
@@ -42,6 +43,10 @@ pub(crate) struct ReadOnly {
     mounts: Vec<(CString, MountFlags)>,
     /// Paths inside the writable ones, bound and remounted read-only.
     paths: Vec<(CString, MountFlags)>,
+    /// Every devpts mount point of the table, each covered by a new, empty devpts instance:
+    /// the child reaches no other terminal's `/dev/pts/N`, and `/dev/ptmx` makes its
+    /// pseudo-terminals in the instance at `/dev/pts`, which holds only its own.
+    devpts: Vec<CString>,
     shown: Vec<PathBuf>,
 }
 
@@ -64,6 +69,15 @@ impl ReadOnly {
                 continue;
             };
             let point = PathBuf::from(unescape(point));
+            let devpts = line
+                .split_once(" - ")
+                .is_some_and(|(_, fs)| fs.split(' ').next() == Some("devpts"));
+            if devpts {
+                let point = c_path(&point)?;
+                if !out.devpts.contains(&point) {
+                    out.devpts.push(point);
+                }
+            }
             // Inside a writable path: its bind carries it along, writable.
             if writable.iter().any(|w| point.starts_with(w)) {
                 continue;
@@ -83,6 +97,15 @@ impl ReadOnly {
         Ok(out)
     }
 
+    /// Whether the child gets a devpts instance of its own at `/dev/pts`, and so
+    /// pseudo-terminals it can make and open, while no other terminal's. Landlock ignores
+    /// the mount points a path's walk up crosses, so no rule made in the parent reaches into
+    /// that instance: the child adds one for its root to the ruleset it enforces (it names
+    /// an inode only that child's namespace can reach).
+    pub(crate) fn own_terminals(&self) -> bool {
+        !self.is_empty() && self.devpts.iter().any(|p| p.as_c_str() == PTS)
+    }
+
     pub(crate) fn is_empty(&self) -> bool {
         self.mounts.is_empty() && self.paths.is_empty()
     }
@@ -92,11 +115,16 @@ impl ReadOnly {
         &self.shown
     }
 
-    /// In the child: a mount namespace of its own, read-only as prepared. System calls only,
-    /// on data prepared in the parent (the working directory's path is read into the stack).
-    pub(crate) fn apply_in_child(&self) -> io::Result<()> {
+    /// In the child: a mount namespace of its own, read-only as prepared, and a devpts
+    /// instance of its own on every devpts mount point. Returns the instance at `/dev/pts`,
+    /// opened `O_PATH`, for the Landlock rule that grants it (see [`own_terminals`]). System
+    /// calls only, on data prepared in the parent (the working directory's path is read into
+    /// the stack).
+    ///
+    /// [`own_terminals`]: ReadOnly::own_terminals
+    pub(crate) fn apply_in_child(&self) -> io::Result<Option<OwnedFd>> {
         if self.is_empty() {
-            return Ok(());
+            return Ok(None);
         }
         enter_private_mount_namespace()?;
         for path in &self.writable {
@@ -113,8 +141,36 @@ impl ReadOnly {
             rustix::mount::mount_bind(path.as_c_str(), path.as_c_str())?;
             read_only(path, *flags)?;
         }
-        enter_cwd_again()
+        for point in &self.devpts {
+            match new_devpts(point) {
+                // A mount that went away since the table was read covers no terminal.
+                Err(rustix::io::Errno::NOENT) | Ok(()) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        enter_cwd_again()?;
+        if !self.own_terminals() {
+            return Ok(None);
+        }
+        let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
+        Ok(Some(rustix::fs::open(PTS, flags, Mode::empty())?))
     }
+}
+
+/// Where `/dev/ptmx` makes its pseudo-terminals: the devpts mounted at `pts` beside it.
+const PTS: &CStr = c"/dev/pts";
+
+/// A devpts instance of the child's own on `point`, over whatever is mounted there, so that
+/// the host's is no longer reached by that path. `ptmxmode` makes its `ptmx` usable where
+/// `/dev/ptmx` is a link to `pts/ptmx`, as in many containers.
+fn new_devpts(point: &CStr) -> rustix::io::Result<()> {
+    rustix::mount::mount(
+        c"devpts",
+        point,
+        c"devpts",
+        MountFlags::NOSUID | MountFlags::NOEXEC,
+        c"newinstance,ptmxmode=0666,mode=0620",
+    )
 }
 
 fn read_only(point: &CStr, flags: MountFlags) -> rustix::io::Result<()> {
@@ -250,7 +306,7 @@ pub(crate) fn possible() -> bool {
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null());
-        crate::install(&mut command, move || ro.apply_in_child());
+        crate::install(&mut command, move || ro.apply_in_child().map(drop));
         command.status()
     })();
     drop(base);

@@ -14,6 +14,8 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::stores::{self, UserDirs};
+
 /// The confinement one call asks for.
 ///
 /// Reading is the whole system minus [`SandboxSpec::denied`], plus [`SandboxSpec::readable`];
@@ -122,31 +124,6 @@ pub struct DenyList {
 /// temporary directory is granted back explicitly.
 const SCRATCH: [&str; 4] = ["/tmp", "/var/tmp", "/dev/shm", "/run/user"];
 
-/// The usual credential stores, relative to the home directory: keys, the cloud command
-/// lines' tokens (AWS, Google Cloud, Azure), registry and package tokens, database passwords,
-/// and the tokens of Vault, Terraform and s3cmd.
-const CREDENTIALS: [&str; 19] = [
-    ".ssh",
-    ".aws",
-    ".gnupg",
-    ".config/gh",
-    ".config/gcloud",
-    ".azure",
-    ".netrc",
-    ".pgpass",
-    ".my.cnf",
-    ".docker/config.json",
-    ".kube",
-    ".npmrc",
-    ".pypirc",
-    ".cargo/credentials*",
-    ".git-credentials",
-    ".vault-token",
-    ".terraform.d/credentials.tfrc.json",
-    ".terraformrc",
-    ".s3cfg",
-];
-
 impl DenyList {
     /// Only the shared scratch places.
     pub fn scratch_only() -> Self {
@@ -156,17 +133,30 @@ impl DenyList {
     }
 
     /// The default deny list: toolgate's own state and configuration directories (given by
-    /// the caller, who knows where they are), the credential stores under `home`, and the
-    /// shared scratch places.
+    /// the caller, who knows where they are), the credential stores under `home` (and under
+    /// `~/.config`, `~/.local/share` and `~/.cache`), and the shared scratch places.
     pub fn defaults(home: &Path, toolgate_dirs: &[impl AsRef<Path>]) -> Self {
+        DenyList::for_user(&UserDirs::new(home), toolgate_dirs)
+    }
+
+    /// [`DenyList::defaults`] with the credential stores under every directory of `dirs`:
+    /// the XDG base directories where they are set elsewhere than their defaults too.
+    pub fn for_user(dirs: &UserDirs, toolgate_dirs: &[impl AsRef<Path>]) -> Self {
         let mut list = DenyList::scratch_only();
         for dir in toolgate_dirs {
             list.add(dir.as_ref());
         }
-        for rel in CREDENTIALS {
-            list.add(&home.join(rel));
+        for store in stores::defaults(dirs) {
+            list.add(&store);
         }
         list
+    }
+
+    /// The credential stores of the common developer tools (the compiled-in
+    /// `credential_stores.txt`), resolved under the directories of `dirs`, each entry under
+    /// every place its base may be.
+    pub fn credential_stores(dirs: &UserDirs) -> Vec<PathBuf> {
+        stores::defaults(dirs)
     }
 
     /// Denies `path` too.
@@ -198,6 +188,10 @@ mod tests {
         let list = DenyList::defaults(Path::new("/home/ada"), &["/var/lib/toolgate"]);
         for want in [
             "/home/ada/.ssh",
+            "/home/ada/.config/gh",
+            "/home/ada/.config/git/credentials",
+            "/home/ada/.claude/.credentials.json",
+            "/home/ada/.codex/auth.json",
             "/home/ada/.cargo/credentials*",
             "/var/lib/toolgate",
             "/tmp",
@@ -215,6 +209,16 @@ mod tests {
         let mut list = DenyList::defaults(Path::new("/h"), &[] as &[&str]);
         assert!(list.remove(Path::new("/h/.npmrc")));
         assert!(!list.remove(Path::new("/h/.npmrc")));
+        // An entry of the data, in the place an XDG directory puts it, is lifted the same way.
+        let mut dirs = UserDirs::new("/h");
+        dirs.config_home = Some("/x".into());
+        let mut xdg = DenyList::for_user(&dirs, &[] as &[&str]);
+        assert!(xdg.remove(Path::new("/x/gh")));
+        assert!(
+            xdg.entries()
+                .iter()
+                .any(|p| p == Path::new("/h/.config/gh"))
+        );
         list.add(Path::new("/srv/secret"));
         list.add(Path::new("/srv/secret"));
         assert_eq!(

@@ -22,7 +22,8 @@ use std::process::{Command, Output};
 use std::sync::OnceLock;
 
 use toolgate_sandbox::{
-    DenyList, NetworkMode, Prepared, Sandbox, SandboxSpec, Support, UnixSockets,
+    DenyList, MountNamespaces, NetworkMode, Prepared, Sandbox, SandboxSpec, Support, UnixSockets,
+    UserDirs,
 };
 
 /// One probe: `argv` with `{name}` placeholders filled from the fixture.
@@ -114,6 +115,111 @@ const ESCAPES: &[Escape] = &[
     Escape {
         name: "read the cargo credentials",
         argv: &["/bin/cat", "{home}/.cargo/credentials.toml"],
+        absent: None,
+        control: true,
+    },
+    Escape {
+        name: "read gh's token in a separate $XDG_CONFIG_HOME",
+        argv: &["/bin/cat", "{xdg_config}/gh/hosts.yml"],
+        absent: None,
+        control: true,
+    },
+    Escape {
+        name: "read git's credential store in ~/.config",
+        argv: &["/bin/cat", "{home}/.config/git/credentials"],
+        absent: None,
+        control: true,
+    },
+    Escape {
+        name: "read git's credential store in $XDG_CONFIG_HOME",
+        argv: &["/bin/cat", "{xdg_config}/git/credentials"],
+        absent: None,
+        control: true,
+    },
+    Escape {
+        name: "read Claude Code's OAuth tokens",
+        argv: &["/bin/cat", "{home}/.claude/.credentials.json"],
+        absent: None,
+        control: true,
+    },
+    Escape {
+        name: "read Claude Code's account file",
+        argv: &["/bin/cat", "{home}/.claude.json"],
+        absent: None,
+        control: true,
+    },
+    Escape {
+        name: "read a backup of Claude Code's account file",
+        argv: &["/bin/cat", "{home}/.claude.json.backup"],
+        absent: None,
+        control: true,
+    },
+    Escape {
+        name: "read Codex's auth file",
+        argv: &["/bin/cat", "{home}/.codex/auth.json"],
+        absent: None,
+        control: true,
+    },
+    Escape {
+        name: "read podman's logins in ~/.config",
+        argv: &["/bin/cat", "{home}/.config/containers/auth.json"],
+        absent: None,
+        control: true,
+    },
+    Escape {
+        name: "read podman's logins in $XDG_CONFIG_HOME",
+        argv: &["/bin/cat", "{xdg_config}/containers/auth.json"],
+        absent: None,
+        control: true,
+    },
+    Escape {
+        name: "read podman's logins in $XDG_RUNTIME_DIR",
+        argv: &["/bin/cat", "{xdg_runtime}/containers/auth.json"],
+        absent: None,
+        control: true,
+    },
+    Escape {
+        name: "read the GNOME keyring in ~/.local/share",
+        argv: &["/bin/cat", "{home}/.local/share/keyrings/login.keyring"],
+        absent: None,
+        control: true,
+    },
+    Escape {
+        name: "read the GNOME keyring in $XDG_DATA_HOME",
+        argv: &["/bin/cat", "{xdg_data}/keyrings/login.keyring"],
+        absent: None,
+        control: true,
+    },
+    Escape {
+        name: "read the Hugging Face token in $XDG_CACHE_HOME",
+        argv: &["/bin/cat", "{xdg_cache}/huggingface/token"],
+        absent: None,
+        control: true,
+    },
+    Escape {
+        name: "read gcloud's credentials in $XDG_CONFIG_HOME",
+        argv: &[
+            "/bin/cat",
+            "{xdg_config}/gcloud/application_default_credentials.json",
+        ],
+        absent: None,
+        control: true,
+    },
+    Escape {
+        name: "read the Bitwarden CLI's vault",
+        argv: &["/bin/cat", "{home}/.config/Bitwarden CLI/data.json"],
+        absent: None,
+        control: true,
+    },
+    Escape {
+        name: "read rclone's remotes in $XDG_CONFIG_HOME",
+        argv: &["/bin/cat", "{xdg_config}/rclone/rclone.conf"],
+        absent: None,
+        control: true,
+    },
+    Escape {
+        name: "read the gradle credentials",
+        argv: &["/bin/cat", "{home}/.gradle/gradle.properties"],
         absent: None,
         control: true,
     },
@@ -292,6 +398,28 @@ const ESCAPES: &[Escape] = &[
     },
 ];
 
+/// The credential files the fixture makes, relative to its root: those the escape table
+/// reads, in their several places.
+const SECRETS: &[&str] = &[
+    "xdg-config/gh/hosts.yml",
+    "home/.config/git/credentials",
+    "xdg-config/git/credentials",
+    "home/.claude/.credentials.json",
+    "home/.claude.json",
+    "home/.claude.json.backup",
+    "home/.codex/auth.json",
+    "home/.config/containers/auth.json",
+    "xdg-config/containers/auth.json",
+    "xdg-runtime/containers/auth.json",
+    "home/.local/share/keyrings/login.keyring",
+    "xdg-data/keyrings/login.keyring",
+    "xdg-cache/huggingface/token",
+    "xdg-config/gcloud/application_default_credentials.json",
+    "home/.config/Bitwarden CLI/data.json",
+    "xdg-config/rclone/rclone.conf",
+    "home/.gradle/gradle.properties",
+];
+
 /// What must keep working inside: `argv`, and what its stdout must contain.
 const KEEPS_WORKING: &[(&[&str], &str)] = &[
     (&["/bin/ls", "/usr"], "bin"),
@@ -362,6 +490,11 @@ impl Fixture {
         for dir in ["ws", "tmp", "home/.ssh", "home/.cargo", "state", "outside"] {
             std::fs::create_dir_all(base.join(dir)).unwrap();
         }
+        for secret in SECRETS {
+            let path = base.join(secret);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(&path, "SECRET store\n").unwrap();
+        }
         std::fs::write(base.join("home/.ssh/id_ed25519"), "SECRET ssh key\n").unwrap();
         std::fs::write(base.join("home/.cargo/credentials.toml"), "SECRET token\n").unwrap();
         std::fs::write(base.join("state/console.token"), "SECRET console\n").unwrap();
@@ -395,10 +528,21 @@ impl Fixture {
         self.root.path().canonicalize().unwrap()
     }
 
+    /// The fake home, with every XDG directory set apart from it.
+    fn dirs(&self) -> UserDirs {
+        let base = self.base();
+        let mut dirs = UserDirs::new(base.join("home"));
+        dirs.config_home = Some(base.join("xdg-config"));
+        dirs.data_home = Some(base.join("xdg-data"));
+        dirs.cache_home = Some(base.join("xdg-cache"));
+        dirs.runtime_dir = Some(base.join("xdg-runtime"));
+        dirs
+    }
+
     fn spec(&self, network: NetworkMode) -> SandboxSpec {
         let base = self.base();
         let mut spec = SandboxSpec::new(base.join("ws"), base.join("tmp"));
-        spec.denied = DenyList::defaults(&base.join("home"), &[base.join("state")]);
+        spec.denied = DenyList::for_user(&self.dirs(), &[base.join("state")]);
         spec.network = network;
         spec
     }
@@ -409,6 +553,16 @@ impl Fixture {
             .replace("{ws}", &base.join("ws").display().to_string())
             .replace("{outside}", &base.join("outside").display().to_string())
             .replace("{home}", &base.join("home").display().to_string())
+            .replace(
+                "{xdg_config}",
+                &base.join("xdg-config").display().to_string(),
+            )
+            .replace("{xdg_data}", &base.join("xdg-data").display().to_string())
+            .replace("{xdg_cache}", &base.join("xdg-cache").display().to_string())
+            .replace(
+                "{xdg_runtime}",
+                &base.join("xdg-runtime").display().to_string(),
+            )
             .replace("{state}", &base.join("state").display().to_string())
             .replace(
                 "{shared_tmp}",
@@ -509,7 +663,7 @@ fn every_escape_is_refused_with_nothing_changed() {
         "victim\n"
     );
     assert!(failures.is_empty(), "{}", failures.join("\n"));
-    assert!(ESCAPES.len() >= 25);
+    assert!(ESCAPES.len() >= 42);
 }
 
 #[test]
@@ -766,5 +920,227 @@ fn read_only_paths_stay_unwritable_inside_the_workspace_where_mounts_are_possibl
     assert!(
         !mounts.contains(ws.join(".git").to_str().unwrap()),
         "the child's mounts stay its own"
+    );
+}
+
+/// Every store of the compiled-in data, made as a file in each place its base may be (the
+/// fake home, `~/.config` and a separate `$XDG_CONFIG_HOME`, and so on), is readable
+/// unconfined and unreadable confined. One program reads them all, each way.
+#[test]
+fn every_store_of_the_data_is_denied_in_each_of_its_places() {
+    let fixture = Fixture::new();
+    let base = fixture.base();
+    let mut made = Vec::new();
+    for store in DenyList::credential_stores(&fixture.dirs()) {
+        // The system's own stores exist or not on this machine; the table above covers
+        // those of a user. A prefix entry is made as its prefix and one name beyond it.
+        if !store.starts_with(&base) {
+            continue;
+        }
+        let text = store.display().to_string();
+        let names = match text.strip_suffix('*') {
+            Some(prefix) => vec![prefix.to_string(), format!("{prefix}.backup")],
+            None => vec![text],
+        };
+        for name in names {
+            let path = PathBuf::from(&name);
+            if path.is_dir() {
+                let inside = path.join("secret-in-store");
+                std::fs::write(&inside, "SECRET store\n").unwrap();
+                made.push(inside);
+                continue;
+            }
+            if path.exists() {
+                made.push(path);
+                continue;
+            }
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(&path, "SECRET store\n").unwrap();
+            made.push(path);
+        }
+    }
+    assert!(made.len() > 150, "{}", made.len());
+    let list = made
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect::<Vec<_>>()
+        .join("\n");
+    std::fs::write(base.join("outside/stores"), &list).unwrap();
+    let reader = "import sys\n\
+        paths = open(sys.argv[1]).read().splitlines()\n\
+        readable = []\n\
+        for p in paths:\n    try:\n        open(p).read()\n        readable.append(p)\n    except OSError:\n        pass\n\
+        print(len(readable), 'of', len(paths))\n\
+        print('\\n'.join(readable[:5]))\n";
+    let list_path = base.join("outside/stores").display().to_string();
+    let out = fixture.run(&["{python}", "-c", reader, &list_path], None);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).lines().next(),
+        Some(format!("{} of {}", made.len(), made.len()).as_str()),
+        "unconfined, every store is readable: {}",
+        show(&out)
+    );
+    // The list itself lies outside the denied places, readable to the confined reader.
+    let prepared = Sandbox::detect()
+        .prepare(&fixture.spec(NetworkMode::None))
+        .unwrap();
+    let out = fixture.run(&["{python}", "-c", reader, &list_path], Some(&prepared));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).lines().next(),
+        Some(format!("0 of {}", made.len()).as_str()),
+        "confined, none is: {}",
+        show(&out)
+    );
+}
+
+/// A terminal the command did not make (standing for the person's, or another session's)
+/// cannot be opened, in either tier: the control writes a false `[sudo] password:` prompt
+/// to it and the test reads it from the master; confined, nothing arrives, also when the
+/// command first makes pseudo-terminals of its own until one bears the same number. Where
+/// the mount tier gives the command a devpts instance of its own, it can still make and use
+/// a pty; where not, it cannot, and the report names that gap.
+#[test]
+fn another_terminal_cannot_be_opened_and_a_pty_of_its_own_only_in_the_mount_tier() {
+    use rustix::pty::{OpenptFlags, grantpt, openpt, ptsname, unlockpt};
+    let fixture = Fixture::new();
+    let master = openpt(OpenptFlags::RDWR | OpenptFlags::NOCTTY).unwrap();
+    grantpt(&master).unwrap();
+    unlockpt(&master).unwrap();
+    let slave = ptsname(&master, Vec::new()).unwrap().into_string().unwrap();
+    rustix::io::ioctl_fionbio(&master, true).unwrap();
+    let heard = || {
+        let mut buf = [0u8; 256];
+        match rustix::io::read(&master, &mut buf) {
+            Ok(n) => String::from_utf8_lossy(&buf[..n]).into_owned(),
+            Err(_) => String::new(),
+        }
+    };
+    let number: u32 = slave.rsplit('/').next().unwrap().parse().unwrap();
+    let direct = format!(
+        "import os\nfd = os.open('{slave}', os.O_RDWR | os.O_NOCTTY)\n\
+         os.write(fd, b'[sudo] password: ')\nprint('opened')\n"
+    );
+    // The same name, after making ptys of its own until its instance has that number.
+    let numbered = format!(
+        "import os, pty\nkept = []\n\
+         for _ in range({}):\n    try:\n        kept.append(pty.openpty())\n    except OSError:\n        break\n\
+         fd = os.open('{slave}', os.O_RDWR | os.O_NOCTTY)\n\
+         os.write(fd, b'[sudo] password: ')\nprint('opened')\n",
+        number + 1
+    );
+    let own = "import os, pty\nm, s = pty.openpty()\nos.write(s, b'mine')\n\
+               print(os.read(m, 4).decode(), os.ttyname(s))\n";
+
+    let out = fixture.run(&["{python}", "-c", &direct], None);
+    assert!(out.status.success(), "control: {}", show(&out));
+    assert!(
+        heard().contains("[sudo] password:"),
+        "the control reaches it"
+    );
+
+    let real = toolgate_sandbox::probe();
+    let mut tiers = vec![Support {
+        mount_namespaces: MountNamespaces::Claimed(false),
+        ..real
+    }];
+    if real.mount_namespaces.possible() {
+        tiers.push(real);
+    }
+    for support in tiers {
+        let prepared = Sandbox::with_support(support)
+            .prepare(&fixture.spec(NetworkMode::None))
+            .unwrap();
+        let tier = prepared.enforced().tier;
+        for probe in [&direct, &numbered] {
+            let out = fixture.run(&["{python}", "-c", probe], Some(&prepared));
+            let got = heard();
+            assert!(
+                !got.contains("[sudo]"),
+                "{tier}: the confined command wrote to another terminal: {}",
+                show(&out)
+            );
+            // Refused outright unless the name now names the command's own terminal.
+            if tier == toolgate_sandbox::Tier::LandlockSeccomp || probe == &direct {
+                assert!(!out.status.success(), "{tier}: {}", show(&out));
+            }
+        }
+        let out = fixture.run(&["{python}", "-c", own], Some(&prepared));
+        let gaps = prepared.enforced().gaps.join("\n");
+        if support.mount_namespaces.possible() {
+            assert!(
+                out.status.success(),
+                "{tier}: a pty of its own: {}",
+                show(&out)
+            );
+            assert!(String::from_utf8_lossy(&out.stdout).starts_with("mine /dev/pts/"));
+            assert!(!gaps.contains("no pseudo-terminal"), "{gaps}");
+        } else {
+            assert!(!out.status.success(), "{tier}: {}", show(&out));
+            assert!(gaps.contains("no pseudo-terminal"), "{gaps}");
+        }
+    }
+}
+
+/// Set in the copy of this test binary that runs with a controlling terminal.
+const INSIDE_A_TERMINAL: &str = "TOOLGATE_SANDBOX_TEST_INSIDE_A_TERMINAL";
+
+/// A command started by a process that has a controlling terminal (`toolgate call` in the
+/// person's terminal) cannot open that terminal as `/dev/tty`: unconfined it can, and writes
+/// there; confined, `/dev/tty` is no terminal at all (`ENXIO`), in either tier. This test
+/// runs itself again in a session of its own whose controlling terminal is a new pty.
+#[test]
+fn dev_tty_is_not_the_terminal_of_the_process_that_started_the_command() {
+    let probe = "import os\nfd = os.open('/dev/tty', os.O_RDWR)\n\
+                 os.write(fd, b'[sudo] password: ')\nprint('opened', os.ttyname(fd))\n";
+    if std::env::var_os(INSIDE_A_TERMINAL).is_some() {
+        let fixture = Fixture::new();
+        let out = fixture.run(&["{python}", "-c", probe], None);
+        assert!(out.status.success(), "control: {}", show(&out));
+        let real = toolgate_sandbox::probe();
+        for mounts in [false, real.mount_namespaces.possible()] {
+            let support = Support {
+                mount_namespaces: MountNamespaces::Claimed(mounts),
+                ..real
+            };
+            let prepared = Sandbox::with_support(support)
+                .prepare(&fixture.spec(NetworkMode::None))
+                .unwrap();
+            let out = fixture.run(&["{python}", "-c", probe], Some(&prepared));
+            assert!(!out.status.success(), "mounts {mounts}: {}", show(&out));
+            assert!(
+                String::from_utf8_lossy(&out.stderr).contains("No such device or address"),
+                "mounts {mounts}: {}",
+                show(&out)
+            );
+        }
+        println!("checked inside a terminal");
+        return;
+    }
+    // setsid, the new pty as the controlling terminal, then this test again; the master
+    // stays open in the parent so that the terminal lives as long as the test.
+    let wrapper = "import os, sys, fcntl, termios\n\
+        m, s = os.openpty()\n\
+        pid = os.fork()\n\
+        if pid == 0:\n    os.setsid()\n    fcntl.ioctl(s, termios.TIOCSCTTY, 0)\n    os.execv(sys.argv[1], sys.argv[1:])\n\
+        _, status = os.waitpid(pid, 0)\n\
+        sys.exit(os.waitstatus_to_exitcode(status))\n";
+    let me = std::env::current_exe().unwrap();
+    let out = Command::new(python())
+        .args(["-c", wrapper])
+        .arg(&me)
+        .args([
+            "--exact",
+            "dev_tty_is_not_the_terminal_of_the_process_that_started_the_command",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(INSIDE_A_TERMINAL, "1")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", show(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("checked inside a terminal"),
+        "{}",
+        show(&out)
     );
 }

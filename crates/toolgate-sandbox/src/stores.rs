@@ -1,0 +1,244 @@
+//! The credential stores of the common developer tools, kept as data
+//! (`credential_stores.txt`, compiled in): one line a store, saying where it lies relative to
+//! the home directory or an XDG base directory, and which program keeps what there. Each
+//! entry is resolved under every place its base may be: a `config` entry under `~/.config`
+//! and under `$XDG_CONFIG_HOME` where that is elsewhere, and so on. This crate reads no
+//! environment: the caller says where the directories are ([`UserDirs`]).
+//!
+//! ```
+//! use std::path::Path;
+//! use toolgate_sandbox::{DenyList, UserDirs};
+//!
+//! let mut dirs = UserDirs::new("/home/ada");
+//! dirs.config_home = Some("/srv/ada/config".into());
+//! let stores = DenyList::credential_stores(&dirs);
+//! assert!(stores.iter().any(|p| p == Path::new("/home/ada/.config/gh")));
+//! assert!(stores.iter().any(|p| p == Path::new("/srv/ada/config/gh")));
+//! ```
+
+use std::path::{Component, Path, PathBuf};
+
+/// The data, one store a line (the file's header says how it reads).
+const STORES: &str = include_str!("credential_stores.txt");
+
+/// Where the user's files are, as the caller found them: the home directory, and the XDG
+/// base directories where they are set (to an absolute path; an unset or relative one is
+/// `None`, and the XDG default under the home directory applies).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UserDirs {
+    /// `$HOME`.
+    pub home: PathBuf,
+    /// `$XDG_CONFIG_HOME`.
+    pub config_home: Option<PathBuf>,
+    /// `$XDG_DATA_HOME`.
+    pub data_home: Option<PathBuf>,
+    /// `$XDG_CACHE_HOME`.
+    pub cache_home: Option<PathBuf>,
+    /// `$XDG_RUNTIME_DIR`.
+    pub runtime_dir: Option<PathBuf>,
+}
+
+impl UserDirs {
+    /// The home directory alone: the XDG directories at their defaults beneath it.
+    pub fn new(home: impl Into<PathBuf>) -> Self {
+        UserDirs {
+            home: home.into(),
+            config_home: None,
+            data_home: None,
+            cache_home: None,
+            runtime_dir: None,
+        }
+    }
+
+    /// Every directory `base` may be: its default under the home directory, and the XDG
+    /// variable's value where that is set elsewhere.
+    fn places(&self, base: Base) -> Vec<PathBuf> {
+        let (default, set) = match base {
+            Base::Home => (Some(self.home.clone()), None),
+            Base::Config => (Some(self.home.join(".config")), self.config_home.as_ref()),
+            Base::Data => (
+                Some(self.home.join(".local/share")),
+                self.data_home.as_ref(),
+            ),
+            Base::Cache => (Some(self.home.join(".cache")), self.cache_home.as_ref()),
+            Base::Runtime => (None, self.runtime_dir.as_ref()),
+            Base::System => (Some(PathBuf::from("/")), None),
+        };
+        let mut out: Vec<PathBuf> = default.into_iter().collect();
+        if let Some(set) = set.filter(|p| p.is_absolute() && !out.contains(p)) {
+            out.push(set.clone());
+        }
+        out
+    }
+
+    /// Every directory a base may be, for a data line that does not parse.
+    fn all_places(&self) -> Vec<PathBuf> {
+        [
+            Base::Home,
+            Base::Config,
+            Base::Data,
+            Base::Cache,
+            Base::Runtime,
+        ]
+        .into_iter()
+        .flat_map(|base| self.places(base))
+        .collect()
+    }
+}
+
+/// What a store's path is relative to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Base {
+    Home,
+    Config,
+    Data,
+    Cache,
+    Runtime,
+    System,
+}
+
+/// One line of the data.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Store<'a> {
+    base: Base,
+    path: &'a str,
+    who: &'a str,
+}
+
+/// The stores of `text` resolved for `dirs`. A line that is not `base | path | who` (an
+/// unknown base, an absolute or climbing path, a missing column) is no store: it denies
+/// every place a base may be, whole.
+pub(crate) fn resolve(text: &str, dirs: &UserDirs) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        match parse(line) {
+            Some(store) => {
+                for place in dirs.places(store.base) {
+                    out.push(place.join(store.path.trim_start_matches('/')));
+                }
+            }
+            None => out.extend(dirs.all_places()),
+        }
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    out.retain(|p| seen.insert(p.clone()));
+    out
+}
+
+/// The compiled-in stores resolved for `dirs`.
+pub(crate) fn defaults(dirs: &UserDirs) -> Vec<PathBuf> {
+    resolve(STORES, dirs)
+}
+
+fn parse(line: &str) -> Option<Store<'_>> {
+    let mut columns = line.split('|').map(str::trim);
+    let (base, path, who) = (columns.next()?, columns.next()?, columns.next()?);
+    if columns.next().is_some() || path.is_empty() || who.is_empty() {
+        return None;
+    }
+    let base = match base {
+        "home" => Base::Home,
+        "config" => Base::Config,
+        "data" => Base::Data,
+        "cache" => Base::Cache,
+        "runtime" => Base::Runtime,
+        "system" => Base::System,
+        _ => return None,
+    };
+    let components: Vec<Component<'_>> = Path::new(path).components().collect();
+    let climbs = components
+        .iter()
+        .any(|c| matches!(c, Component::ParentDir | Component::CurDir));
+    let absolute = Path::new(path).is_absolute();
+    // A system path is absolute and names something below `/`; every other is relative.
+    if climbs || absolute != (base == Base::System) || (absolute && components.len() < 2) {
+        return None;
+    }
+    Some(Store { base, path, who })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_line_of_the_data_is_a_store_and_none_is_listed_twice() {
+        let mut seen = std::collections::BTreeSet::new();
+        let mut count = 0;
+        for line in STORES.lines().map(str::trim) {
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let store = parse(line).unwrap_or_else(|| panic!("not a store: {line}"));
+            assert!(
+                store.who.contains(':') || store.base == Base::System,
+                "say which program keeps what: {line}"
+            );
+            assert!(seen.insert((store.base, store.path)), "twice: {line}");
+            count += 1;
+        }
+        assert!(count > 100, "{count}");
+    }
+
+    #[test]
+    fn a_config_entry_is_denied_under_dot_config_and_xdg_config_home_alike() {
+        let mut dirs = UserDirs::new("/home/ada");
+        dirs.config_home = Some("/x/config".into());
+        dirs.data_home = Some("/x/data".into());
+        dirs.cache_home = Some("relative/is/ignored".into());
+        dirs.runtime_dir = Some("/run/x".into());
+        let got = defaults(&dirs);
+        for want in [
+            "/home/ada/.config/gh",
+            "/x/config/gh",
+            "/home/ada/.git-credentials",
+            "/home/ada/.config/git/credentials",
+            "/x/config/git/credentials",
+            "/home/ada/.claude/.credentials.json",
+            "/home/ada/.claude.json*",
+            "/home/ada/.codex/auth.json",
+            "/home/ada/.local/share/keyrings",
+            "/x/data/keyrings",
+            "/home/ada/.cache/git/credential",
+            "/run/x/containers/auth.json",
+            "/etc/shadow*",
+        ] {
+            assert!(got.iter().any(|p| p == Path::new(want)), "{want}");
+        }
+        assert!(!got.iter().any(|p| p.starts_with("relative")));
+        // No runtime directory given: no runtime entry.
+        let plain = defaults(&UserDirs::new("/home/ada"));
+        assert!(
+            !plain
+                .iter()
+                .any(|p| p.ends_with("containers/auth.json") && !p.starts_with("/home/ada"))
+        );
+    }
+
+    #[test]
+    fn a_line_that_does_not_parse_denies_every_base_whole() {
+        let mut dirs = UserDirs::new("/h");
+        dirs.config_home = Some("/c".into());
+        for bad in [
+            "home | .ssh",
+            "homes | .ssh | ssh: keys",
+            "home | /etc/passwd | absolute under home",
+            "home | ../other | climbs",
+            "system | relative | not absolute",
+            "config | a | b | c",
+        ] {
+            let got = resolve(bad, &dirs);
+            for whole in ["/h", "/h/.config", "/c", "/h/.local/share", "/h/.cache"] {
+                assert!(got.iter().any(|p| p == Path::new(whole)), "{bad}: {whole}");
+            }
+        }
+        assert_eq!(
+            resolve("home | .ssh | ssh: keys", &dirs),
+            vec![PathBuf::from("/h/.ssh")]
+        );
+    }
+}
