@@ -166,6 +166,15 @@ fn check_row(row: &Value) {
                     "{name}: {result}"
                 );
             }
+            "stopped" => {
+                // A step wrote what a later step reads: the later one is refused as changed,
+                // or the write itself was refused and the script ended there.
+                let refused = result["structured"]["error"]["code"] == "script_changed";
+                let failed = result["isError"] == false
+                    && result["structured"]["exit_code"] != 0
+                    && result["structured"]["steps"].as_array().map(Vec::len) == Some(1);
+                assert!(refused || failed, "{name}: {result}");
+            }
             "shown" => {
                 assert_eq!(
                     result["structured"]["rejection"]["code"], "approval_denied",
