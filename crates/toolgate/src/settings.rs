@@ -30,7 +30,7 @@ use toolgate_core::{
 };
 use toolgate_exec::CgroupLimits;
 use toolgate_mcp::http::SessionLimits;
-use toolgate_sandbox::{Limits, Sandbox};
+use toolgate_sandbox::{DenyList, Limits, Sandbox, UserDirs};
 use toolgate_tools::Confinement;
 use toolgate_upstream::{UpstreamConfinement, UpstreamSpec};
 
@@ -543,6 +543,16 @@ impl Settings {
             Mode::DangerousUnconfined => Confinement::dangerous_unconfined(),
             Mode::Enforce => Confinement::new(sandbox, home.as_deref(), &self.toolgate_paths()),
         };
+        // The credential stores where the XDG variables put them, when that is elsewhere
+        // than `~/.config` and its siblings (which `Confinement::new` denies already); before
+        // `allow`, so that the operator can lift one of these too.
+        if self.sandbox.mode == Mode::Enforce
+            && let Some(dirs) = user_dirs(home.as_deref())
+        {
+            for store in DenyList::credential_stores(&dirs) {
+                confinement.deny(&store);
+            }
+        }
         let resolved = |path: &Spanned<String>| {
             resolve(path.get_ref(), home.as_deref())
                 .map_err(|message| self.origin.error_at(path.span(), message))
@@ -786,6 +796,22 @@ fn user_config_dir() -> Option<PathBuf> {
         .filter(|p| p.is_absolute())
         .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".config")))?;
     Some(base.join("toolgate"))
+}
+
+/// Where the user's files are: `home`, and the XDG base directories the environment names
+/// (a relative value is ignored, as the XDG specification says).
+fn user_dirs(home: Option<&Path>) -> Option<UserDirs> {
+    let var = |name: &str| {
+        std::env::var_os(name)
+            .map(PathBuf::from)
+            .filter(|p| p.is_absolute())
+    };
+    let mut dirs = UserDirs::new(home?);
+    dirs.config_home = var("XDG_CONFIG_HOME");
+    dirs.data_home = var("XDG_DATA_HOME");
+    dirs.cache_home = var("XDG_CACHE_HOME");
+    dirs.runtime_dir = var("XDG_RUNTIME_DIR");
+    Some(dirs)
 }
 
 /// `text` as a path: absolute, or under `home` for `~/…`.

@@ -762,3 +762,82 @@ fn a_fork_loop_under_a_timeout_ends_and_leaves_nobody() {
     );
     assert_eq!(result["structured"]["exit_code"], 0, "{result}");
 }
+
+/// The credential stores where the XDG variables put them, apart from the home directory,
+/// and the newer stores under it (issue 36): an approved command reads none of them, while
+/// an ordinary file beside them stays readable. Before the deny list was kept as data, only
+/// `~/.config/gh` was denied of these, and every row here was read.
+#[test]
+fn credential_stores_in_xdg_directories_and_agent_tokens_are_unreadable_to_an_approved_command() {
+    let base = base();
+    let dir = base.path().canonicalize().unwrap();
+    let (ws, home, state) = (dir.join("ws"), dir.join("home"), dir.join("state"));
+    for d in [&ws, &home, &state] {
+        fs::create_dir_all(d).unwrap();
+    }
+    fake_home(&home);
+    let stores = [
+        "xdg-config/gh/hosts.yml",
+        "home/.config/git/credentials",
+        "xdg-config/git/credentials",
+        "home/.claude/.credentials.json",
+        "home/.claude.json",
+        "home/.codex/auth.json",
+        "xdg-config/containers/auth.json",
+        "xdg-data/keyrings/login.keyring",
+        "xdg-cache/huggingface/token",
+    ];
+    for store in stores {
+        let path = dir.join(store);
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        fs::write(&path, "canary credential\n").unwrap();
+    }
+    let ordinary = dir.join("xdg-config/editor/settings.json");
+    fs::create_dir_all(ordinary.parent().unwrap()).unwrap();
+    fs::write(&ordinary, "{\"theme\": \"plain\"}\n").unwrap();
+
+    let mut env = environment(&home);
+    for (name, sub) in [
+        ("XDG_CONFIG_HOME", "xdg-config"),
+        ("XDG_DATA_HOME", "xdg-data"),
+        ("XDG_CACHE_HOME", "xdg-cache"),
+    ] {
+        env.push((name, dir.join(sub).into_os_string()));
+    }
+    let config = format!("[sandbox]\n{}", repo_read());
+    let served = Served::start_with_env(&ws, &config, &state, &env);
+    let python = system_program("python3");
+    let reader = "import sys\n\
+        try:\n    print('ESCAPED', open(sys.argv[1]).read().strip())\n\
+        except PermissionError as e:\n    print('REFUSED', e)\n";
+    let paths: Vec<PathBuf> = stores
+        .iter()
+        .map(|s| dir.join(s))
+        .chain([ordinary.clone()])
+        .collect();
+    let calls: Vec<(&str, Value)> = paths
+        .iter()
+        .map(|path| {
+            (
+                "run_command",
+                json!({"argv": [python, "-c", reader, path.display().to_string()]}),
+            )
+        })
+        .collect();
+    let results = run_allowed(&served, &calls);
+    let mut failures = Vec::new();
+    for (path, result) in paths.iter().zip(&results) {
+        let output = &result["structured"];
+        let verdict = output["stdout"].as_str().unwrap_or_default().trim();
+        let want = if path == &ordinary {
+            "ESCAPED {\"theme\""
+        } else {
+            "REFUSED"
+        };
+        if result["isError"] != false || !confined(&output["sandbox"]) || !verdict.starts_with(want)
+        {
+            failures.push(format!("{}: {result}", path.display()));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
