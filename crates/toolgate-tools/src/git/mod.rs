@@ -6,7 +6,11 @@
 //! - Only the repository whose `.git` *directory* sits at the workspace root is opened. A
 //!   `.git` file (a linked worktree, a submodule) or link points elsewhere and is refused
 //!   rather than followed out of the workspace; so is a repository whose working tree is not
-//!   the workspace root.
+//!   the workspace root, and one whose git directory holds a link, alternates or a
+//!   `commondir` ([`contained`]): every file gix opens is inside the workspace, reached
+//!   without a link out, and where the kernel has Landlock the thread that runs gix can open
+//!   nothing else. gix's own error messages, which quote what they could not parse, never
+//!   reach the model.
 //! - Configuration is read in isolation: the repository's own file only, no global or system
 //!   file, no environment. And no configuration section is trusted to name a program, so no
 //!   filter driver, diff driver or helper can run.
@@ -30,6 +34,7 @@
 //! share in reading it, `status` and `diff` ask gix what changed, and `render` reads each
 //! side of a change and writes the text the model is shown.
 
+mod contained;
 mod diff;
 mod render;
 mod repository;
@@ -71,7 +76,9 @@ secrets or toolgate's own state (`.ssh`, `.aws`); submodules are not inspected. 
 Entries are sorted by path; `entries_total` counts them all, and `truncated: true` means fewer \
 were returned. `clean: true` means nothing changed and nothing is untracked. To see the changes \
 themselves use `git_diff`. Only the repository whose `.git` directory is at \
-the workspace root is read; without one the error is `not_a_repository`.";
+the workspace root is read; without one the error is `not_a_repository`, and one that leads \
+outside the workspace (a `.git` link or file, links inside `.git`, alternates, a `commondir`) \
+is refused with `repository_outside_workspace`.";
 
 const DIFF_DESCRIPTION: &str = "Show the changes in the workspace's git repository as a unified \
 diff, like `git diff`. By default it compares the working tree with the index (changes not yet \
@@ -179,10 +186,10 @@ fn status(
     cx: &ExecContext,
     interrupt: Arc<AtomicBool>,
 ) -> Result<ToolOutput, ToolError> {
-    let repo = open_repository(workspace)?;
+    let repo = open_repository(workspace, &interrupt)?;
     let head = head_state(&repo, workspace)?;
     let entries = status_entries(&repo, hidden_pathspecs(cx.sensitivity()), interrupt)
-        .map_err(|e| git_error(workspace, &e))?;
+        .map_err(|e| git_error(workspace, "listing what changed", &e))?;
     let entries = withhold_entries(entries, |path| {
         visibility(workspace, cx.sensitivity(), path) == Visibility::Hidden
     });
@@ -256,13 +263,13 @@ fn diff(
     cx: &ExecContext,
     interrupt: Arc<AtomicBool>,
 ) -> Result<ToolOutput, ToolError> {
-    let repo = open_repository(workspace)?;
+    let repo = open_repository(workspace, &interrupt)?;
     let changes = if staged {
         staged_changes(&repo, interrupt)
     } else {
         unstaged_changes(&repo, hidden_pathspecs(cx.sensitivity()), interrupt)
     }
-    .map_err(|e| git_error(workspace, &e))?;
+    .map_err(|e| git_error(workspace, "listing what changed", &e))?;
     let hidden = |path: &str| visibility(workspace, cx.sensitivity(), path) == Visibility::Hidden;
     let mut changes: Vec<FileChange> = changes
         .into_iter()

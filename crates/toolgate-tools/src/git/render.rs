@@ -13,8 +13,9 @@ use toolgate_workspace::{PathKind, RelPath, Workspace};
 
 use crate::json_len;
 
+use super::contained::describe;
 use super::diff::{FileChange, Side};
-use super::repository::{scrub, visibility};
+use super::repository::visibility;
 
 /// Largest blob or file `git_diff` reads to compare; larger ones are listed as `too_large`.
 pub const MAX_DIFF_FILE_BYTES: u64 = 8 * 1024 * 1024;
@@ -60,7 +61,12 @@ impl ContentReader<'_> {
     }
 
     fn object(&self, id: &ObjectId) -> Result<Vec<u8>, Unreadable> {
-        let failed = |e: gix::Error| Unreadable::Failed(scrub(self.workspace, &e.to_string()));
+        let failed = |e: gix::Error| {
+            Unreadable::Failed(format!(
+                "cannot read its object: {}",
+                describe(self.workspace.root(), &e)
+            ))
+        };
         let header = self.repo.find_header(*id).map_err(failed)?;
         if header.size() > MAX_DIFF_FILE_BYTES {
             return Err(Unreadable::TooLarge);

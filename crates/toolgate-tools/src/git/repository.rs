@@ -16,8 +16,15 @@ use toolgate_workspace::{PathError, PathKind, Workspace};
 
 use crate::{path_argument, stopped, walk};
 
-/// The workspace root's own repository, or why there is none that may be read.
-pub(super) fn open_repository(workspace: &Workspace) -> Result<Repository, ToolError> {
+use super::contained::{check_git_dir, confine_thread, describe};
+
+/// The workspace root's own repository, or why there is none that may be read: its `.git`
+/// must be a directory reached without a link, holding nothing that leads elsewhere
+/// ([`check_git_dir`], done right before gix opens it). Stops when `interrupt` is raised.
+pub(super) fn open_repository(
+    workspace: &Workspace,
+    interrupt: &AtomicBool,
+) -> Result<Repository, ToolError> {
     let dot_git = workspace
         .check_path(".git")
         .map_err(path_argument::tool_error)?;
@@ -36,9 +43,12 @@ pub(super) fn open_repository(workspace: &Workspace) -> Result<Repository, ToolE
         Err(PathError::Outside { .. }) => return Err(elsewhere("`.git` is a symbolic link")),
         Err(other) => return Err(path_argument::tool_error(other)),
     }
+    check_git_dir(workspace.root(), interrupt)?;
+    // Isolated: no global or system configuration, no includes, and no environment variable
+    // (`GIT_DIR`, `GIT_INDEX_FILE`, `GIT_ALTERNATE_OBJECT_DIRECTORIES`, …) steers it.
     let options = gix::open::Options::isolated().filter_config_section(trust_no_section);
     let repo = gix::open_opts(workspace.root(), options)
-        .map_err(|e| not_a_repository(Some(scrub(workspace, &e.to_string()))))?;
+        .map_err(|e| not_a_repository(Some(describe(workspace.root(), &e))))?;
     // The repository gix opened must be this one, with this worktree: `core.worktree` or a
     // `commondir` file would lead elsewhere.
     let root = workspace.root();
@@ -81,6 +91,7 @@ pub(super) fn not_a_repository(detail: Option<String>) -> ToolError {
     ToolError::new(ToolErrorCode::NotARepository, message)
 }
 
+/// The repository reaches outside the workspace, for `reason`.
 pub(super) fn elsewhere(reason: &str) -> ToolError {
     ToolError::new(
         ToolErrorCode::RepositoryOutsideWorkspace,
@@ -91,21 +102,16 @@ pub(super) fn elsewhere(reason: &str) -> ToolError {
     )
 }
 
-/// A gix failure as the tool's error.
-pub(super) fn git_error(workspace: &Workspace, error: &gix::Error) -> ToolError {
+/// A gix failure while doing `what` as the tool's error, told without gix's own text
+/// ([`describe`]).
+pub(super) fn git_error(workspace: &Workspace, what: &str, error: &gix::Error) -> ToolError {
     ToolError::new(
         ToolErrorCode::GitError,
         format!(
-            "cannot read the git repository: {}",
-            scrub(workspace, &error.to_string())
+            "cannot read the git repository ({what}): {}",
+            describe(workspace.root(), error)
         ),
     )
-}
-
-/// `message` without the workspace's absolute path, which the model has no use for.
-pub(super) fn scrub(workspace: &Workspace, message: &str) -> String {
-    let root = workspace.root().to_string_lossy();
-    message.replace(root.as_ref(), "<workspace>")
 }
 
 /// How long gix is given to notice its interrupt flag before a stopped call ends without it.
@@ -200,8 +206,12 @@ pub(super) fn interruptibly<T: Send + 'static>(
     std::thread::Builder::new()
         .name("toolgate-git".to_owned())
         .spawn(move || {
-            let answer = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(flag, &own)))
-                .unwrap_or_else(|_| Err(gone()));
+            // Confined before anything is read, for the rest of this thread's life (it ends
+            // with the call): see `contained`.
+            let answer = confine_thread(&own_root).and_then(|_| {
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(flag, &own)))
+                    .unwrap_or_else(|_| Err(gone()))
+            });
             let mut fate = ends.lock().unwrap_or_else(PoisonError::into_inner);
             if *fate == Fate::Stranded {
                 strand(&own_root, -1);

@@ -10,11 +10,10 @@ use gix::status::index_worktree;
 use gix::status::plumbing::index_as_worktree::{Change, EntryStatus};
 use serde_json::{Map, Value, json};
 use toolgate_core::ToolError;
-use toolgate_core::ToolErrorCode;
 use toolgate_workspace::Workspace;
 
 use super::diff::same_kind;
-use super::repository::{scrub, text};
+use super::repository::{git_error, text};
 
 /// Where HEAD is.
 #[derive(Debug)]
@@ -25,12 +24,9 @@ pub(super) struct HeadState {
 }
 
 pub(super) fn head_state(repo: &Repository, workspace: &Workspace) -> Result<HeadState, ToolError> {
-    let head = repo.head().map_err(|e| {
-        ToolError::new(
-            ToolErrorCode::GitError,
-            format!("cannot read HEAD: {}", scrub(workspace, &e.to_string())),
-        )
-    })?;
+    let head = repo
+        .head()
+        .map_err(|e| git_error(workspace, "reading HEAD", &e))?;
     Ok(HeadState {
         branch: head
             .referent_name()
