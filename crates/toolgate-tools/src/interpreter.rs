@@ -35,9 +35,9 @@ use std::path::Path;
 /// npm trims configuration values, so `node-options` given as one space is empty: npm then
 /// leaves `NODE_OPTIONS` as it finds it instead of setting it from a `.npmrc`
 /// (`node-options=--require ./x.js`). `call` and `node-gyp` cannot be pinned without
-/// breaking `npx` and native builds; `run_script` shows and binds the `.npmrc` that could set
-/// them.
-pub(crate) const PACKAGE_MANAGER_PINS: [(&str, &str, &str); 10] = [
+/// breaking `npx` and native builds, nor `globalconfig` without knowing npm's prefix;
+/// `run_script` shows and binds the `.npmrc` that could set them.
+pub(crate) const PACKAGE_MANAGER_PINS: [(&str, &str, &str); 11] = [
     (
         "npm_config_script_shell",
         "/bin/sh",
@@ -50,9 +50,26 @@ pub(crate) const PACKAGE_MANAGER_PINS: [(&str, &str, &str); 10] = [
     ),
     ("npm_config_shell", "/bin/sh", "the shell of `npm exec`"),
     ("npm_config_git", "git", "the program npm runs as git"),
-    ("npm_config_editor", "/bin/true", "the program of `npm edit`"),
-    ("npm_config_browser", "/bin/true", "the program of `npm docs`"),
-    ("npm_config_viewer", "/bin/true", "the program of `npm help`"),
+    (
+        "npm_config_userconfig",
+        "~/.npmrc",
+        "the user's file, which a project `.npmrc` could name elsewhere",
+    ),
+    (
+        "npm_config_editor",
+        "/bin/true",
+        "the program of `npm edit`",
+    ),
+    (
+        "npm_config_browser",
+        "/bin/true",
+        "the program of `npm docs`",
+    ),
+    (
+        "npm_config_viewer",
+        "/bin/true",
+        "the program of `npm help`",
+    ),
     (
         "npm_config_init_module",
         "/dev/null",
@@ -199,7 +216,13 @@ const PROGRAMS: &[Program] = &[
         ],
         config: NONE,
         script: NONE,
-        valued: &["--env-file", "-C", "--conditions", "--input-type", "--title"],
+        valued: &[
+            "--env-file",
+            "-C",
+            "--conditions",
+            "--input-type",
+            "--title",
+        ],
         ends_at_code: false,
         first_operand: Operand::Script,
         project_files: NONE,
@@ -424,6 +447,25 @@ const WRAPPERS: &[Wrapper] = &[
         assignments: false,
     },
     Wrapper {
+        // `uv run`, `poetry run`, `pipenv run`, `pdm run`, `hatch run`: the project's
+        // environment, then the command.
+        names: &["uv", "poetry", "pipenv", "pdm", "hatch", "rye"],
+        valued: &[
+            "--with",
+            "--python",
+            "-p",
+            "--project",
+            "--directory",
+            "--group",
+            "--extra",
+            "--env",
+            "-e",
+        ],
+        opaque: &["--directory", "--project"],
+        skip: 1,
+        assignments: false,
+    },
+    Wrapper {
         names: &["stdbuf"],
         valued: &["-i", "-o", "-e", "--input", "--output", "--error"],
         opaque: NONE,
@@ -620,11 +662,27 @@ fn command(
             }
             continue;
         }
-        operand(program, arg, rest.as_slice(), code_operand, code_given, depth, out);
+        operand(
+            program,
+            arg,
+            rest.as_slice(),
+            code_operand,
+            code_given,
+            depth,
+            out,
+        );
         return;
     }
     if let Some(arg) = rest.next() {
-        operand(program, arg, rest.as_slice(), code_operand, code_given, depth, out);
+        operand(
+            program,
+            arg,
+            rest.as_slice(),
+            code_operand,
+            code_given,
+            depth,
+            out,
+        );
     }
 }
 
@@ -760,7 +818,9 @@ fn module(arg: &Arg<'_>, name: &str, out: &mut Analysis) {
         note(
             out,
             &arg.label,
-            &format!("runs module `{name}`, a name toolgate cannot look up; nothing is bound for it"),
+            &format!(
+                "runs module `{name}`, a name toolgate cannot look up; nothing is bound for it"
+            ),
         );
         return;
     }
@@ -789,9 +849,7 @@ fn module_files(name: &str) -> Vec<String> {
     let parts: Vec<&str> = name.split('.').collect();
     let identifier = |part: &&str| {
         let mut chars = part.chars();
-        chars
-            .next()
-            .is_some_and(|c| c.is_alphabetic() || c == '_')
+        chars.next().is_some_and(|c| c.is_alphabetic() || c == '_')
             && chars.all(|c| c.is_alphanumeric() || c == '_')
     };
     if parts.is_empty() || !parts.iter().all(identifier) {
@@ -887,7 +945,8 @@ fn wrapped(wrapper: &Wrapper, args: &[Arg<'_>], depth: usize, out: &mut Analysis
             }
             continue;
         }
-        if wrapper.assignments && text.contains('=') {
+        if wrapper.assignments && is_assignment(text) {
+            assignment(&arg.label, text, out);
             continue;
         }
         if skip > 0 {
@@ -916,19 +975,21 @@ fn shell(text: &str, label: &str, depth: usize, out: &mut Analysis) {
     if depth >= MAX_DEPTH {
         return;
     }
-    for command_text in text.split(|c: char| {
-        matches!(c, '\n' | ';' | '&' | '|' | '(' | ')' | '`' | '{' | '}')
-    }) {
+    for command_text in
+        text.split(|c: char| matches!(c, '\n' | ';' | '&' | '|' | '(' | ')' | '`' | '{' | '}'))
+    {
         let mut tokens = shell_words(command_text).into_iter().peekable();
         // Assignments and the words that only prefix a command.
-        while tokens.peek().is_some_and(|t| {
+        while let Some(token) = tokens.next_if(|t| {
             is_assignment(t)
                 || matches!(
                     t.as_str(),
                     "!" | "if" | "then" | "else" | "elif" | "do" | "while" | "until"
                 )
         }) {
-            tokens.next();
+            if is_assignment(&token) {
+                assignment(&format!("{label}, in its text {token:?}"), &token, out);
+            }
         }
         let tokens: Vec<String> = tokens.collect();
         let Some((first, args)) = tokens.split_first() else {
@@ -963,13 +1024,64 @@ fn shell(text: &str, label: &str, depth: usize, out: &mut Analysis) {
     }
 }
 
+/// Environment variables that make a program load code or configuration from a file they
+/// name, whatever its arguments say.
+const LOADING_VARIABLES: &[&str] = &[
+    "BASH_ENV",
+    "ENV",
+    "NODE_OPTIONS",
+    "NODE_PATH",
+    "PERL5OPT",
+    "PERL5LIB",
+    "PERLLIB",
+    "RUBYOPT",
+    "RUBYLIB",
+    "PYTHONPATH",
+    "PYTHONSTARTUP",
+    "PYTHONHOME",
+    "LD_PRELOAD",
+    "LD_LIBRARY_PATH",
+    "GIT_CONFIG",
+    "GIT_CONFIG_GLOBAL",
+    "GIT_CONFIG_SYSTEM",
+    "GIT_EXEC_PATH",
+    "GIT_SSH",
+    "GIT_SSH_COMMAND",
+    "GIT_PAGER",
+    "GIT_EDITOR",
+    "PAGER",
+    "EDITOR",
+    "VISUAL",
+    "SHELL",
+];
+
+/// `NAME=value` given to a command: its value is looked at as a path, and a variable that
+/// makes programs load files is named.
+fn assignment(label: &str, text: &str, out: &mut Analysis) {
+    let Some((name, value)) = text.split_once('=') else {
+        return;
+    };
+    if LOADING_VARIABLES.contains(&name) || name.starts_with("npm_config_") {
+        note(
+            out,
+            label,
+            &format!(
+                "sets `{name}`, with which programs load or run what it names ({value:?}); a \
+                 file of that name in the workspace is bound below, what it loads in turn is \
+                 not"
+            ),
+        );
+    }
+    for word in words(value) {
+        candidate(out, label.to_owned(), word);
+    }
+}
+
 /// `NAME=value` before a command.
 fn is_assignment(word: &str) -> bool {
     word.split_once('=').is_some_and(|(name, _)| {
         !name.is_empty()
-            && name
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '_')
+            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
             && !name.starts_with(|c: char| c.is_ascii_digit())
     })
 }
@@ -1027,6 +1139,8 @@ fn words(text: &str) -> impl Iterator<Item = &str> {
                     | ']'
                     | '{'
                     | '}'
+                    | '='
+                    | ':'
             )
     })
     .filter(|word| !word.is_empty() && !word.contains(['$', '*', '?', '~']))
@@ -1108,7 +1222,11 @@ mod tests {
                     "runs `./x.sh` in the shell",
                 ],
             ),
-            (&["bash", "-ec", "source lib.sh && go"], &["lib.sh"], &["shell text"]),
+            (
+                &["bash", "-ec", "source lib.sh && go"],
+                &["lib.sh"],
+                &["shell text"],
+            ),
             (
                 &["sh", "-c", "python3 -m job"],
                 &["job.py"],
@@ -1141,8 +1259,27 @@ mod tests {
                 &["package.json", ".npmrc"],
                 &["npm runs the scripts of the package.json"],
             ),
-            (&["yarn", "test"], &[".yarnrc.yml", ".yarnrc"], &["yarn runs"]),
+            (
+                &["yarn", "test"],
+                &[".yarnrc.yml", ".yarnrc"],
+                &["yarn runs"],
+            ),
             (&["awk", "{ print }", "data.txt"], &[], &["program text"]),
+            (
+                &["env", "BASH_ENV=./x.sh", "bash", "-c", "true"],
+                &["./x.sh"],
+                &["argv[1] \"BASH_ENV=./x.sh\": sets `BASH_ENV`"],
+            ),
+            (
+                &["sh", "-c", "PYTHONPATH=lib python3 job.py --conf=job.toml"],
+                &["lib", "job.py", "job.toml"],
+                &["sets `PYTHONPATH`", "the program file it runs"],
+            ),
+            (
+                &["uv", "run", "python", "-m", "job"],
+                &["job.py"],
+                &["runs module `job`"],
+            ),
         ];
         for (argv, wanted, said) in table {
             let analysis = of(argv);
@@ -1152,7 +1289,10 @@ mod tests {
             }
             let text = notes(&analysis);
             for fragment in *said {
-                assert!(text.contains(fragment), "{argv:?}: `{fragment}` not in\n{text}");
+                assert!(
+                    text.contains(fragment),
+                    "{argv:?}: `{fragment}` not in\n{text}"
+                );
             }
         }
     }

@@ -954,7 +954,7 @@ fn package_json(source: &Source) -> Parsed {
         let mut bound = Vec::new();
         let mut config_shown = String::new();
         if let Err(problem) =
-            package_manager_config(source.workspace, &mut config_shown, &mut bound)
+            package_manager_config(source.workspace, &mut config_shown, &mut bound, &mut named)
         {
             return Parsed::Blocked(problem);
         }
@@ -993,7 +993,7 @@ fn package_json(source: &Source) -> Parsed {
 /// [`interpreter::PACKAGE_MANAGER_PINS`] are pinned for every process; the rest (`call`,
 /// `node-gyp`, yarn's `plugins`, pnpm's hooks) can still run code, so the files are shown
 /// whole and bound: one written by an earlier step refuses the later ones.
-const PACKAGE_MANAGER_CONFIG: [(&str, &str); 4] = [
+const PACKAGE_MANAGER_CONFIG: [(&str, &str); 5] = [
     (
         ".npmrc",
         "npm, npx and pnpm: `call`, `node-gyp` and other keys; the keys that name a \
@@ -1008,14 +1008,17 @@ const PACKAGE_MANAGER_CONFIG: [(&str, &str); 4] = [
         "yarn 1: `yarn-path` (pinned off) and default flags",
     ),
     (".pnpmfile.cjs", "pnpm: hooks it runs as it installs"),
+    ("pnpm-workspace.yaml", "pnpm 10: settings, as `.npmrc`'s"),
 ];
 
 /// Shows ([`PACKAGE_MANAGER_CONFIG`]) the package managers' configuration files at the root
-/// whole, and binds them; a file too large to show is a problem that refuses the script.
+/// whole, and binds them, with the files their words name (`node-gyp=./x.js`, a yarn plugin's
+/// path) into `named`; a file too large to show is a problem that refuses the script.
 fn package_manager_config(
     workspace: &Workspace,
     shown: &mut String,
     bound: &mut Vec<(String, Digest)>,
+    named: &mut Vec<String>,
 ) -> Result<(), String> {
     for (name, runs) in PACKAGE_MANAGER_CONFIG {
         let (text, digest) = match read(workspace, name) {
@@ -1043,6 +1046,10 @@ fn package_manager_config(
             let _ = write!(shown, "\n  {:>4}| {line}", i + 1);
         }
         bound.push((format!("config:{name}"), digest));
+        for line in text.lines() {
+            // `key=value` (`.npmrc`) and `key: value` (`.yarnrc.yml`): the value may be a path.
+            words_of(&line.replace(['=', ':'], " "), named);
+        }
     }
     Ok(())
 }

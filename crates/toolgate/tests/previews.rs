@@ -168,8 +168,11 @@ fn check_row(row: &Value) {
             }
             "stopped" => {
                 // A step wrote what a later step reads: the later one is refused as changed,
-                // or the write itself was refused and the script ended there.
-                let refused = result["structured"]["error"]["code"] == "script_changed";
+                // the write itself was refused and the script ended there, or the file was
+                // put back after the call, which then failed.
+                let refused = ["script_changed", "runs_later_changed"]
+                    .iter()
+                    .any(|code| result["structured"]["error"]["code"] == *code);
                 let failed = result["isError"] == false
                     && result["structured"]["exit_code"] != 0
                     && result["structured"]["steps"].as_array().map(Vec::len) == Some(1);
