@@ -178,6 +178,8 @@ pub const KINDS: [SensitiveKind; 10] = [
                 ".git-credentials",
                 ".pypirc",
                 ".my.cnf",
+                ".mylogin.cnf",
+                ".claude.json",
                 ".vault-token",
                 ".s3cfg",
                 ".terraformrc",
@@ -188,6 +190,12 @@ pub const KINDS: [SensitiveKind; 10] = [
                 || path.ends_with(&[".cargo", "credentials"])
                 || path.ends_with(&[".cargo", "credentials.toml"])
                 || path.ends_with(&[".config", "gh", "hosts.yml"])
+                // The stores issue 36 found commands reading; the sandbox's whole list is
+                // toolgate-sandbox's `credential_stores.txt`.
+                || path.ends_with(&[".config", "git", "credentials"])
+                || path.ends_with(&[".claude", ".credentials.json"])
+                || path.ends_with(&[".codex", "auth.json"])
+                || path.ends_with(&[".config", "containers", "auth.json"])
                 || path.ends_with(&[".terraform.d", "credentials.tfrc.json"])
                 || path.name == "application_default_credentials.json"
                 || path.name.ends_with(".tfstate")
@@ -424,6 +432,14 @@ mod tests {
             (".cargo/config.toml", None),
             (".config/gh/hosts.yml", Some("credentials")),
             (".config/gh/config.yml", None),
+            (".config/git/credentials", Some("credentials")),
+            ("home/.claude/.credentials.json", Some("credentials")),
+            (".claude.json", Some("credentials")),
+            (".claude.json.backup", Some("credentials")),
+            (".codex/auth.json", Some("credentials")),
+            ("auth.json", None),
+            (".config/containers/auth.json", Some("credentials")),
+            (".mylogin.cnf", Some("credentials")),
             ("netrc.rs", None),
             (".netrc.bak", Some("credentials")),
             ("backup/.pgpass~", Some("credentials")),
