@@ -71,6 +71,17 @@ try {
         (lines) => lines.map((l) => [l.className, l.textContent]),
       ),
       arguments_text: await card.locator('details.arguments pre').textContent(),
+      // Whether the preview is read without a click: shown, outside any closed `details`,
+      // nothing of it cut off or scrolled out of sight, and its innerText (what is rendered).
+      preview_shown: await card.locator('pre[data-kind]').evaluate((pre) => {
+        const closed = pre.closest('details:not([open])');
+        const box = pre.getBoundingClientRect();
+        return {
+          visible: box.width > 0 && box.height > 0 && closed === null,
+          clipped: pre.scrollWidth > pre.clientWidth + 1 || pre.scrollHeight > pre.clientHeight + 1,
+          rendered: pre.innerText,
+        };
+      }).catch(() => null),
       card_text: await card.textContent(),
       // Each invisible character's mark: where it is, what it reads, how it looks.
       marks: await card.locator('.invisible').evaluateAll((marks) => marks.map((m) => ({

@@ -917,3 +917,157 @@ fn a_client_over_stdio_is_asked_too_at_either_revision() {
         "2026-07-28"
     );
 }
+
+/// A script of `lines` lines for `sh` to read on its standard input: each appends its number
+/// to `out`; one line hides a right-to-left override and a zero-width space in a comment, and
+/// one is a comment too long for the card's width.
+fn stdin_script(out: &str, lines: usize) -> String {
+    let mut script =
+        String::from("# a comment that reads one way \u{202E}and runs another\u{200B}\n");
+    script.push_str(&format!("# {}\n", "long-".repeat(80)));
+    for n in 0..lines {
+        script.push_str(&format!(
+            "printf '%s\\n' 'line {n:04} of the script' >> {out}\n"
+        ));
+    }
+    script
+}
+
+/// The lines of `script` as a preview shows them, each invisible character as its mark.
+fn shown_lines(script: &str) -> Vec<String> {
+    script
+        .lines()
+        .map(|line| {
+            format!(
+                "  | {}",
+                toolgate_core::visible::mark_invisible(line).into_owned()
+            )
+        })
+        .collect()
+}
+
+/// Issue 36: `run_command ["sh"]` with its script on standard input showed `stdin: 14657
+/// bytes` in the card, the text only in the collapsed arguments. The card's body shows every
+/// line of it, wrapped, with nothing to open or scroll sideways, invisible characters marked.
+#[test]
+fn the_script_a_command_reads_on_stdin_is_shown_whole_in_the_card_without_a_click() {
+    let fx = Fixture::new();
+    let ws = fx.workspace();
+    let served = Served::start(&ws, "");
+    let script = stdin_script("ran.txt", 320);
+    assert!(script.len() > 14_000, "{}", script.len());
+    let client = served.client(json!([
+        {"op": "call", "tool": "run_command", "arguments": {"argv": ["sh"], "stdin": script}},
+    ]));
+    let screenshots = root().join("target/console-screenshots");
+    fs::create_dir_all(&screenshots).unwrap();
+    let plan = json!({
+        "url": served.console_url,
+        "screenshots": screenshots,
+        "prefix": "stdin-",
+        "foreign": false,
+        "node_modules": test_dep("node/node_modules"),
+        "chromium": "/usr/bin/chromium",
+        "steps": [{"tool": "run_command", "choice": "allow_once"}],
+    });
+    let seen = approve_in_chromium(&plan);
+    let results = client.steps();
+    let command = &seen["steps"][0];
+    let shown = &command["preview_shown"];
+    assert_eq!(shown["visible"], true, "{shown}");
+    assert_eq!(shown["clipped"], false, "wrapped, not cut off: {shown}");
+    let rendered = shown["rendered"].as_str().unwrap();
+    assert!(
+        rendered.contains(&format!("stdin, {} bytes in 322 lines", script.len())),
+        "{rendered}"
+    );
+    let mut at = 0;
+    for line in shown_lines(&script) {
+        let found = rendered[at..]
+            .find(&line)
+            .unwrap_or_else(|| panic!("{line:?} is not shown, in order: {rendered}"));
+        at += found + line.len();
+    }
+    let marks: Vec<&str> = command["marks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["in"] == "preview")
+        .map(|m| m["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(marks, ["<U+202E>", "<U+200B>"], "{command}");
+    assert_eq!(results[0]["isError"], false, "{}", results[0]);
+    let ran = fs::read_to_string(ws.join("ran.txt")).unwrap();
+    assert!(ran.ends_with("line 0319 of the script\n"), "{ran}");
+}
+
+/// Issue 36: the elicitation form said `stdin: 52 bytes`, and "allow once" there ran a script
+/// nobody read. A short script is in the form whole; one too long for a form gets none, and
+/// the call waits for the console, as it would without elicitation.
+#[test]
+fn a_form_shows_the_whole_stdin_and_none_is_offered_for_one_it_cannot_hold() {
+    let fx = Fixture::new();
+    let ws = fx.workspace();
+    let served = Served::start(&ws, "[approval]\nelicitation = [\"default\"]\n");
+    let short = stdin_script("short.txt", 3);
+    let report = served
+        .client_session(json!({
+            "elicit": [form("accept", json!({"decision": "allow_once"}))],
+            "steps": [{"op": "call", "tool": "run_command",
+                       "arguments": {"argv": ["sh"], "stdin": short}}],
+        }))
+        .session_report();
+    assert_eq!(
+        report["steps"][0]["isError"], false,
+        "{}",
+        report["steps"][0]
+    );
+    assert_eq!(
+        fs::read_to_string(ws.join("short.txt")).unwrap(),
+        "line 0000 of the script\nline 0001 of the script\nline 0002 of the script\n"
+    );
+    let forms = report["elicited"].as_array().unwrap();
+    assert_eq!(forms.len(), 1, "{forms:?}");
+    let message = forms[0]["message"].as_str().unwrap();
+    for line in shown_lines(&short) {
+        assert!(
+            message.contains(&line),
+            "{line:?} is not in the form: {message}"
+        );
+    }
+    assert!(
+        !message.chars().any(toolgate_core::visible::is_invisible),
+        "{message:?}"
+    );
+
+    // Longer than a form holds: no form, the console decides.
+    let long = stdin_script("long.txt", 200);
+    let client = served.client_session(json!({
+        "elicit": [form("accept", json!({"decision": "allow_once"}))],
+        "steps": [{"op": "call", "tool": "run_command",
+                   "arguments": {"argv": ["sh"], "stdin": long}}],
+    }));
+    let pending = served.pending(1);
+    assert!(
+        pending[0]["preview"]
+            .as_str()
+            .unwrap()
+            .contains("line 0199 of the script"),
+        "the console shows it whole: {}",
+        pending[0]
+    );
+    // Longer than the time a session looks for a request to put in a form.
+    std::thread::sleep(Duration::from_secs(3));
+    let id = pending[0]["id"].as_str().unwrap().to_owned();
+    let reply = served.decide(&id, r#"{"decision":"allow_once"}"#);
+    assert_eq!(reply.status, 204, "{}", reply.body);
+    let report = client.session_report();
+    assert_eq!(
+        report["steps"][0]["isError"], false,
+        "{}",
+        report["steps"][0]
+    );
+    assert_eq!(report["elicited"], json!([]), "no form: {report}");
+    let ran = fs::read_to_string(ws.join("long.txt")).unwrap();
+    assert!(ran.ends_with("line 0199 of the script\n"), "{ran}");
+}
