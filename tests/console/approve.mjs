@@ -2,7 +2,7 @@
 //
 // Usage: node approve.mjs PLAN.json
 //
-// PLAN is {"url": "http://127.0.0.1:PORT/?token=…", "screenshots": DIR, "steps": [STEP…]},
+// PLAN is {"url": "http://127.0.0.1:PORT/login?code=…", "screenshots": DIR, "steps": [STEP…]},
 // with an optional "prefix" for the screenshots' names and "foreign": false to skip the
 // foreign page's attempt. Each STEP waits for the pending request of `tool`, records what the
 // page shows of it (opening its arguments first if `open_arguments`), saves a screenshot, and
@@ -35,12 +35,12 @@ try {
   page.on('console', (message) => {
     if (message.type() === 'error') report.console_errors.push(message.text());
   });
-  // Without the token, or with a wrong one, the console shows nothing.
+  // Without the cookie, or with a login code the console never issued, it shows nothing.
   const stranger = await browser.newContext();
   const strangerPage = await stranger.newPage();
   const origin = new URL(plan.url).origin;
   report.no_token_status = (await strangerPage.goto(origin + '/')).status();
-  report.wrong_token_status = (await strangerPage.goto(origin + '/?token=' + '0'.repeat(64))).status();
+  report.wrong_token_status = (await strangerPage.goto(origin + '/login?code=' + '0'.repeat(64))).status();
   report.stranger_text = await strangerPage.textContent('body');
   await stranger.close();
 

@@ -404,19 +404,17 @@ impl ClaudeRun {
         }
     }
 
-    /// toolgate's approval console, as its banner on standard error names it (Claude Code
-    /// keeps that stream in its MCP log; the wire tap keeps a copy), driven as a person's
-    /// browser drives it.
+    /// toolgate's approval console, through the login link its banner on standard error holds
+    /// (Claude Code keeps that stream in its MCP log; the wire tap keeps a copy), driven as a
+    /// person's browser drives it.
     pub fn console(&mut self) -> &Served {
         if self.console.is_none() {
             let deadline = Instant::now() + Duration::from_secs(30);
-            let url = loop {
+            let link = loop {
                 let text = fs::read_to_string(&self.server_stderr).unwrap_or_default();
-                if let Some(url) = text
-                    .lines()
-                    .find_map(|l| l.strip_prefix("toolgate: approval console at "))
-                {
-                    break url.to_owned();
+                let lines: Vec<String> = text.lines().map(str::to_owned).collect();
+                if lines.iter().any(|l| l.contains("/login?code=")) {
+                    break super::served::printed_login_link(&lines);
                 }
                 assert!(
                     Instant::now() < deadline,
@@ -428,22 +426,8 @@ impl ClaudeRun {
                 );
                 std::thread::sleep(Duration::from_millis(50));
             };
-            let (base, token) = url.split_once("/?token=").unwrap();
-            let port = base
-                .strip_prefix("http://127.0.0.1:")
-                .unwrap()
-                .parse()
-                .unwrap();
-            self.console = Some(Served {
-                child: self.child.take().unwrap(),
-                mcp_url: String::new(),
-                mcp_token: String::new(),
-                console_url: url.clone(),
-                port,
-                token: token.to_owned(),
-                token_file: PathBuf::new(),
-                _state: None,
-            });
+            let child = self.child.take().unwrap();
+            self.console = Some(Served::log_in(child, &link, None));
         }
         self.console.as_ref().unwrap()
     }

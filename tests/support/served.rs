@@ -1,6 +1,7 @@
 //! A running `toolgate serve --http` with its approval console, driven as a person's browser
-//! would drive it: the token cookie, the page's CSRF value, JSON bodies. Shared by the tests
-//! that need a person's decision.
+//! would drive it: the login link printed on standard error opened once, the session cookie
+//! its answer sets, the page's CSRF value, JSON bodies. Shared by the tests that need a
+//! person's decision.
 
 #![allow(dead_code)]
 
@@ -20,10 +21,16 @@ pub struct Served {
     pub child: Child,
     pub mcp_url: String,
     pub mcp_token: String,
+    /// A login link nobody has opened yet, for one browser (Chromium, in the console tests);
+    /// [`Served::login_link`] gives more.
     pub console_url: String,
     pub port: u16,
+    /// The session token, as the cookie set by the printed login link carries it.
     pub token: String,
+    /// Where the server keeps the token (`console-PORT.token` in its state directory).
     pub token_file: PathBuf,
+    /// The lines the server printed on standard error before it served.
+    pub banner: Vec<String>,
     pub _state: Option<tempfile::TempDir>,
 }
 
@@ -62,27 +69,20 @@ impl Served {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        Served::from_child(child)
+        Served::from_child(child, state)
     }
 
-    /// A `toolgate serve --http` already started with its standard error piped, once its
-    /// banner says where it serves.
-    pub fn from_child(mut child: Child) -> Served {
+    /// A `toolgate serve --http` already started with its standard error piped and
+    /// `XDG_STATE_HOME` at `state`, once its banner says where it serves, logged in to its
+    /// console through the link the banner holds.
+    pub fn from_child(mut child: Child, state: &Path) -> Served {
         let (mcp_url, banner) = super::clients::mcp_url(&mut child);
-        let after = |prefix: &str| {
-            banner
-                .iter()
-                .find_map(|l| l.strip_prefix(prefix))
-                .unwrap_or_else(|| panic!("no `{prefix}` line in {banner:?}"))
-                .to_owned()
-        };
-        let console_url = after("toolgate: approval console at ");
-        let token_file = PathBuf::from(after("toolgate: the console's token is also in "));
-        let consoles = banner
-            .iter()
-            .filter(|l| l.contains("approval console at"))
-            .count();
-        assert_eq!(consoles, 1, "the address is printed once: {banner:?}");
+        Served::from_banner(child, mcp_url, banner, state)
+    }
+
+    /// As [`Served::from_child`], from the lines the server printed before `serving MCP at
+    /// MCP_URL`, read by the caller.
+    pub fn from_banner(child: Child, mcp_url: String, banner: Vec<String>, state: &Path) -> Served {
         let token_line = banner
             .iter()
             .position(|l| l.contains("this run's token"))
@@ -91,22 +91,71 @@ impl Served {
             .strip_prefix("toolgate: ")
             .unwrap()
             .to_owned();
-        let (base, token) = console_url.split_once("/?token=").unwrap();
-        let port = base
+        let link = printed_login_link(&banner);
+        let mut served = Served::log_in(child, &link, Some(state));
+        served.mcp_url = mcp_url;
+        served.mcp_token = mcp_token;
+        served.banner = banner;
+        served
+    }
+
+    /// The console of the server `child` (which printed `link`), logged in through `link` as
+    /// a browser would: the link opened, the cookie its answer sets kept. `state` is the
+    /// server's `XDG_STATE_HOME`, where the token file is, if known.
+    pub fn log_in(child: Child, link: &str, state: Option<&Path>) -> Served {
+        let (base, _) = link.split_once("/login?code=").unwrap();
+        let port: u16 = base
             .strip_prefix("http://127.0.0.1:")
             .unwrap()
             .parse()
             .unwrap();
-        Served {
+        let mut served = Served {
             child,
-            mcp_url,
-            mcp_token,
-            console_url: console_url.clone(),
+            mcp_url: String::new(),
+            mcp_token: String::new(),
+            console_url: String::new(),
             port,
-            token: token.to_owned(),
-            token_file,
+            token: String::new(),
+            token_file: state
+                .map(|s| s.join(format!("toolgate/console-{port}.token")))
+                .unwrap_or_default(),
+            banner: Vec::new(),
             _state: None,
-        }
+        };
+        let opened = served.open(link);
+        assert_eq!(opened.status, 303, "the login link: {}", opened.body);
+        assert_eq!(opened.header("location"), Some("/"));
+        let set_cookie = opened.header("set-cookie").unwrap();
+        let (pair, attributes) = set_cookie.split_once("; ").unwrap();
+        assert_eq!(attributes, "HttpOnly; SameSite=Strict; Path=/");
+        let (name, token) = pair.split_once('=').unwrap();
+        assert_eq!(name, format!("toolgate_console_{port}"));
+        served.token = token.to_owned();
+        served.console_url = served.login_link();
+        served
+    }
+
+    /// Opens `link` (a console login link) as a browser would, without a cookie.
+    pub fn open(&self, link: &str) -> Reply {
+        let path = link
+            .strip_prefix(&format!("http://127.0.0.1:{}", self.port))
+            .unwrap();
+        self.http("GET", path, &[], "")
+    }
+
+    /// A fresh login link, as a logged-in page asks for one to open the console elsewhere.
+    pub fn login_link(&self) -> String {
+        let reply = self.http(
+            "POST",
+            "/api/login-links",
+            &[("cookie", self.cookie()), ("x-toolgate-csrf", self.csrf())],
+            "",
+        );
+        assert_eq!(reply.status, 200, "a fresh login link: {}", reply.body);
+        let start = reply.body.find('{').unwrap();
+        let end = reply.body.rfind('}').unwrap();
+        let answer: Value = serde_json::from_str(&reply.body[start..=end]).unwrap();
+        answer["url"].as_str().unwrap().to_owned()
     }
 
     pub fn cookie(&self) -> String {
@@ -249,6 +298,17 @@ impl Drop for Served {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// The login link a server's banner holds: the last word of the one line that has one.
+pub fn printed_login_link(lines: &[String]) -> String {
+    let links: Vec<&str> = lines
+        .iter()
+        .filter(|l| l.contains("/login?code="))
+        .filter_map(|l| l.split_whitespace().last())
+        .collect();
+    assert_eq!(links.len(), 1, "one login link is printed: {lines:?}");
+    links[0].to_owned()
 }
 
 pub struct Reply {

@@ -86,9 +86,9 @@ pub struct RequestFacts<'a> {
     pub origin: Option<&'a str>,
     /// The `Cookie` header.
     pub cookie: Option<&'a str>,
-    /// A token given in the query (`/?token=…`), accepted only where the handler opens a
-    /// session from it.
-    pub query_token: Option<&'a str>,
+    /// Whether this is the `GET` of a login link: its `Host` and `Origin` are checked here,
+    /// its single-use code by the handler (see [`crate::login`]), and it needs no cookie.
+    pub login: bool,
     pub csrf: Option<&'a str>,
     /// Whether the request may change state (anything but GET and HEAD).
     pub changes_state: bool,
@@ -116,6 +116,10 @@ impl Guard {
         }
     }
 
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
     pub fn token(&self) -> &Secret {
         &self.token
     }
@@ -130,8 +134,9 @@ impl Guard {
         format!("toolgate_console_{}", self.port)
     }
 
-    /// Checks a request in order: `Host`, `Origin`, token (cookie, or the query where
-    /// allowed), CSRF for requests that change state.
+    /// Checks a request in order: `Host`, `Origin`, the token cookie (except on a login
+    /// link, whose code the handler checks), CSRF for requests that change state. The token
+    /// is taken from the cookie only: an address never carries it.
     pub fn check(&self, facts: &RequestFacts<'_>) -> Result<(), Refusal> {
         let host = facts.host.ok_or(Refusal::ForeignHost)?;
         if !is_own_host(Some(host), &self.hosts) {
@@ -144,10 +149,13 @@ impl Guard {
         {
             return Err(Refusal::ForeignOrigin);
         }
-        let from_cookie = facts
+        if facts.login && !facts.changes_state {
+            return Ok(());
+        }
+        let presented = facts
             .cookie
-            .and_then(|header| cookie_value(header, &self.cookie_name()));
-        let presented = facts.query_token.or(from_cookie).ok_or(Refusal::NoToken)?;
+            .and_then(|header| cookie_value(header, &self.cookie_name()))
+            .ok_or(Refusal::NoToken)?;
         if !self.token.matches(presented) {
             return Err(Refusal::NoToken);
         }
@@ -222,14 +230,6 @@ fn cookie_value<'a>(header: &'a str, name: &str) -> Option<&'a str> {
     })
 }
 
-/// The value of `token` in a query string.
-pub fn query_token(query: &str) -> Option<&str> {
-    query.split('&').find_map(|pair| {
-        let (key, value) = pair.split_once('=')?;
-        (key == "token").then_some(value)
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -260,7 +260,10 @@ mod tests {
             ("cookie, same host", ok, Ok(())),
             ("localhost spelling", RequestFacts { host: Some("localhost:4000"), ..ok }, Ok(())),
             ("same origin", RequestFacts { origin: Some("http://127.0.0.1:4000"), ..ok }, Ok(())),
-            ("query token", RequestFacts { cookie: None, query_token: Some(TOKEN), ..ok }, Ok(())),
+            ("login link, no cookie", RequestFacts { cookie: None, login: true, ..ok }, Ok(())),
+            ("login link, foreign host", RequestFacts { cookie: None, login: true, host: Some("evil.example:4000"), ..ok }, Err(Refusal::ForeignHost)),
+            ("login link, foreign origin", RequestFacts { cookie: None, login: true, origin: Some("http://evil.example"), ..ok }, Err(Refusal::ForeignOrigin)),
+            ("login link posted", RequestFacts { cookie: None, login: true, changes_state: true, ..ok }, Err(Refusal::NoToken)),
             ("no host", RequestFacts { host: None, ..ok }, Err(Refusal::ForeignHost)),
             ("rebinding host", RequestFacts { host: Some("evil.example:4000"), ..ok }, Err(Refusal::ForeignHost)),
             ("other port", RequestFacts { host: Some("127.0.0.1:4001"), ..ok }, Err(Refusal::ForeignHost)),
@@ -275,8 +278,6 @@ mod tests {
             ("no cookie", RequestFacts { cookie: None, ..ok }, Err(Refusal::NoToken)),
             ("wrong cookie", RequestFacts { cookie: Some(&bad_cookie), ..ok }, Err(Refusal::NoToken)),
             ("another console's cookie", RequestFacts { cookie: Some(&other_port), ..ok }, Err(Refusal::NoToken)),
-            ("empty query token", RequestFacts { cookie: None, query_token: Some(""), ..ok }, Err(Refusal::NoToken)),
-            ("wrong query token wins over cookie", RequestFacts { query_token: Some("x"), ..ok }, Err(Refusal::NoToken)),
             ("post without csrf", RequestFacts { changes_state: true, ..ok }, Err(Refusal::NoCsrf)),
             ("post with wrong csrf", RequestFacts { changes_state: true, csrf: Some(TOKEN), ..ok }, Err(Refusal::NoCsrf)),
             ("post with csrf", RequestFacts { changes_state: true, csrf: Some(CSRF), ..ok }, Ok(())),
@@ -304,10 +305,6 @@ mod tests {
                 "{header}"
             );
         }
-        assert_eq!(query_token("token=abc"), Some("abc"));
-        assert_eq!(query_token("x=1&token=abc"), Some("abc"));
-        assert_eq!(query_token("xtoken=abc"), None);
-        assert_eq!(query_token(""), None);
     }
 
     #[test]

@@ -7,20 +7,28 @@
 //! it until a decision, the call's cancellation or the approval timeout. It decides; the
 //! pipeline's [`toolgate_core::GrantLedger`], which the console shares to list and revoke
 //! standing grants, issues and redeems them. [`Console`] serves
-//! the page and its narrow API on `127.0.0.1`, behind the checks in [`guard`].
+//! the page and its narrow API on `127.0.0.1`, behind the checks in [`guard`]; a browser logs
+//! in through a single-use link ([`login`]), so the session token is never printed.
 //! [`RecentOutcomes`] is a [`toolgate_core::Recorder`] that keeps the last outcomes for the
 //! page.
 //!
 //! ```no_run
 //! use std::sync::Arc;
-//! use toolgate_console::{BrokerOptions, Console, ConsoleBroker, RecentOutcomes, grants_ledger};
+//! use toolgate_console::{
+//!     BrokerOptions, Console, ConsoleBroker, ConsoleOptions, RecentOutcomes, grants_ledger,
+//! };
 //!
 //! let options = BrokerOptions::default();
 //! let grants = Arc::new(grants_ledger(&options));
 //! let broker = Arc::new(ConsoleBroker::new(options, Arc::clone(&grants)));
 //! let outcomes = Arc::new(RecentOutcomes::new(200));
-//! let console = Console::start(Arc::clone(&broker), Arc::clone(&outcomes))?;
-//! eprintln!("approval console at {}", console.url());
+//! let console = Console::start(
+//!     Arc::clone(&broker),
+//!     Arc::clone(&outcomes),
+//!     ConsoleOptions::default(),
+//! )?;
+//! // Works once, for five minutes; the session token itself is never printed.
+//! eprintln!("approval console: open {}", console.login_link()?);
 //! // Pipeline::new(registry, policy, broker, workspace)
 //! //     .with_grants(grants)
 //! //     .with_recorder(outcomes) …
@@ -29,6 +37,7 @@
 
 pub mod broker;
 pub mod guard;
+pub mod login;
 pub mod outcomes;
 pub mod server;
 pub mod standing;
@@ -36,6 +45,7 @@ pub mod standing;
 pub use broker::{
     BrokerOptions, ConsoleBroker, DecideError, Decision, GrantView, PendingView, grants_ledger,
 };
+pub use login::{DEFAULT_LOGIN_TTL, LoginLinks, LoginRefusal};
 pub use outcomes::{OutcomeView, RecentOutcomes};
-pub use server::{CSRF_HEADER, Console, ConsoleError};
+pub use server::{CSRF_HEADER, Console, ConsoleError, ConsoleOptions};
 pub use standing::{GrantsFile, GrantsFileError};

@@ -5,8 +5,9 @@
 //!
 //! | method | path                           | what                                        |
 //! |--------|--------------------------------|---------------------------------------------|
-//! | GET    | `/?token=…`                    | sets the session cookie, redirects to `/`   |
+//! | GET    | `/login?code=…`                | a login link: sets the session cookie once, redirects to `/` |
 //! | GET    | `/`, `/console.js`, `/console.css` | the page                                |
+//! | POST   | `/api/login-links`             | a fresh login link, for another browser     |
 //! | GET    | `/api/pending`                 | requests waiting for a person               |
 //! | POST   | `/api/pending/{id}/decision`   | `allow_once`, `allow_workspace` or `reject` |
 //! | GET    | `/api/grants`                  | standing workspace grants                   |
@@ -14,10 +15,12 @@
 //! | GET    | `/api/outcomes`                | recent outcomes, without argument values    |
 //!
 //! Anything else is 404. Nothing here runs code or reads files; a decision only wakes the call
-//! that waits for it.
+//! that waits for it. The session token is only ever sent in the `Set-Cookie` of a login
+//! link's answer: no address, page or message carries it (see [`crate::login`]).
 
 use std::net::{Ipv4Addr, SocketAddr, TcpListener};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::body::Body;
@@ -29,7 +32,8 @@ use axum::routing::{get, post};
 use tokio::sync::oneshot;
 
 use crate::broker::{ConsoleBroker, Decision};
-use crate::guard::{Guard, RequestFacts, Secret, query_token};
+use crate::guard::{Guard, RequestFacts, Secret};
+use crate::login::{DEFAULT_LOGIN_TTL, LoginLinks, LoginRefusal, query_code};
 use crate::outcomes::RecentOutcomes;
 
 const PAGE: &str = include_str!("page/console.html");
@@ -38,6 +42,9 @@ const STYLE: &str = include_str!("page/console.css");
 
 /// Where the page keeps the CSRF value; the script reads it from there.
 const CSRF_PLACEHOLDER: &str = "{{csrf}}";
+
+/// The path of a login link; its code is the query's `code`.
+const LOGIN_PATH: &str = "/login";
 
 /// The header that carries the CSRF value on requests that change state.
 pub const CSRF_HEADER: &str = "x-toolgate-csrf";
@@ -62,12 +69,37 @@ pub enum ConsoleError {
     Runtime(std::io::Error),
 }
 
+/// How a console is started.
+#[derive(Debug, Clone, Copy)]
+pub struct ConsoleOptions {
+    /// How long a login link works after it is issued (default five minutes).
+    pub login_ttl: Duration,
+}
+
+impl Default for ConsoleOptions {
+    fn default() -> ConsoleOptions {
+        ConsoleOptions {
+            login_ttl: DEFAULT_LOGIN_TTL,
+        }
+    }
+}
+
 #[derive(Debug)]
 struct Shared {
     guard: Guard,
+    logins: Arc<LoginLinks>,
     broker: Arc<ConsoleBroker>,
     outcomes: Arc<RecentOutcomes>,
     page: String,
+}
+
+/// A fresh login link to the console on `port`.
+fn issue_link(logins: &LoginLinks, port: u16) -> Result<String, ConsoleError> {
+    let code = logins.issue(Instant::now()).map_err(ConsoleError::Random)?;
+    Ok(format!(
+        "http://127.0.0.1:{port}{LOGIN_PATH}?code={}",
+        code.expose()
+    ))
 }
 
 /// A running console. Dropping it stops the server.
@@ -75,6 +107,7 @@ struct Shared {
 pub struct Console {
     port: u16,
     token: Secret,
+    logins: Arc<LoginLinks>,
     stop: Option<oneshot::Sender<()>>,
 }
 
@@ -83,6 +116,7 @@ impl Console {
     pub fn start(
         broker: Arc<ConsoleBroker>,
         outcomes: Arc<RecentOutcomes>,
+        options: ConsoleOptions,
     ) -> Result<Console, ConsoleError> {
         let listener = TcpListener::bind(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)))
             .map_err(ConsoleError::Bind)?;
@@ -90,9 +124,11 @@ impl Console {
         let port = listener.local_addr().map_err(ConsoleError::Bind)?.port();
         let token = Secret::generate().map_err(ConsoleError::Random)?;
         let csrf = Secret::generate().map_err(ConsoleError::Random)?;
+        let logins = Arc::new(LoginLinks::new(options.login_ttl));
         let shared = Arc::new(Shared {
             page: PAGE.replace(CSRF_PLACEHOLDER, csrf.expose()),
             guard: Guard::new(port, token.clone(), csrf),
+            logins: Arc::clone(&logins),
             broker,
             outcomes,
         });
@@ -125,6 +161,7 @@ impl Console {
         Ok(Console {
             port,
             token,
+            logins,
             stop: Some(stop),
         })
     }
@@ -133,18 +170,26 @@ impl Console {
         self.port
     }
 
-    /// The session token, for the user-only token file.
+    /// The session token, for the user-only token file. Never to be printed: it opens the
+    /// console for the whole run.
     pub fn token(&self) -> &str {
         self.token.expose()
     }
 
-    /// The address to open, with the token that starts a session.
-    pub fn url(&self) -> String {
-        format!(
-            "http://127.0.0.1:{}/?token={}",
-            self.port,
-            self.token.expose()
-        )
+    /// The console's address, without any secret.
+    pub fn address(&self) -> String {
+        format!("http://127.0.0.1:{}/", self.port)
+    }
+
+    /// A fresh single-use login link, good for [`Console::login_ttl`]: what to print for a
+    /// person to open. Each call issues a new one.
+    pub fn login_link(&self) -> Result<String, ConsoleError> {
+        issue_link(&self.logins, self.port)
+    }
+
+    /// How long a login link works.
+    pub fn login_ttl(&self) -> Duration {
+        self.logins.ttl()
     }
 }
 
@@ -159,6 +204,8 @@ impl Drop for Console {
 fn router(shared: Arc<Shared>) -> Router {
     Router::new()
         .route("/", get(page))
+        .route(LOGIN_PATH, get(login))
+        .route("/api/login-links", post(login_link))
         .route("/console.js", get(script))
         .route("/console.css", get(style))
         .route("/api/pending", get(pending))
@@ -179,15 +226,11 @@ fn router(shared: Arc<Shared>) -> Router {
 async fn guard(State(shared): State<Arc<Shared>>, request: Request, next: Next) -> Response {
     let headers = request.headers();
     let text = |name: header::HeaderName| headers.get(name).and_then(|v| v.to_str().ok());
-    // Only the page's own address may carry the token, and only to start a session.
-    let opens_session = request.method() == Method::GET && request.uri().path() == "/";
     let facts = RequestFacts {
         host: text(header::HOST),
         origin: text(header::ORIGIN),
         cookie: text(header::COOKIE),
-        query_token: opens_session
-            .then(|| request.uri().query().and_then(query_token))
-            .flatten(),
+        login: request.method() == Method::GET && request.uri().path() == LOGIN_PATH,
         csrf: headers.get(CSRF_HEADER).and_then(|v| v.to_str().ok()),
         changes_state: !matches!(*request.method(), Method::GET | Method::HEAD),
     };
@@ -218,22 +261,68 @@ fn secure(headers: &mut HeaderMap) {
     }
 }
 
-async fn page(State(shared): State<Arc<Shared>>, request: Request) -> Response {
-    // The guard has checked the token; set it as the cookie and send the browser to the bare
-    // address, so the token leaves the address bar and the history.
-    if request.uri().query().and_then(query_token).is_some() {
-        let cookie = format!(
-            "{}={}; HttpOnly; SameSite=Strict; Path=/",
-            shared.guard.cookie_name(),
-            shared.guard.token().expose()
-        );
-        return Response::builder()
-            .status(StatusCode::SEE_OTHER)
-            .header(header::LOCATION, "/")
-            .header(header::SET_COOKIE, cookie)
-            .body(Body::empty())
-            .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response());
+/// A login link: the guard has checked `Host` and `Origin`; the code is exchanged, once, for
+/// the session cookie, and the browser sent to the bare address, so nothing secret stays in
+/// the address bar or the history. A refused code sets nothing.
+async fn login(State(shared): State<Arc<Shared>>, request: Request) -> Response {
+    let code = request.uri().query().and_then(query_code).unwrap_or("");
+    if let Err(refusal) = shared.logins.redeem(code, Instant::now()) {
+        return refused_login(refusal);
     }
+    let cookie = format!(
+        "{}={}; HttpOnly; SameSite=Strict; Path=/",
+        shared.guard.cookie_name(),
+        shared.guard.token().expose()
+    );
+    Response::builder()
+        .status(StatusCode::SEE_OTHER)
+        .header(header::LOCATION, "/")
+        .header(header::SET_COOKIE, cookie)
+        .body(Body::empty())
+        .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
+}
+
+/// The page a refused login link shows: what happened and how to get a working link. Its
+/// words are fixed; nothing of the request is echoed.
+fn refused_login(refusal: LoginRefusal) -> Response {
+    let status = match refusal {
+        LoginRefusal::Used | LoginRefusal::Expired => StatusCode::GONE,
+        LoginRefusal::Unknown => StatusCode::UNAUTHORIZED,
+    };
+    let body = format!(
+        "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
+         <title>toolgate console: login refused</title></head><body>\
+         <h1>Login refused</h1><p>toolgate console: {refusal}.</p>\
+         <p>Nothing was changed. Each login link works once, for a few minutes. \
+         For a new one, restart <code>toolgate serve</code>, or open a fresh link from a \
+         browser that is already logged in to this console.</p></body></html>\n"
+    );
+    (
+        status,
+        [(header::CONTENT_TYPE, "text/html; charset=utf-8")],
+        body,
+    )
+        .into_response()
+}
+
+/// A fresh login link, for a person already logged in who wants the console in another
+/// browser. It carries a login code, not the session token.
+async fn login_link(State(shared): State<Arc<Shared>>) -> Response {
+    match issue_link(&shared.logins, shared.guard.port()) {
+        Ok(url) => axum::Json(serde_json::json!({
+            "url": url,
+            "expires_in_secs": shared.logins.ttl().as_secs(),
+        }))
+        .into_response(),
+        Err(e) => (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("toolgate console: {e}\n"),
+        )
+            .into_response(),
+    }
+}
+
+async fn page(State(shared): State<Arc<Shared>>) -> Response {
     typed("text/html; charset=utf-8", shared.page.clone())
 }
 
@@ -358,5 +447,175 @@ mod tests {
             })
             .collect();
         assert_eq!(ranges, toolgate_core::visible::INVISIBLE);
+    }
+
+    /// One raw request to a console on `port`: status, headers (names lowercased), body.
+    fn http(port: u16, method: &str, path: &str, headers: &[(&str, &str)]) -> Answer {
+        use std::io::{Read, Write};
+        let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        let mut request = format!("{method} {path} HTTP/1.1\r\nconnection: close\r\n");
+        if !headers.iter().any(|(name, _)| *name == "host") {
+            request.push_str(&format!("host: 127.0.0.1:{port}\r\n"));
+        }
+        for (name, value) in headers {
+            request.push_str(&format!("{name}: {value}\r\n"));
+        }
+        request.push_str("content-length: 0\r\n\r\n");
+        stream.write_all(request.as_bytes()).unwrap();
+        let mut raw = String::new();
+        stream.read_to_string(&mut raw).unwrap();
+        let (head, body) = raw.split_once("\r\n\r\n").unwrap();
+        let mut lines = head.lines();
+        let status = lines.next().unwrap()[9..12].parse().unwrap();
+        let headers = lines
+            .filter_map(|l| l.split_once(": "))
+            .map(|(n, v)| (n.to_ascii_lowercase(), v.to_owned()))
+            .collect();
+        Answer {
+            status,
+            headers,
+            body: body.to_owned(),
+        }
+    }
+
+    struct Answer {
+        status: u16,
+        headers: Vec<(String, String)>,
+        body: String,
+    }
+
+    impl Answer {
+        fn header(&self, name: &str) -> Option<&str> {
+            self.headers
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, v)| v.as_str())
+        }
+    }
+
+    fn console(login_ttl: Duration) -> Console {
+        let options = crate::BrokerOptions::default();
+        let grants = Arc::new(crate::grants_ledger(&options));
+        let broker = Arc::new(ConsoleBroker::new(options, grants));
+        let outcomes = Arc::new(RecentOutcomes::new(10));
+        Console::start(broker, outcomes, ConsoleOptions { login_ttl }).unwrap()
+    }
+
+    fn path_of(link: &str, port: u16) -> String {
+        link.strip_prefix(&format!("http://127.0.0.1:{port}"))
+            .unwrap()
+            .to_owned()
+    }
+
+    #[test]
+    fn a_login_link_sets_the_cookie_once_and_never_shows_the_token() {
+        let console = console(Duration::from_secs(300));
+        let port = console.port();
+        let link = console.login_link().unwrap();
+        assert!(!link.contains(console.token()), "{link}");
+        assert_ne!(console.login_link().unwrap(), link, "each link is new");
+        let path = path_of(&link, port);
+
+        let first = http(port, "GET", &path, &[]);
+        assert_eq!(first.status, 303, "{}", first.body);
+        assert_eq!(first.header("location"), Some("/"));
+        let expected = format!(
+            "toolgate_console_{port}={}; HttpOnly; SameSite=Strict; Path=/",
+            console.token()
+        );
+        assert_eq!(first.header("set-cookie"), Some(expected.as_str()));
+        let cookie = format!("toolgate_console_{port}={}", console.token());
+        assert_eq!(http(port, "GET", "/", &[("cookie", &cookie)]).status, 200);
+
+        let again = http(port, "GET", &path, &[]);
+        assert_eq!(again.status, 410);
+        assert!(again.body.contains("already used"), "{}", again.body);
+        assert_eq!(again.header("set-cookie"), None);
+        assert!(!again.body.contains(console.token()));
+
+        let unknown = http(port, "GET", &format!("/login?code={}", "0".repeat(64)), &[]);
+        assert_eq!(unknown.status, 401);
+        assert_eq!(unknown.header("set-cookie"), None);
+        // The session token is no login code, and no longer opens the console in an address.
+        let token_as_code = http(
+            port,
+            "GET",
+            &format!("/login?code={}", console.token()),
+            &[],
+        );
+        assert_eq!(token_as_code.status, 401);
+        let old_address = http(port, "GET", &format!("/?token={}", console.token()), &[]);
+        assert_eq!(old_address.status, 401);
+        assert_eq!(old_address.header("set-cookie"), None);
+    }
+
+    #[test]
+    fn a_login_link_from_another_host_or_origin_is_refused_and_stays_unused() {
+        let console = console(Duration::from_secs(300));
+        let port = console.port();
+        let path = path_of(&console.login_link().unwrap(), port);
+        let rebound = http(port, "GET", &path, &[("host", "evil.example")]);
+        assert_eq!(rebound.status, 421);
+        let foreign = http(port, "GET", &path, &[("origin", "http://evil.example")]);
+        assert_eq!(foreign.status, 403);
+        assert_eq!(http(port, "POST", &path, &[]).status, 401);
+        assert_eq!(http(port, "GET", &path, &[]).status, 303, "still unused");
+    }
+
+    #[test]
+    fn an_expired_login_link_is_refused_and_sets_nothing() {
+        let console = console(Duration::from_millis(50));
+        let port = console.port();
+        let path = path_of(&console.login_link().unwrap(), port);
+        std::thread::sleep(Duration::from_millis(80));
+        let late = http(port, "GET", &path, &[]);
+        assert_eq!(late.status, 410);
+        assert!(late.body.contains("expired"), "{}", late.body);
+        assert_eq!(late.header("set-cookie"), None);
+    }
+
+    #[test]
+    fn a_logged_in_browser_can_get_a_fresh_link_for_another() {
+        let console = console(Duration::from_secs(300));
+        let port = console.port();
+        let cookie = format!("toolgate_console_{port}={}", console.token());
+        let page = http(port, "GET", "/", &[("cookie", &cookie)]);
+        let csrf = page
+            .body
+            .split_once("name=\"toolgate-csrf\" content=\"")
+            .unwrap()
+            .1
+            .split_once('"')
+            .unwrap()
+            .0
+            .to_owned();
+        assert_eq!(
+            http(port, "POST", "/api/login-links", &[("cookie", &cookie)]).status,
+            403,
+            "no csrf"
+        );
+        assert_eq!(
+            http(
+                port,
+                "POST",
+                "/api/login-links",
+                &[("x-toolgate-csrf", &csrf)]
+            )
+            .status,
+            401,
+            "no cookie"
+        );
+        let minted = http(
+            port,
+            "POST",
+            "/api/login-links",
+            &[("cookie", &cookie), ("x-toolgate-csrf", &csrf)],
+        );
+        assert_eq!(minted.status, 200, "{}", minted.body);
+        let body: serde_json::Value = serde_json::from_str(&minted.body).unwrap();
+        assert_eq!(body["expires_in_secs"], 300);
+        let link = body["url"].as_str().unwrap();
+        assert!(!link.contains(console.token()));
+        assert_eq!(http(port, "GET", &path_of(link, port), &[]).status, 303);
     }
 }

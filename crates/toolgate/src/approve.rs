@@ -17,6 +17,8 @@ use std::io::{BufRead, IsTerminal, Write};
 use toolgate_core::visible::mark_invisible;
 use toolgate_core::{ApprovalBroker, ApprovalDecision, ApprovalRequest};
 
+use crate::terminal::visible;
+
 /// Why nobody was asked when the prompt is off; the rejection's message carries it, and its
 /// hint says what else would allow the call.
 pub const PROMPT_OFF: &str = "`toolgate call` asks nobody unless `--ask` is given at a terminal";
@@ -80,7 +82,7 @@ impl ApprovalBroker for TerminalBroker {
             shown.push('\n');
         }
         let mut err = std::io::stderr().lock();
-        let _ = write!(err, "{}", mark_invisible(&shown));
+        let _ = write!(err, "{}", visible(&mark_invisible(&shown)));
         let _ = write!(err, "Allow this call once? [y/N] ");
         let _ = err.flush();
         let mut answer = String::new();

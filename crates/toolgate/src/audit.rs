@@ -11,6 +11,7 @@ use toolgate_audit::{AuditLog, AuditOptions, StoredRecord, Verdict, Verification
 
 use crate::cli::{AuditCommand, AuditLogArgs};
 use crate::settings::Settings;
+use crate::terminal::{JsonWriter, errln, outln, visible};
 
 /// How often `tail --follow` looks for new records.
 const FOLLOW_INTERVAL: Duration = Duration::from_millis(250);
@@ -63,33 +64,33 @@ fn verify(args: &AuditLogArgs, key: Option<&str>) -> anyhow::Result<u8> {
         None => None,
         Some(Ok(key)) => Some(key),
         Some(Err(message)) => {
-            eprintln!("error: {message}");
+            errln!("error: {message}");
             return Ok(3);
         }
     };
     let verification = toolgate_audit::verify_with(&path, key.as_ref())?;
     if let Verdict::Broken(finding) = &verification.verdict {
-        println!("broken: {finding} ({})", path.display());
-        println!("the {} record(s) before it verify", verification.records);
+        outln!("broken: {finding} ({})", path.display());
+        outln!("the {} record(s) before it verify", verification.records);
         return Ok(1);
     }
     let sealing = verification.sealing.as_ref();
     if let Some(broken) = sealing.and_then(|s| s.broken.as_ref()) {
         // The chain holds together, so the epoch was rewritten with every hash recomputed.
-        println!("broken: {broken} ({})", path.display());
-        println!(
+        outln!("broken: {broken} ({})", path.display());
+        outln!(
             "the chain of {} records is intact: it was rewritten with its hashes recomputed",
             verification.records
         );
     } else {
-        println!(
+        outln!(
             "ok: {} records, chain intact ({})",
             verification.records,
             path.display()
         );
     }
     for call in &verification.interrupted {
-        println!(
+        outln!(
             "interrupted: record {}: call {} ({}) started at record {}: {}",
             call.seq,
             call.call_id,
@@ -103,7 +104,7 @@ fn verify(args: &AuditLogArgs, key: Option<&str>) -> anyhow::Result<u8> {
         if let (Some((first, _, _)), Some((last, _, through))) =
             (sealing.sealed.first(), sealing.sealed.last())
         {
-            println!(
+            outln!(
                 "sealed: epochs {first} to {last} verified with the verification key: records 1 to {through}"
             );
         }
@@ -111,13 +112,13 @@ fn verify(args: &AuditLogArgs, key: Option<&str>) -> anyhow::Result<u8> {
             code = 1;
         }
         if let Some((first, last)) = sealing.unsealed {
-            println!(
+            outln!(
                 "unsealed: records {first} to {last}: no seal covers them yet, so the verification key does not vouch for them"
             );
         }
     }
     if let Some((seq, hash)) = &verification.head {
-        println!("head: record {seq} {hash}");
+        outln!("head: record {seq} {hash}");
     }
     Ok(code)
 }
@@ -136,8 +137,8 @@ fn seal_setup(args: &AuditLogArgs) -> anyhow::Result<u8> {
         }
     };
     let key = toolgate_audit::seal_setup(&path, epoch)?;
-    println!("{key}");
-    eprintln!(
+    outln!("{key}");
+    errln!(
         "sealing set up for {} (epochs of {} s); the key above is shown only now: keep it off this machine, and pass it to `toolgate audit verify --verification-key`",
         path.display(),
         epoch.as_secs()
@@ -156,9 +157,9 @@ fn head(args: &AuditLogArgs, json: bool) -> anyhow::Result<u8> {
             "at": head.at,
             "witnessed": head.witnessed,
         });
-        println!("{value}");
+        crate::terminal::write_out(&crate::terminal::json(&value)?, true);
     } else {
-        println!("head: record {} {}", head.seq, head.hash);
+        outln!("head: record {} {}", head.seq, head.hash);
     }
     Ok(0)
 }
@@ -169,7 +170,7 @@ fn tail(args: &AuditLogArgs, lines: usize, follow: bool) -> anyhow::Result<u8> {
     let mut out = std::io::stdout().lock();
     for record in toolgate_audit::last(&path, lines)? {
         last_seq = record.seq;
-        if writeln!(out, "{}", line(&record)).is_err() {
+        if writeln!(out, "{}", visible(&line(&record))).is_err() {
             return Ok(0);
         }
     }
@@ -181,7 +182,7 @@ fn tail(args: &AuditLogArgs, lines: usize, follow: bool) -> anyhow::Result<u8> {
         std::thread::sleep(FOLLOW_INTERVAL);
         for record in toolgate_audit::after(&path, last_seq, 1000)? {
             last_seq = record.seq;
-            if writeln!(out, "{}", line(&record)).is_err() {
+            if writeln!(out, "{}", visible(&line(&record))).is_err() {
                 // The reader went away (a closed pipe): following is over.
                 return Ok(0);
             }
@@ -236,7 +237,9 @@ fn line(record: &StoredRecord) -> String {
 
 fn export(args: &AuditLogArgs) -> anyhow::Result<u8> {
     let path = db_path(args)?;
-    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    // JSON lines, with the characters a terminal would act on written as JSON escapes.
+    let mut out = JsonWriter::new(std::io::BufWriter::new(std::io::stdout().lock()));
     toolgate_audit::export_jsonl(&path, &mut out)?;
+    out.finish()?;
     Ok(0)
 }

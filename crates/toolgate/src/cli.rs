@@ -273,14 +273,16 @@ pub struct Printed {
 pub fn print_call(outcome: &Outcome, as_json: bool) -> anyhow::Result<()> {
     use std::io::Write as _;
     if as_json {
-        println!("{}", serde_json::to_string_pretty(outcome)?);
+        crate::terminal::write_out(&crate::terminal::json(outcome)?, true);
         return Ok(());
     }
     let printed = for_a_person(outcome);
+    // What the tool gave back came from a file, a command or an upstream: a terminal is
+    // given it with its control characters made visible.
     let mut stdout = std::io::stdout().lock();
-    stdout.write_all(printed.stdout.as_bytes())?;
+    stdout.write_all(crate::terminal::visible(&printed.stdout).as_bytes())?;
     stdout.flush()?;
-    eprint!("{}", printed.stderr);
+    crate::terminal::write_err(&printed.stderr, false);
     Ok(())
 }
 

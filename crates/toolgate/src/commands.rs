@@ -11,6 +11,7 @@ use toolgate_core::{NormalizeBounds, RawArguments, RawCall, Status};
 use crate::cli::{self, CallArgs, Cli, Command, ToolsCommand};
 use crate::gate::{Gate, open_workspace};
 use crate::settings::Settings;
+use crate::terminal::{self, errln, outln};
 use crate::{approve, audit, sandbox, serve, upstream};
 
 /// The call completed.
@@ -132,10 +133,10 @@ fn explain(args: &CallArgs) -> anyhow::Result<u8> {
     let reports = pipeline.explain(raw_call(args, &gate.settings.bounds)?);
     let rejected = reports.iter().any(|r| r.decision == "reject");
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&reports)?);
+        outln!("{}", terminal::json(&reports)?);
     } else {
         for report in &reports {
-            println!(
+            outln!(
                 "{:<10} {:<7} {}",
                 report.stage.as_str(),
                 report.decision,
@@ -167,7 +168,7 @@ fn tools_list(
     let gate = registry_for_listing(config)?;
     let registry = &gate.registry;
     if !registry.profiles().contains(profile) {
-        eprintln!(
+        errln!(
             "toolgate: unknown profile `{profile}`; profiles: {}",
             registry
                 .profiles()
@@ -215,11 +216,11 @@ fn tools_list(
                 upstream::configured_json(&gate.settings.upstreams),
             );
         }
-        println!("{}", serde_json::to_string_pretty(&listing)?);
+        outln!("{}", terminal::json(&listing)?);
         return Ok(EXIT_COMPLETED);
     }
     for tool in &visible {
-        println!(
+        outln!(
             "{:<14} {:<5} {:<13} {}",
             tool.entry().name,
             tool.entry().version.to_string(),
@@ -229,7 +230,7 @@ fn tools_list(
     }
     if candidates {
         for tool in &hidden {
-            println!(
+            outln!(
                 "{:<14} {:<5} {:<13} [{}]",
                 tool.entry().name,
                 tool.entry().version.to_string(),
@@ -238,9 +239,11 @@ fn tools_list(
             );
         }
         for descriptor in registry.candidates() {
-            println!(
+            outln!(
                 "{:<14} {:<5} {:<13} [candidate: no registry entry]",
-                descriptor.name, "-", "-"
+                descriptor.name,
+                "-",
+                "-"
             );
         }
         upstream::print_configured(&gate.settings.upstreams);
@@ -266,15 +269,15 @@ fn first_line(text: &str) -> &str {
 
 fn check(config: Option<&Path>) -> anyhow::Result<u8> {
     let gate = registry_for_listing(config)?;
-    println!("configuration: {}", gate.settings.display_path());
-    println!("policies: {} loaded", gate.policy.len());
+    outln!("configuration: {}", gate.settings.display_path());
+    outln!("policies: {} loaded", gate.policy.len());
     for profile in gate.registry.profiles() {
         let names: Vec<&str> = gate
             .registry
             .visible(profile)
             .map(|t| t.entry().name.as_str())
             .collect();
-        println!(
+        outln!(
             "profile {profile}: {}",
             if names.is_empty() {
                 "no tools".to_owned()
@@ -284,11 +287,11 @@ fn check(config: Option<&Path>) -> anyhow::Result<u8> {
         );
     }
     for upstream in &gate.settings.upstreams {
-        println!(
+        outln!(
             "upstream {}: not started; its admitted tools count as their pins say (`toolgate tools discover` starts it)",
             upstream.name
         );
     }
-    println!("ok");
+    outln!("ok");
     Ok(EXIT_COMPLETED)
 }

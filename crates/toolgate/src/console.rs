@@ -1,7 +1,10 @@
-//! The approval console of `toolgate serve`: started on a free loopback port, its address
-//! printed once to standard error, its token also written to a file only the user can read
-//! (for a person who lost the terminal line), and that file removed when the server stops.
-//! Standing workspace grants are kept in the same state directory, one file per workspace.
+//! The approval console of `toolgate serve`: started on a free loopback port, its address and
+//! a single-use login link printed once to standard error. The session token the link is
+//! exchanged for is never printed: agent clients keep toolgate's standard error in log files,
+//! which a model can read back (issue 36). The token is written only to a file the user alone
+//! can read (from which a later command can ask the running console for a fresh link), and
+//! that file is removed when the server stops. Standing workspace grants are kept in the same
+//! state directory, one file per workspace.
 
 use std::io::Write as _;
 use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
@@ -10,13 +13,14 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 use toolgate_console::{
-    BrokerOptions, Console, ConsoleBroker, Decision, RecentOutcomes, grants_ledger,
+    BrokerOptions, Console, ConsoleBroker, ConsoleOptions, Decision, RecentOutcomes, grants_ledger,
 };
 use toolgate_core::{ApprovalBroker, GrantLedger, WorkspaceId};
 use toolgate_mcp::{Answer, ApprovalDesk};
 use toolgate_workspace::Workspace;
 
 use crate::gate::Gate;
+use crate::terminal::errln;
 
 /// How many recent outcomes the console lists.
 const RECENT_OUTCOMES: usize = 200;
@@ -56,16 +60,25 @@ impl RunningConsole {
         let broker = Arc::new(ConsoleBroker::new(options, Arc::clone(&grants)));
         // An unreadable grants file restores nothing; the person is asked again.
         if let Err(e) = broker.restore_standing() {
-            eprintln!("toolgate: {e}; no standing grants were restored");
+            errln!("toolgate: {e}; no standing grants were restored");
         }
         let outcomes = Arc::new(RecentOutcomes::new(RECENT_OUTCOMES));
-        let console = Console::start(Arc::clone(&broker), Arc::clone(&outcomes))
-            .context("cannot start the approval console (use --no-console to run without one)")?;
+        let console = Console::start(
+            Arc::clone(&broker),
+            Arc::clone(&outcomes),
+            ConsoleOptions {
+                login_ttl: gate.settings.approval.login_link_ttl,
+            },
+        )
+        .context("cannot start the approval console (use --no-console to run without one)")?;
         let token_file = TokenFile::write(&dir, console.port(), console.token())?;
-        eprintln!("toolgate: approval console at {}", console.url());
-        eprintln!(
-            "toolgate: the console's token is also in {}",
-            token_file.path.display()
+        let link = console
+            .login_link()
+            .context("cannot make the console's login link")?;
+        errln!("toolgate: approval console at {}", console.address());
+        errln!(
+            "toolgate: open it with this login link, which works once, within {}: {link}",
+            spoken(console.login_ttl())
         );
         Ok(RunningConsole {
             broker,
@@ -87,6 +100,16 @@ impl RunningConsole {
         gate.grants = Arc::clone(&self.grants);
         gate.recorders.push(Arc::clone(&self.outcomes) as _);
         Arc::clone(&self.broker) as _
+    }
+}
+
+/// A login link's life in words: `5 minutes`, `1 minute`, `90 seconds`.
+fn spoken(ttl: std::time::Duration) -> String {
+    match ttl.as_secs() {
+        60 => "1 minute".to_owned(),
+        1 => "1 second".to_owned(),
+        secs if secs % 60 == 0 => format!("{} minutes", secs / 60),
+        secs => format!("{secs} seconds"),
     }
 }
 
@@ -112,7 +135,8 @@ impl ApprovalDesk for ConsoleDesk {
 
 /// The token in `$XDG_STATE_HOME/toolgate/console-PORT.token` (else under
 /// `~/.local/state`), mode 0600 in a 0700 directory; removed on drop. Named by port, so two
-/// servers never write the same file.
+/// servers never write the same file. Its path is not printed either: it is on the deny
+/// list of everything toolgate confines, and only the user's own commands need it.
 #[derive(Debug)]
 struct TokenFile {
     path: PathBuf,

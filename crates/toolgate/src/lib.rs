@@ -22,6 +22,7 @@ pub mod gate;
 mod sandbox;
 mod serve;
 pub mod settings;
+pub mod terminal;
 mod upstream;
 
 pub use commands::{EXIT_COMPLETED, EXIT_FAILED, EXIT_REJECTED, EXIT_USAGE, run};

@@ -30,7 +30,8 @@ fn main() -> ExitCode {
     match toolgate::run(cli) {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
-            eprintln!("toolgate: {e:#}");
+            // An error can quote input (a path, a value from a file or an upstream).
+            toolgate::terminal::write_err(&format!("toolgate: {e:#}"), true);
             ExitCode::from(EXIT_USAGE)
         }
     }

@@ -32,6 +32,7 @@ use toolgate_sandbox::Sandbox;
 use toolgate_tools::Confinement;
 
 use crate::settings::{DEFAULT_FILE_SIZE_BYTES, DEFAULT_PIDS_MAX, Mode, Settings};
+use crate::terminal::outln;
 
 /// `toolgate sandbox check`: what this machine supports, what the configuration asks for,
 /// and whether a confined child really runs. Exit 0 when commands can run as configured, 1
@@ -84,15 +85,15 @@ pub fn check(config_path: Option<&Path>, json: bool) -> anyhow::Result<u8> {
             },
             "upstreams": crate::upstream::sandboxes_json(&settings),
         });
-        println!("{}", serde_json::to_string_pretty(&value)?);
+        crate::terminal::write_out(&crate::terminal::json(&value)?, true);
         return Ok(if runs { 0 } else { 1 });
     }
     let abi = support
         .landlock_abi
         .map_or_else(|| "not available".to_owned(), |abi| format!("abi {abi}"));
-    println!("machine:");
-    println!("  landlock: {abi}");
-    println!(
+    outln!("machine:");
+    outln!("  landlock: {abi}");
+    outln!(
         "  seccomp: {}",
         if support.seccomp {
             "available"
@@ -100,7 +101,7 @@ pub fn check(config_path: Option<&Path>, json: bool) -> anyhow::Result<u8> {
             "not available"
         }
     );
-    println!(
+    outln!(
         "  user namespaces: {} (not used)",
         if support.user_namespaces {
             "possible"
@@ -108,7 +109,7 @@ pub fn check(config_path: Option<&Path>, json: bool) -> anyhow::Result<u8> {
             "not possible"
         }
     );
-    println!(
+    outln!(
         "  mount namespaces: {}",
         if support.mount_namespaces.possible() {
             "possible: the workspace's `.git/hooks` and `.git/config` are bound read-only"
@@ -116,20 +117,20 @@ pub fn check(config_path: Option<&Path>, json: bool) -> anyhow::Result<u8> {
             "not possible: `.git/hooks` and `.git/config` stay writable"
         }
     );
-    println!("  cgroup: {} ({})", cgroup.tier.as_str(), cgroup.reason);
-    println!("configuration: {}", settings.display_path());
-    println!("  sandbox: {}", confinement.describe());
-    println!("  network: {}", network_words(&settings));
-    println!("  denied to read and write:");
+    outln!("  cgroup: {} ({})", cgroup.tier.as_str(), cgroup.reason);
+    outln!("configuration: {}", settings.display_path());
+    outln!("  sandbox: {}", confinement.describe());
+    outln!("  network: {}", network_words(&settings));
+    outln!("  denied to read and write:");
     for entry in confinement.denied().entries() {
-        println!("    {}", entry.display());
+        outln!("    {}", entry.display());
     }
     for gap in &gaps {
-        println!("  gap: {gap}");
+        outln!("  gap: {gap}");
     }
     match verdict {
-        Ok(words) => println!("commands: run {words}"),
-        Err(words) => println!("commands: refused: {words}"),
+        Ok(words) => outln!("commands: run {words}"),
+        Err(words) => outln!("commands: refused: {words}"),
     }
     crate::upstream::print_sandboxes(&settings);
     Ok(if runs { 0 } else { 1 })

@@ -21,6 +21,7 @@ use crate::cli::ServeArgs;
 use crate::console::RunningConsole;
 use crate::gate::{Gate, open_workspace};
 use crate::settings::Settings;
+use crate::terminal::errln;
 
 /// The smallest message limit; above it, room for the largest argument text twice over, so
 /// that an oversized argument is refused by stage 1 (`too_large`, as a tool error) rather than
@@ -123,7 +124,7 @@ pub fn serve(args: &ServeArgs) -> anyhow::Result<u8> {
                 hold: gate.settings.approval.timeout + ELICITATION_GRACE,
             });
         }
-        None if !elicitation.is_empty() => eprintln!(
+        None if !elicitation.is_empty() => errln!(
             "toolgate: [approval] elicitation is not used with --no-console: the console keeps the requests a client's form answers"
         ),
         _ => {}
@@ -150,16 +151,17 @@ pub fn serve(args: &ServeArgs) -> anyhow::Result<u8> {
             .tokens
             .insert(&token, Principal::new(&args.actor, &args.profile))
             .map_err(|e| anyhow::anyhow!("generated token: {e}"))?;
-        eprintln!(
+        errln!(
             "toolgate: no [[serve.token]] is configured; this run's token (actor `{}`, profile `{}`) is\ntoolgate: {token}\ntoolgate: send it as `Authorization: Bearer <token>`",
-            args.actor, args.profile
+            args.actor,
+            args.profile
         );
     }
     let listener = toolgate_mcp::bind(
         addr,
         args.dangerous_bind_any || gate.settings.serve.dangerous_bind_any,
     )?;
-    eprintln!(
+    errln!(
         "toolgate: serving MCP at http://{}/mcp",
         listener.local_addr()?
     );
@@ -189,7 +191,7 @@ fn follow_upstreams(gate: &Arc<Gate>, gateway: &Arc<Gateway>, broker: Arc<dyn Ap
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         match gate.current_pipeline(Arc::clone(&broker)) {
             Ok(pipeline) => gateway.replace_pipeline(pipeline),
-            Err(e) => eprintln!(
+            Err(e) => errln!(
                 "toolgate: an upstream's tools changed, but the registry cannot be rebuilt; the last one stays in force: {e}"
             ),
         }

@@ -49,6 +49,9 @@ pub struct ConfigError {
 pub const DEFAULT_APPROVAL_TIMEOUT_SECS: u64 = 300;
 /// The longest approval timeout: a call should not hold a client for longer than a day.
 pub const MAX_APPROVAL_TIMEOUT_SECS: u64 = 24 * 60 * 60;
+/// The longest a console login link may work: it is printed where logs keep it, so it
+/// should be dead soon after the person has had time to open it.
+pub const MAX_LOGIN_LINK_SECS: u64 = 60 * 60;
 /// The most sessions `[serve] max_sessions` may allow: about 6 GB of sessions, beyond any
 /// loopback server's needs; a larger number is more likely a typo than a plan.
 pub const MAX_SESSIONS: u64 = 100_000;
@@ -156,6 +159,8 @@ pub struct ApprovalSettings {
     pub timeout: Duration,
     /// Profiles whose sessions may also be asked by MCP elicitation, each with its line.
     pub elicitation: Vec<(String, usize)>,
+    /// How long a printed console login link works, once.
+    pub login_link_ttl: Duration,
 }
 
 /// `[audit]`.
@@ -303,6 +308,7 @@ impl Settings {
                 .iter()
                 .map(|p| (p.get_ref().clone(), origin.line(p.span())))
                 .collect(),
+            login_link_ttl: login_link_ttl(&origin, &file)?,
         };
         let sessions = session_limits(&origin, &file)?;
         let base = origin
@@ -717,6 +723,23 @@ fn approval_timeout(origin: &Located, file: &ConfigFile) -> Result<Duration, Con
     Ok(Duration::from_secs(value))
 }
 
+/// `[approval] login_link_secs`, between 1 s and an hour.
+fn login_link_ttl(origin: &Located, file: &ConfigFile) -> Result<Duration, ConfigError> {
+    let Some(secs) = &file.approval.login_link_secs else {
+        return Ok(toolgate_console::DEFAULT_LOGIN_TTL);
+    };
+    let value = *secs.get_ref();
+    if value == 0 || value > MAX_LOGIN_LINK_SECS {
+        return Err(origin.error_at(
+            secs.span(),
+            format!(
+                "approval login_link_secs `{value}` is out of range; use 1 to {MAX_LOGIN_LINK_SECS}"
+            ),
+        ));
+    }
+    Ok(Duration::from_secs(value))
+}
+
 /// `[serve]`'s session limits, the defaults where the file says nothing. Each number must be
 /// at least 1, and one token may not be allowed more sessions than all together.
 fn session_limits(origin: &Located, file: &ConfigFile) -> Result<SessionLimits, ConfigError> {
@@ -877,6 +900,9 @@ mod tests {
         assert_eq!(settings.bounds, NormalizeBounds::default());
         let off = parse("default_policy = false\n").unwrap();
         assert!(off.policy.is_empty());
+        assert_eq!(settings.approval.login_link_ttl.as_secs(), 300);
+        let short = parse("[approval]\nlogin_link_secs = 2\n").unwrap();
+        assert_eq!(short.approval.login_link_ttl.as_secs(), 2);
     }
 
     #[test]
@@ -1000,6 +1026,16 @@ mod tests {
                 "[audit]\npath = \"a.db\"\npth = 1\n",
                 3,
                 "unknown field `pth`",
+            ),
+            (
+                "[approval]\nlogin_link_secs = 0\n",
+                2,
+                "login_link_secs `0` is out of range; use 1 to 3600",
+            ),
+            (
+                "[approval]\n\nlogin_link_secs = 3601\n",
+                3,
+                "login_link_secs `3601` is out of range",
             ),
             ("[serve]\n\nmax_sessions = \"many\"\n", 3, "invalid type"),
             ("[serve]\nmax_sessions = -1\n", 2, "invalid value"),

@@ -23,6 +23,7 @@ use toolgate_upstream::{
 };
 
 use crate::settings::Settings;
+use crate::terminal::{errln, out, outln};
 
 /// One line of the upstream listing.
 struct Row {
@@ -90,7 +91,7 @@ fn rows_json(rows: Vec<Row>) -> Vec<Value> {
 
 fn print_rows(rows: Vec<Row>) {
     for row in rows {
-        println!(
+        outln!(
             "{:<32} {:<10} upstream {} tool {} {} hints: {}",
             row.name,
             row.state,
@@ -123,7 +124,7 @@ pub fn configured_json(specs: &[UpstreamSpec]) -> Value {
 /// [`configured_json`] as a table.
 pub fn print_configured(specs: &[UpstreamSpec]) {
     for spec in specs {
-        println!("upstream {}: {NOT_STARTED}", spec.name);
+        outln!("upstream {}: {NOT_STARTED}", spec.name);
     }
     print_rows(rows(specs, None));
 }
@@ -152,7 +153,7 @@ pub fn print_listing(upstreams: &Upstreams) {
     let statuses = upstreams.statuses();
     for status in &statuses {
         let last = status.events.back().map_or("", String::as_str);
-        println!(
+        outln!(
             "upstream {}: {} ({last})",
             status.name,
             if status.connected {
@@ -173,17 +174,14 @@ pub fn discover(config: Option<&Path>, as_json: bool) -> anyhow::Result<u8> {
     let gate = crate::gate::Gate::running(settings, workspace)?;
     let Some(upstreams) = &gate.upstreams else {
         if as_json {
-            println!("{}", json!({"servers": [], "tools": []}));
+            crate::terminal::write_out(&json!({"servers": [], "tools": []}).to_string(), true);
         } else {
-            println!("no upstream is configured");
+            outln!("no upstream is configured");
         }
         return Ok(0);
     };
     if as_json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&listing_json(upstreams))?
-        );
+        crate::terminal::write_out(&crate::terminal::json(&listing_json(upstreams))?, true);
     } else {
         print_listing(upstreams);
     }
@@ -285,11 +283,11 @@ pub(crate) fn print_sandboxes(settings: &Settings) {
     if sandboxes.is_empty() {
         return;
     }
-    println!("upstreams:");
+    outln!("upstreams:");
     for (name, lines) in sandboxes {
-        println!("  {name}:");
+        outln!("  {name}:");
         for line in lines {
-            println!("    {line}");
+            outln!("    {line}");
         }
     }
 }
@@ -400,17 +398,17 @@ pub fn admit(
         &descriptor.input_schema,
         &toolgate_core::SchemaBounds::default(),
     ) {
-        eprintln!(
+        errln!(
             "toolgate: warning: the input schema of `{tool}` does not compile ({e}); `{name}` stays unavailable, since it is never called unvalidated"
         );
     }
     let hints = toolgate_upstream::hints(descriptor);
-    println!(
+    outln!(
         "admitted `{name}` (upstream `{upstream}`, tool `{tool}`), effect {}, pinned {digest}",
         effect.unwrap_or(EffectClass::Irreversible)
     );
     if !hints.is_empty() {
-        println!(
+        outln!(
             "upstream hints (not used by toolgate): {}",
             hints.join(", ")
         );
@@ -458,18 +456,19 @@ pub fn diff(config: Option<&Path>, name: &str) -> anyhow::Result<u8> {
     let settings = Settings::load(config)?;
     let (_, admission, current, _running) = admitted(&settings, name)?;
     let Some(current) = current else {
-        println!(
+        outln!(
             "upstream `{}` no longer lists `{}`; `{name}` is unavailable",
-            admission.upstream, admission.tool
+            admission.upstream,
+            admission.tool
         );
         return Ok(0);
     };
     let text = toolgate_upstream::diff(&admission.pinned, &current);
     if text.is_empty() {
-        println!("`{name}` matches its pin {}", admission.digest);
+        outln!("`{name}` matches its pin {}", admission.digest);
     } else {
-        println!("pinned  {}\ncurrent {}", admission.digest, current.digest());
-        print!("{text}");
+        outln!("pinned  {}\ncurrent {}", admission.digest, current.digest());
+        out!("{text}");
     }
     Ok(0)
 }
@@ -495,14 +494,14 @@ pub fn pin(config: Option<&Path>, name: &str, reviewed: Option<&str>) -> anyhow:
         );
     }
     if current.digest() == admission.digest {
-        println!("`{name}` already matches its pin {}", admission.digest);
+        outln!("`{name}` already matches its pin {}", admission.digest);
         return Ok(0);
     }
     // What is pinned is what the upstream serves at this moment, which may differ from what an
     // earlier `tools diff` showed; the change being accepted is printed so that the operator
     // sees exactly what was pinned.
-    println!("pinned  {}\ncurrent {}", admission.digest, current.digest());
-    print!("{}", toolgate_upstream::diff(&admission.pinned, &current));
+    outln!("pinned  {}\ncurrent {}", admission.digest, current.digest());
+    out!("{}", toolgate_upstream::diff(&admission.pinned, &current));
     let (digest, pinned) = pin_of(&current);
     let mut document = read_document(&path)?;
     let table = upstream_table(&mut document, index)?;
@@ -522,7 +521,7 @@ pub fn pin(config: Option<&Path>, name: &str, reviewed: Option<&str>) -> anyhow:
     entry.insert("digest", toml_edit::value(digest.as_str()));
     entry.insert("pinned", toml_edit::value(pinned));
     write_document(&path, &document)?;
-    println!("re-pinned `{name}`: {} → {digest}", admission.digest);
+    outln!("re-pinned `{name}`: {} → {digest}", admission.digest);
     Ok(0)
 }
 

@@ -92,7 +92,7 @@ fn a_person_in_chromium_allows_once_rejects_with_a_reason_and_sees_commands() {
     let seen = approve_in_chromium(&plan);
     let results = client.steps();
 
-    // The token left the address bar and became an HttpOnly, SameSite=Strict cookie.
+    // The login link left the address bar and became an HttpOnly, SameSite=Strict cookie.
     assert_eq!(
         seen["address_after_open"],
         format!("http://127.0.0.1:{}/", served.port)
@@ -103,8 +103,9 @@ fn a_person_in_chromium_allows_once_rejects_with_a_reason_and_sees_commands() {
     assert_eq!(cookie["sameSite"], "Strict");
     assert!(seen["csp"].as_str().unwrap().contains("script-src 'self'"));
 
-    // Without the token the browser gets nothing; a page of another origin in the person's
-    // own browser can neither read the console nor decide for them.
+    // Without a cookie or with a login code the console never issued the browser gets
+    // nothing; a page of another origin in the person's own browser can neither read the
+    // console nor decide for them.
     assert_eq!(seen["no_token_status"], 401);
     assert_eq!(seen["wrong_token_status"], 401);
     assert!(!seen["stranger_text"].as_str().unwrap().contains("Waiting"));
@@ -233,6 +234,11 @@ fn requests_without_the_token_from_another_host_or_origin_or_without_csrf_are_re
     );
     let api_with_token = format!("/api/pending?token={}", served.token);
     let page_with_token = format!("/?token={}", served.token);
+    let token_as_code = format!("/login?code={}", served.token);
+    let unused_link = served.login_link();
+    let unused_link = unused_link
+        .strip_prefix(&format!("http://127.0.0.1:{}", served.port))
+        .unwrap();
     #[rustfmt::skip]
     let table: Vec<Row<'_>> = vec![
         ("no token", "GET", "/api/pending", vec![], 401),
@@ -240,6 +246,13 @@ fn requests_without_the_token_from_another_host_or_origin_or_without_csrf_are_re
         ("wrong token", "GET", "/api/pending", vec![wrong.clone()], 401),
         ("wrong token in the address", "GET", "/?token=00", vec![], 401),
         ("the token in the address of an API", "GET", &api_with_token, vec![], 401),
+        ("the token in the page's address", "GET", &page_with_token, vec![], 401),
+        ("the token as a login code", "GET", &token_as_code, vec![], 401),
+        ("a login code never issued", "GET", "/login?code=00", vec![], 401),
+        ("a login link without a code", "GET", "/login", vec![], 401),
+        ("a login link from a foreign host", "GET", unused_link, vec![("host", format!("evil.example:{}", served.port))], 421),
+        ("a login link from a foreign origin", "GET", unused_link, vec![("origin", "http://evil.example".into())], 403),
+        ("a login link posted", "POST", unused_link, vec![], 401),
         ("foreign host", "GET", "/api/pending", vec![cookie.clone(), ("host", format!("evil.example:{}", served.port))], 421),
         ("foreign host, correct token in the address", "GET", &page_with_token, vec![("host", "evil.example".into())], 421),
         ("foreign origin", "GET", "/api/pending", vec![cookie.clone(), ("origin", "http://evil.example".into())], 403),
@@ -267,9 +280,10 @@ fn requests_without_the_token_from_another_host_or_origin_or_without_csrf_are_re
         assert!(csp.contains("default-src 'none'") && csp.contains("frame-ancestors 'none'"));
     }
 
-    // The address with the token sets the cookie and sends the browser to the bare address.
-    let open = served.http("GET", &format!("/?token={}", served.token), &[], "");
-    assert_eq!(open.status, 303);
+    // The refused tries above left the link unused: it sets the cookie once and sends the
+    // browser to the bare address.
+    let open = served.http("GET", unused_link, &[], "");
+    assert_eq!(open.status, 303, "{}", open.body);
     assert_eq!(open.header("location"), Some("/"));
     assert_eq!(
         open.header("set-cookie"),

@@ -148,7 +148,7 @@ impl Serving {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        Serving(served::Served::from_child(child))
+        Serving(served::Served::from_child(child, &places.state))
     }
 
     /// Runs each probe through `tool`, in one session; the texts the tool returned.

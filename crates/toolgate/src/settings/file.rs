@@ -64,6 +64,8 @@ pub struct AuditSection {
 pub struct ApprovalSection {
     /// Seconds before an unanswered request is `approval_expired` (default 300).
     pub timeout_secs: Option<Spanned<u64>>,
+    /// Seconds a printed console login link works, once (default 300).
+    pub login_link_secs: Option<Spanned<u64>>,
     /// Profiles whose sessions may also be asked by MCP elicitation, when their client can
     /// show a form (default: none).
     #[serde(default)]
