@@ -711,6 +711,50 @@ fn the_prompt_shows_invisible_characters_as_marks() {
     );
 }
 
+/// Issue 36: with `--ask`, a script given to `sh` on standard input is in the prompt whole,
+/// line by line as it will run, its invisible characters marked — not a byte count, and not
+/// only as one escaped JSON string.
+#[test]
+fn the_prompt_shows_the_whole_stdin_a_command_reads() {
+    let fx = Fixture::new();
+    let ws = fx.workspace();
+    let stdin = r"echo line-one > ran.txt\n# a comment that hides \u202e and \u200b\necho line-two >> ran.txt\n";
+    let args = format!(
+        "call --json --workspace {} --tool run_command --args '{{\"argv\": [\"sh\"], \"stdin\": \"{stdin}\"}}'",
+        ws.display(),
+    );
+    for (answer, runs) in [("n\n", false), ("y\n", true)] {
+        let (code, screen) = on_a_terminal(&args, answer);
+        let screen = screen.replace("\r\n", "\n");
+        let prompt = &screen[..screen.find("Allow this call once?").expect("asked")];
+        assert!(
+            prompt.contains(
+                "\n  | echo line-one > ran.txt\n  | # a comment that hides <U+202E> and \
+                 <U+200B>\n  | echo line-two >> ran.txt\n"
+            ),
+            "{prompt}"
+        );
+        assert!(
+            prompt.contains("stdin, 84 bytes in 3 lines, all of it given to the program"),
+            "{prompt}"
+        );
+        assert!(
+            !prompt.chars().any(toolgate_core::visible::is_invisible),
+            "{prompt:?}"
+        );
+        if runs {
+            assert_eq!(code, 0, "{screen}");
+            assert_eq!(
+                fs::read_to_string(ws.join("ran.txt")).unwrap(),
+                "line-one\nline-two\n"
+            );
+        } else {
+            assert_eq!(code, 2, "{screen}");
+            assert!(!ws.join("ran.txt").exists());
+        }
+    }
+}
+
 #[test]
 fn the_user_configuration_applies_without_config_flag() {
     let fx = Fixture::new();
