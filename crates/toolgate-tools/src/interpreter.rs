@@ -975,9 +975,7 @@ fn shell(text: &str, label: &str, depth: usize, out: &mut Analysis) {
     if depth >= MAX_DEPTH {
         return;
     }
-    for command_text in
-        text.split(|c: char| matches!(c, '\n' | ';' | '&' | '|' | '(' | ')' | '`' | '{' | '}'))
-    {
+    for command_text in text.split(['\n', ';', '&', '|', '(', ')', '`', '{', '}']) {
         let mut tokens = shell_words(command_text).into_iter().peekable();
         // Assignments and the words that only prefix a command.
         while let Some(token) = tokens.next_if(|t| {
