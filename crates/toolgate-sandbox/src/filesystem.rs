@@ -20,7 +20,8 @@
 //! # Ok::<(), toolgate_sandbox::SandboxError>(())
 //! ```
 
-use std::path::{Path, PathBuf};
+use std::collections::HashMap;
+use std::path::{Component, Path, PathBuf};
 
 use landlock::{
     ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, NetPort, PathBeneath,
@@ -85,6 +86,7 @@ pub(crate) fn ruleset(
     };
     let mut unlisted = denied.clone();
     unlisted.push(PathBuf::from(DEV));
+    unlisted.sort();
     grant(Path::new("/"), &unlisted, &mut plan.readable);
     for root in &spec.readable {
         grant(&canonical(root)?, &denied, &mut plan.readable);
@@ -173,6 +175,7 @@ fn add_path(
 /// The denied paths, resolved as Landlock sees them (through symbolic links), with each
 /// `prefix*` entry expanded to what its directory holds now plus the prefix itself.
 fn holes(spec: &SandboxSpec) -> Vec<PathBuf> {
+    let mut resolver = Resolver::default();
     let mut out = Vec::new();
     for entry in spec.denied.entries() {
         let name = entry
@@ -181,16 +184,16 @@ fn holes(spec: &SandboxSpec) -> Vec<PathBuf> {
             .unwrap_or_default();
         match (name.strip_suffix('*'), entry.parent()) {
             (Some(prefix), Some(dir)) => {
-                out.push(resolve(&dir.join(prefix)));
+                out.push(resolver.resolve(&dir.join(prefix)));
                 if let Ok(read) = std::fs::read_dir(dir) {
                     for item in read.flatten() {
                         if item.file_name().to_string_lossy().starts_with(prefix) {
-                            out.push(resolve(&item.path()));
+                            out.push(resolver.resolve(&item.path()));
                         }
                     }
                 }
             }
-            _ => out.push(resolve(entry)),
+            _ => out.push(resolver.resolve(entry)),
         }
     }
     out.sort();
@@ -198,27 +201,79 @@ fn holes(spec: &SandboxSpec) -> Vec<PathBuf> {
     out
 }
 
-/// `path` with its symbolic links resolved; a path that does not exist yet keeps its name
-/// under its resolved parent, so it stays a hole should it appear.
-fn resolve(path: &Path) -> PathBuf {
-    if let Ok(real) = path.canonicalize() {
-        return real;
+/// Resolves paths as Landlock sees them, remembering every directory met on the way: the
+/// deny list's entries share a few parents (`~`, `~/.config`, `~/.local/share`), and most
+/// name stores that do not exist on a given machine, whose children need no look at all.
+#[derive(Default)]
+struct Resolver {
+    /// Each path looked at: where it resolves to, and whether it exists.
+    known: HashMap<PathBuf, (PathBuf, bool)>,
+}
+
+impl Resolver {
+    /// `path` with its symbolic links resolved; a path that does not exist yet keeps its
+    /// name under its resolved parent, so it stays a hole should it appear.
+    fn resolve(&mut self, path: &Path) -> PathBuf {
+        self.look(path).0
     }
-    match (path.parent(), path.file_name()) {
-        (Some(parent), Some(name)) => resolve(parent).join(name),
-        _ => path.to_path_buf(),
+
+    fn look(&mut self, path: &Path) -> (PathBuf, bool) {
+        if let Some(known) = self.known.get(path) {
+            return known.clone();
+        }
+        // Only a plain absolute path is resolved a component at a time; `..` and `.` are
+        // left to the system's own resolution.
+        let plain = path.is_absolute()
+            && path
+                .components()
+                .all(|c| matches!(c, Component::RootDir | Component::Normal(_)));
+        let found = match (plain, path.parent(), path.file_name()) {
+            (true, Some(parent), Some(name)) => {
+                let (real_parent, parent_exists) = self.look(parent);
+                let candidate = real_parent.join(name);
+                if !parent_exists {
+                    (candidate, false)
+                } else {
+                    match std::fs::symlink_metadata(&candidate) {
+                        Ok(meta) if !meta.file_type().is_symlink() => (candidate, true),
+                        Ok(_) => match candidate.canonicalize() {
+                            Ok(real) => (real, true),
+                            // A dangling link: the hole is the link's own name.
+                            Err(_) => (candidate, false),
+                        },
+                        Err(_) => (candidate, false),
+                    }
+                }
+            }
+            _ => match path.canonicalize() {
+                Ok(real) => (real, true),
+                Err(_) => match (path.parent(), path.file_name()) {
+                    (Some(parent), Some(name)) => (self.resolve(parent).join(name), false),
+                    _ => (path.to_path_buf(), false),
+                },
+            },
+        };
+        self.known.insert(path.to_path_buf(), found.clone());
+        found
     }
 }
 
-/// Grants `root` minus `holes`: `root` itself when no hole is at or beneath it, otherwise
-/// its entries one by one (see the module documentation).
+/// Grants `root` minus `holes` (sorted): `root` itself when no hole is at or beneath it,
+/// otherwise its entries one by one (see the module documentation).
 fn grant(root: &Path, holes: &[PathBuf], out: &mut Vec<PathBuf>) {
-    if holes.iter().any(|h| h == root) {
-        return;
-    }
-    if !holes.iter().any(|h| h.starts_with(root)) {
-        out.push(root.to_path_buf());
-        return;
+    // `holes` is sorted, and paths order by their components, so the holes at or beneath
+    // `root` are the run that starts where `root` would be: one look finds the first, for
+    // the hundreds of entries of `/` and `$HOME` against the hundreds of holes.
+    let first = holes
+        .get(holes.partition_point(|h| h.as_path() < root))
+        .filter(|h| h.starts_with(root));
+    match first {
+        Some(hole) if hole == root => return,
+        Some(_) => {}
+        None => {
+            out.push(root.to_path_buf());
+            return;
+        }
     }
     // A directory that cannot be listed is left ungranted: less access, never more.
     let Ok(entries) = std::fs::read_dir(root) else {
@@ -256,6 +311,50 @@ mod tests {
                 base.join("other")
             ]
         );
+    }
+
+    #[test]
+    fn the_resolver_follows_links_and_keeps_names_that_do_not_exist() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = dir.path().canonicalize().unwrap();
+        std::fs::create_dir_all(base.join("real/config")).unwrap();
+        std::os::unix::fs::symlink(base.join("real"), base.join("home")).unwrap();
+        std::os::unix::fs::symlink(base.join("gone"), base.join("real/dangling")).unwrap();
+        let mut resolver = Resolver::default();
+        for (path, want) in [
+            ("home/config/gh", "real/config/gh"),
+            ("home/config", "real/config"),
+            ("home/missing/deeper/file", "real/missing/deeper/file"),
+            ("home/dangling", "real/dangling"),
+            ("home/config/../config/x", "real/config/x"),
+        ] {
+            assert_eq!(
+                resolver.resolve(&base.join(path)),
+                base.join(want),
+                "{path}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_hole_beside_a_directory_of_a_longer_name_is_not_beneath_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = dir.path().canonicalize().unwrap();
+        for d in ["a/b/c", "a/b/d", "a/b-x", "a/bc"] {
+            std::fs::create_dir_all(base.join(d)).unwrap();
+        }
+        let mut holes = vec![base.join("a/b-x"), base.join("a/b/c"), base.join("a/bc")];
+        holes.sort();
+        let mut out = Vec::new();
+        grant(&base.join("a/b"), &holes, &mut out);
+        assert_eq!(out, vec![base.join("a/b/d")]);
+        let mut out = Vec::new();
+        grant(
+            &base.join("a/b"),
+            &[base.join("a/b-x"), base.join("a/bc")],
+            &mut out,
+        );
+        assert_eq!(out, vec![base.join("a/b")]);
     }
 
     #[test]

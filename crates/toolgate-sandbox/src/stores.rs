@@ -105,10 +105,10 @@ struct Store<'a> {
     who: &'a str,
 }
 
-/// The stores of `text` resolved for `dirs`. A line that is not `base | path | who` (an
-/// unknown base, an absolute or climbing path, a missing column) is no store: it denies
-/// every place a base may be, whole.
-pub(crate) fn resolve(text: &str, dirs: &UserDirs) -> Vec<PathBuf> {
+/// The stores of `text` resolved for `dirs`, the `system` ones only if `system`. A line that
+/// is not `base | path | who` (an unknown base, an absolute or climbing path, a missing
+/// column) is no store: it denies every place a base may be, whole.
+pub(crate) fn resolve(text: &str, dirs: &UserDirs, system: bool) -> Vec<PathBuf> {
     let mut out = Vec::new();
     for line in text.lines() {
         let line = line.trim();
@@ -116,6 +116,7 @@ pub(crate) fn resolve(text: &str, dirs: &UserDirs) -> Vec<PathBuf> {
             continue;
         }
         match parse(line) {
+            Some(store) if store.base == Base::System && !system => {}
             Some(store) => {
                 for place in dirs.places(store.base) {
                     out.push(place.join(store.path.trim_start_matches('/')));
@@ -129,9 +130,12 @@ pub(crate) fn resolve(text: &str, dirs: &UserDirs) -> Vec<PathBuf> {
     out
 }
 
-/// The compiled-in stores resolved for `dirs`.
+/// The compiled-in stores resolved for `dirs`. The system's own stores are only readable
+/// by root, so they are denied only to a process running as root: elsewhere the kernel
+/// denies them already, and the rules that enumerate `/etc` around them would cost every
+/// call some milliseconds for nothing.
 pub(crate) fn defaults(dirs: &UserDirs) -> Vec<PathBuf> {
-    resolve(STORES, dirs)
+    resolve(STORES, dirs, rustix::process::geteuid().is_root())
 }
 
 fn parse(line: &str) -> Option<Store<'_>> {
@@ -191,7 +195,7 @@ mod tests {
         dirs.data_home = Some("/x/data".into());
         dirs.cache_home = Some("relative/is/ignored".into());
         dirs.runtime_dir = Some("/run/x".into());
-        let got = defaults(&dirs);
+        let got = resolve(STORES, &dirs, true);
         for want in [
             "/home/ada/.config/gh",
             "/x/config/gh",
@@ -211,7 +215,8 @@ mod tests {
         }
         assert!(!got.iter().any(|p| p.starts_with("relative")));
         // No runtime directory given: no runtime entry.
-        let plain = defaults(&UserDirs::new("/home/ada"));
+        let plain = resolve(STORES, &UserDirs::new("/home/ada"), false);
+        assert!(!plain.iter().any(|p| p.starts_with("/etc")));
         assert!(
             !plain
                 .iter()
@@ -231,13 +236,13 @@ mod tests {
             "system | relative | not absolute",
             "config | a | b | c",
         ] {
-            let got = resolve(bad, &dirs);
+            let got = resolve(bad, &dirs, true);
             for whole in ["/h", "/h/.config", "/c", "/h/.local/share", "/h/.cache"] {
                 assert!(got.iter().any(|p| p == Path::new(whole)), "{bad}: {whole}");
             }
         }
         assert_eq!(
-            resolve("home | .ssh | ssh: keys", &dirs),
+            resolve("home | .ssh | ssh: keys", &dirs, true),
             vec![PathBuf::from("/h/.ssh")]
         );
     }
