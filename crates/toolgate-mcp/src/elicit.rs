@@ -13,6 +13,12 @@
 //! allow once or reject — and an optional reason for the model. Standing workspace grants are
 //! given in the console only.
 //!
+//! A form is offered only when it can show the whole request: every byte that will run (a
+//! command's `stdin` line by line, a script's text) is in the tool's preview, which the desk's
+//! account holds whole; a desk answers `None` for an account past its bound (the console's is
+//! 6,000 characters), and then no form is sent and the call waits in the console as it would
+//! without elicitation.
+//!
 //! How the form reaches the client depends on the revision:
 //!
 //! - **Handshake revisions (2025-11-25 and before)**: an `elicitation/create` request while the
