@@ -176,6 +176,9 @@ struct Program {
     first_operand: Operand,
     /// Files in the working directory that the program reads and that decide what it runs.
     project_files: &'static [&'static str],
+    /// What the program appends to a name to find the file it runs or loads (`node job` runs
+    /// `job.js`, `python3 pkg` runs `pkg/__main__.py`).
+    resolves: &'static [&'static str],
     /// What else it reads that the approval does not cover, for the preview.
     reads: &'static str,
 }
@@ -197,6 +200,7 @@ const PROGRAMS: &[Program] = &[
         ends_at_code: true,
         first_operand: Operand::Script,
         project_files: NONE,
+        resolves: &["/__main__.py"],
         reads: "Python also imports the modules the program names, from the program's \
                 directory (the working directory for `-c` and `-m`) and its installed \
                 packages; the files it imports are not bound",
@@ -226,6 +230,7 @@ const PROGRAMS: &[Program] = &[
         ends_at_code: false,
         first_operand: Operand::Script,
         project_files: NONE,
+        resolves: &[".js", ".mjs", ".cjs", ".json", "/index.js", "/package.json"],
         reads: "node also loads the modules the program requires or imports (from \
                 `node_modules` and elsewhere); those files are not bound",
     },
@@ -242,6 +247,7 @@ const PROGRAMS: &[Program] = &[
         ends_at_code: false,
         first_operand: Operand::Script,
         project_files: NONE,
+        resolves: &[".pl", ".pm"],
         reads: "perl also loads the modules the program uses or requires; those files are \
                 not bound",
     },
@@ -258,6 +264,7 @@ const PROGRAMS: &[Program] = &[
         ends_at_code: false,
         first_operand: Operand::Script,
         project_files: NONE,
+        resolves: &[".rb"],
         reads: "ruby also loads the files the program requires; those are not bound",
     },
     Program {
@@ -273,6 +280,7 @@ const PROGRAMS: &[Program] = &[
         ends_at_code: false,
         first_operand: Operand::Script,
         project_files: NONE,
+        resolves: &[".php"],
         reads: "php also includes the files the program names; those are not bound",
     },
     Program {
@@ -288,6 +296,7 @@ const PROGRAMS: &[Program] = &[
         ends_at_code: false,
         first_operand: Operand::Script,
         project_files: NONE,
+        resolves: &[".lua", ".R"],
         reads: "the interpreter also loads the files the program requires; those are not \
                 bound",
     },
@@ -304,8 +313,43 @@ const PROGRAMS: &[Program] = &[
         ends_at_code: false,
         first_operand: Operand::Script,
         project_files: NONE,
+        resolves: NONE,
         reads: "the shell also runs the files its text sources and the programs it starts, \
                 which read their own files; those are not bound",
+    },
+    Program {
+        names: &["fish"],
+        language: Language::Shell,
+        code: &["-c", "--command", "-C", "--init-command"],
+        code_operand: NONE,
+        module: NONE,
+        preload: NONE,
+        config: NONE,
+        script: NONE,
+        valued: &["-d", "--debug", "-o", "--debug-output", "--features"],
+        ends_at_code: false,
+        first_operand: Operand::Script,
+        project_files: NONE,
+        resolves: NONE,
+        reads: "the shell also runs the files its text sources and the programs it starts, \
+                which read their own files; those are not bound",
+    },
+    Program {
+        names: &["julia"],
+        language: Language::Other,
+        code: &["-e", "--eval", "-E", "--print"],
+        code_operand: NONE,
+        module: NONE,
+        preload: &["-L", "--load"],
+        config: NONE,
+        script: NONE,
+        valued: &["--project", "-J", "--sysimage", "-t", "--threads"],
+        ends_at_code: false,
+        first_operand: Operand::Script,
+        project_files: NONE,
+        resolves: &[".jl"],
+        reads: "julia also loads the packages and files the program uses or includes; those \
+                are not bound",
     },
     Program {
         names: &["awk", "gawk", "mawk", "nawk"],
@@ -320,6 +364,7 @@ const PROGRAMS: &[Program] = &[
         ends_at_code: false,
         first_operand: Operand::Code,
         project_files: NONE,
+        resolves: NONE,
         reads: "",
     },
     Program {
@@ -342,6 +387,7 @@ const PROGRAMS: &[Program] = &[
         ends_at_code: false,
         first_operand: Operand::Subcommand,
         project_files: NONE,
+        resolves: NONE,
         reads: "git also reads the repository's own configuration, hooks and attributes, \
                 which may name programs it runs; those are not bound here",
     },
@@ -358,6 +404,7 @@ const PROGRAMS: &[Program] = &[
         ends_at_code: false,
         first_operand: Operand::Subcommand,
         project_files: &["package.json", ".npmrc"],
+        resolves: NONE,
         reads: "npm runs the scripts of the package.json it finds (bound below when it is the \
                 one in the working directory) and the programs of `node_modules/.bin`, which \
                 are not bound",
@@ -380,6 +427,7 @@ const PROGRAMS: &[Program] = &[
             ".pnpmfile.cjs",
             "pnpm-workspace.yaml",
         ],
+        resolves: NONE,
         reads: "pnpm runs the scripts of the package.json it finds (bound below when it is \
                 the one in the working directory) and the programs of `node_modules/.bin`, \
                 which are not bound",
@@ -397,6 +445,7 @@ const PROGRAMS: &[Program] = &[
         ends_at_code: false,
         first_operand: Operand::Subcommand,
         project_files: &["package.json", ".yarnrc.yml", ".yarnrc", ".npmrc"],
+        resolves: NONE,
         reads: "yarn runs the scripts of the package.json it finds (bound below when it is the \
                 one in the working directory), the plugins its `.yarnrc.yml` names and the \
                 programs of `node_modules/.bin`, which are not bound",
@@ -409,8 +458,10 @@ struct Wrapper {
     names: &'static [&'static str],
     /// Options that take a value, skipped with it.
     valued: &'static [&'static str],
-    /// Options after which the command is not where it seems (`env -C dir`, `env -S text`).
+    /// Options after which the command is not where it seems (`env -C dir`).
     opaque: &'static [&'static str],
+    /// Options whose value is the command as one string (`env -S "cmd args"`).
+    split: &'static [&'static str],
     /// Operands before the command (`timeout 5 cmd`).
     skip: usize,
     /// Whether `NAME=value` operands come before the command (`env`).
@@ -421,7 +472,8 @@ const WRAPPERS: &[Wrapper] = &[
     Wrapper {
         names: &["env"],
         valued: &["-u", "--unset"],
-        opaque: &["-C", "--chdir", "-S", "--split-string"],
+        opaque: &["-C", "--chdir"],
+        split: &["-S", "--split-string"],
         skip: 0,
         assignments: true,
     },
@@ -429,6 +481,7 @@ const WRAPPERS: &[Wrapper] = &[
         names: &["timeout"],
         valued: &["-s", "--signal", "-k", "--kill-after"],
         opaque: NONE,
+        split: NONE,
         skip: 1,
         assignments: false,
     },
@@ -436,13 +489,15 @@ const WRAPPERS: &[Wrapper] = &[
         names: &["nice"],
         valued: &["-n", "--adjustment"],
         opaque: NONE,
+        split: NONE,
         skip: 0,
         assignments: false,
     },
     Wrapper {
-        names: &["nohup", "setsid", "command", "exec", "time"],
+        names: &["nohup", "setsid", "command", "exec", "time", "busybox"],
         valued: NONE,
         opaque: NONE,
+        split: NONE,
         skip: 0,
         assignments: false,
     },
@@ -462,6 +517,7 @@ const WRAPPERS: &[Wrapper] = &[
             "-e",
         ],
         opaque: &["--directory", "--project"],
+        split: NONE,
         skip: 1,
         assignments: false,
     },
@@ -469,6 +525,7 @@ const WRAPPERS: &[Wrapper] = &[
         names: &["stdbuf"],
         valued: &["-i", "-o", "-e", "--input", "--output", "--error"],
         opaque: NONE,
+        split: NONE,
         skip: 0,
         assignments: false,
     },
@@ -501,6 +558,34 @@ const GIT_PROGRAM_KEYS: &[&str] = &[
     "difffilter",
     "browser",
     "alternaterefscommand",
+];
+
+/// The hooks git runs from `core.hooksPath`, as `githooks(5)` names them.
+const GIT_HOOKS: &[&str] = &[
+    "applypatch-msg",
+    "pre-applypatch",
+    "post-applypatch",
+    "pre-commit",
+    "pre-merge-commit",
+    "prepare-commit-msg",
+    "commit-msg",
+    "post-commit",
+    "pre-rebase",
+    "post-checkout",
+    "post-merge",
+    "pre-push",
+    "pre-receive",
+    "update",
+    "proc-receive",
+    "post-receive",
+    "post-update",
+    "reference-transaction",
+    "push-to-checkout",
+    "pre-auto-gc",
+    "post-rewrite",
+    "sendemail-validate",
+    "fsmonitor-watchman",
+    "post-index-change",
 ];
 
 /// One argument: the label the preview gives it and its text.
@@ -697,7 +782,7 @@ fn option(
 ) -> bool {
     match kind {
         Kind::Code => {
-            code(program.language, arg, value, depth, out);
+            code(program, arg, value, depth, out);
             true
         }
         Kind::Module => {
@@ -714,6 +799,7 @@ fn option(
                 ),
             );
             candidate(out, arg.label.clone(), value);
+            resolved(program, &arg.label, value, out);
             false
         }
         Kind::Config => {
@@ -744,14 +830,14 @@ fn operand(
     out: &mut Analysis,
 ) {
     if code_operand {
-        code(program.language, arg, arg.text, depth, out);
+        code(program, arg, arg.text, depth, out);
         return;
     }
     if code_given {
         return;
     }
     match program.first_operand {
-        Operand::Code => code(program.language, arg, arg.text, depth, out),
+        Operand::Code => code(program, arg, arg.text, depth, out),
         Operand::Script => {
             if arg.text != "-" {
                 note(
@@ -759,6 +845,7 @@ fn operand(
                     &arg.label,
                     "the program file it runs (bound below when it is in the workspace)",
                 );
+                resolved(program, &arg.label, arg.text, out);
             }
         }
         Operand::Subcommand => {
@@ -769,7 +856,7 @@ fn operand(
                     if program.code.contains(&next.text)
                         && let Some(value) = rest.next()
                     {
-                        code(program.language, value, value.text, depth, out);
+                        code(program, value, value.text, depth, out);
                     }
                 }
             }
@@ -779,7 +866,8 @@ fn operand(
 
 /// Program text given inline: its words that name files are bound, and the person is told
 /// the rest is not.
-fn code(language: Language, arg: &Arg<'_>, text: &str, depth: usize, out: &mut Analysis) {
+fn code(program: &Program, arg: &Arg<'_>, text: &str, depth: usize, out: &mut Analysis) {
+    let language = program.language;
     let what = match language {
         Language::Shell => "shell text, run as given",
         Language::Python => "Python code, run as given",
@@ -806,8 +894,21 @@ fn code(language: Language, arg: &Arg<'_>, text: &str, depth: usize, out: &mut A
         Language::Other => {
             for word in words(text) {
                 candidate(out, format!("{} word", arg.label), word);
+                resolved(program, &format!("{} word", arg.label), word, out);
             }
         }
+    }
+}
+
+/// The files a program would find for `name` by appending what it appends
+/// ([`Program::resolves`]): `node job` runs `job.js`, `python3 pkg` runs `pkg/__main__.py`.
+fn resolved(program: &Program, label: &str, name: &str, out: &mut Analysis) {
+    let name = name.trim_end_matches('/');
+    if name.is_empty() || name.contains(char::is_whitespace) {
+        return;
+    }
+    for suffix in program.resolves {
+        candidate(out, label.to_owned(), &format!("{name}{suffix}"));
     }
 }
 
@@ -906,6 +1007,12 @@ fn config(arg: &Arg<'_>, value: &str, depth: usize, out: &mut Analysis) {
         );
         // `!cmd` and `cmd args` run through the shell.
         shell(setting.trim_start_matches('!'), &arg.label, depth, out);
+        if last == "hookspath" {
+            let dir = setting.trim_end_matches('/');
+            for hook in GIT_HOOKS {
+                candidate(out, arg.label.clone(), &format!("{dir}/{hook}"));
+            }
+        }
     } else {
         note(
             out,
@@ -922,6 +1029,20 @@ fn wrapped(wrapper: &Wrapper, args: &[Arg<'_>], depth: usize, out: &mut Analysis
     while let Some(arg) = rest.next() {
         let text = arg.text;
         let name = text.split_once('=').map_or(text, |(name, _)| name);
+        if wrapper.split.contains(&name) {
+            // `env -S "python3 -m job"`: one argument split into the command's words, as the
+            // shell would split them.
+            let value = match text.split_once('=') {
+                Some((_, value)) => Some(value),
+                None => rest.next().map(|next| next.text),
+            };
+            if let Some(value) = value
+                && depth < MAX_DEPTH
+            {
+                shell(value, &arg.label, depth + 1, out);
+            }
+            return;
+        }
         if wrapper.opaque.contains(&name)
             || wrapper
                 .opaque
@@ -1059,7 +1180,10 @@ fn assignment(label: &str, text: &str, out: &mut Analysis) {
     let Some((name, value)) = text.split_once('=') else {
         return;
     };
-    if LOADING_VARIABLES.contains(&name) || name.starts_with("npm_config_") {
+    if LOADING_VARIABLES.contains(&name)
+        || name.starts_with("npm_config_")
+        || name.starts_with("GIT_CONFIG_")
+    {
         note(
             out,
             label,
@@ -1272,6 +1396,41 @@ mod tests {
                 &["sh", "-c", "PYTHONPATH=lib python3 job.py --conf=job.toml"],
                 &["lib", "job.py", "job.toml"],
                 &["sets `PYTHONPATH`", "the program file it runs"],
+            ),
+            (
+                &["python3", "tool"],
+                &["tool/__main__.py"],
+                &["the program file it runs"],
+            ),
+            (
+                &["node", "-r", "./setup", "app"],
+                &["./setup.js", "app.js", "app/index.js"],
+                &["loads `./setup` before the program"],
+            ),
+            (
+                &["node", "-e", "require('./job')"],
+                &["./job.js", "./job/index.js"],
+                &["program text"],
+            ),
+            (
+                &["env", "-S", "python3 -m job"],
+                &["job.py"],
+                &["runs module `job`"],
+            ),
+            (
+                &["git", "-c", "core.hooksPath=hooks", "commit"],
+                &["hooks/pre-commit", "hooks/commit-msg"],
+                &["`core.hookspath` names a program"],
+            ),
+            (
+                &["busybox", "sh", "-c", ". ./x.sh"],
+                &["./x.sh"],
+                &["shell text"],
+            ),
+            (
+                &["fish", "-c", "source x.fish"],
+                &["x.fish"],
+                &["shell text"],
             ),
             (
                 &["uv", "run", "python", "-m", "job"],
