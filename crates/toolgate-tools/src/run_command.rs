@@ -704,6 +704,9 @@ pub(crate) struct Inputs {
     notes: Vec<String>,
 }
 
+/// Paths to bind, each with the label the preview gives it.
+type Labelled = Vec<(String, String)>;
+
 /// The prefix of an input's preimage name.
 const INPUT: &str = "input:";
 
@@ -766,7 +769,7 @@ impl Plan {
     /// built-in rules could remake them from, to be bound like arguments, and in words what
     /// the approval does not cover — toolgate's scan of the makefile, a remake source that is
     /// there. `None` for any other program.
-    fn make_reads(&self, workspace: &Workspace) -> Option<(Vec<(String, String)>, Vec<String>)> {
+    fn make_reads(&self, workspace: &Workspace) -> Option<(Labelled, Vec<String>)> {
         let resolved_name = self
             .program
             .file_name()
