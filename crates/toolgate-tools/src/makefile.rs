@@ -279,6 +279,11 @@ impl Makefile {
                 "\na recipe above runs make again (`$(MAKE)`): the makefiles that make reads are \
                  neither scanned nor bound",
             );
+        } else if recipes.iter().any(|recipe| runs_make(recipe)) {
+            text.push_str(
+                "\na recipe above runs make again (`make`): the makefiles that make reads are \
+                 neither scanned nor bound",
+            );
         }
         if text.lines().count() > MAX_LINES_SHOWN {
             return Err(Unreliable {
@@ -708,6 +713,16 @@ pub(crate) fn make_command(args: &[String]) -> MakeCommand {
         );
     }
     command
+}
+
+/// Whether shell text starts make by name (`make -C sub`, `cd x && gmake`).
+fn runs_make(text: &str) -> bool {
+    text.split(|c: char| c.is_whitespace() || matches!(c, ';' | '|' | '&' | '(' | ')' | '`'))
+        .any(|word| {
+            let word = word.trim_start_matches(['@', '-', '+']);
+            let base = word.rsplit('/').next().unwrap_or(word);
+            matches!(base, "make" | "gmake")
+        })
 }
 
 /// The names of the variables `text` refers to: `$(NAME)`, `${NAME}`, `$(NAME:a=b)`, `$N`.
@@ -1796,6 +1811,10 @@ typecheck: ; cargo check
         let recursive = Makefile::parse("test:\n\t$(MAKE) -C sub\n", "Makefile").unwrap();
         let shown = recursive.show("test").unwrap().text;
         assert!(shown.contains("runs make again (`$(MAKE)`)"), "{shown}");
+        let literal = Makefile::parse("test:\n\tcd sub && make all\n", "Makefile").unwrap();
+        let shown = literal.show("test").unwrap().text;
+        assert!(shown.contains("runs make again (`make`)"), "{shown}");
+        assert!(!runs_make("echo making; cmake .; makeinfo x"));
         let lint = makefile.show("lint").unwrap();
         assert!(lint.text.contains("echo lint   # SHELL = not a directive"));
     }
