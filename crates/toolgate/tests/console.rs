@@ -1085,3 +1085,33 @@ fn a_form_shows_the_whole_stdin_and_none_is_offered_for_one_it_cannot_hold() {
     let ran = fs::read_to_string(ws.join("long.txt")).unwrap();
     assert!(ran.ends_with("line 0199 of the script\n"), "{ran}");
 }
+
+/// What runs is in a card without a click: a command's preview (its stdin, its script) is a
+/// block of the card itself, and a call with no preview at all — an upstream server's tool,
+/// irreversible by default — has its arguments open, since they are what will run.
+#[test]
+fn what_will_run_is_open_in_every_kind_of_card() {
+    let output = Command::new(node())
+        .arg(root().join("tests/console/card.mjs"))
+        .arg(root().join("crates/toolgate-console/src/page/console.js"))
+        .output()
+        .unwrap();
+    let report: Value = serde_json::from_slice(&succeeded("card.mjs", output)).unwrap();
+    let cards = &report["cards"];
+    assert_eq!(cards["command_with_preview"]["preview_in_body"], true, "{cards}");
+    assert!(
+        cards["command_with_preview"]["preview_text"]
+            .as_str()
+            .unwrap()
+            .contains("  | id"),
+        "{cards}"
+    );
+    assert_eq!(
+        cards["command_without_preview"]["arguments_open"], true,
+        "{cards}"
+    );
+    assert_eq!(cards["text"]["arguments_open"], true, "{cards}");
+    // Where the preview shows it all, the arguments stay folded.
+    assert_eq!(cards["command_with_preview"]["arguments_open"], false);
+    assert_eq!(cards["diff"]["arguments_open"], false);
+}

@@ -192,7 +192,8 @@ function card(request) {
     }
   }
   const args = el('details', 'arguments');
-  args.open = request.preview_kind === 'text';
+  // Without a preview (an upstream's tool), the arguments are what will run: shown open.
+  args.open = request.preview_kind === 'text' || !request.preview;
   args.appendChild(el('summary', null, 'arguments'));
   args.appendChild(el('pre', null, JSON.stringify(request.arguments, null, 2)));
   root.appendChild(args);
