@@ -118,6 +118,9 @@ pub(crate) struct Analysis {
     pub(crate) candidates: Vec<(String, String)>,
     /// Sentences for the preview, argument by argument.
     pub(crate) notes: Vec<String>,
+    /// The package.json scripts that npm, pnpm or yarn commands run, by name, each with the
+    /// label of the command: [`show_package_scripts`] shows their text.
+    pub(crate) package_scripts: Vec<(String, String)>,
 }
 
 /// Most candidates one argv yields: program text is split into words, and a megabyte of it
@@ -860,6 +863,91 @@ fn operand(
                     }
                 }
             }
+            if program.project_files.contains(&"package.json") {
+                package_script(arg, rest, out);
+            }
+        }
+    }
+}
+
+/// The package.json script a package manager's sub-command runs: `npm run NAME`,
+/// `npm test`, `yarn NAME`, `pnpm NAME`. A name that is not a script of package.json is
+/// left for [`show_package_scripts`] to pass over (`yarn install`).
+fn package_script(subcommand: &Arg<'_>, rest: &[Arg<'_>], out: &mut Analysis) {
+    let name = match subcommand.text {
+        "run" | "run-script" | "rum" | "urn" => rest
+            .iter()
+            .map(|arg| arg.text)
+            .find(|text| !text.starts_with('-')),
+        "t" | "tst" => Some("test"),
+        other => Some(other),
+    };
+    if let Some(name) = name {
+        out.package_scripts
+            .push((subcommand.label.clone(), name.to_owned()));
+    }
+}
+
+/// Most package.json scripts shown for one call, nested ones included.
+const MAX_SCRIPTS_SHOWN: usize = 32;
+
+/// Shows, in `analysis`'s notes, the text of every package.json script its package-manager
+/// commands run (from `scripts`, package.json's `scripts` object), with the `pre` and `post`
+/// scripts npm and yarn 1 run around it, and looks at each text as shell text in turn: what
+/// a nested `npm run` runs is read from the same package.json, which is bound.
+pub(crate) fn show_package_scripts(
+    analysis: &mut Analysis,
+    scripts: &serde_json::Map<String, serde_json::Value>,
+    shown_already: &[&str],
+) {
+    let mut queue: Vec<(String, String)> = std::mem::take(&mut analysis.package_scripts);
+    let mut seen: Vec<String> = shown_already.iter().map(|s| (*s).to_owned()).collect();
+    let mut shown = 0;
+    while let Some((label, name)) = queue.pop() {
+        if !scripts.contains_key(&name) {
+            continue;
+        }
+        for (script, how) in [
+            (format!("pre{name}"), "before it (npm and yarn 1 run it)"),
+            (name.clone(), ""),
+            (format!("post{name}"), "after it (npm and yarn 1 run it)"),
+        ] {
+            let Some(text) = scripts.get(&script).and_then(serde_json::Value::as_str) else {
+                continue;
+            };
+            if seen.contains(&script) {
+                continue;
+            }
+            seen.push(script.clone());
+            shown += 1;
+            if shown > MAX_SCRIPTS_SHOWN {
+                note(
+                    analysis,
+                    &label,
+                    &format!(
+                        "runs more package.json scripts than the {MAX_SCRIPTS_SHOWN} a preview \
+                         shows; those past them are bound with package.json but not shown"
+                    ),
+                );
+                return;
+            }
+            let runs = if how.is_empty() {
+                format!("runs package.json script `{script}`, whose text the shell runs: {text:?}")
+            } else {
+                format!("runs package.json script `{script}` {how}: {text:?}")
+            };
+            note(analysis, &label, &runs);
+            let mut inner = Analysis::default();
+            shell(text, &format!("script `{script}`"), 0, &mut inner);
+            for (label, path) in inner.candidates {
+                candidate(analysis, label, &path);
+            }
+            for line in inner.notes {
+                if !analysis.notes.contains(&line) {
+                    analysis.notes.push(line);
+                }
+            }
+            queue.extend(inner.package_scripts);
         }
     }
 }
@@ -1469,6 +1557,38 @@ mod tests {
         // Module names that are not Python identifiers bind nothing.
         assert!(module_files("../x").is_empty());
         assert!(module_files("a..b").is_empty());
+    }
+
+    #[test]
+    fn nested_package_scripts_are_shown_and_looked_into() {
+        let scripts: serde_json::Value = serde_json::json!({
+            "test": "npm run --silent inner && yarn lint",
+            "preinner": "echo pre",
+            "inner": "python3 -m job",
+            "lint": "sh -c '. ./x.sh'",
+            "loop": "npm run loop",
+        });
+        let scripts = scripts.as_object().unwrap();
+        let mut analysis = shell_text("npm test; pnpm loop; yarn install", "`test`");
+        show_package_scripts(&mut analysis, scripts, &[]);
+        let text = notes(&analysis);
+        for fragment in [
+            "runs package.json script `test`, whose text the shell runs: \"npm run --silent \
+             inner && yarn lint\"",
+            "runs package.json script `preinner` before it",
+            "runs package.json script `inner`, whose text the shell runs: \"python3 -m job\"",
+            "script `inner`, in its text \"job\": runs module `job`",
+            "runs package.json script `lint`",
+            "runs package.json script `loop`",
+        ] {
+            assert!(text.contains(fragment), "`{fragment}` not in\n{text}");
+        }
+        assert!(!text.contains("`install`"), "{text}");
+        let found = paths(&analysis);
+        assert!(
+            found.contains(&"job.py") && found.contains(&"./x.sh"),
+            "{found:?}"
+        );
     }
 
     #[test]

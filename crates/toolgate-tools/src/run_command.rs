@@ -741,8 +741,11 @@ impl Plan {
             .file_name()
             .and_then(|name| name.to_str())
             .unwrap_or_default();
-        let analysis =
+        let mut analysis =
             interpreter::analyse(&[self.program_name.as_str(), resolved_name], &self.args);
+        if !analysis.package_scripts.is_empty() {
+            self.show_package_scripts(workspace, &mut analysis);
+        }
         named.extend(
             analysis
                 .candidates
@@ -763,6 +766,40 @@ impl Plan {
             inputs.notes.extend(notes);
         }
         inputs
+    }
+
+    /// `npm test`, `npm run NAME`, `yarn NAME`: the text of the package.json scripts they run,
+    /// from the package.json in `cwd` (bound as the package manager's project file), into the
+    /// analysis's notes, and what those texts run in turn into its candidates.
+    fn show_package_scripts(&self, workspace: &Workspace, analysis: &mut interpreter::Analysis) {
+        let label = analysis
+            .package_scripts
+            .first()
+            .map(|(label, _)| label.clone())
+            .unwrap_or_default();
+        let rel = RelPath::from_components(self.cwd.components().chain(["package.json"]));
+        let read = rel
+            .as_ref()
+            .map(|rel| workspace.read_file(rel, MAX_BOUND_INPUT_BYTES + 1));
+        let scripts = match read {
+            Some(Ok((bytes, total))) if total <= MAX_BOUND_INPUT_BYTES => {
+                serde_json::from_slice::<serde_json::Value>(&bytes)
+                    .ok()
+                    .and_then(|value| value.get("scripts").and_then(|s| s.as_object()).cloned())
+            }
+            _ => None,
+        };
+        match scripts {
+            Some(scripts) => interpreter::show_package_scripts(analysis, &scripts, &[]),
+            None => {
+                analysis.package_scripts.clear();
+                analysis.notes.push(format!(
+                    "{label}: runs a script of a package.json that toolgate could not read in \
+                     the working directory (none there, too large, or not JSON): the package \
+                     manager looks in the directories above, whose scripts are not shown"
+                ));
+            }
+        }
     }
 
     /// For make ([`makefile::make_command`]): the makefiles it will read and the files its

@@ -932,8 +932,10 @@ fn package_json(source: &Source) -> Parsed {
             if let Some(text) = step.argv.get(2) {
                 words_of(text, &mut named);
                 // What the text's own commands run without naming a file: `python3 -m job`,
-                // `sh -c '. ./x.sh'`, a nested `npm run`.
-                let analysis = interpreter::shell_text(text, &format!("`{}`", step.name));
+                // `sh -c '. ./x.sh'`, and the text of the scripts a nested `npm run` runs,
+                // from this package.json.
+                let mut analysis = interpreter::shell_text(text, &format!("`{}`", step.name));
+                interpreter::show_package_scripts(&mut analysis, scripts, &names);
                 for (_, path) in analysis.candidates {
                     if !named.contains(&path) {
                         named.push(path);
