@@ -1098,7 +1098,10 @@ fn what_will_run_is_open_in_every_kind_of_card() {
         .unwrap();
     let report: Value = serde_json::from_slice(&succeeded("card.mjs", output)).unwrap();
     let cards = &report["cards"];
-    assert_eq!(cards["command_with_preview"]["preview_in_body"], true, "{cards}");
+    assert_eq!(
+        cards["command_with_preview"]["preview_in_body"], true,
+        "{cards}"
+    );
     assert!(
         cards["command_with_preview"]["preview_text"]
             .as_str()
