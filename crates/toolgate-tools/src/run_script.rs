@@ -1053,8 +1053,30 @@ fn package_manager_config(
             words_of(&line.replace(['=', ':'], " "), named);
         }
     }
+    // Bound by digest, never shown: an environment file holds secrets. Its name is not one of
+    // the call's paths either, so the sensitive-file rules do not refuse the script for it.
+    match read(workspace, YARN_ENV_FILE) {
+        Ok(Some((_, digest))) => {
+            let _ = write!(
+                shown,
+                "\na yarn 4 the scripts start loads `{YARN_ENV_FILE}` into every script's \
+                 environment (`NODE_OPTIONS` there makes node load a file): bound to this \
+                 approval, not shown, since environment files hold secrets"
+            );
+            bound.push((format!("env:{YARN_ENV_FILE}"), digest));
+        }
+        Ok(None) => {}
+        Err(problem) => {
+            return Err(format!(
+                "package managers' configuration cannot be read: {problem}"
+            ));
+        }
+    }
     Ok(())
 }
+
+/// The environment file yarn 4 loads into scripts by default (`injectEnvironmentFiles`).
+const YARN_ENV_FILE: &str = ".env.yarn";
 
 /// Cargo's commands, for a manifest with a package or a workspace, with the configuration at
 /// the root that decides what cargo runs.

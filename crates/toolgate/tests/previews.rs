@@ -123,6 +123,12 @@ fn check_row(row: &Value) {
                 "{name}: `{fragment}` not in the preview:\n{preview}"
             );
         }
+        for fragment in strings(row, "preview_lacks") {
+            assert!(
+                !preview.contains(fragment),
+                "{name}: `{fragment}` in the preview:\n{preview}"
+            );
+        }
         write_files(&ws, row.get("change"));
         let id = request["id"].as_str().unwrap();
         let decision = if expect == "shown" {
