@@ -137,6 +137,11 @@ pub struct PendingView {
 /// console only.
 const MAX_TEXT_CHARS: usize = 6000;
 
+/// The most lines of an account given outside the console: a form's message is read in a
+/// client's dialog, where a script of hundreds of short lines is not read whole although it
+/// is few characters.
+const MAX_TEXT_LINES: usize = 200;
+
 impl PendingView {
     /// The request in plain text, for a person asked on another channel than the console
     /// (MCP elicitation): what the console shows. It names no grant, token or request id.
@@ -144,7 +149,8 @@ impl PendingView {
     /// ([`toolgate_core::visible`]). `None` when it holds what redaction would hide (a
     /// credential must not go through the client, and a hidden part could be anything: a
     /// model can put `$(curl …|sh)` where a URL's password goes) or when it is longer than
-    /// [`MAX_TEXT_CHARS`]: a channel that cannot show the whole request must not be the one
+    /// [`MAX_TEXT_CHARS`] or has more than [`MAX_TEXT_LINES`] lines: a channel that cannot
+    /// show the whole request must not be the one
     /// that allows it.
     pub fn as_text(&self) -> Option<String> {
         let mut text = format!(
@@ -178,7 +184,8 @@ impl PendingView {
             return None;
         }
         let text = toolgate_core::visible::mark_invisible(&text).into_owned();
-        (text.chars().count() <= MAX_TEXT_CHARS).then_some(text)
+        (text.chars().count() <= MAX_TEXT_CHARS && text.lines().count() <= MAX_TEXT_LINES)
+            .then_some(text)
     }
 }
 
@@ -684,6 +691,12 @@ mod tests {
             req.preview.clone().unwrap(),
             "+x\n".repeat(5000)
         ));
+        // Few characters, but more lines than a form's dialog is read in.
+        let mut tall = request("run_command", EffectClass::Irreversible, GrantScope::Once);
+        tall.preview = Some(format!(
+            "program: /bin/sh\nstdin, 400 bytes in 200 lines:{}",
+            "\n  | :".repeat(200)
+        ));
         answered(&b, req, |b, view| {
             let text = view.as_text().unwrap();
             assert!(text.starts_with("Allow this call?\n\nwrite_file 1.0.0 (local_write)"));
@@ -703,14 +716,16 @@ mod tests {
                 b.decide(&view.id, Decision::AllowOnce).unwrap();
             });
         }
-        answered(&b, long, |b, view| {
-            assert_eq!(
-                view.as_text(),
-                None,
-                "too long to show whole outside the console"
-            );
-            b.decide(&view.id, Decision::AllowOnce).unwrap();
-        });
+        for req in [long, tall] {
+            answered(&b, req, |b, view| {
+                assert_eq!(
+                    view.as_text(),
+                    None,
+                    "too long to show whole outside the console"
+                );
+                b.decide(&view.id, Decision::AllowOnce).unwrap();
+            });
+        }
     }
 
     #[test]
