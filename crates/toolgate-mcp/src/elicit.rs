@@ -16,8 +16,8 @@
 //! A form is offered only when it can show the whole request: every byte that will run (a
 //! command's `stdin` line by line, a script's text) is in the tool's preview, which the desk's
 //! account holds whole; a desk answers `None` for an account past its bound (the console's is
-//! 6,000 characters), and then no form is sent and the call waits in the console as it would
-//! without elicitation.
+//! 6,000 characters or 200 lines), and then no form is sent and the call waits in the console
+//! as it would without elicitation.
 //!
 //! How the form reaches the client depends on the revision:
 //!
