@@ -129,12 +129,12 @@ impl Sandbox {
         let read_only = if self.support.mount_namespaces.possible() {
             let mut writable = spec.writable.clone();
             writable.push(spec.temp_dir.clone());
-            mounts::ReadOnly::prepare(&writable, &spec.read_only).map_err(|source| {
-                SandboxError::Path {
+            mounts::ReadOnly::prepare(&writable, &spec.pinned, &spec.read_only).map_err(
+                |source| SandboxError::Path {
                     path: spec.temp_dir.clone(),
                     source,
-                }
-            })?
+                },
+            )?
         } else {
             mounts::ReadOnly::default()
         };

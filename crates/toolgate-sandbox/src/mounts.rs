@@ -41,6 +41,9 @@ pub(crate) struct ReadOnly {
     writable: Vec<CString>,
     /// Every other mount point, remounted read-only.
     mounts: Vec<(CString, MountFlags)>,
+    /// Directories inside the writable ones, bound onto themselves and left writable, so that
+    /// they cannot be renamed or removed.
+    pinned: Vec<CString>,
     /// Paths inside the writable ones, bound and remounted read-only.
     paths: Vec<(CString, MountFlags)>,
     /// Every devpts mount point of the table, each covered by a new, empty devpts instance:
@@ -51,9 +54,14 @@ pub(crate) struct ReadOnly {
 }
 
 impl ReadOnly {
-    /// The system read-only but `writable`, and `read_only` (inside those) read-only again;
-    /// paths that do not exist are left out.
-    pub(crate) fn prepare(writable: &[PathBuf], read_only: &[PathBuf]) -> io::Result<ReadOnly> {
+    /// The system read-only but `writable`, `pinned` (inside those) mount points of their
+    /// own, and `read_only` (inside those) read-only again; paths that do not exist are left
+    /// out.
+    pub(crate) fn prepare(
+        writable: &[PathBuf],
+        pinned: &[PathBuf],
+        read_only: &[PathBuf],
+    ) -> io::Result<ReadOnly> {
         let mut out = ReadOnly::default();
         let writable: Vec<PathBuf> = writable
             .iter()
@@ -84,6 +92,19 @@ impl ReadOnly {
             }
             out.mounts.push((c_path(&point)?, option_flags(options)));
         }
+        for path in pinned {
+            // Only a real directory: a link's target is not what the caller named.
+            let Ok(meta) = std::fs::symlink_metadata(path) else {
+                continue;
+            };
+            if !meta.is_dir() {
+                continue;
+            }
+            let Ok(real) = path.canonicalize() else {
+                continue;
+            };
+            out.pinned.push(c_path(&real)?);
+        }
         for path in read_only {
             // A path that does not exist has nothing to protect (git makes `.git/hooks`
             // with the repository, and a repository made during the call is the call's).
@@ -107,7 +128,7 @@ impl ReadOnly {
     }
 
     pub(crate) fn is_empty(&self) -> bool {
-        self.mounts.is_empty() && self.paths.is_empty()
+        self.mounts.is_empty() && self.paths.is_empty() && self.pinned.is_empty()
     }
 
     /// The paths inside the writable ones made read-only, for the report.
@@ -136,6 +157,9 @@ impl ReadOnly {
                 Err(rustix::io::Errno::NOENT) | Ok(()) => {}
                 Err(e) => return Err(e.into()),
             }
+        }
+        for path in &self.pinned {
+            rustix::mount::mount_bind(path.as_c_str(), path.as_c_str())?;
         }
         for (path, flags) in &self.paths {
             rustix::mount::mount_bind(path.as_c_str(), path.as_c_str())?;
@@ -292,7 +316,7 @@ pub(crate) fn possible() -> bool {
     let result = (|| {
         std::fs::create_dir(&inside)?;
         std::fs::create_dir(&beside)?;
-        let ro = ReadOnly::prepare(std::slice::from_ref(&inside), &[])?;
+        let ro = ReadOnly::prepare(std::slice::from_ref(&inside), &[], &[])?;
         let mut command = std::process::Command::new("/bin/sh");
         command
             // Each write in a subshell: a failed redirection of a special builtin would end

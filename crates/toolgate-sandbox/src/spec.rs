@@ -36,6 +36,10 @@ pub struct SandboxSpec {
     /// be made (the extra tier; see `Support::mount_namespaces`), and left writable, as a gap
     /// the report names, where it cannot.
     pub read_only: Vec<PathBuf>,
+    /// Directories inside writable ones bound onto themselves, still writable, where a mount
+    /// namespace can be made: a mount point cannot be renamed, replaced or removed (`EBUSY`),
+    /// so a workspace's `.git` stays the directory it is while what is inside it changes.
+    pub pinned: Vec<PathBuf>,
     /// Paths the child may neither read nor write.
     pub denied: DenyList,
     /// What the child may do on the network.
@@ -56,6 +60,7 @@ impl SandboxSpec {
             readable: Vec::new(),
             temp_dir: temp_dir.into(),
             read_only: Vec::new(),
+            pinned: Vec::new(),
             denied: DenyList::scratch_only(),
             network: NetworkMode::None,
             unix_sockets: UnixSockets::PairsOnly,

@@ -346,6 +346,7 @@ impl Confinement {
                 // What other programs run later is not the command's to change: bound
                 // read-only where a mount namespace can be made, compared afterwards always.
                 spec.read_only = crate::later::read_only_paths(&later, workspace);
+                spec.pinned = crate::later::pinned_paths(&later, workspace);
                 spec.denied = self.denied.clone();
                 spec.network = network;
                 spec.unix_sockets = self.unix_sockets;

@@ -135,6 +135,22 @@ pub(crate) fn read_only_paths(guarded: &Guarded, workspace: &Path) -> Vec<PathBu
     out
 }
 
+/// The git directories to pin where a mount namespace can be made (a mount point cannot be
+/// renamed, replaced or removed), but those the call may change.
+pub(crate) fn pinned_paths(guarded: &Guarded, workspace: &Path) -> Vec<PathBuf> {
+    guarded
+        .before()
+        .paths()
+        .filter(|(name, _, kept)| {
+            matches!(kept, Kept::Dir { .. })
+                && runs_later::guard(name, true) == Guard::GitDir
+                && !guarded.allows(name)
+        })
+        .map(|(_, path, _)| workspace.join(path))
+        .take(MAX_READ_ONLY_MOUNTS)
+        .collect()
+}
+
 /// Stage 7, after the last process ended: what changed is put back; the call fails if
 /// anything had.
 pub(crate) fn check_after(guarded: &Guarded) -> Result<(), ToolError> {

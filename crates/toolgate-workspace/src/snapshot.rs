@@ -36,7 +36,9 @@ use std::os::unix::ffi::OsStrExt as _;
 use std::os::unix::fs::PermissionsExt as _StdPermissionsExt;
 use std::path::{Path, PathBuf};
 
-use cap_std::fs::{Dir, OpenOptions, OpenOptionsExt as _, Permissions, PermissionsExt as _};
+use cap_std::fs::{
+    Dir, MetadataExt as _, OpenOptions, OpenOptionsExt as _, Permissions, PermissionsExt as _,
+};
 use sha2::{Digest as _, Sha256};
 
 /// Files larger than this are kept as their length and digest only.
@@ -54,7 +56,9 @@ pub enum Watch {
     Skip,
     /// Not kept; a directory to look into.
     Descend,
-    /// Kept itself (its kind and permissions), and looked into.
+    /// Kept itself (its kind and permissions) and its identity, and looked into: a directory
+    /// that must stay the one it is (a repository's git directory), not only look the same.
+    /// Where it went, if it was moved within the workspace, is found and it is moved back.
     Enter,
     /// Kept, with everything beneath it.
     Whole,
@@ -127,6 +131,10 @@ impl fmt::Display for Change {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Snapshot {
     entries: BTreeMap<String, (PathBuf, Kept)>,
+    /// The identity (device, inode) of each [`Watch::Enter`] directory.
+    identities: BTreeMap<String, (u64, u64)>,
+    /// Every directory the walk entered, by identity: where a moved one went.
+    dirs: BTreeMap<(u64, u64), PathBuf>,
 }
 
 /// Why a snapshot could not be taken, or a change not undone.
@@ -141,6 +149,31 @@ pub enum SnapshotError {
 }
 
 impl Snapshot {
+    /// Notes the directory `dir`, at `path`, by its identity.
+    fn note_dir(&mut self, dir: &Dir, path: &Path) -> io::Result<(u64, u64)> {
+        let meta = dir.dir_metadata()?;
+        let identity = (meta.dev(), meta.ino());
+        self.dirs.insert(identity, path.to_path_buf());
+        Ok(identity)
+    }
+
+    /// The [`Watch::Enter`] directories that are no longer themselves in `after` (renamed,
+    /// replaced, removed), each with where it is now if `after` found it elsewhere.
+    pub fn moved(&self, after: &Snapshot) -> Vec<(String, Option<PathBuf>)> {
+        self.identities
+            .iter()
+            .filter(|(name, identity)| after.identities.get(*name) != Some(*identity))
+            .map(|(name, identity)| {
+                let now = after
+                    .dirs
+                    .get(identity)
+                    .filter(|path| name_of(path) != **name)
+                    .cloned();
+                (name.clone(), now)
+            })
+            .collect()
+    }
+
     /// Walks `root`, keeping what `watch` chooses.
     pub fn take(
         root: &Dir,
@@ -303,17 +336,56 @@ impl Guarded {
     /// Compares the workspace with the snapshot and puts back what changed outside the
     /// allowed paths: `Ok(None)` when nothing did.
     pub fn check(&self) -> Result<Option<Undone>, SnapshotError> {
-        let after = Snapshot::take(&self.root, &self.watch)?;
-        let changes: Vec<Change> = self
+        let mut after = Snapshot::take(&self.root, &self.watch)?;
+        // A git directory renamed and another put in its place: the original goes back where
+        // it was, and what took its place goes. Then the rest is compared as usual.
+        let mut replaced = Vec::new();
+        let mut lost = Vec::new();
+        for (name, now) in self.before.moved(&after) {
+            if self.allows(&name) {
+                continue;
+            }
+            let Some((path, _)) = self.before.entries.get(&name) else {
+                continue;
+            };
+            match now {
+                Some(now) => {
+                    if let Some((_, kept)) = after.entries.get(&name) {
+                        remove_entry(&self.root, path, kept)
+                            .map_err(|e| restore_error(&name, &e))?;
+                    }
+                    self.root
+                        .rename(&now, &self.root, path)
+                        .map_err(|e| restore_error(&name, &e))?;
+                }
+                // Gone where the walk does not look, or out of reach: what is kept of it is
+                // written again below, the rest is lost.
+                None => lost.push(name.clone()),
+            }
+            replaced.push(Change {
+                path: name,
+                what: ChangeKind::Replaced,
+            });
+        }
+        if !replaced.is_empty() {
+            after = Snapshot::take(&self.root, &self.watch)?;
+        }
+        let mut changes: Vec<Change> = self
             .before
             .changes(&after)
             .into_iter()
             .filter(|change| !self.allows(&change.path))
             .collect();
-        if changes.is_empty() {
+        if changes.is_empty() && replaced.is_empty() {
             return Ok(None);
         }
-        let lost = self.before.restore(&self.root, &after, &changes)?;
+        lost.extend(self.before.restore(&self.root, &after, &changes)?);
+        for change in replaced {
+            if !changes.iter().any(|c| c.path == change.path) {
+                changes.push(change);
+            }
+        }
+        changes.sort_by(|a, b| a.path.cmp(&b.path));
         Ok(Some(Undone { changes, lost }))
     }
 }
@@ -374,6 +446,8 @@ fn walk(
             Watch::Skip => {}
             Watch::Descend if file_type.is_dir() => {
                 let sub = entry.open_dir().map_err(|e| read_error(&path, e))?;
+                out.note_dir(&sub, &path)
+                    .map_err(|e| read_error(&path, e))?;
                 walk(&sub, &path, watch, out, seen)?;
             }
             Watch::Descend => {}
@@ -381,6 +455,10 @@ fn walk(
                 keep(dir, &path, &entry.file_name(), out)?;
                 if file_type.is_dir() {
                     let sub = entry.open_dir().map_err(|e| read_error(&path, e))?;
+                    let identity = out
+                        .note_dir(&sub, &path)
+                        .map_err(|e| read_error(&path, e))?;
+                    out.identities.insert(name.clone(), identity);
                     walk(&sub, &path, watch, out, seen)?;
                 }
             }
@@ -683,6 +761,32 @@ mod tests {
                 .collect();
             assert_eq!(now, was, "{what}");
         }
+    }
+
+    #[test]
+    fn a_git_directory_renamed_and_replaced_is_moved_back() {
+        let (dir, _root) = workspace();
+        let p = dir.path();
+        fs::write(p.join(".git/objects/original"), "object").unwrap();
+        let guarded = Guarded::take(p, watch, Vec::new()).unwrap();
+        fs::rename(p.join(".git"), p.join("src/old-git")).unwrap();
+        fs::create_dir_all(p.join(".git/hooks")).unwrap();
+        fs::write(p.join(".git/config"), "[core]\nfsmonitor = evil\n").unwrap();
+        let undone = guarded.check().unwrap().unwrap();
+        assert_eq!(undone.changes[0].path, ".git", "{undone:?}");
+        assert!(undone.lost.is_empty());
+        assert_eq!(
+            fs::read(p.join(".git/objects/original")).unwrap(),
+            b"object"
+        );
+        assert_eq!(fs::read(p.join(".git/config")).unwrap(), b"[core]\n");
+        assert!(!p.join("src/old-git").exists());
+        assert_eq!(guarded.check().unwrap(), None, "nothing left to undo");
+
+        // Allowed by name, it stays as the process left it.
+        let allowed = Guarded::take(p, watch, vec![".git".to_owned()]).unwrap();
+        fs::write(p.join(".git/hooks/post-commit"), "#!/bin/sh\n").unwrap();
+        assert_eq!(allowed.check().unwrap(), None);
     }
 
     #[test]
