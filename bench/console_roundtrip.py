@@ -19,6 +19,7 @@ import subprocess
 import tempfile
 import threading
 import time
+import urllib.error
 import urllib.request
 
 
@@ -41,17 +42,28 @@ def main():
             [args.toolgate, "serve", "--workspace", ws],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
         )
-        url = None
-        while url is None:
+        link = None
+        while link is None:
             line = proc.stderr.readline().decode()
             if not line:
-                raise SystemExit("toolgate serve stopped before printing the console address")
-            match = re.search(r"approval console at (http://127\.0\.0\.1:(\d+))/\?token=(\w+)", line)
+                raise SystemExit("toolgate serve stopped before printing the console's login link")
+            match = re.search(r"(http://127\.0\.0\.1:(\d+))/login\?code=\w+", line)
             if match:
-                base, port, token = match.group(1), match.group(2), match.group(3)
-                url = base
+                link, base, port = match.group(0), match.group(1), match.group(2)
         threading.Thread(target=lambda: proc.stderr.read(), daemon=True).start()
-        cookie = f"toolgate_console_{port}={token}"
+
+        # Logged in as a browser is: the link opened once, the cookie its answer sets kept.
+        class NoRedirect(urllib.request.HTTPRedirectHandler):
+            def redirect_request(self, *args, **kwargs):
+                return None
+
+        try:
+            urllib.request.build_opener(NoRedirect).open(link)
+            raise SystemExit("the login link did not redirect")
+        except urllib.error.HTTPError as answer:
+            if answer.code != 303:
+                raise
+            cookie = answer.headers["Set-Cookie"].split(";")[0]
         page = urllib.request.urlopen(urllib.request.Request(base + "/", headers={"Cookie": cookie})).read().decode()
         csrf = re.search(r'name="toolgate-csrf" content="(\w+)"', page).group(1)
 

@@ -94,6 +94,35 @@ pub fn mark_invisible(text: &str) -> Cow<'_, str> {
     Cow::Owned(marked)
 }
 
+/// `text` with every invisible character written as a Rust-style escape, `\u{1b}`,
+/// `\u{202e}`: the spelling for a terminal, where a control character is an instruction
+/// (OSC 52 sets the clipboard, `ESC [ 8 m` hides text) and a mark like `<U+202E>` would read
+/// as text a program wrote. Borrowed when there is none. Everything toolgate writes to a
+/// terminal from a file, a model or an upstream goes through this (the `toolgate` binary's
+/// `terminal` module, an upstream's standard error).
+///
+/// ```
+/// use toolgate_core::visible::escape_invisible;
+///
+/// assert_eq!(escape_invisible("a\u{1b}]52;c;eA==\u{7}"), "a\\u{1b}]52;c;eA==\\u{7}");
+/// assert_eq!(escape_invisible("tab\tand\n"), "tab\tand\n");
+/// ```
+pub fn escape_invisible(text: &str) -> Cow<'_, str> {
+    if !text.chars().any(is_invisible) {
+        return Cow::Borrowed(text);
+    }
+    let mut shown = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        if is_invisible(c) {
+            // Writing to a `String` cannot fail.
+            let _ = write!(shown, "\\u{{{:x}}}", u32::from(c));
+        } else {
+            shown.push(c);
+        }
+    }
+    Cow::Owned(shown)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -11,7 +11,7 @@
 //! every pending call with the fault, and tells the supervisor, which starts a new one.
 
 use std::collections::{HashMap, VecDeque};
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError, SyncSender, TrySendError};
@@ -451,7 +451,8 @@ impl Connection {
             .envs(spec.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit());
+            // Copied onto toolgate's own, escaped: see `forward_stderr`.
+            .stderr(Stdio::piped());
         if let Some(cwd) = &spec.cwd {
             command.current_dir(cwd);
         }
@@ -479,6 +480,7 @@ impl Connection {
         if let (Some(watchdog), Some(group)) = (&watchdog, group) {
             watchdog.watch(group);
         }
+        let stderr = child.stderr.take();
         let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
             if let (Some(watchdog), Some(group)) = (&watchdog, group) {
                 watchdog.release(group);
@@ -539,7 +541,73 @@ impl Connection {
                 connection.kill();
                 Fault::Unavailable(format!("cannot start a reader for `{}`: {e}", spec.name))
             })?;
+        if let Some(stderr) = stderr {
+            std::thread::Builder::new()
+                .name(format!("upstream-{}-stderr", spec.name))
+                .spawn(move || forward_stderr(stderr, &mut std::io::stderr()))
+                .map_err(|e| {
+                    connection.kill();
+                    Fault::Unavailable(format!(
+                        "cannot start a reader of `{}`'s standard error: {e}",
+                        spec.name
+                    ))
+                })?;
+        }
         Ok(connection)
+    }
+}
+
+/// Copies what an upstream writes to its standard error onto toolgate's, with every control
+/// and invisible character escaped (`\u{1b}`): that stream reaches a person's terminal
+/// (`toolgate tools discover`, `toolgate call`) or a client's log, and an upstream's text must
+/// not command the terminal — set its clipboard with OSC 52, hide what follows (issue 36).
+/// A character split between two reads is held until its last byte comes; bytes that are not
+/// UTF-8 are written as U+FFFD. Ends when the upstream and everything it started have closed
+/// the stream.
+fn forward_stderr(mut from: impl Read, to: &mut impl Write) {
+    let mut buffer = [0u8; 8192];
+    let mut pending: Vec<u8> = Vec::new();
+    loop {
+        let read = match from.read(&mut buffer) {
+            Ok(0) => break,
+            Ok(read) => read,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(_) => break,
+        };
+        pending.extend_from_slice(buffer.get(..read).unwrap_or_default());
+        let (text, rest) = decoded(&pending);
+        pending = rest.to_vec();
+        let _ = to.write_all(toolgate_core::visible::escape_invisible(&text).as_bytes());
+        let _ = to.flush();
+    }
+    if !pending.is_empty() {
+        let _ = to.write_all("\u{FFFD}".as_bytes());
+    }
+}
+
+/// The text at the start of `bytes` (each byte that is not UTF-8 as U+FFFD), and the first
+/// bytes of a character cut short at its end.
+fn decoded(bytes: &[u8]) -> (String, &[u8]) {
+    let mut text = String::new();
+    let mut rest = bytes;
+    loop {
+        match std::str::from_utf8(rest) {
+            Ok(whole) => {
+                text.push_str(whole);
+                return (text, &[]);
+            }
+            Err(e) => {
+                let (good, after) = rest.split_at(e.valid_up_to());
+                text.push_str(std::str::from_utf8(good).unwrap_or_default());
+                match e.error_len() {
+                    None => return (text, after),
+                    Some(bad) => {
+                        text.push('\u{FFFD}');
+                        rest = after.get(bad..).unwrap_or_default();
+                    }
+                }
+            }
+        }
     }
 }
 
@@ -1269,6 +1337,36 @@ pub(crate) fn find_id(fragment: &[u8]) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Reads `bytes` a few at a time, as a pipe may deliver them.
+    struct Trickle<'a>(&'a [u8], usize);
+
+    impl Read for Trickle<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            let n = self.1.min(self.0.len()).min(buf.len());
+            buf[..n].copy_from_slice(&self.0[..n]);
+            self.0 = &self.0[n..];
+            Ok(n)
+        }
+    }
+
+    #[test]
+    fn an_upstreams_standard_error_reaches_toolgates_with_its_controls_escaped() {
+        let written =
+            "log \u{1b}]52;c;ZXZpbA==\u{7} \u{1b}[8mhidden \u{9b}2J \u{202e}x\n".as_bytes();
+        for step in 1..8 {
+            let mut out = Vec::new();
+            forward_stderr(Trickle(written, step), &mut out);
+            assert_eq!(
+                String::from_utf8(out).unwrap(),
+                "log \\u{1b}]52;c;ZXZpbA==\\u{7} \\u{1b}[8mhidden \\u{9b}2J \\u{202e}x\n",
+                "read {step} bytes at a time"
+            );
+        }
+        let mut out = Vec::new();
+        forward_stderr(Trickle(b"a\x9bb\xe2\x80", 64), &mut out);
+        assert_eq!(String::from_utf8(out).unwrap(), "a\u{FFFD}b\u{FFFD}");
+    }
 
     fn lines(input: &[u8], max: usize) -> Vec<String> {
         let mut reader = BufReader::with_capacity(7, input);

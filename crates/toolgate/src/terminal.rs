@@ -23,24 +23,12 @@ use std::borrow::Cow;
 use std::fmt::Write as _;
 use std::io::Write;
 
-use toolgate_core::visible::is_invisible;
+use toolgate_core::visible::{escape_invisible, is_invisible};
 
 /// `text` with every invisible or control character (but tab and newline) written as
-/// `\u{hex}`. Borrowed when there is none.
+/// `\u{hex}`, by core's [`escape_invisible`]. Borrowed when there is none.
 pub fn visible(text: &str) -> Cow<'_, str> {
-    if !text.chars().any(is_invisible) {
-        return Cow::Borrowed(text);
-    }
-    let mut shown = String::with_capacity(text.len() + 16);
-    for c in text.chars() {
-        if is_invisible(c) {
-            // Writing to a `String` cannot fail.
-            let _ = write!(shown, "\\u{{{:x}}}", u32::from(c));
-        } else {
-            shown.push(c);
-        }
-    }
-    Cow::Owned(shown)
+    escape_invisible(text)
 }
 
 /// `value` as pretty JSON, with every invisible or control character escaped.

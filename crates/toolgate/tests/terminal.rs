@@ -269,3 +269,34 @@ fn tool_descriptions_are_listed_with_their_escapes_shown() {
         );
     }
 }
+
+/// An upstream server's standard error reached the person's terminal untouched (it was
+/// inherited): `tools discover` starts each upstream, and a hostile one wrote escapes there.
+#[test]
+fn an_upstreams_standard_error_is_shown_not_obeyed() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    for row in rows() {
+        let config = dir.path().join("toolgate.toml");
+        fs::write(
+            &config,
+            format!(
+                "[[upstream]]\nname = \"noisy\"\ncommand = [\"/bin/sh\", \"-c\", \"printf 'said %s\\\\n' \\\"$0\\\" >&2; exit 1\", {}]\n",
+                toml_string(&row.text)
+            ),
+        )
+        .unwrap();
+        let discovered = run(toolgate(&state)
+            .current_dir(dir.path())
+            .args(["tools", "discover", "--config"])
+            .arg(&config));
+        assert_no_raw(&row.name, &discovered.stderr);
+        assert_no_raw(&row.name, &discovered.stdout);
+        assert!(
+            discovered.stderr.contains(&format!("said {}\n", row.shown)),
+            "{}: {}",
+            row.name,
+            discovered.stderr
+        );
+    }
+}
