@@ -420,17 +420,17 @@ fn a_malformed_file_in_the_git_directory_is_not_quoted() {
         (
             "HEAD holding a secret",
             |f| fs::write(f.git_dir().join("HEAD"), format!("{SECRET}\n")).unwrap(),
-            "",
+            "`.git/HEAD`",
         ),
         (
             "a branch holding a secret",
             |f| fs::write(f.git_dir().join("refs/heads/main"), format!("{SECRET}\n")).unwrap(),
-            "",
+            "`.git/refs/heads/main`",
         ),
         (
             "an index holding a secret",
             |f| fs::write(f.git_dir().join("index"), format!("DIRC{SECRET}\n")).unwrap(),
-            "",
+            "`.git/index`",
         ),
     ];
     for (name, spoil, names) in rows {

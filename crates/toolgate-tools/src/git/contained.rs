@@ -168,10 +168,8 @@ pub(super) fn describe(root: &Path, error: &gix::Error) -> String {
     let mut text = String::new();
     for source in error.iter_errors() {
         let message = source.to_string();
-        for (prefix, file) in KNOWN_FILES {
-            if message.starts_with(prefix) {
-                text.push_str(&format!("\n{}/{file}\n", root.display()));
-            }
+        for file in files_meant(&message) {
+            text.push_str(&format!("\n{}/{DOT_GIT}/{file}\n", root.display()));
         }
         text.push_str(&message);
         text.push('\n');
@@ -194,12 +192,32 @@ pub(super) fn describe(root: &Path, error: &gix::Error) -> String {
     }
 }
 
-/// gix's messages that do not carry the path of the file they are about: the start of the
-/// message, and the file.
-const KNOWN_FILES: [(&str, &str); 2] = [
-    ("Invalid packed reference", ".git/packed-refs"),
-    ("Could not open packed refs", ".git/packed-refs"),
-];
+/// The files of the git directory a gix message is about when it does not give their path:
+/// judged by gix's own words, which come before any input it quotes (after the first `"` or
+/// `=`), and, for a reference, the name gix gives it.
+fn files_meant(message: &str) -> Vec<String> {
+    let words = message[..message.find(['"', '=']).unwrap_or(message.len())].to_lowercase();
+    let mut files = Vec::new();
+    if words.contains("packed ref") {
+        files.push("packed-refs".to_owned());
+    }
+    // The index's decoder names no file: "File is too small even for header …",
+    // "Signature mismatch - this doesn't claim to be a header file".
+    if words.contains("index")
+        || words.contains("header with zero entries")
+        || words.contains("claim to be a header")
+    {
+        files.push("index".to_owned());
+    }
+    if let Some(name) = message
+        .strip_prefix("The reference at \"")
+        .and_then(|rest| rest.split_once('"'))
+        .map(|(name, _)| name)
+    {
+        files.push(name.to_owned());
+    }
+    files
+}
 
 /// How many files a description names at most.
 const MAX_NAMED: usize = 3;
@@ -357,6 +375,34 @@ mod tests {
             listed.unwrap_err().kind(),
             std::io::ErrorKind::PermissionDenied
         );
+    }
+
+    #[test]
+    fn files_a_message_is_about() {
+        let table: [(&str, &[&str]); 6] = [
+            (
+                "Invalid packed reference, input=\"x\", line=1",
+                &["packed-refs"],
+            ),
+            (
+                "The reference at \"refs/heads/main\" could not be decoded",
+                &["refs/heads/main"],
+            ),
+            (
+                "File is too small even for header with zero entries",
+                &["index"],
+            ),
+            ("Object header is invalid", &[]),
+            ("Could not parse entry at index 3", &["index"]),
+            // What a message quotes is not its words.
+            (
+                "Invalid packed reference, input=\"index\"",
+                &["packed-refs"],
+            ),
+        ];
+        for (message, files) in table {
+            assert_eq!(files_meant(message), files, "{message}");
+        }
     }
 
     #[test]
