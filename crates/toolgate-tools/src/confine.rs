@@ -345,8 +345,8 @@ impl Confinement {
                 spec.readable.extend(self.readable.iter().cloned());
                 // What other programs run later is not the command's to change: bound
                 // read-only where a mount namespace can be made, compared afterwards always.
-                spec.read_only = crate::later::read_only_paths(&later, workspace);
-                spec.pinned = crate::later::pinned_paths(&later, workspace);
+                spec.read_only = later.read_only_paths(crate::later::MAX_READ_ONLY_MOUNTS);
+                spec.pinned = later.pinned_paths(crate::later::MAX_READ_ONLY_MOUNTS);
                 spec.denied = self.denied.clone();
                 spec.network = network;
                 spec.unix_sockets = self.unix_sockets;

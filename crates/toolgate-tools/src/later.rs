@@ -6,18 +6,19 @@
 //! bound read-only for the processes ([`read_only_paths`]), so that most changes fail at once.
 
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde_json::{Value, json};
 use toolgate_core::runs_later::{self, Guard};
 use toolgate_core::{FieldError, RejectCode, ToolError, ToolErrorCode};
-use toolgate_workspace::snapshot::{Guarded, Kept, SnapshotError, Watch};
+use toolgate_workspace::snapshot::{Guarded, SnapshotError, Watch};
 
 /// Most entries `may_change` may name.
 pub const MAX_MAY_CHANGE: usize = 16;
 
-/// Most paths bound read-only for one call; the rest are guarded by the check alone.
-const MAX_READ_ONLY_MOUNTS: usize = 64;
+/// Most paths bound read-only (or pinned) for one call; the rest are guarded by the check
+/// alone.
+pub(crate) const MAX_READ_ONLY_MOUNTS: usize = 64;
 
 /// The `may_change` argument's schema, shared by `run_command` and `run_script`.
 pub(crate) fn may_change_schema() -> Value {
@@ -30,8 +31,9 @@ pub(crate) fn may_change_schema() -> Value {
     })
 }
 
-/// How a snapshot of the files that run later walks the workspace.
-fn watch(path: &str, is_dir: bool) -> Watch {
+/// How a snapshot of the files that run later walks a workspace (or any tree a confined
+/// process may write).
+pub fn watch(path: &str, is_dir: bool) -> Watch {
     match runs_later::guard(path, is_dir) {
         Guard::Skip => Watch::Skip,
         Guard::Descend => Watch::Descend,
@@ -102,53 +104,6 @@ pub(crate) fn take(workspace: &Path, may_change: &[String]) -> Result<Guarded, T
 
 fn describe(error: &SnapshotError) -> String {
     error.to_string()
-}
-
-/// The kept paths to bind read-only where a mount namespace can be made: each real file or
-/// directory guarded whole whose parent is not (`.git/hooks`, `.mcp.json`), but those the call
-/// may change.
-pub(crate) fn read_only_paths(guarded: &Guarded, workspace: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    for (name, path, kept) in guarded.before().paths() {
-        if !matches!(kept, Kept::Dir { .. } | Kept::File { .. }) || guarded.allows(name) {
-            continue;
-        }
-        let is_dir = matches!(kept, Kept::Dir { .. });
-        if runs_later::guard(name, is_dir) != Guard::Whole {
-            continue;
-        }
-        let parent_whole = name
-            .rsplit_once('/')
-            .is_some_and(|(parent, _)| runs_later::guard(parent, true) == Guard::Whole);
-        // A name some allowed path lies beneath cannot be bound whole.
-        let holds_allowed = guarded.before().paths().any(|(other, _, _)| {
-            guarded.allows(other) && other.starts_with(name) && other.len() > name.len()
-        });
-        if parent_whole || holds_allowed {
-            continue;
-        }
-        out.push(workspace.join(path));
-        if out.len() == MAX_READ_ONLY_MOUNTS {
-            break;
-        }
-    }
-    out
-}
-
-/// The git directories to pin where a mount namespace can be made (a mount point cannot be
-/// renamed, replaced or removed), but those the call may change.
-pub(crate) fn pinned_paths(guarded: &Guarded, workspace: &Path) -> Vec<PathBuf> {
-    guarded
-        .before()
-        .paths()
-        .filter(|(name, _, kept)| {
-            matches!(kept, Kept::Dir { .. })
-                && runs_later::guard(name, true) == Guard::GitDir
-                && !guarded.allows(name)
-        })
-        .map(|(_, path, _)| workspace.join(path))
-        .take(MAX_READ_ONLY_MOUNTS)
-        .collect()
 }
 
 /// Stage 7, after the last process ended: what changed is put back; the call fails if

@@ -70,6 +70,7 @@ use toolgate_workspace::Workspace;
 pub use confine::{Confinement, MAX_NETWORK_HOSTS};
 pub use file_write::FileWriter;
 pub use git::{GitDiff, GitStatus};
+pub use later::watch as watch_files_that_run_later;
 pub use list_dir::ListDir;
 pub use read_file::ReadFile;
 pub use run_command::RunCommand;

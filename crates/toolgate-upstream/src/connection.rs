@@ -209,6 +209,13 @@ pub trait Rpc: Send + Sync + std::fmt::Debug {
     /// With a `listener`, the request carries a progress token, and what the upstream reports
     /// about it until it is answered (see [`crate::relay`]) is passed to `listener`, in order,
     /// on the calling thread.
+    /// Puts back what the upstream changed among the files that run later in the paths it
+    /// may write since the last look, and says what that was; `None` when nothing was (or the
+    /// connection starts no process).
+    fn undo_later_changes(&self) -> Option<String> {
+        None
+    }
+
     fn request_reporting(
         &self,
         method: &str,
@@ -612,6 +619,10 @@ fn decoded(bytes: &[u8]) -> (String, &[u8]) {
 }
 
 impl Rpc for Connection {
+    fn undo_later_changes(&self) -> Option<String> {
+        lock(&self.confined).as_mut()?.undo_later_changes()
+    }
+
     fn upstream(&self) -> &str {
         &self.upstream
     }

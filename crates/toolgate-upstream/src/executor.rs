@@ -138,6 +138,17 @@ impl UpstreamExecutor {
         connection: &Arc<dyn Rpc>,
         result: Result<Value, Fault>,
     ) -> Result<ToolOutput, ToolError> {
+        // Whatever it answered, a change to a file that runs later is put back and fails the
+        // call: nobody approved it.
+        if let Some(undone) = connection.undo_later_changes() {
+            return Err(ToolError::new(
+                ToolErrorCode::RunsLaterChanged,
+                format!(
+                    "upstream `{}` changed files that other programs run later, which were put back as they were: {undone}",
+                    self.supervisor.spec.name
+                ),
+            ));
+        }
         let result = result.map_err(|fault| {
             if matches!(fault, Fault::Timeout(_)) {
                 self.supervisor.probe(Arc::clone(connection));

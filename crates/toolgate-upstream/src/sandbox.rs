@@ -43,8 +43,13 @@ use toolgate_sandbox::{
     DenyList, Limits, NetworkMode, Prepared, Sandbox, SandboxError, SandboxSpec, UnixSockets,
 };
 
+use toolgate_workspace::snapshot::{Guarded, Watch};
+
 use crate::UpstreamError;
 use crate::connection::Fault;
+
+/// Most paths bound read-only, or pinned, in each path an upstream may write.
+const MAX_GUARD_MOUNTS: usize = 64;
 
 /// Most hosts one upstream's `network` may name.
 pub const MAX_NETWORK_HOSTS: usize = 32;
@@ -152,6 +157,9 @@ pub struct UpstreamConfinement {
     limits: Limits,
     unix_sockets: UnixSockets,
     pins: Arc<PinnedResolver>,
+    /// How to find the files that another program runs later in a path an upstream may
+    /// write: set by whoever knows them (toolgate's binary, from `toolgate-tools`).
+    later: Option<fn(&str, bool) -> Watch>,
 }
 
 impl UpstreamConfinement {
@@ -164,6 +172,7 @@ impl UpstreamConfinement {
             limits: Limits::default(),
             unix_sockets: UnixSockets::PairsOnly,
             pins: Arc::default(),
+            later: None,
         }
     }
 
@@ -189,7 +198,16 @@ impl UpstreamConfinement {
             limits: Limits::default(),
             unix_sockets: UnixSockets::PairsOnly,
             pins: Arc::default(),
+            later: None,
         }
+    }
+
+    /// Guards the files that another program runs later in every path an upstream may write
+    /// (`watch` chooses them): where a mount namespace can be made, the existing ones are
+    /// read-only for it and git directories cannot be moved; always, what it changed there is
+    /// put back, and reported, whenever it answers a call and when it stops.
+    pub fn guard_files_that_run_later(&mut self, watch: fn(&str, bool) -> Watch) {
+        self.later = Some(watch);
     }
 
     /// Lets every upstream read `path` too, even inside a denied place.
@@ -266,8 +284,28 @@ impl UpstreamConfinement {
             let spec = ProxySpec::new(own.network.clone()).resolver(self.pins.clone());
             Some(Proxy::start(spec).map_err(|e| refused("sandbox_failed", &e))?)
         };
+        let mut guards = Vec::new();
+        if let Some(watch) = self.later {
+            for path in own.write.iter().filter(|p| p.is_dir()) {
+                let guard = Guarded::take(path, watch, Vec::new()).map_err(|e| {
+                    refused(
+                        "sandbox_failed",
+                        &format!(
+                            "the files that run later in `{}` could not be taken stock of: {e}",
+                            path.display()
+                        ),
+                    )
+                })?;
+                guards.push(guard);
+            }
+        }
         let mut spec = SandboxSpec::new(cwd, temp.path());
         spec.writable.clone_from(&own.write);
+        for guard in &guards {
+            spec.read_only
+                .extend(guard.read_only_paths(MAX_GUARD_MOUNTS));
+            spec.pinned.extend(guard.pinned_paths(MAX_GUARD_MOUNTS));
+        }
         spec.readable.clone_from(&own.read);
         spec.readable.push(cwd.to_path_buf());
         spec.readable.extend(self.readable.iter().cloned());
@@ -285,6 +323,7 @@ impl UpstreamConfinement {
             proxy,
             prepared: Some(prepared),
             env,
+            guards,
         })
     }
 
@@ -358,9 +397,40 @@ pub(crate) struct Confined {
     proxy: Option<Proxy>,
     prepared: Option<Prepared>,
     env: Vec<(String, String)>,
+    /// The files that run later in each path it may write.
+    guards: Vec<Guarded>,
 }
 
 impl Confined {
+    /// Puts back what the process changed among the files that run later since the last
+    /// look, and says what that was; the state now is what the next look compares with.
+    pub(crate) fn undo_later_changes(&mut self) -> Option<String> {
+        let mut said = Vec::new();
+        for guard in &mut self.guards {
+            match guard.check() {
+                Ok(None) => {}
+                Ok(Some(undone)) => {
+                    let changes: Vec<String> = undone
+                        .changes
+                        .iter()
+                        .take(16)
+                        .map(ToString::to_string)
+                        .collect();
+                    let mut line = changes.join(", ");
+                    if !undone.lost.is_empty() {
+                        let _ = write!(line, " (not put back: {})", undone.lost.join(", "));
+                    }
+                    said.push(line);
+                }
+                Err(e) => said.push(format!("cannot compare or put back: {e}")),
+            }
+            // What cannot be renewed is compared with the older state next time, which
+            // guards more, never less.
+            let _ = guard.renew();
+        }
+        (!said.is_empty()).then(|| said.join("; "))
+    }
+
     /// Confines `command`: the sandbox between fork and exec, `TMPDIR` and the proxy's
     /// variables in its environment.
     pub(crate) fn apply(&self, command: &mut std::process::Command) {
@@ -370,8 +440,11 @@ impl Confined {
         }
     }
 
-    /// Ends the confinement of a process that is gone.
-    pub(crate) fn end(self) {
+    /// Ends the confinement of a process that is gone, once what it changed among the files
+    /// that run later is put back.
+    pub(crate) fn end(mut self) {
+        // Nobody is waiting for an answer now: what is put back is said by no call.
+        let _ = self.undo_later_changes();
         if let Some(proxy) = self.proxy {
             let _ = proxy.stop();
         }

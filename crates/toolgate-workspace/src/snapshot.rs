@@ -62,6 +62,8 @@ pub enum Watch {
     Enter,
     /// Kept, with everything beneath it.
     Whole,
+    /// Inside a [`Watch::Whole`] directory: kept. Only the walk gives this.
+    Inside,
 }
 
 /// One kept entry.
@@ -135,6 +137,8 @@ pub struct Snapshot {
     identities: BTreeMap<String, (u64, u64)>,
     /// Every directory the walk entered, by identity: where a moved one went.
     dirs: BTreeMap<(u64, u64), PathBuf>,
+    /// The entries `watch` chose [`Watch::Whole`] for (not those inside them).
+    tops: Vec<String>,
 }
 
 /// Why a snapshot could not be taken, or a change not undone.
@@ -281,6 +285,7 @@ impl Snapshot {
 /// returns them.
 #[derive(Debug)]
 pub struct Guarded {
+    root_path: PathBuf,
     root: Dir,
     watch: fn(&str, bool) -> Watch,
     before: Snapshot,
@@ -300,18 +305,20 @@ pub struct Undone {
 impl Guarded {
     /// Takes the snapshot of `root` that `watch` chooses.
     pub fn take(
-        root: &Path,
+        root_path: &Path,
         watch: fn(&str, bool) -> Watch,
         allowed: Vec<String>,
     ) -> Result<Guarded, SnapshotError> {
-        let root = Dir::open_ambient_dir(root, cap_std::ambient_authority()).map_err(|source| {
-            SnapshotError::Read {
-                path: String::new(),
-                source,
-            }
-        })?;
+        let root =
+            Dir::open_ambient_dir(root_path, cap_std::ambient_authority()).map_err(|source| {
+                SnapshotError::Read {
+                    path: String::new(),
+                    source,
+                }
+            })?;
         let before = Snapshot::take(&root, &watch)?;
         Ok(Guarded {
+            root_path: root_path.to_path_buf(),
             root,
             watch,
             before,
@@ -322,6 +329,52 @@ impl Guarded {
     /// The snapshot taken.
     pub fn before(&self) -> &Snapshot {
         &self.before
+    }
+
+    /// What a mount namespace can make read-only for the process: each real file or directory
+    /// kept whole (not one inside another), but those it may change or that hold one it may
+    /// change; at most `limit`.
+    pub fn read_only_paths(&self, limit: usize) -> Vec<PathBuf> {
+        let mut out = Vec::new();
+        for name in &self.before.tops {
+            let Some((path, kept)) = self.before.entries.get(name) else {
+                continue;
+            };
+            let holds_allowed = self.allowed.iter().any(|allowed| {
+                allowed.starts_with(name.as_str())
+                    && allowed.as_bytes().get(name.len()) == Some(&b'/')
+            });
+            if matches!(kept, Kept::Dir { .. } | Kept::File { .. })
+                && !self.allows(name)
+                && !holds_allowed
+            {
+                out.push(self.root_path.join(path));
+            }
+            if out.len() == limit {
+                break;
+            }
+        }
+        out
+    }
+
+    /// The directories that must stay themselves ([`Watch::Enter`]), to be pinned where a
+    /// mount namespace can be made (a mount point cannot be renamed or removed), but those
+    /// the process may change; at most `limit`.
+    pub fn pinned_paths(&self, limit: usize) -> Vec<PathBuf> {
+        self.before
+            .identities
+            .keys()
+            .filter(|name| !self.allows(name))
+            .filter_map(|name| self.before.entries.get(name))
+            .map(|(path, _)| self.root_path.join(path))
+            .take(limit)
+            .collect()
+    }
+
+    /// Takes the snapshot again, as the state the next [`Guarded::check`] compares with.
+    pub fn renew(&mut self) -> Result<(), SnapshotError> {
+        self.before = Snapshot::take(&self.root, &self.watch)?;
+        Ok(())
     }
 
     /// Whether `path` is one the process may change.
@@ -462,11 +515,19 @@ fn walk(
                     walk(&sub, &path, watch, out, seen)?;
                 }
             }
-            Watch::Whole => {
+            Watch::Inside => {
                 keep(dir, &path, &entry.file_name(), out)?;
                 if file_type.is_dir() {
                     let sub = entry.open_dir().map_err(|e| read_error(&path, e))?;
-                    walk(&sub, &path, &|_, _| Watch::Whole, out, seen)?;
+                    walk(&sub, &path, watch, out, seen)?;
+                }
+            }
+            Watch::Whole => {
+                out.tops.push(name.clone());
+                keep(dir, &path, &entry.file_name(), out)?;
+                if file_type.is_dir() {
+                    let sub = entry.open_dir().map_err(|e| read_error(&path, e))?;
+                    walk(&sub, &path, &|_, _| Watch::Inside, out, seen)?;
                 }
             }
         }

@@ -27,7 +27,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use clients::{repo_read, root, system_program, toolgate_bin};
+use clients::{python, quoted, repo_read, root, system_program, toolgate_bin};
 use served::Served;
 use support::{clients, fixture, served};
 
@@ -556,4 +556,86 @@ when { context.runs_later.contains("agent_config") && !(context.paths == [".vsco
         fs::read_to_string(ws.join(".claude/settings.json")).unwrap(),
         "{}\n"
     );
+}
+
+#[test]
+fn an_upstream_granted_the_workspace_cannot_leave_files_that_run_later() {
+    let layout = layout();
+    let ws = &layout.ws;
+    let config_path = layout.state.join("toolgate.toml");
+    fs::write(
+        &config_path,
+        format!(
+            "{}\n[[upstream]]\nname = \"probe\"\ncommand = [{}, {}]\ncwd = {}\ncall_timeout_ms = 30000\n[upstream.sandbox]\n{}write = [{}]\n",
+            config(),
+            quoted(&python()),
+            quoted(&root().join("tests/upstream/probe_server.py")),
+            quoted(ws),
+            repo_read(),
+            quoted(ws),
+        ),
+    )
+    .unwrap();
+    let toolgate = || {
+        let mut command = Command::new(toolgate_bin());
+        command
+            .env("HOME", &layout.home)
+            .env("XDG_STATE_HOME", &layout.state);
+        command
+    };
+    let admitted = toolgate()
+        .args([
+            "tools",
+            "admit",
+            "probe",
+            "probe",
+            "--effect",
+            "read_only",
+            "--config",
+        ])
+        .arg(&config_path)
+        .output()
+        .unwrap();
+    assert!(admitted.status.success(), "{admitted:?}");
+    let child = toolgate()
+        .args(["serve", "--http", "127.0.0.1:0", "--workspace"])
+        .arg(ws)
+        .arg("--config")
+        .arg(&config_path)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let served = Served::from_child(child, &layout.state);
+    let before = watched(ws);
+    let rows = rows();
+    let steps: Vec<Value> = rows
+        .iter()
+        .map(|row| {
+            let source = row
+                .python
+                .replace("{evil}", &layout.evil.display().to_string());
+            json!({"op": "call", "tool": "probe__probe", "arguments": {"python": source}})
+        })
+        .collect();
+    let results = served.client(json!(steps)).steps();
+    let mut failures = Vec::new();
+    for (row, result) in rows.iter().zip(&results) {
+        let code = result["structured"]["error"]["code"].as_str().unwrap_or("");
+        if row.new && code != "runs_later_changed" {
+            failures.push(format!("{}: not refused: {result}", row.name));
+        }
+    }
+    let after = watched(ws);
+    let changed: Vec<_> = before.iter().zip(&after).filter(|(b, a)| b != a).collect();
+    if before.len() != after.len() || !changed.is_empty() {
+        failures.push(format!("watched paths changed: {changed:?}"));
+    }
+    drop(served);
+    the_user_goes_on(&layout);
+    if layout.canary.exists() {
+        failures.push("the user's next git or shell ran the upstream's program".to_owned());
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
