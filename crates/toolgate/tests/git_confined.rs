@@ -225,6 +225,19 @@ fn hostile_rows() -> Vec<Row> {
                 f.stage_outside_blob();
             },
         },
+        // gix does not read this file today (git does, for dumb HTTP): refused all the same,
+        // so that a gix that learns to cannot be led elsewhere by it.
+        Row {
+            name: "http-alternates naming the outside repository's objects",
+            spoil: |f| {
+                let objects = f.outside().join(".git/objects");
+                fs::write(
+                    f.git_dir().join("objects/info/http-alternates"),
+                    format!("file://{}\n", objects.display()),
+                )
+                .unwrap();
+            },
+        },
         Row {
             name: "a loose object linked to the outside repository's",
             spoil: |f| {
@@ -457,6 +470,30 @@ fn a_malformed_file_in_the_git_directory_is_not_quoted() {
     for (tool, args) in calls() {
         let (_, printed) = fixture.call(tool, &args, true);
         assert_no_canary(tool, &printed);
+    }
+}
+
+/// A FIFO where gix would read a file of `.git` is refused at once, before gix waits on it.
+#[test]
+fn a_fifo_in_the_git_directory_is_refused_at_once() {
+    let fixture = Fixture::new();
+    let packed = fixture.git_dir().join("packed-refs");
+    let made = Command::new("mkfifo").arg(&packed).status().unwrap();
+    assert!(made.success());
+    for (tool, args) in calls() {
+        let started = std::time::Instant::now();
+        let (outcome, printed) = fixture.call(tool, &args, true);
+        assert_eq!(outcome["error"]["code"], "git_error", "{tool}: {printed}");
+        let message = outcome["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains("`.git/packed-refs` is neither a file nor a directory"),
+            "{message}"
+        );
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(5),
+            "{tool} took {:?}",
+            started.elapsed()
+        );
     }
 }
 

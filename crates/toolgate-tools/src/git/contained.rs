@@ -61,8 +61,12 @@ pub(super) fn check_git_dir(root: &Path, interrupt: &AtomicBool) -> Result<(), T
             let kind = entry.file_type().map_err(|e| unreadable(&path, &e))?;
             if kind.is_symlink() {
                 return Err(elsewhere(&format!(
-                    "`{path}` is a symbolic link, which could lead gix to a file outside it"
+                    "`{path}` is a symbolic link, which could lead gix outside the workspace"
                 )));
+            }
+            // Whatever its kind: a directory where gix reads such a file is refused as well.
+            if let Some(reason) = leads_elsewhere(&path) {
+                return Err(elsewhere(&reason));
             }
             if kind.is_dir() {
                 pending.push(path);
@@ -76,9 +80,6 @@ pub(super) fn check_git_dir(root: &Path, interrupt: &AtomicBool) -> Result<(), T
                          directory (a FIFO, socket or device)"
                     ),
                 ));
-            }
-            if let Some(reason) = leads_elsewhere(&path) {
-                return Err(elsewhere(&reason));
             }
         }
     }

@@ -97,7 +97,8 @@ pub(super) fn elsewhere(reason: &str) -> ToolError {
         ToolErrorCode::RepositoryOutsideWorkspace,
         format!(
             "the workspace's git repository is not wholly inside the workspace: {reason}; only a \
-             repository whose `.git` directory is at the workspace root can be read"
+             repository whose `.git` directory is at the workspace root, holding nothing that \
+             leads elsewhere, can be read"
         ),
     )
 }
