@@ -83,14 +83,7 @@ impl Served {
     /// As [`Served::from_child`], from the lines the server printed before `serving MCP at
     /// MCP_URL`, read by the caller.
     pub fn from_banner(child: Child, mcp_url: String, banner: Vec<String>, state: &Path) -> Served {
-        let token_line = banner
-            .iter()
-            .position(|l| l.contains("this run's token"))
-            .unwrap();
-        let mcp_token = banner[token_line + 1]
-            .strip_prefix("toolgate: ")
-            .unwrap()
-            .to_owned();
+        let mcp_token = generated_token(&banner);
         let link = printed_login_link(&banner);
         let mut served = Served::log_in(child, &link, Some(state));
         served.mcp_url = mcp_url;
@@ -298,6 +291,23 @@ impl Drop for Served {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// The bearer token a server without `[[serve.token]]` generated, read from the user-only file
+/// its banner names (it prints the file, never the token).
+pub fn generated_token(banner: &[String]) -> String {
+    let line = banner
+        .iter()
+        .find(|l| l.contains("this run's token"))
+        .unwrap_or_else(|| panic!("no generated token in {banner:?}"));
+    let (_, rest) = line.split_once(") is in ").unwrap();
+    let (path, _) = rest.rsplit_once(", readable by you only").unwrap();
+    let token = fs::read_to_string(path).unwrap().trim().to_owned();
+    assert!(
+        !banner.iter().any(|l| l.contains(&token)),
+        "the token is printed: {banner:?}"
+    );
+    token
 }
 
 /// The login link a server's banner holds: the last word of the one line that has one.

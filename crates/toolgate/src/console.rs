@@ -40,15 +40,7 @@ pub struct RunningConsole {
 
 impl RunningConsole {
     pub fn start(gate: &Gate, workspace: &Workspace) -> anyhow::Result<RunningConsole> {
-        let dir =
-            gate.settings.state_dir.dir.clone().context(
-                "cannot find a state directory for the console: set XDG_STATE_HOME or HOME",
-            )?;
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(&dir)
-            .with_context(|| format!("cannot create `{}`", dir.display()))?;
+        let dir = state_dir(gate, "the console")?;
         let root = workspace.root().display().to_string();
         let options = BrokerOptions {
             timeout: gate.settings.approval.timeout,
@@ -71,7 +63,8 @@ impl RunningConsole {
             },
         )
         .context("cannot start the approval console (use --no-console to run without one)")?;
-        let token_file = TokenFile::write(&dir, console.port(), console.token())?;
+        let token_path = dir.join(format!("console-{}.token", console.port()));
+        let token_file = TokenFile::write(&token_path, console.token())?;
         let link = console
             .login_link()
             .context("cannot make the console's login link")?;
@@ -133,18 +126,33 @@ impl ApprovalDesk for ConsoleDesk {
     }
 }
 
-/// The token in `$XDG_STATE_HOME/toolgate/console-PORT.token` (else under
-/// `~/.local/state`), mode 0600 in a 0700 directory; removed on drop. Named by port, so two
-/// servers never write the same file. Its path is not printed either: it is on the deny
-/// list of everything toolgate confines, and only the user's own commands need it.
+/// toolgate's state directory (`$XDG_STATE_HOME/toolgate`, else under `~/.local/state`),
+/// created 0700 if need be, for `what` to keep a file in.
+pub(crate) fn state_dir(gate: &Gate, what: &str) -> anyhow::Result<PathBuf> {
+    let dir = gate.settings.state_dir.dir.clone().with_context(|| {
+        format!("cannot find a state directory for {what}: set XDG_STATE_HOME or HOME")
+    })?;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&dir)
+        .with_context(|| format!("cannot create `{}`", dir.display()))?;
+    Ok(dir)
+}
+
+/// A token kept in a file of the state directory, mode 0600 in a 0700 directory, and removed
+/// on drop: the console's in `console-PORT.token`, whose path is not printed either (it is on
+/// the deny list of everything toolgate confines, and only the user's own commands need it),
+/// and the bearer token `serve --http` generates in `mcp-PORT.token`. Named by port, so two
+/// servers never write the same file.
 #[derive(Debug)]
-struct TokenFile {
+pub(crate) struct TokenFile {
     path: PathBuf,
 }
 
 impl TokenFile {
-    fn write(dir: &std::path::Path, port: u16, token: &str) -> anyhow::Result<TokenFile> {
-        let path = dir.join(format!("console-{port}.token"));
+    pub(crate) fn write(path: &std::path::Path, token: &str) -> anyhow::Result<TokenFile> {
+        let path = path.to_path_buf();
         // A file left by a server that was killed on this port is stale; its token is dead.
         let _ = std::fs::remove_file(&path);
         let mut file = std::fs::OpenOptions::new()
@@ -155,6 +163,10 @@ impl TokenFile {
             .with_context(|| format!("cannot create `{}`", path.display()))?;
         writeln!(file, "{token}").with_context(|| format!("cannot write `{}`", path.display()))?;
         Ok(TokenFile { path })
+    }
+
+    pub(crate) fn path(&self) -> &std::path::Path {
+        &self.path
     }
 }
 

@@ -3,7 +3,9 @@
 //! Calls that need a person's consent wait in the approval console (see [`crate::console`]);
 //! with `--no-console` they come back to the model as `approval_required`. Over HTTP every
 //! request needs a bearer token from `[[serve.token]]`; with none configured, a fresh token is
-//! generated and printed to standard error, so the server never runs open by accident.
+//! generated, so the server never runs open by accident, and kept in a user-only file of the
+//! state directory whose path is printed: the token itself is not, since a server's standard
+//! error often ends up in a log a model can read (issue 36).
 //!
 //! Whatever toolgate starts — upstream servers, the commands of `run_command` and
 //! `run_script` — is also known to one watchdog process ([`watchdog`]), which ends it should
@@ -18,7 +20,7 @@ use toolgate_mcp::{Elicitation, Gateway, HttpOptions, Principal, TokenTable};
 
 use crate::audit::Appending;
 use crate::cli::ServeArgs;
-use crate::console::RunningConsole;
+use crate::console::{RunningConsole, TokenFile, state_dir};
 use crate::gate::{Gate, open_workspace};
 use crate::settings::Settings;
 use crate::terminal::errln;
@@ -142,6 +144,12 @@ pub fn serve(args: &ServeArgs) -> anyhow::Result<u8> {
     options.allowed_hosts = gate.settings.serve.allowed_hosts.clone();
     options.sessions = gate.settings.serve.sessions;
     options.release_memory = Some(toolgate_sandbox::release_free_memory);
+    let listener = toolgate_mcp::bind(
+        addr,
+        args.dangerous_bind_any || gate.settings.serve.dangerous_bind_any,
+    )?;
+    // Held while the server runs; dropping it removes the file.
+    let mut _generated_token_file = None;
     if args.dangerous_no_auth {
         options.dangerous_anonymous = Some(Principal::new("anonymous", &args.profile));
     } else if options.tokens.is_empty() {
@@ -151,16 +159,20 @@ pub fn serve(args: &ServeArgs) -> anyhow::Result<u8> {
             .tokens
             .insert(&token, Principal::new(&args.actor, &args.profile))
             .map_err(|e| anyhow::anyhow!("generated token: {e}"))?;
+        let dir = state_dir(
+            &gate,
+            "this run's generated token (or configure [[serve.token]])",
+        )?;
+        let port = listener.local_addr()?.port();
+        let file = TokenFile::write(&dir.join(format!("mcp-{port}.token")), &token)?;
         errln!(
-            "toolgate: no [[serve.token]] is configured; this run's token (actor `{}`, profile `{}`) is\ntoolgate: {token}\ntoolgate: send it as `Authorization: Bearer <token>`",
+            "toolgate: no [[serve.token]] is configured; this run's token (actor `{}`, profile `{}`) is in {}, readable by you only\ntoolgate: send it as `Authorization: Bearer <token>`",
             args.actor,
-            args.profile
+            args.profile,
+            file.path().display()
         );
+        _generated_token_file = Some(file);
     }
-    let listener = toolgate_mcp::bind(
-        addr,
-        args.dangerous_bind_any || gate.settings.serve.dangerous_bind_any,
-    )?;
     errln!(
         "toolgate: serving MCP at http://{}/mcp",
         listener.local_addr()?

@@ -3,7 +3,8 @@
 //! `approval console at http://127.0.0.1:PORT/?token=…` to standard error, which agent clients
 //! keep in log files, and with the workspace at `$HOME` `search_text` and `read_file` gave it
 //! to the model. The token is read here from the state directory's token file, the one place
-//! it is kept, and looked for in everything the server wrote.
+//! it is kept, and looked for in everything the server wrote; so is the bearer token a server
+//! over HTTP without configured ones generates.
 
 #![allow(
     clippy::unwrap_used,
@@ -212,6 +213,9 @@ fn the_printed_link_logs_in_once_and_the_token_is_never_printed() {
     // Stopped: nothing it wrote, in its standard error or its state directory's logs and
     // records, holds the token, except the token file itself (now removed).
     let state = logged.state.clone();
+    // The bearer token this run generated for MCP over HTTP is kept the same way.
+    let mcp_token = served.mcp_token.clone();
+    assert_eq!(mcp_token.len(), 64);
     let mut served = served;
     let pid = served.child.id().to_string();
     assert!(
@@ -225,12 +229,15 @@ fn the_printed_link_logs_in_once_and_the_token_is_never_printed() {
     drop(served);
     let printed = logged.printed();
     assert!(!printed.contains(&token), "{printed}");
+    assert!(!printed.contains(&mcp_token), "{printed}");
     for (path, bytes) in files_under(&state) {
-        assert!(
-            !contains(&bytes, &token),
-            "{} holds the token",
-            path.display()
-        );
+        for secret in [&token, &mcp_token] {
+            assert!(
+                !contains(&bytes, secret),
+                "{} holds a token",
+                path.display()
+            );
+        }
     }
 
     // A later start prints a new link; the first one is dead with its server.
