@@ -54,18 +54,21 @@ try {
     const card = page.locator(`article.request[data-tool="${step.tool}"]`).first();
     await card.waitFor({ state: 'visible', timeout: 20000 });
     if (step.open_arguments) await card.locator('details.arguments').evaluate((d) => { d.open = true; });
+    // The card is built whole before it shows, so a part it lacks is absent, not late: looked
+    // for briefly rather than for playwright's default 30 s.
+    const absent = { timeout: 1000 };
     const seen = {
       tool: step.tool,
       heading: await card.locator('h3').textContent(),
       fields: {},
       choices: await card.locator('button[data-choice]').evaluateAll((bs) => bs.map((b) => b.dataset.choice)),
-      preview_kind: await card.locator('pre[data-kind]').getAttribute('data-kind').catch(() => null),
-      preview_text: await card.locator('pre[data-kind]').textContent().catch(() => null),
+      preview_kind: await card.locator('pre[data-kind]').getAttribute('data-kind', absent).catch(() => null),
+      preview_text: await card.locator('pre[data-kind]').textContent(absent).catch(() => null),
       added_lines: await card.locator('pre.diff span.add').allTextContents(),
       removed_lines: await card.locator('pre.diff span.del').allTextContents(),
       added_colour: await card.locator('pre.diff span.add').first()
-        .evaluate((e) => getComputedStyle(e).color).catch(() => null),
-      scope: await card.locator('p.scope').textContent().catch(() => null),
+        .evaluate((e) => getComputedStyle(e).color, null, absent).catch(() => null),
+      scope: await card.locator('p.scope').textContent(absent).catch(() => null),
       // The text of every line of the diff, and each line's colour class.
       diff_lines: await card.locator('pre.diff > span').evaluateAll(
         (lines) => lines.map((l) => [l.className, l.textContent]),
@@ -81,7 +84,7 @@ try {
           clipped: pre.scrollWidth > pre.clientWidth + 1 || pre.scrollHeight > pre.clientHeight + 1,
           rendered: pre.innerText,
         };
-      }).catch(() => null),
+      }, null, absent).catch(() => null),
       card_text: await card.textContent(),
       // Each invisible character's mark: where it is, what it reads, how it looks.
       marks: await card.locator('.invisible').evaluateAll((marks) => marks.map((m) => ({
