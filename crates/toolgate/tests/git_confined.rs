@@ -551,6 +551,70 @@ fn a_nested_git_file_naming_a_directory_elsewhere_shows_nothing_of_it() {
     }
 }
 
+/// What gix opens, watched with strace: with the submodule checkout's `.git` file and an
+/// untracked nested directory's both naming the repository outside, and the outside secret
+/// reachable through a link in the working tree, nothing outside the workspace is opened.
+#[test]
+fn nothing_outside_the_workspace_is_opened() {
+    if !can_fail_landlock() {
+        return;
+    }
+    let fixture = Fixture::new();
+    let base = fixture.base();
+    let lib = base.join("lib");
+    fs::create_dir_all(&lib).unwrap();
+    git(&lib, &["init", "-q", "-b", "main"]);
+    fs::write(lib.join("lib.txt"), "lib\n").unwrap();
+    git(&lib, &["add", "."]);
+    git(&lib, &["commit", "-q", "-m", "lib"]);
+    let ws = fixture.ws();
+    git(&ws, &["submodule", "add", "-q", "../lib", "sub"]);
+    git(&ws, &["commit", "-q", "-m", "sub"]);
+    let outside_git = fixture.outside().join(".git");
+    let gitlink = format!("gitdir: {}\n", outside_git.display());
+    fs::write(ws.join("sub/.git"), &gitlink).unwrap();
+    fs::create_dir_all(ws.join("nested")).unwrap();
+    fs::write(ws.join("nested/.git"), &gitlink).unwrap();
+    symlink(fixture.secret(), ws.join("link")).unwrap();
+    fs::write(ws.join("a.txt"), "a\nb\n").unwrap();
+
+    for (tool, args) in calls() {
+        let trace = base.join("trace.txt");
+        let output = Command::new("/usr/bin/strace")
+            .args(["-f", "-qq", "-e", "trace=open,openat,openat2", "-o"])
+            .arg(&trace)
+            .arg(toolgate_bin())
+            .env("HOME", base.join("home"))
+            .env("XDG_CONFIG_HOME", base.join("config"))
+            .env("XDG_STATE_HOME", base.join("state"))
+            .args(["call", "--json", "--workspace"])
+            .arg(&ws)
+            .args(["--tool", tool, "--args", &args.to_string()])
+            .output()
+            .unwrap();
+        let outcome: Value = serde_json::from_slice(&output.stdout).unwrap();
+        assert_eq!(outcome["status"], "completed", "{tool}: {outcome}");
+        let trace = fs::read_to_string(&trace).unwrap();
+        let outside = [
+            fixture.outside().display().to_string(),
+            fixture.secret().display().to_string(),
+        ];
+        let opened: Vec<&str> = trace
+            .lines()
+            .filter(|line| outside.iter().any(|path| line.contains(path.as_str())))
+            .filter(|line| !line.contains("= -1 "))
+            .collect();
+        assert!(opened.is_empty(), "{tool} opened outside: {opened:#?}");
+        // The probes were made, and refused.
+        if tool == "git_status" {
+            assert!(
+                trace.contains(&format!("{}/HEAD", outside_git.display())),
+                "gix no longer probes the nested repository: this test watches nothing"
+            );
+        }
+    }
+}
+
 // --- Must keep working ---
 
 fn completed(fixture: &Fixture, tool: &str, args: &Value) -> Value {
