@@ -128,22 +128,26 @@ pub(super) fn confine_thread(root: &Path) -> Result<bool, ToolError> {
         ABI, Access, AccessFs, PathBeneath, PathFd, Ruleset, RulesetAttr, RulesetCreatedAttr,
         RulesetStatus,
     };
+    // The model has no use for the workspace's absolute path.
     let failed = |e: &dyn Display| {
+        let said = e
+            .to_string()
+            .replace(root.to_string_lossy().as_ref(), "<workspace>");
         ToolError::new(
             ToolErrorCode::GitError,
-            format!("cannot confine reading the repository to the workspace: {e}"),
+            format!("cannot confine reading the repository to the workspace: {said}"),
         )
     };
     // Best effort: every right the running kernel knows of is handled, the newest ABI asked
     // for, and an older kernel handles fewer (none without Landlock).
     let abi = ABI::V6;
-    let root = PathFd::new(root).map_err(|e| failed(&e))?;
+    let root_fd = PathFd::new(root).map_err(|e| failed(&e))?;
     let status = Ruleset::default()
         .handle_access(AccessFs::from_all(abi))
         .map_err(|e| failed(&e))?
         .create()
         .map_err(|e| failed(&e))?
-        .add_rule(PathBeneath::new(root, AccessFs::from_read(abi)))
+        .add_rule(PathBeneath::new(root_fd, AccessFs::from_read(abi)))
         .map_err(|e| failed(&e))?
         .restrict_self()
         .map_err(|e| failed(&e))?;
@@ -204,7 +208,8 @@ fn files_meant(message: &str) -> Vec<String> {
     }
     // The index's decoder names no file: "File is too small even for header …",
     // "Signature mismatch - this doesn't claim to be a header file".
-    if words.contains("index")
+    // A pack's index is not the index.
+    if (words.contains("index") && !words.contains("pack"))
         || words.contains("header with zero entries")
         || words.contains("claim to be a header")
     {
@@ -380,7 +385,7 @@ mod tests {
 
     #[test]
     fn files_a_message_is_about() {
-        let table: [(&str, &[&str]); 6] = [
+        let table: [(&str, &[&str]); 7] = [
             (
                 "Invalid packed reference, input=\"x\", line=1",
                 &["packed-refs"],
@@ -394,6 +399,7 @@ mod tests {
                 &["index"],
             ),
             ("Object header is invalid", &[]),
+            ("The pack index file is corrupt", &[]),
             ("Could not parse entry at index 3", &["index"]),
             // What a message quotes is not its words.
             (
