@@ -103,9 +103,10 @@ pub(crate) fn pins_preview() -> String {
         .map(|(name, value, _)| format!("{name}={value:?}"))
         .collect();
     format!(
-        "\nnpm, npx, pnpm and yarn started by this call run no program their configuration \
-         names: {} are set for every process, above any `.npmrc` or `.yarnrc`; their other \
-         configuration (registries, `node-gyp`, `call`, yarn plugins) is read as usual",
+        "\nnpm, npx, pnpm and yarn started by this call take these settings from the \
+         environment, above any `.npmrc` or `.yarnrc`: {}; the rest of their configuration is \
+         read as usual, and some of it can still run code (`node-gyp`, `call`, yarn's \
+         `plugins`)",
         pinned.join(", ")
     )
 }
