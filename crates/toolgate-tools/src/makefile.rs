@@ -535,8 +535,118 @@ const BUILTIN_SOURCE_SUFFIXES: &[&str] = &[
     "ym", "yl", "def", "ch",
 ];
 
+/// Programs that start the command in their arguments (`timeout 60 make test`).
+const WRAPPERS: &[&str] = &[
+    "env", "nice", "timeout", "nohup", "stdbuf", "time", "command", "exec", "ionice", "chrt",
+    "taskset", "setsid", "flock", "xargs", "unbuffer",
+];
+
+/// Shells, whose `-c` text may start make.
+const SHELLS: &[&str] = &["sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "busybox"];
+
 /// What `make ARGS` reads and what its arguments change, for `run_command`.
 pub(crate) fn make_command(args: &[String]) -> MakeCommand {
+    make_command_in(args, &|i| format!("argv[{}]", i + 1), "argv[0]")
+}
+
+/// The make a wrapper or a shell's text starts, if the program known by `names` is one of
+/// those and its arguments start make: `timeout 60 make -fx.mk`, `sh -c "make -C sub"`. A
+/// shell's text is split at blanks and the shell's separators, quotes dropped: the make of
+/// its first command that is one, looked at from the working directory (a `cd` before it is
+/// said, not followed).
+pub(crate) fn started_make(names: &[&str], args: &[String]) -> Option<MakeCommand> {
+    let base = |name: &str| name.rsplit('/').next().unwrap_or(name).to_owned();
+    let names: Vec<String> = names.iter().map(|n| base(n)).collect();
+    if names.iter().any(|n| WRAPPERS.contains(&n.as_str())) {
+        let at = args.iter().position(|arg| is_make(&[arg.as_str()]))?;
+        let rest = args.get(at + 1..).unwrap_or_default();
+        let program = format!("argv[{}] {:?}", at + 1, args.get(at)?);
+        return Some(make_command_in(
+            rest,
+            &|i| format!("argv[{}]", at + 2 + i),
+            &program,
+        ));
+    }
+    if !names.iter().any(|n| SHELLS.contains(&n.as_str())) {
+        return None;
+    }
+    for (k, arg) in args.iter().enumerate() {
+        let tokens = shell_tokens(arg);
+        let Some(at) = tokens
+            .iter()
+            .position(|t| matches!(t, Token::Word(w) if is_make(&[w.as_str()])))
+        else {
+            continue;
+        };
+        // The make's own words: up to the end of its command.
+        let rest: Vec<String> = tokens
+            .iter()
+            .skip(at + 1)
+            .map_while(|t| match t {
+                Token::Word(w) => Some(w.clone()),
+                Token::Separator => None,
+            })
+            .collect();
+        let label = format!("argv[{}]", k + 1);
+        let mut command = make_command_in(
+            &rest,
+            &|i| format!("{label}'s make, word {}", i + 1),
+            &format!("{label}'s make"),
+        );
+        if tokens
+            .iter()
+            .take(at)
+            .any(|t| matches!(t, Token::Word(w) if w == "cd" || w == "pushd"))
+        {
+            command.notes.push(format!(
+                "{label}: its text changes directory before make starts; toolgate looked for \
+                 the makefiles in the working directory, not there"
+            ));
+        }
+        return Some(command);
+    }
+    None
+}
+
+/// A piece of shell text: a word (quotes dropped) or a separator between commands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Token {
+    Word(String),
+    Separator,
+}
+
+/// Shell text split at blanks, into words and the separators `;`, `|`, `&`, `(`, `)`, a
+/// backquote and a newline; quotes are dropped, not obeyed, which is enough to find a command
+/// and its plain arguments.
+fn shell_tokens(text: &str) -> Vec<Token> {
+    let mut tokens = Vec::new();
+    let mut word = String::new();
+    for c in text.chars() {
+        let separator = matches!(c, ';' | '|' | '&' | '(' | ')' | '`' | '\n');
+        if separator || c.is_whitespace() {
+            if !word.is_empty() {
+                tokens.push(Token::Word(std::mem::take(&mut word)));
+            }
+            if separator {
+                tokens.push(Token::Separator);
+            }
+        } else if c != '"' && c != '\'' {
+            word.push(c);
+        }
+    }
+    if !word.is_empty() {
+        tokens.push(Token::Word(word));
+    }
+    tokens
+}
+
+/// [`make_command`] for make's arguments `args`, each labelled for the preview by
+/// `label_of(index)`, and make itself by `program`.
+fn make_command_in(
+    args: &[String],
+    label_of: &dyn Fn(usize) -> String,
+    program: &str,
+) -> MakeCommand {
     let mut command = MakeCommand::default();
     let mut dirs: Vec<String> = Vec::new();
     let mut named: Vec<String> = Vec::new();
@@ -544,7 +654,7 @@ pub(crate) fn make_command(args: &[String]) -> MakeCommand {
     let mut options_end = false;
     let mut i = 0;
     while let Some(arg) = args.get(i) {
-        let label = format!("argv[{}] {arg:?}", i + 1);
+        let label = format!("{} {arg:?}", label_of(i));
         i += 1;
         if options_end || !arg.starts_with('-') || arg == "-" {
             if let Some((name, _)) = arg.split_once('=')
@@ -704,13 +814,12 @@ pub(crate) fn make_command(args: &[String]) -> MakeCommand {
                     .map(|suffix| format!("{dir}{file}.{suffix}")),
             );
         }
-        command.notes.push(
-            "argv[0]: make's built-in rules are on (no `-r`): before anything else they can \
+        command.notes.push(format!(
+            "{program}: make's built-in rules are on (no `-r`): before anything else they can \
              remake a makefile from a file beside it (`Makefile.sh`, `Makefile.c`, \
              `RCS/Makefile,v`, …) and run the new one; those files are bound where they exist, \
              and one that appears later refuses the call"
-                .to_owned(),
-        );
+        ));
     }
     command
 }
@@ -1972,6 +2081,48 @@ test: run.sh data.txt
             assert!(notes.contains(said), "{argv:?}: {notes}");
         }
         assert!(is_make(&["make"]) && is_make(&["/usr/bin/gmake"]) && is_make(&["x", "make"]));
+        // A make that a wrapper or a shell's text starts.
+        let wrapped = started_make(
+            &["timeout", "/usr/bin/timeout"],
+            &args(&["60", "make", "-fx.mk"]),
+        )
+        .unwrap();
+        assert_eq!(wrapped.makefiles, ["x.mk"]);
+        assert!(
+            wrapped
+                .notes
+                .iter()
+                .any(|n| n.starts_with("argv[2] \"make\": make's built-in"))
+        );
+        let env = started_make(&["env"], &args(&["-i", "make", "-r", "--eval=x"])).unwrap();
+        assert!(
+            env.notes
+                .iter()
+                .any(|n| n.starts_with("argv[4] \"--eval=x\"")),
+            "{:?}",
+            env.notes
+        );
+        let shell = started_make(
+            &["sh"],
+            &args(&["-c", "true && make -C 'sub' -fx.mk; make other"]),
+        )
+        .unwrap();
+        assert_eq!(shell.makefiles, ["sub/x.mk"]);
+        assert!(
+            shell
+                .notes
+                .iter()
+                .any(|n| n.starts_with("argv[2]'s make, word 1 \"-C\""))
+        );
+        let moved = started_make(&["bash"], &args(&["-c", "cd sub && make"])).unwrap();
+        assert_eq!(moved.makefiles.len(), 3);
+        assert!(moved.notes.iter().any(|n| n.contains("changes directory")));
+        assert_eq!(
+            started_make(&["git"], &args(&["commit", "-m", "make it pass"])),
+            None
+        );
+        assert_eq!(started_make(&["sh"], &args(&["-c", "cmake ."])), None);
+        assert_eq!(started_make(&["nice"], &args(&["cargo", "test"])), None);
         assert!(!is_make(&["cmake", "makeinfo"]));
     }
 

@@ -802,7 +802,8 @@ impl Plan {
         }
     }
 
-    /// For make ([`makefile::make_command`]): the makefiles it will read and the files its
+    /// For make, or a make that a wrapper or a shell's `-c` text starts
+    /// ([`makefile::make_command`], [`makefile::started_make`]): the makefiles it will read and the files its
     /// built-in rules could remake them from, to be bound like arguments, and in words what
     /// the approval does not cover — toolgate's scan of the makefile, a remake source that is
     /// there. `None` for any other program.
@@ -812,10 +813,12 @@ impl Plan {
             .file_name()
             .and_then(|name| name.to_str())
             .unwrap_or_default();
-        if !makefile::is_make(&[self.program_name.as_str(), resolved_name]) {
-            return None;
-        }
-        let command = makefile::make_command(&self.args);
+        let names = [self.program_name.as_str(), resolved_name];
+        let command = if makefile::is_make(&names) {
+            makefile::make_command(&self.args)
+        } else {
+            makefile::started_make(&names, &self.args)?
+        };
         let mut notes = command.notes;
         let mut candidates: Vec<(String, String)> = Vec::new();
         let mut read_one = false;
