@@ -25,6 +25,7 @@ use std::process::{Command, Output};
 
 use serde_json::{Value, json};
 use support::clients::{toolgate_bin, without_landlock};
+use support::served::Served;
 
 /// What the secret file outside the workspace holds (one line, as a token file does).
 const SECRET: &str = "CANARY-token-5f1d8c2e";
@@ -470,6 +471,41 @@ fn a_malformed_file_in_the_git_directory_is_not_quoted() {
     for (tool, args) in calls() {
         let (_, printed) = fixture.call(tool, &args, true);
         assert_no_canary(tool, &printed);
+    }
+}
+
+/// The attack as it was made: `.git/packed-refs` linked to the console's token file of the
+/// running server (here by the test, as an approved command did), then `git_status` and
+/// `git_diff` called over MCP. Before, `git_status` answered with the token in gix's parser
+/// error.
+#[test]
+fn the_console_token_never_comes_back_over_mcp() {
+    let fixture = Fixture::new();
+    let state = fixture.base().join("state");
+    let served = Served::start_at(&fixture.ws(), "", &state);
+    let token = fs::read_to_string(&served.token_file).unwrap();
+    let token = token.trim();
+    assert!(!token.is_empty());
+    replace_with_link(&served.token_file, &fixture.git_dir().join("packed-refs"));
+    let steps: Vec<Value> = calls()
+        .into_iter()
+        .map(|(tool, arguments)| json!({"op": "call", "tool": tool, "arguments": arguments}))
+        .collect();
+    let results = served.client(json!(steps)).steps();
+    assert_eq!(results.len(), 3, "{results:?}");
+    for result in &results {
+        let printed = result.to_string();
+        assert!(
+            !printed.contains(token),
+            "the console token came back: {printed}"
+        );
+        assert!(!printed.contains(&served.mcp_token), "{printed}");
+        assert_eq!(result["isError"], true, "{printed}");
+        assert!(
+            printed.contains("repository_outside_workspace")
+                && printed.contains("`.git/packed-refs` is a symbolic link"),
+            "{printed}"
+        );
     }
 }
 
