@@ -1030,7 +1030,58 @@ fn module(arg: &Arg<'_>, name: &str, out: &mut Analysis) {
     for file in files {
         candidate(out, format!("{} module", arg.label), &file);
     }
+    if let Some((_, reads)) = PYTHON_MODULES
+        .iter()
+        .find(|(module, _)| *module == name || name.starts_with(&format!("{module}.")))
+    {
+        note(out, &arg.label, reads);
+    }
 }
+
+/// Modules run with `python3 -m` that run more of the project's code than their name says.
+const PYTHON_MODULES: &[(&str, &str)] = &[
+    (
+        "pytest",
+        "pytest imports and runs the project's test code: every `test_*.py`, `conftest.py` and \
+         plugin it finds; those are not bound",
+    ),
+    (
+        "unittest",
+        "unittest imports and runs the test modules it discovers (`test*.py`); those are not \
+         bound",
+    ),
+    (
+        "doctest",
+        "doctest runs the examples in the files it is given",
+    ),
+    (
+        "pip",
+        "pip may build packages, which runs their build code (`setup.py`, a build backend); \
+         that code is not bound",
+    ),
+    (
+        "build",
+        "build runs the project's build backend and its `setup.py`; those are not bound",
+    ),
+    (
+        "coverage",
+        "coverage runs the program its arguments name, and what it imports",
+    ),
+    ("runpy", "runpy runs the module or file its arguments name"),
+    ("trace", "trace runs the program its arguments name"),
+    ("cProfile", "cProfile runs the program its arguments name"),
+    ("profile", "profile runs the program its arguments name"),
+    ("pdb", "pdb runs the program its arguments name"),
+    ("timeit", "timeit runs the code its arguments give"),
+    (
+        "tox",
+        "tox runs the commands of the project's `tox.ini`; those are not bound",
+    ),
+    (
+        "nox",
+        "nox runs the project's `noxfile.py`; it is not bound",
+    ),
+];
 
 /// The files Python would run or import for a dotted module name, relative to the directory
 /// it searches: each package's `__init__.py`, then the module's `.py`, or its package's
@@ -1490,6 +1541,11 @@ mod tests {
                 &["python3", "tool"],
                 &["tool/__main__.py"],
                 &["the program file it runs"],
+            ),
+            (
+                &["python3", "-m", "pytest", "-q"],
+                &["pytest.py"],
+                &["pytest imports and runs the project's test code"],
             ),
             (
                 &["node", "-r", "./setup", "app"],
