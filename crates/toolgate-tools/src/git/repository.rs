@@ -155,9 +155,10 @@ enum Heard<T> {
     Cancelled,
 }
 
-/// Runs `f` (a git tool's whole execution) on a thread of its own, with a copy of `cx` and an
-/// interrupt flag for gix that is raised as soon as `cx` says to stop: gix polls a flag of its
-/// own and cannot see `cx`. The caller's thread sleeps until the answer, the deadline or a
+/// Runs `f` (a git tool's whole execution) on a thread of its own — confined first, where the
+/// kernel has Landlock, to reading beneath `root` ([`confine_thread`]) — with a copy of `cx`
+/// and an interrupt flag for gix that is raised as soon as `cx` says to stop: gix polls a
+/// flag of its own and cannot see `cx`. The caller's thread sleeps until the answer, the deadline or a
 /// cancellation, whichever comes first. A stopped call (whatever gix was doing, or failed at)
 /// ends with the `timeout`/`cancelled` error. If gix has not returned [`GRACE`] after the flag
 /// was raised, it is blocked where it cannot look at the flag — opening a FIFO put where it
