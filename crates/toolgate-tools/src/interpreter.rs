@@ -122,11 +122,13 @@ pub(crate) struct Analysis {
     /// The package.json scripts that npm, pnpm or yarn commands run, by name, each with the
     /// label of the command: [`show_package_scripts`] shows their text.
     pub(crate) package_scripts: Vec<(String, String)>,
+    /// Whether names were left out past [`MAX_CANDIDATES`] (the notes say so).
+    candidates_left_out: bool,
 }
 
 /// Most candidates one argv yields: program text is split into words, and a megabyte of it
 /// should not become a million look-ups.
-const MAX_CANDIDATES: usize = 256;
+const MAX_CANDIDATES: usize = 1024;
 
 /// How deep shell text inside shell text is looked into.
 const MAX_DEPTH: usize = 4;
@@ -1230,12 +1232,18 @@ fn wrapped(wrapper: &Wrapper, args: &[Arg<'_>], depth: usize, out: &mut Analysis
 
 /// Shell text: every word that could name a file, and each command looked at in turn.
 fn shell(text: &str, label: &str, depth: usize, out: &mut Analysis) {
+    // Commands first: what they run (`python3 -m job` → `job.py`) is more telling than a
+    // word, and a text padded with words must not crowd it out of the candidates.
+    if depth < MAX_DEPTH {
+        shell_commands(text, label, depth, out);
+    }
     for word in words(text) {
         candidate(out, format!("{label} word"), word);
     }
-    if depth >= MAX_DEPTH {
-        return;
-    }
+}
+
+/// Each command of shell text, looked at as its program's arguments are.
+fn shell_commands(text: &str, label: &str, depth: usize, out: &mut Analysis) {
     for command_text in text.split(['\n', ';', '&', '|', '(', ')', '`', '{', '}']) {
         let mut tokens = shell_words(command_text).into_iter().peekable();
         // Assignments and the words that only prefix a command.
@@ -1409,17 +1417,42 @@ fn words(text: &str) -> impl Iterator<Item = &str> {
 }
 
 fn candidate(out: &mut Analysis, label: String, path: &str) {
-    if out.candidates.len() < MAX_CANDIDATES && !out.candidates.iter().any(|(_, p)| p == path) {
+    if out.candidates.iter().any(|(_, p)| p == path) {
+        return;
+    }
+    if out.candidates.len() < MAX_CANDIDATES {
         out.candidates.push((label, path.to_owned()));
+        return;
+    }
+    if !out.candidates_left_out {
+        out.candidates_left_out = true;
+        // Past the notes' own bound too: the person must read that something is not bound.
+        out.notes.push(format!(
+            "{label}: past {MAX_CANDIDATES} names in these arguments, the rest are not looked \
+             up: a file they name is not bound, and may change after this approval"
+        ));
     }
 }
 
 fn note(out: &mut Analysis, label: &str, text: &str) {
     let line = format!("{label}: {text}");
-    if !out.notes.contains(&line) {
-        out.notes.push(line);
+    if out.notes.len() > MAX_NOTES || out.notes.contains(&line) {
+        return;
     }
+    if out.notes.len() == MAX_NOTES {
+        out.notes.push(format!(
+            "(past {MAX_NOTES} of these lines, what the rest of the text runs is not listed; \
+             its text is shown above, and the files it reads are not covered by this approval \
+             unless bound below)"
+        ));
+        return;
+    }
+    out.notes.push(line);
 }
+
+/// Most preview lines one argv yields: 64 KiB of `python3 -m x;` would otherwise make a
+/// preview of megabytes.
+const MAX_NOTES: usize = 64;
 
 #[cfg(test)]
 mod tests {
@@ -1614,6 +1647,26 @@ mod tests {
         // Module names that are not Python identifiers bind nothing.
         assert!(module_files("../x").is_empty());
         assert!(module_files("a..b").is_empty());
+    }
+
+    #[test]
+    fn long_texts_yield_bounded_previews() {
+        let text: String = (0..4000).map(|i| format!("python3 -m job{i}; ")).collect();
+        let analysis = of(&["sh", "-c", &text]);
+        // The listed lines, the line saying the rest are not listed, and the line saying
+        // names past the candidates' bound are not looked up.
+        assert_eq!(analysis.notes.len(), MAX_NOTES + 2);
+        assert!(analysis.notes[MAX_NOTES].contains("is not listed"));
+        assert!(analysis.notes[MAX_NOTES + 1].contains("the rest are not looked up"));
+        assert!(analysis.candidates.len() <= MAX_CANDIDATES);
+        assert!(paths(&analysis).contains(&"job0.py"));
+        // Words that crowd out the rest are said to be left out.
+        let words: String = (0..MAX_CANDIDATES + 10).map(|i| format!("w{i} ")).collect();
+        let padded = format!("echo {words}; python3 -m job");
+        let analysis = of(&["sh", "-c", &padded]);
+        assert!(paths(&analysis).contains(&"job.py"), "commands come first");
+        let text = notes(&analysis);
+        assert!(text.contains("the rest are not looked up"), "{text}");
     }
 
     #[test]
