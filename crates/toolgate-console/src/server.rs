@@ -289,12 +289,21 @@ fn refused_login(refusal: LoginRefusal) -> Response {
         LoginRefusal::Used | LoginRefusal::Expired => StatusCode::GONE,
         LoginRefusal::Unknown => StatusCode::UNAUTHORIZED,
     };
+    // A link used by someone else first is the one case the person must act on: whoever used
+    // it holds a session and can decide calls.
+    let warning = match refusal {
+        LoginRefusal::Used => {
+            "<p><strong>If you did not open this link before, someone else did and is logged \
+             in to this console: stop <code>toolgate serve</code>.</strong></p>"
+        }
+        LoginRefusal::Expired | LoginRefusal::Unknown => "",
+    };
     let body = format!(
         "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
          <title>toolgate console: login refused</title></head><body>\
-         <h1>Login refused</h1><p>toolgate console: {refusal}.</p>\
+         <h1>Login refused</h1><p>toolgate console: {refusal}.</p>{warning}\
          <p>Nothing was changed. Each login link works once, for a few minutes. \
-         For a new one, restart <code>toolgate serve</code>, or open a fresh link from a \
+         For a new one, restart <code>toolgate serve</code>, or ask for a fresh link from a \
          browser that is already logged in to this console.</p></body></html>\n"
     );
     (
@@ -530,6 +539,7 @@ mod tests {
         let again = http(port, "GET", &path, &[]);
         assert_eq!(again.status, 410);
         assert!(again.body.contains("already used"), "{}", again.body);
+        assert!(again.body.contains("someone else did"), "{}", again.body);
         assert_eq!(again.header("set-cookie"), None);
         assert!(!again.body.contains(console.token()));
 
