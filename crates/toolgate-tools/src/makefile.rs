@@ -185,6 +185,27 @@ impl Makefile {
         .scan(text)
     }
 
+    /// The files every explicit rule's prerequisites may be, as [`Shown::prerequisites`]
+    /// holds them for one goal: for a make whose goals toolgate does not show.
+    pub(crate) fn prerequisites(&self) -> Vec<String> {
+        let mut files = Vec::new();
+        for rule in self.rules.iter().filter(|r| !r.is_implicit()) {
+            for prerequisite in &rule.prerequisites {
+                self.searched(prerequisite, &mut files);
+            }
+        }
+        files
+    }
+
+    /// The `vpath` lines and the `VPATH` directories, as written, if there are any.
+    pub(crate) fn search_path(&self) -> Option<String> {
+        let mut parts: Vec<String> = self.vpaths.iter().map(|v| v.text.clone()).collect();
+        if !self.vpath_dirs.is_empty() {
+            parts.push(format!("VPATH {}", self.vpath_dirs.join(":")));
+        }
+        (!parts.is_empty()).then(|| parts.join("; "))
+    }
+
     /// Whether some rule names `goal` as a target.
     pub(crate) fn defines(&self, goal: &str) -> bool {
         self.rules
@@ -431,6 +452,9 @@ pub(crate) struct MakeCommand {
     pub(crate) makefiles: Vec<String>,
     /// Whether no `-f` was given, so that make reads the first of [`DEFAULT_NAMES`] there is.
     pub(crate) defaults: bool,
+    /// The directory make works in, relative to the working directory (`-C`); empty for the
+    /// working directory itself.
+    pub(crate) dir: String,
     /// Files from which make's built-in rules would remake a makefile (with no `-r`).
     pub(crate) sources: Vec<String>,
     /// Sentences for the preview, argument by argument: what the approval does not cover.
@@ -794,6 +818,7 @@ fn make_command_in(
         named
     };
     command.defaults = defaults;
+    command.dir = base.clone();
     command.makefiles = names.iter().map(|name| within(name)).collect();
     if builtin_rules {
         for name in &command.makefiles {
@@ -1993,7 +2018,18 @@ test: run.sh data.txt
                 "lib/data.txt",
             ]
         );
+        assert_eq!(
+            makefile.search_path().as_deref(),
+            Some("vpath %.sh scripts tools/; vpath %.txt $(D); VPATH src:lib")
+        );
+        assert_eq!(
+            makefile.prerequisites(),
+            makefile.show("test").unwrap().prerequisites,
+            "one goal: the same files"
+        );
         let plain = Makefile::parse("test: a.sh\n\tsh $<\n", "Makefile").unwrap();
+        assert_eq!(plain.search_path(), None);
+        assert_eq!(plain.prerequisites(), ["a.sh"]);
         let shown = plain.show("test").unwrap();
         assert_eq!(shown.prerequisites, ["a.sh"]);
         assert!(!shown.text.contains("vpath"), "{}", shown.text);

@@ -837,20 +837,39 @@ impl Plan {
             if total > MAX_BOUND_INPUT_BYTES {
                 continue;
             }
-            notes.push(match std::str::from_utf8(&bytes) {
+            let note = match std::str::from_utf8(&bytes) {
                 Ok(text) => match makefile::Makefile::parse(text, path) {
-                    Ok(_) => format!(
-                        "make reads `{rel}` (bound below) and runs the rules it holds for the \
-                         goals named; they are not shown here (`run_script` shows a Makefile's \
-                         rules)"
-                    ),
+                    Ok(scanned) => {
+                        // What a recipe's `$<` and `$^` name, wherever `vpath` finds it.
+                        for file in scanned.prerequisites() {
+                            let file = if command.dir.is_empty() || file.starts_with('/') {
+                                file
+                            } else {
+                                format!("{}/{file}", command.dir.trim_end_matches('/'))
+                            };
+                            candidates.push(("a prerequisite of a rule in it".to_owned(), file));
+                        }
+                        if let Some(search) = scanned.search_path() {
+                            notes.push(format!(
+                                "`{rel}` sends make looking for prerequisites elsewhere \
+                                 ({search}); the files it could find there for its rules are \
+                                 bound"
+                            ));
+                        }
+                        format!(
+                            "make reads `{rel}` (bound below) and runs the rules it holds for \
+                             the goals named; they are not shown here (`run_script` shows a \
+                             Makefile's rules)"
+                        )
+                    }
                     Err(unreliable) => format!(
                         "make reads `{rel}`, where {unreliable}: the approval binds the file, \
                          not what make makes of it"
                     ),
                 },
                 Err(_) => format!("make reads `{rel}`, which is not UTF-8 and was not scanned"),
-            });
+            };
+            notes.push(note);
         }
         for path in &command.sources {
             candidates.push((
