@@ -382,12 +382,6 @@ pub const FILES: &[LaterFile] = &[
         "the Gradle wrapper downloads and runs the distribution it names",
     ),
     anywhere(
-        "gradle.properties",
-        false,
-        BUILD,
-        "Gradle passes its JVM arguments (`-javaagent`) to every build",
-    ),
-    anywhere(
         ".bundle/config",
         false,
         BUILD,
