@@ -597,8 +597,8 @@ pub fn gaps(
         gaps.push(
             "no mount namespace: the mode and times of files outside the workspace that the \
              command's user owns can be changed (landlock governs opening, not chmod or \
-             utime), and the workspace's `.git/hooks` and `.git/config` are as writable as the \
-             rest of it"
+             utime), and the paths asked to be read-only or pinned (the files that run later) are \
+             as writable as the rest of the workspace while it runs"
                 .into(),
         );
         gaps.push("no pid or network namespace: the host's processes are seen".into());

@@ -892,7 +892,10 @@ fn read_only_paths_stay_unwritable_inside_the_workspace_where_mounts_are_possibl
     let prepared = sandbox.prepare(&spec).unwrap();
     let report = prepared.enforced().to_string();
     if !sandbox.support().mount_namespaces.possible() {
-        assert!(report.contains(".git/hooks"), "the gap is named: {report}");
+        assert!(
+            report.contains("read-only or pinned"),
+            "the gap is named: {report}"
+        );
         return;
     }
     assert!(report.contains("mount namespace"), "{report}");
@@ -921,6 +924,40 @@ fn read_only_paths_stay_unwritable_inside_the_workspace_where_mounts_are_possibl
         !mounts.contains(ws.join(".git").to_str().unwrap()),
         "the child's mounts stay its own"
     );
+}
+
+/// Where this machine can make a mount namespace, a pinned directory (a workspace's `.git`)
+/// cannot be renamed, replaced or removed from inside, while what it holds stays writable.
+#[test]
+fn a_pinned_directory_stays_where_it_is_and_writable_where_mounts_are_possible() {
+    let fixture = Fixture::new();
+    let sandbox = Sandbox::detect();
+    if !sandbox.support().mount_namespaces.possible() {
+        return;
+    }
+    let ws = fixture.base().join("ws");
+    std::fs::create_dir_all(ws.join(".git/objects")).unwrap();
+    std::fs::write(ws.join(".git/HEAD"), "ref: refs/heads/main\n").unwrap();
+    let mut spec = fixture.spec(NetworkMode::None);
+    spec.pinned = vec![ws.join(".git")];
+    let prepared = sandbox.prepare(&spec).unwrap();
+    let script = "import os\n\
+        def tried(f):\n    try:\n        f()\n        return 'ESCAPED'\n    except OSError as e:\n        return 'REFUSED'\n\
+        open('.git/objects/new', 'w').write('object')\nprint('WROTE')\n\
+        print(tried(lambda: os.rename('.git', 'git-moved')))\n\
+        os.makedirs('fresh/objects')\n\
+        print(tried(lambda: os.rename('fresh', '.git')))\n\
+        print(tried(lambda: os.rmdir('.git')))\n";
+    let out = fixture.run(&["{python}", "-c", script], Some(&prepared));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        stdout.lines().collect::<Vec<_>>(),
+        ["WROTE", "REFUSED", "REFUSED", "REFUSED"],
+        "{}",
+        show(&out)
+    );
+    assert!(ws.join(".git/objects/new").exists());
+    assert!(!ws.join("git-moved").exists());
 }
 
 /// Every store of the compiled-in data, made as a file in each place its base may be (the
