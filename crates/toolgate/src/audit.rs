@@ -157,7 +157,7 @@ fn head(args: &AuditLogArgs, json: bool) -> anyhow::Result<u8> {
             "at": head.at,
             "witnessed": head.witnessed,
         });
-        crate::terminal::write_out(&crate::terminal::json(&value)?, true);
+        crate::terminal::write_out(&crate::terminal::json_line(&value)?, true);
     } else {
         outln!("head: record {} {}", head.seq, head.hash);
     }

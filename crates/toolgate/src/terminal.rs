@@ -36,6 +36,11 @@ pub fn json<T: serde::Serialize + ?Sized>(value: &T) -> serde_json::Result<Strin
     serde_json::to_string_pretty(value).map(|text| json_escaped(&text).into_owned())
 }
 
+/// As [`json`], on one line.
+pub fn json_line<T: serde::Serialize + ?Sized>(value: &T) -> serde_json::Result<String> {
+    serde_json::to_string(value).map(|text| json_escaped(&text).into_owned())
+}
+
 /// JSON text with each invisible character written as a JSON escape. serde_json writes the C0
 /// controls escaped already, and only inside strings can any of these characters appear, so
 /// the JSON means what it meant.

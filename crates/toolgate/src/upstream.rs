@@ -174,7 +174,10 @@ pub fn discover(config: Option<&Path>, as_json: bool) -> anyhow::Result<u8> {
     let gate = crate::gate::Gate::running(settings, workspace)?;
     let Some(upstreams) = &gate.upstreams else {
         if as_json {
-            crate::terminal::write_out(&json!({"servers": [], "tools": []}).to_string(), true);
+            crate::terminal::write_out(
+                &crate::terminal::json_line(&json!({"servers": [], "tools": []}))?,
+                true,
+            );
         } else {
             outln!("no upstream is configured");
         }
