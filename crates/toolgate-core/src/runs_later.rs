@@ -531,10 +531,33 @@ pub fn guard(path: &str, is_dir: bool) -> Guard {
     if let Some(inside) = git_dir_part(&components) {
         return inside_git_dir(&inside, is_dir);
     }
-    if kind_of_parts(&components, parents.is_empty()).is_some() {
-        return Guard::Whole;
+    // A walk asks about a directory before what it holds, so only an entry whose last name is
+    // this one's can be this one: a cheap test first, for the many files of a tree.
+    let at_root = parents.is_empty();
+    let guarded = FILES.iter().any(|file| {
+        file.at != Anchor::GitDir
+            && file.path.rsplit('/').next() == Some(*name)
+            && (file.at == Anchor::Anywhere || at_root)
+            && ends_with(&components, file.path)
+            && (file.at == Anchor::Anywhere || components.len() == file.path.split('/').count())
+    });
+    if guarded {
+        Guard::Whole
+    } else if is_dir {
+        Guard::Descend
+    } else {
+        Guard::Skip
     }
-    if is_dir { Guard::Descend } else { Guard::Skip }
+}
+
+/// Whether the last components of `components` are those of `path`.
+fn ends_with(components: &[&str], path: &str) -> bool {
+    let count = path.split('/').count();
+    components
+        .len()
+        .checked_sub(count)
+        .and_then(|start| components.get(start..))
+        .is_some_and(|tail| tail.iter().copied().eq(path.split('/')))
 }
 
 /// Inside a git directory, the parts below the innermost `.git` (`["hooks", "pre-commit"]`);
@@ -636,11 +659,17 @@ fn kind_of_parts(components: &[&str], at_root: bool) -> Option<&'static LaterFil
 /// Whether `file` covers `parts` from their start: the file itself, or anything in it when it
 /// is a directory.
 fn covers(file: &LaterFile, parts: &[&str]) -> bool {
-    let want: Vec<&str> = file.path.split('/').collect();
-    if parts.len() < want.len() || !parts.iter().zip(&want).all(|(p, w)| p == w) {
+    let count = file.path.split('/').count();
+    if parts.len() < count
+        || !parts
+            .iter()
+            .copied()
+            .zip(file.path.split('/'))
+            .all(|(p, w)| p == w)
+    {
         return false;
     }
-    parts.len() == want.len() || file.dir
+    parts.len() == count || file.dir
 }
 
 #[cfg(test)]

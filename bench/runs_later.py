@@ -1,0 +1,154 @@
+#!/usr/bin/env python3
+"""What guarding the files that run later costs one command, end to end.
+
+Starts `toolgate serve` over stdio twice: on a small repository (one file) and on one of
+10,000 files (100 directories of 100, 1,000 loose objects in `.git`, agent and build
+configuration). Each time, N times: sends `run_command ["true"]`, approves it through the
+console's HTTP API as a browser would (the login link's cookie, the CSRF value), and measures
+from the decision's POST to the call's result: the grant, the snapshot of the files that run
+later, the sandbox, the process, the comparison after it, and the reply. The difference of
+the medians is what the guard costs a command on the larger repository (the snapshot and the
+check walk it; the rest is the same). The guard alone, without the process, is measured by
+`cargo bench -p toolgate-tools --bench runs_later`.
+
+    cargo build --release -p toolgate
+    python3 bench/runs_later.py [--calls 30] [--toolgate target/release/toolgate]
+"""
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+
+
+def percentile(values, p):
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * p))]
+
+
+def repository(ws, files):
+    os.makedirs(ws)
+    subprocess.run(["git", "init", "-q"], cwd=ws, check=True)
+    with open(os.path.join(ws, "README.md"), "w") as f:
+        f.write("# bench\n")
+    if files:
+        for d in range(files // 100):
+            path = os.path.join(ws, "src", f"module{d}")
+            os.makedirs(path)
+            for n in range(100):
+                with open(os.path.join(path, f"file{n}.rs"), "w") as f:
+                    f.write("fn main() {}\n")
+        for o in range(1000):
+            path = os.path.join(ws, ".git", "objects", f"{o % 256:02x}")
+            os.makedirs(path, exist_ok=True)
+            with open(os.path.join(path, f"{o:038x}"), "wb") as f:
+                f.write(bytes(64))
+        os.makedirs(os.path.join(ws, ".claude"))
+        with open(os.path.join(ws, ".claude", "settings.json"), "w") as f:
+            f.write("{}\n")
+        with open(os.path.join(ws, ".npmrc"), "w") as f:
+            f.write("fund=false\n")
+
+
+def measure(toolgate, ws, state, calls):
+    env = dict(os.environ, XDG_STATE_HOME=state)
+    proc = subprocess.Popen(
+        [toolgate, "serve", "--workspace", ws],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+    )
+    link = None
+    while link is None:
+        line = proc.stderr.readline().decode()
+        if not line:
+            raise SystemExit("toolgate serve stopped before printing the console's login link")
+        match = re.search(r"(http://127\.0\.0\.1:(\d+))/login\?code=\w+", line)
+        if match:
+            link, base = match.group(0), match.group(1)
+    threading.Thread(target=lambda: proc.stderr.read(), daemon=True).start()
+
+    class NoRedirect(urllib.request.HTTPRedirectHandler):
+        def redirect_request(self, *args, **kwargs):
+            return None
+
+    try:
+        urllib.request.build_opener(NoRedirect).open(link)
+        raise SystemExit("the login link did not redirect")
+    except urllib.error.HTTPError as answer:
+        if answer.code != 303:
+            raise
+        cookie = answer.headers["Set-Cookie"].split(";")[0]
+    page = urllib.request.urlopen(
+        urllib.request.Request(base + "/", headers={"Cookie": cookie})).read().decode()
+    csrf = re.search(r'name="toolgate-csrf" content="(\w+)"', page).group(1)
+
+    def rpc(message):
+        proc.stdin.write((json.dumps(message) + "\n").encode())
+        proc.stdin.flush()
+
+    def read_reply(want_id):
+        while True:
+            reply = json.loads(proc.stdout.readline())
+            if reply.get("id") == want_id:
+                return reply
+
+    rpc({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "bench", "version": "0"}}})
+    read_reply(0)
+    rpc({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    times = []
+    for i in range(1, calls + 1):
+        rpc({"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": {
+            "name": "run_command", "arguments": {"argv": ["true"]}}})
+        while True:
+            pending = json.loads(urllib.request.urlopen(urllib.request.Request(
+                base + "/api/pending", headers={"Cookie": cookie})).read())
+            if pending:
+                break
+            time.sleep(0.005)
+        request = urllib.request.Request(
+            f"{base}/api/pending/{pending[0]['id']}/decision",
+            data=b'{"decision":"allow_once"}', method="POST",
+            headers={"Cookie": cookie, "X-Toolgate-Csrf": csrf,
+                     "Content-Type": "application/json"})
+        started = time.perf_counter()
+        urllib.request.urlopen(request).read()
+        reply = read_reply(i)
+        times.append((time.perf_counter() - started) * 1000)
+        assert not reply["result"].get("isError"), reply
+    proc.stdin.close()
+    proc.wait(timeout=10)
+    return times
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--calls", type=int, default=30)
+    parser.add_argument("--toolgate", default="target/release/toolgate")
+    args = parser.parse_args()
+    # Under the repository's target/, not /tmp, which the sandbox denies.
+    os.makedirs("target", exist_ok=True)
+    with tempfile.TemporaryDirectory(dir="target") as tmp:
+        tmp = os.path.abspath(tmp)
+        results = {}
+        for name, files in (("1 file", 0), ("10,000 files", 10_000)):
+            ws = os.path.join(tmp, name.replace(" ", "-").replace(",", ""))
+            repository(ws, files)
+            results[name] = measure(args.toolgate, ws, os.path.join(tmp, "state-" + str(files)),
+                                    args.calls)
+    print(f"calls: {args.calls} each")
+    for name, times in results.items():
+        print(f"run_command true, decision POST -> result, {name}: "
+              f"p50 {percentile(times, 0.5):.2f} ms, p99 {percentile(times, 0.99):.2f} ms")
+    small, large = (percentile(t, 0.5) for t in results.values())
+    print(f"the guard on 10,000 files, difference of the medians: {large - small:.2f} ms")
+
+
+if __name__ == "__main__":
+    main()
