@@ -9,8 +9,12 @@ use serde_json::Value;
 use toolgate_core::{EffectClass, Outcome, Status, Surface};
 
 /// toolgate: a fail-closed boundary between the tool calls a model proposes and what runs.
+// Plain styles: a usage error quotes the argument it refused, and without styling of its own
+// every escape in the rendered text came from that argument, which is then shown, not obeyed
+// (see `main`).
 #[derive(Debug, Parser)]
 #[command(name = "toolgate", version, about, long_about = None)]
+#[command(styles = clap::builder::Styles::plain())]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,

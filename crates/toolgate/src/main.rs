@@ -18,13 +18,17 @@ fn main() -> ExitCode {
     }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
+        Err(e) if e.use_stderr() => {
+            // A usage error quotes the argument it refused, which can hold anything: its
+            // control characters made visible (the command's styles are plain, so every
+            // escape in the text is the argument's).
+            toolgate::terminal::write_err(&e.render().ansi().to_string(), false);
+            return ExitCode::from(EXIT_USAGE);
+        }
         Err(e) => {
+            // `--help` and `--version`: toolgate's own text.
             let _ = e.print();
-            return ExitCode::from(if e.use_stderr() {
-                EXIT_USAGE
-            } else {
-                EXIT_COMPLETED
-            });
+            return ExitCode::from(EXIT_COMPLETED);
         }
     };
     match toolgate::run(cli) {

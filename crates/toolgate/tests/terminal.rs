@@ -300,3 +300,29 @@ fn an_upstreams_standard_error_is_shown_not_obeyed() {
         );
     }
 }
+
+/// A usage error quotes the argument it refused; clap wrote it as it was.
+#[test]
+fn a_usage_error_quoting_an_argument_shows_it_not_obeys_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    for row in rows() {
+        let refused = run(toolgate(&state).args([
+            "call",
+            "--workspace",
+            ".",
+            "--tool",
+            "read_file",
+            "--surface",
+            &row.text,
+        ]));
+        assert_eq!(refused.code, 3, "{}: {}", row.name, refused.stderr);
+        assert_no_raw(&row.name, &refused.stderr);
+        assert!(
+            refused.stderr.contains(&row.shown),
+            "{}: {}",
+            row.name,
+            refused.stderr
+        );
+    }
+}
