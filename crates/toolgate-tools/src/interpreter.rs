@@ -398,7 +398,7 @@ const PROGRAMS: &[Program] = &[
                 which may name programs it runs; those are not bound here",
     },
     Program {
-        names: &["npm", "npx"],
+        names: &["npm"],
         language: Language::Shell,
         code: &["-c", "--call"],
         code_operand: NONE,
@@ -416,7 +416,25 @@ const PROGRAMS: &[Program] = &[
                 are not bound",
     },
     Program {
-        names: &["pnpm", "pnpx"],
+        // `npx NAME` runs a program, never a package.json script.
+        names: &["npx", "pnpx"],
+        language: Language::Shell,
+        code: &["-c", "--call"],
+        code_operand: NONE,
+        module: NONE,
+        preload: NONE,
+        config: NONE,
+        script: NONE,
+        valued: &["-p", "--package", "--prefix", "-w", "--workspace"],
+        ends_at_code: false,
+        first_operand: Operand::Subcommand,
+        project_files: &[".npmrc"],
+        resolves: NONE,
+        reads: "npx runs the program of `node_modules/.bin` or of the package it names, which \
+                is not bound",
+    },
+    Program {
+        names: &["pnpm"],
         language: Language::Shell,
         code: &["-c"],
         code_operand: NONE,
@@ -867,7 +885,7 @@ fn operand(
                 }
             }
             if program.project_files.contains(&"package.json") {
-                package_script(arg, rest, out);
+                package_script(program, arg, rest, out);
             }
         }
     }
@@ -876,18 +894,40 @@ fn operand(
 /// The package.json script a package manager's sub-command runs: `npm run NAME`,
 /// `npm test`, `yarn NAME`, `pnpm NAME`. A name that is not a script of package.json is
 /// left for [`show_package_scripts`] to pass over (`yarn install`).
-fn package_script(subcommand: &Arg<'_>, rest: &[Arg<'_>], out: &mut Analysis) {
-    let name = match subcommand.text {
-        "run" | "run-script" | "rum" | "urn" => rest
-            .iter()
-            .map(|arg| arg.text)
-            .find(|text| !text.starts_with('-')),
-        "t" | "tst" => Some("test"),
-        other => Some(other),
+fn package_script(program: &Program, subcommand: &Arg<'_>, rest: &[Arg<'_>], out: &mut Analysis) {
+    let names: &[&str] = match subcommand.text {
+        "run" | "run-script" | "rum" | "urn" => {
+            match rest
+                .iter()
+                .map(|arg| arg.text)
+                .find(|t| !t.starts_with('-'))
+            {
+                Some(name) => {
+                    out.package_scripts
+                        .push((subcommand.label.clone(), name.to_owned()));
+                    return;
+                }
+                None => &[],
+            }
+        }
+        "test" | "t" | "tst" => &["test"],
+        "start" => &["start"],
+        "stop" => &["stop"],
+        "restart" => &["restart", "stop", "start"],
+        // npm's install runs the root package's own lifecycle scripts.
+        "install" | "i" | "ci" | "add" => &["install", "prepare"],
+        other if !program.names.contains(&"npm") => {
+            // yarn and pnpm run a script by its name when it is not one of their commands;
+            // one that is not a script is passed over when shown.
+            out.package_scripts
+                .push((subcommand.label.clone(), other.to_owned()));
+            return;
+        }
+        _ => &[],
     };
-    if let Some(name) = name {
+    for name in names {
         out.package_scripts
-            .push((subcommand.label.clone(), name.to_owned()));
+            .push((subcommand.label.clone(), (*name).to_owned()));
     }
 }
 
@@ -1679,7 +1719,10 @@ mod tests {
             "loop": "npm run loop",
         });
         let scripts = scripts.as_object().unwrap();
-        let mut analysis = shell_text("npm test; pnpm loop; yarn install", "`test`");
+        let mut analysis = shell_text(
+            "npm test; pnpm loop; yarn install; npx lint; npm lint",
+            "`test`",
+        );
         show_package_scripts(&mut analysis, scripts, &[]);
         let text = notes(&analysis);
         for fragment in [
@@ -1694,6 +1737,10 @@ mod tests {
             assert!(text.contains(fragment), "`{fragment}` not in\n{text}");
         }
         assert!(!text.contains("`install`"), "{text}");
+        // npx runs a program, and `npm lint` is no npm command: neither runs a script.
+        let mut other = shell_text("npx lint; npm lint; npm exec loop", "`x`");
+        show_package_scripts(&mut other, scripts, &[]);
+        assert!(!notes(&other).contains("package.json script"), "{other:?}");
         let found = paths(&analysis);
         assert!(
             found.contains(&"job.py") && found.contains(&"./x.sh"),
