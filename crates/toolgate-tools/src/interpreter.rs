@@ -156,6 +156,20 @@ enum Operand {
     Subcommand,
 }
 
+/// Which sub-commands of a package manager run a package.json script.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Scripts {
+    /// None of them.
+    None,
+    /// npm's: `run NAME` (and its aliases), `test`, `start`, `stop`, `restart`, and the
+    /// lifecycle scripts of `install`.
+    Npm,
+    /// yarn's and pnpm's: npm's, and any other word that names a script.
+    ByName,
+    /// bun's: `run NAME` only (`bun test` is its own test runner).
+    RunOnly,
+}
+
 /// What toolgate knows of one interpreter's command line.
 #[derive(Debug)]
 struct Program {
@@ -185,6 +199,8 @@ struct Program {
     /// What the program appends to a name to find the file it runs or loads (`node job` runs
     /// `job.js`, `python3 pkg` runs `pkg/__main__.py`).
     resolves: &'static [&'static str],
+    /// Which of its sub-commands run a package.json script.
+    scripts: Scripts,
     /// What else it reads that the approval does not cover, for the preview.
     reads: &'static str,
 }
@@ -207,12 +223,13 @@ const PROGRAMS: &[Program] = &[
         first_operand: Operand::Script,
         project_files: NONE,
         resolves: &["/__main__.py"],
+        scripts: Scripts::None,
         reads: "Python also imports the modules the program names, from the program's \
                 directory (the working directory for `-c` and `-m`) and its installed \
                 packages; the files it imports are not bound",
     },
     Program {
-        names: &["node", "nodejs", "bun"],
+        names: &["node", "nodejs"],
         language: Language::Other,
         code: &["-e", "--eval", "-p", "--print"],
         code_operand: NONE,
@@ -237,6 +254,7 @@ const PROGRAMS: &[Program] = &[
         first_operand: Operand::Script,
         project_files: NONE,
         resolves: &[".js", ".mjs", ".cjs", ".json", "/index.js", "/package.json"],
+        scripts: Scripts::None,
         reads: "node also loads the modules the program requires or imports (from \
                 `node_modules` and elsewhere); those files are not bound",
     },
@@ -254,6 +272,7 @@ const PROGRAMS: &[Program] = &[
         first_operand: Operand::Script,
         project_files: NONE,
         resolves: &[".pl", ".pm"],
+        scripts: Scripts::None,
         reads: "perl also loads the modules the program uses or requires; those files are \
                 not bound",
     },
@@ -271,6 +290,7 @@ const PROGRAMS: &[Program] = &[
         first_operand: Operand::Script,
         project_files: NONE,
         resolves: &[".rb"],
+        scripts: Scripts::None,
         reads: "ruby also loads the files the program requires; those are not bound",
     },
     Program {
@@ -287,6 +307,7 @@ const PROGRAMS: &[Program] = &[
         first_operand: Operand::Script,
         project_files: NONE,
         resolves: &[".php"],
+        scripts: Scripts::None,
         reads: "php also includes the files the program names; those are not bound",
     },
     Program {
@@ -303,6 +324,7 @@ const PROGRAMS: &[Program] = &[
         first_operand: Operand::Script,
         project_files: NONE,
         resolves: &[".lua", ".R"],
+        scripts: Scripts::None,
         reads: "the interpreter also loads the files the program requires; those are not \
                 bound",
     },
@@ -320,6 +342,7 @@ const PROGRAMS: &[Program] = &[
         first_operand: Operand::Script,
         project_files: NONE,
         resolves: NONE,
+        scripts: Scripts::None,
         reads: "the shell also runs the files its text sources and the programs it starts, \
                 which read their own files; those are not bound",
     },
@@ -337,6 +360,7 @@ const PROGRAMS: &[Program] = &[
         first_operand: Operand::Script,
         project_files: NONE,
         resolves: NONE,
+        scripts: Scripts::None,
         reads: "the shell also runs the files its text sources and the programs it starts, \
                 which read their own files; those are not bound",
     },
@@ -354,6 +378,7 @@ const PROGRAMS: &[Program] = &[
         first_operand: Operand::Script,
         project_files: NONE,
         resolves: &[".jl"],
+        scripts: Scripts::None,
         reads: "julia also loads the packages and files the program uses or includes; those \
                 are not bound",
     },
@@ -371,6 +396,7 @@ const PROGRAMS: &[Program] = &[
         first_operand: Operand::Code,
         project_files: NONE,
         resolves: NONE,
+        scripts: Scripts::None,
         reads: "",
     },
     Program {
@@ -394,6 +420,7 @@ const PROGRAMS: &[Program] = &[
         first_operand: Operand::Subcommand,
         project_files: NONE,
         resolves: NONE,
+        scripts: Scripts::None,
         reads: "git also reads the repository's own configuration, hooks and attributes, \
                 which may name programs it runs; those are not bound here",
     },
@@ -411,9 +438,29 @@ const PROGRAMS: &[Program] = &[
         first_operand: Operand::Subcommand,
         project_files: &["package.json", ".npmrc"],
         resolves: NONE,
+        scripts: Scripts::Npm,
         reads: "npm runs the scripts of the package.json it finds (bound below when it is the \
                 one in the working directory) and the programs of `node_modules/.bin`, which \
                 are not bound",
+    },
+    Program {
+        names: &["bun"],
+        language: Language::Other,
+        code: &["-e", "--eval", "-p", "--print"],
+        code_operand: NONE,
+        module: NONE,
+        preload: &["-r", "--preload"],
+        config: NONE,
+        script: NONE,
+        valued: &["--cwd", "--config", "-c"],
+        ends_at_code: false,
+        first_operand: Operand::Subcommand,
+        project_files: &["package.json", "bunfig.toml"],
+        resolves: NONE,
+        scripts: Scripts::RunOnly,
+        reads: "bun runs the file or package.json script it is given (a script's text is \
+                shown below), loads what `bunfig.toml` preloads and the modules the program \
+                imports; those modules are not bound",
     },
     Program {
         // `npx NAME` runs a program, never a package.json script.
@@ -430,6 +477,7 @@ const PROGRAMS: &[Program] = &[
         first_operand: Operand::Subcommand,
         project_files: &[".npmrc"],
         resolves: NONE,
+        scripts: Scripts::None,
         reads: "npx runs the program of `node_modules/.bin` or of the package it names, which \
                 is not bound",
     },
@@ -452,6 +500,7 @@ const PROGRAMS: &[Program] = &[
             "pnpm-workspace.yaml",
         ],
         resolves: NONE,
+        scripts: Scripts::ByName,
         reads: "pnpm runs the scripts of the package.json it finds (bound below when it is \
                 the one in the working directory) and the programs of `node_modules/.bin`, \
                 which are not bound",
@@ -470,6 +519,7 @@ const PROGRAMS: &[Program] = &[
         first_operand: Operand::Subcommand,
         project_files: &["package.json", ".yarnrc.yml", ".yarnrc", ".npmrc"],
         resolves: NONE,
+        scripts: Scripts::ByName,
         reads: "yarn runs the scripts of the package.json it finds (bound below when it is the \
                 one in the working directory), the plugins its `.yarnrc.yml` names and the \
                 programs of `node_modules/.bin`, which are not bound",
@@ -884,9 +934,7 @@ fn operand(
                     }
                 }
             }
-            if program.project_files.contains(&"package.json") {
-                package_script(program, arg, rest, out);
-            }
+            package_script(program, arg, rest, out);
         }
     }
 }
@@ -895,6 +943,11 @@ fn operand(
 /// `npm test`, `yarn NAME`, `pnpm NAME`. A name that is not a script of package.json is
 /// left for [`show_package_scripts`] to pass over (`yarn install`).
 fn package_script(program: &Program, subcommand: &Arg<'_>, rest: &[Arg<'_>], out: &mut Analysis) {
+    if program.scripts == Scripts::None
+        || (program.scripts == Scripts::RunOnly && subcommand.text != "run")
+    {
+        return;
+    }
     let names: &[&str] = match subcommand.text {
         "run" | "run-script" | "rum" | "urn" => {
             match rest
@@ -916,7 +969,7 @@ fn package_script(program: &Program, subcommand: &Arg<'_>, rest: &[Arg<'_>], out
         "restart" => &["restart", "stop", "start"],
         // npm's install runs the root package's own lifecycle scripts.
         "install" | "i" | "ci" | "add" => &["install", "prepare"],
-        other if !program.names.contains(&"npm") => {
+        other if program.scripts == Scripts::ByName => {
             // yarn and pnpm run a script by its name when it is not one of their commands;
             // one that is not a script is passed over when shown.
             out.package_scripts
@@ -1738,9 +1791,13 @@ mod tests {
         }
         assert!(!text.contains("`install`"), "{text}");
         // npx runs a program, and `npm lint` is no npm command: neither runs a script.
-        let mut other = shell_text("npx lint; npm lint; npm exec loop", "`x`");
+        let mut other = shell_text("npx lint; npm lint; npm exec loop; bun test", "`x`");
+        assert!(other.package_scripts.is_empty(), "{other:?}");
         show_package_scripts(&mut other, scripts, &[]);
-        assert!(!notes(&other).contains("package.json script"), "{other:?}");
+        assert!(
+            !notes(&other).contains("runs package.json script `"),
+            "{other:?}"
+        );
         let found = paths(&analysis);
         assert!(
             found.contains(&"job.py") && found.contains(&"./x.sh"),
