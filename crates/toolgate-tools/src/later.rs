@@ -3,7 +3,8 @@
 //! has ended; whatever changed there that the call's `may_change` argument did not name (and
 //! so the person did not approve by name) is put back, and the call fails with
 //! `runs_later_changed`. Where the kernel gives a mount namespace, the existing ones are also
-//! bound read-only for the processes ([`read_only_paths`]), so that most changes fail at once.
+//! bound read-only for the processes and git directories pinned (`Guarded::read_only_paths`,
+//! `Guarded::pinned_paths`), so that most changes fail at once.
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -11,7 +12,7 @@ use std::path::Path;
 use serde_json::{Value, json};
 use toolgate_core::runs_later::{self, Guard};
 use toolgate_core::{FieldError, RejectCode, ToolError, ToolErrorCode};
-use toolgate_workspace::snapshot::{Guarded, SnapshotError, Watch};
+use toolgate_workspace::snapshot::{Guarded, Watch};
 
 /// Most entries `may_change` may name.
 pub const MAX_MAY_CHANGE: usize = 16;
@@ -94,16 +95,9 @@ pub(crate) fn take(workspace: &Path, may_change: &[String]) -> Result<Guarded, T
     Guarded::take(workspace, watch, allowed).map_err(|e| {
         ToolError::new(
             ToolErrorCode::SandboxFailed,
-            format!(
-                "the files that run later could not be taken stock of, so nothing ran: {}",
-                describe(&e)
-            ),
+            format!("the files that run later could not be taken stock of, so nothing ran: {e}"),
         )
     })
-}
-
-fn describe(error: &SnapshotError) -> String {
-    error.to_string()
 }
 
 /// Stage 7, after the last process ended: what changed is put back; the call fails if
@@ -113,8 +107,7 @@ pub(crate) fn check_after(guarded: &Guarded) -> Result<(), ToolError> {
         ToolError::new(
             ToolErrorCode::RunsLaterChanged,
             format!(
-                "the files that run later could not be compared with how they were before the command, or not put back: {}",
-                describe(&e)
+                "the files that run later could not be compared with how they were before the command, or not put back: {e}"
             ),
         )
     })?;
