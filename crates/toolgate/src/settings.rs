@@ -1004,7 +1004,7 @@ mod tests {
             (
                 "[[tool]]\nname = \"a\"\neffect = \"dangerous\"\n",
                 3,
-                "unknown variant",
+                "unknown value `dangerous`",
             ),
             ("[limits]\nmax_depth = \"deep\"\n", 2, "invalid type"),
             (

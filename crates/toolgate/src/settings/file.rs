@@ -10,6 +10,7 @@ use std::path::Path;
 
 use serde::Deserialize;
 use toml::Spanned;
+use toolgate_core::hint::did_you_mean;
 use toolgate_core::{ApprovalMode, EffectClass, Surface, Version};
 
 use super::ConfigError;
@@ -186,7 +187,10 @@ impl Located {
         let file: ConfigFile = toml::from_str(&text).map_err(|e| ConfigError {
             file: path.display().to_string(),
             line: e.span().map_or(0, |span| line_of(&text, span.start)),
-            message: e.message().trim().to_owned(),
+            message: in_words(
+                e.message().trim(),
+                e.span().and_then(|span| key_at(&text, span.start)),
+            ),
         })?;
         Ok((
             Located {
@@ -227,7 +231,159 @@ impl Located {
     }
 }
 
+/// serde's message about the file, said for the person who wrote it: a misspelt key or value
+/// gets a did-you-mean (as a misspelt tool argument does), and a value of the wrong type is
+/// named by what its `key` takes ("a whole number of bytes") rather than by a Rust type.
+fn in_words(message: &str, key: Option<&str>) -> String {
+    for (prefix, said) in [
+        ("unknown field ", "unknown field "),
+        ("unknown variant ", "unknown value "),
+    ] {
+        let Some(rest) = message.strip_prefix(prefix) else {
+            continue;
+        };
+        let Some((name, expected)) = rest.split_once(", ") else {
+            return format!("{said}{rest}");
+        };
+        let hint = code_spans(name)
+            .first()
+            .and_then(|name| did_you_mean(name, code_spans(expected)))
+            .map(|found| format!(": did you mean `{found}`?"))
+            .unwrap_or_else(|| ",".to_owned());
+        return format!("{said}{name}{hint} {expected}");
+    }
+    for prefix in ["invalid type: ", "invalid value: "] {
+        let Some((found, expected)) = message
+            .strip_prefix(prefix)
+            .and_then(|rest| rest.rsplit_once(", expected "))
+        else {
+            continue;
+        };
+        let Some(wanted) = wanted(expected, key.unwrap_or_default()) else {
+            break;
+        };
+        let key = key.map_or_else(|| "this key".to_owned(), |key| format!("`{key}`"));
+        return format!("{prefix}{key} takes {wanted}, not the {found}");
+    }
+    message.to_owned()
+}
+
+/// What a value described by serde as `expected` is, in words, for `key`.
+fn wanted(expected: &str, key: &str) -> Option<String> {
+    let unit = [
+        ("_bytes", " of bytes"),
+        ("_secs", " of seconds"),
+        ("_ms", " of milliseconds"),
+    ]
+    .into_iter()
+    .find(|(suffix, _)| key.ends_with(suffix))
+    .map_or("", |(_, unit)| unit);
+    Some(match expected {
+        "usize" | "u64" | "u32" | "u16" | "u8" => format!("a whole number{unit}, 0 or more"),
+        "isize" | "i64" | "i32" | "i16" | "i8" => format!("a whole number{unit}"),
+        "f64" | "f32" => format!("a number{unit}"),
+        "a boolean" => "`true` or `false`".to_owned(),
+        "a string" => "text in quotes".to_owned(),
+        "a sequence" => "a list in brackets, `[...]`".to_owned(),
+        _ => return None,
+    })
+}
+
+/// The texts between backticks in `text`.
+fn code_spans(text: &str) -> Vec<&str> {
+    text.split('`').skip(1).step_by(2).collect()
+}
+
+/// The key being set on the line holding byte `offset` of `text` (`key = value`), if any.
+fn key_at(text: &str, offset: usize) -> Option<&str> {
+    let start = text.get(..offset)?.rfind('\n').map_or(0, |at| at + 1);
+    let line = text.get(start..)?.lines().next()?;
+    let (key, _) = line.split_once('=')?;
+    let key = key.trim().rsplit('.').next()?.trim().trim_matches(['"', '\'']);
+    (!key.is_empty() && !key.contains(['[', ' '])).then_some(key)
+}
+
 /// The 1-based line holding byte `offset` of `text`.
 fn line_of(text: &str, offset: usize) -> usize {
     text.get(..offset).unwrap_or(text).matches('\n').count() + 1
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn message(text: &str) -> String {
+        match Located::parse(Path::new("t.toml"), text.to_owned()) {
+            Err(e) => e.message,
+            Ok(_) => String::from("parsed"),
+        }
+    }
+
+    #[test]
+    fn misspelt_keys_and_values_get_a_did_you_mean() {
+        for (text, said) in [
+            (
+                "[[tool]]\nname = \"read_file\"\nenabeld = false\n",
+                "unknown field `enabeld`: did you mean `enabled`? expected one of `name`,",
+            ),
+            (
+                "[limitz]\n",
+                "unknown field `limitz`: did you mean `limits`?",
+            ),
+            (
+                "[[tool]]\nname = \"read_file\"\neffect = \"readonly\"\n",
+                "unknown value `readonly`: did you mean `read_only`? expected one of",
+            ),
+            (
+                "[sandbox]\nmode = \"enforced\"\n",
+                "unknown value `enforced`: did you mean `enforce`?",
+            ),
+            (
+                "[[tool]]\nname = \"read_file\"\nsurfaces = [\"chatt\"]\n",
+                "did you mean `chat`?",
+            ),
+            // Nothing close: the keys it takes, and no guess.
+            (
+                "[audit]\nbanana = 1\n",
+                "unknown field `banana`, expected one of `path`,",
+            ),
+        ] {
+            let message = message(text);
+            assert!(message.starts_with(said) || message.contains(said), "{text}: {message}");
+        }
+    }
+
+    #[test]
+    fn a_wrong_type_is_named_in_words() {
+        for (text, said) in [
+            (
+                "[limits]\nmax_argument_bytes = \"1MB\"\n",
+                "invalid type: `max_argument_bytes` takes a whole number of bytes, 0 or more, \
+                 not the string \"1MB\"",
+            ),
+            (
+                "[approval]\ntimeout_secs = -1\n",
+                "invalid value: `timeout_secs` takes a whole number of seconds, 0 or more, \
+                 not the integer `-1`",
+            ),
+            (
+                "[limits]\nmax_depth = 2.5\n",
+                "invalid type: `max_depth` takes a whole number, 0 or more, not the floating point \
+                 `2.5`",
+            ),
+            (
+                "[[tool]]\nname = \"read_file\"\nenabled = \"no\"\n",
+                "invalid type: `enabled` takes `true` or `false`, not the string \"no\"",
+            ),
+            (
+                "[serve]\nallowed_hosts = \"a:1\"\n",
+                "invalid type: `allowed_hosts` takes a list in brackets, `[...]`, not the string \
+                 \"a:1\"",
+            ),
+        ] {
+            let message = message(text);
+            assert_eq!(message, said, "{text}");
+            assert!(!message.contains("usize") && !message.contains("u64"));
+        }
+    }
 }
