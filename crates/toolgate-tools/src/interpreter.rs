@@ -1036,6 +1036,15 @@ pub(crate) fn show_package_scripts(
             let mut inner = Analysis::default();
             shell(text, &format!("script `{script}`"), 0, &mut inner);
             for (label, path) in inner.candidates {
+                // A plain word is looked up in `node_modules/.bin` first, as the package
+                // manager puts it first in `PATH`: the program it runs.
+                if !path.contains('/') && !path.starts_with(['-', '.']) {
+                    candidate(
+                        analysis,
+                        label.clone(),
+                        &format!("node_modules/.bin/{path}"),
+                    );
+                }
                 candidate(analysis, label, &path);
             }
             for line in inner.notes {
@@ -1803,6 +1812,7 @@ mod tests {
             found.contains(&"job.py") && found.contains(&"./x.sh"),
             "{found:?}"
         );
+        assert!(found.contains(&"node_modules/.bin/python3"), "{found:?}");
     }
 
     #[test]
