@@ -9,11 +9,15 @@ use serde_json::Value;
 use toolgate_core::{EffectClass, Outcome, Status, Surface};
 
 /// toolgate: a fail-closed boundary between the tool calls a model proposes and what runs.
+///
+/// For an MCP client (Claude Code, Codex, ...), start it with `toolgate serve --workspace DIR`:
+/// the client's model gets the workspace's tools, and a person approves writes and commands in
+/// the console whose address `serve` prints. `toolgate call` runs one call from this terminal.
 // Plain styles: a usage error quotes the argument it refused, and without styling of its own
 // every escape in the rendered text came from that argument, which is then shown, not obeyed
 // (see `main`).
 #[derive(Debug, Parser)]
-#[command(name = "toolgate", version, about, long_about = None)]
+#[command(name = "toolgate", version, verbatim_doc_comment)]
 #[command(styles = clap::builder::Styles::plain())]
 pub struct Cli {
     #[command(subcommand)]
@@ -25,7 +29,7 @@ pub enum Command {
     /// Run one call through the full pipeline and print the outcome.
     Call(CallArgs),
     /// Show what each stage decides for a call, without running it or asking for approval.
-    Explain(CallArgs),
+    Explain(ProposedCall),
     /// List tools.
     Tools {
         #[command(subcommand)]
@@ -106,8 +110,8 @@ pub enum AuditCommand {
     },
     /// Print every record.
     Export {
-        /// One JSON object per line, oldest first (the only format).
-        #[arg(long, required = true)]
+        /// One JSON object per line, oldest first: the only format, and the default.
+        #[arg(long)]
         jsonl: bool,
         #[command(flatten)]
         log: AuditLogArgs,
@@ -193,8 +197,21 @@ pub struct ConfigArgs {
     pub config: Option<PathBuf>,
 }
 
+/// `call`: a proposed call, and how to answer if it needs approval.
 #[derive(Debug, Args)]
 pub struct CallArgs {
+    #[command(flatten)]
+    pub call: ProposedCall,
+    /// Ask at this terminal when the call needs approval. Without it such a call is refused:
+    /// anything that can drive a terminal can answer this prompt, so it is for a person at
+    /// their own terminal, never for an agent's calls.
+    #[arg(long)]
+    pub ask: bool,
+}
+
+/// A call as `call` and `explain` take it.
+#[derive(Debug, Args)]
+pub struct ProposedCall {
     /// The workspace directory every path is confined to.
     #[arg(long, value_name = "DIR")]
     pub workspace: PathBuf,
@@ -216,11 +233,6 @@ pub struct CallArgs {
     /// Print the outcome as JSON.
     #[arg(long)]
     pub json: bool,
-    /// Ask at this terminal when the call needs approval (`call` only). Without it such a
-    /// call is refused: anything that can drive a terminal can answer this prompt, so it is
-    /// for a person at their own terminal, never for an agent's calls.
-    #[arg(long)]
-    pub ask: bool,
     #[command(flatten)]
     pub config: ConfigArgs,
 }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use serde_json::json;
 use toolgate_core::{NormalizeBounds, RawArguments, RawCall, Status};
 
-use crate::cli::{self, CallArgs, Cli, Command, ToolsCommand};
+use crate::cli::{self, CallArgs, Cli, Command, ProposedCall, ToolsCommand};
 use crate::gate::{Gate, open_workspace};
 use crate::settings::Settings;
 use crate::terminal::{self, errln, outln};
@@ -74,7 +74,7 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
     }
 }
 
-fn raw_call(args: &CallArgs, bounds: &NormalizeBounds) -> anyhow::Result<RawCall> {
+fn raw_call(args: &ProposedCall, bounds: &NormalizeBounds) -> anyhow::Result<RawCall> {
     let arguments = if args.args == "-" {
         // Read one byte more than the bound, so that stage 1 sees the excess and rejects it
         // without toolgate holding an unbounded input in memory.
@@ -101,7 +101,7 @@ fn raw_call(args: &CallArgs, bounds: &NormalizeBounds) -> anyhow::Result<RawCall
     })
 }
 
-fn call(args: &CallArgs) -> anyhow::Result<u8> {
+fn call(CallArgs { call: args, ask }: &CallArgs) -> anyhow::Result<u8> {
     serve::watch_commands();
     // The outcome is redacted: the rules load while the call is set up and runs.
     std::thread::spawn(toolgate_core::redact::prepare);
@@ -109,7 +109,7 @@ fn call(args: &CallArgs) -> anyhow::Result<u8> {
     let settings = Arc::new(Settings::load(args.config.config.as_deref())?);
     let gate =
         Gate::running(settings, Arc::clone(&workspace))?.with_audit_log(audit::Appending::Once)?;
-    let prompt = if args.ask {
+    let prompt = if *ask {
         approve::Prompt::Ask
     } else {
         approve::Prompt::Off
@@ -124,7 +124,7 @@ fn call(args: &CallArgs) -> anyhow::Result<u8> {
     })
 }
 
-fn explain(args: &CallArgs) -> anyhow::Result<u8> {
+fn explain(args: &ProposedCall) -> anyhow::Result<u8> {
     let workspace = open_workspace(&args.workspace)?;
     let settings = Arc::new(Settings::load(args.config.config.as_deref())?);
     let gate = Gate::running(settings, Arc::clone(&workspace))?;
@@ -219,14 +219,15 @@ fn tools_list(
         outln!("{}", terminal::json(&listing)?);
         return Ok(EXIT_COMPLETED);
     }
+    let width = listing_width();
     for tool in &visible {
-        outln!(
-            "{:<14} {:<5} {:<13} {}",
+        let head = format!(
+            "{:<14} {:<5} {:<13} ",
             tool.entry().name,
             tool.entry().version.to_string(),
             tool.entry().effect().as_str(),
-            first_line(tool.description())
         );
+        outln!("{}", summary_lines(&head, tool.description(), width));
     }
     if candidates {
         for tool in &hidden {
@@ -263,8 +264,49 @@ fn hidden_state(tool: &toolgate_core::Tool, profile: &str) -> &'static str {
     }
 }
 
-fn first_line(text: &str) -> &str {
-    text.lines().next().unwrap_or_default()
+/// The width `tools list` wraps its descriptions to: `COLUMNS` when set, 100 columns on a
+/// terminal (whose size toolgate does not ask), else none, so that a pipe gets one line a tool.
+fn listing_width() -> Option<usize> {
+    use std::io::IsTerminal as _;
+    std::env::var("COLUMNS")
+        .ok()
+        .and_then(|columns| columns.trim().parse().ok())
+        .or_else(|| std::io::stdout().is_terminal().then_some(100))
+}
+
+/// `head` and the first sentence of `description` (its `tools list --json` has the whole
+/// text), wrapped at spaces to `width` with the lines after the first indented under it.
+fn summary_lines(head: &str, description: &str, width: Option<usize>) -> String {
+    let line = description.lines().next().unwrap_or_default();
+    let sentence = line
+        .match_indices(". ")
+        .next()
+        .map_or(line, |(at, _)| line.get(..=at).unwrap_or(line));
+    let Some(width) = width else {
+        return format!("{head}{sentence}");
+    };
+    let indent = head.chars().count();
+    // Too narrow a terminal to indent under: every line starts at the left edge.
+    let (indent, room) = match width.checked_sub(indent) {
+        Some(room) if room >= 20 => (indent, room),
+        _ => (0, width.max(20)),
+    };
+    let mut text = head.to_owned();
+    let mut used = 0;
+    for word in sentence.split(' ') {
+        let length = word.chars().count();
+        if used > 0 && used + 1 + length > room {
+            text.push('\n');
+            text.push_str(&" ".repeat(indent));
+            used = 0;
+        } else if used > 0 {
+            text.push(' ');
+            used += 1;
+        }
+        text.push_str(word);
+        used += length;
+    }
+    text
 }
 
 fn check(config: Option<&Path>) -> anyhow::Result<u8> {
@@ -294,4 +336,28 @@ fn check(config: Option<&Path>) -> anyhow::Result<u8> {
     }
     outln!("ok");
     Ok(EXIT_COMPLETED)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::summary_lines;
+
+    #[test]
+    fn a_description_is_its_first_sentence_wrapped_under_its_head() {
+        let description = "Show the state of the repository, like `git status`: the branch and \
+                           every path that differs. Read-only: it changes nothing.\nMore.";
+        assert_eq!(
+            summary_lines("git_status  ", description, None),
+            "git_status  Show the state of the repository, like `git status`: the branch and \
+             every path that differs."
+        );
+        assert_eq!(
+            summary_lines("git_status  ", description, Some(40)),
+            "git_status  Show the state of the\n            repository, like `git\n            \
+             status`: the branch and\n            every path that differs."
+        );
+        for line in summary_lines("git_status  ", description, Some(40)).lines() {
+            assert!(line.chars().count() <= 40, "{line:?}");
+        }
+    }
 }

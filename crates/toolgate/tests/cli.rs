@@ -866,3 +866,157 @@ fn listing_and_checking_start_no_upstream() {
     assert_eq!(discovered["servers"][0]["connected"], false, "{discovered}");
     assert!(mark.exists(), "`tools discover` did not start the upstream");
 }
+
+/// The top-level help says how an MCP client uses toolgate; each command offers only the flags
+/// it obeys.
+#[test]
+fn help_names_serve_and_explain_offers_no_ask() {
+    let help = toolgate().arg("--help").output().unwrap();
+    let help = String::from_utf8_lossy(&help.stdout);
+    assert!(
+        help.contains("toolgate serve --workspace DIR"),
+        "the top-level help says how a client starts toolgate:\n{help}"
+    );
+    let explain = toolgate().args(["explain", "--help"]).output().unwrap();
+    let explain = String::from_utf8_lossy(&explain.stdout);
+    assert!(explain.contains("--workspace"), "{explain}");
+    assert!(!explain.contains("--ask"), "explain never asks:\n{explain}");
+    toolgate()
+        .args([
+            "explain",
+            "--ask",
+            "--workspace",
+            ".",
+            "--tool",
+            "read_file",
+        ])
+        .assert()
+        .code(3)
+        .stderr(predicates::str::contains("unexpected argument '--ask'"));
+    let call = toolgate().args(["call", "--help"]).output().unwrap();
+    assert!(String::from_utf8_lossy(&call.stdout).contains("--ask"));
+}
+
+/// JSONL is `audit export`'s only format, so it needs no flag; `--jsonl` still works.
+#[test]
+fn audit_export_is_jsonl_by_default() {
+    let fx = Fixture::new();
+    let state = fx.dir.path().join("state");
+    toolgate()
+        .env("XDG_STATE_HOME", &state)
+        .args(["call", "--json", "--workspace"])
+        .arg(fx.workspace())
+        .args(["--tool", "read_file", "--args", r#"{"path": "a.txt"}"#])
+        .assert()
+        .code(0);
+    let export = |flags: &[&str]| {
+        let output = toolgate()
+            .env("XDG_STATE_HOME", &state)
+            .args(["audit", "export"])
+            .args(flags)
+            .output()
+            .unwrap();
+        assert_eq!(
+            output.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8(output.stdout).unwrap()
+    };
+    let plain = export(&[]);
+    let lines: Vec<Value> = plain
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 1, "{plain}");
+    assert_eq!(lines[0]["call"]["tool"], "read_file", "{plain}");
+    assert_eq!(export(&["--jsonl"]), plain);
+}
+
+/// `tools list` prints each tool's first sentence, wrapped to the terminal's width; the whole
+/// description is in `--json`.
+#[test]
+fn tools_list_prints_first_sentences_within_the_width() {
+    let output = toolgate()
+        .env("COLUMNS", "80")
+        .args(["tools", "list"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0));
+    let text = String::from_utf8(output.stdout).unwrap();
+    for line in text.lines() {
+        assert!(line.chars().count() <= 80, "wider than 80: {line:?}");
+    }
+    assert!(
+        text.contains(
+            "read_file      1.0   read_only     Read a UTF-8 text file in the workspace.\n"
+        ),
+        "{text}"
+    );
+    assert!(!text.contains("Use it to look at a file"), "{text}");
+    // Without a terminal or COLUMNS: one line a tool, for a pipe.
+    let piped = toolgate()
+        .env_remove("COLUMNS")
+        .args(["tools", "list"])
+        .output()
+        .unwrap();
+    let piped = String::from_utf8(piped.stdout).unwrap();
+    assert_eq!(piped.lines().count(), 9, "{piped}");
+    assert!(piped.contains(
+        "run_command    1.0   irreversible  Run one program with arguments in the workspace, \
+         without a shell.\n"
+    ));
+}
+
+/// A configuration error says what the key takes in words and guesses a misspelt key or value,
+/// as a misspelt tool argument gets a guess.
+#[test]
+fn configuration_errors_say_what_a_key_takes_and_guess_misspellings() {
+    let fx = Fixture::new();
+    let dir = fx.dir.path();
+    for (text, said) in [
+        (
+            "[limits]\nmax_argument_bytes = \"1MB\"\n",
+            ":2: invalid type: `max_argument_bytes` takes a whole number of bytes, 0 or more, not \
+             the string \"1MB\"",
+        ),
+        (
+            "[approval]\ntimeout_secs = 1.5\n",
+            ":2: invalid type: `timeout_secs` takes a whole number of seconds",
+        ),
+        (
+            "[[tool]]\nname = \"read_file\"\nenabeld = false\n",
+            ":3: unknown field `enabeld`: did you mean `enabled`?",
+        ),
+        (
+            "[serve]\nmax_session = 4\n",
+            ":2: unknown field `max_session`: did you mean `max_sessions`?",
+        ),
+        (
+            "[sandbox]\nmode = \"enforced\"\n",
+            ":2: unknown value `enforced`: did you mean `enforce`?",
+        ),
+        (
+            "[[tool]]\nname = \"run_command\"\neffect = \"read-only\"\n",
+            ":3: unknown value `read-only`: did you mean `read_only`?",
+        ),
+    ] {
+        let path = dir.join("words.toml");
+        fs::write(&path, text).unwrap();
+        let output = toolgate()
+            .args(["check", "--config"])
+            .arg(&path)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(3), "{text}");
+        assert!(
+            stderr.contains(&format!("words.toml{said}")),
+            "{text}\n{stderr}"
+        );
+        for rust in ["usize", "u64", "variant"] {
+            assert!(!stderr.contains(rust), "{text}\n{stderr}");
+        }
+    }
+}
