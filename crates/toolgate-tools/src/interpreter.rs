@@ -201,6 +201,8 @@ struct Program {
     resolves: &'static [&'static str],
     /// Which of its sub-commands run a package.json script.
     scripts: Scripts,
+    /// Options that point it at another directory's package.json.
+    elsewhere: &'static [&'static str],
     /// What else it reads that the approval does not cover, for the preview.
     reads: &'static str,
 }
@@ -224,6 +226,7 @@ const PROGRAMS: &[Program] = &[
         project_files: NONE,
         resolves: &["/__main__.py"],
         scripts: Scripts::None,
+        elsewhere: NONE,
         reads: "Python also imports the modules the program names, from the program's \
                 directory (the working directory for `-c` and `-m`) and its installed \
                 packages; the files it imports are not bound",
@@ -255,6 +258,7 @@ const PROGRAMS: &[Program] = &[
         project_files: NONE,
         resolves: &[".js", ".mjs", ".cjs", ".json", "/index.js", "/package.json"],
         scripts: Scripts::None,
+        elsewhere: NONE,
         reads: "node also loads the modules the program requires or imports (from \
                 `node_modules` and elsewhere); those files are not bound",
     },
@@ -273,6 +277,7 @@ const PROGRAMS: &[Program] = &[
         project_files: NONE,
         resolves: &[".pl", ".pm"],
         scripts: Scripts::None,
+        elsewhere: NONE,
         reads: "perl also loads the modules the program uses or requires; those files are \
                 not bound",
     },
@@ -291,6 +296,7 @@ const PROGRAMS: &[Program] = &[
         project_files: NONE,
         resolves: &[".rb"],
         scripts: Scripts::None,
+        elsewhere: NONE,
         reads: "ruby also loads the files the program requires; those are not bound",
     },
     Program {
@@ -308,6 +314,7 @@ const PROGRAMS: &[Program] = &[
         project_files: NONE,
         resolves: &[".php"],
         scripts: Scripts::None,
+        elsewhere: NONE,
         reads: "php also includes the files the program names; those are not bound",
     },
     Program {
@@ -325,6 +332,7 @@ const PROGRAMS: &[Program] = &[
         project_files: NONE,
         resolves: &[".lua", ".R"],
         scripts: Scripts::None,
+        elsewhere: NONE,
         reads: "the interpreter also loads the files the program requires; those are not \
                 bound",
     },
@@ -343,6 +351,7 @@ const PROGRAMS: &[Program] = &[
         project_files: NONE,
         resolves: NONE,
         scripts: Scripts::None,
+        elsewhere: NONE,
         reads: "the shell also runs the files its text sources and the programs it starts, \
                 which read their own files; those are not bound",
     },
@@ -361,6 +370,7 @@ const PROGRAMS: &[Program] = &[
         project_files: NONE,
         resolves: NONE,
         scripts: Scripts::None,
+        elsewhere: NONE,
         reads: "the shell also runs the files its text sources and the programs it starts, \
                 which read their own files; those are not bound",
     },
@@ -379,6 +389,7 @@ const PROGRAMS: &[Program] = &[
         project_files: NONE,
         resolves: &[".jl"],
         scripts: Scripts::None,
+        elsewhere: NONE,
         reads: "julia also loads the packages and files the program uses or includes; those \
                 are not bound",
     },
@@ -397,6 +408,7 @@ const PROGRAMS: &[Program] = &[
         project_files: NONE,
         resolves: NONE,
         scripts: Scripts::None,
+        elsewhere: NONE,
         reads: "",
     },
     Program {
@@ -421,6 +433,7 @@ const PROGRAMS: &[Program] = &[
         project_files: NONE,
         resolves: NONE,
         scripts: Scripts::None,
+        elsewhere: NONE,
         reads: "git also reads the repository's own configuration, hooks and attributes, \
                 which may name programs it runs; those are not bound here",
     },
@@ -433,12 +446,13 @@ const PROGRAMS: &[Program] = &[
         preload: NONE,
         config: NONE,
         script: NONE,
-        valued: &["--prefix", "-w", "--workspace", "-p", "--package"],
+        valued: &["--prefix", "-C", "-w", "--workspace", "-p", "--package"],
         ends_at_code: false,
         first_operand: Operand::Subcommand,
         project_files: &["package.json", ".npmrc"],
         resolves: NONE,
         scripts: Scripts::Npm,
+        elsewhere: &["--prefix", "-C", "-w", "--workspace", "--workspaces", "-ws"],
         reads: "npm runs the scripts of the package.json it finds (bound below when it is the \
                 one in the working directory) and the programs of `node_modules/.bin`, which \
                 are not bound",
@@ -458,6 +472,7 @@ const PROGRAMS: &[Program] = &[
         project_files: &["package.json", "bunfig.toml"],
         resolves: NONE,
         scripts: Scripts::RunOnly,
+        elsewhere: &["--cwd", "--filter", "-F"],
         reads: "bun runs the file or package.json script it is given (a script's text is \
                 shown below), loads what `bunfig.toml` preloads and the modules the program \
                 imports; those modules are not bound",
@@ -478,6 +493,7 @@ const PROGRAMS: &[Program] = &[
         project_files: &[".npmrc"],
         resolves: NONE,
         scripts: Scripts::None,
+        elsewhere: NONE,
         reads: "npx runs the program of `node_modules/.bin` or of the package it names, which \
                 is not bound",
     },
@@ -501,6 +517,7 @@ const PROGRAMS: &[Program] = &[
         ],
         resolves: NONE,
         scripts: Scripts::ByName,
+        elsewhere: &["-C", "--dir", "--filter", "-F", "-r", "--recursive"],
         reads: "pnpm runs the scripts of the package.json it finds (bound below when it is \
                 the one in the working directory) and the programs of `node_modules/.bin`, \
                 which are not bound",
@@ -520,6 +537,7 @@ const PROGRAMS: &[Program] = &[
         project_files: &["package.json", ".yarnrc.yml", ".yarnrc", ".npmrc"],
         resolves: NONE,
         scripts: Scripts::ByName,
+        elsewhere: &["--cwd"],
         reads: "yarn runs the scripts of the package.json it finds (bound below when it is the \
                 one in the working directory), the plugins its `.yarnrc.yml` names and the \
                 programs of `node_modules/.bin`, which are not bound",
@@ -764,6 +782,11 @@ fn command(
     }
     let mut code_operand = false;
     let mut code_given = false;
+    // `npm --prefix DIR`, `yarn --cwd DIR`, `pnpm -C DIR`: the package.json is another's.
+    let elsewhere = args.iter().any(|arg| {
+        let name = arg.text.split_once('=').map_or(arg.text, |(name, _)| name);
+        program.elsewhere.contains(&name)
+    });
     let mut rest = args.iter();
     while let Some(arg) = rest.next() {
         let text = arg.text;
@@ -825,8 +848,11 @@ fn command(
             program,
             arg,
             rest.as_slice(),
-            code_operand,
-            code_given,
+            Seen {
+                code_operand,
+                code_given,
+                elsewhere,
+            },
             depth,
             out,
         );
@@ -837,8 +863,11 @@ fn command(
             program,
             arg,
             rest.as_slice(),
-            code_operand,
-            code_given,
+            Seen {
+                code_operand,
+                code_given,
+                elsewhere,
+            },
             depth,
             out,
         );
@@ -894,15 +923,30 @@ fn option(
 }
 
 /// The first operand, and what it is.
+/// What the options before a command's first operand said.
+#[derive(Debug, Clone, Copy)]
+struct Seen {
+    /// A flag made the first operand program text (`sh -c`).
+    code_operand: bool,
+    /// An option gave the program its text or file (`-c CODE`, `-m MODULE`, `awk -f FILE`).
+    code_given: bool,
+    /// An option points the package manager at another directory's package.json.
+    elsewhere: bool,
+}
+
 fn operand(
     program: &Program,
     arg: &Arg<'_>,
     rest: &[Arg<'_>],
-    code_operand: bool,
-    code_given: bool,
+    seen: Seen,
     depth: usize,
     out: &mut Analysis,
 ) {
+    let Seen {
+        code_operand,
+        code_given,
+        elsewhere,
+    } = seen;
     if code_operand {
         code(program, arg, arg.text, depth, out);
         return;
@@ -934,7 +978,16 @@ fn operand(
                     }
                 }
             }
-            package_script(program, arg, rest, out);
+            if elsewhere && program.scripts != Scripts::None {
+                note(
+                    out,
+                    &arg.label,
+                    "runs what another directory's package.json says (an option names it); \
+                     its scripts are not shown and not bound",
+                );
+            } else {
+                package_script(program, arg, rest, out);
+            }
         }
     }
 }
@@ -1802,6 +1855,9 @@ mod tests {
         // npx runs a program, and `npm lint` is no npm command: neither runs a script.
         let mut other = shell_text("npx lint; npm lint; npm exec loop; bun test", "`x`");
         assert!(other.package_scripts.is_empty(), "{other:?}");
+        let moved = shell_text("npm --prefix sub test; yarn --cwd=sub lint", "`x`");
+        assert!(moved.package_scripts.is_empty(), "{moved:?}");
+        assert!(notes(&moved).contains("another directory's package.json"));
         show_package_scripts(&mut other, scripts, &[]);
         assert!(
             !notes(&other).contains("runs package.json script `"),
