@@ -1399,6 +1399,9 @@ fn shell(text: &str, label: &str, depth: usize, out: &mut Analysis) {
 
 /// Each command of shell text, looked at as its program's arguments are.
 fn shell_commands(text: &str, label: &str, depth: usize, out: &mut Analysis) {
+    // After a `cd` the commands run in a directory toolgate does not follow: what they name
+    // relative to it is not looked up, and no package.json script is shown for them.
+    let mut moved = false;
     for command_text in text.split(['\n', ';', '&', '|', '(', ')', '`', '{', '}']) {
         let mut tokens = shell_words(command_text).into_iter().peekable();
         // Assignments and the words that only prefix a command.
@@ -1418,6 +1421,25 @@ fn shell_commands(text: &str, label: &str, depth: usize, out: &mut Analysis) {
             continue;
         };
         let inner_label = format!("{label}, in its text {first:?}");
+        if matches!(first.as_str(), "cd" | "pushd" | "popd") {
+            moved |= !matches!(
+                args.first().map(String::as_str),
+                Some("." | "./") if first == "cd"
+            );
+            continue;
+        }
+        if moved {
+            if lookup(first).is_some() {
+                note(
+                    out,
+                    &inner_label,
+                    "runs after a `cd`, in a directory toolgate does not follow: the files it \
+                     runs or reads there are not bound, and its package.json scripts are not \
+                     shown",
+                );
+            }
+            continue;
+        }
         if first == "." || first == "source" {
             if let Some(file) = args.first() {
                 note(
@@ -1855,9 +1877,15 @@ mod tests {
         // npx runs a program, and `npm lint` is no npm command: neither runs a script.
         let mut other = shell_text("npx lint; npm lint; npm exec loop; bun test", "`x`");
         assert!(other.package_scripts.is_empty(), "{other:?}");
-        let moved = shell_text("npm --prefix sub test; yarn --cwd=sub lint", "`x`");
+        let moved = shell_text(
+            "npm --prefix sub test; yarn --cwd=sub lint; cd sub && npm run inner",
+            "`x`",
+        );
         assert!(moved.package_scripts.is_empty(), "{moved:?}");
         assert!(notes(&moved).contains("another directory's package.json"));
+        assert!(notes(&moved).contains("runs after a `cd`"), "{moved:?}");
+        let stayed = shell_text("cd . && npm run inner", "`x`");
+        assert_eq!(stayed.package_scripts.len(), 1, "{stayed:?}");
         show_package_scripts(&mut other, scripts, &[]);
         assert!(
             !notes(&other).contains("runs package.json script `"),
