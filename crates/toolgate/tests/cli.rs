@@ -1020,3 +1020,24 @@ fn configuration_errors_say_what_a_key_takes_and_guess_misspellings() {
         }
     }
 }
+
+/// The README's quick start shows the build's progress (no `-q`), and puts `toolgate` on
+/// `PATH` before the first `toolgate serve` a reader is asked to run.
+#[test]
+fn the_readme_builds_visibly_and_installs_before_serving() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let readme = fs::read_to_string(root.join("README.md")).unwrap();
+    let step = readme
+        .lines()
+        .find(|l| l.starts_with("cargo run") && l.contains(" call "))
+        .expect("the quick start's first command");
+    assert!(
+        !step.split_whitespace().any(|w| w == "-q" || w == "--quiet"),
+        "{step}"
+    );
+    let install = readme
+        .find("cargo install --path crates/toolgate")
+        .expect("the README installs toolgate");
+    let serve = readme.find("toolgate serve --workspace").unwrap();
+    assert!(install < serve, "`toolgate serve` comes before the install");
+}
