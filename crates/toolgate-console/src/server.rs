@@ -6,7 +6,7 @@
 //! | method | path                           | what                                        |
 //! |--------|--------------------------------|---------------------------------------------|
 //! | GET    | `/login?code=…`                | a login link: sets the session cookie once, redirects to `/` |
-//! | GET    | `/`, `/console.js`, `/console.css` | the page                                |
+//! | GET    | `/`, `/console.js`, `/console.css`, `/favicon.svg` | the page                |
 //! | POST   | `/api/login-links`             | a fresh login link, for another browser     |
 //! | GET    | `/api/pending`                 | requests waiting for a person               |
 //! | POST   | `/api/pending/{id}/decision`   | `allow_once`, `allow_workspace` or `reject` |
@@ -39,6 +39,8 @@ use crate::outcomes::RecentOutcomes;
 const PAGE: &str = include_str!("page/console.html");
 const SCRIPT: &str = include_str!("page/console.js");
 const STYLE: &str = include_str!("page/console.css");
+/// The page's icon, served so that the browser's request for one does not fail.
+const ICON: &str = include_str!("page/favicon.svg");
 
 /// Where the page keeps the CSRF value; the script reads it from there.
 const CSRF_PLACEHOLDER: &str = "{{csrf}}";
@@ -208,6 +210,7 @@ fn router(shared: Arc<Shared>) -> Router {
         .route("/api/login-links", post(login_link))
         .route("/console.js", get(script))
         .route("/console.css", get(style))
+        .route("/favicon.svg", get(icon))
         .route("/api/pending", get(pending))
         .route("/api/pending/{id}/decision", post(decide))
         .route("/api/grants", get(grants))
@@ -341,6 +344,10 @@ async fn script() -> Response {
 
 async fn style() -> Response {
     typed("text/css; charset=utf-8", STYLE.to_owned())
+}
+
+async fn icon() -> Response {
+    typed("image/svg+xml", ICON.to_owned())
 }
 
 fn typed(content_type: &'static str, body: String) -> Response {

@@ -37,6 +37,9 @@ pub enum Command {
     },
     /// Serve MCP over standard input and output, or over streamable HTTP with --http.
     Serve(ServeArgs),
+    /// Print a fresh single-use login link to the approval console of the running
+    /// `toolgate serve` for a workspace.
+    Console(ConsoleArgs),
     /// Check the configuration and policy files, then print what they register.
     Check {
         #[command(flatten)]
@@ -265,6 +268,16 @@ pub struct ServeArgs {
     pub no_console: bool,
     #[command(flatten)]
     pub config: ConfigArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct ConsoleArgs {
+    /// The workspace the server was started for (its real path is compared).
+    #[arg(long, value_name = "DIR")]
+    pub workspace: PathBuf,
+    /// Also open the link with the desktop's opener (`xdg-open`).
+    #[arg(long)]
+    pub open: bool,
 }
 
 fn parse_surface(text: &str) -> Result<Surface, String> {

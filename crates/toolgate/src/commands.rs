@@ -12,7 +12,7 @@ use crate::cli::{self, CallArgs, Cli, Command, ProposedCall, ToolsCommand};
 use crate::gate::{Gate, open_workspace};
 use crate::settings::Settings;
 use crate::terminal::{self, errln, outln};
-use crate::{approve, audit, sandbox, serve, upstream};
+use crate::{approve, audit, console, sandbox, serve, upstream};
 
 /// The call completed.
 pub const EXIT_COMPLETED: u8 = 0;
@@ -62,6 +62,7 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
                 },
         } => upstream::pin(config.config.as_deref(), &name, digest.as_deref()),
         Command::Serve(args) => serve::serve(&args),
+        Command::Console(args) => console::open(&args),
         Command::Check { config } => check(config.config.as_deref()),
         Command::Audit { command } => audit::run(&command),
         Command::Sandbox {

@@ -1118,3 +1118,296 @@ fn what_will_run_is_open_in_every_kind_of_card() {
     assert_eq!(cards["command_with_preview"]["arguments_open"], false);
     assert_eq!(cards["diff"]["arguments_open"], false);
 }
+
+/// Runs `tests/console/glance.mjs` on `plan` and returns what it saw.
+fn glance_in_chromium(plan: &Value) -> Value {
+    let dir = tempfile::tempdir().unwrap();
+    let plan_path = dir.path().join("plan.json");
+    fs::write(&plan_path, plan.to_string()).unwrap();
+    assert!(
+        Path::new("/usr/bin/chromium").exists(),
+        "/usr/bin/chromium is missing: run scripts/test-deps first"
+    );
+    let output = Command::new(node())
+        .arg(root().join("tests/console/glance.mjs"))
+        .arg(&plan_path)
+        .output()
+        .unwrap();
+    serde_json::from_slice(&succeeded("glance.mjs", output)).unwrap()
+}
+
+#[test]
+fn each_card_starts_with_a_sentence_and_nothing_overflows_at_1280_or_800_pixels() {
+    let fx = Fixture::new();
+    let ws = fx.workspace();
+    fs::write(ws.join("notes.txt"), "hello\n").unwrap();
+    fs::write(ws.join("keep.txt"), "original\n").unwrap();
+    let served = Served::start(&ws, "");
+    // A long unbroken argument, as a model may well send, and a command in a subdirectory.
+    let long_arg = format!("--output={}", "x".repeat(300));
+    let client = served.client(json!([
+        {"op": "call", "tool": "write_file", "arguments":
+            {"path": "notes.txt", "content": format!("hello\n{long_arg}\n"), "expected_content": "hello\n"}},
+        {"op": "call", "tool": "edit_file", "arguments":
+            {"path": "keep.txt", "expected_digest": ORIGINAL_DIGEST,
+             "edits": [{"old_text": "original", "new_text": "changed"}]}},
+        {"op": "call", "tool": "run_command", "arguments":
+            {"argv": ["echo", "built", long_arg], "cwd": "src"}},
+    ]));
+    let screenshots = root().join("target/console-screenshots");
+    fs::create_dir_all(&screenshots).unwrap();
+    let plan = json!({
+        "url": served.console_url,
+        "screenshots": screenshots,
+        "node_modules": test_dep("node/node_modules"),
+        "chromium": "/usr/bin/chromium",
+        "widths": [1280, 800],
+        "steps": [
+            {"tool": "write_file", "choice": "allow_once"},
+            {"tool": "edit_file", "choice": "reject"},
+            {"tool": "run_command", "choice": "reject"},
+        ],
+    });
+    let seen = glance_in_chromium(&plan);
+    let results = client.steps();
+    assert_eq!(results[0]["isError"], false, "{}", results[0]);
+
+    // Each card's first line is its sentence, made from the request's data.
+    for step in seen["steps"].as_array().unwrap() {
+        assert_eq!(step["first_child"], "summary", "{step}");
+        assert_eq!(step["first_line"], step["summary"], "{step}");
+    }
+    assert_eq!(
+        seen["steps"][0]["summary"],
+        "write_file will change `notes.txt` (1 line added)."
+    );
+    assert_eq!(
+        seen["steps"][1]["summary"],
+        "edit_file will change `keep.txt` (1 line added, 1 line removed)."
+    );
+    let command = seen["steps"][2]["summary"].as_str().unwrap();
+    assert!(command.starts_with("run_command will run `/"), "{command}");
+    assert!(command.contains("echo built --output=xxx"), "{command}");
+    assert!(
+        command.contains("…` in `src/`"),
+        "a long command is cut: {command}"
+    );
+    assert!(
+        command.ends_with(" in `src/`, sandboxed, with no network."),
+        "{command}"
+    );
+
+    // Nothing is wider than the window, nothing is cut off at the right, at either width: the
+    // long line of the diff, the arguments and the command's preview wrap.
+    for step in seen["steps"].as_array().unwrap() {
+        for width in ["1280", "800"] {
+            let measured = &step["widths"][width];
+            assert_eq!(measured["wider"], json!([]), "{width} px: {step}");
+            assert!(
+                measured["scroll_width"].as_u64() <= measured["viewport"].as_u64(),
+                "{width} px: {step}"
+            );
+            assert_eq!(measured["clipped_previews"], 0, "{width} px: {step}");
+        }
+    }
+    // No request of the page fails, none is answered with an error, nothing logs an error.
+    assert_eq!(seen["console_errors"], json!([]), "{seen}");
+    assert_eq!(seen["failed_requests"], json!([]), "{seen}");
+    assert_eq!(seen["error_answers"], json!([]), "{seen}");
+    for tool in ["01-write_file", "02-edit_file", "03-run_command"] {
+        for width in [1280, 800] {
+            let shot = screenshots.join(format!("glance-{tool}-{width}.png"));
+            assert!(fs::metadata(&shot).unwrap().len() > 1000, "{shot:?}");
+        }
+    }
+}
+
+/// `toolgate console` with its state directory at `state` and a home of its own.
+fn console_command(state: &Path, home: &Path, args: &[&std::ffi::OsStr]) -> std::process::Output {
+    Command::new(toolgate_bin())
+        .arg("console")
+        .args(args)
+        .env("HOME", home)
+        .env("XDG_STATE_HOME", state)
+        .env("XDG_CONFIG_HOME", home.join(".config"))
+        .env("XDG_CACHE_HOME", home.join(".cache"))
+        .env("XDG_DATA_HOME", home.join(".local/share"))
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn toolgate_console_prints_a_fresh_single_use_link_for_the_workspaces_running_server() {
+    let fx = Fixture::new();
+    let ws = fx.workspace();
+    let other = fx.dir.path().join("other");
+    fs::create_dir(&other).unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    // Two servers of the same user, for two workspaces: the link is the one for `ws`.
+    let served_other = Served::start_at(&other, "", state.path());
+    let served = Served::start_at(&ws, "", state.path());
+    // Named through a symbolic link: the real path is compared.
+    let alias = fx.dir.path().join("alias");
+    std::os::unix::fs::symlink(&ws, &alias).unwrap();
+
+    let out = console_command(
+        state.path(),
+        home.path(),
+        &["--workspace".as_ref(), alias.as_os_str()],
+    );
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(out.status.code(), Some(0), "{stdout}{stderr}");
+    let link = stdout.trim();
+    assert_eq!(stdout.lines().count(), 1, "{stdout}");
+    assert!(
+        link.starts_with(&format!("http://127.0.0.1:{}/login?code=", served.port)),
+        "{link}"
+    );
+    // The long-lived tokens are in nothing it printed.
+    for token in [&served.token, &served_other.token, &served.mcp_token] {
+        assert!(!stdout.contains(token.as_str()) && !stderr.contains(token.as_str()));
+    }
+    // The link works once, and is not one the server printed.
+    assert_ne!(link, printed_link(&served));
+    let first = served.open(link);
+    assert_eq!(first.status, 303, "{}", first.body);
+    assert!(first.header("set-cookie").unwrap().contains(&served.token));
+    assert_eq!(served.open(link).status, 410);
+    // Each run gives a new link.
+    let again = console_command(
+        state.path(),
+        home.path(),
+        &["--workspace".as_ref(), ws.as_os_str()],
+    );
+    let again = String::from_utf8(again.stdout).unwrap();
+    assert_ne!(again.trim(), link);
+    assert_eq!(served.open(again.trim()).status, 303);
+}
+
+/// The one login link a server printed when it started.
+fn printed_link(served: &Served) -> String {
+    served::printed_login_link(&served.banner)
+}
+
+#[test]
+fn toolgate_console_without_a_running_server_for_the_workspace_says_so() {
+    let fx = Fixture::new();
+    let ws = fx.workspace();
+    let other = fx.dir.path().join("other");
+    fs::create_dir(&other).unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let args = ["--workspace".as_ref(), ws.as_os_str()];
+
+    // No server at all.
+    let out = console_command(state.path(), home.path(), &args);
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(out.stdout.is_empty());
+    assert!(
+        stderr.contains("no running `toolgate serve` with an approval console for workspace"),
+        "{stderr}"
+    );
+
+    // A server for another workspace only.
+    let served = Served::start_at(&other, "", state.path());
+    let out = console_command(state.path(), home.path(), &args);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(out.stdout.is_empty());
+
+    // A server that stopped: its files are gone, and so is its console.
+    let served_ws = Served::start_at(&ws, "", state.path());
+    let record = state
+        .path()
+        .join(format!("toolgate/console-{}.json", served_ws.port));
+    assert!(record.exists());
+    let mode = fs::metadata(&record).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    drop(served_ws);
+    let out = console_command(state.path(), home.path(), &args);
+    assert_eq!(out.status.code(), Some(1));
+
+    // A record left by a server that was killed outright names a port nothing answers on.
+    fs::write(
+        state.path().join("toolgate/console-9.json"),
+        json!({"port": 9, "workspace": ws.canonicalize().unwrap(), "pid": 1}).to_string(),
+    )
+    .unwrap();
+    fs::write(state.path().join("toolgate/console-9.token"), "stale\n").unwrap();
+    let out = console_command(state.path(), home.path(), &args);
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("does not answer: port 9"), "{stderr}");
+
+    // A workspace that does not exist is a usage error.
+    let missing = fx.dir.path().join("missing");
+    let out = console_command(
+        state.path(),
+        home.path(),
+        &["--workspace".as_ref(), missing.as_os_str()],
+    );
+    assert_eq!(out.status.code(), Some(3));
+    drop(served);
+}
+
+#[test]
+fn toolgate_console_open_fails_clearly_without_an_opener() {
+    let fx = Fixture::new();
+    let ws = fx.workspace();
+    let state = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let _served = Served::start_at(&ws, "", state.path());
+    let empty = tempfile::tempdir().unwrap();
+    let out = Command::new(toolgate_bin())
+        .args(["console", "--open", "--workspace"])
+        .arg(&ws)
+        .env("HOME", home.path())
+        .env("XDG_STATE_HOME", state.path())
+        .env("PATH", empty.path())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("cannot open the link: no `xdg-open` on PATH"),
+        "{stderr}"
+    );
+    // The link is still printed, for the person to open.
+    assert!(
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .contains("/login?code=")
+    );
+
+    // With an opener, it is given the link.
+    let bin = tempfile::tempdir().unwrap();
+    let seen = bin.path().join("opened");
+    let opener = bin.path().join("xdg-open");
+    fs::write(
+        &opener,
+        format!("#!/bin/sh\necho \"$1\" > {}\n", seen.display()),
+    )
+    .unwrap();
+    fs::set_permissions(&opener, fs::Permissions::from_mode(0o755)).unwrap();
+    let out = Command::new(toolgate_bin())
+        .args(["console", "--open", "--workspace"])
+        .arg(&ws)
+        .env("HOME", home.path())
+        .env("XDG_STATE_HOME", state.path())
+        .env("PATH", bin.path())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let printed = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(fs::read_to_string(&seen).unwrap().trim(), printed.trim());
+}

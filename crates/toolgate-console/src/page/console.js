@@ -155,6 +155,89 @@ function field(dl, name, value) {
   dl.appendChild(dd);
 }
 
+// The longest a name or command is quoted in a card's sentence; the details below show it whole.
+const MAX_QUOTED = 80;
+
+function quoted(text) {
+  const chars = Array.from(String(text));
+  return '`' + (chars.length > MAX_QUOTED ? chars.slice(0, MAX_QUOTED - 1).join('') + '…' : chars.join('')) + '`';
+}
+
+function plural(n, one, many) {
+  return n + ' ' + (n === 1 ? one : many);
+}
+
+// `a`, `a and b`, `a, b and c`.
+function listed(items) {
+  if (items.length <= 1) return items.join('');
+  return items.slice(0, -1).join(', ') + ' and ' + items[items.length - 1];
+}
+
+// The one plain sentence a card starts with: what will happen if the person allows the call,
+// made from the request's own data (tool, effect, resources, preview) and nothing else: which
+// file changes how, or which program runs where, in what sandbox and with what network. The
+// details below it are the authority; the sentence only reads them out.
+function summary(request) {
+  const byKind = {};
+  for (const resource of request.resources || []) {
+    const at = resource.indexOf(':');
+    if (at < 0) continue;
+    const kind = resource.slice(0, at);
+    (byKind[kind] = byKind[kind] || []).push(resource.slice(at + 1));
+  }
+  const tool = request.tool;
+  if (byKind.program) {
+    let command = byKind.program[0];
+    if (byKind.argv) {
+      try {
+        const argv = JSON.parse(byKind.argv[0]);
+        if (Array.isArray(argv)) command = argv.join(' ');
+      } catch (e) { /* shown as the program alone */ }
+    } else if (Array.isArray(request.arguments && request.arguments.argv)) {
+      command = [command].concat(request.arguments.argv.slice(1).map(String)).join(' ');
+    }
+    let text = tool + ' will run ' + quoted(command);
+    const cwd = (byKind.cwd || [])[0];
+    text += cwd && cwd !== '.' ? ' in ' + quoted(cwd + '/') : ' in the workspace';
+    const sandbox = (byKind.sandbox || [])[0];
+    if (sandbox === 'none') text += ', NOT sandboxed';
+    else if (sandbox) text += ', sandboxed';
+    const network = byKind.network || [];
+    if (network.includes('unconfined')) text += ', with UNRESTRICTED network';
+    else if (network.length === 0 || (network.length === 1 && network[0] === 'none')) {
+      if (sandbox) text += ', with no network';
+    } else text += ', with network to ' + listed(network.filter((h) => h !== 'none'));
+    return text + '.';
+  }
+  if (request.preview_kind === 'diff') {
+    let added = 0;
+    let removed = 0;
+    for (const [, kind] of diffKinds(request.preview || '')) {
+      if (kind === 'add') added += 1;
+      if (kind === 'del') removed += 1;
+    }
+    const created = byKind.create || [];
+    const changed = (byKind.path || []).filter((p) => !created.includes(p));
+    const parts = [];
+    if (created.length) parts.push('create ' + listed(created.map(quoted)));
+    if (changed.length) parts.push('change ' + listed(changed.map(quoted)));
+    if (!parts.length) parts.push('change files');
+    const counts = [];
+    if (added) counts.push(plural(added, 'line', 'lines') + ' added');
+    if (removed) counts.push(plural(removed, 'line', 'lines') + ' removed');
+    return tool + ' will ' + parts.join(' and ') +
+      (counts.length ? ' (' + counts.join(', ') + ')' : ' (no line changed)') + '.';
+  }
+  const paths = byKind.path || [];
+  const on = paths.length ? ' on ' + listed(paths.map(quoted)) : '';
+  switch (request.effect) {
+    case 'read_only': return tool + ' will read' + on + ', changing nothing.';
+    case 'local_write': return tool + ' will change files' + on + '.';
+    case 'network': return tool + ' will reach the network' + on + ', with the arguments below.';
+    default: return tool + ' will run' + on + ' with the arguments below; it may not be undone.';
+  }
+}
+
 const LABELS = {
   allow_once: 'Allow once',
   allow_workspace: 'Allow for this workspace',
@@ -165,6 +248,7 @@ function card(request) {
   const root = el('article', 'request');
   root.dataset.id = request.id;
   root.dataset.tool = request.tool;
+  root.appendChild(el('p', 'summary', summary(request)));
   root.appendChild(el('h3', null, request.tool + ' ' + request.version));
 
   const dl = el('dl');
