@@ -17,11 +17,12 @@
 
 use std::collections::{HashMap, HashSet};
 use std::str::FromStr;
+use std::sync::OnceLock;
 
 use cedar_policy::{
-    ActionConstraint, Authorizer, Context, Decision, Entities, Entity, EntityId, EntityTypeName,
-    EntityUid, Policy, PolicyId, PolicySet, PrincipalConstraint, Request, ResourceConstraint,
-    RestrictedExpression,
+    ActionConstraint, AuthorizationError, Authorizer, Context, Decision, Entities, Entity,
+    EntityId, EntityTypeName, EntityUid, Policy, PolicyId, PolicySet, PrincipalConstraint, Request,
+    ResourceConstraint, RestrictedExpression, Schema, ValidationMode, Validator,
 };
 use miette::Diagnostic;
 use thiserror::Error;
@@ -136,6 +137,7 @@ impl PolicyAction {
 /// Why a policy set could not be loaded. Refusing to start is the only safe answer.
 #[derive(Debug, Error)]
 pub enum PolicyError {
+    /// The text is not Cedar.
     #[error("{file}:{line}:{column}: {reason}")]
     Parse {
         file: String,
@@ -143,11 +145,70 @@ pub enum PolicyError {
         column: usize,
         reason: String,
     },
-    #[error("{file}: policy templates are not supported; write static policies")]
-    Template { file: String },
+    /// A policy does not fit [`SCHEMA`]: it reads something a call does not have, compares
+    /// values of different types, names an action that does not exist, or can never apply.
+    #[error("{file}:{line}:{column}: {reason}")]
+    Schema {
+        file: String,
+        line: usize,
+        column: usize,
+        reason: String,
+    },
+    #[error("{file}:{line}:{column}: policy templates are not supported; write static policies")]
+    Template {
+        file: String,
+        line: usize,
+        column: usize,
+    },
+    #[error("{file}:{line}:{column}: policy id `{id}` is used twice")]
+    DuplicateId {
+        file: String,
+        line: usize,
+        column: usize,
+        id: String,
+    },
     #[error("{file}: {reason}")]
     Invalid { file: String, reason: String },
 }
+
+impl PolicyError {
+    /// The file, line and column the error is about, where it has them.
+    pub fn location(&self) -> Option<(&str, usize, usize)> {
+        match self {
+            PolicyError::Parse {
+                file, line, column, ..
+            }
+            | PolicyError::Schema {
+                file, line, column, ..
+            }
+            | PolicyError::Template { file, line, column }
+            | PolicyError::DuplicateId {
+                file, line, column, ..
+            } => Some((file, *line, *column)),
+            PolicyError::Invalid { .. } => None,
+        }
+    }
+
+    /// What is wrong, without the location.
+    pub fn reason(&self) -> String {
+        match self {
+            PolicyError::Parse { reason, .. }
+            | PolicyError::Schema { reason, .. }
+            | PolicyError::Invalid { reason, .. } => reason.clone(),
+            PolicyError::Template { .. } => {
+                "policy templates are not supported; write static policies".to_owned()
+            }
+            PolicyError::DuplicateId { id, .. } => format!("policy id `{id}` is used twice"),
+        }
+    }
+}
+
+/// The Cedar schema of what toolgate gives a policy: the `Actor` principal, the two actions,
+/// the `Tool` resource and the context of a call. Every policy is validated against it in
+/// strict mode when it is loaded, so a policy that reads an attribute a call does not have,
+/// compares values of different types or can never apply is refused then, with its file, line
+/// and column, rather than denying every call at run time.
+pub const SCHEMA: &str = include_str!("policy.cedarschema");
 
 /// What the policy decided for one call. The policies that determined it are named by their
 /// `@id` where they have one.
@@ -257,6 +318,8 @@ pub struct PolicyEngine {
     /// Each policy's name for messages: its `@id` annotation, or its generated id. Looked up
     /// once here because reading an annotation parses its key.
     names: HashMap<PolicyId, String>,
+    /// Where each policy is, `file:line`, for messages about errors in evaluating it.
+    places: HashMap<PolicyId, String>,
     /// Each named policy's `@reason` annotation, where it has one.
     reasons: HashMap<String, String>,
     /// `Action::"call"` and `Action::"call_unattended"`, parsed once.
@@ -311,29 +374,44 @@ impl PolicyEngine {
     /// how an operator narrows or lifts one default rule (`sensitive-dotenv`, say) without
     /// turning the whole default policy off. Within one source an `@id` may appear only once.
     pub fn from_sources(sources: &[(&str, &str)]) -> Result<Self, PolicyError> {
+        let validator = validator()?;
         // (policy, its name, the index of its source)
         let mut loaded: Vec<(Policy, String, usize)> = Vec::new();
+        let mut places = HashMap::new();
         for (index, (file, text)) in sources.iter().enumerate() {
             let set = PolicySet::from_str(text).map_err(|e| parse_error(file, text, &e))?;
-            if set.templates().next().is_some() {
+            let starts = source_starts(text, &set);
+            let at = |id: &PolicyId| line_column(text, starts.get(id).copied().unwrap_or(0));
+            if let Some(template) = set.templates().next() {
+                let (line, column) = at(template.id());
                 return Err(PolicyError::Template {
                     file: (*file).to_owned(),
+                    line,
+                    column,
                 });
             }
+            validate(validator, file, text, &set, &at)?;
             let mut ids_here = HashSet::new();
-            for (n, policy) in set.policies().enumerate() {
+            let mut policies: Vec<&Policy> = set.policies().collect();
+            policies.sort_by_key(|p| starts.get(p.id()).copied().unwrap_or(0));
+            for (n, policy) in policies.into_iter().enumerate() {
+                let (line, column) = at(policy.id());
                 let id = policy.annotation("id").map(str::to_owned);
                 if let Some(id) = &id {
                     if !ids_here.insert(id.clone()) {
-                        return Err(PolicyError::Invalid {
+                        return Err(PolicyError::DuplicateId {
                             file: (*file).to_owned(),
-                            reason: format!("policy id `{id}` is used twice"),
+                            line,
+                            column,
+                            id: id.clone(),
                         });
                     }
                     loaded.retain(|(_, name, source)| !(name == id && *source < index));
                 }
                 let policy = policy.new_id(PolicyId::new(format!("s{index}p{n}")));
-                let name = id.unwrap_or_else(|| policy.id().to_string());
+                // A policy without an `@id` is named by where it is.
+                let name = id.unwrap_or_else(|| format!("{file}:{line}"));
+                places.insert(policy.id().clone(), format!("{file}:{line}"));
                 loaded.push((policy, name, index));
             }
         }
@@ -346,11 +424,13 @@ impl PolicyEngine {
             .map(|(p, name, _)| (p.id().clone(), name.clone()))
             .collect();
         let all: Vec<Policy> = loaded.into_iter().map(|(p, _, _)| p).collect();
+        places.retain(|id, _| all.iter().any(|p| p.id() == id));
         let dependence = all.iter().map(Dependence::of).collect();
         Ok(PolicyEngine {
             all,
             dependence,
             names,
+            places,
             reasons,
             actions: PolicyAction::ALL.map(|action| entity_uid("Action", action.id())),
             actor_type: entity_type("Actor"),
@@ -477,6 +557,23 @@ impl PolicyEngine {
             }
         }
         slice
+    }
+
+    /// An evaluation error, naming the policy by its name and place rather than the id it has
+    /// inside the engine.
+    fn evaluation_error(&self, error: &AuthorizationError) -> String {
+        match error {
+            AuthorizationError::PolicyEvaluationError(e) => {
+                let id = e.policy_id();
+                let name = self.name(id);
+                match self.places.get(id) {
+                    Some(place) if *place != name => {
+                        format!("policy `{name}` ({place}): {}", e.inner())
+                    }
+                    _ => format!("policy `{name}`: {}", e.inner()),
+                }
+            }
+        }
     }
 
     fn name(&self, id: &PolicyId) -> String {
@@ -632,7 +729,10 @@ impl PolicyEngine {
         let response = self.authorizer.is_authorized(&request, set, entities);
         let diagnostics = response.diagnostics();
         let policies = diagnostics.reason().map(|id| self.name(id)).collect();
-        let errors = diagnostics.errors().map(ToString::to_string).collect();
+        let errors = diagnostics
+            .errors()
+            .map(|error| self.evaluation_error(error))
+            .collect();
         (response.decision() == Decision::Allow, policies, errors)
     }
 }
@@ -814,6 +914,132 @@ fn build_context(context: &PolicyContext<'_>) -> Result<Context, String> {
     .map_err(|e| e.to_string())
 }
 
+/// The validator over [`SCHEMA`], built once.
+fn validator() -> Result<&'static Validator, PolicyError> {
+    static VALIDATOR: OnceLock<Result<Validator, String>> = OnceLock::new();
+    VALIDATOR
+        .get_or_init(|| {
+            Schema::from_cedarschema_str(SCHEMA)
+                .map(|(schema, _warnings)| Validator::new(schema))
+                .map_err(|e| e.to_string())
+        })
+        .as_ref()
+        .map_err(|reason| PolicyError::Invalid {
+            file: "<policy schema>".to_owned(),
+            reason: reason.clone(),
+        })
+}
+
+/// Validates the policies of one source against [`SCHEMA`] in strict mode. Besides Cedar's
+/// errors, a warning that a policy can never apply (an impossible condition, a scope no
+/// request matches) is refused: such a policy is a mistake that would otherwise pass
+/// silently, and a forbid that can never apply protects nothing. So are bidirectional
+/// control characters, which make a policy read differently from what it does. Warnings
+/// about mixed scripts and confusable identifiers are not refused: a path may mix scripts.
+fn validate(
+    validator: &Validator,
+    file: &str,
+    text: &str,
+    set: &PolicySet,
+    at: &dyn Fn(&PolicyId) -> (usize, usize),
+) -> Result<(), PolicyError> {
+    let result = validator.validate(set, ValidationMode::Strict);
+    let errors = result
+        .validation_errors()
+        .map(|e| (false, e.policy_id(), e as &dyn Diagnostic));
+    let warnings = result
+        .validation_warnings()
+        .filter(|w| {
+            matches!(
+                w,
+                cedar_policy::ValidationWarning::ImpossiblePolicy(_)
+                    | cedar_policy::ValidationWarning::InvalidActionApplication(_)
+                    | cedar_policy::ValidationWarning::BidiCharsInString(_)
+                    | cedar_policy::ValidationWarning::BidiCharsInIdentifier(_)
+            )
+        })
+        .map(|w| (true, w.policy_id(), w as &dyn Diagnostic));
+    // The first error in the file, by where it is, else the first warning: an error says
+    // more (an unknown action is also a scope no request matches).
+    let first = errors
+        .chain(warnings)
+        .map(|(warning, id, diagnostic)| {
+            let offset = diagnostic
+                .labels()
+                .and_then(|mut labels| labels.next())
+                .map(|label| label.offset());
+            let (line, column) = offset.map_or_else(|| at(id), |o| line_column(text, o));
+            (
+                warning,
+                line,
+                column,
+                diagnostic.to_string(),
+                id,
+                diagnostic,
+            )
+        })
+        // The text last, so that of two errors in one place (one per action) the message
+        // is always the same one.
+        .min_by(|a, b| (a.0, a.1, a.2, &a.3).cmp(&(b.0, b.1, b.2, &b.3)));
+    let Some((_, line, column, _, id, diagnostic)) = first else {
+        return Ok(());
+    };
+    // Cedar names the policy by the id it generated (`policy0`); the location says which it
+    // is, and its `@id` where it has one.
+    let mut reason = diagnostic.to_string();
+    if let Some(help) = diagnostic.help() {
+        reason.push_str(&format!(" ({help})"));
+    }
+    let mut reason = reason.replace(&format!("for policy `{id}`, "), "");
+    if let Some(name) = set.policy(id).and_then(|p| p.annotation("id")) {
+        reason = format!("policy `{name}`: {reason}");
+    }
+    Err(PolicyError::Schema {
+        file: file.to_owned(),
+        line,
+        column,
+        reason,
+    })
+}
+
+/// Where each policy and template of `set` starts in `text`, the source it was parsed from.
+/// Cedar keeps each one's own text, a slice of the source, and numbers them in order
+/// (`policy0`, `policy1`, …), so each is found after the one before it.
+fn source_starts(text: &str, set: &PolicySet) -> HashMap<PolicyId, usize> {
+    let mut items: Vec<(usize, PolicyId, String)> = set
+        .policies()
+        .map(|p| (p.id().clone(), p.to_string()))
+        .chain(set.templates().map(|t| (t.id().clone(), t.to_string())))
+        .map(|(id, own)| {
+            let n = AsRef::<str>::as_ref(&id)
+                .strip_prefix("policy")
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(usize::MAX);
+            (n, id, own)
+        })
+        .collect();
+    items.sort_by_key(|(n, _, _)| *n);
+    let mut cursor = 0;
+    let mut starts = HashMap::new();
+    for (_, id, own) in items {
+        if let Some(found) = text.get(cursor..).and_then(|rest| rest.find(&own)) {
+            cursor += found;
+            starts.insert(id, cursor);
+            cursor += own.len();
+        }
+    }
+    starts
+}
+
+/// The 1-based line and column (in characters) of byte `offset` in `text`.
+fn line_column(text: &str, offset: usize) -> (usize, usize) {
+    let before = text.get(..offset).unwrap_or(text);
+    let line = before.matches('\n').count() + 1;
+    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+    let column = before.get(line_start..).map_or(0, |l| l.chars().count()) + 1;
+    (line, column)
+}
+
 /// A parse error with the file, the 1-based line and column of its first label, and Cedar's
 /// reason.
 fn parse_error(file: &str, text: &str, errors: &cedar_policy::ParseErrors) -> PolicyError {
@@ -822,9 +1048,7 @@ fn parse_error(file: &str, text: &str, errors: &cedar_policy::ParseErrors) -> Po
         .and_then(|e| e.labels())
         .and_then(|mut labels| labels.next())
         .map_or(0, |label| label.offset());
-    let before = text.get(..offset).unwrap_or(text);
-    let line = before.matches('\n').count() + 1;
-    let column = before.len() - before.rfind('\n').map_or(0, |i| i + 1) + 1;
+    let (line, column) = line_column(text, offset);
     let reason = first.map_or_else(
         || errors.to_string(),
         |e| {
@@ -887,7 +1111,7 @@ mod tests {
     const OPERATOR: &str = r#"
         @id("static-forbid") forbid (principal, action, resource == Tool::"fetcher");
         @id("static-permit") permit (principal, action, resource) when { resource.capability == "special" };
-        @id("static-error") permit (principal, action == Action::"call", resource == Tool::"broken") when { resource.owner == "me" };
+        @id("static-error") permit (principal, action == Action::"call", resource == Tool::"broken") when { resource.major + 9223372036854775807 > 0 };
         @id("principal-scope") permit (principal == Actor::"admin", action, resource);
         @id("principal-var") forbid (principal, action, resource) when { principal == Actor::"intruder" };
         @id("context") forbid (principal, action == Action::"call_unattended", resource) when { context.surface == "chat" && resource.effect == "read_only" };
@@ -896,7 +1120,7 @@ mod tests {
         @id("is-in") forbid (principal, action == Action::"call", resource is Tool in Tool::"reader") when { context.surface == "cli" };
         @id("cli-write") permit (principal, action == Action::"call_unattended", resource) when { resource.effect == "local_write" && context.surface == "cli" };
         @id("sensitive-permit") permit (principal, action == Action::"call_unattended", resource) when { context.sensitive.contains("pem") };
-        @id("sensitive-error") forbid (principal, action, resource == Tool::"special") when { context.sensitive.isEmpty() && resource.owner == "me" };
+        @id("sensitive-error") forbid (principal, action, resource == Tool::"special") when { context.sensitive.isEmpty() && resource.major + 9223372036854775807 > 0 };
         @id("sensitive-mixed") forbid (principal, action, resource) when { context.sensitive.contains("dotenv") && context.surface == "cli" };
     "#;
 
@@ -933,7 +1157,215 @@ mod tests {
             @id("a") forbid (principal, action, resource);
         "#;
         let error = PolicyEngine::from_sources(&[("ops.cedar", twice)]).unwrap_err();
-        assert_eq!(error.to_string(), "ops.cedar: policy id `a` is used twice");
+        assert_eq!(
+            error.to_string(),
+            "ops.cedar:3:13: policy id `a` is used twice"
+        );
+    }
+
+    /// Policies that parse but do not fit the schema: (policy, line:column of the mistake,
+    /// words of Cedar's reason). Each is refused at load, named by file, line and column.
+    const MISFITS: &[(&str, &str, &str)] = &[
+        // An unknown context attribute.
+        (
+            "permit (principal, action, resource)\nwhen { context.nope == \"x\" };",
+            "2:8",
+            "attribute `nope` in context for Action::\"call\" not found (did you mean `network`?)",
+        ),
+        // An unknown resource attribute.
+        (
+            "@id(\"mine\")\npermit (principal, action, resource)\n  when { resource.owner == \"me\" };",
+            "3:10",
+            "policy `mine`: attribute `owner` on entity type `Tool` not found",
+        ),
+        // A number compared with a string.
+        (
+            "forbid (principal, action, resource) when { resource.major == \"1\" };",
+            "1:45",
+            "the types Long and String are not compatible",
+        ),
+        // A set compared with a string.
+        (
+            "forbid (principal, action, resource) when {\n  context.paths == \"x\"\n};",
+            "2:3",
+            "Set<String> are not compatible",
+        ),
+        // A string where a set is needed.
+        (
+            "forbid (principal, action, resource) when { context.surface.contains(\"x\") };",
+            "1:45",
+            "unexpected type",
+        ),
+        // An attribute of the principal, which has none.
+        (
+            "permit (principal, action, resource) when { principal.admin };",
+            "1:45",
+            "attribute `admin` on entity type `Actor` not found",
+        ),
+        // A record field that does not exist.
+        (
+            "forbid (principal, action, resource) when { context.network.port == 80 };",
+            "1:45",
+            "attribute `network.port` in context for Action::\"call\" not found (did you mean `hosts`?)",
+        ),
+        // An action that does not exist.
+        (
+            "\n\npermit (principal, action == Action::\"delete\", resource);",
+            "3:30",
+            "unrecognized action `Action::\"delete\"`",
+        ),
+        // An entity type that does not exist.
+        (
+            "permit (principal == User::\"alice\", action, resource);",
+            "1:22",
+            "unrecognized entity type `User`",
+        ),
+        // A condition that can never hold.
+        (
+            "permit (principal, action, resource) when { resource is Actor };",
+            "1:1",
+            "policy is impossible",
+        ),
+        // A scope no request matches: a tool is never the principal.
+        (
+            "permit (principal is Tool, action, resource);",
+            "1:1",
+            "policy is impossible",
+        ),
+    ];
+
+    #[test]
+    fn policies_that_do_not_fit_the_schema_are_refused_at_load_with_their_place() {
+        for (text, at, words) in MISFITS {
+            let error = PolicyEngine::from_sources(&[
+                ("<default policy>", DEFAULT_POLICY),
+                ("ops.cedar", text),
+            ])
+            .map(|_| ())
+            .unwrap_err();
+            let message = error.to_string();
+            assert!(
+                matches!(error, PolicyError::Schema { .. }),
+                "{text}: {message}"
+            );
+            assert!(
+                message.starts_with(&format!("ops.cedar:{at}: ")),
+                "{text}: {message}"
+            );
+            assert!(message.contains(words), "{text}: {message}");
+            assert!(!message.contains("policy0"), "{text}: {message}");
+        }
+    }
+
+    #[test]
+    fn the_schema_declares_exactly_what_a_call_gives_a_policy() {
+        let (schema, _) = Schema::from_cedarschema_str(SCHEMA).unwrap();
+        let mut builder = RegistryBuilder::new();
+        let descriptor = Descriptor::new("runner", "t", serde_json::json!({"type": "object"}));
+        builder
+            .register(descriptor, ToolEntry::new("runner", "exec"), Arc::new(Noop))
+            .unwrap();
+        let registry = builder.build().unwrap();
+        let tool = registry.tools().next().unwrap();
+        let engine = PolicyEngine::default_policy().unwrap();
+        let slice = engine.slice_for(tool, EffectClass::Network).unwrap();
+        // The tool entity, checked against the schema: no attribute missing, none extra, each
+        // of its declared type.
+        let entity = slice.entities.get(&slice.uid).unwrap().clone();
+        Entities::from_entities([entity], Some(&schema)).unwrap();
+        let paths = vec![".env".to_owned()];
+        let resources = [Resource::Network("crates.io".to_owned())];
+        let context = PolicyContext {
+            effect: EffectClass::Network,
+            actor: "local",
+            surface: Surface::Chat,
+            profile: "default",
+            workspace: "w",
+            paths: &paths,
+            sensitive: &["dotenv"],
+            runs_later: &["git"],
+            network: NetworkRequest::from_resources(&resources),
+        };
+        // The context and the request, checked against the schema the same way, for both
+        // actions.
+        for uid in &engine.actions {
+            Request::new(
+                entity_uid("Actor", "local"),
+                uid.clone(),
+                slice.uid.clone(),
+                build_context(&context).unwrap(),
+                Some(&schema),
+            )
+            .unwrap();
+        }
+        // And the schema is strict: a context with one attribute more is refused.
+        let extra = Context::from_pairs([(
+            "nope".to_owned(),
+            RestrictedExpression::new_string("x".to_owned()),
+        )])
+        .unwrap();
+        let merged = build_context(&context).unwrap().merge(extra).unwrap();
+        assert!(
+            Request::new(
+                entity_uid("Actor", "local"),
+                engine.actions[0].clone(),
+                slice.uid.clone(),
+                merged,
+                Some(&schema),
+            )
+            .is_err()
+        );
+    }
+
+    #[test]
+    fn evaluation_errors_name_the_policy_and_its_place() {
+        let text = "permit (principal, action, resource);\n\n@id(\"overflow\")\nforbid (principal, action, resource)\nwhen { context.surface == \"chat\" && resource.major + 9223372036854775807 > 0 };\nforbid (principal, action, resource)\nwhen { context.surface == \"cli\" && resource.major + 9223372036854775807 > 0 };\n";
+        let mut engine = PolicyEngine::from_sources(&[("ops.cedar", text)]).unwrap();
+        let mut builder = RegistryBuilder::new();
+        let descriptor = Descriptor::new("runner", "t", serde_json::json!({"type": "object"}));
+        builder
+            .register(descriptor, ToolEntry::new("runner", "exec"), Arc::new(Noop))
+            .unwrap();
+        let registry = builder.build().unwrap();
+        engine.prepare(&registry).unwrap();
+        let tool = registry.tools().next().unwrap();
+        let decide = |surface| {
+            engine.decide(
+                tool,
+                &PolicyContext {
+                    effect: tool.entry.effect(),
+                    actor: "local",
+                    surface,
+                    profile: "default",
+                    workspace: "w",
+                    paths: &[],
+                    sensitive: &[],
+                    runs_later: &[],
+                    network: NetworkRequest::from_resources(&[]),
+                },
+            )
+        };
+        let decision = decide(Surface::Chat);
+        let PolicyDecision::Deny { errors, .. } = decision else {
+            panic!("an evaluation error must deny");
+        };
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert!(
+            errors[0].starts_with("policy `overflow` (ops.cedar:3): "),
+            "{errors:?}"
+        );
+        assert!(errors[0].contains("overflow"), "{errors:?}");
+        let PolicyDecision::Deny { errors, .. } = decide(Surface::Cli) else {
+            panic!("an evaluation error must deny");
+        };
+        // An unnamed policy is named by its place.
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert!(
+            errors[0].starts_with("policy `ops.cedar:6`: "),
+            "{errors:?}"
+        );
+        assert!(!errors[0].contains("s0p"), "{errors:?}");
+        assert!(decide(Surface::Console).is_allowed());
     }
 
     #[test]

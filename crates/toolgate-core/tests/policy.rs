@@ -299,11 +299,13 @@ fn files_that_run_later_are_denied_to_writes_by_a_named_rule_an_operator_can_rep
 
 #[test]
 fn evaluation_errors_deny_even_when_a_permit_matches() {
-    // `context.missing` does not exist: evaluating this forbid errors. Cedar alone would skip
-    // the erroring policy and let the default permit stand; toolgate denies.
+    // Adding to the tool's major version overflows: evaluating this forbid errors (every
+    // policy fits the schema, so an error is one only evaluation finds). Cedar alone would
+    // skip the erroring policy and let the default permit stand; toolgate denies.
     let text = r#"
         @id("broken")
-        forbid (principal, action, resource) when { context.missing == "x" };
+        forbid (principal, action, resource)
+        when { context.surface == "chat" && resource.major + 9223372036854775807 > 0 };
     "#;
     let p = pipeline(Some(text), true);
     let stopped = p
@@ -311,17 +313,49 @@ fn evaluation_errors_deny_even_when_a_permit_matches() {
         .unwrap_err();
     assert_eq!(stopped.rejection.code, RejectCode::PolicyDenied);
     assert!(
-        stopped.rejection.message.contains("evaluation failed"),
+        stopped.rejection.message.contains(
+            "policy evaluation failed, so the call is denied: policy `broken` (operator.cedar:2): "
+        ),
         "{}",
         stopped.rejection.message
     );
-    // A missing entity attribute, in the approval question only, denies too.
+    assert!(
+        stopped.rejection.message.contains("overflow"),
+        "{}",
+        stopped.rejection.message
+    );
+    // Where the condition does not reach the overflow, the default permit stands.
+    assert_eq!(decide(&p, "reader", "{}", Surface::Cli), "ok");
+    // An error in the approval question only denies too.
     let text = r#"
         permit (principal, action == Action::"call_unattended", resource)
-        when { resource.owner == "me" };
+        when { resource.major + 9223372036854775807 > 0 };
     "#;
     let p = pipeline(Some(text), true);
     assert_eq!(decide(&p, "writer", "{}", Surface::Chat), "policy_denied");
+}
+
+#[test]
+fn policies_that_do_not_fit_the_schema_are_refused_at_load() {
+    // What used to load and then deny every call at run time.
+    for (text, at) in [
+        (
+            "@id(\"broken\")\nforbid (principal, action, resource) when { context.missing == \"x\" };",
+            "operator.cedar:2:45: policy `broken`: attribute `missing` in context",
+        ),
+        (
+            "permit (principal, action == Action::\"call_unattended\", resource)\n    when { resource.owner == \"me\" };",
+            "operator.cedar:2:12: attribute `owner` on entity type `Tool` not found",
+        ),
+    ] {
+        let error = PolicyEngine::from_sources(&[
+            ("<default policy>", policy::DEFAULT_POLICY),
+            ("operator.cedar", text),
+        ])
+        .unwrap_err();
+        assert!(error.to_string().starts_with(at), "{error}");
+        assert!(matches!(error, PolicyError::Schema { .. }), "{error}");
+    }
 }
 
 #[test]
