@@ -226,8 +226,9 @@ fn build_registry(
             return Err(settings.error_at_line(
                 tool.line,
                 format!(
-                    "unknown tool `{}`; known tools: {}",
+                    "unknown tool `{}`{} known tools: {}",
                     tool.name,
+                    guess(&tool.name, known.iter().map(String::as_str)),
                     list(&known)
                 ),
             ));
@@ -242,8 +243,9 @@ fn build_registry(
                 return Err(settings.error_at_line(
                     *line,
                     format!(
-                        "profile `{}` names unknown tool `{tool}`; known tools: {}",
+                        "profile `{}` names unknown tool `{tool}`{} known tools: {}",
                         profile.name,
+                        guess(tool, entries.iter().map(|(_, e, _)| e.name.as_str())),
                         list(&known)
                     ),
                 ));
@@ -262,6 +264,13 @@ fn build_registry(
             .map_err(|e| settings.error(e.to_string()))?;
     }
     builder.build().map_err(|e| settings.error(e.to_string()))
+}
+
+/// What follows "unknown tool `name`" in a configuration error: `: did you mean `x`?` when one
+/// of `candidates` is close to a misspelt `name`, else `;`.
+fn guess<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) -> String {
+    toolgate_core::hint::did_you_mean(name, candidates)
+        .map_or_else(|| ";".to_owned(), |found| format!(": did you mean `{found}`?"))
 }
 
 fn list(names: &BTreeSet<String>) -> String {

@@ -1001,6 +1001,14 @@ fn configuration_errors_say_what_a_key_takes_and_guess_misspellings() {
             "[[tool]]\nname = \"run_command\"\neffect = \"read-only\"\n",
             ":3: unknown value `read-only`: did you mean `read_only`?",
         ),
+        (
+            "[[tool]]\nname = \"read_fil\"\n",
+            ":2: unknown tool `read_fil`: did you mean `read_file`? known tools: `edit_file`,",
+        ),
+        (
+            "[profiles.ops]\ntools = [\"read_file\",\n  \"serch_text\"]\n",
+            ":3: profile `ops` names unknown tool `serch_text`: did you mean `search_text`?",
+        ),
     ] {
         let path = dir.join("words.toml");
         fs::write(&path, text).unwrap();
