@@ -269,8 +269,10 @@ fn build_registry(
 /// What follows "unknown tool `name`" in a configuration error: `: did you mean `x`?` when one
 /// of `candidates` is close to a misspelt `name`, else `;`.
 fn guess<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) -> String {
-    toolgate_core::hint::did_you_mean(name, candidates)
-        .map_or_else(|| ";".to_owned(), |found| format!(": did you mean `{found}`?"))
+    toolgate_core::hint::did_you_mean(name, candidates).map_or_else(
+        || ";".to_owned(),
+        |found| format!(": did you mean `{found}`?"),
+    )
 }
 
 fn list(names: &BTreeSet<String>) -> String {
