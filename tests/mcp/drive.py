@@ -165,13 +165,21 @@ async def run_steps(session, steps, heard=None):
     return report
 
 
+# The variables that place toolgate's files (audit log, console tokens, grants): the test that
+# runs this script gives it a home of its own (tests/support/home.rs), and every server started
+# here gets it, under whatever the plan sets.
+HOME_VARIABLES = ("HOME", "XDG_CONFIG_HOME", "XDG_STATE_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME")
+
+
 def server_env(spec):
-    """The server's environment: the plan's, else the SDK's default with toolgate's state
-    directory passed on, so a server under test keeps its audit log where the tests put it."""
-    env = spec.get("env")
-    if env is None and "XDG_STATE_HOME" in os.environ:
-        env = {**get_default_environment(), "XDG_STATE_HOME": os.environ["XDG_STATE_HOME"]}
-    return env
+    """The server's environment: the SDK's default, this script's home and XDG directories,
+    and the plan's `env` over them. Refuses to run without a home of the test's own, so that
+    no server writes into the user's."""
+    missing = [name for name in HOME_VARIABLES if name not in os.environ]
+    if missing:
+        raise SystemExit(f"started without {', '.join(missing)}: use tests/support/home.rs")
+    home = {name: os.environ[name] for name in HOME_VARIABLES}
+    return {**get_default_environment(), **home, **(spec.get("env") or {})}
 
 
 def elicitation(spec, elicited):

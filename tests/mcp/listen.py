@@ -29,11 +29,21 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
 
+# The variables that place toolgate's files (audit log, console tokens, grants): the test that
+# runs this script gives it a home of its own (tests/support/home.rs), and every server started
+# here gets it, under whatever the plan sets.
+HOME_VARIABLES = ("HOME", "XDG_CONFIG_HOME", "XDG_STATE_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME")
+
+
 def server_env(spec):
-    env = spec.get("env")
-    if env is None and "XDG_STATE_HOME" in os.environ:
-        env = {**get_default_environment(), "XDG_STATE_HOME": os.environ["XDG_STATE_HOME"]}
-    return env
+    """The server's environment: the SDK's default, this script's home and XDG directories,
+    and the plan's `env` over them. Refuses to run without a home of the test's own, so that
+    no server writes into the user's."""
+    missing = [name for name in HOME_VARIABLES if name not in os.environ]
+    if missing:
+        raise SystemExit(f"started without {', '.join(missing)}: use tests/support/home.rs")
+    home = {name: os.environ[name] for name in HOME_VARIABLES}
+    return {**get_default_environment(), **home, **(spec.get("env") or {})}
 
 
 async def listen(client, spec):

@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use super::clients::{python, root, test_dep, toolgate_bin};
+use super::home;
 use super::served::Served;
 
 /// The version `tests/deps/package.json` pins.
@@ -228,7 +229,7 @@ impl ClaudeSetup {
 
     /// Runs a `toolgate` command with this setup's configuration and state; its output.
     pub fn toolgate(&self, args: &[&str]) -> std::process::Output {
-        Command::new(toolgate_bin())
+        home::toolgate()
             .args(args)
             .arg("--config")
             .arg(&self.config)
@@ -288,7 +289,7 @@ impl ClaudeSetup {
             .current_dir(&self.ws)
             .env_clear()
             .env("PATH", "/usr/local/bin:/usr/bin:/bin")
-            .env("HOME", &home)
+            .envs(home::vars(&home))
             .env("CLAUDE_CONFIG_DIR", home.join(".claude"))
             .env("TMPDIR", self.dir.path())
             .env(

@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+use super::home;
 /// The repository's root.
 pub fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -67,7 +68,8 @@ impl Driving {
         let dir = tempfile::tempdir().unwrap();
         let plan_path = dir.path().join("plan.json");
         fs::write(&plan_path, plan.to_string()).unwrap();
-        let child = Command::new(python())
+        // drive.py passes its home on to every server it starts.
+        let child = home::isolated(Command::new(python()))
             .arg(root().join("tests/mcp/drive.py"))
             .arg(&plan_path)
             .stdout(Stdio::piped())
@@ -185,7 +187,7 @@ pub fn wait_until(what: &str, limit: Duration, condition: impl Fn() -> bool) {
 /// Whether this machine gives confined processes the mount-namespace tier, as `toolgate
 /// sandbox check` reports it.
 pub fn mount_tier() -> bool {
-    let out = Command::new(toolgate_bin())
+    let out = home::toolgate()
         .args(["sandbox", "check", "--json"])
         .output()
         .unwrap();
@@ -244,7 +246,7 @@ pub fn without_landlock() -> Command {
         strace.exists(),
         "strace is missing: run scripts/test-deps first"
     );
-    let mut command = Command::new(strace);
+    let mut command = home::isolated(Command::new(strace));
     command
         .args([
             "-f",
@@ -322,7 +324,7 @@ pub fn quoted(path: &Path) -> String {
 /// `toolgate serve --no-console --http 127.0.0.1:0` on `ws` with `config`, not yet run, for the
 /// caller to add flags and environment to.
 pub fn serve_http(ws: &Path, config: &Path) -> Command {
-    let mut command = Command::new(toolgate_bin());
+    let mut command = home::toolgate();
     command
         .args([
             "serve",
@@ -339,7 +341,7 @@ pub fn serve_http(ws: &Path, config: &Path) -> Command {
 
 /// `toolgate serve --no-console` over stdio on `ws` with `config`, not yet run.
 pub fn serve_stdio(ws: &Path, config: &Path) -> Command {
-    let mut command = Command::new(toolgate_bin());
+    let mut command = home::toolgate();
     command
         .args(["serve", "--no-console", "--workspace"])
         .arg(ws)

@@ -9,12 +9,13 @@ use std::fs;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use super::clients::{Driving, toolgate_bin};
+use super::clients::Driving;
+use super::home;
 
 /// A running `toolgate serve --http` with its console, and what it printed.
 pub struct Served {
@@ -57,7 +58,13 @@ impl Served {
     ) -> Served {
         let config_path = state.join("toolgate.toml");
         fs::write(&config_path, config).unwrap();
-        let child = Command::new(toolgate_bin())
+        // A fake `HOME` among `env` keeps the XDG directories that default beneath it.
+        let fake_home = env.iter().find(|(k, _)| *k == "HOME");
+        let mut command = match fake_home {
+            Some((_, h)) => home::toolgate_at(Path::new(h)),
+            None => home::toolgate(),
+        };
+        let child = command
             .args(["serve", "--http", "127.0.0.1:0", "--workspace"])
             .arg(ws)
             .arg("--config")

@@ -17,9 +17,8 @@ pub fn on_a_terminal(args: &str, answer: &str) -> (i32, String) {
 /// Runs `toolgate ARGS` exactly as given on a pseudo-terminal (util-linux `script`) and types
 /// `answer` at it — what an agent with a shell can do.
 pub fn typed_at_a_terminal(args: &str, answer: &str) -> (i32, String) {
-    let bin = env!("CARGO_BIN_EXE_toolgate");
-    let command = format!("{bin} {args}");
-    let output = std::process::Command::new("script")
+    let command = format!("{} {args}", super::clients::toolgate_bin());
+    let output = super::home::isolated(std::process::Command::new("script"))
         .args(["-qec", &command, "/dev/null"])
         .env("XDG_CONFIG_HOME", "/nonexistent-toolgate-test-config")
         .stdin(std::process::Stdio::piped())

@@ -12,8 +12,12 @@
     clippy::indexing_slicing
 )]
 
+#[path = "../../../tests/support/clients.rs"]
+mod clients;
 #[path = "../../../tests/support/fixture.rs"]
 mod fixture;
+#[path = "../../../tests/support/home.rs"]
+mod home;
 
 use std::collections::HashSet;
 use std::fs;
@@ -31,7 +35,7 @@ use fixture::Fixture;
 const SECRET: &str = "zq-hunter2-do-not-log";
 
 fn toolgate() -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_toolgate"));
+    let mut command = home::toolgate();
     command.env("XDG_CONFIG_HOME", "/nonexistent-toolgate-test-config");
     command
 }

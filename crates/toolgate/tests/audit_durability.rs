@@ -16,6 +16,8 @@
 mod clients;
 #[path = "../../../tests/support/fixture.rs"]
 mod fixture;
+#[path = "../../../tests/support/home.rs"]
+mod home;
 #[path = "../../../tests/support/served.rs"]
 mod served;
 
@@ -33,7 +35,7 @@ use fixture::Fixture;
 use served::Served;
 
 fn toolgate() -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_toolgate"));
+    let mut command = home::toolgate();
     command.env("XDG_CONFIG_HOME", "/nonexistent-toolgate-test-config");
     command
 }

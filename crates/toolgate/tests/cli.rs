@@ -18,11 +18,11 @@ use assert_cmd::Command;
 use serde_json::{Value, json};
 
 use fixture::{Fixture, corpus};
-use support::{fixture, terminal};
+use support::{fixture, home, terminal};
 use terminal::{on_a_terminal, typed_at_a_terminal};
 
 fn toolgate() -> Command {
-    let mut cmd = Command::cargo_bin("toolgate").unwrap();
+    let mut cmd = Command::from_std(home::toolgate());
     // Keep the user's own configuration out of the tests.
     cmd.env("XDG_CONFIG_HOME", "/nonexistent-toolgate-test-config");
     cmd
@@ -765,8 +765,7 @@ fn the_user_configuration_applies_without_config_flag() {
         "[[tool]]\nname = \"read_file\"\nenabled = false\n",
     )
     .unwrap();
-    let output = Command::cargo_bin("toolgate")
-        .unwrap()
+    let output = Command::from_std(home::toolgate())
         .env("XDG_CONFIG_HOME", &home)
         .args(["call", "--json", "--workspace"])
         .arg(fx.workspace())

@@ -26,6 +26,7 @@ use serde_json::{Value, json};
 use support::claude::{ScriptedModel, claude_bin, offered};
 use support::clients::{root, toolgate_bin};
 use support::fixture::Fixture;
+use support::home;
 
 /// A token for the HTTP entry, long enough for toolgate.
 const TOKEN: &str = "docs-clients-token-0123456789abcdef0123456789";
@@ -122,7 +123,7 @@ impl Place {
                     claude_dir.display()
                 ),
             )
-            .env("HOME", self.home())
+            .envs(home::vars(&self.home()))
             .env("CLAUDE_CONFIG_DIR", self.home().join(".claude"))
             .env("XDG_STATE_HOME", self.dir.path().join("state"))
             .env("XDG_CONFIG_HOME", self.dir.path().join("config"))

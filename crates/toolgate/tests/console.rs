@@ -27,7 +27,7 @@ use serde_json::{Value, json};
 use clients::*;
 use fixture::Fixture;
 use served::Served;
-use support::{clients, fixture, served};
+use support::{clients, fixture, home, served};
 
 /// Runs `tests/console/approve.mjs` on `plan` (Chromium as the person) and returns what it saw.
 fn approve_in_chromium(plan: &Value) -> Value {
@@ -674,7 +674,7 @@ fn bad_approval_settings_are_configuration_errors() {
         ),
     ] {
         fs::write(&config, toml).unwrap();
-        let output = Command::new(toolgate_bin())
+        let output = home::toolgate()
             .args(["serve", "--workspace"])
             .arg(fx.workspace())
             .arg("--config")
@@ -1224,7 +1224,7 @@ fn each_card_starts_with_a_sentence_and_nothing_overflows_at_1280_or_800_pixels(
 
 /// `toolgate console` with its state directory at `state` and a home of its own.
 fn console_command(state: &Path, home: &Path, args: &[&std::ffi::OsStr]) -> std::process::Output {
-    Command::new(toolgate_bin())
+    home::toolgate_at(home)
         .arg("console")
         .args(args)
         .env("HOME", home)
@@ -1361,7 +1361,7 @@ fn toolgate_console_open_fails_clearly_without_an_opener() {
     let home = tempfile::tempdir().unwrap();
     let _served = Served::start_at(&ws, "", state.path());
     let empty = tempfile::tempdir().unwrap();
-    let out = Command::new(toolgate_bin())
+    let out = home::toolgate_at(home.path())
         .args(["console", "--open", "--workspace"])
         .arg(&ws)
         .env("HOME", home.path())
@@ -1393,7 +1393,7 @@ fn toolgate_console_open_fails_clearly_without_an_opener() {
     )
     .unwrap();
     fs::set_permissions(&opener, fs::Permissions::from_mode(0o755)).unwrap();
-    let out = Command::new(toolgate_bin())
+    let out = home::toolgate_at(home.path())
         .args(["console", "--open", "--workspace"])
         .arg(&ws)
         .env("HOME", home.path())

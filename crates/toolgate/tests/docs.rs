@@ -22,6 +22,7 @@ use std::time::Duration;
 use assert_cmd::Command;
 
 use support::clients::root;
+use support::home;
 
 /// The pages a newcomer reads: the README, the architecture and everything under docs/.
 fn pages() -> Vec<PathBuf> {
@@ -334,7 +335,7 @@ fn without_comment(line: &str) -> &str {
 }
 
 fn toolgate() -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_toolgate"));
+    let mut cmd = Command::from_std(home::toolgate());
     cmd.timeout(Duration::from_secs(60));
     cmd
 }

@@ -25,6 +25,7 @@ use std::process::{Command, Output};
 
 use serde_json::{Value, json};
 use support::clients::{toolgate_bin, without_landlock};
+use support::home;
 use support::served::Served;
 
 /// What the secret file outside the workspace holds (one line, as a token file does).
@@ -139,13 +140,13 @@ impl Fixture {
         env: &[(&str, &str)],
     ) -> (Value, String) {
         let mut command = if landlock {
-            Command::new(toolgate_bin())
+            home::toolgate()
         } else {
             without_landlock()
         };
         let base = self.base();
         command
-            .env("HOME", base.join("home"))
+            .envs(home::vars(&base.join("home")))
             .env("XDG_CONFIG_HOME", base.join("config"))
             .env("XDG_STATE_HOME", base.join("state"))
             .envs(env.iter().copied())
@@ -616,11 +617,11 @@ fn nothing_outside_the_workspace_is_opened() {
 
     for (tool, args) in calls() {
         let trace = base.join("trace.txt");
-        let output = Command::new("/usr/bin/strace")
+        let output = home::isolated(Command::new("/usr/bin/strace"))
             .args(["-f", "-qq", "-e", "trace=open,openat,openat2", "-o"])
             .arg(&trace)
             .arg(toolgate_bin())
-            .env("HOME", base.join("home"))
+            .envs(home::vars(&base.join("home")))
             .env("XDG_CONFIG_HOME", base.join("config"))
             .env("XDG_STATE_HOME", base.join("state"))
             .args(["call", "--json", "--workspace"])

@@ -28,12 +28,13 @@ use std::fs;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use support::clients::{self, toolgate_bin};
+use support::clients;
+use support::home;
 
 const TOKEN: &str = "latency-0123456789abcdef0123456789abcdef";
 const PROTOCOL: &str = "2025-11-25";
@@ -111,7 +112,7 @@ impl Server {
         )
         .unwrap();
         for tool in ["tick", "nap"] {
-            let admitted = Command::new(toolgate_bin())
+            let admitted = home::toolgate()
                 .args([
                     "tools",
                     "admit",
@@ -127,7 +128,7 @@ impl Server {
                 .unwrap();
             assert!(admitted.status.success(), "admit {tool}: {admitted:?}");
         }
-        let mut child = Command::new(toolgate_bin())
+        let mut child = home::toolgate()
             .args([
                 "serve",
                 "--no-console",

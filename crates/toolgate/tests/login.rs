@@ -23,10 +23,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use clients::toolgate_bin;
 use fixture::Fixture;
 use served::{Served, printed_login_link};
-use support::{clients, fixture, served};
+use support::{fixture, home, served};
 
 /// A `toolgate serve` whose standard error goes to a file, so that every line it ever writes
 /// can be read, before and after it stops.
@@ -43,7 +42,7 @@ impl Logged {
         let config_path = dir.join(format!("{name}.toml"));
         fs::write(&config_path, config).unwrap();
         let stderr = dir.join(format!("{name}.stderr"));
-        let mut command = Command::new(toolgate_bin());
+        let mut command = home::toolgate();
         command.arg("serve");
         if http {
             command.args(["--http", "127.0.0.1:0"]);

@@ -29,7 +29,7 @@ use serde_json::{Value, json};
 
 use clients::*;
 use fixture::{Fixture, corpus};
-use support::{clients, fixture};
+use support::{clients, fixture, home};
 
 const TOKEN_ALICE: &str = "alice-0123456789abcdef0123456789abcdef";
 const TOKEN_BOB: &str = "bob-0123456789abcdef0123456789abcdef00";
@@ -46,7 +46,7 @@ fn write_config(fx: &Fixture, name: &str, toml: &str, cedar: Option<&str>) -> Pa
 
 /// The tools `toolgate tools list` says a profile sees.
 fn visible(config: &Path, profile: &str) -> Vec<String> {
-    let output = Command::new(toolgate_bin())
+    let output = home::toolgate()
         .args(["tools", "list", "--json", "--profile", profile, "--config"])
         .arg(config)
         .output()
@@ -367,7 +367,7 @@ fn hostile_corpus_over_mcp() {
         let config = fx.config(&config);
         if !known_profile(config.as_deref(), &profile) {
             // No session can run in a profile that does not exist: serve refuses to start.
-            let refused = Command::new(toolgate_bin())
+            let refused = home::toolgate()
                 .args(["serve", "--no-console", "--workspace"])
                 .arg(&ws)
                 .args(["--profile", &profile])
@@ -461,7 +461,7 @@ fn hostile_corpus_over_mcp() {
 
 /// Whether `profile` exists under `config` (the defaults when `None`).
 fn known_profile(config: Option<&Path>, profile: &str) -> bool {
-    let mut check = Command::new(toolgate_bin());
+    let mut check = home::toolgate();
     check.arg("check");
     match config {
         Some(config) => check.arg("--config").arg(config),
@@ -563,7 +563,7 @@ fn inspector_cli_lists_and_calls() {
     // The inspector's own options go after the server's arguments: `--tool-arg` takes every
     // `key=value` that follows it.
     let run = |method: &[&str]| {
-        let output = Command::new(node())
+        let output = home::isolated(Command::new(node()))
             .arg(&inspector)
             .arg("--cli")
             .arg(toolgate_bin())
@@ -720,7 +720,7 @@ fn http_without_configured_tokens_generates_one_and_refuses_open_binds() {
         visible(&config, "readonly")
     );
 
-    let refused = Command::new(toolgate_bin())
+    let refused = home::toolgate()
         .args([
             "serve",
             "--no-console",

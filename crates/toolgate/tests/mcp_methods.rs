@@ -32,6 +32,7 @@ use serde_json::{Value, json};
 
 use clients::*;
 use support::clients;
+use support::home;
 
 const MODERN: &str = "2026-07-28";
 const WAIT: Duration = Duration::from_secs(20);
@@ -549,7 +550,7 @@ impl Upstream {
             ),
         )
         .unwrap();
-        let admitted = Command::new(toolgate_bin())
+        let admitted = home::toolgate()
             .args([
                 "tools",
                 "admit",
@@ -597,7 +598,8 @@ fn listen(plan: &Value) -> Value {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("plan.json");
     fs::write(&path, plan.to_string()).unwrap();
-    let mut child = Command::new(python())
+    // listen.py passes its home on to the server it starts.
+    let mut child = home::isolated(Command::new(python()))
         .arg(root().join("tests/mcp/listen.py"))
         .arg(&path)
         .stdout(Stdio::piped())

@@ -21,7 +21,7 @@ mod support;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::{Child, ChildStdin, Stdio};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
 use std::time::{Duration, Instant};
 
@@ -30,6 +30,7 @@ use serde_json::{Value, json};
 
 use fixture::Fixture;
 use support::fixture;
+use support::home;
 
 /// Longest wait for one answer: the console row waits out its 1 s approval timeout.
 const ANSWER_WITHIN: Duration = Duration::from_secs(60);
@@ -76,7 +77,7 @@ impl Server {
             _ => "",
         };
         std::fs::write(&config, text).unwrap();
-        let mut command = Command::new(env!("CARGO_BIN_EXE_toolgate"));
+        let mut command = home::toolgate();
         command
             .args(["serve", "--workspace"])
             .arg(fx.workspace())

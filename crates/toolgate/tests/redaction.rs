@@ -18,12 +18,13 @@ mod support;
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 use serde_json::{Value, json};
 
 use clients::*;
 use support::clients;
+use support::home;
 
 /// A workspace, the upstream's state and toolgate's state, each in a directory of the test's.
 struct Setup {
@@ -60,7 +61,7 @@ impl Setup {
     }
 
     fn toolgate(&self, args: &[&str]) -> Output {
-        Command::new(toolgate_bin())
+        home::toolgate()
             .args(args)
             .arg("--config")
             .arg(&self.config)

@@ -29,7 +29,7 @@ use serde_json::{Value, json};
 
 use clients::{python, quoted, repo_read, root, system_program, toolgate_bin};
 use served::Served;
-use support::{clients, fixture, served};
+use support::{clients, fixture, home, served};
 
 /// The paths of the fixture an attack aims at, each listed with everything beneath it.
 const WATCHED: &[&str] = &[
@@ -372,7 +372,7 @@ fn without_a_mount_namespace_the_check_alone_puts_everything_back() {
     let config_path = layout.state.join("toolgate.toml");
     fs::write(&config_path, config()).unwrap();
     // Every `unshare` fails, as where a container forbids namespaces: the tier is not there.
-    let child = Command::new(strace)
+    let child = home::isolated_at(Command::new(strace), &layout.home)
         .args([
             "-f",
             "-qq",
@@ -387,7 +387,6 @@ fn without_a_mount_namespace_the_check_alone_puts_everything_back() {
         .arg("--config")
         .arg(&config_path)
         .env("XDG_STATE_HOME", &layout.state)
-        .env("HOME", &layout.home)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -577,10 +576,8 @@ fn an_upstream_granted_the_workspace_cannot_leave_files_that_run_later() {
     )
     .unwrap();
     let toolgate = || {
-        let mut command = Command::new(toolgate_bin());
-        command
-            .env("HOME", &layout.home)
-            .env("XDG_STATE_HOME", &layout.state);
+        let mut command = home::toolgate_at(&layout.home);
+        command.env("XDG_STATE_HOME", &layout.state);
         command
     };
     let admitted = toolgate()

@@ -75,9 +75,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use clients::{mount_tier, repo_read, root, system_program, toolgate_bin};
+use clients::{mount_tier, repo_read, root, system_program};
 use served::Served;
-use support::{clients, fixture, procs, served};
+use support::{clients, fixture, home, procs, served};
 
 /// What every confined outcome's tier starts with (a tier may add to it).
 const TIER: &str = "landlock+seccomp";
@@ -678,7 +678,7 @@ fn a_machine_without_landlock_refuses_commands_before_approval() {
     assert_eq!(report["commands"]["run"], false, "{report}");
 
     // The same machine, checked without strace: what refused was the missing Landlock.
-    let unhindered = Command::new(toolgate_bin())
+    let unhindered = home::toolgate()
         .args(["sandbox", "check"])
         .env("XDG_STATE_HOME", dir.join("state"))
         .env("XDG_CONFIG_HOME", dir.join("config"))

@@ -26,7 +26,7 @@ use serde_json::{Value, json};
 
 use clients::*;
 use served::Served;
-use support::{clients, served};
+use support::{clients, home, served};
 
 /// Where the state directory lies in the workspace.
 #[derive(Debug, Clone, Copy)]
@@ -50,7 +50,7 @@ impl Layout {
     fn environment(self, ws: &Path, command: &mut Command) {
         match self {
             Layout::Home => {
-                command.env("HOME", ws).env_remove("XDG_STATE_HOME");
+                command.envs(home::vars(ws)).env_remove("XDG_STATE_HOME");
             }
             Layout::IgnoredTarget => {
                 command.env("XDG_STATE_HOME", ws.join(self.state_home()));
@@ -193,7 +193,7 @@ impl Scene {
     /// and everything it printed.
     fn call(&self, row: &Row, arguments: &Value) -> (Value, String) {
         let config = self.ws.join(self.layout.state_home()).join("toolgate.toml");
-        let mut command = Command::new(toolgate_bin());
+        let mut command = home::toolgate();
         command
             .args(["call", "--json", "--workspace"])
             .arg(&self.ws)

@@ -12,6 +12,11 @@
     clippy::indexing_slicing
 )]
 
+#[path = "../../../tests/support/clients.rs"]
+mod clients;
+#[path = "../../../tests/support/home.rs"]
+mod home;
+
 use std::fs;
 use std::path::Path;
 
@@ -65,7 +70,7 @@ fn assert_no_raw(what: &str, text: &str) {
 }
 
 fn toolgate(state: &Path) -> Command {
-    let mut cmd = Command::cargo_bin("toolgate").unwrap();
+    let mut cmd = Command::from_std(home::toolgate());
     cmd.env("XDG_CONFIG_HOME", "/nonexistent-toolgate-test-config")
         .env("XDG_STATE_HOME", state);
     cmd

@@ -389,3 +389,167 @@ fn the_crate_graph_has_no_back_edges() {
     }
     assert!(wrong.is_empty(), "the crate graph:\n{}", wrong.join("\n"));
 }
+
+/// The test sources: the binary's end-to-end tests and their shared support.
+fn test_sources() -> Vec<(PathBuf, String)> {
+    let mut files = Vec::new();
+    rust_files(&root().join("crates/toolgate/tests"), &mut files);
+    rust_files(&root().join("tests/support"), &mut files);
+    files.sort();
+    files
+        .into_iter()
+        .map(|path| {
+            let text = fs::read_to_string(&path).unwrap();
+            (path, text)
+        })
+        .collect()
+}
+
+/// Where `text` starts toolgate, or hands it to a program that does, without a home of the
+/// test's own (`tests/support/home.rs`): `(line, what)` for each.
+fn homeless_spawns(text: &str) -> Vec<(usize, &'static str)> {
+    let lines: Vec<&str> = text.lines().collect();
+    // Each function's lines, by its name, and the functions that give a home of their own.
+    let mut functions: Vec<(String, std::ops::Range<usize>)> = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        let code = line.trim_start();
+        let code = code.strip_prefix("pub ").unwrap_or(code);
+        if let Some(rest) = code.strip_prefix("fn ") {
+            let name: String = rest
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect();
+            if let Some(last) = functions.last_mut() {
+                last.1.end = i;
+            }
+            functions.push((name, i..lines.len()));
+        }
+    }
+    let homed =
+        |range: &std::ops::Range<usize>| lines[range.clone()].iter().any(|l| l.contains("home::"));
+    let homed_helpers: Vec<&str> = functions
+        .iter()
+        .filter(|(_, range)| homed(range))
+        .map(|(name, _)| name.as_str())
+        .collect();
+    // Within the statement (a window around the line), the function, or a call of a function of
+    // the file that gives the home.
+    let near = |i: usize, what: &str| {
+        lines[i.saturating_sub(12)..(i + 4).min(lines.len())]
+            .iter()
+            .any(|l| l.contains(what))
+            || functions
+                .iter()
+                .any(|(_, range)| range.contains(&i) && homed(range))
+            || homed_helpers
+                .iter()
+                .any(|name| lines[i].contains(&format!(".{name}(")))
+    };
+    let mut found = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        let code = line.trim_start();
+        // The binary's path, where `clients::toolgate_bin` gives it.
+        let definition =
+            code.starts_with("pub fn toolgate_bin()") || code == "env!(\"CARGO_BIN_EXE_toolgate\")";
+        if code.starts_with("//") || code.starts_with("use ") || definition {
+            continue;
+        }
+        // The binary itself, run directly: only `home::toolgate` may.
+        let direct = ["toolgate_bin())", "CARGO_BIN_EXE_toolgate\"))"]
+            .iter()
+            .any(|s| line.contains(&format!("Command::new({s}")))
+            || line.contains("Command::new(super::clients::toolgate_bin())")
+            || line.contains("cargo_bin(\"toolgate\")");
+        if direct {
+            found.push((i + 1, "runs the binary without `home::toolgate`"));
+            continue;
+        }
+        let names_binary =
+            line.contains("toolgate_bin()") || line.contains("env!(\"CARGO_BIN_EXE_toolgate\")");
+        // A plan's or a client's server entry: drive.py, listen.py and Claude Code start it,
+        // and each is itself given a home that it passes on (checked below).
+        let entry = line.contains("\"command\": toolgate_bin()")
+            || line.contains("toolgate_bin().to_owned()");
+        if names_binary && !entry && !near(i, "home::isolated") {
+            found.push((
+                i + 1,
+                "hands the binary to a program not made by `home::isolated`",
+            ));
+        }
+        let client = ["Command::new(python())", "Command::new(claude_bin())"]
+            .iter()
+            .any(|c| line.contains(c));
+        let starts_servers = lines[i..(i + 24).min(lines.len())]
+            .iter()
+            .take_while(|l| !l.trim_end().ends_with(';'))
+            .any(|l| {
+                ["drive.py", "listen.py", "--mcp-config"]
+                    .iter()
+                    .any(|s| l.contains(s))
+            });
+        if client
+            && starts_servers
+            && !line.contains("home::isolated")
+            && !lines[i..(i + 24).min(lines.len())]
+                .iter()
+                .any(|l| l.contains("home::vars("))
+        {
+            found.push((
+                i + 1,
+                "starts a client of toolgate without a home of its own",
+            ));
+        }
+    }
+    found
+}
+
+#[test]
+fn the_home_check_sees_every_spelling() {
+    let homeless = "let a = Command::new(toolgate_bin()).output();\n\
+        let b = Command::new(env!(\"CARGO_BIN_EXE_toolgate\"));\n\
+        let c = Command::cargo_bin(\"toolgate\").unwrap();\n\
+        let d = Command::new(\"strace\")\n    .arg(toolgate_bin())\n    .output();\n\
+        let e = Command::new(python())\n    .arg(root().join(\"tests/mcp/drive.py\"))\n    .spawn();\n";
+    assert_eq!(
+        homeless_spawns(homeless)
+            .iter()
+            .map(|(l, _)| *l)
+            .collect::<Vec<_>>(),
+        [1, 2, 3, 5, 7]
+    );
+    let housed = "let a = home::toolgate().output();\n\
+        let d = home::isolated(Command::new(\"strace\"))\n    .arg(toolgate_bin())\n    .output();\n\
+        let e = home::isolated(Command::new(python()))\n    .arg(root().join(\"tests/mcp/drive.py\"))\n    .spawn();\n\
+        json!({\"command\": toolgate_bin(), \"args\": args});\n";
+    assert_eq!(homeless_spawns(housed), []);
+}
+
+/// Every process a test starts that runs toolgate gets a `HOME` and XDG directories of the
+/// test's own, so the suite never writes into the user's audit log, tokens or grants.
+#[test]
+fn every_spawn_of_toolgate_has_a_home_of_its_own() {
+    let mut found = Vec::new();
+    for (path, text) in test_sources() {
+        let relative = path.strip_prefix(root()).unwrap().display().to_string();
+        if ["tests/support/home.rs", "crates/toolgate/tests/tidy.rs"].contains(&&*relative) {
+            continue;
+        }
+        for (line, what) in homeless_spawns(&text) {
+            found.push(format!("{relative}:{line}: {what}"));
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "spawns of toolgate without a home of the test's own (use tests/support/home.rs):\n{}",
+        found.join("\n")
+    );
+    // The clients the plans go to pass their home on, and refuse to run without one.
+    for script in ["tests/mcp/drive.py", "tests/mcp/listen.py"] {
+        let text = fs::read_to_string(root().join(script)).unwrap();
+        assert!(
+            text.contains("missing = [name for name in HOME_VARIABLES if name not in os.environ]")
+                && text.contains("**home, **(spec.get(\"env\") or {})"),
+            "{script} must pass its home on to the servers it starts, and refuse to run without one"
+        );
+    }
+}

@@ -27,7 +27,7 @@ use serde_json::{Value, json};
 
 use clients::*;
 use procs::Killed;
-use support::{clients, procs};
+use support::{clients, home, procs};
 
 fn toml_string(text: &str) -> String {
     serde_json::to_string(text).unwrap()
@@ -53,7 +53,7 @@ impl Setup {
     }
 
     fn toolgate(&self, args: &[&str]) -> Output {
-        Command::new(toolgate_bin())
+        home::toolgate()
             .args(args)
             .arg("--config")
             .arg(&self.config)
@@ -515,7 +515,7 @@ impl RawSession {
     /// Started, with its state under `home`, and initialized.
     fn start(setup: &Setup, home: &Path) -> RawSession {
         let mut server = Killed(
-            Command::new(toolgate_bin())
+            home::toolgate()
                 .args(stdio_serve_args(&setup.ws(), &setup.config))
                 .env("XDG_STATE_HOME", home)
                 .stdin(std::process::Stdio::piped())
@@ -561,7 +561,7 @@ impl RawSession {
 
 /// The audit records of a toolgate whose state is under `home` (its `XDG_STATE_HOME`).
 fn audit_records(setup: &Setup, home: &Path) -> Vec<Value> {
-    let output = Command::new(toolgate_bin())
+    let output = home::toolgate()
         .args(["audit", "export", "--jsonl", "--config"])
         .arg(&setup.config)
         .env("XDG_STATE_HOME", home)
@@ -1131,7 +1131,7 @@ fn http_upstream_behind_the_gateway() {
         "{output:?}"
     );
     let with_token = |args: &[&str]| {
-        Command::new(toolgate_bin())
+        home::toolgate()
             .args(args)
             .arg("--config")
             .arg(&setup.config)

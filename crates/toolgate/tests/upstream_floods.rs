@@ -27,6 +27,7 @@ use serde_json::{Value, json};
 
 use clients::*;
 use support::clients;
+use support::home;
 
 /// How toolgate reaches the flood server.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -109,7 +110,7 @@ impl Setup {
             server,
         };
         for tool in tools {
-            let output = Command::new(toolgate_bin())
+            let output = home::toolgate()
                 .args(["tools", "admit", "flood", tool, "--effect", "read_only"])
                 .arg("--config")
                 .arg(&setup.config)

@@ -34,7 +34,7 @@ use std::process::{Command, Output, Stdio};
 use serde_json::{Value, json};
 
 use clients::*;
-use support::{clients, fixture, procs, served};
+use support::{clients, fixture, home, procs, served};
 
 /// A place of this test's own under `$CARGO_TARGET_TMPDIR`: a fake home with credential
 /// stores holding canaries, toolgate's state and configuration directories, a workspace.
@@ -76,7 +76,7 @@ impl Places {
 
     /// toolgate as the operator runs it here: this home, this state.
     fn toolgate(&self) -> Command {
-        self.with_places(Command::new(toolgate_bin()))
+        self.with_places(home::toolgate())
     }
 
     /// [`clients::without_landlock`] with the fake home and toolgate's directories.
@@ -88,7 +88,7 @@ impl Places {
 
     fn with_places(&self, mut command: Command) -> Command {
         command
-            .env("HOME", &self.home)
+            .envs(home::vars(&self.home))
             .env("XDG_STATE_HOME", &self.state)
             .env("XDG_CONFIG_HOME", &self.xdg_config);
         command

@@ -16,7 +16,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde_json::{Value, json};
-use support::terminal;
+use support::clients::toolgate_bin;
+use support::{home, terminal};
 use terminal::on_a_terminal;
 
 /// A temporary git repository with one commit.
@@ -50,7 +51,7 @@ fn quoted(text: &str) -> String {
 
 /// `toolgate call --json` without a terminal: anything needing approval is refused.
 fn call(ws: &Path, tool: &str, args: &Value) -> (i32, Value) {
-    let output = Command::new(env!("CARGO_BIN_EXE_toolgate"))
+    let output = home::toolgate()
         .env("XDG_CONFIG_HOME", "/nonexistent-toolgate-test-config")
         .args(["call", "--json", "--workspace"])
         .arg(ws)
@@ -265,9 +266,9 @@ fn ignore_files_that_lead_nowhere_neither_stall_nor_exhaust_a_walk() {
         ("search_text", json!({ "pattern": "needle" })),
     ] {
         // At most 2 GiB of address space, and a minute: the walk needs neither.
-        let mut child = Command::new("sh")
+        let mut child = home::isolated(Command::new("sh"))
             .args(["-c", "ulimit -v 2097152; exec \"$@\"", "sh"])
-            .arg(env!("CARGO_BIN_EXE_toolgate"))
+            .arg(toolgate_bin())
             .env("XDG_CONFIG_HOME", "/nonexistent-toolgate-test-config")
             .env("XDG_STATE_HOME", dir.path().join("state"))
             .args(["call", "--json", "--workspace"])
