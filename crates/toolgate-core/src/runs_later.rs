@@ -518,6 +518,21 @@ pub enum Guard {
 /// from the root), which is a directory when `is_dir`. A path inside a [`Guard::Whole`]
 /// directory is never asked about.
 pub fn guard(path: &str, is_dir: bool) -> Guard {
+    // Most of a tree is neither in a git directory nor named like an entry: answered without
+    // allocating.
+    let name = path.rsplit('/').next().unwrap_or(path);
+    let in_git = path.split('/').any(|c| c.eq_ignore_ascii_case(".git"));
+    let named = FILES.iter().any(|file| {
+        file.at != Anchor::GitDir
+            && file
+                .path
+                .rsplit('/')
+                .next()
+                .is_some_and(|last| last.eq_ignore_ascii_case(name))
+    });
+    if !in_git && !named {
+        return if is_dir { Guard::Descend } else { Guard::Skip };
+    }
     let lower = path.to_ascii_lowercase();
     let components: Vec<&str> = lower.split('/').filter(|c| !c.is_empty()).collect();
     let Some((name, parents)) = components.split_last() else {
