@@ -1318,6 +1318,24 @@ mod tests {
     }
 
     #[test]
+    fn the_schema_docs_policies_md_shows_is_the_schema() {
+        let doc = include_str!("../../../docs/policies.md");
+        let shown = doc
+            .split("```cedarschema\n")
+            .nth(1)
+            .and_then(|rest| rest.split("```").next())
+            .unwrap();
+        let json = |text: &str| {
+            cedar_policy::SchemaFragment::from_cedarschema_str(text)
+                .unwrap()
+                .0
+                .to_json_value()
+                .unwrap()
+        };
+        assert_eq!(json(shown), json(SCHEMA));
+    }
+
+    #[test]
     fn evaluation_errors_name_the_policy_and_its_place() {
         let text = "permit (principal, action, resource);\n\n@id(\"overflow\")\nforbid (principal, action, resource)\nwhen { context.surface == \"chat\" && resource.major + 9223372036854775807 > 0 };\nforbid (principal, action, resource)\nwhen { context.surface == \"cli\" && resource.major + 9223372036854775807 > 0 };\n";
         let mut engine = PolicyEngine::from_sources(&[("ops.cedar", text)]).unwrap();

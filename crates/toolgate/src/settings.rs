@@ -867,16 +867,28 @@ fn shown(paths: &[PathBuf]) -> String {
         .join(", ")
 }
 
-/// The policy engine of `sources`; a source that does not parse is an error about `file`.
+/// The policy engine of `sources`, each policy validated against toolgate's schema. A policy
+/// that does not parse or does not fit is an error at its own place in the policy file,
+/// printed `rules.cedar:3:12: …` like a compiler's; any other error is about `file`, the
+/// configuration that names the policies.
 fn policy_engine_of(sources: &[(String, String)], file: &str) -> Result<PolicyEngine, ConfigError> {
     let borrowed: Vec<(&str, &str)> = sources
         .iter()
         .map(|(name, text)| (name.as_str(), text.as_str()))
         .collect();
-    PolicyEngine::from_sources(&borrowed).map_err(|e| ConfigError {
-        file: file.to_owned(),
-        line: 0,
-        message: format!("bad policy: {e}"),
+    PolicyEngine::from_sources(&borrowed).map_err(|e| match e.location() {
+        // A `ConfigError` prints `file:line: message` and has no column: the policy file's
+        // name carries the line, so that the column follows it.
+        Some((policy_file, line, column)) => ConfigError {
+            file: format!("{policy_file}:{line}"),
+            line: column,
+            message: e.reason(),
+        },
+        None => ConfigError {
+            file: file.to_owned(),
+            line: 0,
+            message: format!("bad policy: {e}"),
+        },
     })
 }
 
