@@ -1048,3 +1048,35 @@ fn the_readme_builds_visibly_and_installs_before_serving() {
     let serve = readme.find("toolgate serve --workspace").unwrap();
     assert!(install < serve, "`toolgate serve` comes before the install");
 }
+
+/// docs/tools.md's table of builtin tools names every argument each tool's schema takes, and
+/// its effect class, as `tools list --json` reports them.
+#[test]
+fn the_builtin_tools_table_matches_the_schemas() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let page = fs::read_to_string(root.join("docs/tools.md")).unwrap();
+    let output = toolgate()
+        .args(["tools", "list", "--json"])
+        .output()
+        .unwrap();
+    let listed: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let tools = listed["tools"].as_array().unwrap();
+    assert_eq!(tools.len(), 9, "{listed}");
+    for tool in tools {
+        let name = tool["name"].as_str().unwrap();
+        let row = page
+            .lines()
+            .find(|l| l.starts_with(&format!("| `{name}` |")))
+            .unwrap_or_else(|| panic!("docs/tools.md has no row for `{name}`"));
+        let cells: Vec<&str> = row.split(" | ").collect();
+        let (arguments, effect) = (cells[1], cells[2]);
+        assert_eq!(effect, format!("`{}`", tool["effect"].as_str().unwrap()));
+        let properties = tool["inputSchema"]["properties"].as_object().unwrap();
+        for argument in properties.keys() {
+            assert!(
+                arguments.contains(&format!("`{argument}")),
+                "docs/tools.md's `{name}` row does not name `{argument}`: {arguments}"
+            );
+        }
+    }
+}
