@@ -9,8 +9,14 @@
 //! | resource   | `Tool::"<name>"` with attributes `name`, `capability`, `effect` (`"read_only"`, `"local_write"`, `"network"`, `"irreversible"`: the call's class after classification, which arguments can make stricter than the entry's) and `major` (a Long) |
 //! | context    | `surface`, `profile`, `workspace` (a digest), `paths` (the workspace-relative paths the call touches, a Set of Strings), `sensitive` (their sensitive kinds), `runs_later` (the kinds of file that another program runs later which the call writes: see [`crate::runs_later`]) and `network` (what the call asks of the network: `mode` is `"none"`, `"proxy"` or `"unconfined"`, `hosts` the Set of host patterns the proxy would let through) |
 //!
-//! Decisions are values and never errors: any evaluation error — a missing attribute, a type
-//! error — denies the call, even where Cedar alone would let a `permit` stand. Policies are
+//! [`SCHEMA`] (`policy.cedarschema`) declares exactly this request, and every policy is
+//! validated against it in strict mode when it is loaded: a policy that reads what a call does
+//! not have, mixes types, names an unknown action or can never apply is refused then, at its
+//! file, line and column, rather than at run time.
+//!
+//! Decisions are values and never errors: any evaluation error that remains (one only a call's
+//! values reveal, such as an overflow) denies the call, even where Cedar alone would let a
+//! `permit` stand; it names the policy and its `file:line`. Policies are
 //! sliced per tool and action when the engine is built, so a call evaluates only the policies
 //! whose scope can match it; the slices give the same decisions as the whole set because a
 //! policy whose scope does not match is never evaluated by Cedar either.
@@ -424,7 +430,9 @@ impl PolicyEngine {
             .map(|(p, name, _)| (p.id().clone(), name.clone()))
             .collect();
         let all: Vec<Policy> = loaded.into_iter().map(|(p, _, _)| p).collect();
-        places.retain(|id, _| all.iter().any(|p| p.id() == id));
+        // Only the policies in force, not those a later source replaced.
+        let kept: HashSet<&PolicyId> = all.iter().map(Policy::id).collect();
+        places.retain(|id, _| kept.contains(id));
         let dependence = all.iter().map(Dependence::of).collect();
         Ok(PolicyEngine {
             all,
