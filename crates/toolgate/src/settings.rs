@@ -333,7 +333,9 @@ impl Settings {
                 Some(sync) => sync
                     .get_ref()
                     .parse()
-                    .map_err(|message: String| origin.error_at(sync.span(), message))?,
+                    .map_err(|message: String| {
+                        origin.error_at(sync.span(), file::with_guess(message, sync.get_ref()))
+                    })?,
             },
             seal_epoch: match &file.audit.seal_epoch_secs {
                 None => Duration::from_secs(900),

@@ -1001,6 +1001,10 @@ fn configuration_errors_say_what_a_key_takes_and_guess_misspellings() {
             ":3: unknown value `read-only`: did you mean `read_only`?",
         ),
         (
+            "[audit]\nsync = \"allways\"\n",
+            ":2: unknown audit sync setting `allways`: did you mean `always`?",
+        ),
+        (
             "[[tool]]\nname = \"read_fil\"\n",
             ":2: unknown tool `read_fil`: did you mean `read_file`? known tools: `edit_file`,",
         ),

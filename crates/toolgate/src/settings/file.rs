@@ -268,6 +268,18 @@ fn in_words(message: &str, key: Option<&str>) -> String {
     message.to_owned()
 }
 
+/// `message`, which refuses `input` and then lists what is `expected` in backticks, with a
+/// did-you-mean before that list when one of its entries is close to `input`.
+pub fn with_guess(message: String, input: &str) -> String {
+    let Some((refusal, expected)) = message.split_once(": expected ") else {
+        return message;
+    };
+    match did_you_mean(input, code_spans(expected)) {
+        Some(found) => format!("{refusal}: did you mean `{found}`? expected {expected}"),
+        None => message,
+    }
+}
+
 /// What a value described by serde as `expected` is, in words, for `key`.
 fn wanted(expected: &str, key: &str) -> Option<String> {
     let unit = [
@@ -356,6 +368,24 @@ mod tests {
             let message = message(text);
             assert!(message.contains(said), "{text}: {message}");
         }
+    }
+
+    #[test]
+    fn a_refusal_that_lists_the_values_guesses_among_them() {
+        let refusal = |input: &str| {
+            with_guess(
+                format!("unknown setting `{input}`: expected `effects` or `always`"),
+                input,
+            )
+        };
+        assert_eq!(
+            refusal("allways"),
+            "unknown setting `allways`: did you mean `always`? expected `effects` or `always`"
+        );
+        assert_eq!(
+            refusal("sometimes"),
+            "unknown setting `sometimes`: expected `effects` or `always`"
+        );
     }
 
     #[test]
