@@ -330,12 +330,9 @@ impl Settings {
             store_values: file.audit.debug_store_redacted_values,
             sync: match &file.audit.sync {
                 None => toolgate_audit::SyncMode::default(),
-                Some(sync) => sync
-                    .get_ref()
-                    .parse()
-                    .map_err(|message: String| {
-                        origin.error_at(sync.span(), file::with_guess(message, sync.get_ref()))
-                    })?,
+                Some(sync) => sync.get_ref().parse().map_err(|message: String| {
+                    origin.error_at(sync.span(), file::with_guess(message, sync.get_ref()))
+                })?,
             },
             seal_epoch: match &file.audit.seal_epoch_secs {
                 None => Duration::from_secs(900),
