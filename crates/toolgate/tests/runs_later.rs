@@ -311,13 +311,13 @@ fn every_row_is_put_back(layout: &Layout, served: &Served, mounts: bool) {
                 row.name
             ));
         }
-        if let (true, Some(path)) = (refused, &row.changes) {
-            if !message.contains(&format!("`{path}")) {
-                failures.push(format!(
-                    "{}: the refusal does not name `{path}`: {message}",
-                    row.name
-                ));
-            }
+        if let (true, Some(path)) = (refused, &row.changes)
+            && !message.contains(&format!("`{path}"))
+        {
+            failures.push(format!(
+                "{}: the refusal does not name `{path}`: {message}",
+                row.name
+            ));
         }
     }
     let after = watched(&layout.ws);
