@@ -113,6 +113,9 @@ pub struct PendingView {
     pub effect: EffectClass,
     pub surface: String,
     pub actor: String,
+    /// What the asking client says it is, and its session: its claim, unchecked (MCP
+    /// `clientInfo`); the page shows it as such, as text.
+    pub client: Option<String>,
     pub workspace: String,
     pub workspace_root: String,
     /// The policies that permitted the call subject to approval.
@@ -227,6 +230,34 @@ pub struct ConsoleBroker {
     pending: Arc<Mutex<BTreeMap<String, Pending>>>,
     decided: Arc<Condvar>,
     options: BrokerOptions,
+    /// Which client asked for each call it was asked about, for the outcomes list.
+    asked_by: Arc<AskedBy>,
+}
+
+/// The client claims of the calls a console was asked about, the newest
+/// [`AskedBy::REMEMBERED`], by call id: so the outcomes list can say which client asked.
+#[derive(Debug, Default)]
+pub struct AskedBy(Mutex<std::collections::VecDeque<(String, String)>>);
+
+impl AskedBy {
+    const REMEMBERED: usize = 256;
+
+    fn note(&self, call_id: &str, client: &str) {
+        let mut seen = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if seen.len() >= Self::REMEMBERED {
+            seen.pop_front();
+        }
+        seen.push_back((call_id.to_owned(), client.to_owned()));
+    }
+
+    /// The client claim of call `call_id`, if the console was asked about it.
+    pub fn client_of(&self, call_id: &str) -> Option<String> {
+        let seen = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        seen.iter()
+            .rev()
+            .find(|(id, _)| id == call_id)
+            .map(|(_, client)| client.clone())
+    }
 }
 
 impl ConsoleBroker {
@@ -238,7 +269,13 @@ impl ConsoleBroker {
             pending: Arc::default(),
             decided: Arc::default(),
             options,
+            asked_by: Arc::default(),
         }
+    }
+
+    /// Which client asked for each call this broker was asked about.
+    pub fn asked_by(&self) -> Arc<AskedBy> {
+        Arc::clone(&self.asked_by)
     }
 
     /// The requests waiting for a person, oldest first.
@@ -366,6 +403,7 @@ impl ConsoleBroker {
             effect: request.effect,
             surface: request.surface.to_string(),
             actor: request.actor.clone(),
+            client: request.client.clone(),
             workspace: request.workspace.clone(),
             workspace_root: self.options.workspace_root.clone(),
             policies: request.policies.clone(),
@@ -483,6 +521,11 @@ impl ApprovalBroker for ConsoleBroker {
             }
         };
         let since = Instant::now();
+        if let Some(client) = &request.client
+            && !request.call_id.is_empty()
+        {
+            self.asked_by.note(&request.call_id, client);
+        }
         {
             let mut pending = self.lock();
             if pending.len() >= MAX_PENDING {
@@ -573,6 +616,7 @@ mod tests {
             scope_allowed: scope,
             policies: vec!["local-write-with-approval".into()],
             approval_mode: ApprovalMode::Policy,
+            client: None,
             call_id: "call-1".into(),
             cancel: toolgate_core::Cancel::new(),
         }
@@ -838,6 +882,30 @@ mod tests {
                 reason: "not now".into()
             }
         );
+    }
+
+    #[test]
+    fn the_clients_claim_is_shown_as_given_and_remembered_for_the_outcomes() {
+        let b = broker(Duration::from_secs(60));
+        let claim = "<b>Claude</b>\u{202E} 1.0, session 2";
+        let mut req = request("write_file", EffectClass::LocalWrite, GrantScope::Once);
+        let digest = req.digest.clone();
+        req.client = Some(claim.to_owned());
+        answered(&b, req, |b, view| {
+            // As given: the page makes it text and marks what is invisible.
+            assert_eq!(view.client.as_deref(), Some(claim));
+            b.decide(&view.id, Decision::AllowOnce).unwrap();
+        });
+        assert_eq!(b.asked_by().client_of("call-1").as_deref(), Some(claim));
+        assert_eq!(b.asked_by().client_of("call-2"), None);
+        // Without a claim nothing is remembered, and the view has none.
+        let other = request("write_file", EffectClass::LocalWrite, GrantScope::Once);
+        assert_eq!(other.digest, digest, "the claim is bound into nothing");
+        answered(&b, other, |b, view| {
+            assert_eq!(view.client, None);
+            b.decide(&view.id, Decision::AllowOnce).unwrap();
+        });
+        assert_eq!(b.asked_by().client_of("call-1").as_deref(), Some(claim));
     }
 
     #[test]

@@ -43,7 +43,8 @@ pub mod server;
 pub mod standing;
 
 pub use broker::{
-    BrokerOptions, ConsoleBroker, DecideError, Decision, GrantView, PendingView, grants_ledger,
+    AskedBy, BrokerOptions, ConsoleBroker, DecideError, Decision, GrantView, PendingView,
+    grants_ledger,
 };
 pub use login::{DEFAULT_LOGIN_TTL, LoginLinks, LoginRefusal};
 pub use outcomes::{OutcomeView, RecentOutcomes};

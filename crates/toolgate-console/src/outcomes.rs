@@ -5,10 +5,12 @@
 //! durable audit log's business.
 
 use std::collections::VecDeque;
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use serde::Serialize;
 use toolgate_core::{Outcome, RecordError, Recorder, Status};
+
+use crate::broker::AskedBy;
 
 /// One outcome as the console lists it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -23,6 +25,10 @@ pub struct OutcomeView {
     pub code: Option<String>,
     pub actor: String,
     pub surface: String,
+    /// What the client that asked says it is, and its session (its claim, unchecked), for a
+    /// call the console was asked about.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub client: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub approval_id: Option<String>,
     /// Milliseconds since the Unix epoch when it was recorded.
@@ -34,6 +40,7 @@ pub struct OutcomeView {
 pub struct RecentOutcomes {
     kept: Mutex<VecDeque<OutcomeView>>,
     capacity: usize,
+    asked_by: Option<Arc<AskedBy>>,
 }
 
 impl RecentOutcomes {
@@ -41,7 +48,16 @@ impl RecentOutcomes {
         RecentOutcomes {
             kept: Mutex::new(VecDeque::with_capacity(capacity)),
             capacity,
+            asked_by: None,
         }
+    }
+
+    /// The same list, naming the client that asked for each call `asked_by` knows of (the
+    /// console broker's, see [`crate::ConsoleBroker::asked_by`]).
+    #[must_use]
+    pub fn with_asked_by(mut self, asked_by: Arc<AskedBy>) -> RecentOutcomes {
+        self.asked_by = Some(asked_by);
+        self
     }
 
     /// The kept outcomes, newest first.
@@ -77,6 +93,10 @@ impl Recorder for RecentOutcomes {
             code,
             actor: outcome.evidence().actor.clone(),
             surface: outcome.evidence().surface.to_string(),
+            client: self
+                .asked_by
+                .as_ref()
+                .and_then(|asked| asked.client_of(&outcome.evidence().call_id)),
             approval_id: outcome.evidence().approval_id.clone(),
             at_ms: crate::broker::now_ms(),
         };

@@ -105,6 +105,10 @@ pub struct ApprovalRequest {
     pub policies: Vec<String>,
     /// The tool entry's approval mode: `each_call` asks whatever the policies say.
     pub approval_mode: ApprovalMode,
+    /// What the asking client says it is, and its session (see [`crate::RawCall::client`]):
+    /// shown to the person as the client's claim, and bound into nothing, the digest least of
+    /// all.
+    pub client: Option<String>,
     /// The id of the call waiting (the outcome's `call_id`), so a transport that asks a person
     /// on a channel of its own can name the request it answers.
     pub call_id: String,
@@ -497,6 +501,7 @@ mod tests {
             scope_allowed,
             policies: vec![],
             approval_mode: ApprovalMode::Policy,
+            client: None,
             call_id: String::new(),
             cancel: Cancel::new(),
         }

@@ -76,6 +76,10 @@ pub struct RawCall {
     pub profile: String,
     /// The caller's id for this request, for the evidence.
     pub request_id: Option<String>,
+    /// What the client says it is and which of its sessions asked (MCP `initialize`'s
+    /// `clientInfo`): shown to a person as the client's claim, never trusted, and bound into
+    /// nothing (not the approval digest, not a policy's context).
+    pub client: Option<String>,
 }
 
 impl RawCall {
@@ -88,6 +92,7 @@ impl RawCall {
             actor: "local".to_owned(),
             profile: "default".to_owned(),
             request_id: None,
+            client: None,
         }
     }
 
@@ -141,6 +146,21 @@ pub struct Invocation {
     pub actor: String,
     pub profile: String,
     pub request_id: Option<String>,
+    /// The client's claim of what it is, cut to [`MAX_CLIENT_CHARS`]: for display only.
+    pub client: Option<String>,
+}
+
+/// The longest client claim kept, in characters; a longer one is cut and marked with `…`.
+pub const MAX_CLIENT_CHARS: usize = 120;
+
+/// `claim` cut to [`MAX_CLIENT_CHARS`] characters.
+fn bounded_claim(claim: String) -> String {
+    if claim.chars().count() <= MAX_CLIENT_CHARS {
+        return claim;
+    }
+    let mut cut: String = claim.chars().take(MAX_CLIENT_CHARS - 1).collect();
+    cut.push('…');
+    cut
 }
 
 /// Stage 1.
@@ -180,6 +200,7 @@ pub fn normalize(raw: RawCall, bounds: &NormalizeBounds) -> Result<Invocation, R
         actor: raw.actor,
         profile: raw.profile,
         request_id: raw.request_id,
+        client: raw.client.map(bounded_claim),
     })
 }
 
@@ -580,6 +601,23 @@ mod tests {
         };
         let err = normalize(raw, &NormalizeBounds::default()).unwrap_err();
         assert_eq!(err.code, RejectCode::TooLarge);
+    }
+
+    #[test]
+    fn a_clients_claim_is_kept_for_display_and_cut_when_long() {
+        let call = |client: Option<String>| RawCall {
+            client,
+            ..RawCall::text("x", "{}", Surface::Chat)
+        };
+        let bounds = NormalizeBounds::default();
+        let kept = normalize(call(Some("mcp 0.1.0".into())), &bounds).unwrap();
+        assert_eq!(kept.client.as_deref(), Some("mcp 0.1.0"));
+        assert_eq!(normalize(call(None), &bounds).unwrap().client, None);
+        // A long claim is no reason to refuse the call: it is cut, and says so.
+        let long = normalize(call(Some("é".repeat(500))), &bounds).unwrap();
+        let shown = long.client.unwrap();
+        assert_eq!(shown.chars().count(), MAX_CLIENT_CHARS);
+        assert!(shown.ends_with('…'));
     }
 
     #[test]

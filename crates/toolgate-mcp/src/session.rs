@@ -65,6 +65,10 @@ pub(crate) struct SessionState {
     /// a `notifications/cancelled` to reach; each with a marker of its own, so that a call
     /// that ends removes its own entry and not a later call's under the same id.
     pub(crate) direct: Mutex<std::collections::HashMap<String, DirectCall>>,
+    /// This session's number in the server's run, counted from 1: which session asked.
+    number: u64,
+    /// What the client said it is in `initialize` (`clientInfo`), as a person is shown it.
+    client: OnceLock<String>,
 }
 
 impl Drop for Session {
@@ -112,12 +116,29 @@ impl Session {
                 ended: CancellationToken::new(),
                 ready: std::sync::atomic::AtomicBool::new(false),
                 direct: Mutex::default(),
+                number: next_session_number(),
+                client: OnceLock::new(),
             }),
         }
     }
 }
 
+/// The next session's number: sessions are numbered in the order they start in this process.
+fn next_session_number() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
+
 impl SessionState {
+    /// Who asks, as a person is shown it: what the client said it is (`clientInfo`'s name and
+    /// version, its claim, unchecked) and this session's number.
+    fn client_claim(&self) -> String {
+        match self.client.get() {
+            Some(client) => format!("{client}, session {}", self.number),
+            None => format!("a client that did not name itself, session {}", self.number),
+        }
+    }
+
     fn principal(&self, ctx: &RequestContext<RoleServer>) -> Result<Principal, McpError> {
         match &self.identity {
             Identity::Fixed(principal) => Ok(principal.clone()),
@@ -165,6 +186,7 @@ impl SessionState {
             actor: principal.actor,
             profile: principal.profile,
             request_id: Some(request_id),
+            client: Some(self.client_claim()),
         };
         Running::start(pipeline, raw, move |invocation, tool| {
             shown.admit(invocation, tool)
@@ -203,6 +225,11 @@ impl ServerHandler for Session {
             let _ = slot.set(Arc::downgrade(&self.state));
         }
         context.peer.set_peer_info(request.clone());
+        let info = &request.client_info;
+        let _ = self
+            .state
+            .client
+            .set(format!("{} {}", info.name, info.version).trim().to_owned());
         // The session begins here: what it may call until it lists is what is visible now.
         self.state.shown(&self.state.gateway.pipeline(), &principal);
         self.negotiate_initialize(&request)

@@ -63,7 +63,8 @@ impl RunningConsole {
         if let Err(e) = broker.restore_standing() {
             errln!("toolgate: {e}; no standing grants were restored");
         }
-        let outcomes = Arc::new(RecentOutcomes::new(RECENT_OUTCOMES));
+        let outcomes =
+            Arc::new(RecentOutcomes::new(RECENT_OUTCOMES).with_asked_by(broker.asked_by()));
         let console = Console::start(
             Arc::clone(&broker),
             Arc::clone(&outcomes),

@@ -1197,6 +1197,19 @@ fn each_card_starts_with_a_sentence_and_nothing_overflows_at_1280_or_800_pixels(
         "{command}"
     );
 
+    // Each card, and each outcome, names the client that asked as it named itself in
+    // `initialize` (the Python SDK says `mcp 0.1.0`), and its session: one session here.
+    let claim = seen["steps"][0]["client"].as_str().unwrap();
+    assert!(claim.starts_with("mcp 0.1.0, session "), "{claim}");
+    assert!(claim.ends_with(" (as the client names itself)"), "{claim}");
+    for step in seen["steps"].as_array().unwrap() {
+        assert_eq!(step["client"], claim, "{step}");
+    }
+    let session = claim.trim_end_matches(" (as the client names itself)");
+    for row in seen["outcomes"].as_array().unwrap() {
+        assert_eq!(row[5], format!("{session} (as it names itself)"), "{row}");
+    }
+
     // Nothing is wider than the window, nothing is cut off at the right, at either width: the
     // long line of the diff, the arguments and the command's preview wrap.
     for step in seen["steps"].as_array().unwrap() {
@@ -1227,11 +1240,7 @@ fn console_command(state: &Path, home: &Path, args: &[&std::ffi::OsStr]) -> std:
     home::toolgate_at(home)
         .arg("console")
         .args(args)
-        .env("HOME", home)
         .env("XDG_STATE_HOME", state)
-        .env("XDG_CONFIG_HOME", home.join(".config"))
-        .env("XDG_CACHE_HOME", home.join(".cache"))
-        .env("XDG_DATA_HOME", home.join(".local/share"))
         .stdin(Stdio::null())
         .output()
         .unwrap()
@@ -1364,7 +1373,6 @@ fn toolgate_console_open_fails_clearly_without_an_opener() {
     let out = home::toolgate_at(home.path())
         .args(["console", "--open", "--workspace"])
         .arg(&ws)
-        .env("HOME", home.path())
         .env("XDG_STATE_HOME", state.path())
         .env("PATH", empty.path())
         .stdin(Stdio::null())
@@ -1396,7 +1404,6 @@ fn toolgate_console_open_fails_clearly_without_an_opener() {
     let out = home::toolgate_at(home.path())
         .args(["console", "--open", "--workspace"])
         .arg(&ws)
-        .env("HOME", home.path())
         .env("XDG_STATE_HOME", state.path())
         .env("PATH", bin.path())
         .stdin(Stdio::null())

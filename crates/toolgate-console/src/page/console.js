@@ -256,6 +256,8 @@ function card(request) {
   field(dl, 'workspace', (request.workspace_root || '') + ' (' + request.workspace.slice(0, 12) + ')');
   field(dl, 'surface', request.surface);
   field(dl, 'actor', request.actor);
+  // The client's own words about itself: anything could be claimed, so they are shown as a claim.
+  if (request.client) field(dl, 'client', request.client + ' (as the client names itself)');
   const askedBy = request.policies.length ? 'policy ' + request.policies.join(', ') : 'no policy';
   field(dl, 'asked by', request.approval_mode === 'each_call'
     ? askedBy + '; the tool asks on each call'
@@ -377,6 +379,7 @@ function renderOutcomes(list) {
     tr.appendChild(el('td', outcome.status, outcome.status));
     tr.appendChild(el('td', null, [outcome.stage, outcome.code].filter(Boolean).join(' / ')));
     tr.appendChild(el('td', null, outcome.actor + ' (' + outcome.surface + ')'));
+    tr.appendChild(el('td', 'client', outcome.client ? outcome.client + ' (as it names itself)' : ''));
     body.appendChild(tr);
   }
 }

@@ -443,6 +443,7 @@ impl Pipeline {
             scope_allowed,
             policies: Vec::new(),
             approval_mode: tool.entry.approval,
+            client: invocation.client.clone(),
             call_id: String::new(),
             cancel: Cancel::new(),
         }
