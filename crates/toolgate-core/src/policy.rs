@@ -415,9 +415,13 @@ impl PolicyEngine {
                     loaded.retain(|(_, name, source)| !(name == id && *source < index));
                 }
                 let policy = policy.new_id(PolicyId::new(format!("s{index}p{n}")));
-                // A policy without an `@id` is named by where it is.
-                let name = id.unwrap_or_else(|| format!("{file}:{line}"));
-                places.insert(policy.id().clone(), format!("{file}:{line}"));
+                // A policy without an `@id` is named by where it is: by the file's own name,
+                // since decisions reach the model and the audit record, which carry no
+                // absolute paths of the operator's (load errors, for the operator, name the
+                // file whole).
+                let short = file.rsplit('/').next().unwrap_or(file);
+                let name = id.unwrap_or_else(|| format!("{short}:{line}"));
+                places.insert(policy.id().clone(), format!("{short}:{line}"));
                 loaded.push((policy, name, index));
             }
         }

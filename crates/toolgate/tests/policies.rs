@@ -189,11 +189,12 @@ fn an_evaluation_error_denies_the_call_and_names_the_policy_file_and_line() {
     assert_eq!(output.status.code(), Some(2));
     let outcome: Value = serde_json::from_slice(&output.stdout).unwrap();
     let message = outcome["rejection"]["message"].as_str().unwrap_or_default();
+    // The file by its own name: the message reaches the model, which is told no absolute
+    // path of the operator's.
     assert!(
-        message.contains(&format!(
-            "policy evaluation failed, so the call is denied: policy `overflows` ({}/rules.cedar:2): ",
-            dir.path().display()
-        )),
+        message.contains(
+            "policy evaluation failed, so the call is denied: policy `overflows` (rules.cedar:2): "
+        ) && !message.contains(&dir.path().display().to_string()),
         "{outcome}"
     );
     assert!(!message.contains("s1p0"), "{outcome}");
