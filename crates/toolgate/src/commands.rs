@@ -266,14 +266,28 @@ fn hidden_state(tool: &toolgate_core::Tool, profile: &str) -> &'static str {
     }
 }
 
-/// The width `tools list` wraps its descriptions to: `COLUMNS` when set, 100 columns on a
-/// terminal (whose size toolgate does not ask), else none, so that a pipe gets one line a tool.
+/// The width `tools list` wraps its descriptions to: `COLUMNS` when set, else the width of the
+/// terminal standard output is (100 columns if it does not say), else none, so that a pipe
+/// gets one line a tool.
 fn listing_width() -> Option<usize> {
     use std::io::IsTerminal as _;
-    std::env::var("COLUMNS")
+    if let Some(columns) = std::env::var("COLUMNS")
         .ok()
         .and_then(|columns| columns.trim().parse().ok())
-        .or_else(|| std::io::stdout().is_terminal().then_some(100))
+    {
+        return Some(columns);
+    }
+    let stdout = std::io::stdout();
+    if !stdout.is_terminal() {
+        return None;
+    }
+    Some(
+        rustix::termios::tcgetwinsize(&stdout)
+            .ok()
+            .map(|size| usize::from(size.ws_col))
+            .filter(|columns| *columns > 0)
+            .unwrap_or(100),
+    )
 }
 
 /// `head` and the first sentence of `description` (its `tools list --json` has the whole

@@ -954,6 +954,28 @@ fn tools_list_prints_first_sentences_within_the_width() {
         "{text}"
     );
     assert!(!text.contains("Use it to look at a file"), "{text}");
+    // On a terminal without COLUMNS: the terminal's own width.
+    let on_a_terminal = home::isolated(std::process::Command::new("script"))
+        .args([
+            "-qec",
+            &format!(
+                "stty cols 70 rows 40; {} tools list",
+                support::clients::toolgate_bin()
+            ),
+            "/dev/null",
+        ])
+        .env_remove("COLUMNS")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("util-linux `script` runs");
+    let text = String::from_utf8(on_a_terminal.stdout).unwrap();
+    assert!(text.lines().count() > 9, "{text}");
+    for line in text.lines() {
+        assert!(
+            line.trim_end_matches('\r').chars().count() <= 70,
+            "wider than the terminal's 70 columns: {line:?}"
+        );
+    }
     // Without a terminal or COLUMNS: one line a tool, for a pipe.
     let piped = toolgate()
         .env_remove("COLUMNS")
