@@ -48,6 +48,9 @@ fn result_words(tool: &str) -> &'static [&'static str] {
             "conflicted",
             "entries_total",
             "not_a_repository",
+            // What makes a repository reach outside the workspace, and the code for it.
+            "commondir",
+            "repository_outside_workspace",
         ],
         "git_diff" => &[
             "files",
