@@ -322,6 +322,18 @@ pub const FILES: &[LaterFile] = &[
         "yarn 2+ runs the file `yarnPath` names, and loads its plugins",
     ),
     anywhere(
+        "pnpm-workspace.yaml",
+        false,
+        BUILD,
+        "pnpm obeys the settings it holds (the programs and options scripts run with)",
+    ),
+    anywhere(
+        ".env.yarn",
+        false,
+        BUILD,
+        "yarn 4 loads it into every script's environment (`NODE_OPTIONS` among them)",
+    ),
+    anywhere(
         ".pnpmfile.cjs",
         false,
         BUILD,
