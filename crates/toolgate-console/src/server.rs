@@ -306,8 +306,8 @@ fn refused_login(refusal: LoginRefusal) -> Response {
          <title>toolgate console: login refused</title></head><body>\
          <h1>Login refused</h1><p>toolgate console: {refusal}.</p>{warning}\
          <p>Nothing was changed. Each login link works once, for a few minutes. \
-         For a new one, restart <code>toolgate serve</code>, or ask for a fresh link from a \
-         browser that is already logged in to this console.</p></body></html>\n"
+         For a new one, run <code>toolgate console --workspace DIR</code> for the \
+         workspace this server serves.</p></body></html>\n"
     );
     (
         status,

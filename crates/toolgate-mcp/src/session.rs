@@ -67,8 +67,9 @@ pub(crate) struct SessionState {
     pub(crate) direct: Mutex<std::collections::HashMap<String, DirectCall>>,
     /// This session's number in the server's run, counted from 1: which session asked.
     number: u64,
-    /// What the client said it is in `initialize` (`clientInfo`), as a person is shown it.
-    client: OnceLock<String>,
+    /// What the client said it is in `initialize` (`clientInfo`), for the calls the HTTP
+    /// transport answers itself, which have no request context to ask.
+    pub(crate) client: OnceLock<rmcp::model::Implementation>,
 }
 
 impl Drop for Session {
@@ -131,10 +132,15 @@ fn next_session_number() -> u64 {
 
 impl SessionState {
     /// Who asks, as a person is shown it: what the client said it is (`clientInfo`'s name and
-    /// version, its claim, unchecked) and this session's number.
-    fn client_claim(&self) -> String {
-        match self.client.get() {
-            Some(client) => format!("{client}, session {}", self.number),
+    /// version, from `initialize` or, at 2026-07-28, from the request's own `_meta`: its
+    /// claim, unchecked) and this session's number.
+    fn client_claim(&self, info: Option<&rmcp::model::Implementation>) -> String {
+        match info {
+            Some(info) => format!(
+                "{}, session {}",
+                format!("{} {}", info.name, info.version).trim(),
+                self.number
+            ),
             None => format!("a client that did not name itself, session {}", self.number),
         }
     }
@@ -172,6 +178,7 @@ impl SessionState {
         text: Option<String>,
         arguments: Option<rmcp::model::JsonObject>,
         request_id: String,
+        client: Option<&rmcp::model::Implementation>,
     ) -> Running {
         let pipeline = self.gateway.pipeline();
         let shown = self.shown(&pipeline, &principal);
@@ -186,7 +193,7 @@ impl SessionState {
             actor: principal.actor,
             profile: principal.profile,
             request_id: Some(request_id),
-            client: Some(self.client_claim()),
+            client: Some(self.client_claim(client)),
         };
         Running::start(pipeline, raw, move |invocation, tool| {
             shown.admit(invocation, tool)
@@ -225,11 +232,7 @@ impl ServerHandler for Session {
             let _ = slot.set(Arc::downgrade(&self.state));
         }
         context.peer.set_peer_info(request.clone());
-        let info = &request.client_info;
-        let _ = self
-            .state
-            .client
-            .set(format!("{} {}", info.name, info.version).trim().to_owned());
+        let _ = self.state.client.set(request.client_info.clone());
         // The session begins here: what it may call until it lists is what is visible now.
         self.state.shown(&self.state.gateway.pipeline(), &principal);
         self.negotiate_initialize(&request)
@@ -380,6 +383,7 @@ impl Session {
             text,
             request.arguments,
             request_id,
+            context.client_info().as_ref(),
         );
         let mut progress = self.progress(&context, &request.name);
         let logs = self.logs(&context);

@@ -1418,3 +1418,42 @@ fn toolgate_console_open_fails_clearly_without_an_opener() {
     let printed = String::from_utf8(out.stdout).unwrap();
     assert_eq!(fs::read_to_string(&seen).unwrap().trim(), printed.trim());
 }
+
+#[test]
+fn the_card_names_the_client_and_its_session_at_either_revision() {
+    let fx = Fixture::new();
+    let ws = fx.workspace();
+    let served = Served::start(&ws, "");
+    // A client of the 2025 revisions names itself in `initialize`; one of 2026-07-28 on each
+    // request's `_meta`. The Python SDK says `mcp 0.1.0` in both.
+    let legacy = served.client(json!([write("from-legacy.txt")]));
+    let first = served.pending(1);
+    let modern =
+        served.client_session(json!({"client": "modern", "steps": [write("from-modern.txt")]}));
+    let both = served.pending(2);
+    let claims: Vec<&str> = both.iter().map(|p| p["client"].as_str().unwrap()).collect();
+    let sessions: Vec<&str> = claims
+        .iter()
+        .map(|c| c.strip_prefix("mcp 0.1.0, session ").unwrap())
+        .collect();
+    assert_ne!(sessions[0], sessions[1], "two sessions: {claims:?}");
+    assert_eq!(first[0]["client"], both[0]["client"]);
+    for request in &both {
+        let reply = served.decide(request["id"].as_str().unwrap(), r#"{"decision":"reject"}"#);
+        assert_eq!(reply.status, 204);
+    }
+    legacy.steps();
+    modern.steps();
+    // The outcomes name them too.
+    let outcomes = served.get_json("/api/outcomes");
+    let named: Vec<&str> = outcomes
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|o| o["client"].as_str())
+        .collect();
+    assert_eq!(named.len(), 2, "{outcomes}");
+    for claim in &claims {
+        assert!(named.contains(claim), "{outcomes}");
+    }
+}

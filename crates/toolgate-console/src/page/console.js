@@ -397,7 +397,7 @@ async function refresh() {
     renderOutcomes(outcomes);
     setStatus('connected; ' + pending.length + ' waiting', false);
   } catch (e) {
-    setStatus('cannot reach toolgate: ' + e.message + ' (open the address `toolgate serve` printed)', true);
+    setStatus('cannot reach toolgate: ' + e.message + ' (if `toolgate serve` still runs, `toolgate console --workspace DIR` prints a fresh login link)', true);
   } finally {
     polling = false;
   }

@@ -166,6 +166,7 @@ pub(super) async fn answer(
         text.map(|ArgumentText(text)| text),
         params.arguments,
         id.to_string(),
+        state.client.get(),
     );
     let mine = Arc::new(());
     let mut abandon = Abandon {
