@@ -543,6 +543,12 @@ pub fn guard(path: &str, is_dir: bool) -> Guard {
                 .is_some_and(|last| last.eq_ignore_ascii_case(name))
     });
     if !in_git && !named {
+        // Installed packages are not walked: a package's own `.vscode/` or `.npmrc` is not
+        // what a client or package manager reads for the project, and the tree can hold
+        // hundreds of thousands of files.
+        if is_dir && name.eq_ignore_ascii_case("node_modules") {
+            return Guard::Skip;
+        }
         return if is_dir { Guard::Descend } else { Guard::Skip };
     }
     let lower = path.to_ascii_lowercase();
@@ -774,6 +780,8 @@ mod tests {
             (".mcp.json", false, Guard::Whole),
             (".bashrc", false, Guard::Whole),
             ("deep/.bashrc", false, Guard::Skip),
+            ("node_modules", true, Guard::Skip),
+            ("web/node_modules", true, Guard::Skip),
         ];
         for (path, is_dir, want) in table {
             assert_eq!(guard(path, *is_dir), *want, "{path}");
