@@ -235,6 +235,18 @@ pub fn open(args: &ConsoleArgs) -> anyhow::Result<u8> {
     let mut failures = Vec::new();
     let mut link = None;
     for (record, _) in &servers {
+        // A record a killed server left names a port another process may hold now: its token
+        // is dead, but the link that process would give back is not the console's.
+        if !std::path::Path::new("/proc")
+            .join(record.pid.to_string())
+            .exists()
+        {
+            failures.push(format!(
+                "port {}: its server (process {}) has stopped",
+                record.port, record.pid
+            ));
+            continue;
+        }
         match mint_link(&dir, record.port) {
             Ok(minted) => {
                 link = Some(minted);
@@ -250,7 +262,7 @@ pub fn open(args: &ConsoleArgs) -> anyhow::Result<u8> {
             args.workspace.display()
         );
         for failure in failures {
-            errln!("toolgate: a server recorded for it does not answer: {failure}");
+            errln!("toolgate: a server recorded for it cannot be reached: {failure}");
         }
         return Ok(EXIT_NOT_FOUND);
     };

@@ -1349,7 +1349,28 @@ fn toolgate_console_without_a_running_server_for_the_workspace_says_so() {
     let out = console_command(state.path(), home.path(), &args);
     let stderr = String::from_utf8(out.stderr).unwrap();
     assert_eq!(out.status.code(), Some(1), "{stderr}");
-    assert!(stderr.contains("does not answer: port 9"), "{stderr}");
+    assert!(
+        stderr.contains("cannot be reached: port 9: cannot connect"),
+        "{stderr}"
+    );
+
+    // One whose process has ended is not even asked: the port may be another process's now.
+    let mut ended = Command::new("true").spawn().unwrap();
+    let pid = ended.id();
+    ended.wait().unwrap();
+    fs::remove_file(state.path().join("toolgate/console-9.json")).unwrap();
+    fs::write(
+        state.path().join("toolgate/console-10.json"),
+        json!({"port": 10, "workspace": ws.canonicalize().unwrap(), "pid": pid}).to_string(),
+    )
+    .unwrap();
+    let out = console_command(state.path(), home.path(), &args);
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!("port 10: its server (process {pid}) has stopped")),
+        "{stderr}"
+    );
 
     // A workspace that does not exist is a usage error.
     let missing = fx.dir.path().join("missing");
