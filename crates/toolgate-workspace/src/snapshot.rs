@@ -198,8 +198,7 @@ impl Snapshot {
         self.entries.is_empty()
     }
 
-    /// The kept paths, with whether each is a real directory or file (not a link): what can
-    /// be bound read-only.
+    /// The kept entries: each one's workspace-relative name, its path and what was kept.
     pub fn paths(&self) -> impl Iterator<Item = (&str, &Path, &Kept)> {
         self.entries
             .iter()
