@@ -408,7 +408,8 @@ impl Confined {
         let mut said = Vec::new();
         for guard in &mut self.guards {
             match guard.check() {
-                Ok(None) => {}
+                // As it was: the snapshot stands.
+                Ok(None) => continue,
                 Ok(Some(undone)) => {
                     let changes: Vec<String> = undone
                         .changes
@@ -424,8 +425,9 @@ impl Confined {
                 }
                 Err(e) => said.push(format!("cannot compare or put back: {e}")),
             }
-            // What cannot be renewed is compared with the older state next time, which
-            // guards more, never less.
+            // What could not be put back (a large file) is not reported again at every
+            // answer. What cannot be renewed is compared with the older state next time,
+            // which guards more, never less.
             let _ = guard.renew();
         }
         (!said.is_empty()).then(|| said.join("; "))
