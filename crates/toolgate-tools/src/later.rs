@@ -114,35 +114,8 @@ pub(crate) fn check_after(guarded: &Guarded) -> Result<(), ToolError> {
     let Some(undone) = undone else {
         return Ok(());
     };
-    let shown: Vec<String> = undone
-        .changes
-        .iter()
-        .take(16)
-        .map(ToString::to_string)
-        .collect();
-    let more = undone.changes.len().saturating_sub(shown.len());
-    let mut message = format!(
-        "the command changed files that other programs run later, which the approval did not name (a command meant to change one names it in `may_change`, which the person approving sees): {}{}",
-        shown.join(", "),
-        if more > 0 {
-            format!(" and {more} more")
-        } else {
-            String::new()
-        }
+    let message = format!(
+        "the command changed files that other programs run later, which the approval did not name (a command meant to change one names it in `may_change`, which the person approving sees): {undone}"
     );
-    if undone.lost.is_empty() {
-        message.push_str("; they were put back as they were");
-    } else {
-        let _ = write!(
-            message,
-            "; they were put back but for {} (larger than the copy kept), which the user must check",
-            undone
-                .lost
-                .iter()
-                .map(|p| format!("`{p}`"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
-    }
     Err(ToolError::new(ToolErrorCode::RunsLaterChanged, message))
 }

@@ -144,7 +144,7 @@ impl UpstreamExecutor {
             return Err(ToolError::new(
                 ToolErrorCode::RunsLaterChanged,
                 format!(
-                    "upstream `{}` changed files that other programs run later, which were put back as they were: {undone}",
+                    "upstream `{}` changed files that other programs run later: {undone}",
                     self.supervisor.spec.name
                 ),
             ));

@@ -410,19 +410,7 @@ impl Confined {
             match guard.check() {
                 // As it was: the snapshot stands.
                 Ok(None) => continue,
-                Ok(Some(undone)) => {
-                    let changes: Vec<String> = undone
-                        .changes
-                        .iter()
-                        .take(16)
-                        .map(ToString::to_string)
-                        .collect();
-                    let mut line = changes.join(", ");
-                    if !undone.lost.is_empty() {
-                        let _ = write!(line, " (not put back: {})", undone.lost.join(", "));
-                    }
-                    said.push(line);
-                }
+                Ok(Some(undone)) => said.push(undone.to_string()),
                 Err(e) => said.push(format!("cannot compare or put back: {e}")),
             }
             // What could not be put back (a large file) is not reported again at every

@@ -48,6 +48,10 @@ pub const KEPT_BYTES: u64 = 1024 * 1024;
 /// workspace cannot vouch for it.
 pub const MAX_ENTRIES: usize = 2_000_000;
 
+/// Deepest a walk goes: a process can nest directories far deeper than a thread's stack
+/// can follow, and a snapshot that cannot see the whole tree cannot vouch for it either.
+pub const MAX_DEPTH: usize = 256;
+
 /// How a snapshot treats one entry of the workspace, asked with its workspace-relative path
 /// (`/`-separated; bytes that are not UTF-8 replaced) and whether it is a directory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -148,6 +152,8 @@ pub enum SnapshotError {
     Read { path: String, source: io::Error },
     #[error("more than {MAX_ENTRIES} entries in the workspace")]
     TooLarge,
+    #[error("directories nested more than {MAX_DEPTH} deep in the workspace")]
+    TooDeep,
     #[error("cannot put back `{path}`: {reason}")]
     Restore { path: String, reason: String },
 }
@@ -299,6 +305,35 @@ pub struct Undone {
     pub changes: Vec<Change>,
     /// Those that could not be put back (files larger than [`KEPT_BYTES`]).
     pub lost: Vec<String>,
+}
+
+/// Most changes an [`Undone`] names; the rest are counted.
+const NAMED_CHANGES: usize = 16;
+
+/// What was found and done, in words: the changes (at most [`NAMED_CHANGES`], the rest
+/// counted), then whether all were put back.
+impl fmt::Display for Undone {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, change) in self.changes.iter().take(NAMED_CHANGES).enumerate() {
+            if i > 0 {
+                f.write_str(", ")?;
+            }
+            write!(f, "{change}")?;
+        }
+        let more = self.changes.len().saturating_sub(NAMED_CHANGES);
+        if more > 0 {
+            write!(f, " and {more} more")?;
+        }
+        if self.lost.is_empty() {
+            return f.write_str("; they were put back as they were");
+        }
+        let lost: Vec<String> = self.lost.iter().map(|p| format!("`{p}`")).collect();
+        write!(
+            f,
+            "; they were put back but for {} (larger than the copy kept, or gone out of reach), which the user must check",
+            lost.join(", ")
+        )
+    }
 }
 
 impl Guarded {
@@ -480,6 +515,9 @@ fn walk(
     out: &mut Snapshot,
     seen: &mut usize,
 ) -> Result<(), SnapshotError> {
+    if at.components().count() > MAX_DEPTH {
+        return Err(SnapshotError::TooDeep);
+    }
     let read_error = |path: &Path, source: io::Error| SnapshotError::Read {
         path: name_of(path),
         source,
@@ -858,6 +896,25 @@ mod tests {
         let after = Snapshot::take(&root, &watch).unwrap();
         assert!(before.changes(&after).is_empty());
         assert_eq!(before.len(), 6, "{before:?}");
+    }
+
+    #[test]
+    fn directories_nested_deeper_than_a_walk_follows_are_refused_not_followed() {
+        let (dir, root) = workspace();
+        // Made by relative steps, as a process may, beyond what one path can name.
+        let mut at = cap_std::fs::Dir::open_ambient_dir(
+            dir.path().join("src"),
+            cap_std::ambient_authority(),
+        )
+        .unwrap();
+        for _ in 0..=MAX_DEPTH {
+            at.create_dir("d").unwrap();
+            at = at.open_dir("d").unwrap();
+        }
+        assert!(matches!(
+            Snapshot::take(&root, &watch),
+            Err(SnapshotError::TooDeep)
+        ));
     }
 
     #[test]
