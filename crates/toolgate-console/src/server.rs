@@ -66,7 +66,7 @@ pub enum ConsoleError {
     #[error("cannot listen on 127.0.0.1: {0}")]
     Bind(std::io::Error),
     #[error("cannot generate the console's secrets: {0}")]
-    Random(getrandom::Error),
+    Random(toolgate_edge::RandomError),
     #[error("cannot start the console's runtime: {0}")]
     Runtime(std::io::Error),
 }

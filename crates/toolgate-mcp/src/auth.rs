@@ -111,8 +111,8 @@ fn digest(token: &str) -> [u8; 32] {
 
 /// A fresh random token, 256 bits in hex, for a server started without configured tokens:
 /// made as the approval console makes its secrets.
-pub fn generate_token() -> Result<String, toolgate_console::guard::RandomError> {
-    toolgate_console::guard::random_hex()
+pub fn generate_token() -> Result<String, toolgate_edge::RandomError> {
+    toolgate_edge::random_hex()
 }
 
 #[cfg(test)]

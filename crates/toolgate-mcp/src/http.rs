@@ -39,7 +39,7 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio_util::sync::CancellationToken;
 
-use toolgate_console::guard;
+use toolgate_edge::loopback;
 
 use crate::auth::{Principal, TokenTable};
 use crate::gateway::Gateway;
@@ -219,7 +219,7 @@ pub async fn serve_http(
     );
     let front = Arc::new(Front {
         gateway: Arc::clone(&gateway),
-        hosts: guard::own_hosts(local, &options.allowed_hosts),
+        hosts: loopback::own_hosts(local, &options.allowed_hosts),
         options,
         ledger,
         mcp,
@@ -483,10 +483,10 @@ impl Front {
     }
 
     /// Whether `Host` names this server, by the rule the approval console follows too (see
-    /// [`toolgate_console::guard`]); a header that is not text names nothing.
+    /// [`toolgate_edge::loopback`]); a header that is not text names nothing.
     fn host_allowed(&self, headers: &HeaderMap) -> bool {
         let host = headers.get(HOST).and_then(|h| h.to_str().ok());
-        guard::is_own_host(host, &self.hosts)
+        loopback::is_own_host(host, &self.hosts)
     }
 
     /// The request's principal: its token's, or the anonymous one for a request without any.
@@ -508,7 +508,7 @@ fn origin_allowed(headers: &HeaderMap) -> bool {
         None => true,
         Some(origin) => origin
             .to_str()
-            .is_ok_and(|origin| guard::is_loopback_origin(Some(origin))),
+            .is_ok_and(|origin| loopback::is_loopback_origin(Some(origin))),
     }
 }
 

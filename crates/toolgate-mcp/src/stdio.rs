@@ -33,7 +33,7 @@ use rmcp::transport::Transport;
 use tokio::io::{AsyncBufRead, AsyncBufReadExt as _, AsyncRead, AsyncWrite, AsyncWriteExt as _};
 use tokio::net::unix::pipe;
 use tokio::sync::mpsc;
-use toolgate_upstream::connection::{Line, LineSplitter};
+use toolgate_edge::lines::{Line, LineSplitter};
 
 use crate::auth::Principal;
 use crate::gateway::Gateway;

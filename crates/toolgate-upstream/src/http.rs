@@ -34,11 +34,11 @@ use rustls::pki_types::pem::PemObject as _;
 use rustls::pki_types::{CertificateDer, ServerName};
 use serde_json::{Value, json};
 use toolgate_core::Notice;
+use toolgate_edge::lines::{Line, LineSplitter};
 
 use crate::config::UpstreamSpec;
 use crate::connection::{
-    Event, Events, Fault, Line, LineSplitter, Rpc, cancellation, find_id, lock, preview, protocol,
-    unanswered,
+    Event, Events, Fault, Rpc, cancellation, find_id, lock, preview, protocol, unanswered,
 };
 use crate::relay::{Heard, Relay, heard, request_message};
 

@@ -233,19 +233,21 @@ fn toolgate_core_does_no_io() {
     );
 }
 
-/// The crates in layers, lowest first: a crate may depend only on crates of lower layers.
-/// ARCHITECTURE.md gives no numbered order; this one is read from what it says of each crate.
+/// The crates in layers, lowest first: a crate may depend only on crates of lower layers, never
+/// on one of its own layer. ARCHITECTURE.md gives no numbered order; this one is read from what
+/// it says of each crate.
 const LAYERS: &[(&str, &[&str])] = &[
     (
         // core "does no I/O" and knows nothing of MCP, terminals or files; the workspace, the
-        // sandbox ("knows nothing of tools, policies or processes' lifetimes") and the proxy
-        // stand on nothing of toolgate's.
+        // sandbox ("knows nothing of tools, policies or processes' lifetimes"), the proxy and
+        // the edge's mechanisms stand on nothing of toolgate's.
         "foundations",
         &[
             "toolgate-core",
             "toolgate-workspace",
             "toolgate-sandbox",
             "toolgate-proxy",
+            "toolgate-edge",
         ],
     ),
     (
@@ -255,21 +257,16 @@ const LAYERS: &[(&str, &[&str])] = &[
         &["toolgate-exec"],
     ),
     (
-        // what the binary assembles: the tools, upstream servers, the audit log, the
-        // approval console.
+        // what the binary assembles, none of which knows another: the tools, upstream
+        // servers, the audit log, the approval console, the MCP server.
         "parts",
         &[
             "toolgate-tools",
             "toolgate-upstream",
             "toolgate-audit",
             "toolgate-console",
+            "toolgate-mcp",
         ],
-    ),
-    (
-        // the MCP facade: it serves the pipeline and hands a form's answer to the console's
-        // broker (an `ApprovalDesk`), so it may stand on the console.
-        "facade",
-        &["toolgate-mcp"],
     ),
     ("binary", &["toolgate"]),
 ];
@@ -290,6 +287,17 @@ const NEVER_DEPENDS: &[(&str, &str, &str)] = &[
         "toolgate-sandbox",
         "toolgate-core",
         "it knows nothing of tools or policies",
+    ),
+    (
+        "toolgate-mcp",
+        "toolgate-upstream",
+        "it serves MCP and knows nothing of the tools behind the pipeline",
+    ),
+    (
+        "toolgate-mcp",
+        "toolgate-console",
+        "a form's answer reaches the console through its own `ApprovalDesk` trait, which the \
+         binary implements",
     ),
 ];
 
