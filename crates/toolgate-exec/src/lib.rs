@@ -76,7 +76,6 @@ pub use env::{ambient_env, is_allowed, is_denied, scrub_env};
 pub use household::{Spawning, become_subreaper, no_unregistered_children, own_child, spawning};
 pub use procs::ProcessId;
 pub use program::resolve_program;
-pub use toolgate_sandbox::Prepared;
 pub use tree::{TreeObserver, observe_every_command};
 pub use watchdog::{Watchdog, run_watchdog};
 
@@ -220,11 +219,37 @@ pub struct CommandSpec {
     /// Told of every process of the command's tree; `None` is the one set by
     /// [`observe_every_command`], if any.
     pub observer: Option<Arc<dyn TreeObserver>>,
-    /// The sandbox the program is confined in between fork and exec; `None` runs it with
-    /// this process's own authority (only an operator's `dangerous` setting leads there).
-    pub sandbox: Option<Prepared>,
+    /// The step that confines the program between fork and exec (the sandbox's); `None` runs
+    /// it with this process's own authority (only an operator's `dangerous` setting leads
+    /// there).
+    pub pre_exec: Option<PreExec>,
     /// Limits written into the call's own cgroup, where there is one (see [`cgroup_tier`]).
     pub cgroup_limits: CgroupLimits,
+}
+
+/// A step run in the child between fork and exec — the sandbox's confinement — which the
+/// runner installs on the command it spawns. It comes as the closure that installs it, since
+/// installing a `pre_exec` hook takes unsafe code, which only the sandbox's crate holds; a
+/// step that cannot be taken must fail the spawn, so that nothing runs less confined.
+#[derive(Clone)]
+pub struct PreExec(Arc<dyn Fn(&mut Command) + Send + Sync>);
+
+impl PreExec {
+    /// The step `install` puts on a command (`toolgate_sandbox::Prepared::confine`).
+    pub fn new(install: impl Fn(&mut Command) + Send + Sync + 'static) -> Self {
+        PreExec(Arc::new(install))
+    }
+
+    /// Puts the step on `command`, to run in every child spawned from it.
+    pub fn install(&self, command: &mut Command) {
+        (self.0)(command);
+    }
+}
+
+impl std::fmt::Debug for PreExec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PreExec(..)")
+    }
 }
 
 /// `pids.max` and `memory.max` of a call's own cgroup. They apply only where toolgate's
@@ -252,15 +277,15 @@ impl CommandSpec {
             capture_bytes: DEFAULT_CAPTURE_BYTES,
             kill_grace: DEFAULT_KILL_GRACE,
             observer: None,
-            sandbox: None,
+            pre_exec: None,
             cgroup_limits: CgroupLimits::default(),
         }
     }
 
-    /// Confines the program in `sandbox`.
+    /// Confines the program by `step` between fork and exec.
     #[must_use]
-    pub fn sandbox(mut self, sandbox: Prepared) -> Self {
-        self.sandbox = Some(sandbox);
+    pub fn pre_exec(mut self, step: PreExec) -> Self {
+        self.pre_exec = Some(step);
         self
     }
 
@@ -414,7 +439,7 @@ const NAMED_SURVIVORS: usize = 8;
 /// process's own child ([`own_child`]), so that it is never taken for an orphan a command left
 /// behind, and its whole group can be signalled by its number. The spawn is declared under
 /// way ([`spawning`]) until the child is registered. Whatever `command` was told before (a
-/// sandbox's `pre_exec` confinement, pipes, environment) applies as set.
+/// [`PreExec`] step, pipes, environment) applies as set.
 pub fn spawn_group_leader(command: &mut Command) -> io::Result<Child> {
     command.process_group(0);
     let under_way = spawning();
@@ -475,8 +500,8 @@ pub fn run(spec: &CommandSpec, cancel: &(impl Cancel + ?Sized)) -> Result<RunOut
         })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    if let Some(sandbox) = &spec.sandbox {
-        sandbox.confine(&mut command);
+    if let Some(step) = &spec.pre_exec {
+        step.install(&mut command);
     }
     let started = Instant::now();
     let child = spawn_group_leader(&mut command).map_err(|source| ExecError::Spawn {

@@ -28,7 +28,7 @@ use toolgate_core::{
     FieldError, NETWORK_NONE, NETWORK_UNCONFINED, RejectCode, Resource, ToolError, ToolErrorCode,
     ToolOutput,
 };
-use toolgate_exec::{CgroupLimits, CommandSpec};
+use toolgate_exec::{CgroupLimits, CommandSpec, PreExec};
 use toolgate_proxy::{HostPattern, PinnedResolver, Proxy, ProxyReport, ProxySpec};
 use toolgate_sandbox::{
     DenyList, Limits, NetworkMode, Sandbox, SandboxError, SandboxSpec, UnixSockets,
@@ -420,7 +420,8 @@ impl Confined {
             spec.env.push((name.clone(), value.clone()));
         }
         if let Some(prepared) = &self.prepared {
-            spec = spec.sandbox(prepared.clone());
+            let prepared = prepared.clone();
+            spec = spec.pre_exec(PreExec::new(move |command| prepared.confine(command)));
         }
         spec.cgroup_limits(self.cgroup)
     }

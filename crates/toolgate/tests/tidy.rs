@@ -239,22 +239,18 @@ fn toolgate_core_does_no_io() {
 const LAYERS: &[(&str, &[&str])] = &[
     (
         // core "does no I/O" and knows nothing of MCP, terminals or files; the workspace, the
-        // sandbox ("knows nothing of tools, policies or processes' lifetimes"), the proxy and
-        // the edge's mechanisms stand on nothing of toolgate's.
+        // sandbox ("knows nothing of tools, policies or processes' lifetimes"), the proxy, the
+        // process runner ("knows nothing of tools, policies or workspaces", nor of the sandbox
+        // whose step it runs) and the edge's mechanisms stand on nothing of toolgate's.
         "foundations",
         &[
             "toolgate-core",
             "toolgate-workspace",
             "toolgate-sandbox",
             "toolgate-proxy",
+            "toolgate-exec",
             "toolgate-edge",
         ],
-    ),
-    (
-        // the process runner, confined through the sandbox; it "knows nothing of tools,
-        // policies or workspaces".
-        "processes",
-        &["toolgate-exec"],
     ),
     (
         // what the binary assembles, none of which knows another: the tools, upstream
@@ -287,6 +283,11 @@ const NEVER_DEPENDS: &[(&str, &str, &str)] = &[
         "toolgate-sandbox",
         "toolgate-core",
         "it knows nothing of tools or policies",
+    ),
+    (
+        "toolgate-exec",
+        "toolgate-sandbox",
+        "it runs the pre-exec step it is given, whoever made it",
     ),
     (
         "toolgate-mcp",
