@@ -2,7 +2,8 @@
 //! itself, so the page and this test cannot drift apart. Claude Code (pinned in
 //! `tests/deps/package.json`) runs its `claude mcp add` lines, then connects to every entry and
 //! offers the model toolgate's tools; the Codex blocks are one file that declares each server
-//! once and holds no token.
+//! once and holds no token, and Codex CLI (pinned there too) runs them against a scripted
+//! Responses API and calls toolgate through each.
 
 #![allow(
     clippy::unwrap_used,
@@ -24,7 +25,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use support::claude::{ScriptedModel, claude_bin, offered};
-use support::clients::{root, toolgate_bin};
+use support::clients::{python, root, test_dep, toolgate_bin};
 use support::fixture::Fixture;
 use support::home;
 
@@ -307,4 +308,196 @@ fn codex_blocks_make_one_file_with_a_name_per_server_and_no_token() {
         servers["toolgate-http"]["bearer_token_env_var"].as_str(),
         Some("TOOLGATE_TOKEN_ALICE")
     );
+}
+
+/// The version `tests/deps/package.json` pins.
+const CODEX_VERSION: &str = "0.171.0";
+
+/// The `codex` binary `scripts/test-deps` installed, checked to be the pinned build.
+fn codex_bin() -> std::path::PathBuf {
+    let bin = test_dep("node/node_modules/.bin/codex");
+    let output = Command::new(&bin)
+        .arg("--version")
+        .env_clear()
+        .output()
+        .unwrap();
+    let version = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success() && version.trim() == format!("codex-cli {CODEX_VERSION}"),
+        "`{} --version` is not Codex CLI {CODEX_VERSION}: {version} {}\nrun scripts/test-deps",
+        bin.display(),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    bin
+}
+
+/// `tests/clients/scripted_responses.py` serving a script in the Responses API's place, and
+/// the requests it has received.
+struct ScriptedResponses {
+    child: Child,
+    port: u16,
+    log: std::path::PathBuf,
+}
+
+impl ScriptedResponses {
+    fn start(dir: &Path, script: &Value) -> ScriptedResponses {
+        use std::io::BufRead;
+        let script_path = dir.join("responses-script.json");
+        fs::write(&script_path, script.to_string()).unwrap();
+        let log = dir.join("responses.jsonl");
+        let mut child = Command::new(python())
+            .arg(root().join("tests/clients/scripted_responses.py"))
+            .arg(&script_path)
+            .arg(&log)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let port = line
+            .trim()
+            .strip_prefix("port ")
+            .unwrap_or_else(|| panic!("scripted_responses.py did not start: {line:?}"))
+            .parse()
+            .unwrap();
+        ScriptedResponses { child, port, log }
+    }
+
+    /// The bodies of the requests to `/v1/responses`, in order.
+    fn requests(&self) -> Vec<Value> {
+        fs::read_to_string(&self.log)
+            .unwrap_or_default()
+            .lines()
+            .map(|line| serde_json::from_str::<Value>(line).unwrap())
+            .filter(|r| r["method"] == "POST" && r["path"] == "/v1/responses")
+            .map(|r| r["body"].clone())
+            .collect()
+    }
+}
+
+impl Drop for ScriptedResponses {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The Codex blocks pasted as written into one `config.toml` (the page's paths and port made
+/// this test's), beside a model provider that is the scripted Responses API: Codex accepts the
+/// file with `--strict-config`, offers the model each entry's tools under the entry's name, and
+/// a call through each entry reaches toolgate and comes back with the file.
+#[test]
+fn codex_accepts_the_blocks_and_calls_toolgate_through_each_entry() {
+    let fx = Fixture::new();
+    let ws = fx.workspace();
+    fs::write(ws.join("codex.txt"), "read through codex\n").unwrap();
+    let place = Place::new();
+    let port = free_port();
+    let _server = HttpServer::start(&place, &ws, port);
+
+    let names = ["toolgate", "toolgate-configured", "toolgate-http"];
+    // Codex offers each server's tools as one namespace, its name with `-` made `_`.
+    let namespace_of = |name: &str| format!("mcp__{}", name.replace('-', "_"));
+    let turns: Vec<Value> = names
+        .iter()
+        .map(|name| {
+            json!({"function_call": {
+                "namespace": namespace_of(name),
+                "name": "read_file",
+                "arguments": {"path": "codex.txt"},
+            }})
+        })
+        .chain([json!({"text": "Done."})])
+        .collect();
+    let model = ScriptedResponses::start(place.dir.path(), &json!({ "turns": turns }));
+
+    let blocks = blocks(&section("Codex CLI"), "toml")
+        .join("\n")
+        .replace("/abs/path/to/project", &ws.display().to_string())
+        .replace(
+            "/abs/path/to/toolgate.toml",
+            &place
+                .dir
+                .path()
+                .join("config/toolgate/toolgate.toml")
+                .display()
+                .to_string(),
+        )
+        .replace(
+            "/abs/path/to/state",
+            &place.dir.path().join("state").display().to_string(),
+        )
+        .replace("127.0.0.1:8787", &format!("127.0.0.1:{port}"));
+    let provider = format!(
+        "model = \"gpt-scripted-1\"\nmodel_provider = \"scripted\"\n\n\
+         [model_providers.scripted]\nname = \"scripted\"\n\
+         base_url = \"http://127.0.0.1:{}/v1\"\nwire_api = \"responses\"\n\n",
+        model.port
+    );
+    let codex_home = place.home().join(".codex");
+    fs::create_dir_all(&codex_home).unwrap();
+    fs::write(codex_home.join("config.toml"), provider + &blocks).unwrap();
+
+    let output = place
+        .command(&codex_bin())
+        .current_dir(&ws)
+        .env("CODEX_HOME", &codex_home)
+        .args(["exec", "--skip-git-repo-check", "--strict-config"])
+        .arg("Read codex.txt through each toolgate entry.")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+
+    let requests = model.requests();
+    let first = requests.first().expect("codex sent the model nothing");
+    for name in names {
+        let namespace = first["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|tool| tool["name"] == namespace_of(name))
+            .unwrap_or_else(|| {
+                let offered: Vec<&Value> = first["tools"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|tool| &tool["name"])
+                    .collect();
+                panic!("`{name}` is not offered: {offered:?}")
+            });
+        let tools: BTreeSet<&str> = namespace["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|tool| tool["name"].as_str().unwrap())
+            .collect();
+        for tool in ["read_file", "write_file", "run_command"] {
+            assert!(tools.contains(tool), "{name} lacks {tool}: {tools:?}");
+        }
+    }
+    // Each call's output, as Codex gave it back to the model: the file, read by toolgate.
+    let last = requests.last().unwrap();
+    let outputs: Vec<&str> = last["input"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|item| item["type"] == "function_call_output")
+        .map(|item| item["output"].as_str().unwrap_or_default())
+        .collect();
+    assert_eq!(outputs.len(), names.len(), "{outputs:?}");
+    for (name, output) in names.iter().zip(&outputs) {
+        assert!(
+            output.contains("read through codex"),
+            "the call through `{name}` did not read the file: {output}"
+        );
+    }
 }
