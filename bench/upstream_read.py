@@ -16,6 +16,8 @@ file with `read_text_file` N times per target, one call at a time:
   `--mcp-proxy PATH` names another);
 - the floor (bench/floor.py, a server that answers at once) directly and through toolgate as
   an upstream, over stdio: what toolgate itself adds to an upstream call, whatever the server;
+  and the floor over streamable HTTP as a `url` upstream of toolgate (`floor --http`), what
+  toolgate's HTTP client adds to an upstream call;
 - both servers through bench/relay.c, a proxy that passes bytes both ways and does nothing
   else (one thread, one poll): what any proxy between client and server pays on this machine,
   the floor under the ratio targets. The script compiles it with `cc` into target/bench-tools;
@@ -115,6 +117,7 @@ def main():
         small = os.path.join(files, "small.txt")
         with open(small, "w") as f:
             f.write(text)
+        floor_web = HttpServer([sys.executable, FLOOR, "--http"])
         config = os.path.join(tmp, "toolgate.toml")
         token_config(
             config,
@@ -122,9 +125,10 @@ def main():
             # The floor: a server that answers at once, so that what toolgate itself adds to
             # an upstream call shows apart from what the reference server takes.
             "[[upstream]]\nname = \"floor\"\n"
-            f"command = [{json.dumps(sys.executable)}, {json.dumps(FLOOR)}]\n\n",
+            f"command = [{json.dumps(sys.executable)}, {json.dumps(FLOOR)}]\n\n"
+            f"[[upstream]]\nname = \"floorweb\"\nurl = \"http://{floor_web.addr}/mcp\"\n\n",
         )
-        for upstream in ("fs", "floor"):
+        for upstream in ("fs", "floor", "floorweb"):
             admit(args.toolgate, upstream, config, gate_env("stdio"))
 
         serve = [args.toolgate, "serve", "--workspace", ws, "--config", config]
@@ -141,6 +145,7 @@ def main():
         targets = [
             ("floor", floor, "read_text_file", arguments),
             ("toolgate floor stdio", gate, "floor__read_text_file", arguments),
+            ("toolgate floor url", gate, "floorweb__read_text_file", arguments),
             ("direct", direct, "read_text_file", arguments),
             ("toolgate stdio", gate, "fs__read_text_file", arguments),
             ("toolgate http", web_client, "fs__read_text_file", arguments),
@@ -181,7 +186,7 @@ def main():
         samples = alternate(targets, args.calls, args.warmup, args.block)
         cpu_per_call = {name: (cpu_seconds(p.proc.pid) - cpu_before[name])
                         / (n * (args.calls + args.warmup)) for name, p, n in measured}
-        for server in [gate, direct, floor, web, *relayed] + ([proxy] if proxy else []):
+        for server in [gate, direct, floor, floor_web, web, *relayed] + ([proxy] if proxy else []):
             server.close()
     if remove_state:
         shutil.rmtree(state, ignore_errors=True)
@@ -193,6 +198,7 @@ def main():
         [
             ("floor", "floor (answers at once) directly, stdio"),
             ("toolgate floor stdio", "floor through toolgate, stdio"),
+            ("toolgate floor url", "floor through toolgate, stdio; floor a url upstream"),
             ("relay floor stdio", "floor through the bare relay, stdio"),
             ("direct", "server-filesystem directly, stdio"),
             ("toolgate stdio", "through toolgate, stdio"),
@@ -208,6 +214,9 @@ def main():
     f_added = percentile(samples["toolgate floor stdio"], 50) - percentile(samples["floor"], 50)
     print(f"toolgate over stdio adds {ms(f_added):.3f} ms to the floor's p50 "
           f"(the 1.10x target allows {ms(0.10 * d50):.3f} ms)")
+    u_added = percentile(samples["toolgate floor url"], 50) - percentile(samples["floor"], 50)
+    print(f"toolgate over stdio with the floor as a url upstream adds {ms(u_added):.3f} ms to "
+          f"the floor's p50 over stdio (its HTTP client and the floor's HTTP server included)")
     if "relay stdio" in samples:
         r_added = percentile(samples["relay stdio"], 50) - d50
         rf_added = percentile(samples["relay floor stdio"], 50) - percentile(samples["floor"], 50)

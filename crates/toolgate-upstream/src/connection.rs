@@ -34,16 +34,13 @@ pub const PROTOCOL_VERSION: &str = "2025-06-18";
 /// answers are not mistaken for a wrong id.
 const ABANDONED_IDS: usize = 1024;
 
-/// How often a waiting call looks at its cancel flag.
-const CANCEL_POLL: Duration = Duration::from_millis(20);
-
 /// How many messages may wait for the writer thread. An upstream that stops reading its input
 /// fills its pipe, then this queue; after that, sending waits (at most until the call's
 /// deadline) instead of blocking a caller forever.
 const WRITE_QUEUE: usize = 64;
 
-/// How often a send waiting for room in the write queue looks again.
-const SEND_POLL: Duration = Duration::from_millis(5);
+/// How long a process whose output closed is given to exit, for the status that says why.
+const EXIT_WAIT: Duration = Duration::from_millis(500);
 
 /// How many notices of one call may wait for the thread that made it; past that the upstream
 /// reports faster than the call takes them, and the rest are dropped rather than held.
@@ -151,6 +148,9 @@ impl Events {
 enum Delivery {
     Notice(Notice),
     Answer(Result<Value, Fault>),
+    /// The caller's [`toolgate_core::Cancel`] was given: sent by its waker, so that the
+    /// thread waiting on the channel wakes at once, not at a look at a flag.
+    Cancelled,
 }
 
 /// Where a waiting request's deliveries go: to a thread that blocks on them, or to a task.
@@ -204,8 +204,8 @@ pub trait Rpc: Send + Sync + std::fmt::Debug {
     fn upstream(&self) -> &str;
 
     /// Sends a request and waits for its result, giving up (and cancelling it upstream) once
-    /// `stop` says so. A well-formed JSON-RPC `error` is returned as `Ok` with an `error`
-    /// member, for the caller to interpret.
+    /// `cancel` is given, woken by it. A well-formed JSON-RPC `error` is returned as `Ok` with
+    /// an `error` member, for the caller to interpret.
     ///
     /// With a `listener`, the request carries a progress token, and what the upstream reports
     /// about it until it is answered (see [`crate::relay`]) is passed to `listener`, in order,
@@ -222,7 +222,7 @@ pub trait Rpc: Send + Sync + std::fmt::Debug {
         method: &str,
         params: Value,
         timeout: Duration,
-        stop: &dyn Fn() -> bool,
+        cancel: &toolgate_core::Cancel,
         listener: Option<&dyn Fn(Notice)>,
     ) -> Result<Value, Fault>;
 
@@ -248,9 +248,9 @@ pub trait Rpc: Send + Sync + std::fmt::Debug {
         method: &str,
         params: Value,
         timeout: Duration,
-        stop: &dyn Fn() -> bool,
+        cancel: &toolgate_core::Cancel,
     ) -> Result<Value, Fault> {
-        self.request_reporting(method, params, timeout, stop, None)
+        self.request_reporting(method, params, timeout, cancel, None)
     }
 
     fn notify(&self, method: &str, params: Value) -> Result<(), Fault>;
@@ -319,7 +319,7 @@ pub trait Rpc: Send + Sync + std::fmt::Debug {
     /// `Err(Protocol)` only when malformed: a well-formed `error` is returned as `Ok` with the
     /// whole message, for the caller to interpret).
     fn request(&self, method: &str, params: Value, timeout: Duration) -> Result<Value, Fault> {
-        self.request_until(method, params, timeout, &|| false)
+        self.request_until(method, params, timeout, &toolgate_core::Cancel::new())
     }
 }
 
@@ -407,6 +407,40 @@ pub fn protocol(upstream: &str, what: &str) -> Fault {
     Fault::Protocol(format!("upstream `{upstream}` broke the protocol: {what}"))
 }
 
+/// How many lines the writer thread took from its queue (and cancellations told since), for a
+/// thread that waits for room in it.
+#[derive(Debug, Default)]
+struct Taken {
+    count: Mutex<u64>,
+    changed: std::sync::Condvar,
+}
+
+impl Taken {
+    fn count(&self) -> u64 {
+        *lock(&self.count)
+    }
+
+    /// Something changed: wakes every thread waiting for room.
+    fn tell(&self) {
+        *lock(&self.count) += 1;
+        self.changed.notify_all();
+    }
+
+    /// Waits until the count is past `seen`, or `deadline`.
+    fn wait_past(&self, seen: u64, deadline: Instant) {
+        let mut count = lock(&self.count);
+        while *count == seen {
+            let Some(left) = deadline.checked_duration_since(Instant::now()) else {
+                return;
+            };
+            count = self
+                .changed
+                .wait_timeout(count, left)
+                .map_or_else(|e| e.into_inner().0, |(guard, _)| guard);
+        }
+    }
+}
+
 /// A running upstream process.
 #[derive(Debug)]
 pub struct Connection {
@@ -424,6 +458,8 @@ pub struct Connection {
     /// Told each time the writer thread takes a line, and so frees a place in its queue: a
     /// task waiting for room wakes then, not on a timer.
     room: tokio::sync::Notify,
+    /// The same news for a thread waiting for room (see [`Connection::send`]).
+    taken: Arc<Taken>,
     pending: Mutex<HashMap<u64, Waiter>>,
     abandoned: Mutex<VecDeque<u64>>,
     next_id: AtomicU64,
@@ -522,6 +558,7 @@ impl Connection {
             wire: Mutex::new(stdin),
             queued: AtomicUsize::new(0),
             room: tokio::sync::Notify::new(),
+            taken: Arc::default(),
             pending: Mutex::new(HashMap::new()),
             abandoned: Mutex::new(VecDeque::new()),
             next_id: AtomicU64::new(1),
@@ -633,15 +670,23 @@ impl Rpc for Connection {
         method: &str,
         params: Value,
         timeout: Duration,
-        stop: &dyn Fn() -> bool,
+        cancel: &toolgate_core::Cancel,
         listener: Option<&dyn Fn(Notice)>,
     ) -> Result<Value, Fault> {
         let (tx, rx) = mpsc::channel();
+        // The caller's cancellation arrives on the channel the answer arrives on, so that one
+        // blocking receive waits for both; the deadline is that receive's.
+        let _on_cancel = cancel.on_cancel({
+            let tx = tx.clone();
+            move || {
+                let _ = tx.send(Delivery::Cancelled);
+            }
+        });
         let (id, queued) = self.register(Deliver::Thread(tx), listener.is_some())?;
         let relay = listener.map(Relay::new);
         let message = request_message(id, method, params, relay.is_some());
         let deadline = Instant::now() + timeout;
-        if let Err(fault) = self.send(&message, deadline, stop) {
+        if let Err(fault) = self.send(&message, deadline, cancel) {
             lock(&self.pending).remove(&id);
             return Err(self.unsent(fault, method, timeout));
         }
@@ -651,11 +696,11 @@ impl Rpc for Connection {
                 self.abandon(id, "timeout");
                 return Err(unanswered(&self.upstream, method, timeout));
             }
-            if stop() {
-                self.abandon(id, "cancelled by the client");
-                return Err(Fault::Cancelled);
-            }
-            match rx.recv_timeout(CANCEL_POLL.min(deadline - now)) {
+            match rx.recv_timeout(deadline - now) {
+                Ok(Delivery::Cancelled) => {
+                    self.abandon(id, "cancelled by the client");
+                    return Err(Fault::Cancelled);
+                }
                 Ok(Delivery::Notice(notice)) => {
                     if let Some(queued) = &queued {
                         queued.fetch_sub(1, Ordering::AcqRel);
@@ -716,7 +761,7 @@ impl Rpc for Connection {
     /// upstream that stopped reading is left to the call timeouts and the `ping` probe.
     fn notify(&self, method: &str, params: Value) -> Result<(), Fault> {
         let message = json!({"jsonrpc": "2.0", "method": method, "params": params});
-        self.send(&message, Instant::now(), &|| false)
+        self.send(&message, Instant::now(), &toolgate_core::Cancel::new())
     }
 }
 
@@ -770,6 +815,8 @@ impl Connection {
                         pending.answered();
                         return answer.and_then(|message| self.result_of(message));
                     }
+                    // Only a thread's channel carries a cancellation: a task is woken below.
+                    Some(Delivery::Cancelled) => {}
                     None => {
                         pending.answered();
                         return Err(self.stopped_during(method));
@@ -851,7 +898,7 @@ impl Connection {
             let room = self.room.notified();
             tokio::pin!(room);
             room.as_mut().enable();
-            line = match self.offer(&queue, line, deadline, &|| cancel.is_cancelled())? {
+            line = match self.offer(&queue, line, deadline, cancel)? {
                 None => return Ok(()),
                 Some(back) => back,
             };
@@ -873,7 +920,7 @@ impl Connection {
         queue: &SyncSender<Vec<u8>>,
         line: Vec<u8>,
         deadline: Instant,
-        stop: &dyn Fn() -> bool,
+        cancel: &toolgate_core::Cancel,
     ) -> Result<Option<Vec<u8>>, Fault> {
         if self.write_now(&line) {
             return Ok(None);
@@ -896,7 +943,7 @@ impl Connection {
                 self.upstream
             )));
         }
-        if stop() {
+        if cancel.is_cancelled() {
             return Err(Fault::Cancelled);
         }
         Ok(Some(back))
@@ -936,24 +983,35 @@ impl Connection {
         let _ = self.notify("notifications/cancelled", cancellation(id, reason));
     }
 
-    /// Queues one line for the writer thread, waiting for room until `deadline` or `stop`.
+    /// Queues one line for the writer thread, waiting for room until `deadline` or `cancel`:
+    /// woken when the writer takes a line or the signal is given, never on a timer.
     fn send(
         &self,
         message: &Value,
         deadline: Instant,
-        stop: &dyn Fn() -> bool,
+        cancel: &toolgate_core::Cancel,
     ) -> Result<(), Fault> {
         let mut line = self.line(message)?;
         // The queue is cloned out so that no lock is held while waiting for room.
         let Some(queue) = lock(&self.stdin).clone() else {
             return Err(self.not_running());
         };
+        let mut on_cancel = None;
         loop {
-            line = match self.offer(&queue, line, deadline, stop)? {
+            // Read before trying, so that a line taken in between is not missed.
+            let seen = self.taken.count();
+            line = match self.offer(&queue, line, deadline, cancel)? {
                 None => return Ok(()),
                 Some(back) => back,
             };
-            std::thread::sleep(SEND_POLL);
+            if on_cancel.is_none() {
+                // Only a send that has to wait pays for a waker. It is registered before the
+                // next look at the signal, so a cancellation from then on counts as news.
+                let taken = Arc::clone(&self.taken);
+                on_cancel = Some(cancel.on_cancel(move || taken.tell()));
+                continue;
+            }
+            self.taken.wait_past(seen, deadline);
         }
     }
 
@@ -969,6 +1027,7 @@ impl Connection {
     fn write_loop(&self, lines: &mpsc::Receiver<Vec<u8>>, events: &Events) {
         while let Ok(line) = lines.recv() {
             self.room.notify_one();
+            self.taken.tell();
             let written = write_waiting(&lock(&self.wire), &line);
             self.queued.fetch_sub(1, Ordering::AcqRel);
             if let Err(e) = written {
@@ -1037,30 +1096,42 @@ impl Connection {
     }
 
     /// How the process ended, once its output closed: it usually exits right after, so wait a
-    /// moment for the status that says why. The status is looked at, not collected: until
-    /// [`Rpc::kill`] has signalled the group, its leader stays unreaped, so that the group's
-    /// number cannot be anyone else's.
+    /// moment (at most [`EXIT_WAIT`], woken by the exit through a pidfd) for the status that
+    /// says why. The status is looked at, not collected: until [`Rpc::kill`] has signalled the
+    /// group, its leader stays unreaped, so that the group's number cannot be anyone else's.
     fn exit_status(&self) -> String {
-        use rustix::process::{WaitId, WaitIdOptions, waitid};
+        use rustix::event::{PollFd, PollFlags, Timespec, poll};
+        use rustix::process::{PidfdFlags, WaitId, WaitIdOptions, pidfd_open, waitid};
         let pid = i32::try_from(lock(&self.child).id())
             .ok()
             .and_then(rustix::process::Pid::from_raw);
         let Some(pid) = pid else {
             return "closed its output".to_owned();
         };
+        // A pidfd turns readable when the process exits. Without one (kernels before 5.3) the
+        // status is looked at once, and a process still exiting is said to have closed its
+        // output.
+        if let Ok(pidfd) = pidfd_open(pid, PidfdFlags::empty()) {
+            let mut fds = [PollFd::new(&pidfd, PollFlags::IN)];
+            let wait = Timespec::try_from(EXIT_WAIT).unwrap_or(Timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            });
+            let _ = poll(&mut fds, Some(&wait));
+        }
         let peek = WaitIdOptions::EXITED | WaitIdOptions::NOHANG | WaitIdOptions::NOWAIT;
-        for _ in 0..25 {
-            if let Ok(Some(status)) = waitid(WaitId::Pid(pid), peek) {
+        match waitid(WaitId::Pid(pid), peek) {
+            Ok(Some(status)) => {
                 if let Some(code) = status.exit_status() {
                     return format!("exited (exit status: {code})");
                 }
                 if let Some(signal) = status.terminating_signal() {
                     return format!("was killed (signal {signal})");
                 }
+                "closed its output".to_owned()
             }
-            std::thread::sleep(Duration::from_millis(20));
+            _ => "closed its output".to_owned(),
         }
-        "closed its output".to_owned()
     }
 
     /// Kills the process, fails every pending call with `fault`, and tells the supervisor.
@@ -1152,7 +1223,7 @@ impl Connection {
                 };
                 // The reader never waits for room: an upstream that asks while not reading
                 // its own input gets no answer.
-                let _ = self.send(&answer, Instant::now(), &|| false);
+                let _ = self.send(&answer, Instant::now(), &toolgate_core::Cancel::new());
                 Ok(())
             }
             (None, Some(id)) => {

@@ -119,16 +119,20 @@ impl UpstreamExecutor {
         timeout: Duration,
         cx: &ExecContext,
     ) -> Result<ToolOutput, ToolError> {
-        // The context stops at its deadline too; stopping a little before it lets the timeout
-        // be reported as such, not as a cancellation.
-        let stop = || cx.should_stop() && Instant::now() + Duration::from_millis(5) < cx.deadline();
+        // The context's deadline is in `timeout` already: only the caller's cancellation stops
+        // the wait early, and it wakes it.
         // What the upstream reports while it works is the call's own, limited and redacted by
         // the context like everything else the tool says.
         let listener = |notice: Notice| {
             cx.notify(notice);
         };
-        let result =
-            connection.request_reporting("tools/call", params, timeout, &stop, Some(&listener));
+        let result = connection.request_reporting(
+            "tools/call",
+            params,
+            timeout,
+            cx.cancel(),
+            Some(&listener),
+        );
         self.conclude(connection, result)
     }
 

@@ -8,16 +8,18 @@
 //! with the stdio client, a response with an id nobody asked for is a protocol fault, and a
 //! fault that leaves the session in doubt marks the connection dead so the supervisor starts a
 //! new session. An `https://` upstream is spoken to over TLS (rustls), its certificate checked
-//! against the built-in web roots and the configuration's `ca_file`. Each exchange runs on a
-//! small runtime of its own on the calling thread, which gives up at the call's deadline, or
-//! as soon as the caller stops waiting, whatever stage it is in (connecting, the TLS
-//! handshake, sending, reading).
+//! against the built-in web roots and the configuration's `ca_file`. Every exchange of a
+//! session runs on one runtime, which a thread of the session's own drives for as long as the
+//! session lives: a caller on a thread waits for its answer there (woken by the answer, its
+//! deadline or its cancellation, never by a timer), and a caller on an async runtime
+//! ([`Rpc::request_async`]) gets a future that waits without holding a thread. An exchange is
+//! given up at the call's deadline, or as soon as the caller is cancelled or stops waiting,
+//! whatever stage it is in (connecting, the TLS handshake, sending, reading).
 //! Server-initiated messages arrive only inside responses (no standing `GET` stream); the
 //! periodic refresh covers a `list_changed` sent outside one. A call's progress and log
 //! notifications arrive in its own response stream, so they are plainly its own (see
 //! [`crate::relay`]).
 
-use std::cell::Cell;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -38,7 +40,7 @@ use toolgate_edge::lines::{Line, LineSplitter};
 
 use crate::config::UpstreamSpec;
 use crate::connection::{
-    Event, Events, Fault, Rpc, cancellation, find_id, lock, preview, protocol, unanswered,
+    Answer, Event, Events, Fault, Rpc, cancellation, find_id, lock, preview, protocol, unanswered,
 };
 use crate::relay::{Heard, Relay, heard, request_message};
 
@@ -46,8 +48,6 @@ use crate::relay::{Heard, Relay, heard, request_message};
 const MAX_HEAD: usize = 64 << 10;
 /// The most headers of a response read.
 const MAX_HEADERS: usize = 100;
-/// How often a waiting exchange looks at its caller's stop flag.
-const POLL: Duration = Duration::from_millis(20);
 
 /// Whether a value the upstream chose may go into a later request's header: visible ASCII
 /// only, so that no value can end a header line and start another.
@@ -110,12 +110,66 @@ impl Tls {
     }
 }
 
+/// The runtime every exchange of a session runs on: current-thread, driven by a thread of its
+/// own until the session is dropped. Its timers and sockets work for any caller: a thread that
+/// waits with [`tokio::runtime::Handle::block_on`], or a task spawned on it.
+#[derive(Debug)]
+struct Client {
+    handle: tokio::runtime::Handle,
+    /// Dropped with the session, which ends the thread, and the runtime with it.
+    _running: tokio::sync::oneshot::Sender<()>,
+}
+
+impl Client {
+    fn start(upstream: &str) -> std::io::Result<Client> {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_io()
+            .enable_time()
+            .build()?;
+        let handle = runtime.handle().clone();
+        let (running, stopped) = tokio::sync::oneshot::channel::<()>();
+        std::thread::Builder::new()
+            .name(format!("upstream-{upstream}-http"))
+            .spawn(move || {
+                runtime.block_on(async {
+                    let _ = stopped.await;
+                });
+            })?;
+        Ok(Client {
+            handle,
+            _running: running,
+        })
+    }
+}
+
+/// Returns once `cancel` is given, woken by it.
+async fn cancelled(cancel: &toolgate_core::Cancel) {
+    let woken = Arc::new(tokio::sync::Notify::new());
+    // A permit is stored when nobody waits yet, so the wake is never lost.
+    let _on_cancel = cancel.on_cancel({
+        let woken = Arc::clone(&woken);
+        move || woken.notify_one()
+    });
+    while !cancel.is_cancelled() {
+        woken.notified().await;
+    }
+}
+
 /// How far an exchange got, for the fault of one given up on at its deadline.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Stage {
     Connecting,
     Handshaking,
     Waiting,
+}
+
+/// The task that drives one exchange's connection, aborted when the exchange is over.
+struct Driving(tokio::task::JoinHandle<Result<(), hyper::Error>>);
+
+impl Drop for Driving {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 /// What an HTTP body reads as: its bytes, a frame at a time, and the error that ended it.
@@ -226,6 +280,7 @@ pub struct HttpConnection {
     next_id: AtomicU64,
     dead: AtomicBool,
     events: Events,
+    client: Client,
 }
 
 impl HttpConnection {
@@ -261,6 +316,8 @@ impl HttpConnection {
             .map_err(|e| unavailable(format!("cannot resolve `{authority}`: {e}")))?
             .next()
             .ok_or_else(|| unavailable(format!("`{authority}` has no address")))?;
+        let client = Client::start(&spec.name)
+            .map_err(|e| unavailable(format!("cannot start an HTTP client: {e}")))?;
         let connection: Arc<dyn Rpc> = Arc::new(HttpConnection {
             upstream: spec.name.clone(),
             addr,
@@ -274,6 +331,7 @@ impl HttpConnection {
             next_id: AtomicU64::new(1),
             dead: AtomicBool::new(false),
             events,
+            client,
         });
         Ok(connection)
     }
@@ -286,38 +344,115 @@ impl HttpConnection {
         fault
     }
 
-    /// POSTs `message`; for a request, waits for the response with `id`, passing what the
-    /// upstream reports about it on the way to `relay`. Gives up at `deadline`, or once `stop`
-    /// says so, in whatever stage the exchange is.
-    fn post(
+    /// Request `method`, and its answer, passing what the upstream reports about it on the
+    /// way to `listener`. Gives up (and tells the upstream) at the deadline `timeout` sets,
+    /// once `cancel` is given, or once `gone` resolves (the caller stopped waiting).
+    async fn requested<L: Fn(Notice)>(
+        &self,
+        method: &str,
+        params: Value,
+        timeout: Duration,
+        cancel: &toolgate_core::Cancel,
+        listener: Option<L>,
+        gone: impl std::future::Future<Output = ()>,
+    ) -> Result<Value, Fault> {
+        if self.is_dead() {
+            return Err(Fault::Unavailable(format!(
+                "upstream `{}` is not connected",
+                self.upstream
+            )));
+        }
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let mut relay = listener.map(Relay::new);
+        let message = request_message(id, method, params, relay.is_some());
+        let deadline = Instant::now() + timeout;
+        let result = self
+            .post_until(&message, Some(id), deadline, cancel, gone, relay.as_mut())
+            .await;
+        if method == "initialize"
+            && let Ok(Some(result)) = &result
+            && let Some(version) = result.get("protocolVersion").and_then(Value::as_str)
+        {
+            if !header_safe(version) {
+                return Err(self.fail(protocol(
+                    &self.upstream,
+                    &format!(
+                        "a `protocolVersion` that is not visible ASCII: `{}`",
+                        preview(version.as_bytes())
+                    ),
+                )));
+            }
+            *lock(&self.protocol_version) = Some(version.to_owned());
+        }
+        match result {
+            Ok(Some(result)) => Ok(result),
+            Ok(None) => Err(protocol(&self.upstream, "no response")),
+            Err(fault @ (Fault::Timeout(_) | Fault::Cancelled)) => {
+                let reason = if matches!(fault, Fault::Cancelled) {
+                    "cancelled by the client"
+                } else {
+                    "timeout"
+                };
+                let _ = self
+                    .notified("notifications/cancelled", cancellation(id, reason))
+                    .await;
+                Err(match fault {
+                    Fault::Timeout(_) => unanswered(&self.upstream, method, timeout),
+                    other => other,
+                })
+            }
+            Err(fault) => Err(fault),
+        }
+    }
+
+    /// [`HttpConnection::post`], given up as soon as `cancel` is given or `gone` resolves.
+    async fn post_until<L: Fn(Notice)>(
         &self,
         message: &Value,
         id: Option<u64>,
         deadline: Instant,
-        stop: &dyn Fn() -> bool,
-        relay: Option<&Relay<&dyn Fn(Notice)>>,
+        cancel: &toolgate_core::Cancel,
+        gone: impl std::future::Future<Output = ()>,
+        relay: Option<&mut Relay<L>>,
+    ) -> Result<Option<Value>, Fault> {
+        tokio::select! {
+            result = self.post(message, id, deadline, relay) => result,
+            () = cancelled(cancel) => Err(Fault::Cancelled),
+            () = gone => Err(Fault::Cancelled),
+        }
+    }
+
+    /// Sends notification `method`, giving up after a few seconds.
+    async fn notified(&self, method: &str, params: Value) -> Result<(), Fault> {
+        let message = json!({"jsonrpc": "2.0", "method": method, "params": params});
+        let deadline = Instant::now() + Duration::from_secs(5);
+        self.post::<fn(Notice)>(&message, None, deadline, None)
+            .await
+            .map(|_| ())
+    }
+
+    /// POSTs `message`; for a request, waits for the response with `id`, passing what the
+    /// upstream reports about it on the way to `relay`. Gives up at `deadline`, in whatever
+    /// stage the exchange is.
+    async fn post<L: Fn(Notice)>(
+        &self,
+        message: &Value,
+        id: Option<u64>,
+        deadline: Instant,
+        relay: Option<&mut Relay<L>>,
     ) -> Result<Option<Value>, Fault> {
         let body = serde_json::to_vec(message)
             .map_err(|e| protocol(&self.upstream, &format!("cannot encode a request: {e}")))?;
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_io()
-            .enable_time()
-            .build()
-            .map_err(|e| self.unavailable(format!("cannot start an HTTP client: {e}")))?;
-        let stage = Cell::new(Stage::Connecting);
-        runtime.block_on(async {
-            tokio::select! {
-                answer = self.exchange(body, id, &stage, relay) => answer,
-                () = given_up(deadline, stop) => Err(self.given_up(stage.get(), stop)),
-            }
-        })
+        let stage = Mutex::new(Stage::Connecting);
+        let exchange = self.exchange(body, id, &stage, relay);
+        match tokio::time::timeout_at(deadline.into(), exchange).await {
+            Ok(answer) => answer,
+            Err(_) => Err(self.given_up(*lock(&stage))),
+        }
     }
 
-    /// The fault of an exchange given up on in `stage`.
-    fn given_up(&self, stage: Stage, stop: &dyn Fn() -> bool) -> Fault {
-        if stop() {
-            return Fault::Cancelled;
-        }
+    /// The fault of an exchange given up on at its deadline in `stage`.
+    fn given_up(&self, stage: Stage) -> Fault {
         match stage {
             Stage::Connecting => self.unavailable(format!(
                 "cannot connect to `{}`: it did not accept in time",
@@ -339,12 +474,12 @@ impl HttpConnection {
     }
 
     /// One request and its answer, on a connection of its own.
-    async fn exchange(
+    async fn exchange<L: Fn(Notice)>(
         &self,
         body: Vec<u8>,
         id: Option<u64>,
-        stage: &Cell<Stage>,
-        relay: Option<&Relay<&dyn Fn(Notice)>>,
+        stage: &Mutex<Stage>,
+        relay: Option<&mut Relay<L>>,
     ) -> Result<Option<Value>, Fault> {
         let request = self.request(body)?;
         let tcp = tokio::net::TcpStream::connect(self.addr)
@@ -353,9 +488,11 @@ impl HttpConnection {
                 self.unavailable(format!("cannot connect to `{}`: {e}", self.authority))
             })?;
         let _ = tcp.set_nodelay(true);
-        let response = match &self.tls {
+        // The connection's task lives as long as this exchange: it asked to be closed after
+        // this answer, and one whose rest is not read (an event stream left open) is cut.
+        let (response, _driving) = match &self.tls {
             Some(tls) => {
-                stage.set(Stage::Handshaking);
+                *lock(stage) = Stage::Handshaking;
                 let stream = tokio_rustls::TlsConnector::from(Arc::clone(&tls.config))
                     .connect(tls.server.clone(), tcp)
                     .await
@@ -366,11 +503,11 @@ impl HttpConnection {
                             chain(&e)
                         ))
                     })?;
-                stage.set(Stage::Waiting);
+                *lock(stage) = Stage::Waiting;
                 self.send(TokioIo::new(stream), request).await?
             }
             None => {
-                stage.set(Stage::Waiting);
+                *lock(stage) = Stage::Waiting;
                 self.send(TokioIo::new(tcp), request).await?
             }
         };
@@ -449,7 +586,7 @@ impl HttpConnection {
         &self,
         io: T,
         request: Request<Full<Bytes>>,
-    ) -> Result<hyper::Response<Incoming>, Fault>
+    ) -> Result<(hyper::Response<Incoming>, Driving), Fault>
     where
         T: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
     {
@@ -465,9 +602,9 @@ impl HttpConnection {
                     chain(&e)
                 ))
             })?;
-        // The connection is driven beside the exchange; it ends with this call's runtime.
-        tokio::spawn(connection);
-        sender.send_request(request).await.map_err(|e| {
+        // The connection is driven beside the exchange, until the exchange ends.
+        let driving = Driving(tokio::spawn(connection));
+        let response = sender.send_request(request).await.map_err(|e| {
             if e.is_parse_too_large() {
                 self.fail(protocol(
                     &self.upstream,
@@ -492,7 +629,8 @@ impl HttpConnection {
                     chain(&e)
                 ))
             }
-        })
+        })?;
+        Ok((response, driving))
     }
 
     /// The fault of a body that could not be read to its end.
@@ -536,11 +674,11 @@ impl HttpConnection {
     }
 
     /// Reads events until the response with `id`.
-    async fn read_events(
+    async fn read_events<L: Fn(Notice)>(
         &self,
         body: &mut Body,
         id: u64,
-        relay: Option<&Relay<&dyn Fn(Notice)>>,
+        mut relay: Option<&mut Relay<L>>,
     ) -> Result<Value, Fault> {
         let early = "ended its event stream before answering";
         let mut lines = LineSplitter::new(self.max);
@@ -595,7 +733,7 @@ impl HttpConnection {
                         let bytes = data.len();
                         data.clear();
                         if let Some(notice) = self.notice_in(&message, id, bytes)
-                            && let Some(relay) = relay
+                            && let Some(relay) = relay.as_deref_mut()
                         {
                             relay.pass(notice);
                         }
@@ -670,64 +808,59 @@ impl Rpc for HttpConnection {
         method: &str,
         params: Value,
         timeout: Duration,
-        stop: &dyn Fn() -> bool,
+        cancel: &toolgate_core::Cancel,
         listener: Option<&dyn Fn(Notice)>,
     ) -> Result<Value, Fault> {
-        if self.is_dead() {
-            return Err(Fault::Unavailable(format!(
-                "upstream `{}` is not connected",
-                self.upstream
-            )));
-        }
-        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let relay = listener.map(Relay::new);
-        let message = request_message(id, method, params, relay.is_some());
-        let deadline = Instant::now() + timeout;
-        let result = self.post(&message, Some(id), deadline, stop, relay.as_ref());
-        if method == "initialize"
-            && let Ok(Some(result)) = &result
-            && let Some(version) = result.get("protocolVersion").and_then(Value::as_str)
-        {
-            if !header_safe(version) {
-                return Err(self.fail(protocol(
-                    &self.upstream,
-                    &format!(
-                        "a `protocolVersion` that is not visible ASCII: `{}`",
-                        preview(version.as_bytes())
-                    ),
-                )));
-            }
-            *lock(&self.protocol_version) = Some(version.to_owned());
-        }
-        match result {
-            Ok(Some(result)) => Ok(result),
-            Ok(None) => Err(protocol(&self.upstream, "no response")),
-            Err(fault @ (Fault::Timeout(_) | Fault::Cancelled)) => {
-                let reason = if matches!(fault, Fault::Cancelled) {
-                    "cancelled by the client"
-                } else {
-                    "timeout"
-                };
-                let _ = self.notify("notifications/cancelled", cancellation(id, reason));
-                Err(match fault {
-                    Fault::Timeout(_) => unanswered(&self.upstream, method, timeout),
-                    other => other,
-                })
-            }
-            Err(fault) => Err(fault),
-        }
+        // This thread polls the exchange; the session's own thread drives its sockets and
+        // timers, and wakes this one when there is something to do.
+        let requested = self.requested(
+            method,
+            params,
+            timeout,
+            cancel,
+            listener,
+            std::future::pending(),
+        );
+        self.client.handle.block_on(requested)
+    }
+
+    /// The exchange runs as a task on the session's runtime; the future returned only waits
+    /// for its answer, and dropping it gives the request up.
+    fn request_async(
+        self: Arc<Self>,
+        method: &'static str,
+        params: Value,
+        timeout: Duration,
+        cancel: toolgate_core::Cancel,
+        listener: Box<dyn Fn(Notice) + Send + Sync>,
+    ) -> Result<Answer, Value> {
+        let (mut answer, answered) = tokio::sync::oneshot::channel();
+        let this = Arc::clone(&self);
+        drop(self.client.handle.spawn(async move {
+            let result = this
+                .requested(
+                    method,
+                    params,
+                    timeout,
+                    &cancel,
+                    Some(listener),
+                    answer.closed(),
+                )
+                .await;
+            let _ = answer.send(result);
+        }));
+        let upstream = self.upstream.clone();
+        Ok(Box::pin(async move {
+            answered.await.unwrap_or_else(|_| {
+                Err(Fault::Unavailable(format!(
+                    "upstream `{upstream}`: its HTTP client stopped"
+                )))
+            })
+        }))
     }
 
     fn notify(&self, method: &str, params: Value) -> Result<(), Fault> {
-        let message = json!({"jsonrpc": "2.0", "method": method, "params": params});
-        self.post(
-            &message,
-            None,
-            Instant::now() + Duration::from_secs(5),
-            &|| false,
-            None,
-        )
-        .map(|_| ())
+        self.client.handle.block_on(self.notified(method, params))
     }
 
     fn is_dead(&self) -> bool {
@@ -736,17 +869,6 @@ impl Rpc for HttpConnection {
 
     fn kill(&self) {
         self.dead.store(true, Ordering::SeqCst);
-    }
-}
-
-/// Returns at `deadline`, or once `stop` says so.
-async fn given_up(deadline: Instant, stop: &dyn Fn() -> bool) {
-    loop {
-        let now = Instant::now();
-        if stop() || now >= deadline {
-            return;
-        }
-        tokio::time::sleep(POLL.min(deadline - now)).await;
     }
 }
 
@@ -779,6 +901,7 @@ mod tests {
             next_id: AtomicU64::new(1),
             dead: AtomicBool::new(false),
             events: Events::new(sender),
+            client: Client::start("peer").unwrap(),
         };
         (connection, events)
     }
@@ -810,7 +933,8 @@ mod tests {
     }
 
     fn call(connection: &HttpConnection, timeout: Duration) -> Result<Value, Fault> {
-        connection.request_reporting("tools/list", json!({}), timeout, &|| false, None)
+        let cancel = toolgate_core::Cancel::new();
+        connection.request_reporting("tools/list", json!({}), timeout, &cancel, None)
     }
 
     fn json_answer(head: &str, body: &str) -> Vec<u8> {
@@ -999,16 +1123,26 @@ mod tests {
     /// An exchange with `connection` ends at its deadline with a timeout that says `why`, and
     /// at once when its caller stops waiting.
     fn gives_up(connection: &HttpConnection, why: &str) {
+        let post = |id, deadline, cancel: toolgate_core::Cancel| {
+            connection.client.handle.block_on(connection.post_until(
+                &json!({}),
+                Some(id),
+                deadline,
+                &cancel,
+                std::future::pending(),
+                None::<&mut Relay<fn(Notice)>>,
+            ))
+        };
         let started = Instant::now();
         let deadline = started + Duration::from_millis(300);
-        let outcome = connection.post(&json!({}), Some(1), deadline, &|| false, None);
+        let outcome = post(1, deadline, toolgate_core::Cancel::new());
         assert!(
             matches!(&outcome, Err(Fault::Timeout(m)) if m.contains(why)),
             "{outcome:?}"
         );
         let started_again = Instant::now();
         let far = started_again + Duration::from_secs(30);
-        let stopped = connection.post(&json!({}), Some(2), far, &|| true, None);
+        let stopped = post(2, far, toolgate_core::Cancel::given());
         assert_eq!(stopped, Err(Fault::Cancelled));
         assert!(
             started.elapsed() < Duration::from_secs(3),

@@ -824,6 +824,78 @@ fn forwarded_calls_that_wait_hold_no_thread_and_spend_no_cpu() {
     }
 }
 
+/// Read-only calls forwarded to a `url` upstream hold no thread either: each waits as a task
+/// on the one runtime of the upstream's HTTP client (not a runtime of its own on a blocking
+/// thread), woken by the answer, its cancellation or its deadline, never on a timer. Forty of
+/// them cost the gateway no thread and no CPU while they wait, and each ends by its timeout.
+#[test]
+fn calls_to_a_url_upstream_that_wait_hold_no_thread_and_spend_no_cpu() {
+    let state_dir = tempfile::tempdir().unwrap();
+    let state = state_dir.path();
+    let mut server = Command::new(python())
+        .arg(root().join("tests/upstream/hanging_http.py"))
+        .arg(state)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let announced = server.stdout.take().unwrap();
+    let _server = Killed(server);
+    let mut port = String::new();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(announced), &mut port).unwrap();
+    let setup = Setup::new(&format!(
+        "[[upstream]]\nname = \"hanging\"\nurl = \"http://127.0.0.1:{}/mcp\"\ncall_timeout_ms = 8000\n",
+        port.trim()
+    ));
+    setup.admit("hanging", "wait", &["--effect", "read_only"]);
+    let home = tempfile::tempdir().unwrap();
+    let mut session = RawSession::start(&setup, home.path());
+    let pid = session.server.0.id();
+    let before = threads(pid);
+
+    let hanging = 40;
+    for i in 0..hanging {
+        session.send(
+            &json!({"jsonrpc": "2.0", "id": 100 + i, "method": "tools/call",
+            "params": {"name": "hanging__wait", "arguments": {}}}),
+        );
+    }
+    wait_until(
+        "the calls reached the upstream",
+        Duration::from_secs(15),
+        || calls(state).len() == hanging,
+    );
+    let waiting = threads(pid);
+    assert!(
+        waiting < before + 10,
+        "{hanging} calls waiting took {} threads more",
+        waiting - before
+    );
+    let settle_by = Instant::now() + Duration::from_secs(3);
+    loop {
+        let ticks = cpu_ticks(pid);
+        std::thread::sleep(Duration::from_millis(300));
+        if cpu_ticks(pid) - ticks <= 1 || Instant::now() > settle_by {
+            break;
+        }
+    }
+    let (ticks, started) = (cpu_ticks(pid), Instant::now());
+    std::thread::sleep(Duration::from_millis(1500));
+    let spent = cpu_ticks(pid) - ticks;
+    let window = started.elapsed();
+    // Clock ticks are hundredths of a second: at most a twentieth of the window.
+    assert!(
+        spent <= 8,
+        "{hanging} calls waiting for a url upstream spent {spent} ticks of CPU in {window:?}"
+    );
+    for _ in 0..hanging {
+        let answer = session.answer();
+        assert_eq!(
+            answer["result"]["structuredContent"]["error"]["code"], "upstream_timeout",
+            "{answer}"
+        );
+    }
+}
+
 /// A pid the test upstream wrote to `state/name`.
 fn pid_in(state: &Path, name: &str) -> i32 {
     fs::read_to_string(state.join(name))
