@@ -51,8 +51,8 @@ pub fn record_body_after(outcome: &Outcome, store_values: bool, started: Option<
         profile: &evidence.profile,
         redactions: evidence.redactions,
         rejection: outcome.rejection().map(|r| RejectionFields {
-            code: r.code,
-            stage: r.stage,
+            code: r.code(),
+            stage: r.stage(),
         }),
         request_id: evidence.request_id.as_deref(),
         resources: evidence
@@ -245,8 +245,8 @@ fn hidden_path(path: &str) -> String {
 fn debug_values(outcome: &Outcome) -> Value {
     let mut values = Map::new();
     if let Some(rejection) = outcome.rejection() {
-        values.insert("rejection_message".to_owned(), json!(rejection.message));
-        if let Some(hint) = &rejection.hint {
+        values.insert("rejection_message".to_owned(), json!(rejection.message()));
+        if let Some(hint) = rejection.hint() {
             values.insert("hint".to_owned(), json!(hint));
         }
     }
@@ -334,7 +334,7 @@ mod tests {
         if let Some(rejection) = outcome.rejection() {
             call.insert(
                 "rejection".to_owned(),
-                json!({"stage": rejection.stage, "code": rejection.code}),
+                json!({"stage": rejection.stage(), "code": rejection.code()}),
             );
         }
         if let Some(error) = outcome.error() {

@@ -75,8 +75,8 @@ impl Recorder for RecentOutcomes {
     fn record(&self, outcome: &Outcome) -> Result<(), RecordError> {
         let (stage, code) = match (outcome.rejection(), outcome.error()) {
             (Some(rejection), _) => (
-                Some(rejection.stage.to_string()),
-                Some(rejection.code.to_string()),
+                Some(rejection.stage().to_string()),
+                Some(rejection.code().to_string()),
             ),
             (None, Some(error)) => (None, Some(error.code.to_string())),
             (None, None) => (None, None),

@@ -49,7 +49,7 @@
 //! let done = pipeline.run(RawCall::text("echo", r#"{"text": "hi"}"#, Surface::Chat));
 //! assert_eq!(done.status(), Status::Completed);
 //! let typo = pipeline.run(RawCall::text("echo", r#"{"txt": "hi"}"#, Surface::Chat));
-//! assert_eq!(typo.rejection().unwrap().code, RejectCode::UnknownArgument);
+//! assert_eq!(typo.rejection().unwrap().code(), RejectCode::UnknownArgument);
 //! ```
 
 pub mod approval;
@@ -83,9 +83,9 @@ pub use invocation::{Invocation, NormalizeBounds, RawArguments, RawCall, Surface
 pub use notice::{NOTICES_PER_SECOND, Notice, NoticeSink};
 pub use outcome::{Evidence, Outcome, Status, ToolError, ToolErrorCode, ToolOutput};
 pub use pipeline::{
-    Admit, Authorized, Call, Classification, Classified, Decided, ExecContext, Executor, Forwarded,
+    Authorized, Call, Classification, Classified, Decided, ExecContext, Executor, Forwarded,
     Forwarding, Normalized, Parsed, Permitted, Pipeline, Planned, Resolved, Resource, RunHooks,
-    StageReport, Stopped, TypedExecutor, Validated, WorkspaceId,
+    Shown, StageReport, Stopped, TypedExecutor, Validated, WorkspaceId,
 };
 pub use policy::{
     NETWORK_NONE, NETWORK_PREFIX, NETWORK_UNCONFINED, NetworkRequest, PolicyContext,

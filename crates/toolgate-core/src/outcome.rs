@@ -527,7 +527,7 @@ impl Outcome {
     pub fn withheld(self, error: ToolError) -> Outcome {
         let said = match &self {
             Outcome::Refused { rejection, .. } => {
-                format!("the call was rejected ({})", rejection.code)
+                format!("the call was rejected ({})", rejection.code())
             }
             // Stage 7 refused to start it: its start could not be recorded either.
             Outcome::Failed { error, .. } if error.code == ToolErrorCode::AuditUnavailable => {

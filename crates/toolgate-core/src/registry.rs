@@ -15,10 +15,7 @@ use serde_json::Value;
 use thiserror::Error;
 
 use crate::canonical::{Digest, canonical_json, sha256_digest};
-use crate::hint::{did_you_mean, hint_for};
-use crate::invocation::Invocation;
 use crate::pipeline::Executor;
-use crate::rejection::{RejectCode, Rejection};
 use crate::schema::{SchemaBounds, SchemaError, ToolSchema};
 
 /// The profile every entry is in unless it says otherwise.
@@ -489,116 +486,10 @@ impl Registry {
         })
     }
 
-    /// Stage 2: exactly one enabled, compatible, current, available entry in the caller's
-    /// profile. Each filter that empties the set names itself in the rejection.
-    pub fn resolve(&self, invocation: &Invocation) -> Result<Arc<Tool>, Rejection> {
-        let name = &invocation.tool;
-        let profile = &invocation.profile;
-        let Some(indices) = self.by_name.get(name) else {
-            let visible: Vec<&str> = self
-                .visible(profile)
-                .map(|t| t.entry.name.as_str())
-                .collect();
-            return Err(Rejection::new(
-                RejectCode::UnknownTool,
-                format!("no tool `{name}` is registered"),
-            )
-            .with_hint(
-                hint_for(did_you_mean(name, visible.iter().copied())).or_else(|| {
-                    Some(format!(
-                        "available tools: {}",
-                        backticked(visible.iter().copied())
-                    ))
-                }),
-            ));
-        };
-        let mut matches: Vec<&Arc<Tool>> =
-            indices.iter().filter_map(|&i| self.tools.get(i)).collect();
-
-        if let Some(major) = invocation.version {
-            let majors: Vec<String> = matches
-                .iter()
-                .map(|t| t.entry.version.major.to_string())
-                .collect();
-            matches.retain(|t| t.entry.version.major == major);
-            if matches.is_empty() {
-                return Err(Rejection::new(
-                    RejectCode::VersionIncompatible,
-                    format!("tool `{name}` has no major version {major}"),
-                )
-                .with_hint(Some(format!(
-                    "registered major versions: {}",
-                    majors.join(", ")
-                ))));
-            }
-        }
-        matches.retain(|t| t.entry.profiles.contains(profile.as_str()));
-        if matches.is_empty() {
-            return Err(Rejection::new(
-                RejectCode::NotInProfile,
-                format!("tool `{name}` is not available in profile `{profile}`"),
-            ));
-        }
-        matches.retain(|t| t.entry.enabled);
-        if matches.is_empty() {
-            return Err(Rejection::new(
-                RejectCode::Disabled,
-                format!("tool `{name}` is disabled by the operator"),
-            ));
-        }
-        let tool = match matches[..] {
-            [tool] => tool,
-            [first, ..] => {
-                let versions: Vec<String> = matches
-                    .iter()
-                    .map(|t| t.entry.version.to_string())
-                    .collect();
-                return Err(Rejection::new(
-                    RejectCode::AmbiguousVersion,
-                    format!(
-                        "tool `{name}` has several enabled versions: {}",
-                        versions.join(", ")
-                    ),
-                )
-                .with_hint(Some(format!(
-                    "name one, as `{name}@{}`",
-                    first.entry.version.major
-                ))));
-            }
-            [] => {
-                return Err(Rejection::new(
-                    RejectCode::Disabled,
-                    format!("tool `{name}` has no enabled entry"),
-                ));
-            }
-        };
-        if tool.is_stale() {
-            return Err(Rejection::new(
-                RejectCode::StaleDescriptor,
-                format!("tool `{name}` changed since the operator pinned it and is quarantined"),
-            )
-            .with_hint(Some(
-                format!("the operator can review the change with `toolgate tools diff {name}` and re-pin it with `toolgate tools pin {name}`"),
-            )));
-        }
-        if let Some(available) = &tool.entry.availability
-            && let Err(reason) = available()
-        {
-            return Err(Rejection::new(
-                RejectCode::Unavailable,
-                format!("tool `{name}` is unavailable: {reason}"),
-            ));
-        }
-        Ok(Arc::clone(tool))
-    }
-}
-
-fn backticked<'a>(names: impl Iterator<Item = &'a str>) -> String {
-    let list: Vec<String> = names.map(|n| format!("`{n}`")).collect();
-    if list.is_empty() {
-        "none".to_owned()
-    } else {
-        list.join(", ")
+    /// Every entry named `name`, in registration order; `None` when none is.
+    pub(crate) fn named(&self, name: &str) -> Option<impl Iterator<Item = &Arc<Tool>>> {
+        let indices = self.by_name.get(name)?;
+        Some(indices.iter().filter_map(|&i| self.tools.get(i)))
     }
 }
 
@@ -608,6 +499,7 @@ mod tests {
     use crate::invocation::{NormalizeBounds, RawCall, Surface, normalize};
     use crate::outcome::{ToolError, ToolOutput};
     use crate::pipeline::{Call, ExecContext};
+    use crate::rejection::{RejectCode, Rejection};
     use serde_json::json;
 
     #[derive(Debug)]
@@ -630,7 +522,10 @@ mod tests {
 
     fn resolve(registry: &Registry, tool: &str, profile: &str) -> Result<Arc<Tool>, Rejection> {
         let raw = RawCall::text(tool, "{}", Surface::Chat).in_profile(profile);
-        registry.resolve(&normalize(raw, &NormalizeBounds::default()).unwrap())
+        crate::pipeline::resolve::resolve(
+            registry,
+            &normalize(raw, &NormalizeBounds::default()).unwrap(),
+        )
     }
 
     #[test]
@@ -776,7 +671,7 @@ mod tests {
         assert_eq!(
             resolve(&registry, "upstream__delete", "default")
                 .unwrap_err()
-                .code,
+                .code(),
             RejectCode::UnknownTool
         );
         assert_eq!(registry.visible("default").count(), 0);
@@ -841,13 +736,10 @@ mod tests {
             .unwrap();
         let registry = builder.build().unwrap();
         let rejection = resolve(&registry, "zzz", "default").unwrap_err();
-        assert_eq!(rejection.message, "no tool `zzz` is registered");
-        assert_eq!(
-            rejection.hint.as_deref(),
-            Some("available tools: `alpha`, `beta`")
-        );
+        assert_eq!(rejection.message(), "no tool `zzz` is registered");
+        assert_eq!(rejection.hint(), Some("available tools: `alpha`, `beta`"));
         let empty = RegistryBuilder::new().build().unwrap();
         let rejection = resolve(&empty, "zzz", "default").unwrap_err();
-        assert_eq!(rejection.hint.as_deref(), Some("available tools: none"));
+        assert_eq!(rejection.hint(), Some("available tools: none"));
     }
 }

@@ -206,18 +206,22 @@ impl FieldError {
 
 /// A call that stopped before it ran.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+///
+/// Its fields are private: a rejection is made only by the stage that owns its code (see
+/// [`RejectCode::stage`] and the `pipeline` module of that stage), and nothing after it can
+/// change what was decided; stage 8 only redacts its words.
 pub struct Rejection {
-    pub stage: Stage,
-    pub code: RejectCode,
-    pub message: String,
+    stage: Stage,
+    code: RejectCode,
+    message: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub hint: Option<String>,
+    hint: Option<String>,
     /// Every argument problem found, when the stage is `validate`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub details: Vec<FieldError>,
+    details: Vec<FieldError>,
     /// The policies that decided, when the stage is `authorize`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub policies: Vec<String>,
+    policies: Vec<String>,
 }
 
 impl Rejection {
@@ -238,6 +242,55 @@ impl Rejection {
     pub fn with_hint(mut self, hint: Option<String>) -> Self {
         self.hint = hint;
         self
+    }
+
+    /// The same rejection naming the policies that decided it.
+    #[must_use]
+    pub(crate) fn with_policies(mut self, policies: Vec<String>) -> Self {
+        self.policies = policies;
+        self
+    }
+
+    /// The stage that refused the call: always its code's own.
+    pub fn stage(&self) -> Stage {
+        self.stage
+    }
+
+    pub fn code(&self) -> RejectCode {
+        self.code
+    }
+
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    pub fn hint(&self) -> Option<&str> {
+        self.hint.as_deref()
+    }
+
+    /// Every argument problem found, when the stage is `validate`.
+    pub fn details(&self) -> &[FieldError] {
+        &self.details
+    }
+
+    /// The policies that decided, when the stage is `authorize`.
+    pub fn policies(&self) -> &[String] {
+        &self.policies
+    }
+
+    /// Replaces secrets in everything the rejection says (stage 8); the number replaced.
+    pub(crate) fn redact(&mut self) -> usize {
+        use crate::redact::redact_string;
+        redact_string(&mut self.message)
+            + self.hint.as_mut().map_or(0, redact_string)
+            + self
+                .details
+                .iter_mut()
+                .map(|detail| {
+                    redact_string(&mut detail.message)
+                        + detail.hint.as_mut().map_or(0, redact_string)
+                })
+                .sum::<usize>()
     }
 
     /// A validation rejection from a non-empty list of field errors: the code is the most
@@ -265,7 +318,12 @@ impl Rejection {
         let Some(first) = errors.first() else {
             return Rejection::new(RejectCode::ConstraintViolation, "arguments are invalid");
         };
-        let code = first.code;
+        // A field error speaks for stage 3 only: a check that names another stage's code (a
+        // tool's `check` saying `policy_denied`) is a constraint its arguments broke.
+        let code = match first.code.stage() {
+            Stage::Validate => first.code,
+            _ => RejectCode::ConstraintViolation,
+        };
         let shown: Vec<&FieldError> = errors
             .iter()
             .filter(|e| !explained_by_a_misspelling(e, &errors))
@@ -434,6 +492,19 @@ mod tests {
         names.sort_unstable();
         names.dedup();
         assert_eq!(names.len(), RejectCode::ALL.len());
+    }
+
+    #[test]
+    fn a_field_error_cannot_issue_another_stages_code() {
+        let rejection = Rejection::from_field_errors(vec![FieldError::new(
+            "/a",
+            RejectCode::PolicyDenied,
+            "forbidden",
+        )]);
+        assert_eq!(
+            (rejection.stage(), rejection.code()),
+            (Stage::Validate, RejectCode::ConstraintViolation)
+        );
     }
 
     #[test]

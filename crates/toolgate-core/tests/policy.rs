@@ -86,7 +86,7 @@ fn pipeline(user_policy: Option<&str>, prepare: bool) -> Pipeline {
 fn decide(pipeline: &Pipeline, tool: &str, args: &str, surface: Surface) -> String {
     match pipeline.authorize_call(RawCall::text(tool, args, surface)) {
         Ok(_) => "ok".into(),
-        Err(stopped) => stopped.rejection.code.to_string(),
+        Err(stopped) => stopped.rejection.code().to_string(),
     }
 }
 
@@ -137,11 +137,11 @@ fn operator_policies_permit_and_forbid() {
             Surface::Chat,
         ))
         .unwrap_err();
-    assert_eq!(stopped.rejection.policies, ["no-secrets"]);
+    assert_eq!(stopped.rejection.policies(), ["no-secrets"]);
     assert!(
-        stopped.rejection.message.contains("`no-secrets`"),
+        stopped.rejection.message().contains("`no-secrets`"),
         "{}",
-        stopped.rejection.message
+        stopped.rejection.message()
     );
 }
 
@@ -181,20 +181,20 @@ fn sensitive_files_are_denied_by_a_named_rule_that_an_operator_can_replace() {
                     Surface::Cli,
                 ))
                 .unwrap_err();
-            assert_eq!(stopped.rejection.code, RejectCode::PolicyDenied, "{path}");
+            assert_eq!(stopped.rejection.code(), RejectCode::PolicyDenied, "{path}");
             // A write to git's config is also a write of a file that git runs later.
             let rules = if tool == "writer" && path == ".git/config" {
                 vec!["runs-later-git", rule]
             } else {
                 vec![rule]
             };
-            let mut named = stopped.rejection.policies.clone();
+            let mut named = stopped.rejection.policies().to_vec();
             named.sort_unstable();
             assert_eq!(named, rules, "{tool} {path}");
             assert!(
-                stopped.rejection.message.contains(&format!("`{rule}` (")),
+                stopped.rejection.message().contains(&format!("`{rule}` (")),
                 "the message names the rule and why: {}",
-                stopped.rejection.message
+                stopped.rejection.message()
             );
         }
     }
@@ -242,11 +242,11 @@ fn files_that_run_later_are_denied_to_writes_by_a_named_rule_an_operator_can_rep
         let stopped = p
             .authorize_call(RawCall::text("writer", args.clone(), Surface::Cli))
             .unwrap_err();
-        assert_eq!(stopped.rejection.policies, [rule], "{path}");
+        assert_eq!(stopped.rejection.policies(), [rule], "{path}");
         assert!(
-            stopped.rejection.message.contains(&format!("`{rule}` (")),
+            stopped.rejection.message().contains(&format!("`{rule}` (")),
             "the message names the rule and why: {}",
-            stopped.rejection.message
+            stopped.rejection.message()
         );
         // Reading one is no write; a command is guarded where it runs, not here.
         assert_eq!(decide(&p, "reader", &args, Surface::Cli), "ok", "{path}");
@@ -311,18 +311,18 @@ fn evaluation_errors_deny_even_when_a_permit_matches() {
     let stopped = p
         .authorize_call(RawCall::text("reader", "{}", Surface::Chat))
         .unwrap_err();
-    assert_eq!(stopped.rejection.code, RejectCode::PolicyDenied);
+    assert_eq!(stopped.rejection.code(), RejectCode::PolicyDenied);
     assert!(
-        stopped.rejection.message.contains(
+        stopped.rejection.message().contains(
             "policy evaluation failed, so the call is denied: policy `broken` (operator.cedar:2): "
         ),
         "{}",
-        stopped.rejection.message
+        stopped.rejection.message()
     );
     assert!(
-        stopped.rejection.message.contains("overflow"),
+        stopped.rejection.message().contains("overflow"),
         "{}",
-        stopped.rejection.message
+        stopped.rejection.message()
     );
     // Where the condition does not reach the overflow, the default permit stands.
     assert_eq!(decide(&p, "reader", "{}", Surface::Cli), "ok");
@@ -413,11 +413,11 @@ fn slices_decide_exactly_as_the_whole_set() {
                     let a = sliced
                         .authorize_call(call())
                         .map(|_| ())
-                        .map_err(|s| s.rejection.code);
+                        .map_err(|s| s.rejection.code());
                     let b = whole
                         .authorize_call(call())
                         .map(|_| ())
-                        .map_err(|s| s.rejection.code);
+                        .map_err(|s| s.rejection.code());
                     assert_eq!(a, b, "{tool} {surface} {actor} {profile}");
                 }
             }

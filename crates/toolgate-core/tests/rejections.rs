@@ -361,7 +361,7 @@ fn every_rejection_code_stops_before_the_executor() {
             .rejection()
             .unwrap_or_else(|| panic!("{} {} was not rejected: {outcome:?}", row.tool, row.args));
         assert_eq!(
-            (rejection.stage, rejection.code),
+            (rejection.stage(), rejection.code()),
             (row.stage, row.code),
             "{} {}: {rejection}",
             row.tool,
@@ -415,7 +415,7 @@ fn headless_approval_is_required_and_refused() {
     let outcome = pipeline.run(RawCall::text("write", r#"{"path": "a"}"#, Surface::Chat));
     let rejection = outcome.rejection().unwrap();
     assert_eq!(
-        (rejection.stage, rejection.code),
+        (rejection.stage(), rejection.code()),
         (Stage::Approve, RejectCode::ApprovalRequired)
     );
     assert!(!recorder.entered.load(Ordering::SeqCst));
@@ -587,7 +587,7 @@ fn grants_are_rechecked_immediately_before_execution() {
     );
     let outcome = pipeline.execute(revoked, &cx);
     assert_eq!(
-        outcome.rejection().unwrap().code,
+        outcome.rejection().unwrap().code(),
         RejectCode::ApprovalInvalid
     );
 
@@ -596,7 +596,7 @@ fn grants_are_rechecked_immediately_before_execution() {
     let outcome = pipeline.execute(authorized, &cx);
     let rejection = outcome.rejection().unwrap();
     assert_eq!(
-        (rejection.stage, rejection.code),
+        (rejection.stage(), rejection.code()),
         (Stage::Approve, RejectCode::ApprovalExpired)
     );
     assert!(!recorder.entered.load(Ordering::SeqCst));
@@ -616,10 +616,10 @@ fn misspelt_argument_hint_reaches_the_outcome() {
         Surface::Chat,
     ));
     let rejection = outcome.rejection().unwrap();
-    assert_eq!(rejection.code, RejectCode::UnknownArgument);
-    assert_eq!(rejection.hint.as_deref(), Some("did you mean `path`?"));
+    assert_eq!(rejection.code(), RejectCode::UnknownArgument);
+    assert_eq!(rejection.hint(), Some("did you mean `path`?"));
     assert_eq!(
-        rejection.details.len(),
+        rejection.details().len(),
         2,
         "unknown and missing are both reported"
     );
@@ -632,7 +632,7 @@ fn unknown_tool_hint_names_a_visible_tool() {
         .pipeline
         .run(RawCall::text("reed", "{}", Surface::Chat));
     assert_eq!(
-        outcome.rejection().unwrap().hint.as_deref(),
+        outcome.rejection().unwrap().hint(),
         Some("did you mean `read`?")
     );
 }

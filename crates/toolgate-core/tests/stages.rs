@@ -208,7 +208,7 @@ fn the_workspace_is_a_digest_in_evidence_and_in_policy_context() {
     let elsewhere = r#"@id("other-workspace") forbid (principal, action, resource) unless { context.workspace == "sha256:elsewhere" };"#;
     let p = pipeline(Arc::new(Witness::default()), Some(elsewhere));
     let outcome = p.run(RawCall::text("look", r#"{"path": "a"}"#, Surface::Chat));
-    assert_eq!(outcome.rejection().unwrap().policies, ["other-workspace"]);
+    assert_eq!(outcome.rejection().unwrap().policies(), ["other-workspace"]);
 }
 
 #[test]
@@ -500,30 +500,33 @@ fn durations_are_measured() {
     );
 }
 
+/// A registry of `look` alone, as `pipeline` registers it but described as `description`.
+fn registry_of_look(description: &str, witness: Arc<Witness>) -> Registry {
+    let schema = json!({"type": "object", "properties": {"path": {"type": "string"}}});
+    let mut entry = ToolEntry::new("look", "test");
+    entry.effect = Some(EffectClass::ReadOnly);
+    entry.limits = Limits {
+        timeout_ms: 1234,
+        default_timeout_ms: None,
+        max_output_bytes: 5678,
+        max_results: 9,
+    };
+    let mut builder = RegistryBuilder::new();
+    builder
+        .register(Descriptor::new("look", description, schema), entry, witness)
+        .unwrap();
+    builder.build().unwrap()
+}
+
 #[test]
 fn a_caller_may_narrow_what_resolves_never_widen_it_and_hears_of_approval_and_execution() {
     let witness = Arc::new(Witness::default());
     let p = pipeline(witness.clone(), None);
     let events = Mutex::new(Vec::new());
-    let only_look = |invocation: &Invocation, tool: Option<&Arc<Tool>>| {
-        if let Some(tool) = tool {
-            assert_eq!(
-                invocation.tool,
-                tool.entry().name,
-                "admit sees the resolved entry"
-            );
-        }
-        match invocation.tool.as_str() {
-            // Says nothing: the registry's answer stands.
-            "look" | "nothing" => Ok(()),
-            _ => Err(Rejection::new(
-                RejectCode::UnknownTool,
-                "not shown to this caller",
-            )),
-        }
-    };
+    // The caller was shown only `look`, as a registry that holds nothing else lists it.
+    let shown = Shown::of(&registry_of_look("t", witness.clone()), "default");
     let hooks = RunHooks {
-        admit: &only_look,
+        shown: Some(&shown),
         awaiting_approval: &|_| events.lock().unwrap().push("approval"),
         executing: &|| events.lock().unwrap().push("executing"),
         notices: None,
@@ -539,11 +542,11 @@ fn a_caller_may_narrow_what_resolves_never_widen_it_and_hears_of_approval_and_ex
     let refused = run("change");
     let rejection = refused.rejection().unwrap();
     assert_eq!(
-        (rejection.stage, rejection.code, rejection.message.as_str()),
+        (rejection.stage(), rejection.code(), rejection.message()),
         (
             Stage::Resolve,
             RejectCode::UnknownTool,
-            "not shown to this caller"
+            "no tool `change` in this session's tool list"
         )
     );
     assert_eq!(
@@ -555,16 +558,28 @@ fn a_caller_may_narrow_what_resolves_never_widen_it_and_hears_of_approval_and_ex
     assert!(witness.seen.lock().unwrap().is_none(), "never executed");
     assert!(events.lock().unwrap().is_empty());
 
-    // A name the registry refuses stays refused when admit lets it pass, with the registry's
-    // own words; admit may only put its own refusal in their place.
+    // A name neither shown nor registered is unknown, in the caller's words.
     let unknown = run("nothing");
     let rejection = unknown.rejection().unwrap();
-    assert_eq!(rejection.code, RejectCode::UnknownTool);
-    assert_ne!(rejection.message, "not shown to this caller");
-    let renamed = run("absent");
+    assert_eq!(rejection.code(), RejectCode::UnknownTool);
     assert_eq!(
-        renamed.rejection().unwrap().message,
-        "not shown to this caller"
+        rejection.message(),
+        "no tool `nothing` in this session's tool list"
+    );
+    // A tool shown as it was before it changed is stale: what the caller read of it no longer
+    // holds.
+    let before = Shown::of(&registry_of_look("as it was", witness.clone()), "default");
+    let stale = p.run_with(
+        RawCall::text("look", r#"{"path": "a"}"#, Surface::Chat),
+        Cancel::new(),
+        &RunHooks {
+            shown: Some(&before),
+            ..RunHooks::default()
+        },
+    );
+    assert_eq!(
+        stale.rejection().map(|r| (r.stage(), r.code())),
+        Some((Stage::Resolve, RejectCode::StaleDescriptor))
     );
 
     let looked = run("look");
@@ -659,8 +674,8 @@ fn a_waiting_broker_sees_the_call_cancelled() {
     cancelled.cancel();
     let outcome = run.join().unwrap();
     let rejection = outcome.rejection().unwrap();
-    assert_eq!(rejection.code, RejectCode::ApprovalRequired);
-    assert!(rejection.message.contains("cancelled"), "{rejection:?}");
+    assert_eq!(rejection.code(), RejectCode::ApprovalRequired);
+    assert!(rejection.message().contains("cancelled"), "{rejection:?}");
     let seen = broker.seen.lock().unwrap();
     assert_eq!(seen[0].approval_mode, ApprovalMode::EachCall);
     assert_eq!(
@@ -679,6 +694,6 @@ fn an_unanswered_request_that_ran_out_of_time_is_approval_expired() {
     let (p, _) = waiting_pipeline(true);
     let outcome = p.run(RawCall::text("run", r#"{"path": "a"}"#, Surface::Chat));
     let rejection = outcome.rejection().unwrap();
-    assert_eq!(rejection.code, RejectCode::ApprovalExpired);
-    assert!(rejection.message.contains("within 1 s"), "{rejection:?}");
+    assert_eq!(rejection.code(), RejectCode::ApprovalExpired);
+    assert!(rejection.message().contains("within 1 s"), "{rejection:?}");
 }

@@ -170,15 +170,15 @@ fn arguments_the_schema_admits_but_the_type_refuses_stop_at_stage_3() {
     ] {
         let outcome = run(&pipeline, arguments.clone());
         let rejection = outcome.rejection().expect("rejected");
-        assert_eq!(rejection.stage, Stage::Validate, "{arguments}");
-        assert_eq!(rejection.code, code, "{arguments}: {rejection}");
-        assert_eq!(rejection.details[0].pointer, pointer, "{arguments}");
+        assert_eq!(rejection.stage(), Stage::Validate, "{arguments}");
+        assert_eq!(rejection.code(), code, "{arguments}: {rejection}");
+        assert_eq!(rejection.details()[0].pointer, pointer, "{arguments}");
         assert!(
-            rejection.details[0]
+            rejection.details()[0]
                 .message
                 .starts_with("the arguments do not fit this tool"),
             "{}",
-            rejection.details[0].message
+            rejection.details()[0].message
         );
         // Nothing the type refused reached the tool's own checks, let alone its plan.
         assert_eq!(outcome.evidence().resources, Vec::<String>::new());
@@ -188,7 +188,7 @@ fn arguments_the_schema_admits_but_the_type_refuses_stop_at_stage_3() {
     // The tool's own check still runs on what parses, and still rejects at stage 3.
     let outcome = run(&pipeline, json!({"path": "/etc/passwd"}));
     assert_eq!(
-        outcome.rejection().map(|r| r.code),
+        outcome.rejection().map(|r| r.code()),
         Some(RejectCode::PathOutsideWorkspace)
     );
     assert_eq!(counter.checked.load(Ordering::SeqCst), 1);

@@ -89,10 +89,10 @@ impl Refusal {
             executed: status != Ended::Rejected
                 && outcome.evidence().durations_ns.contains_key("execute"),
             rejection: outcome.rejection().map(|rejection| RefusalRejection {
-                stage: rejection.stage,
-                code: rejection.code,
-                message: rejection.message.clone(),
-                hint: rejection.hint.clone(),
+                stage: rejection.stage(),
+                code: rejection.code(),
+                message: rejection.message().to_owned(),
+                hint: rejection.hint().map(str::to_owned),
             }),
             error: match outcome.rejection() {
                 Some(_) => None,
@@ -193,9 +193,11 @@ fn explain_rejection(text: &mut String, rejection: &Rejection) {
     let _ = write!(
         text,
         "toolgate rejected this call at the {} stage ({}); nothing ran.\n{}",
-        rejection.stage, rejection.code, rejection.message
+        rejection.stage(),
+        rejection.code(),
+        rejection.message()
     );
-    if let Some(hint) = &rejection.hint {
+    if let Some(hint) = rejection.hint() {
         let _ = write!(text, "\nHint: {hint}");
     }
 }

@@ -23,11 +23,7 @@ use rmcp::model::{
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
-use toolgate_core::hint::{did_you_mean, hint_for};
-use toolgate_core::{
-    EffectClass, Invocation, Pipeline, RawArguments, RawCall, Registry, RejectCode, Rejection,
-    Status, Surface, Tool,
-};
+use toolgate_core::{EffectClass, Pipeline, RawArguments, RawCall, Shown, Status, Surface, Tool};
 
 use crate::auth::Principal;
 use crate::elicit::{self, Parked};
@@ -195,9 +191,7 @@ impl SessionState {
             request_id: Some(request_id),
             client: Some(self.client_claim(client)),
         };
-        Running::start(pipeline, raw, move |invocation, tool| {
-            shown.admit(invocation, tool)
-        })
+        Running::start(pipeline, raw, shown)
     }
 
     /// What the session may call: its last listing, or what was visible when it began.
@@ -318,7 +312,7 @@ impl ServerHandler for Session {
         }
         let principal = self.state.principal(&context)?;
         let listed = self.state.list(&self.state.gateway.pipeline(), &principal);
-        let tools = listed.tools.iter().map(|tool| mcp_tool(tool)).collect();
+        let tools = listed.tools().map(|tool| mcp_tool(tool)).collect();
         // The list depends on the session's principal: rmcp marks it private, uncached, for
         // clients of the revisions that have cache hints.
         Ok(ListToolsResult::with_all_items(tools))
@@ -541,108 +535,6 @@ fn request_extension<T: Clone + Send + Sync + 'static>(
             .get::<http::request::Parts>()
             .and_then(|parts| parts.extensions.get::<T>().cloned())
     })
-}
-
-/// The tools a session was shown, in registry order, one entry per name.
-#[derive(Debug, Default)]
-pub(crate) struct Shown {
-    tools: Vec<Arc<Tool>>,
-}
-
-impl Shown {
-    /// The tools visible in `profile`; where several versions of a name are visible, the
-    /// newest.
-    pub(crate) fn of(registry: &Registry, profile: &str) -> Shown {
-        let mut tools: Vec<Arc<Tool>> = Vec::new();
-        for tool in registry.visible(profile) {
-            match tools
-                .iter_mut()
-                .find(|t| t.entry().name == tool.entry().name)
-            {
-                Some(listed) if listed.entry().version < tool.entry().version => {
-                    *listed = Arc::clone(tool);
-                }
-                Some(_) => {}
-                None => tools.push(Arc::clone(tool)),
-            }
-        }
-        Shown { tools }
-    }
-
-    fn get(&self, name: &str) -> Option<&Arc<Tool>> {
-        self.tools.iter().find(|t| t.entry().name == name)
-    }
-
-    /// Stage 2's further condition for this session (see [`toolgate_core::Admit`]): a tool
-    /// the session was not shown is unknown to it, whatever the registry holds; one whose entry
-    /// changed since it was shown is stale. A tool hidden since, disabled or unavailable the
-    /// registry refuses with its own code.
-    pub(crate) fn admit(
-        &self,
-        invocation: &Invocation,
-        resolved: Option<&Arc<Tool>>,
-    ) -> Result<(), Rejection> {
-        let name = invocation.tool.as_str();
-        let Some(listed) = self.get(name) else {
-            let hint = if resolved.is_some() {
-                // The registry resolved it in this profile, so it became visible after the
-                // session's listing.
-                Some(format!(
-                    "`{name}` became available after this session last listed its tools; list them again (tools/list) before calling it"
-                ))
-            } else {
-                let names = self.tools.iter().map(|t| t.entry().name.as_str());
-                hint_for(did_you_mean(name, names.clone())).or_else(|| {
-                    let names: Vec<String> = names.map(|n| format!("`{n}`")).collect();
-                    Some(if names.is_empty() {
-                        "this session has no tools".to_owned()
-                    } else {
-                        format!("available tools: {}", names.join(", "))
-                    })
-                })
-            };
-            return Err(Rejection::new(
-                RejectCode::UnknownTool,
-                format!("no tool `{name}` in this session's tool list"),
-            )
-            .with_hint(hint));
-        };
-        let Some(resolved) = resolved else {
-            return Ok(());
-        };
-        if let Some(major) = invocation.version
-            && major != listed.entry().version.major
-        {
-            return Err(Rejection::new(
-                RejectCode::VersionIncompatible,
-                format!(
-                    "this session was shown `{name}` version {}, not major version {major}",
-                    listed.entry().version
-                ),
-            )
-            .with_hint(Some(format!("call it as `{name}`"))));
-        }
-        if same_entry(listed, resolved) {
-            Ok(())
-        } else {
-            Err(Rejection::new(
-                RejectCode::StaleDescriptor,
-                format!("tool `{name}` changed since this session listed it"),
-            )
-            .with_hint(Some(
-                "list the tools again (tools/list) and read its description and schema".into(),
-            )))
-        }
-    }
-}
-
-/// The same tool as far as a model can tell: same version, descriptor and description.
-fn same_entry(a: &Arc<Tool>, b: &Arc<Tool>) -> bool {
-    Arc::ptr_eq(a, b)
-        || (a.entry().name == b.entry().name
-            && a.entry().version == b.entry().version
-            && a.digest() == b.digest()
-            && a.description() == b.description())
 }
 
 /// A registry entry as an MCP tool. Annotations come from the operator's effect class, never

@@ -17,8 +17,7 @@ use rmcp::service::{Peer, PeerRequestOptions};
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 use toolgate_core::{
-    Admit, Decided, Invocation, Notice, NoticeSink, Outcome, Permitted, Pipeline, RawCall,
-    Rejection, RunHooks, Tool,
+    Decided, Notice, NoticeSink, Outcome, Permitted, Pipeline, RawCall, RunHooks, Shown,
 };
 
 use crate::elicit::{self, ApprovalDesk, Cancel};
@@ -75,8 +74,8 @@ enum Step {
 }
 
 impl Running {
-    /// Starts `raw`: the pipeline's own run, stages 1 to 8, with `admit` as the session's
-    /// further condition in stage 2.
+    /// Starts `raw`: the pipeline's own run, stages 1 to 8, stage 2 judging by the tools the
+    /// session was `shown`.
     ///
     /// A call of a tool whose executor is brief (a bounded read of one file) or forwards its
     /// calls (an upstream's tool) is decided here, where its request arrived. When it only
@@ -84,11 +83,7 @@ impl Running {
     /// one waits for its answer as a task: handing a call to another thread and back costs
     /// more than a call of some microseconds, and a thread parked on another process's answer
     /// costs two hand-offs more. Every other call runs on a blocking thread, watched.
-    pub(crate) fn start(
-        pipeline: Arc<Pipeline>,
-        raw: RawCall,
-        admit: impl Fn(&Invocation, Option<&Arc<Tool>>) -> Result<(), Rejection> + Send + 'static,
-    ) -> Running {
+    pub(crate) fn start(pipeline: Arc<Pipeline>, raw: RawCall, shown: Arc<Shown>) -> Running {
         let cancelled = toolgate_core::Cancel::new();
         let (phase_tx, phase) = watch::channel(Phase::Deciding);
         // Core limits each call's notices (ten a second), so this channel stays short.
@@ -98,17 +93,17 @@ impl Running {
             let _ = notice_tx.send(notice);
         });
         let step = if pipeline.decides_on_arrival(&raw.tool) {
-            match pipeline.decide(raw, &admit) {
+            match pipeline.decide(raw, Some(&shown)) {
                 Decided::Ended(outcome) => Err(Task::Ended(Some(Box::new(outcome)))),
                 Decided::Permitted(permitted) if permitted.ends_soon() => {
                     let step = Step::Rest(Box::new(permitted));
                     let sink = Arc::clone(&sink);
                     let outcome =
-                        run_call(&pipeline, &admit, step, cancelled.clone(), &phase_tx, sink);
+                        run_call(&pipeline, &shown, step, cancelled.clone(), &phase_tx, sink);
                     Err(Task::Ended(Some(Box::new(outcome))))
                 }
                 Decided::Permitted(permitted) => {
-                    let forwarded = with_hooks(&admit, &phase_tx, Arc::clone(&sink), |hooks| {
+                    let forwarded = with_hooks(&shown, &phase_tx, Arc::clone(&sink), |hooks| {
                         pipeline.forward(permitted, cancelled.clone(), hooks)
                     });
                     match forwarded {
@@ -126,7 +121,7 @@ impl Running {
             Err(task) => task,
             Ok(step) => Task::Spawned(tokio::task::spawn_blocking({
                 let cancelled = cancelled.clone();
-                move || run_call(&pipeline, &admit, step, cancelled, &phase_tx, sink)
+                move || run_call(&pipeline, &shown, step, cancelled, &phase_tx, sink)
             })),
         };
         Running {
@@ -176,33 +171,33 @@ impl Cancel for Running {
     }
 }
 
-/// What is left of one call, to its end: the pipeline's own run, with `admit` in stage 2,
+/// What is left of one call, to its end: the pipeline's own run, stage 2 judging by `shown`,
 /// `phase` told when the call waits for a person or runs, and what the executor reports
 /// (already redacted and limited) sent to `notices`.
 fn run_call(
     pipeline: &Pipeline,
-    admit: &Admit<'_>,
+    shown: &Shown,
     step: Step,
     cancelled: toolgate_core::Cancel,
     phase: &watch::Sender<Phase>,
     notices: NoticeSink,
 ) -> Outcome {
-    with_hooks(admit, phase, notices, |hooks| match step {
+    with_hooks(shown, phase, notices, |hooks| match step {
         Step::Whole(raw) => pipeline.run_with(raw, cancelled, hooks),
         Step::Rest(permitted) => pipeline.finish(*permitted, cancelled, hooks),
     })
 }
 
-/// `f` given the pipeline's hooks for one call: `admit` in stage 2, `phase` told when the call
+/// `f` given the pipeline's hooks for one call: what the session was `shown`, for stage 2, `phase` told when the call
 /// waits for a person or runs, and what the executor reports sent to `notices`.
 fn with_hooks<R>(
-    admit: &Admit<'_>,
+    shown: &Shown,
     phase: &watch::Sender<Phase>,
     notices: NoticeSink,
     f: impl FnOnce(&RunHooks) -> R,
 ) -> R {
     f(&RunHooks {
-        admit,
+        shown: Some(shown),
         awaiting_approval: &|call_id| {
             phase.send_replace(Phase::AwaitingApproval(call_id.into()));
         },

@@ -232,7 +232,7 @@ fn check_row(row: &Value, pipelines: &[(&str, Pipeline)], ws: &str) {
                 .rejection()
                 .unwrap_or_else(|| panic!("{name}: not rejected: {outcome:?}"));
             assert_eq!(
-                (rejection.stage.as_str(), rejection.code.as_str()),
+                (rejection.stage().as_str(), rejection.code().as_str()),
                 (row["stage"].as_str().unwrap(), code.unwrap()),
                 "{name}: {rejection}"
             );
@@ -643,12 +643,12 @@ fn an_npm_project_runs_its_own_test_script() {
     let outcome = call(&pipeline, "run_script", &json!({"script": "lint"}));
     let rejection = outcome.rejection().unwrap();
     assert_eq!(
-        (rejection.stage, rejection.code),
+        (rejection.stage(), rejection.code()),
         (Stage::Validate, RejectCode::ConstraintViolation)
     );
-    let hint = rejection.hint.clone().unwrap_or_default();
+    let hint = rejection.hint().unwrap_or_default();
     assert!(
-        rejection.message.contains("`lint`")
+        rejection.message().contains("`lint`")
             && hint.contains("`test` (package.json: `/bin/sh -c node -e"),
         "{rejection:?} {hint}"
     );
@@ -853,13 +853,13 @@ fn a_make_target_shows_its_rules_and_an_unreliable_makefile_is_refused_with_its_
         &json!({"script": "build"}),
     );
     let rejection = outcome.rejection().unwrap();
-    assert_eq!(rejection.code, RejectCode::ConstraintViolation);
+    assert_eq!(rejection.code(), RejectCode::ConstraintViolation);
     assert!(
         rejection
-            .message
+            .message()
             .contains("`Makefile` line 3: an assignment to `SHELL`"),
         "{}",
-        rejection.message
+        rejection.message()
     );
     assert_eq!(broker.requests().len(), 1);
 }

@@ -477,8 +477,8 @@ fn paths_that_leave_the_workspace_are_rejected_before_anything_runs() {
         let rejection = outcome
             .rejection()
             .unwrap_or_else(|| panic!("{path}: not rejected"));
-        assert_eq!(rejection.stage, Stage::Validate, "{path}");
-        assert_eq!(rejection.code, RejectCode::PathOutsideWorkspace, "{path}");
+        assert_eq!(rejection.stage(), Stage::Validate, "{path}");
+        assert_eq!(rejection.code(), RejectCode::PathOutsideWorkspace, "{path}");
         assert!(
             !outcome.evidence().durations_ns.contains_key("execute"),
             "{path}"
@@ -812,7 +812,7 @@ fn a_tracked_state_directory_is_withheld_from_status_and_diff() {
         Surface::Chat,
     ));
     assert_eq!(
-        outcome.rejection().unwrap().policies,
+        outcome.rejection().unwrap().policies(),
         ["sensitive-toolgate-config"]
     );
 }

@@ -210,7 +210,7 @@ fn read_file_is_brief_up_to_64_kib() {
             json!({"path": path}).to_string(),
             Surface::Chat,
         );
-        match fx.pipeline.decide(raw, &|_, _| Ok(())) {
+        match fx.pipeline.decide(raw, None) {
             Decided::Permitted(permitted) => permitted,
             Decided::Ended(outcome) => panic!("{path}: {}", outcome.summary()),
         }
@@ -560,13 +560,13 @@ fn search_text_rejects_bad_patterns_and_globs_before_running() {
         "search_text",
         json!({"pattern": "(unclosed", "regex": true}),
     );
-    assert_eq!(rejection.code, RejectCode::ConstraintViolation);
-    assert_eq!(rejection.stage, Stage::Validate);
-    assert_eq!(rejection.details[0].pointer, "/pattern");
+    assert_eq!(rejection.code(), RejectCode::ConstraintViolation);
+    assert_eq!(rejection.stage(), Stage::Validate);
+    assert_eq!(rejection.details()[0].pointer, "/pattern");
 
     let rejection = fx.rejection("search_text", json!({"pattern": "a", "glob": "[unclosed"}));
-    assert_eq!(rejection.code, RejectCode::ConstraintViolation);
-    assert_eq!(rejection.details[0].pointer, "/glob");
+    assert_eq!(rejection.code(), RejectCode::ConstraintViolation);
+    assert_eq!(rejection.details()[0].pointer, "/glob");
 }
 
 // Sensitive directories
@@ -715,7 +715,7 @@ fn a_state_directory_in_the_workspace_is_pruned_from_every_listing_and_search() 
             Surface::Chat,
         ));
         assert_eq!(
-            outcome.rejection().map(|r| r.policies.clone()),
+            outcome.rejection().map(|r| r.policies().to_vec()),
             Some(vec!["sensitive-toolgate-config".to_owned()]),
             "{tool} {path}"
         );
@@ -747,7 +747,7 @@ fn a_link_to_a_sensitive_file_is_listed_as_one_and_never_searched() {
     );
     assert_eq!(paths(&through["matches"]), ["docs/guide.md"]);
     let rejection = fx.rejection("read_file", json!({"path": "env_link"}));
-    assert_eq!(rejection.policies, ["sensitive-dotenv"]);
+    assert_eq!(rejection.policies(), ["sensitive-dotenv"]);
 }
 
 // Hostile paths
@@ -795,16 +795,16 @@ fn hostile_paths_are_rejected_at_validate_for_every_tool() {
         for path in outside {
             let rejection = fx.rejection(tool, arguments(path));
             assert_eq!(
-                (rejection.stage, rejection.code),
+                (rejection.stage(), rejection.code()),
                 (Stage::Validate, RejectCode::PathOutsideWorkspace),
                 "{tool} `{path}`: {rejection}"
             );
-            assert_eq!(rejection.details[0].pointer, "/path");
+            assert_eq!(rejection.details()[0].pointer, "/path");
         }
         for path in invalid {
             let rejection = fx.rejection(tool, arguments(path));
             assert_eq!(
-                (rejection.stage, rejection.code),
+                (rejection.stage(), rejection.code()),
                 (Stage::Validate, RejectCode::ConstraintViolation),
                 "{tool} `{}`: {rejection}",
                 path.escape_debug()
@@ -818,13 +818,13 @@ fn a_symlink_escape_is_explained() {
     let fx = Fixture::new();
     let rejection = fx.rejection("read_file", json!({"path": "dir_out/secret.txt"}));
     assert!(
-        rejection.message.contains("`dir_out` is a symbolic link"),
+        rejection.message().contains("`dir_out` is a symbolic link"),
         "{}",
-        rejection.message
+        rejection.message()
     );
     assert!(
         rejection
-            .hint
+            .hint()
             .unwrap()
             .contains("relative to the workspace root")
     );
@@ -834,9 +834,9 @@ fn a_symlink_escape_is_explained() {
 fn a_misspelt_argument_gets_a_suggestion() {
     let fx = Fixture::new();
     let rejection = fx.rejection("read_file", json!({"file_path": "small.txt"}));
-    assert_eq!(rejection.code, RejectCode::UnknownArgument);
-    assert_eq!(rejection.stage, Stage::Validate);
-    assert_eq!(rejection.hint.as_deref(), Some("did you mean `path`?"));
+    assert_eq!(rejection.code(), RejectCode::UnknownArgument);
+    assert_eq!(rejection.stage(), Stage::Validate);
+    assert_eq!(rejection.hint(), Some("did you mean `path`?"));
 }
 
 #[test]
@@ -852,7 +852,7 @@ fn out_of_range_arguments_are_rejected_by_the_schema() {
     ] {
         let rejection = fx.rejection(tool, arguments.clone());
         assert_eq!(
-            rejection.code,
+            rejection.code(),
             RejectCode::ConstraintViolation,
             "{tool} {arguments}"
         );

@@ -137,7 +137,7 @@ fn rejected(outcome: &Outcome) -> (Stage, RejectCode) {
         .rejection()
         .unwrap_or_else(|| panic!("not rejected: {outcome:?}"));
     assert!(!outcome.evidence().durations_ns.contains_key("execute"));
-    (rejection.stage, rejection.code)
+    (rejection.stage(), rejection.code())
 }
 
 fn failed(outcome: &Outcome) -> &str {
@@ -199,7 +199,7 @@ fn replacing_needs_the_digest_of_what_was_read_and_a_stale_one_changes_nothing()
     );
     let rejection = missing.rejection().unwrap();
     assert!(
-        rejection.hint.clone().unwrap().contains("read_file"),
+        rejection.hint().unwrap().contains("read_file"),
         "the hint says how to get a digest"
     );
 
@@ -297,7 +297,7 @@ fn an_edit_that_matches_zero_or_several_times_names_the_edit_and_the_count() {
     );
     let rejection = outcome.rejection().unwrap();
     let details: Vec<(&str, &str)> = rejection
-        .details
+        .details()
         .iter()
         .map(|d| (d.pointer.as_str(), d.message.as_str()))
         .collect();
@@ -461,7 +461,7 @@ fn sensitive_files_are_denied_by_their_rule() {
             (Stage::Authorize, RejectCode::PolicyDenied),
             "{path}"
         );
-        let mut named = outcome.rejection().unwrap().policies.clone();
+        let mut named = outcome.rejection().unwrap().policies().to_vec();
         named.sort_unstable();
         assert_eq!(named, rules, "{path}");
         assert!(!s.ws.join(path).exists(), "{path}");
@@ -536,7 +536,7 @@ fn the_approval_is_bound_to_the_diff_and_the_pre_image() {
     let cx = ExecContext::new(Duration::from_secs(5), Cancel::new());
     let refused = s.pipeline.execute(a, &cx);
     assert_eq!(
-        refused.rejection().unwrap().code,
+        refused.rejection().unwrap().code(),
         RejectCode::ApprovalInvalid
     );
     let ran = s.pipeline.execute(b, &cx);

@@ -294,13 +294,13 @@ fn a_pinned_schema_that_does_not_compile_makes_the_tool_unavailable() {
     };
     let outcome = call("bad", "{}");
     let rejection = outcome.rejection().unwrap();
-    assert_eq!(rejection.code, toolgate_core::RejectCode::Unavailable);
+    assert_eq!(rejection.code(), toolgate_core::RejectCode::Unavailable);
     assert!(
         rejection
-            .message
+            .message()
             .contains("pinned input schema does not compile"),
         "{}",
-        rejection.message
+        rejection.message()
     );
     let outcome = call("good", r#"{"text": "hi"}"#);
     assert_eq!(outcome.error().unwrap().code, "upstream_unavailable");

@@ -59,7 +59,7 @@ fn hostile_corpus_through_the_library() {
                     .rejection()
                     .unwrap_or_else(|| panic!("{name}: not rejected: {outcome:?}"));
                 assert_eq!(
-                    (rejection.stage.as_str(), rejection.code.as_str()),
+                    (rejection.stage().as_str(), rejection.code().as_str()),
                     (row.stage.as_deref().unwrap(), row.code.as_str()),
                     "{name}: {rejection}"
                 );

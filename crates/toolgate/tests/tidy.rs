@@ -562,3 +562,96 @@ fn every_spawn_of_toolgate_has_a_home_of_its_own() {
         );
     }
 }
+
+/// A source text up to its unit tests, without its comments.
+fn non_test_code(text: &str) -> String {
+    let end = text.find("#[cfg(test)]").unwrap_or(text.len());
+    text[..end]
+        .lines()
+        .map(|line| line.split("//").next().unwrap_or(""))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Every `RejectCode` is issued by exactly one module of toolgate-core, the one of its stage
+/// (`pipeline/<stage>.rs`), so that where any refusal is decided is one hop from its code: a
+/// code other than a field error's is named, outside its tests, only there (and where the enum
+/// is defined); a field error's code is found by any check stage 3 runs (the schema, a tool's
+/// own), and only stage 3 makes a rejection of field errors. No other module of any crate, no
+/// transport, makes a rejection at all.
+#[test]
+fn every_reject_code_is_issued_by_the_one_module_of_its_stage() {
+    use toolgate_core::{RejectCode, Stage};
+    let crates = root().join("crates");
+    let mut sources = Vec::new();
+    for entry in fs::read_dir(&crates).unwrap() {
+        let src = entry.unwrap().path().join("src");
+        if src.is_dir() {
+            rust_files(&src, &mut sources);
+        }
+    }
+    let core_src = crates.join("toolgate-core/src");
+    let module_of = |code: RejectCode| format!("pipeline/{}.rs", code.stage());
+    let stage_modules: BTreeSet<String> = RejectCode::ALL.iter().map(|&c| module_of(c)).collect();
+    let mut found = Vec::new();
+    let mut named_in_own_module = BTreeSet::new();
+    for file in &sources {
+        let in_core = file
+            .strip_prefix(&core_src)
+            .ok()
+            .map(|p| p.display().to_string());
+        let shown = file.strip_prefix(root()).unwrap().display().to_string();
+        if in_core.as_deref() == Some("rejection.rs") {
+            continue;
+        }
+        let code = non_test_code(&fs::read_to_string(file).unwrap());
+        let is_stage_module = in_core.as_ref().is_some_and(|m| stage_modules.contains(m));
+        if code.contains("Rejection::new(") && !is_stage_module {
+            found.push(format!(
+                "{shown}: makes a rejection outside the stage modules"
+            ));
+        }
+        let from_fields = code.contains("from_field_errors(");
+        if from_fields && in_core.as_deref() != Some("pipeline/validate.rs") {
+            found.push(format!(
+                "{shown}: makes a rejection of field errors outside stage 3"
+            ));
+        }
+        for reject in RejectCode::ALL {
+            let name = format!("RejectCode::{reject:?}");
+            let named = code.match_indices(&name).any(|(at, _)| {
+                !code[at + name.len()..]
+                    .chars()
+                    .next()
+                    .is_some_and(|c| c.is_alphanumeric() || c == '_')
+            });
+            if !named {
+                continue;
+            }
+            if in_core.as_deref() == Some(module_of(reject).as_str()) {
+                named_in_own_module.insert(reject);
+            } else if reject.stage() != Stage::Validate {
+                found.push(format!(
+                    "{shown}: names `{reject}`, which only {} issues",
+                    module_of(reject)
+                ));
+            }
+        }
+    }
+    for reject in RejectCode::ALL {
+        let module = module_of(reject);
+        assert!(
+            core_src.join(&module).is_file(),
+            "`{reject}` is issued at stage {}, which has no module {module}",
+            reject.stage()
+        );
+        if reject.stage() != Stage::Validate && !named_in_own_module.contains(&reject) {
+            found.push(format!("{module}: never issues `{reject}`"));
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "each reject code is issued by its stage's module in toolgate-core/src/pipeline:\n{}",
+        found.join("\n")
+    );
+}

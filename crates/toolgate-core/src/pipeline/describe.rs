@@ -51,7 +51,7 @@ impl Pipeline {
         let said = match &mut ended {
             Ended::Done(output) => redact_value(output),
             Ended::Failed(error) => redact_string(&mut error.message),
-            Ended::Refused(rejection) => redact_rejection(rejection),
+            Ended::Refused(rejection) => rejection.redact(),
         };
         let redactions = said
             + unknowns.iter_mut().map(redact_string).sum::<usize>()
@@ -137,19 +137,6 @@ fn too_large(bytes: usize, limit: usize) -> Ended {
         crate::outcome::ToolErrorCode::OutputTooLarge,
         format!("the tool's output is {bytes} bytes; the limit is {limit}"),
     ))
-}
-
-/// Replaces secrets in everything a rejection says; the number replaced.
-fn redact_rejection(rejection: &mut Rejection) -> usize {
-    redact_string(&mut rejection.message)
-        + rejection.hint.as_mut().map_or(0, redact_string)
-        + rejection
-            .details
-            .iter_mut()
-            .map(|detail| {
-                redact_string(&mut detail.message) + detail.hint.as_mut().map_or(0, redact_string)
-            })
-            .sum::<usize>()
 }
 
 fn nanos(d: Duration) -> u64 {

@@ -7,9 +7,9 @@ impl Pipeline {
     /// decided, for `toolgate explain`.
     pub fn explain(&self, raw: RawCall) -> Vec<StageReport> {
         let mut reports = Vec::new();
-        match self.through_policy(raw, &|_, _| Ok(()), Some(&mut reports)) {
+        match self.through_policy(raw, None, Some(&mut reports)) {
             Err(stopped) => reports.push(StageReport {
-                stage: stopped.rejection.stage,
+                stage: stopped.rejection.stage(),
                 decision: "reject",
                 detail: stopped.rejection.to_string(),
             }),

@@ -30,7 +30,7 @@ use crate::approval::{
 };
 use crate::cancel::Cancel;
 use crate::canonical::{Digest, canonical_json, json_len, sha256_digest};
-use crate::invocation::{Invocation, NormalizeBounds, RawCall, Surface, normalize};
+use crate::invocation::{Invocation, NormalizeBounds, RawCall, Surface};
 use crate::notice::{Notice, NoticeSink, Notices};
 use crate::outcome::{Evidence, Outcome, ToolError, ToolOutput};
 use crate::policy::{NetworkRequest, PolicyContext, PolicyEngine};
@@ -40,14 +40,21 @@ use crate::registry::{ApprovalMode, EffectClass, Limits, Registry, Tool};
 use crate::rejection::{RejectCode, Rejection, Stage};
 use crate::sensitive::Sensitivity;
 
+mod approve;
+mod authorize;
+mod classify;
 mod describe;
-mod executor;
+mod execute;
 mod explain;
+pub(crate) mod normalize;
+pub(crate) mod resolve;
 mod resource;
 mod stages;
 mod typed;
+mod validate;
 
-pub use executor::Forwarding;
+pub use execute::Forwarding;
+pub use resolve::Shown;
 pub use resource::Resource;
 pub use typed::{Parsed, Planned, TypedExecutor};
 
@@ -500,20 +507,13 @@ pub struct StageReport {
     pub detail: String,
 }
 
-/// A caller's further condition on stage 2: given the entry the registry resolved (`None` when
-/// the registry refused the call), `Ok` to let the registry's answer stand, or its own
-/// rejection. It can turn an entry into a refusal, or say *why* a name is refused (an MCP
-/// session answers `unknown_tool` for a tool it never showed rather than reveal that the tool
-/// exists in another profile), but it can never make a refused call resolve.
-pub type Admit<'a> = dyn Fn(&Invocation, Option<&Arc<Tool>>) -> Result<(), Rejection> + 'a;
-
-/// What a transport adds to a run without changing its stages: a further condition on the
-/// entry resolved ([`Pipeline::resolve_within`]), and word of when the call starts waiting
+/// What a transport adds to a run without changing its stages: the tools its caller was
+/// shown, which stage 2 judges by ([`Pipeline::resolve_within`]), and word of when the call starts waiting
 /// for a person (with the call's id, which its [`ApprovalRequest`] carries too; never for a
 /// call a standing grant covers, nor under a broker that can never grant) and when it starts executing (for progress reports, and to
 /// ask a person on another channel).
 pub struct RunHooks<'a> {
-    pub admit: &'a Admit<'a>,
+    pub shown: Option<&'a Shown>,
     pub awaiting_approval: &'a (dyn Fn(&str) + 'a),
     pub executing: &'a (dyn Fn() + 'a),
     /// Where the executor's progress and log notices go (see [`ExecContext::notify`]).
@@ -523,7 +523,7 @@ pub struct RunHooks<'a> {
 impl Default for RunHooks<'_> {
     fn default() -> Self {
         RunHooks {
-            admit: &|_, _| Ok(()),
+            shown: None,
             awaiting_approval: &|_| {},
             executing: &|| {},
             notices: None,
@@ -538,7 +538,10 @@ impl std::fmt::Debug for RunHooks<'_> {
 }
 
 /// The pipeline for one workspace.
-#[derive(Debug, Clone)]
+///
+/// A clone, or the pipeline a builder method returns, is another pipeline, with an id of its
+/// own: a stage value one pipeline began is refused by every stage of any other.
+#[derive(Debug)]
 pub struct Pipeline {
     registry: Arc<Registry>,
     policy: Arc<PolicyEngine>,
@@ -558,6 +561,27 @@ pub struct Pipeline {
 /// that checked them.
 static PIPELINES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
+fn next_pipeline() -> u64 {
+    PIPELINES.fetch_add(1, Ordering::Relaxed)
+}
+
+impl Clone for Pipeline {
+    fn clone(&self) -> Self {
+        Pipeline {
+            registry: Arc::clone(&self.registry),
+            policy: Arc::clone(&self.policy),
+            broker: Arc::clone(&self.broker),
+            workspace: self.workspace.clone(),
+            bounds: self.bounds,
+            sensitivity: Arc::clone(&self.sensitivity),
+            recorders: self.recorders.clone(),
+            grants: Arc::clone(&self.grants),
+            grant_times: self.grant_times,
+            id: next_pipeline(),
+        }
+    }
+}
+
 impl Pipeline {
     pub fn new(
         registry: Arc<Registry>,
@@ -575,24 +599,29 @@ impl Pipeline {
             recorders: Vec::new(),
             grants: Arc::default(),
             grant_times: GrantTimes::default(),
-            id: PIPELINES.fetch_add(1, Ordering::Relaxed),
+            id: next_pipeline(),
         }
+    }
+
+    /// The same pipeline, changed by `change`, under an id of its own.
+    fn changed(mut self, change: impl FnOnce(&mut Pipeline)) -> Self {
+        change(&mut self);
+        self.id = next_pipeline();
+        self
     }
 
     /// The same pipeline, issuing and redeeming grants in `grants`: a ledger shared with the
     /// approval console, which lists and revokes standing grants, and with the pipelines that
     /// replace this one, so that what a person allowed stands across them.
     #[must_use]
-    pub fn with_grants(mut self, grants: Arc<GrantLedger>) -> Self {
-        self.grants = grants;
-        self
+    pub fn with_grants(self, grants: Arc<GrantLedger>) -> Self {
+        self.changed(|p| p.grants = grants)
     }
 
     /// The same pipeline, issuing grants for `times`.
     #[must_use]
-    pub fn with_grant_times(mut self, times: GrantTimes) -> Self {
-        self.grant_times = times;
-        self
+    pub fn with_grant_times(self, times: GrantTimes) -> Self {
+        self.changed(|p| p.grant_times = times)
     }
 
     /// The ledger this pipeline issues grants from and redeems them against.
@@ -603,24 +632,21 @@ impl Pipeline {
     /// The same pipeline, also handing every outcome to `recorder` before returning it (see
     /// [`Recorder`]).
     #[must_use]
-    pub fn with_recorder(mut self, recorder: Arc<dyn Recorder>) -> Self {
-        self.recorders.push(recorder);
-        self
+    pub fn with_recorder(self, recorder: Arc<dyn Recorder>) -> Self {
+        self.changed(|p| p.recorders.push(recorder))
     }
 
     /// The same pipeline, treating `sensitivity`'s configuration paths as sensitive too: in
     /// stage 4, for the policy, and in stage 7, for the tools that enumerate the workspace.
     #[must_use]
-    pub fn with_sensitivity(mut self, sensitivity: Sensitivity) -> Self {
-        self.sensitivity = Arc::new(sensitivity);
-        self
+    pub fn with_sensitivity(self, sensitivity: Sensitivity) -> Self {
+        self.changed(|p| p.sensitivity = Arc::new(sensitivity))
     }
 
     /// The same pipeline with other normalize bounds.
     #[must_use]
-    pub fn with_bounds(mut self, bounds: NormalizeBounds) -> Self {
-        self.bounds = bounds;
-        self
+    pub fn with_bounds(self, bounds: NormalizeBounds) -> Self {
+        self.changed(|p| p.bounds = bounds)
     }
 
     pub fn registry(&self) -> &Arc<Registry> {
@@ -639,18 +665,18 @@ impl Pipeline {
 
     /// Every stage, with what a transport adds to them (see [`RunHooks`]).
     pub fn run_with(&self, raw: RawCall, cancel: Cancel, hooks: &RunHooks) -> Outcome {
-        match self.decide(raw, hooks.admit) {
+        match self.decide(raw, hooks.shown) {
             Decided::Ended(outcome) => outcome,
             Decided::Permitted(permitted) => self.finish(permitted, cancel, hooks),
         }
     }
 
-    /// Stages 1–5, with `admit` in stage 2; a call they stop is described and recorded here.
+    /// Stages 1–5, stage 2 judging by what the caller was `shown`; a call they stop is described and recorded here.
     /// With [`Pipeline::finish`], this is [`Pipeline::run_with`] in two steps, for a
     /// transport that runs the first where the request arrived and decides by
     /// [`Permitted::ends_soon`] where to run the second.
-    pub fn decide(&self, raw: RawCall, admit: &Admit<'_>) -> Decided {
-        match self.through_policy(raw, admit, None) {
+    pub fn decide(&self, raw: RawCall, shown: Option<&Shown>) -> Decided {
+        match self.through_policy(raw, shown, None) {
             Ok(permitted) => Decided::Permitted(permitted),
             Err(stopped) => Decided::Ended(self.describe(Err(stopped))),
         }
@@ -663,8 +689,8 @@ impl Pipeline {
         self.registry.all_brief_or_forwarding(name)
     }
 
-    /// Stages 6–8 of a call stages 1–5 permitted, with `hooks` (whose `admit` stage 2 has
-    /// already applied).
+    /// Stages 6–8 of a call stages 1–5 permitted, with `hooks` (whose `shown` stage 2 has
+    /// already judged by).
     pub fn finish(&self, permitted: Permitted, cancel: Cancel, hooks: &RunHooks) -> Outcome {
         let result = self
             .approve_with(permitted, cancel.clone(), hooks.awaiting_approval)
@@ -677,7 +703,7 @@ impl Pipeline {
 
     /// Stages 1–6.
     pub fn authorize_call(&self, raw: RawCall) -> Result<Authorized, Stopped> {
-        let permitted = self.through_policy(raw, &|_, _| Ok(()), None)?;
+        let permitted = self.through_policy(raw, None, None)?;
         self.approve(permitted)
     }
 }
@@ -766,7 +792,7 @@ mod tests {
             .unwrap();
         let outcome = other.execute(authorized, &cx());
         assert_eq!(
-            outcome.rejection().map(|r| r.code),
+            outcome.rejection().map(|r| r.code()),
             Some(RejectCode::ApprovalInvalid),
             "{outcome:?}"
         );
@@ -798,7 +824,7 @@ mod tests {
         // The policy refuses the path; nothing ran, and the evidence names no file in there.
         assert_eq!(visibility, None);
         assert_eq!(
-            outcome.rejection().map(|r| r.policies.clone()),
+            outcome.rejection().map(|r| r.policies().to_vec()),
             Some(vec!["sensitive-toolgate-config".to_owned()])
         );
         assert_eq!(
@@ -911,7 +937,7 @@ mod tests {
             assert_eq!(pipeline.decides_on_arrival("t"), brief);
             assert!(!pipeline.decides_on_arrival("unknown"));
             let raw = RawCall::text("t", "{}", Surface::Chat);
-            let Decided::Permitted(permitted) = pipeline.decide(raw, &|_, _| Ok(())) else {
+            let Decided::Permitted(permitted) = pipeline.decide(raw, None) else {
                 panic!("{effect:?} {approval:?} was stopped before stage 6");
             };
             assert_eq!(
@@ -942,7 +968,7 @@ mod tests {
         assert!(!builder.build().unwrap().all_brief_or_forwarding("t"));
 
         let pipeline = one_tool(ToolEntry::new("t", "test"), Arc::new(Quick));
-        let refused = pipeline.decide(RawCall::text("t", "[]", Surface::Chat), &|_, _| Ok(()));
+        let refused = pipeline.decide(RawCall::text("t", "[]", Surface::Chat), None);
         let Decided::Ended(outcome) = refused else {
             panic!("arguments that are not an object pass stage 1");
         };
@@ -1032,7 +1058,7 @@ mod tests {
     }
 
     fn permitted(pipeline: &Pipeline) -> Permitted {
-        match pipeline.decide(RawCall::text("far", "{}", Surface::Chat), &|_, _| Ok(())) {
+        match pipeline.decide(RawCall::text("far", "{}", Surface::Chat), None) {
             Decided::Permitted(permitted) => permitted,
             Decided::Ended(outcome) => panic!("stopped before stage 6: {outcome:?}"),
         }
@@ -1191,7 +1217,7 @@ mod tests {
         assert!(wait(&mut forwarding).output().is_some());
         assert_eq!(*recorded.0.lock().unwrap(), [(here, Status::Completed)]);
 
-        let large = Value::from("x".repeat(executor::DESCRIBED_IN_PLACE));
+        let large = Value::from("x".repeat(execute::DESCRIBED_IN_PLACE));
         let (mut forwarding, recorded) = start(large.clone());
         let outcome = wait(&mut forwarding);
         assert_eq!(outcome.output(), Some(&large));
@@ -1243,9 +1269,9 @@ mod tests {
     fn no_more_large_answers_are_described_elsewhere_at_once_than_the_places_for_them() {
         let _alone = describing_alone();
         let held = Arc::new(HeldElsewhere::default());
-        let large = Value::from("x".repeat(executor::DESCRIBED_IN_PLACE));
+        let large = Value::from("x".repeat(execute::DESCRIBED_IN_PLACE));
         let mut elsewhere = Vec::new();
-        for _ in 0..executor::DESCRIBING_AT_MOST {
+        for _ in 0..execute::DESCRIBING_AT_MOST {
             let mut forwarding = answering(large.clone(), held.clone());
             assert!(poll(&mut forwarding).is_pending(), "described elsewhere");
             elsewhere.push(forwarding);
@@ -1261,13 +1287,13 @@ mod tests {
         // Dropped, each waits for its description: all recorded, the places given back.
         drop(elsewhere);
         let recorded = held.recorded.lock().unwrap().clone();
-        assert_eq!(recorded.len(), executor::DESCRIBING_AT_MOST + 1);
+        assert_eq!(recorded.len(), execute::DESCRIBING_AT_MOST + 1);
         assert_eq!(
             recorded.iter().filter(|&&e| e).count(),
-            executor::DESCRIBING_AT_MOST
+            execute::DESCRIBING_AT_MOST
         );
         let mut again = answering(
-            Value::from("x".repeat(executor::DESCRIBED_IN_PLACE)),
+            Value::from("x".repeat(execute::DESCRIBED_IN_PLACE)),
             held.clone(),
         );
         assert!(poll(&mut again).is_pending(), "a place is free again");
@@ -1277,7 +1303,7 @@ mod tests {
     /// How much JSON an answer comes to is counted from below, and only as far as the limit.
     #[test]
     fn an_answer_is_measured_only_as_far_as_the_limit() {
-        let fits = |value: Value, limit| executor::fits_in(&Ok(ToolOutput::new(value)), limit);
+        let fits = |value: Value, limit| execute::fits_in(&Ok(ToolOutput::new(value)), limit);
         assert!(fits(serde_json::json!({"text": "x".repeat(90)}), 100));
         assert!(!fits(serde_json::json!({"text": "x".repeat(100)}), 100));
         // Many small values add up, names included.
@@ -1285,7 +1311,7 @@ mod tests {
         assert!(fits(Value::Array(vec![Value::from(0); 99]), 100));
         assert!(!fits(serde_json::json!({"a".repeat(98): 1}), 100));
         let error = |message: &str| {
-            executor::fits_in(
+            execute::fits_in(
                 &Err(ToolError::new(
                     crate::outcome::ToolErrorCode::UpstreamError,
                     message,
@@ -1345,9 +1371,9 @@ mod tests {
             &hooks,
         );
         let rejection = outcome.rejection().unwrap();
-        assert_eq!(rejection.code, RejectCode::ApprovalRequired);
+        assert_eq!(rejection.code(), RejectCode::ApprovalRequired);
         assert_eq!(*waited.lock().unwrap(), 0, "nobody was said to be asked");
-        let hint = rejection.hint.clone().unwrap();
+        let hint = rejection.hint().unwrap();
         assert!(hint.contains("cannot be approved here"), "{hint}");
         assert!(
             !hint.contains("approve it in toolgate's approval console"),
