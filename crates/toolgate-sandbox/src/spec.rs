@@ -69,10 +69,11 @@ impl SandboxSpec {
     }
 }
 
-/// What a confined child may do on the network.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// What a confined child may do on the network; nothing unless said otherwise.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum NetworkMode {
     /// No sockets but Unix ones; no TCP bind or connect at all.
+    #[default]
     None,
     /// TCP connect only to `port` (where toolgate's proxy listens on 127.0.0.1); no bind, and
     /// no socket of an IP family but a TCP stream. Landlock names ports, not hosts, so the

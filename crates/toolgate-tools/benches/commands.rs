@@ -84,7 +84,7 @@ fn direct_true() -> std::process::Output {
 }
 
 fn confined() -> toolgate_tools::Confinement {
-    let confinement = toolgate_tools::Confinement::detect();
+    let confinement = toolgate_tools::Confinement::detect(std::env::home_dir().as_deref());
     assert!(
         confinement.describe().starts_with("landlock+seccomp"),
         "this machine cannot confine commands: {}",

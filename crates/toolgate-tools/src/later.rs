@@ -17,10 +17,6 @@ use toolgate_workspace::snapshot::{Guarded, Watch};
 /// Most entries `may_change` may name.
 pub const MAX_MAY_CHANGE: usize = 16;
 
-/// Most paths bound read-only (or pinned) for one call; the rest are guarded by the check
-/// alone.
-pub(crate) const MAX_READ_ONLY_MOUNTS: usize = 64;
-
 /// The `may_change` argument's schema, shared by `run_command` and `run_script`.
 pub(crate) fn may_change_schema() -> Value {
     json!({

@@ -37,7 +37,7 @@
 //! let read = pipeline.run(RawCall::text("read_file", r#"{"path": "a.txt"}"#, Surface::Chat));
 //! assert_eq!(read.output().unwrap()["content"], "alpha\n");
 //! let escape = pipeline.run(RawCall::text("read_file", r#"{"path": "../x"}"#, Surface::Chat));
-//! assert_eq!(escape.rejection().unwrap().code(), RejectCode::PathOutsideWorkspace);
+//! assert_eq!(escape.rejection().unwrap().code, RejectCode::PathOutsideWorkspace);
 //! ```
 
 mod confine;
@@ -88,7 +88,10 @@ pub struct Builtin {
 /// Every builtin tool, over `workspace`, with commands confined by this machine's sandbox
 /// and the default deny list ([`Confinement::detect`]).
 pub fn builtin(workspace: Arc<Workspace>) -> Vec<Builtin> {
-    builtin_confined(workspace, Arc::new(Confinement::detect()))
+    builtin_confined(
+        workspace,
+        Arc::new(Confinement::detect(std::env::home_dir().as_deref())),
+    )
 }
 
 /// Every builtin tool, over `workspace`, with commands confined as `confinement` says.

@@ -200,9 +200,8 @@ impl TypedExecutor for RunCommand {
 
     fn check(&self, arguments: &CommandArgs) -> Vec<FieldError> {
         let argv: Vec<&str> = arguments.argv.iter().map(String::as_str).collect();
-        let mut errors = self
-            .confinement
-            .check(&arguments.network, &arguments.may_change);
+        let mut errors =
+            confine::check(&self.confinement, &arguments.network, &arguments.may_change);
         errors.extend(check_argv(&argv));
         let cwd_errors = path_argument::check(
             &self.workspace,
@@ -312,9 +311,12 @@ impl TypedExecutor for RunCommand {
             plan.program_image.as_ref(),
         )?;
         now.inputs(&self.workspace).verify(&plan.inputs)?;
-        let confined =
-            self.confinement
-                .start(self.workspace.root(), &plan.network, &plan.may_change)?;
+        let confined = confine::start(
+            &self.confinement,
+            self.workspace.root(),
+            &plan.network,
+            &plan.may_change,
+        )?;
         let output = now.run(
             &self.workspace,
             call,

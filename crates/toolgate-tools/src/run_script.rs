@@ -229,9 +229,8 @@ impl TypedExecutor for RunScript {
     type Plan = ScriptPlan;
 
     fn check(&self, arguments: &ScriptArgs) -> Vec<FieldError> {
-        let unconfinable = self
-            .confinement
-            .check(&arguments.network, &arguments.may_change);
+        let unconfinable =
+            confine::check(&self.confinement, &arguments.network, &arguments.may_change);
         if !unconfinable.is_empty() {
             return unconfinable;
         }
@@ -293,9 +292,12 @@ impl TypedExecutor for RunScript {
         call: &Call<'_>,
         cx: &ExecContext,
     ) -> Result<ToolOutput, ToolError> {
-        let confined =
-            self.confinement
-                .start(self.workspace.root(), &plan.network, &plan.may_change)?;
+        let confined = confine::start(
+            &self.confinement,
+            self.workspace.root(),
+            &plan.network,
+            &plan.may_change,
+        )?;
         let output = self.steps(call, cx, &plan.script, &plan.approved, &confined);
         confined.attach(output)
     }

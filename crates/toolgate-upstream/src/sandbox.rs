@@ -35,21 +35,19 @@
 use std::fmt::Write as _;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use serde::Deserialize;
-use toolgate_proxy::{HostPattern, PinnedResolver, Proxy, ProxySpec};
-use toolgate_sandbox::{
-    DenyList, Limits, NetworkMode, Prepared, Sandbox, SandboxError, SandboxSpec, UnixSockets,
-};
-
+use toolgate_confine::{Child, Confinement};
+use toolgate_proxy::HostPattern;
+use toolgate_sandbox::{DenyList, Limits, Sandbox, SandboxError, UnixSockets};
 use toolgate_workspace::snapshot::{Guarded, Watch};
+
+/// What one upstream process runs in, for as long as it runs: dropping it removes the
+/// temporary directory and stops the proxy, so it is ended only once the process is gone.
+pub(crate) use toolgate_confine::Confined;
 
 use crate::UpstreamError;
 use crate::connection::Fault;
-
-/// Most paths bound read-only, or pinned, in each path an upstream may write.
-const MAX_GUARD_MOUNTS: usize = 64;
 
 /// Most hosts one upstream's `network` may name.
 pub const MAX_NETWORK_HOSTS: usize = 32;
@@ -146,17 +144,12 @@ impl SandboxSection {
 }
 
 /// How toolgate confines every upstream process it starts: this machine's sandbox and the
-/// operator's settings. Cheap to clone.
+/// operator's settings, built as commands' are ([`toolgate_confine`]). Cheap to clone.
 #[derive(Debug, Clone)]
 pub struct UpstreamConfinement {
-    /// `None`: the operator's `dangerous-unconfined` setting.
-    sandbox: Option<Sandbox>,
-    denied: DenyList,
-    /// Readable by every upstream besides the system (the operator's `[sandbox] read`).
-    readable: Vec<PathBuf>,
-    limits: Limits,
-    unix_sockets: UnixSockets,
-    pins: Arc<PinnedResolver>,
+    /// The sandbox, the deny list, what every upstream may read, limits, Unix sockets, pins;
+    /// never what commands may write nor their unconfined network.
+    base: Confinement,
     /// How to find the files that another program runs later in a path an upstream may
     /// write: set by whoever knows them (toolgate's binary, from `toolgate-tools`).
     later: Option<fn(&str, bool) -> Watch>,
@@ -166,12 +159,7 @@ impl UpstreamConfinement {
     /// Upstreams confined by `sandbox`, denied `denied` (the same list commands get).
     pub fn new(sandbox: Sandbox, denied: DenyList) -> Self {
         UpstreamConfinement {
-            sandbox: Some(sandbox),
-            denied,
-            readable: Vec::new(),
-            limits: Limits::default(),
-            unix_sockets: UnixSockets::PairsOnly,
-            pins: Arc::default(),
+            base: Confinement::with_deny_list(Some(sandbox), denied),
             later: None,
         }
     }
@@ -192,12 +180,7 @@ impl UpstreamConfinement {
     pub fn dangerous_unconfined() -> Self {
         // No probe of a sandbox that will not be used.
         UpstreamConfinement {
-            sandbox: None,
-            denied: DenyList::scratch_only(),
-            readable: Vec::new(),
-            limits: Limits::default(),
-            unix_sockets: UnixSockets::PairsOnly,
-            pins: Arc::default(),
+            base: Confinement::with_deny_list(None, DenyList::scratch_only()),
             later: None,
         }
     }
@@ -212,42 +195,33 @@ impl UpstreamConfinement {
 
     /// Lets every upstream read `path` too, even inside a denied place.
     pub fn add_readable(&mut self, path: PathBuf) {
-        self.readable.push(path);
+        self.base.readable(path);
     }
 
     /// The rlimits set in each upstream process.
     pub fn set_limits(&mut self, limits: Limits) {
-        self.limits = limits;
+        self.base.set_limits(limits);
     }
 
     /// Which Unix sockets upstream processes may make.
     pub fn set_unix_sockets(&mut self, unix_sockets: UnixSockets) {
-        self.unix_sockets = unix_sockets;
+        self.base.set_unix_sockets(unix_sockets);
     }
 
     /// Makes an upstream's proxy resolve `host` to `addresses` (still checked like any
     /// other address).
     pub fn pin(&mut self, host: &str, addresses: Vec<IpAddr>) {
-        Arc::make_mut(&mut self.pins).pin(host, addresses);
+        self.base.pin(host, addresses);
     }
 
     /// The sandbox, unless the operator turned it off.
     pub fn sandbox(&self) -> Option<&Sandbox> {
-        self.sandbox.as_ref()
+        self.base.sandbox()
     }
 
     /// The paths upstream processes may neither read nor write.
     pub fn denied(&self) -> &DenyList {
-        &self.denied
-    }
-
-    /// The network mode an upstream with `hosts` gets, its proxy on `port`.
-    fn network_mode(hosts: &[HostPattern], port: u16) -> NetworkMode {
-        if hosts.is_empty() {
-            NetworkMode::None
-        } else {
-            NetworkMode::Proxy { port }
-        }
+        self.base.denied()
     }
 
     /// Makes everything one process of upstream `name` runs in: its temporary directory, its
@@ -258,7 +232,7 @@ impl UpstreamConfinement {
         own: &UpstreamSandbox,
         cwd: &Path,
     ) -> Result<Confined, Fault> {
-        let Some(sandbox) = &self.sandbox else {
+        let Some(sandbox) = self.base.sandbox() else {
             return Ok(Confined::default());
         };
         let refused = |code: &str, e: &dyn std::fmt::Display| {
@@ -274,17 +248,13 @@ impl UpstreamConfinement {
                  sets `[sandbox] mode = \"dangerous-unconfined\"`"
             )));
         }
-        let temp = tempfile::Builder::new()
-            .prefix(&format!("toolgate-upstream-{name}-"))
-            .tempdir()
-            .map_err(|e| refused("sandbox_failed", &e))?;
-        let proxy = if own.network.is_empty() {
-            None
-        } else {
-            let spec = ProxySpec::new(own.network.clone()).resolver(self.pins.clone());
-            Some(Proxy::start(spec).map_err(|e| refused("sandbox_failed", &e))?)
-        };
-        let mut guards = Vec::new();
+        let mut child = Child::new(format!("toolgate-upstream-{name}-")).hosts(own.network.clone());
+        for path in &own.write {
+            child = child.writable(path.clone());
+        }
+        for path in own.read.iter().chain([&cwd.to_path_buf()]) {
+            child = child.readable(path.clone());
+        }
         if let Some(watch) = self.later {
             for path in own.write.iter().filter(|p| p.is_dir()) {
                 let guard = Guarded::take(path, watch, Vec::new()).map_err(|e| {
@@ -296,37 +266,11 @@ impl UpstreamConfinement {
                         ),
                     )
                 })?;
-                guards.push(guard);
+                child = child.guard(guard);
             }
         }
-        let mut spec = SandboxSpec::new(cwd, temp.path());
-        spec.writable.clone_from(&own.write);
-        for guard in &guards {
-            spec.read_only
-                .extend(guard.read_only_paths(MAX_GUARD_MOUNTS));
-            spec.pinned.extend(guard.pinned_paths(MAX_GUARD_MOUNTS));
-        }
-        spec.readable.clone_from(&own.read);
-        spec.readable.push(cwd.to_path_buf());
-        spec.readable.extend(self.readable.iter().cloned());
-        spec.denied = self.denied.clone();
-        spec.network = Self::network_mode(&own.network, proxy.as_ref().map_or(0, Proxy::port));
-        spec.unix_sockets = self.unix_sockets;
-        spec.limits = self.limits;
-        let prepared = sandbox.prepare(&spec).map_err(|e| refused(e.code(), &e))?;
-        let mut env = vec![("TMPDIR".to_owned(), temp.path().display().to_string())];
-        if let Some(proxy) = &proxy {
-            env.extend(proxy.env());
-        }
-        Ok(Confined {
-            temp: Some(temp),
-            proxy,
-            prepared: Some(prepared),
-            env,
-            guards,
-        })
+        self.base.start(child).map_err(|e| refused(e.code(), &e))
     }
-
     /// What an upstream with `own` and working directory `cwd` is confined to, in words for
     /// the operator (`toolgate sandbox check`): one line each.
     pub fn describe(&self, own: &UpstreamSandbox, cwd: &Path) -> Vec<String> {
@@ -337,7 +281,7 @@ impl UpstreamConfinement {
                 .collect::<Vec<_>>()
                 .join(", ")
         };
-        let Some(sandbox) = &self.sandbox else {
+        let Some(sandbox) = self.base.sandbox() else {
             return vec![
                 "sandbox: NONE — the operator's `dangerous-unconfined` setting; the upstream \
                  runs with all of the user's authority"
@@ -378,7 +322,7 @@ impl UpstreamConfinement {
                     .to_owned(),
             );
         }
-        if self.unix_sockets == UnixSockets::Allowed && abi < 9 {
+        if self.base.unix_sockets() == UnixSockets::Allowed && abi < 9 {
             lines.push(
                 "gap: pathname unix sockets outside the sandbox are reachable \
                  (`dangerous_allow_unix_sockets`)"
@@ -386,60 +330,5 @@ impl UpstreamConfinement {
             );
         }
         lines
-    }
-}
-
-/// What one upstream process runs in, for as long as it runs: dropping it removes the
-/// temporary directory and stops the proxy, so it is dropped only once the process is gone.
-#[derive(Debug, Default)]
-pub(crate) struct Confined {
-    temp: Option<tempfile::TempDir>,
-    proxy: Option<Proxy>,
-    prepared: Option<Prepared>,
-    env: Vec<(String, String)>,
-    /// The files that run later in each path it may write.
-    guards: Vec<Guarded>,
-}
-
-impl Confined {
-    /// Puts back what the process changed among the files that run later since the last
-    /// look, and says what that was; the state now is what the next look compares with.
-    pub(crate) fn undo_later_changes(&mut self) -> Option<String> {
-        let mut said = Vec::new();
-        for guard in &mut self.guards {
-            match guard.check() {
-                // As it was: the snapshot stands.
-                Ok(None) => continue,
-                Ok(Some(undone)) => said.push(undone.to_string()),
-                Err(e) => said.push(format!("cannot compare or put back: {e}")),
-            }
-            // What could not be put back (a large file) is not reported again at every
-            // answer. What cannot be renewed is compared with the older state next time,
-            // which guards more, never less.
-            let _ = guard.renew();
-        }
-        (!said.is_empty()).then(|| said.join("; "))
-    }
-
-    /// Confines `command`: the sandbox between fork and exec, `TMPDIR` and the proxy's
-    /// variables in its environment.
-    pub(crate) fn apply(&self, command: &mut std::process::Command) {
-        command.envs(self.env.iter().map(|(k, v)| (k, v)));
-        if let Some(prepared) = &self.prepared {
-            prepared.confine(command);
-        }
-    }
-
-    /// Ends the confinement of a process that is gone, once what it changed among the files
-    /// that run later is put back.
-    pub(crate) fn end(mut self) {
-        // Nobody is waiting for an answer now: what is put back is said by no call.
-        let _ = self.undo_later_changes();
-        if let Some(proxy) = self.proxy {
-            let _ = proxy.stop();
-        }
-        if let Some(temp) = self.temp {
-            let _ = temp.close();
-        }
     }
 }

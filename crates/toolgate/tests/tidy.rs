@@ -253,6 +253,12 @@ const LAYERS: &[(&str, &[&str])] = &[
         ],
     ),
     (
+        // one builder of a confined child (temporary directory, proxy, sandbox, environment),
+        // for commands, upstream servers and hooks.
+        "confinement",
+        &["toolgate-confine"],
+    ),
+    (
         // what the binary assembles, none of which knows another: the tools, upstream
         // servers, the audit log, the approval console, the MCP server.
         "parts",
