@@ -229,6 +229,9 @@ pub struct ConsoleBroker {
     /// Shared with the wakers of waiting calls' cancellations.
     pending: Arc<Mutex<BTreeMap<String, Pending>>>,
     decided: Arc<Condvar>,
+    /// How many requests arrived, told to whoever waits for one (see
+    /// [`ConsoleBroker::arrivals`]).
+    arrived: tokio::sync::watch::Sender<u64>,
     options: BrokerOptions,
     /// Which client asked for each call it was asked about, for the outcomes list.
     asked_by: Arc<AskedBy>,
@@ -268,6 +271,7 @@ impl ConsoleBroker {
             grants,
             pending: Arc::default(),
             decided: Arc::default(),
+            arrived: tokio::sync::watch::Sender::new(0),
             options,
             asked_by: Arc::default(),
         }
@@ -298,6 +302,12 @@ impl ConsoleBroker {
         let pending = self.lock();
         let (id, entry) = waiting_call(&pending, call_id)?;
         Some(self.view(id, entry, now))
+    }
+
+    /// A count of the requests that arrived, which changes each time one arrives: what another
+    /// channel than the console (MCP elicitation) waits on for a call's request to show up.
+    pub fn arrivals(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.arrived.subscribe()
     }
 
     /// Records a person's decision on the pending request of call `call_id`, given on another
@@ -546,6 +556,7 @@ impl ApprovalBroker for ConsoleBroker {
                 },
             );
         }
+        self.arrived.send_modify(|count| *count += 1);
         match self.wait(&id, request) {
             Ok(Decision::AllowOnce) => ApprovalDecision::AllowOnce,
             // The pipeline keeps the grant in the grants file before it is given: a grant that

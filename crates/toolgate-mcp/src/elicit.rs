@@ -55,9 +55,9 @@ pub(crate) const MAX_PARKED: usize = 64;
 const UNKNOWN_STATE: &str =
     "unknown requestState: the call it named has ended or was never made; call the tool again";
 
-/// How long a session looks for a call's request at the desk after the call said it waits for
-/// a person: the request is registered at once, unless a standing grant or a full desk
-/// answered it without asking anybody.
+/// How long a session waits for a call's request to arrive at the desk after the call said it
+/// waits for a person: the request is registered at once, unless a standing grant or a full
+/// desk answered it without asking anybody.
 const FIND_REQUEST: Duration = Duration::from_secs(2);
 
 /// Where a session finds the request a waiting call made and puts a person's answer to it:
@@ -67,10 +67,17 @@ pub trait ApprovalDesk: Send + Sync + Debug {
     /// `None` also when the request cannot be shown whole in a form, which is then not sent.
     fn question(&self, call_id: &str) -> Option<String>;
 
+    /// A count of the requests that arrived at the desk, which changes each time one arrives:
+    /// a session waiting for a call's request wakes then, not on a timer.
+    fn arrivals(&self) -> Arrivals;
+
     /// A person's answer to call `call_id`'s request; `Err` says why it was not taken (it was
     /// answered already, say).
     fn answer(&self, call_id: &str, answer: Answer) -> Result<(), String>;
 }
+
+/// A count of the requests that arrived at a desk (see [`ApprovalDesk::arrivals`]).
+pub type Arrivals = tokio::sync::watch::Receiver<u64>;
 
 /// What a person answered in the client's form.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -190,21 +197,26 @@ pub(crate) fn answer_in(responses: &rmcp::model::InputResponses) -> Option<Answe
     answer_of(&result)
 }
 
-/// The form for call `call_id`'s request, once the desk has it: `None` when it never shows
-/// up (a standing grant or a full desk answered without asking), so nobody is asked.
+/// The form for call `call_id`'s request, once the desk has it (woken by each arrival at the
+/// desk): `None` when it does not show up within [`FIND_REQUEST`] (a standing grant or a full
+/// desk answered without asking), so nobody is asked.
 pub(crate) async fn find_form(
     desk: &dyn ApprovalDesk,
     call_id: &str,
 ) -> Option<ElicitRequestParams> {
     let deadline = tokio::time::Instant::now() + FIND_REQUEST;
+    let mut arrivals = desk.arrivals();
     loop {
+        // Marked seen before the look, so that an arrival after it wakes the wait below.
+        arrivals.borrow_and_update();
         if let Some(question) = desk.question(call_id) {
             return form(question);
         }
-        if tokio::time::Instant::now() >= deadline {
-            return None;
+        match tokio::time::timeout_at(deadline, arrivals.changed()).await {
+            Ok(Ok(())) => {}
+            // The deadline passed, or the desk is gone.
+            Err(_) | Ok(Err(_)) => return None,
         }
-        tokio::time::sleep(Duration::from_millis(5)).await;
     }
 }
 
@@ -323,6 +335,58 @@ mod tests {
         let mut result = ElicitResult::new(action);
         result.content = content;
         result
+    }
+
+    /// A desk that counts how often it is looked at, with the request of `call-1` once
+    /// `arrive` was called.
+    #[derive(Debug)]
+    struct CountingDesk {
+        looks: std::sync::atomic::AtomicUsize,
+        arrived: tokio::sync::watch::Sender<u64>,
+    }
+
+    impl CountingDesk {
+        fn arrive(&self) {
+            self.arrived.send_modify(|count| *count += 1);
+        }
+    }
+
+    impl ApprovalDesk for CountingDesk {
+        fn question(&self, call_id: &str) -> Option<String> {
+            self.looks
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            (call_id == "call-1" && *self.arrived.borrow() > 0).then(|| "allow?".to_owned())
+        }
+        fn arrivals(&self) -> Arrivals {
+            self.arrived.subscribe()
+        }
+        fn answer(&self, _: &str, _: Answer) -> Result<(), String> {
+            Ok(())
+        }
+    }
+
+    /// A session waiting for a call's request at the desk looks at the desk once, then again
+    /// only when a request arrives: never on a timer (it looked every 5 ms, issue 38).
+    #[tokio::test(flavor = "current_thread")]
+    async fn the_form_is_found_when_its_request_arrives_not_by_looking_on_a_timer() {
+        let desk = Arc::new(CountingDesk {
+            looks: Default::default(),
+            arrived: tokio::sync::watch::Sender::new(0),
+        });
+        let looks = || desk.looks.load(std::sync::atomic::Ordering::Relaxed);
+        let waited = tokio::time::timeout(Duration::from_millis(300), find_form(&*desk, "call-1"));
+        assert!(waited.await.is_err(), "no request arrived: still waiting");
+        assert_eq!(looks(), 1, "looked once while nothing arrived");
+
+        let finding = tokio::spawn({
+            let desk = Arc::clone(&desk);
+            async move { find_form(&*desk, "call-1").await }
+        });
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        desk.arrive();
+        let found = tokio::time::timeout(Duration::from_secs(5), finding).await;
+        assert!(matches!(found, Ok(Ok(Some(_)))), "found once it arrived");
+        assert_eq!(looks(), 3, "one look before the arrival, one after");
     }
 
     #[test]

@@ -186,6 +186,9 @@ mod tests {
         fn question(&self, _: &str) -> Option<String> {
             None
         }
+        fn arrivals(&self) -> tokio::sync::watch::Receiver<u64> {
+            tokio::sync::watch::channel(0).1
+        }
         fn answer(&self, _: &str, _: Answer) -> Result<(), String> {
             Err("no desk".into())
         }

@@ -329,8 +329,18 @@ impl LineTransport {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .get_or_insert_with(|| tokio::time::Instant::now() + LISTEN_FAREWELL);
-        while !self.ids().listens.is_empty() && tokio::time::Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(10)).await;
+        let ended = Arc::clone(&self.ids().listen_ended);
+        loop {
+            // Waiting before the look, so that an end in between is not missed.
+            let woken = ended.notified();
+            tokio::pin!(woken);
+            woken.as_mut().enable();
+            if self.ids().listens.is_empty() {
+                return;
+            }
+            if tokio::time::timeout_at(deadline, woken).await.is_err() {
+                return;
+            }
         }
     }
 }
@@ -400,6 +410,8 @@ struct IdMap {
     by_transport: HashMap<RequestId, RequestId>,
     /// The transport's ids of `subscriptions/listen` requests in progress.
     listens: HashSet<RequestId>,
+    /// Told each time one of `listens` ends, for the input's farewell, which waits for them.
+    listen_ended: Arc<tokio::sync::Notify>,
 }
 
 impl IdMap {
@@ -422,7 +434,7 @@ impl IdMap {
 
     /// The request is answered: its client id, which is free again.
     fn finish(&mut self, internal: &RequestId) -> Option<RequestId> {
-        self.listens.remove(internal);
+        self.forget_listen(internal);
         let client = self.by_transport.remove(internal)?;
         self.by_client.remove(&client);
         Some(client)
@@ -432,8 +444,14 @@ impl IdMap {
     fn cancel(&mut self, client: &RequestId) -> Option<RequestId> {
         let internal = self.by_client.remove(client)?;
         self.by_transport.remove(&internal);
-        self.listens.remove(&internal);
+        self.forget_listen(&internal);
         Some(internal)
+    }
+
+    fn forget_listen(&mut self, internal: &RequestId) {
+        if self.listens.remove(internal) {
+            self.listen_ended.notify_waiters();
+        }
     }
 }
 

@@ -22,7 +22,7 @@ use toolgate_console::{
     BrokerOptions, Console, ConsoleBroker, ConsoleOptions, Decision, RecentOutcomes, grants_ledger,
 };
 use toolgate_core::{ApprovalBroker, GrantLedger, WorkspaceId};
-use toolgate_mcp::{Answer, ApprovalDesk};
+use toolgate_mcp::{Answer, ApprovalDesk, Arrivals};
 use toolgate_workspace::Workspace;
 
 use crate::cli::ConsoleArgs;
@@ -133,6 +133,10 @@ struct ConsoleDesk(Arc<ConsoleBroker>);
 impl ApprovalDesk for ConsoleDesk {
     fn question(&self, call_id: &str) -> Option<String> {
         self.0.pending_for_call(call_id)?.as_text()
+    }
+
+    fn arrivals(&self) -> Arrivals {
+        self.0.arrivals()
     }
 
     fn answer(&self, call_id: &str, answer: Answer) -> Result<(), String> {
