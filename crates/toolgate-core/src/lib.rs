@@ -55,6 +55,7 @@
 pub mod approval;
 pub mod cancel;
 pub mod canonical;
+pub mod descriptor_lint;
 mod dialect;
 pub mod hint;
 pub mod invocation;
