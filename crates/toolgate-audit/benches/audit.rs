@@ -34,7 +34,7 @@ fn pipeline(dir: &Path) -> Pipeline {
     std::fs::write(dir.join("4k.txt"), line.repeat(64)).expect("4k.txt");
     let workspace = Arc::new(Workspace::open(dir).expect("the workspace"));
     let mut registry = RegistryBuilder::new();
-    for tool in toolgate_tools::builtin(Arc::clone(&workspace)) {
+    for tool in toolgate_tools::builtin(Arc::clone(&workspace), std::env::home_dir().as_deref()) {
         registry
             .register(tool.descriptor, tool.entry, tool.executor)
             .expect("a builtin");

@@ -21,7 +21,7 @@
 //! let workspace = Arc::new(Workspace::open(dir.path()).unwrap());
 //!
 //! let mut registry = RegistryBuilder::new();
-//! for tool in toolgate_tools::builtin(Arc::clone(&workspace)) {
+//! for tool in toolgate_tools::builtin(Arc::clone(&workspace), std::env::home_dir().as_deref()) {
 //!     registry.register(tool.descriptor, tool.entry, tool.executor).unwrap();
 //! }
 //! let registry = registry.build().unwrap();
@@ -86,12 +86,9 @@ pub struct Builtin {
 }
 
 /// Every builtin tool, over `workspace`, with commands confined by this machine's sandbox
-/// and the default deny list ([`Confinement::detect`]).
-pub fn builtin(workspace: Arc<Workspace>) -> Vec<Builtin> {
-    builtin_confined(
-        workspace,
-        Arc::new(Confinement::detect(std::env::home_dir().as_deref())),
-    )
+/// and the default deny list for the user's `home` ([`Confinement::detect`]).
+pub fn builtin(workspace: Arc<Workspace>, home: Option<&std::path::Path>) -> Vec<Builtin> {
+    builtin_confined(workspace, Arc::new(Confinement::detect(home)))
 }
 
 /// Every builtin tool, over `workspace`, with commands confined as `confinement` says.
@@ -217,7 +214,7 @@ mod tests {
     fn each_builtins_argument_type_takes_every_argument_its_schema_names() {
         let dir = tempfile::tempdir().unwrap();
         let workspace = Arc::new(Workspace::open(dir.path()).unwrap());
-        for tool in builtin(workspace) {
+        for tool in builtin(workspace, std::env::home_dir().as_deref()) {
             let schema = &tool.descriptor.input_schema;
             let arguments = example(schema);
             assert_eq!(
@@ -245,7 +242,7 @@ mod tests {
     fn builtins_register_and_their_schemas_are_closed_and_described() {
         let dir = tempfile::tempdir().unwrap();
         let workspace = Arc::new(Workspace::open(dir.path()).unwrap());
-        let builtins = builtin(workspace);
+        let builtins = builtin(workspace, std::env::home_dir().as_deref());
         let names: BTreeSet<&str> = builtins.iter().map(|b| b.entry.name.as_str()).collect();
         // The read-only profile is for sub-agents: inspection only.
         let inspect = BTreeSet::from([

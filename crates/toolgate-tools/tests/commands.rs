@@ -92,7 +92,7 @@ impl ApprovalBroker for Recording {
 fn pipeline(root: &Path, broker: Arc<dyn ApprovalBroker>) -> Pipeline {
     let workspace = Arc::new(Workspace::open(root).unwrap());
     let mut builder = RegistryBuilder::new();
-    for tool in toolgate_tools::builtin(Arc::clone(&workspace)) {
+    for tool in toolgate_tools::builtin(Arc::clone(&workspace), std::env::home_dir().as_deref()) {
         builder
             .register(tool.descriptor, tool.entry, tool.executor)
             .unwrap();

@@ -126,7 +126,7 @@ fn reject_codes() -> BTreeSet<String> {
 fn builtins() -> (tempfile::TempDir, Vec<Builtin>) {
     let dir = tempfile::tempdir().unwrap();
     let workspace = Arc::new(Workspace::open(dir.path()).unwrap());
-    let tools = toolgate_tools::builtin(workspace);
+    let tools = toolgate_tools::builtin(workspace, std::env::home_dir().as_deref());
     (dir, tools)
 }
 
