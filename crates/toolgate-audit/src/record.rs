@@ -41,6 +41,7 @@ pub fn record_body_after(outcome: &Outcome, store_values: bool, started: Option<
         argument_digest: evidence.argument_digest.as_ref(),
         argument_names: &evidence.argument_names,
         call_id: &evidence.call_id,
+        client: evidence.client.as_deref(),
         debug: debug.as_ref().map(Canonical),
         descriptor_digest: evidence.descriptor_digest.as_ref(),
         durations_ns: &evidence.durations_ns,
@@ -92,6 +93,8 @@ struct Fields<'a> {
     argument_digest: Option<&'a Digest>,
     argument_names: &'a [String],
     call_id: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    client: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     debug: Option<Canonical<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -294,6 +297,7 @@ mod tests {
             Evidence {
                 call_id: "c-1".to_owned(),
                 request_id: None,
+                client: None,
                 tool: "read_file".to_owned(),
                 version: None,
                 descriptor_digest: None,
@@ -355,6 +359,7 @@ mod tests {
         Evidence {
             call_id: "9f-12".to_owned(),
             request_id: Some("req \"7\"".to_owned()),
+            client: Some("claude-code 2.1 \u{e9} (session 3)".to_owned()),
             tool: "upstream.fs.read_text_file".to_owned(),
             version: Some("2.1".to_owned()),
             descriptor_digest: Some(toolgate_core::sha256_digest(b"descriptor")),

@@ -233,34 +233,6 @@ pub struct ConsoleBroker {
     /// [`ConsoleBroker::arrivals`]).
     arrived: tokio::sync::watch::Sender<u64>,
     options: BrokerOptions,
-    /// Which client asked for each call it was asked about, for the outcomes list.
-    asked_by: Arc<AskedBy>,
-}
-
-/// The client claims of the calls a console was asked about, the newest
-/// [`AskedBy::REMEMBERED`], by call id: so the outcomes list can say which client asked.
-#[derive(Debug, Default)]
-pub struct AskedBy(Mutex<std::collections::VecDeque<(String, String)>>);
-
-impl AskedBy {
-    const REMEMBERED: usize = 256;
-
-    fn note(&self, call_id: &str, client: &str) {
-        let mut seen = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        if seen.len() >= Self::REMEMBERED {
-            seen.pop_front();
-        }
-        seen.push_back((call_id.to_owned(), client.to_owned()));
-    }
-
-    /// The client claim of call `call_id`, if the console was asked about it.
-    pub fn client_of(&self, call_id: &str) -> Option<String> {
-        let seen = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        seen.iter()
-            .rev()
-            .find(|(id, _)| id == call_id)
-            .map(|(_, client)| client.clone())
-    }
 }
 
 impl ConsoleBroker {
@@ -273,13 +245,7 @@ impl ConsoleBroker {
             decided: Arc::default(),
             arrived: tokio::sync::watch::Sender::new(0),
             options,
-            asked_by: Arc::default(),
         }
-    }
-
-    /// Which client asked for each call this broker was asked about.
-    pub fn asked_by(&self) -> Arc<AskedBy> {
-        Arc::clone(&self.asked_by)
     }
 
     /// The requests waiting for a person, oldest first.
@@ -531,11 +497,6 @@ impl ApprovalBroker for ConsoleBroker {
             }
         };
         let since = Instant::now();
-        if let Some(client) = &request.client
-            && !request.call_id.is_empty()
-        {
-            self.asked_by.note(&request.call_id, client);
-        }
         {
             let mut pending = self.lock();
             if pending.len() >= MAX_PENDING {
@@ -896,7 +857,7 @@ mod tests {
     }
 
     #[test]
-    fn the_clients_claim_is_shown_as_given_and_remembered_for_the_outcomes() {
+    fn the_clients_claim_is_shown_as_given_and_bound_into_nothing() {
         let b = broker(Duration::from_secs(60));
         let claim = "<b>Claude</b>\u{202E} 1.0, session 2";
         let mut req = request("write_file", EffectClass::LocalWrite, GrantScope::Once);
@@ -907,16 +868,13 @@ mod tests {
             assert_eq!(view.client.as_deref(), Some(claim));
             b.decide(&view.id, Decision::AllowOnce).unwrap();
         });
-        assert_eq!(b.asked_by().client_of("call-1").as_deref(), Some(claim));
-        assert_eq!(b.asked_by().client_of("call-2"), None);
-        // Without a claim nothing is remembered, and the view has none.
+        // Without a claim the view has none.
         let other = request("write_file", EffectClass::LocalWrite, GrantScope::Once);
         assert_eq!(other.digest, digest, "the claim is bound into nothing");
         answered(&b, other, |b, view| {
             assert_eq!(view.client, None);
             b.decide(&view.id, Decision::AllowOnce).unwrap();
         });
-        assert_eq!(b.asked_by().client_of("call-1").as_deref(), Some(claim));
     }
 
     #[test]

@@ -43,7 +43,7 @@ pub mod server;
 pub mod standing;
 
 pub use broker::{
-    AskedBy, BrokerOptions, ConsoleBroker, DecideError, Decision, GrantView, PendingView,
+    BrokerOptions, ConsoleBroker, DecideError, Decision, GrantView, PendingView,
     grants_ledger,
 };
 pub use login::{DEFAULT_LOGIN_TTL, LoginLinks, LoginRefusal};

@@ -5,12 +5,10 @@
 //! durable audit log's business.
 
 use std::collections::VecDeque;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Mutex, PoisonError};
 
 use serde::Serialize;
 use toolgate_core::{Outcome, RecordError, Recorder, Status};
-
-use crate::broker::AskedBy;
 
 /// One outcome as the console lists it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -25,8 +23,7 @@ pub struct OutcomeView {
     pub code: Option<String>,
     pub actor: String,
     pub surface: String,
-    /// What the client that asked says it is, and its session (its claim, unchecked), for a
-    /// call the console was asked about.
+    /// What the client that asked says it is, and its session (its claim, unchecked).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub client: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -40,7 +37,6 @@ pub struct OutcomeView {
 pub struct RecentOutcomes {
     kept: Mutex<VecDeque<OutcomeView>>,
     capacity: usize,
-    asked_by: Option<Arc<AskedBy>>,
 }
 
 impl RecentOutcomes {
@@ -48,16 +44,7 @@ impl RecentOutcomes {
         RecentOutcomes {
             kept: Mutex::new(VecDeque::with_capacity(capacity)),
             capacity,
-            asked_by: None,
         }
-    }
-
-    /// The same list, naming the client that asked for each call `asked_by` knows of (the
-    /// console broker's, see [`crate::ConsoleBroker::asked_by`]).
-    #[must_use]
-    pub fn with_asked_by(mut self, asked_by: Arc<AskedBy>) -> RecentOutcomes {
-        self.asked_by = Some(asked_by);
-        self
     }
 
     /// The kept outcomes, newest first.
@@ -93,10 +80,7 @@ impl Recorder for RecentOutcomes {
             code,
             actor: outcome.evidence().actor.clone(),
             surface: outcome.evidence().surface.to_string(),
-            client: self
-                .asked_by
-                .as_ref()
-                .and_then(|asked| asked.client_of(&outcome.evidence().call_id)),
+            client: outcome.evidence().client.clone(),
             approval_id: outcome.evidence().approval_id.clone(),
             at_ms: crate::broker::now_ms(),
         };
@@ -106,5 +90,39 @@ impl Recorder for RecentOutcomes {
         kept.push_front(view);
         kept.truncate(self.capacity);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use toolgate_core::{Evidence, RejectCode, Rejection};
+
+    use super::*;
+
+    fn refused(client: Option<&str>) -> Outcome {
+        let evidence: Evidence = serde_json::from_value(serde_json::json!({
+            "call_id": "c-1", "client": client, "tool": "read_file", "surface": "chat",
+            "actor": "local", "profile": "default", "workspace": "sha256:00",
+            "argument_names": [], "resources": [], "policies": [], "durations_ns": {},
+            "total_ns": 5, "output_bytes": 0, "truncated": false, "redactions": 0
+        }))
+        .unwrap();
+        let rejection = Rejection::new(RejectCode::UnknownArgument, "unknown argument `x`");
+        Outcome::refused(rejection, evidence, Vec::new())
+    }
+
+    /// Every outcome names the client that asked, from its evidence: a call no person was
+    /// asked about as well.
+    #[test]
+    fn each_outcome_names_the_client_its_evidence_names() {
+        let outcomes = RecentOutcomes::new(4);
+        outcomes
+            .record(&refused(Some("codex 0.171, session 2")))
+            .unwrap();
+        outcomes.record(&refused(None)).unwrap();
+        let list = outcomes.list();
+        assert_eq!(list[0].client, None);
+        assert_eq!(list[1].client.as_deref(), Some("codex 0.171, session 2"));
+        assert_eq!(list[1].code.as_deref(), Some("unknown_argument"));
     }
 }

@@ -280,6 +280,10 @@ pub struct Evidence {
     pub call_id: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub request_id: Option<String>,
+    /// What the client that asked says it is, and its session (MCP `clientInfo`): its claim,
+    /// unchecked, for display; it decides nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client: Option<String>,
     /// The tool as named by the caller (normalized), or as resolved.
     pub tool: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]

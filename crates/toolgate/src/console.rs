@@ -63,8 +63,7 @@ impl RunningConsole {
         if let Err(e) = broker.restore_standing() {
             errln!("toolgate: {e}; no standing grants were restored");
         }
-        let outcomes =
-            Arc::new(RecentOutcomes::new(RECENT_OUTCOMES).with_asked_by(broker.asked_by()));
+        let outcomes = Arc::new(RecentOutcomes::new(RECENT_OUTCOMES));
         let console = Console::start(
             Arc::clone(&broker),
             Arc::clone(&outcomes),

@@ -1145,7 +1145,9 @@ fn each_card_starts_with_a_sentence_and_nothing_overflows_at_1280_or_800_pixels(
     let served = Served::start(&ws, "");
     // A long unbroken argument, as a model may well send, and a command in a subdirectory.
     let long_arg = format!("--output={}", "x".repeat(300));
+    // First a read, which no person is asked about: its outcome names the client too.
     let client = served.client(json!([
+        {"op": "call", "tool": "read_file", "arguments": {"path": "keep.txt"}},
         {"op": "call", "tool": "write_file", "arguments":
             {"path": "notes.txt", "content": format!("hello\n{long_arg}\n"), "expected_content": "hello\n"}},
         {"op": "call", "tool": "edit_file", "arguments":
@@ -1171,6 +1173,7 @@ fn each_card_starts_with_a_sentence_and_nothing_overflows_at_1280_or_800_pixels(
     let seen = glance_in_chromium(&plan);
     let results = client.steps();
     assert_eq!(results[0]["isError"], false, "{}", results[0]);
+    assert_eq!(results[1]["isError"], false, "{}", results[1]);
 
     // Each card's first line is its sentence, made from the request's data.
     for step in seen["steps"].as_array().unwrap() {
@@ -1206,7 +1209,12 @@ fn each_card_starts_with_a_sentence_and_nothing_overflows_at_1280_or_800_pixels(
         assert_eq!(step["client"], claim, "{step}");
     }
     let session = claim.trim_end_matches(" (as the client names itself)");
-    for row in seen["outcomes"].as_array().unwrap() {
+    let outcomes = seen["outcomes"].as_array().unwrap();
+    assert!(
+        outcomes.iter().any(|row| row[1] == "read_file"),
+        "{outcomes:?}"
+    );
+    for row in outcomes {
         assert_eq!(row[5], format!("{session} (as it names itself)"), "{row}");
     }
 

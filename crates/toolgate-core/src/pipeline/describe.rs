@@ -77,6 +77,7 @@ impl Pipeline {
         let evidence = Evidence {
             call_id: std::mem::take(&mut trace.call_id),
             request_id: trace.request_id.clone(),
+            client: trace.client.take(),
             tool: trace.tool.clone(),
             version: trace.resolved.as_ref().map(|t| t.entry.version.to_string()),
             descriptor_digest: trace.resolved.as_ref().map(|t| t.digest.clone()),

@@ -271,6 +271,8 @@ struct Trace {
     resolved: Option<Arc<Tool>>,
     argument_names: Vec<String>,
     effect: Option<EffectClass>,
+    /// The client's claim of what it is, cut (see [`crate::invocation::MAX_CLIENT_CHARS`]).
+    client: Option<String>,
     resources: Vec<String>,
     policies: Vec<String>,
     approval_id: Option<String>,

@@ -28,6 +28,7 @@ impl Pipeline {
             tool: crate::invocation::escape(&raw.tool),
             call_id: new_call_id(),
             request_id: raw.request_id.clone(),
+            client: raw.client.clone().map(crate::invocation::bounded_claim),
             surface: raw.surface,
             actor: crate::invocation::escape(&raw.actor),
             profile: crate::invocation::escape(&raw.profile),
