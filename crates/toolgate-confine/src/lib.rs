@@ -36,6 +36,9 @@ use toolgate_sandbox::{
 };
 use toolgate_workspace::snapshot::Guarded;
 
+/// Most hosts one child may reach through its proxy.
+pub const MAX_NETWORK_HOSTS: usize = 32;
+
 /// Most paths of one snapshot of the files that run later bound read-only (or pinned) for a
 /// child; the rest are guarded by the comparison alone.
 pub const MAX_READ_ONLY_MOUNTS: usize = 64;

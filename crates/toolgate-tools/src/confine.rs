@@ -34,9 +34,7 @@ use toolgate_sandbox::{NetworkMode, SandboxError};
 /// The operator's settings for confining commands, and this machine's sandbox: the builder
 /// upstream servers' processes are confined by too.
 pub use toolgate_confine::Confinement;
-
-/// Most host patterns one call may ask for.
-pub const MAX_NETWORK_HOSTS: usize = 32;
+pub use toolgate_confine::MAX_NETWORK_HOSTS;
 
 /// The `network` argument's schema, shared by `run_command` and `run_script`.
 pub(crate) fn network_schema() -> Value {

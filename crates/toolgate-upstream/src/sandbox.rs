@@ -37,7 +37,7 @@ use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
-use toolgate_confine::{Child, Confinement};
+use toolgate_confine::{Child, Confinement, MAX_NETWORK_HOSTS};
 use toolgate_proxy::HostPattern;
 use toolgate_sandbox::{DenyList, Limits, Sandbox, SandboxError, UnixSockets};
 use toolgate_workspace::snapshot::{Guarded, Watch};
@@ -48,9 +48,6 @@ pub(crate) use toolgate_confine::Confined;
 
 use crate::UpstreamError;
 use crate::connection::Fault;
-
-/// Most hosts one upstream's `network` may name.
-pub const MAX_NETWORK_HOSTS: usize = 32;
 
 /// `[upstream.sandbox]` as written.
 #[derive(Debug, Clone, Default, Deserialize)]
