@@ -14,10 +14,12 @@ impl Pipeline {
             parsed,
             mut trace,
         } = validated;
-        // Another pipeline's value is not planned, and stage 5 refuses it.
+        // Another pipeline's value is not planned, and is marked as no pipeline's: every later
+        // stage, of whichever pipeline, refuses it.
         let (plan, classification) = if trace.pipeline == self.id {
             tool.executor.plan_call(parsed)
         } else {
+            trace.pipeline = NO_PIPELINE;
             (Planned::untyped(), Classification::default())
         };
         trace.plan = plan;

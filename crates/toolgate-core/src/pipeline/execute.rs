@@ -29,9 +29,7 @@ impl Pipeline {
         // A tool that panics has still run, perhaps halfway: its outcome must reach stage 8
         // (and the record) like any failure, not vanish with the thread that ran it.
         let result = std::panic::catch_unwind(AssertUnwindSafe(|| {
-            let call = Call {
-                authorized: &cleared.authorized,
-            };
+            let call = Call::of(&cleared.authorized);
             cleared.authorized.tool.executor.execute(&call, &cleared.cx)
         }))
         .unwrap_or_else(|payload| Err(panicked(payload.as_ref())));
@@ -87,9 +85,13 @@ impl Pipeline {
                 }));
             }
         }
-        // The tool withholds what this pipeline's policy input calls sensitive, whatever
-        // context the caller built.
-        let cx = cx.clone().with_sensitivity(Arc::clone(&self.sensitivity));
+        // The tool withholds what this pipeline's policy input calls sensitive, and ends by its
+        // own time limit, whatever context the caller built.
+        let limit = Duration::from_millis(authorized.limits().timeout_ms);
+        let cx = cx
+            .clone()
+            .within(limit)
+            .with_sensitivity(Arc::clone(&self.sensitivity));
         Ok(Cleared {
             authorized,
             cx,
@@ -146,9 +148,7 @@ impl Pipeline {
             Err(ended) => return landed(self.describe(ended)),
         };
         let begun = std::panic::catch_unwind(AssertUnwindSafe(|| {
-            let call = Call {
-                authorized: &cleared.authorized,
-            };
+            let call = Call::of(&cleared.authorized);
             cleared.authorized.tool.executor.forward(&call, &cleared.cx)
         }));
         match begun {

@@ -251,6 +251,12 @@ impl ExecContext {
     pub fn deadline(&self) -> Instant {
         self.deadline
     }
+
+    /// The same context, ending after `timeout` at the latest.
+    fn within(mut self, timeout: Duration) -> Self {
+        self.deadline = self.deadline.min(Instant::now() + timeout);
+        self
+    }
 }
 
 /// Evidence gathered as a call moves through the stages, and the plan stage 4 made, which
@@ -265,14 +271,14 @@ struct Trace {
     tool: String,
     call_id: String,
     request_id: Option<String>,
+    /// The client's claim of what it is, cut (see [`crate::invocation::MAX_CLIENT_CHARS`]).
+    client: Option<String>,
     surface: Surface,
     actor: String,
     profile: String,
     resolved: Option<Arc<Tool>>,
     argument_names: Vec<String>,
     effect: Option<EffectClass>,
-    /// The client's claim of what it is, cut (see [`crate::invocation::MAX_CLIENT_CHARS`]).
-    client: Option<String>,
     resources: Vec<String>,
     policies: Vec<String>,
     approval_id: Option<String>,
@@ -444,10 +450,27 @@ impl Authorized {
 
 /// One authorized call, as its executor sees it while it runs. Only [`Pipeline::execute`]
 /// makes one, and it lives no longer than that step, so an executor can neither be called
-/// from outside the pipeline nor keep a call to run later.
+/// from outside the pipeline nor keep a call to run later. It is made for the one executor
+/// the call was authorized for: a [typed executor](TypedExecutor) handed another's call (an
+/// executor passing on the call it was given) fails it unrun.
 #[derive(Debug)]
 pub struct Call<'a> {
     authorized: &'a Authorized,
+    /// The address of the executor the call is for: its tool's.
+    runs: usize,
+}
+
+impl<'a> Call<'a> {
+    /// The call `authorized` as its own tool's executor is handed it.
+    fn of(authorized: &'a Authorized) -> Self {
+        let runs = Arc::as_ptr(&authorized.tool.executor).cast::<()>() as usize;
+        Call { authorized, runs }
+    }
+
+    /// Whether `executor` is the one this call was made for.
+    pub(crate) fn is_for<E>(&self, executor: &E) -> bool {
+        std::ptr::from_ref(executor).cast::<()>() as usize == self.runs
+    }
 }
 
 impl Call<'_> {
@@ -562,6 +585,9 @@ pub struct Pipeline {
 /// Numbers each pipeline of the process, so that a call's stage values carry the pipeline
 /// that checked them.
 static PIPELINES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
+/// The stamp of a value no pipeline may take on: one a stage of another pipeline touched.
+const NO_PIPELINE: u64 = 0;
 
 fn next_pipeline() -> u64 {
     PIPELINES.fetch_add(1, Ordering::Relaxed)
@@ -805,6 +831,142 @@ mod tests {
         let outcome = issuer.execute(authorized, &cx());
         assert_eq!(outcome.status(), Status::Completed, "{outcome:?}");
         assert!(looks.0.lock().unwrap().take().is_some());
+    }
+
+    /// Every stage refuses a value another pipeline began: a clone, and a pipeline a builder
+    /// made from this one, are other pipelines. Nothing runs, and a value a foreign stage 4
+    /// touched is refused by its own pipeline too.
+    #[test]
+    fn every_stage_refuses_a_value_another_pipeline_began() {
+        let looks = Arc::new(Looks::default());
+        let mut entry = ToolEntry::new("walk", "test");
+        entry.effect = Some(EffectClass::ReadOnly);
+        let issuer = one_tool(entry, looks.clone());
+        let raw = || RawCall::text("walk", "{}", Surface::Chat);
+        let code = |stopped: Stopped| stopped.rejection.code();
+        let others = [
+            issuer.clone(),
+            issuer.clone().with_bounds(NormalizeBounds::default()),
+            issuer.clone().with_recorder(Arc::new(Kept::default())),
+            issuer.clone().with_grants(Arc::default()),
+        ];
+        let invalid = Some(RejectCode::ApprovalInvalid);
+        for other in &others {
+            let normalized = issuer.normalize(raw()).unwrap();
+            assert_eq!(other.resolve(normalized).err().map(code), invalid);
+            let resolved = issuer.resolve(issuer.normalize(raw()).unwrap()).unwrap();
+            assert_eq!(other.validate(resolved).err().map(code), invalid);
+            let validated = || {
+                let resolved = issuer.resolve(issuer.normalize(raw()).unwrap()).unwrap();
+                issuer.validate(resolved).unwrap()
+            };
+            let classified = other.classify(validated());
+            assert_eq!(issuer.authorize(classified).err().map(code), invalid);
+            let classified = issuer.classify(validated());
+            assert_eq!(other.authorize(classified).err().map(code), invalid);
+            let permitted = issuer.authorize(issuer.classify(validated())).unwrap();
+            assert_eq!(other.approve(permitted).err().map(code), invalid);
+            let authorized = issuer.authorize_call(raw()).unwrap();
+            let cx = ExecContext::new(Duration::from_secs(5), Cancel::new());
+            let outcome = other.execute(authorized, &cx);
+            assert_eq!(outcome.rejection().map(|r| r.code()), invalid);
+        }
+        assert_eq!(looks.0.lock().unwrap().take(), None, "the tool never ran");
+        let outcome = issuer.execute(
+            issuer.authorize_call(raw()).unwrap(),
+            &ExecContext::new(Duration::from_secs(5), Cancel::new()),
+        );
+        assert_eq!(outcome.status(), Status::Completed, "{outcome:?}");
+    }
+
+    /// Hands every call it is given to its twin, an executor of its own type, if it has one;
+    /// else runs it, and counts.
+    #[derive(Debug, Default)]
+    struct Passes {
+        twin: Option<Arc<Passes>>,
+        ran: Arc<std::sync::atomic::AtomicUsize>,
+    }
+
+    impl TypedExecutor for Passes {
+        type Args = Map<String, Value>;
+        type Plan = ();
+
+        fn plan(&self, _: Map<String, Value>) -> ((), Classification) {
+            ((), Classification::default())
+        }
+
+        fn execute(
+            &self,
+            (): &(),
+            call: &Call<'_>,
+            cx: &ExecContext,
+        ) -> Result<ToolOutput, ToolError> {
+            match &self.twin {
+                Some(twin) => Executor::execute(&**twin, call, cx),
+                None => {
+                    self.ran.fetch_add(1, Ordering::SeqCst);
+                    Ok(ToolOutput::new(Value::Null))
+                }
+            }
+        }
+    }
+
+    /// An executor that passes the call it was handed to another executor, even one of its
+    /// own type (whose plan it could read), fails it: the other does not run it.
+    #[test]
+    fn a_call_handed_to_another_executor_does_not_run() {
+        let twin = Arc::new(Passes::default());
+        let ran = Arc::clone(&twin.ran);
+        let mut entry = ToolEntry::new("pass", "test");
+        entry.effect = Some(EffectClass::ReadOnly);
+        let passes = Passes {
+            twin: Some(twin),
+            ..Passes::default()
+        };
+        let pipeline = one_tool(entry, Arc::new(passes));
+        let outcome = pipeline.run(RawCall::text("pass", "{}", Surface::Chat));
+        assert_eq!(
+            outcome.error().map(|e| e.code),
+            Some(crate::outcome::ToolErrorCode::PlanMismatch),
+            "{outcome:?}"
+        );
+        assert_eq!(ran.load(Ordering::SeqCst), 0, "the twin never ran it");
+    }
+
+    /// Notes the deadline its context gives it.
+    #[derive(Debug, Default)]
+    struct Deadline(Mutex<Option<Instant>>);
+
+    impl Executor for Deadline {
+        fn execute(&self, _: &Call<'_>, cx: &ExecContext) -> Result<ToolOutput, ToolError> {
+            *self.0.lock().unwrap() = Some(cx.deadline());
+            Ok(ToolOutput::new(Value::Null))
+        }
+    }
+
+    /// A context the caller built with a later deadline than the tool's limit still ends by
+    /// the limit; an earlier one stands.
+    #[test]
+    fn the_tools_time_limit_holds_whatever_context_the_caller_built() {
+        let deadline = Arc::new(Deadline::default());
+        let mut entry = ToolEntry::new("slow", "test");
+        entry.effect = Some(EffectClass::ReadOnly);
+        entry.limits.timeout_ms = 1234;
+        let pipeline = one_tool(entry, deadline.clone());
+        let raw = || RawCall::text("slow", "{}", Surface::Chat);
+        let before = Instant::now();
+        let hour = ExecContext::new(Duration::from_secs(3600), Cancel::new());
+        let outcome = pipeline.execute(pipeline.authorize_call(raw()).unwrap(), &hour);
+        assert_eq!(outcome.status(), Status::Completed, "{outcome:?}");
+        let seen = deadline.0.lock().unwrap().take().unwrap();
+        assert!(
+            seen <= Instant::now() + Duration::from_millis(1234),
+            "{seen:?}"
+        );
+        assert!(seen >= before + Duration::from_millis(1234));
+        let soon = ExecContext::new(Duration::from_millis(10), Cancel::new());
+        let _ = pipeline.execute(pipeline.authorize_call(raw()).unwrap(), &soon);
+        assert_eq!(deadline.0.lock().unwrap().take(), Some(soon.deadline()));
     }
 
     #[test]

@@ -139,7 +139,8 @@ impl<T: TypedExecutor> Executor for T {
 
     fn execute(&self, call: &Call<'_>, cx: &ExecContext) -> Result<ToolOutput, ToolError> {
         match call.plan().get::<T::Plan>() {
-            Some(plan) => TypedExecutor::execute(self, plan, call, cx),
+            Some(plan) if call.is_for(self) => TypedExecutor::execute(self, plan, call, cx),
+            Some(_) => Err(handed_on()),
             None => Err(no_plan()),
         }
     }
@@ -159,10 +160,19 @@ impl<T: TypedExecutor> Executor for T {
 
     fn forward(&self, call: &Call<'_>, cx: &ExecContext) -> Forwarded {
         match call.plan().get::<T::Plan>() {
-            Some(plan) => TypedExecutor::forward(self, plan, call, cx),
+            Some(plan) if call.is_for(self) => TypedExecutor::forward(self, plan, call, cx),
+            Some(_) => Box::pin(std::future::ready(Err(handed_on()))),
             None => Box::pin(std::future::ready(Err(no_plan()))),
         }
     }
+}
+
+/// The failure of a call one executor handed to another: it was authorized for the first.
+fn handed_on() -> ToolError {
+    ToolError::new(
+        ToolErrorCode::PlanMismatch,
+        "the call was handed to an executor it was not authorized for; it did not run",
+    )
 }
 
 /// The failure of a call that reached stage 7 without its tool's own plan.

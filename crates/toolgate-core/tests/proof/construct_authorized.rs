@@ -1,4 +1,6 @@
 // A proof made up outside the pipeline.
+include!("common.rs");
+
 fn main() {
     let pipeline = pipeline();
     let tool = pipeline.registry().tools().next().unwrap().clone();

@@ -1,4 +1,6 @@
 // An executor's view of a call, made up outside the pipeline to call an executor with.
+include!("common.rs");
+
 fn main() {
     let pipeline = pipeline();
     let proof = pipeline

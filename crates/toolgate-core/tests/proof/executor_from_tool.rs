@@ -1,5 +1,7 @@
 // The proof's own tool hands out its executor, which runs the call with no grant redeemed,
 // no panic guard and no record.
+include!("common.rs");
+
 fn main() {
     let pipeline = pipeline();
     let proof = pipeline

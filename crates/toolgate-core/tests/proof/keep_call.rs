@@ -1,4 +1,6 @@
 // An executor that keeps the call it was handed, to run it again after the pipeline's step.
+include!("common.rs");
+
 #[derive(Debug, Default)]
 struct Keeper(std::sync::Mutex<Option<&'static Call<'static>>>);
 impl Executor for Keeper {

@@ -1,5 +1,7 @@
 // A proof issued for the read-only tool, handed to the writing tool's executor, and to its
 // typed stage 7 with a plan the caller made up.
+include!("common.rs");
+
 fn main() {
     let pipeline = pipeline();
     let proof = pipeline

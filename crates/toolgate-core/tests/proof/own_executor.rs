@@ -1,4 +1,6 @@
 // A caller holding an executor of its own runs it with a proof the pipeline issued.
+include!("common.rs");
+
 fn main() {
     let pipeline = pipeline();
     let proof = pipeline

@@ -1,4 +1,6 @@
 // One proof, two executions: by hand beside the pipeline, or through it twice.
+include!("common.rs");
+
 fn by_hand() {
     let pipeline = pipeline();
     let proof = pipeline
