@@ -315,8 +315,9 @@ pub const NETWORK_NONE: &str = "none";
 /// `network:unconfined`: the operator let commands reach the network unfiltered.
 pub const NETWORK_UNCONFINED: &str = "unconfined";
 
-/// A loaded policy set, sliced per tool.
-#[derive(Debug)]
+/// A loaded policy set, sliced per tool. Cloned to prepare the same policies for another
+/// registry without parsing them again.
+#[derive(Debug, Clone)]
 pub struct PolicyEngine {
     all: Vec<Policy>,
     /// What each policy in `all` depends on (see [`ActionSlice`]), decided once at load.
@@ -338,7 +339,7 @@ pub struct PolicyEngine {
     authorizer: Authorizer,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct ToolSlice {
     /// The effect class the tool entity carries in this slice.
     effect: EffectClass,
@@ -356,7 +357,7 @@ struct ToolSlice {
 /// Only the *dynamic* rest goes to Cedar per call. A policy that reads only
 /// `context.sensitive` (the default sensitive-file rules) is static in the slice for calls
 /// that touch no sensitive file, and dynamic in the one for calls that do.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct ActionSlice {
     dynamic: PolicySet,
     has_dynamic: bool,

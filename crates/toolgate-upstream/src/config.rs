@@ -112,9 +112,9 @@ pub struct UpstreamSpec {
     pub admitted: Vec<Admission>,
     /// The upstream's own `[upstream.sandbox]`, checked.
     pub sandbox: UpstreamSandbox,
-    /// How toolgate confines the process: [`UpstreamConfinement::detect`] as checked, to be
-    /// replaced by the operator's settings (the deny list with toolgate's own files, limits,
-    /// pins, or `dangerous-unconfined`) before the upstream starts.
+    /// How toolgate confines the process: the operator's settings (the deny list with
+    /// toolgate's own files, limits, pins, or `dangerous-unconfined`), as the caller resolved
+    /// them.
     pub confinement: UpstreamConfinement,
 }
 
@@ -136,11 +136,13 @@ const DEFAULT_MAX_MESSAGE_BYTES: usize = 16 << 20;
 
 impl UpstreamSection {
     /// Checks the section; `base` is the configuration file's directory, `lookup` reads the
-    /// gateway's environment.
+    /// gateway's environment (this crate reads none itself), and `confinement` is how the
+    /// caller confines every upstream process.
     pub fn check(
         &self,
         base: &std::path::Path,
         lookup: impl Fn(&str) -> Option<String>,
+        confinement: UpstreamConfinement,
     ) -> Result<UpstreamSpec, UpstreamError> {
         check_upstream_name(&self.name)?;
         let headers = self.check_url(&lookup)?;
@@ -232,7 +234,7 @@ impl UpstreamSection {
             max_message_bytes: self.max_message_bytes.unwrap_or(DEFAULT_MAX_MESSAGE_BYTES),
             admitted,
             sandbox,
-            confinement: UpstreamConfinement::detect(home.as_deref().map(std::path::Path::new)),
+            confinement,
         })
     }
 }
@@ -421,9 +423,11 @@ mod tests {
         )
         .map_err(|e| e.to_string())?;
         parsed
-            .check(std::path::Path::new("/etc/toolgate"), |name| {
-                (name != "UNSET").then(|| format!("value of {name}"))
-            })
+            .check(
+                std::path::Path::new("/etc/toolgate"),
+                |name| (name != "UNSET").then(|| format!("value of {name}")),
+                UpstreamConfinement::dangerous_unconfined(),
+            )
             .map_err(|e| e.to_string())
     }
 
@@ -560,10 +564,10 @@ mod tests {
             .map(ToString::to_string)
             .collect();
         assert_eq!(hosts, ["api.example.com"]);
-        // Without a section: nothing beyond the defaults, and confined.
+        // Without a section: nothing beyond the defaults (how it is confined is the caller's:
+        // see toolgate's settings).
         let spec = section(r#"{"name": "fs", "command": ["server"]}"#).unwrap();
         assert_eq!(spec.sandbox, crate::UpstreamSandbox::default());
-        assert!(spec.confinement.sandbox().is_some());
     }
 
     #[test]

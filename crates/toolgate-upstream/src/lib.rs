@@ -45,7 +45,10 @@ use std::time::Duration;
 
 use serde_json::json;
 use thiserror::Error;
-use toolgate_core::{Descriptor, Digest, Executor, SchemaBounds, ToolEntry, ToolSchema};
+use toolgate_core::{
+    Call, Descriptor, Digest, ExecContext, Executor, SchemaBounds, ToolEntry, ToolError,
+    ToolErrorCode, ToolOutput, ToolSchema,
+};
 
 pub use config::{Admission, AdmittedSection, Endpoint, UpstreamSection, UpstreamSpec, namespaced};
 pub use descriptor::{descriptor_of, diff, hints};
@@ -232,12 +235,65 @@ pub fn pin_state(admission: &Admission, current: Option<Option<&Descriptor>>) ->
     }
 }
 
+impl UpstreamTools {
+    /// Every admitted tool of `specs` as its pin says, for a gateway that starts no upstream:
+    /// registered as an upstream's tools are before it is first reached, but calls are
+    /// refused, since nothing would take them.
+    pub fn pinned(specs: &[UpstreamSpec]) -> UpstreamTools {
+        let mut tools = UpstreamTools::default();
+        for admission in specs.iter().flat_map(|spec| &spec.admitted) {
+            let (descriptor, entry, _) = registered(admission, PinState::Current, None);
+            let executor = NotStarted {
+                upstream: admission.upstream.clone(),
+            };
+            tools.admitted.push((descriptor, entry, Arc::new(executor)));
+        }
+        tools
+    }
+}
+
+/// The executor of an admitted tool whose upstream was not started.
+#[derive(Debug)]
+struct NotStarted {
+    upstream: String,
+}
+
+impl Executor for NotStarted {
+    fn execute(&self, _call: &Call<'_>, _cx: &ExecContext) -> Result<ToolOutput, ToolError> {
+        Err(ToolError::new(
+            ToolErrorCode::UpstreamUnavailable,
+            format!(
+                "upstream `{}` was not started by this command",
+                self.upstream
+            ),
+        ))
+    }
+}
+
 fn admitted(
     supervisor: &Arc<Supervisor>,
     admission: &Admission,
     state: PinState,
     current: Option<&Descriptor>,
 ) -> (Descriptor, ToolEntry, Arc<dyn Executor>) {
+    let (descriptor, entry, output_schema) = registered(admission, state, current);
+    let executor = UpstreamExecutor::new(
+        Arc::clone(supervisor),
+        admission.tool.clone(),
+        admission.digest.clone(),
+        output_schema,
+    );
+    (descriptor, entry, Arc::new(executor))
+}
+
+/// The one place an admission becomes a registry entry: its pinned descriptor under the
+/// admitted name, the operator's entry, and the output schema calls are checked against.
+/// `state` is the pin against what the upstream serves now (`current`).
+fn registered(
+    admission: &Admission,
+    state: PinState,
+    current: Option<&Descriptor>,
+) -> (Descriptor, ToolEntry, Option<Arc<ToolSchema>>) {
     let mut descriptor = admission.pinned.clone();
     descriptor.name.clone_from(&admission.entry.name);
     let mut entry = admission.entry.clone();
@@ -285,13 +341,7 @@ fn admitted(
         }
         entry.availability = Some(Arc::new(move || Err(reason.clone())));
     }
-    let executor = UpstreamExecutor::new(
-        Arc::clone(supervisor),
-        admission.tool.clone(),
-        admission.digest.clone(),
-        output_schema,
-    );
-    (descriptor, entry, Arc::new(executor))
+    (descriptor, entry, output_schema)
 }
 
 /// The digest an admission of `descriptor` pins.

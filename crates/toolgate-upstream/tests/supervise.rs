@@ -69,7 +69,11 @@ fn section(state: &Path, refresh_secs: u64) -> UpstreamSection {
 
 fn spec(section: &UpstreamSection) -> UpstreamSpec {
     section
-        .check(Path::new("/"), |name| std::env::var(name).ok())
+        .check(
+            Path::new("/"),
+            |name| std::env::var(name).ok(),
+            UpstreamConfinement::detect(std::env::home_dir().as_deref()),
+        )
         .unwrap()
 }
 

@@ -2,28 +2,29 @@
 //! [`Pipeline`](toolgate_core::Pipeline), the same for every command and for the tests.
 //!
 //! [`Gate::configured`] starts nothing: an admitted upstream tool is registered from its pin,
-//! as it is before its upstream is first reached. [`Gate::running`] checks the same first, so
-//! that a mistake stops toolgate before any upstream process exists, then starts the
-//! upstreams and registers what they serve.
+//! as it is before its upstream is first reached. Every name the configuration gives a tool or
+//! a profile is checked there, once (see [`Settings::tools`]), so that a mistake stops toolgate
+//! before any upstream process exists; [`Gate::start`] then starts the upstreams and registers
+//! what they serve.
 
-use std::collections::BTreeSet;
 use std::path::Path;
 use std::sync::Arc;
 
 use toolgate_core::{
-    ApprovalBroker, Descriptor, GrantLedger, GrantTimes, PolicyEngine, Recorder, Registry,
-    RegistryBuilder, Sensitivity, ToolEntry, WorkspaceId,
+    ApprovalBroker, GrantLedger, GrantTimes, PolicyEngine, Recorder, Registry, Sensitivity,
+    WorkspaceId,
 };
-use toolgate_tools::Builtin;
 use toolgate_upstream::{UpstreamTools, Upstreams};
 use toolgate_workspace::Workspace;
 
-use crate::settings::{ConfigError, Settings};
+use crate::settings::{ConfigError, ConfiguredTools, Settings};
 
 /// Everything configured, over one workspace.
 #[derive(Debug)]
 pub struct Gate {
     pub settings: Arc<Settings>,
+    /// The builtin tools as configured, made once: each registry is built from them.
+    tools: ConfiguredTools,
     pub registry: Arc<Registry>,
     pub policy: Arc<PolicyEngine>,
     /// The configured upstream MCP servers, running; `None` when none was started.
@@ -47,23 +48,15 @@ impl Gate {
         settings: Arc<Settings>,
         workspace: Arc<Workspace>,
     ) -> Result<Gate, ConfigError> {
-        let pinned = crate::upstream::pinned_tools(&settings.upstreams);
-        let (registry, policy) = assemble(&settings, &workspace, pinned)?;
-        let profiles = registry.profiles();
-        for (profile, line) in &settings.approval.elicitation {
-            if !profiles.contains(profile.as_str()) {
-                let known: Vec<&str> = profiles.iter().copied().collect();
-                return Err(settings.error_at_line(
-                    *line,
-                    format!(
-                        "[approval] elicitation names unknown profile `{profile}`; profiles: {}",
-                        known.join(", ")
-                    ),
-                ));
-            }
-        }
+        let tools = settings.tools(toolgate_tools::builtin_confined(
+            Arc::clone(&workspace),
+            Arc::clone(&settings.sandbox.confinement),
+        ))?;
+        let pinned = UpstreamTools::pinned(&settings.upstreams);
+        let (registry, policy) = assemble(&settings, &tools, pinned)?;
         Ok(Gate {
             settings,
+            tools,
             registry: Arc::new(registry),
             policy: Arc::new(policy),
             upstreams: None,
@@ -90,7 +83,7 @@ impl Gate {
         let upstreams = crate::upstream::start_upstreams(self.settings.upstreams.clone())
             .map_err(|e| self.settings.error(format!("{e:#}")))?;
         upstreams.wait_started();
-        let (registry, policy) = assemble(&self.settings, &self.workspace, upstreams.tools())?;
+        let (registry, policy) = assemble(&self.settings, &self.tools, upstreams.tools())?;
         self.registry = Arc::new(registry);
         self.policy = Arc::new(policy);
         self.upstreams = Some(upstreams);
@@ -105,9 +98,9 @@ impl Gate {
     ) -> Result<toolgate_core::Pipeline, ConfigError> {
         let tools = match &self.upstreams {
             Some(upstreams) => upstreams.tools(),
-            None => crate::upstream::pinned_tools(&self.settings.upstreams),
+            None => UpstreamTools::pinned(&self.settings.upstreams),
         };
-        let (registry, policy) = assemble(&self.settings, &self.workspace, tools)?;
+        let (registry, policy) = assemble(&self.settings, &self.tools, tools)?;
         let pipeline = toolgate_core::Pipeline::new(
             Arc::new(registry),
             Arc::new(policy),
@@ -187,100 +180,21 @@ impl Gate {
     }
 }
 
-/// The registry and the policy prepared for it.
+/// The registry of `tools` and `upstream`'s, and the configuration's policies prepared for it
+/// (parsed once, with the settings).
 fn assemble(
     settings: &Settings,
-    workspace: &Arc<Workspace>,
+    tools: &ConfiguredTools,
     upstream: UpstreamTools,
 ) -> Result<(Registry, PolicyEngine), ConfigError> {
-    let registry = build_registry(
-        settings,
-        toolgate_tools::builtin_confined(
-            Arc::clone(workspace),
-            Arc::clone(&settings.sandbox.confinement),
-        ),
-        upstream,
-    )?;
-    let mut policy = settings.policy_engine()?;
+    let registry = tools
+        .registry(upstream)
+        .map_err(|e| settings.error(e.to_string()))?;
+    let mut policy = settings.policy_engine();
     policy
         .prepare(&registry)
         .map_err(|e| settings.error(e.to_string()))?;
     Ok((registry, policy))
-}
-
-/// Applies the `[[tool]]` and `[profiles]` settings to the builtin entries, and adds the
-/// admitted upstream tools and the upstream candidates.
-fn build_registry(
-    settings: &Settings,
-    builtins: Vec<Builtin>,
-    upstream: UpstreamTools,
-) -> Result<Registry, ConfigError> {
-    let known: BTreeSet<String> = builtins.iter().map(|b| b.entry.name.clone()).collect();
-    let mut entries: Vec<(Descriptor, ToolEntry, Arc<dyn toolgate_core::Executor>)> = builtins
-        .into_iter()
-        .map(|b| (b.descriptor, b.entry, b.executor))
-        .collect();
-
-    for tool in &settings.tools {
-        let Some((_, entry, _)) = entries.iter_mut().find(|(_, e, _)| e.name == tool.name) else {
-            return Err(settings.error_at_line(
-                tool.line,
-                format!(
-                    "unknown tool `{}`{} known tools: {}",
-                    tool.name,
-                    guess(&tool.name, known.iter().map(String::as_str)),
-                    list(&known)
-                ),
-            ));
-        };
-        tool.apply(entry);
-    }
-    entries.extend(upstream.admitted);
-
-    for profile in &settings.profiles {
-        for (tool, line) in &profile.tools {
-            let Some((_, entry, _)) = entries.iter_mut().find(|(_, e, _)| e.name == *tool) else {
-                return Err(settings.error_at_line(
-                    *line,
-                    format!(
-                        "profile `{}` names unknown tool `{tool}`{} known tools: {}",
-                        profile.name,
-                        guess(tool, entries.iter().map(|(_, e, _)| e.name.as_str())),
-                        list(&known)
-                    ),
-                ));
-            };
-            entry.profiles.insert(profile.name.clone());
-        }
-    }
-
-    let mut builder = RegistryBuilder::new();
-    for candidate in upstream.candidates {
-        builder.candidate(candidate);
-    }
-    for (descriptor, entry, executor) in entries {
-        builder
-            .register(descriptor, entry, executor)
-            .map_err(|e| settings.error(e.to_string()))?;
-    }
-    builder.build().map_err(|e| settings.error(e.to_string()))
-}
-
-/// What follows "unknown tool `name`" in a configuration error: `: did you mean `x`?` when one
-/// of `candidates` is close to a misspelt `name`, else `;`.
-fn guess<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) -> String {
-    toolgate_core::hint::did_you_mean(name, candidates).map_or_else(
-        || ";".to_owned(),
-        |found| format!(": did you mean `{found}`?"),
-    )
-}
-
-fn list(names: &BTreeSet<String>) -> String {
-    names
-        .iter()
-        .map(|n| format!("`{n}`"))
-        .collect::<Vec<_>>()
-        .join(", ")
 }
 
 /// Opens `root` as a workspace, as a configuration-level error.

@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use anyhow::Context as _;
 use toolgate_core::{ApprovalBroker, HeadlessBroker};
 use toolgate_exec::{ProcessId, TreeObserver, Watchdog};
-use toolgate_mcp::{Elicitation, Gateway, HttpOptions, Principal, TokenTable};
+use toolgate_mcp::{Elicitation, Gateway, HttpOptions, Principal};
 
 use crate::audit::Appending;
 use crate::cli::ServeArgs;
@@ -139,7 +139,7 @@ pub fn serve(args: &ServeArgs) -> anyhow::Result<u8> {
         toolgate_mcp::run_stdio(gateway, principal, max_message_bytes)?;
         return Ok(0);
     };
-    let mut options = HttpOptions::new(tokens(&gate)?);
+    let mut options = HttpOptions::new(gate.settings.token_table()?);
     options.max_message_bytes = max_message_bytes;
     options.allowed_hosts = gate.settings.serve.allowed_hosts.clone();
     options.sessions = gate.settings.serve.sessions;
@@ -211,33 +211,6 @@ fn follow_upstreams(gate: &Arc<Gate>, gateway: &Arc<Gateway>, broker: Arc<dyn Ap
     upstreams.on_change(rebuild.clone());
     // A change between the first listing and now would otherwise go unnoticed.
     rebuild();
-}
-
-/// The configured tokens, read from the environment variables `[[serve.token]]` names. A
-/// variable that is unset or holds a weak token stops the server from starting.
-fn tokens(gate: &Gate) -> anyhow::Result<TokenTable> {
-    let settings = &gate.settings;
-    let mut table = TokenTable::new();
-    for token in &settings.serve.tokens {
-        let name = &token.env;
-        let Some(value) = &token.value else {
-            return Err(settings
-                .error_at_line(
-                    token.env_line,
-                    format!(
-                        "the environment variable `{name}` that should hold this token is not set"
-                    ),
-                )
-                .into());
-        };
-        check_profile(gate, &token.profile, "[[serve.token]] profile")
-            .map_err(|e| settings.error_at_line(token.profile_line, e.to_string()))?;
-        let principal = Principal::new(&token.actor, &token.profile);
-        table
-            .insert(value.trim(), principal)
-            .map_err(|e| settings.error_at_line(token.env_line, format!("`{name}`: {e}")))?;
-    }
-    Ok(table)
 }
 
 fn check_profile(gate: &Gate, profile: &str, what: &str) -> anyhow::Result<()> {

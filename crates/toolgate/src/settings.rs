@@ -1,21 +1,26 @@
 //! toolgate's settings: `toolgate.toml` and the environment, read and checked once.
 //!
-//! [`Settings::load`] is the one place the configuration file is read. It parses the file
-//! strictly (an unknown key, the same tool or upstream twice, a number out of range is an
-//! error that names the file and line), resolves every path against the file's directory or
-//! the user's directories, reads the policy files, checks each `[[upstream]]` into an
-//! [`UpstreamSpec`] with its [`Endpoint`](toolgate_upstream::Endpoint), and resolves
-//! `[sandbox]` into the [`Confinement`] commands run under. What it returns is only values:
-//! nothing has been started. With no configuration at all the defaults apply, and they are
-//! safe: builtin read-only tools only, the default policy, approvals refused headlessly.
+//! [`Settings::load`] is the one place the configuration file is read, and this module the one
+//! place the environment the configuration depends on is read (`HOME`, the XDG directories,
+//! the variables `[[serve.token]]` and `[[upstream]]` name): the library crates are given
+//! these values and read none themselves. It parses the file strictly
+//! (an unknown key, the same tool or upstream twice, a number out of range is an error that
+//! names the file and line), resolves every path against the file's directory or the user's
+//! directories, parses and validates the policies once into the [`PolicyEngine`] every
+//! registry gets a copy of, resolves `[sandbox]` into the [`Confinement`] commands run under
+//! and the one [`UpstreamConfinement`] of every upstream, and checks each `[[upstream]]` into
+//! an [`UpstreamSpec`] with its [`Endpoint`](toolgate_upstream::Endpoint). What it returns is
+//! only values: nothing has been started. With no configuration at all the defaults apply, and
+//! they are safe: builtin read-only tools only, the default policy, approvals refused
+//! headlessly.
 //!
 //! What can only be checked against the tools themselves (a `[[tool]]` or profile naming a
-//! tool that does not exist, a profile `[approval] elicitation` or a token names that no tool
-//! is in, a policy about an unknown tool) is checked when the registry is built from these
-//! settings (see [`crate::gate`]), before any upstream is started, with errors located in the
-//! file the same way.
+//! tool that does not exist, an `[approval] elicitation` or `[[serve.token]]` profile no tool
+//! is in) is checked once by [`Settings::tools`], when the builtin tools are made for a
+//! workspace, before any upstream is started, with errors located in the file the same way.
 
 mod file;
+mod tools;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -30,11 +35,13 @@ use toolgate_core::{
 };
 use toolgate_exec::CgroupLimits;
 use toolgate_mcp::http::SessionLimits;
+use toolgate_mcp::{Principal, TokenTable};
 use toolgate_sandbox::{DenyList, Limits, Sandbox, UserDirs};
 use toolgate_tools::Confinement;
 use toolgate_upstream::{UpstreamConfinement, UpstreamSpec};
 
 use file::{ConfigFile, Located, ToolSection};
+pub use tools::ConfiguredTools;
 
 /// A configuration problem, located in its file.
 #[derive(Debug, Error)]
@@ -68,9 +75,10 @@ pub struct Settings {
     origin: Located,
     /// The operator's Cedar policy file, resolved against the configuration's directory.
     pub policy_path: Option<PathBuf>,
-    /// The policy sources in force (the default policy unless turned off, then the
-    /// operator's file), as name and text; they parse.
-    pub policy: Vec<(String, String)>,
+    /// The policies in force (the default policy unless turned off, then the operator's
+    /// file), parsed and validated once; each registry gets a copy prepared for its tools
+    /// (see [`Settings::policy_engine`]).
+    pub policy: PolicyEngine,
     /// Bounds on requests, before anything is parsed.
     pub bounds: NormalizeBounds,
     /// The `[[tool]]` sections: changes to builtin registry entries.
@@ -344,16 +352,42 @@ impl Settings {
                 Some(secs) => Duration::from_secs(*secs.get_ref()),
             },
         };
-        let mut settings = Settings {
-            policy_path: policy_file.as_ref().map(|(path, _)| path.clone()),
-            policy: Vec::new(),
+        let profiles = profiles(&origin, &file)?;
+        let mode = file
+            .sandbox
+            .mode
+            .as_ref()
+            .map_or(Mode::Enforce, |m| *m.get_ref());
+        let policy_path = policy_file.as_ref().map(|(path, _)| path.clone());
+        // The one place the home directory is looked up: commands' and upstreams' deny lists
+        // and every `~/` path are resolved from this value.
+        let home = std::env::var_os("HOME").map(PathBuf::from);
+        let own_files = toolgate_paths(
+            &state_dir,
+            origin.path.as_deref(),
+            policy_path.as_deref(),
+            audit.path.as_deref(),
+        );
+        let confinement = confinement(
+            &origin,
+            &file.sandbox,
+            mode,
+            sandbox,
+            home.as_deref(),
+            &own_files,
+        )?;
+        let upstreams = upstream_specs(&origin, &file, &base, &confinement)?;
+        let policy = policies(&origin, &file, policy_file)?;
+        Ok(Settings {
+            policy_path,
+            policy,
             bounds: bounds(&file.limits),
             tools: file
                 .tools
                 .iter()
                 .map(|section| tool_override(&origin, section.get_ref()))
                 .collect(),
-            profiles: Vec::new(),
+            profiles,
             serve: ServeSettings {
                 dangerous_bind_any: file.serve.dangerous_bind_any,
                 allowed_hosts: file.serve.allowed_hosts.clone(),
@@ -379,40 +413,16 @@ impl Settings {
             },
             approval,
             audit,
-            upstreams: Vec::new(),
+            upstreams,
             sandbox: SandboxSettings {
-                mode: file
-                    .sandbox
-                    .mode
-                    .as_ref()
-                    .map_or(Mode::Enforce, |m| *m.get_ref()),
-                confinement: Arc::new(Confinement::dangerous_unconfined()),
+                mode,
+                confinement: Arc::new(confinement),
                 limits: file.sandbox.limits.clone(),
                 dangerous_unconfined_network: file.sandbox.dangerous_unconfined_network,
             },
             state_dir,
             origin,
-        };
-        for (profile, section) in &file.profiles {
-            if profile.get_ref() == toolgate_core::registry::DEFAULT_PROFILE {
-                return Err(settings.origin.error_at(
-                    profile.span(),
-                    "the `default` profile is defined by each tool's `profiles`; it cannot be redefined",
-                ));
-            }
-            settings.profiles.push(ProfileTools {
-                name: profile.get_ref().clone(),
-                tools: section
-                    .tools
-                    .iter()
-                    .map(|t| (t.get_ref().clone(), settings.origin.line(t.span())))
-                    .collect(),
-            });
-        }
-        settings.sandbox.confinement = Arc::new(settings.confinement(&file, sandbox)?);
-        settings.upstreams = settings.upstream_specs(&file, &base)?;
-        settings.policy = settings.policy_sources(&file, policy_file)?;
-        Ok(settings)
+        })
     }
 
     /// The configuration file, or `None` when running on defaults.
@@ -446,6 +456,29 @@ impl Settings {
         })
     }
 
+    /// The tokens `[[serve.token]]` configures, read from the environment variables it
+    /// names, for `toolgate serve --http`. A variable that is unset or holds a weak token stops
+    /// the server from starting (their profiles are checked by [`Settings::tools`]).
+    pub fn token_table(&self) -> Result<TokenTable, ConfigError> {
+        let mut table = TokenTable::new();
+        for token in &self.serve.tokens {
+            let name = &token.env;
+            let Some(value) = &token.value else {
+                return Err(self.error_at_line(
+                    token.env_line,
+                    format!(
+                        "the environment variable `{name}` that should hold this token is not set"
+                    ),
+                ));
+            };
+            let principal = Principal::new(&token.actor, &token.profile);
+            table
+                .insert(value.trim(), principal)
+                .map_err(|e| self.error_at_line(token.env_line, format!("`{name}`: {e}")))?;
+        }
+        Ok(table)
+    }
+
     /// The profiles `[approval] elicitation` names.
     pub fn elicitation_profiles(&self) -> std::collections::BTreeSet<String> {
         self.approval
@@ -455,178 +488,10 @@ impl Settings {
             .collect()
     }
 
-    /// A policy engine over [`Settings::policy`], not yet prepared for a registry.
-    pub fn policy_engine(&self) -> Result<PolicyEngine, ConfigError> {
-        policy_engine_of(&self.policy, &self.display_path())
-    }
-
-    /// The default policy (unless turned off) and the operator's file. A policy file that
-    /// cannot be read or parsed stops toolgate from starting.
-    fn policy_sources(
-        &self,
-        file: &ConfigFile,
-        policy_file: Option<(PathBuf, std::ops::Range<usize>)>,
-    ) -> Result<Vec<(String, String)>, ConfigError> {
-        let mut sources = Vec::new();
-        if file.default_policy.unwrap_or(true) {
-            sources.push(("<default policy>".to_owned(), DEFAULT_POLICY.to_owned()));
-        }
-        if let Some((path, span)) = policy_file {
-            let text = std::fs::read_to_string(&path).map_err(|e| {
-                self.origin.error_at(
-                    span,
-                    format!("cannot read policy file `{}`: {e}", path.display()),
-                )
-            })?;
-            sources.push((path.display().to_string(), text));
-        }
-        policy_engine_of(&sources, &self.display_path())?;
-        Ok(sources)
-    }
-
-    /// The `[[upstream]]` sections, checked, with their environment read from toolgate's own
-    /// and the confinement `[sandbox]` asks for (see [`Settings::upstream_confinement`]).
-    fn upstream_specs(
-        &self,
-        file: &ConfigFile,
-        base: &Path,
-    ) -> Result<Vec<UpstreamSpec>, ConfigError> {
-        if file.upstreams.is_empty() {
-            return Ok(Vec::new());
-        }
-        let confinement = self.upstream_confinement(file);
-        file.upstreams
-            .iter()
-            .map(|section| {
-                let mut spec = section
-                    .get_ref()
-                    .check(base, |name| std::env::var(name).ok())
-                    .map_err(|e| self.origin.error_at(section.span(), e.to_string()))?;
-                spec.confinement = confinement.clone();
-                Ok(spec)
-            })
-            .collect()
-    }
-
-    /// How every upstream process is confined, from `[sandbox]`: its mode
-    /// (`dangerous-unconfined` leaves upstreams unconfined too), the deny list commands get
-    /// (toolgate's own files, the credential stores, the shared scratch places, the
-    /// operator's `deny` and `allow`), `dangerous_allow_unix_sockets`, `read`, the rlimits and
-    /// the `resolve` pins of the proxies. Not `write` nor `dangerous_unconfined_network`:
-    /// those widen what commands reach, and an upstream gets only what its own
-    /// `[upstream.sandbox]` grants.
-    fn upstream_confinement(&self, file: &ConfigFile) -> UpstreamConfinement {
-        let commands = &self.sandbox.confinement;
-        let Some(sandbox) = commands.sandbox() else {
-            return UpstreamConfinement::dangerous_unconfined();
-        };
-        let mut confinement = UpstreamConfinement::new(*sandbox, commands.denied().clone());
-        confinement.guard_files_that_run_later(toolgate_tools::watch_files_that_run_later);
-        confinement.set_unix_sockets(commands.unix_sockets());
-        for path in commands.read_paths() {
-            confinement.add_readable(path.clone());
-        }
-        let limits = &self.sandbox.limits;
-        confinement.set_limits(Limits {
-            file_size: Some(limits.file_size_bytes.unwrap_or(DEFAULT_FILE_SIZE_BYTES)),
-            address_space: limits.address_space_bytes,
-            processes: limits.processes,
-            open_files: limits.open_files,
-        });
-        for (host, addresses) in &file.sandbox.resolve {
-            confinement.pin(host, addresses.clone());
-        }
-        confinement
-    }
-
-    /// The confinement `[sandbox]` asks for, on a machine whose sandbox is `sandbox`, with
-    /// the default deny list. A path that is neither absolute nor `~/…`, or an `allow` entry
-    /// that names no default entry, is an error at its line.
-    fn confinement(&self, file: &ConfigFile, sandbox: Sandbox) -> Result<Confinement, ConfigError> {
-        let section = &file.sandbox;
-        let home = std::env::var_os("HOME").map(PathBuf::from);
-        let mut confinement = match self.sandbox.mode {
-            Mode::DangerousUnconfined => Confinement::dangerous_unconfined(),
-            Mode::Enforce => Confinement::new(sandbox, home.as_deref(), &self.toolgate_paths()),
-        };
-        // The credential stores where the XDG variables put them, when that is elsewhere
-        // than `~/.config` and its siblings (which `Confinement::new` denies already); before
-        // `allow`, so that the operator can lift one of these too.
-        if self.sandbox.mode == Mode::Enforce
-            && let Some(dirs) = user_dirs(home.as_deref())
-        {
-            for store in DenyList::credential_stores(&dirs) {
-                confinement.deny(&store);
-            }
-        }
-        let resolved = |path: &Spanned<String>| {
-            resolve(path.get_ref(), home.as_deref())
-                .map_err(|message| self.origin.error_at(path.span(), message))
-        };
-        for path in &section.deny {
-            confinement.deny(&resolved(path)?);
-        }
-        for path in &section.allow {
-            if !confinement.allow(&resolved(path)?) {
-                return Err(self.origin.error_at(
-                    path.span(),
-                    format!(
-                        "[sandbox] allow `{}` is not on the deny list; its entries: {}",
-                        path.get_ref(),
-                        shown(confinement.denied().entries())
-                    ),
-                ));
-            }
-        }
-        for path in &section.read {
-            confinement.readable(resolved(path)?);
-        }
-        for path in &section.write {
-            confinement.writable(resolved(path)?);
-        }
-        if section.dangerous_unconfined_network {
-            confinement.dangerous_unconfined_network();
-        }
-        if section.dangerous_allow_unix_sockets {
-            confinement.dangerous_allow_unix_sockets();
-        }
-        for (host, addresses) in &section.resolve {
-            confinement.pin(host, addresses.clone());
-        }
-        let limits = &section.limits;
-        confinement.set_limits(Limits {
-            file_size: Some(limits.file_size_bytes.unwrap_or(DEFAULT_FILE_SIZE_BYTES)),
-            address_space: limits.address_space_bytes,
-            processes: limits.processes,
-            open_files: limits.open_files,
-        });
-        confinement.set_cgroup_limits(CgroupLimits {
-            pids_max: Some(limits.pids_max.unwrap_or(DEFAULT_PIDS_MAX)),
-            memory_max: limits.memory_max_bytes,
-        });
-        Ok(confinement)
-    }
-
-    /// toolgate's own files, denied to every command: the state directory, the configuration
-    /// directory, the configuration and policy files in use, and the audit log with its
-    /// journal files (`audit.db*`).
-    fn toolgate_paths(&self) -> Vec<PathBuf> {
-        let mut paths = Vec::new();
-        let state = &self.state_dir.resolved;
-        paths.extend(state.clone());
-        paths.extend(user_config_dir());
-        paths.extend(self.origin.path.iter().map(|p| absolute(p)));
-        paths.extend(self.policy_path.iter().map(|p| absolute(p)));
-        if let Some(audit) = &self.audit.path
-            && !state.as_ref().is_some_and(|dir| audit.starts_with(dir))
-        {
-            let audit = absolute(audit);
-            let mut prefix = audit.clone().into_os_string();
-            prefix.push("*");
-            paths.push(PathBuf::from(prefix));
-            paths.push(audit);
-        }
-        paths
+    /// A copy of [`Settings::policy`] to prepare for a registry: the policies are not parsed
+    /// again.
+    pub fn policy_engine(&self) -> PolicyEngine {
+        self.policy.clone()
     }
 }
 
@@ -689,6 +554,205 @@ fn tool_override(origin: &Located, section: &ToolSection) -> ToolOverride {
         max_output_bytes: section.max_output_bytes,
         max_results: section.max_results,
     }
+}
+
+/// The `[profiles.NAME]` sections, each tool with its line. `default` is every tool's own.
+fn profiles(origin: &Located, file: &ConfigFile) -> Result<Vec<ProfileTools>, ConfigError> {
+    let mut profiles = Vec::new();
+    for (profile, section) in &file.profiles {
+        if profile.get_ref() == toolgate_core::registry::DEFAULT_PROFILE {
+            return Err(origin.error_at(
+                profile.span(),
+                "the `default` profile is defined by each tool's `profiles`; it cannot be redefined",
+            ));
+        }
+        profiles.push(ProfileTools {
+            name: profile.get_ref().clone(),
+            tools: section
+                .tools
+                .iter()
+                .map(|t| (t.get_ref().clone(), origin.line(t.span())))
+                .collect(),
+        });
+    }
+    Ok(profiles)
+}
+
+/// The default policy (unless turned off) and the operator's file, parsed and validated: the
+/// one place Cedar text is parsed. A policy file that cannot be read or parsed stops toolgate
+/// from starting.
+fn policies(
+    origin: &Located,
+    file: &ConfigFile,
+    policy_file: Option<(PathBuf, std::ops::Range<usize>)>,
+) -> Result<PolicyEngine, ConfigError> {
+    let mut sources = Vec::new();
+    if file.default_policy.unwrap_or(true) {
+        sources.push(("<default policy>".to_owned(), DEFAULT_POLICY.to_owned()));
+    }
+    if let Some((path, span)) = policy_file {
+        let text = std::fs::read_to_string(&path).map_err(|e| {
+            origin.error_at(
+                span,
+                format!("cannot read policy file `{}`: {e}", path.display()),
+            )
+        })?;
+        sources.push((path.display().to_string(), text));
+    }
+    policy_engine_of(&sources, &origin.display_path())
+}
+
+/// The `[[upstream]]` sections, checked, with their environment read from toolgate's own
+/// and the confinement `[sandbox]` asks for (see [`upstream_confinement`]).
+fn upstream_specs(
+    origin: &Located,
+    file: &ConfigFile,
+    base: &Path,
+    commands: &Confinement,
+) -> Result<Vec<UpstreamSpec>, ConfigError> {
+    if file.upstreams.is_empty() {
+        return Ok(Vec::new());
+    }
+    let confinement = upstream_confinement(commands, &file.sandbox);
+    file.upstreams
+        .iter()
+        .map(|section| {
+            section
+                .get_ref()
+                .check(base, |name| std::env::var(name).ok(), confinement.clone())
+                .map_err(|e| origin.error_at(section.span(), e.to_string()))
+        })
+        .collect()
+}
+
+/// How every upstream process is confined, from `[sandbox]` as resolved for `commands`: its
+/// mode (`dangerous-unconfined` leaves upstreams unconfined too), the deny list commands get
+/// (toolgate's own files, the credential stores, the shared scratch places, the operator's
+/// `deny` and `allow`), `dangerous_allow_unix_sockets`, `read`, the rlimits and the `resolve`
+/// pins of the proxies. Not `write` nor `dangerous_unconfined_network`: those widen what
+/// commands reach, and an upstream gets only what its own `[upstream.sandbox]` grants.
+fn upstream_confinement(
+    commands: &Confinement,
+    section: &file::SandboxSection,
+) -> UpstreamConfinement {
+    let Some(sandbox) = commands.sandbox() else {
+        return UpstreamConfinement::dangerous_unconfined();
+    };
+    let mut confinement = UpstreamConfinement::new(*sandbox, commands.denied().clone());
+    confinement.guard_files_that_run_later(toolgate_tools::watch_files_that_run_later);
+    confinement.set_unix_sockets(commands.unix_sockets());
+    for path in commands.read_paths() {
+        confinement.add_readable(path.clone());
+    }
+    confinement.set_limits(rlimits(&section.limits));
+    for (host, addresses) in &section.resolve {
+        confinement.pin(host, addresses.clone());
+    }
+    confinement
+}
+
+/// The rlimits `[sandbox.limits]` sets in every command and upstream process.
+fn rlimits(limits: &SandboxLimits) -> Limits {
+    Limits {
+        file_size: Some(limits.file_size_bytes.unwrap_or(DEFAULT_FILE_SIZE_BYTES)),
+        address_space: limits.address_space_bytes,
+        processes: limits.processes,
+        open_files: limits.open_files,
+    }
+}
+
+/// The confinement `[sandbox]` asks for, on a machine whose sandbox is `sandbox`, with the
+/// default deny list for `home` and `own_files` (toolgate's). A path that is neither absolute
+/// nor `~/…`, or an `allow` entry that names no default entry, is an error at its line.
+fn confinement(
+    origin: &Located,
+    section: &file::SandboxSection,
+    mode: Mode,
+    sandbox: Sandbox,
+    home: Option<&Path>,
+    own_files: &[PathBuf],
+) -> Result<Confinement, ConfigError> {
+    let mut confinement = match mode {
+        Mode::DangerousUnconfined => Confinement::dangerous_unconfined(),
+        Mode::Enforce => Confinement::new(sandbox, home, own_files),
+    };
+    // The credential stores where the XDG variables put them, when that is elsewhere
+    // than `~/.config` and its siblings (which `Confinement::new` denies already); before
+    // `allow`, so that the operator can lift one of these too.
+    if mode == Mode::Enforce
+        && let Some(dirs) = user_dirs(home)
+    {
+        for store in DenyList::credential_stores(&dirs) {
+            confinement.deny(&store);
+        }
+    }
+    let resolved = |path: &Spanned<String>| {
+        resolve(path.get_ref(), home).map_err(|message| origin.error_at(path.span(), message))
+    };
+    for path in &section.deny {
+        confinement.deny(&resolved(path)?);
+    }
+    for path in &section.allow {
+        if !confinement.allow(&resolved(path)?) {
+            return Err(origin.error_at(
+                path.span(),
+                format!(
+                    "[sandbox] allow `{}` is not on the deny list; its entries: {}",
+                    path.get_ref(),
+                    shown(confinement.denied().entries())
+                ),
+            ));
+        }
+    }
+    for path in &section.read {
+        confinement.readable(resolved(path)?);
+    }
+    for path in &section.write {
+        confinement.writable(resolved(path)?);
+    }
+    if section.dangerous_unconfined_network {
+        confinement.dangerous_unconfined_network();
+    }
+    if section.dangerous_allow_unix_sockets {
+        confinement.dangerous_allow_unix_sockets();
+    }
+    for (host, addresses) in &section.resolve {
+        confinement.pin(host, addresses.clone());
+    }
+    let limits = &section.limits;
+    confinement.set_limits(rlimits(limits));
+    confinement.set_cgroup_limits(CgroupLimits {
+        pids_max: Some(limits.pids_max.unwrap_or(DEFAULT_PIDS_MAX)),
+        memory_max: limits.memory_max_bytes,
+    });
+    Ok(confinement)
+}
+
+/// toolgate's own files, denied to every command: the state directory, the configuration
+/// directory, the configuration and policy files in use, and the audit log with its journal
+/// files (`audit.db*`).
+fn toolgate_paths(
+    state_dir: &StateDir,
+    config: Option<&Path>,
+    policy: Option<&Path>,
+    audit: Option<&Path>,
+) -> Vec<PathBuf> {
+    let mut paths = Vec::new();
+    let state = &state_dir.resolved;
+    paths.extend(state.clone());
+    paths.extend(user_config_dir());
+    paths.extend(config.map(absolute));
+    paths.extend(policy.map(absolute));
+    if let Some(audit) = audit
+        && !state.as_ref().is_some_and(|dir| audit.starts_with(dir))
+    {
+        let audit = absolute(audit);
+        let mut prefix = audit.clone().into_os_string();
+        prefix.push("*");
+        paths.push(PathBuf::from(prefix));
+        paths.push(audit);
+    }
+    paths
 }
 
 /// Normalize bounds: the defaults, overridden where the file says so.
@@ -903,10 +967,15 @@ mod tests {
     fn empty_file_is_the_defaults() {
         let settings = parse("").unwrap();
         assert!(settings.tools.is_empty());
-        assert_eq!(settings.policy.len(), 1, "the default policy alone");
+        let default_policy = PolicyEngine::default_policy().unwrap().len();
+        assert_eq!(
+            settings.policy.len(),
+            default_policy,
+            "the default policy alone"
+        );
         assert_eq!(
             Settings::defaults().unwrap().policy.len(),
-            1,
+            default_policy,
             "no file at all means the default policy"
         );
         assert_eq!(settings.bounds, NormalizeBounds::default());
@@ -962,6 +1031,32 @@ mod tests {
                     url: "http://127.0.0.1:1/mcp".to_owned()
                 }
             ]
+        );
+    }
+
+    #[test]
+    fn upstreams_are_confined_as_the_sandbox_section_says() {
+        let upstream = "[[upstream]]\nname = \"fs\"\ncommand = [\"server\"]\n";
+        let enforced = parse(upstream).unwrap();
+        let spec = enforced.upstreams.first().unwrap();
+        assert!(spec.confinement.sandbox().is_some());
+        assert_eq!(
+            spec.confinement.denied().entries(),
+            enforced.sandbox.confinement.denied().entries(),
+            "the deny list commands get"
+        );
+        let unconfined = parse(&format!(
+            "[sandbox]\nmode = \"dangerous-unconfined\"\n\n{upstream}"
+        ))
+        .unwrap();
+        assert!(
+            unconfined
+                .upstreams
+                .first()
+                .unwrap()
+                .confinement
+                .sandbox()
+                .is_none()
         );
     }
 

@@ -12,14 +12,11 @@ use std::sync::Arc;
 
 use anyhow::{Context as _, anyhow, bail};
 use serde_json::{Value, json};
-use toolgate_core::{
-    Call, Descriptor, EffectClass, ExecContext, Executor, SchemaBounds, ToolError, ToolOutput,
-    ToolSchema,
-};
+use toolgate_core::{Descriptor, EffectClass};
 use toolgate_upstream::config::check_tool_name;
 use toolgate_upstream::{
-    Admission, Endpoint, PinState, UpstreamSpec, UpstreamStatus, UpstreamTools, Upstreams,
-    namespaced, pin_of, pin_state,
+    Admission, Endpoint, PinState, UpstreamSpec, UpstreamStatus, Upstreams, namespaced, pin_of,
+    pin_state,
 };
 
 use crate::settings::Settings;
@@ -189,64 +186,6 @@ pub fn discover(config: Option<&Path>, as_json: bool) -> anyhow::Result<u8> {
         print_listing(upstreams);
     }
     Ok(0)
-}
-
-/// Every admitted tool as its pin says, for a gate that starts no upstream: registered as an
-/// upstream's tools are before it is first reached. Calls are refused, since nothing would
-/// take them.
-pub fn pinned_tools(specs: &[UpstreamSpec]) -> UpstreamTools {
-    let mut tools = UpstreamTools::default();
-    for spec in specs {
-        for admission in &spec.admitted {
-            tools.admitted.push(pinned_tool(admission));
-        }
-    }
-    tools
-}
-
-fn pinned_tool(admission: &Admission) -> (Descriptor, toolgate_core::ToolEntry, Arc<dyn Executor>) {
-    let mut descriptor = admission.pinned.clone();
-    descriptor.name.clone_from(&admission.entry.name);
-    let mut entry = admission.entry.clone();
-    let bounds = SchemaBounds::default();
-    let mut unavailable = ToolSchema::compile(&descriptor.input_schema, &bounds)
-        .err()
-        .map(|e| format!("its pinned input schema does not compile: {e}"));
-    if let Some(schema) = &descriptor.output_schema
-        && let Err(e) = ToolSchema::compile_output(schema, &bounds)
-    {
-        unavailable = Some(format!("its pinned output schema does not compile: {e}"));
-    }
-    if let Some(reason) = unavailable {
-        // As for a running upstream: the registry must compile some schema, and this one
-        // accepts nothing; the entry is unavailable anyway.
-        descriptor.input_schema = json!({"type": "object", "not": {}});
-        descriptor.output_schema = None;
-        entry.availability = Some(Arc::new(move || Err(reason.clone())));
-    }
-    entry.pinned_digest = Some(descriptor.digest());
-    let executor = NotStarted {
-        upstream: admission.upstream.clone(),
-    };
-    (descriptor, entry, Arc::new(executor))
-}
-
-/// The executor of an admitted tool whose upstream this command did not start.
-#[derive(Debug)]
-struct NotStarted {
-    upstream: String,
-}
-
-impl Executor for NotStarted {
-    fn execute(&self, _call: &Call<'_>, _cx: &ExecContext) -> Result<ToolOutput, ToolError> {
-        Err(ToolError::new(
-            toolgate_core::ToolErrorCode::UpstreamUnavailable,
-            format!(
-                "upstream `{}` was not started by this command",
-                self.upstream
-            ),
-        ))
-    }
 }
 
 /// Each upstream's sandbox in words, for `toolgate sandbox check`: its name and one line per

@@ -513,6 +513,19 @@ fn configuration_errors_name_file_and_line_and_exit_three() {
             "policy = \"nope.cedar\"\n",
             ":1: cannot read policy file",
         ),
+        // Checked by every command that loads the configuration, not only by `serve`.
+        (
+            "token-profile.toml",
+            "[profiles.reviewer]\ntools = [\"read_file\"]\n\n[[serve.token]]\nenv = \"HOME\"\n\
+             actor = \"ada\"\nprofile = \"reviewr\"\n",
+            ":7: [[serve.token]] profile: unknown profile `reviewr`: did you mean `reviewer`? \
+             profiles: default, readonly, reviewer",
+        ),
+        (
+            "elicitation.toml",
+            "[approval]\nelicitation = [\"nobody\"]\n",
+            ":2: [approval] elicitation names unknown profile `nobody`; profiles: default, readonly",
+        ),
     ];
     for (name, text, needle) in cases {
         let path = dir.join(name);
