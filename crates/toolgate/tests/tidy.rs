@@ -234,8 +234,7 @@ fn toolgate_core_does_no_io() {
 }
 
 /// The crates in layers, lowest first: a crate may depend only on crates of lower layers, never
-/// on one of its own layer. ARCHITECTURE.md gives no numbered order; this one is read from what
-/// it says of each crate.
+/// on one of its own layer. The same layers as ARCHITECTURE.md's table (checked below).
 const LAYERS: &[(&str, &[&str])] = &[
     (
         // core "does no I/O" and knows nothing of MCP, terminals or files; the workspace, the
@@ -403,6 +402,84 @@ fn the_crate_graph_has_no_back_edges() {
         visit(name, &graph, &mut Vec::new(), &mut done, &mut wrong);
     }
     assert!(wrong.is_empty(), "the crate graph:\n{}", wrong.join("\n"));
+}
+
+/// The rows of ARCHITECTURE.md's layers table: (layer, crates, the toolgate crates they depend
+/// on); a row whose layer cell is empty is in the layer of the row above.
+fn architecture_layers(text: &str) -> Vec<(String, Vec<String>, Vec<String>)> {
+    let section = text
+        .split_once("\n## Layers\n")
+        .expect("ARCHITECTURE.md has a `## Layers` section")
+        .1;
+    let section = section.split("\n## ").next().unwrap_or(section);
+    let spans = |cell: &str| -> Vec<String> {
+        cell.split('`')
+            .skip(1)
+            .step_by(2)
+            .map(str::to_owned)
+            .collect()
+    };
+    let mut rows = Vec::new();
+    let mut layer = String::new();
+    for line in section.lines().filter(|l| l.starts_with('|')) {
+        let cells: Vec<&str> = line.trim_matches('|').split('|').map(str::trim).collect();
+        if cells.len() != 3 || cells[0] == "layer" || cells[0].starts_with("---") {
+            continue;
+        }
+        if !cells[0].is_empty() {
+            layer = cells[0].to_owned();
+        }
+        let deps = spans(cells[2])
+            .into_iter()
+            .map(|d| format!("toolgate-{d}"))
+            .collect();
+        rows.push((layer.clone(), spans(cells[1]), deps));
+    }
+    rows
+}
+
+/// ARCHITECTURE.md's layers are the ones checked above, and each row's dependencies are what
+/// the crate's manifest names, so that the page cannot drift from the code.
+#[test]
+fn architecture_md_shows_the_layers_and_dependencies_the_manifests_have() {
+    let architecture = fs::read_to_string(root().join("ARCHITECTURE.md")).unwrap();
+    let rows = architecture_layers(&architecture);
+    let graph = crate_graph();
+    let mut wrong = Vec::new();
+    let mut shown: Vec<(String, BTreeSet<String>)> = Vec::new();
+    for (layer, crates, deps) in &rows {
+        match shown.last_mut() {
+            Some((name, members)) if name == layer => members.extend(crates.iter().cloned()),
+            _ => shown.push((layer.clone(), crates.iter().cloned().collect())),
+        }
+        let deps: BTreeSet<&String> = deps.iter().collect();
+        for name in crates {
+            let actual: BTreeSet<&String> = graph.get(name).into_iter().flatten().collect();
+            if actual != deps {
+                wrong.push(format!(
+                    "{name}: ARCHITECTURE.md says it depends on {deps:?}, its manifest on {actual:?}"
+                ));
+            }
+        }
+    }
+    let tested: Vec<(String, BTreeSet<String>)> = LAYERS
+        .iter()
+        .map(|(name, crates)| {
+            let members = crates.iter().map(|c| (*c).to_owned()).collect();
+            ((*name).to_owned(), members)
+        })
+        .collect();
+    if shown != tested {
+        wrong.push(format!(
+            "ARCHITECTURE.md's layers {shown:?} are not the ones LAYERS checks: {tested:?}"
+        ));
+    }
+    assert!(rows.len() > 4, "the layers table is read: {rows:?}");
+    assert!(
+        wrong.is_empty(),
+        "ARCHITECTURE.md's layers:\n{}",
+        wrong.join("\n")
+    );
 }
 
 /// The test sources: the binary's end-to-end tests and their shared support.
