@@ -13,7 +13,8 @@ use crate::cli::{AuditCommand, AuditLogArgs};
 use crate::settings::Settings;
 use crate::terminal::{JsonWriter, errln, outln, visible};
 
-/// How often `tail --follow` looks for new records.
+/// How often `tail --follow` looks for new records when the kernel gives it no way to be told
+/// of them (no inotify instance left to this user).
 const FOLLOW_INTERVAL: Duration = Duration::from_millis(250);
 
 /// How long the process that opens the audit log goes on appending to it.
@@ -164,10 +165,68 @@ fn head(args: &AuditLogArgs, json: bool) -> anyhow::Result<u8> {
     Ok(0)
 }
 
+/// The log's directory watched for changes to the log (its database and write-ahead log).
+struct Changes {
+    inotify: std::os::fd::OwnedFd,
+    /// The names in the directory whose changes are news: the database's and its
+    /// write-ahead log's. A reader's own `-shm` file changes as it reads, and is not news.
+    names: [Vec<u8>; 2],
+}
+
+impl Changes {
+    /// `None` when the kernel gives no inotify instance, or the path has no file name.
+    fn watch(db: &std::path::Path) -> Option<Changes> {
+        use rustix::fs::inotify::{CreateFlags, WatchFlags, add_watch, init};
+        use std::os::unix::ffi::OsStrExt as _;
+        let name = db.file_name()?.as_bytes().to_vec();
+        let dir = match db.parent() {
+            Some(dir) if !dir.as_os_str().is_empty() => dir,
+            _ => std::path::Path::new("."),
+        };
+        let inotify = init(CreateFlags::CLOEXEC).ok()?;
+        // Only writes are news: a reader's own connection creates the write-ahead log when
+        // nobody holds the log, and removes it again when it closes.
+        let events = WatchFlags::MODIFY | WatchFlags::MOVED_TO;
+        add_watch(&inotify, dir, events).ok()?;
+        let wal = [name.as_slice(), b"-wal"].concat();
+        Some(Changes {
+            inotify,
+            names: [name, wal],
+        })
+    }
+
+    /// Blocks until the log changes; the events read with that change go with it, so a burst
+    /// of writes is one wake.
+    fn wait(&self) {
+        let mut buffer = [std::mem::MaybeUninit::uninit(); 4096];
+        let mut events = rustix::fs::inotify::Reader::new(&self.inotify, &mut buffer);
+        loop {
+            match events.next() {
+                Ok(event) => {
+                    let name = event.file_name().map(std::ffi::CStr::to_bytes);
+                    if name.is_some_and(|name| self.names.iter().any(|n| n == name)) {
+                        while !events.is_buffer_empty() {
+                            let _ = events.next();
+                        }
+                        return;
+                    }
+                }
+                Err(rustix::io::Errno::INTR) => {}
+                // An error would come back at once: look at the interval instead of spinning.
+                Err(_) => return std::thread::sleep(FOLLOW_INTERVAL),
+            }
+        }
+    }
+}
+
 fn tail(args: &AuditLogArgs, lines: usize, follow: bool) -> anyhow::Result<u8> {
     let path = db_path(args)?;
     let mut last_seq = 0;
     let mut out = std::io::stdout().lock();
+    // Following is woken by each change in the log's directory (its database and write-ahead
+    // log), by whichever process appends. Watched before the first look, so no append is
+    // missed.
+    let changes = follow.then(|| Changes::watch(&path)).flatten();
     for record in toolgate_audit::last(&path, lines)? {
         last_seq = record.seq;
         if writeln!(out, "{}", visible(&line(&record))).is_err() {
@@ -179,7 +238,10 @@ fn tail(args: &AuditLogArgs, lines: usize, follow: bool) -> anyhow::Result<u8> {
     }
     loop {
         let _ = out.flush();
-        std::thread::sleep(FOLLOW_INTERVAL);
+        match &changes {
+            Some(changes) => changes.wait(),
+            None => std::thread::sleep(FOLLOW_INTERVAL),
+        }
         for record in toolgate_audit::after(&path, last_seq, 1000)? {
             last_seq = record.seq;
             if writeln!(out, "{}", visible(&line(&record))).is_err() {

@@ -577,6 +577,25 @@ fn tail_follow_prints_records_as_they_are_appended_and_verify_needs_a_log() {
     });
     let first = lines.recv_timeout(Duration::from_secs(10)).unwrap();
     assert!(first.trim_start().starts_with("6 "), "{first}");
+    // Following waits for a write to the log: its own reads of the log, which create and
+    // remove the write-ahead log when nobody else holds it, do not wake it.
+    let ticks = || {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", follower.id())).unwrap();
+        let fields: Vec<&str> = stat
+            .rsplit_once(')')
+            .unwrap()
+            .1
+            .split_whitespace()
+            .collect();
+        fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
+    };
+    let before = ticks();
+    std::thread::sleep(Duration::from_secs(1));
+    let spent = ticks() - before;
+    assert!(
+        spent <= 5,
+        "an idle follower spent {spent} ticks of CPU in 1 s"
+    );
     audited.call("read_fil", "{}");
     let next = lines.recv_timeout(Duration::from_secs(10)).unwrap();
     let _ = follower.kill();
