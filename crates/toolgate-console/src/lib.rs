@@ -43,8 +43,7 @@ pub mod server;
 pub mod standing;
 
 pub use broker::{
-    BrokerOptions, ConsoleBroker, DecideError, Decision, GrantView, PendingView,
-    grants_ledger,
+    BrokerOptions, ConsoleBroker, DecideError, Decision, GrantView, PendingView, grants_ledger,
 };
 pub use login::{DEFAULT_LOGIN_TTL, LoginLinks, LoginRefusal};
 pub use outcomes::{OutcomeView, RecentOutcomes};
