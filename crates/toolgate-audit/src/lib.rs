@@ -50,7 +50,7 @@ pub use log::{AuditLog, AuditOptions, Durability, FLUSH_INTERVAL, INTERRUPTED, S
 pub use read::{LogHead, StoredRecord, after, export_jsonl, last, log_head};
 pub use record::{record_body, record_body_after, start_body};
 pub use seal::seal_setup;
-pub use seal::{Epochs, VerificationKey, seal_key_path};
+pub use seal::{Epochs, NotAVerificationKey, VerificationKey, seal_key_path};
 pub use verify::{
     Finding, Interrupted, SealFinding, Sealing, Verdict, Verification, verify, verify_with,
 };

@@ -162,12 +162,16 @@ impl std::fmt::Display for VerificationKey {
     }
 }
 
-impl std::str::FromStr for VerificationKey {
-    type Err = String;
+/// Text that is not a verification key as `toolgate audit seal-setup` prints one.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{0}` is not a verification key printed by `toolgate audit seal-setup`")]
+pub struct NotAVerificationKey(String);
 
-    fn from_str(text: &str) -> Result<Self, String> {
-        let bad =
-            || format!("`{text}` is not a verification key printed by `toolgate audit seal-setup`");
+impl std::str::FromStr for VerificationKey {
+    type Err = NotAVerificationKey;
+
+    fn from_str(text: &str) -> Result<Self, NotAVerificationKey> {
+        let bad = || NotAVerificationKey(text.to_owned());
         let mut parts = text.trim().split(':');
         if parts.next() != Some(VERIFICATION_PREFIX) {
             return Err(bad());

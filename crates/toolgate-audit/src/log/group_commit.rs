@@ -8,6 +8,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use super::background::Mailbox;
+use super::error::AppendError;
 use super::writer::Writer;
 
 /// The most records one transaction takes; more wait for the next.
@@ -46,7 +47,7 @@ pub(super) struct Pending {
 pub(super) struct Queue {
     pub(super) waiting: Vec<Pending>,
     pub(super) committing: bool,
-    pub(super) done: HashMap<u64, Result<u64, String>>,
+    pub(super) done: HashMap<u64, Result<u64, AppendError>>,
     pub(super) next_ticket: u64,
     /// How many records the last commit took.
     pub(super) expected: usize,
@@ -78,16 +79,14 @@ impl Drop for Shared {
     }
 }
 
-pub(super) fn lock<T>(mutex: &Mutex<T>) -> Result<MutexGuard<'_, T>, String> {
-    mutex
-        .lock()
-        .map_err(|_| "the audit writer stopped unexpectedly".to_owned())
+pub(super) fn lock<T>(mutex: &Mutex<T>) -> Result<MutexGuard<'_, T>, AppendError> {
+    mutex.lock().map_err(|_| AppendError::Stopped)
 }
 
 impl Shared {
     /// Queues `pending` and returns its number once it is committed, committing it (with
     /// everything else queued) if no one else is.
-    pub(super) fn submit(&self, mut pending: Pending) -> Result<u64, String> {
+    pub(super) fn submit(&self, mut pending: Pending) -> Result<u64, AppendError> {
         let mut queue = lock(&self.queue)?;
         let ticket = queue.next_ticket;
         queue.next_ticket += 1;
@@ -105,7 +104,7 @@ impl Shared {
                 queue = self
                     .answered
                     .wait(queue)
-                    .map_err(|_| "the audit writer stopped unexpectedly".to_owned())?;
+                    .map_err(|_| AppendError::Stopped)?;
                 queue.awaiting -= 1;
                 continue;
             }
@@ -128,7 +127,7 @@ impl Shared {
                     }
                     queue = match self.arrived.wait_timeout(queue, left) {
                         Ok((queue, _)) => queue,
-                        Err(_) => return Err("the audit writer stopped unexpectedly".to_owned()),
+                        Err(_) => return Err(AppendError::Stopped),
                     };
                 }
                 queue.linger_for = 0;
@@ -150,16 +149,14 @@ impl Shared {
     }
 
     /// Commits `batch`; the result of each record, in order.
-    fn commit(&self, batch: &[Pending]) -> Vec<Result<u64, String>> {
-        let failed = |message: String| batch.iter().map(|_| Err(message.clone())).collect();
+    fn commit(&self, batch: &[Pending]) -> Vec<Result<u64, AppendError>> {
+        let failed = |error: AppendError| batch.iter().map(|_| Err(error.clone())).collect();
         if self.background_failed.load(Ordering::Acquire) {
-            return failed(
-                "the audit log cannot be flushed or its head file cannot be written".to_owned(),
-            );
+            return failed(AppendError::Unflushed);
         }
         let mut writer = match lock(&self.writer) {
             Ok(writer) => writer,
-            Err(message) => return failed(message),
+            Err(error) => return failed(error),
         };
         // A panic in SQLite's wrapper must not leave every later caller waiting for a commit
         // that never ends.
@@ -172,8 +169,8 @@ impl Shared {
                 }
                 seqs.into_iter().map(Ok).collect()
             }
-            Ok(Err(message)) => failed(message),
-            Err(_) => failed("the audit writer stopped unexpectedly".to_owned()),
+            Ok(Err(error)) => failed(error),
+            Err(_) => failed(AppendError::Stopped),
         }
     }
 }

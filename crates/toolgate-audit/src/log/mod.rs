@@ -35,6 +35,7 @@
 //! start from an interrupted one; `schema` sets up the database and its directory.
 
 mod background;
+mod error;
 mod group_commit;
 mod options;
 mod owner;
@@ -58,6 +59,7 @@ use crate::head::{HeadFile, head_path};
 use crate::seal::{self, SealKeyFile};
 
 use background::{Mailbox, background_loop};
+use error::AppendError;
 use group_commit::{Entry, Pending, Queue, Shared, lock};
 use owner::{claim_owner, owner_alive, owner_path, remove_dead_owner_files};
 use schema::{create_private_dir, prepare_waiting, wal_path};
@@ -140,9 +142,9 @@ impl AuditLog {
         let witnessed = head_file.read().map_err(head_error)?;
         let transaction = connection.transaction().map_err(sqlite)?;
         let newest = newest(&transaction).map_err(sqlite)?;
-        check_newest(newest.as_ref(), witnessed).map_err(|message| AuditError::Refused {
+        check_newest(newest.as_ref(), witnessed).map_err(|error| AuditError::Refused {
             path: shown.clone(),
-            message,
+            message: error.to_string(),
         })?;
         drop(transaction);
 
@@ -210,9 +212,9 @@ impl AuditLog {
             started: Mutex::new(HashMap::new()),
             owner_file: Some(owner_file),
         };
-        log.recover().map_err(|message| AuditError::Refused {
+        log.recover().map_err(|error| AuditError::Refused {
             path: shown.clone(),
-            message,
+            message: error.to_string(),
         })?;
         Ok(log)
     }
@@ -251,11 +253,11 @@ impl AuditLog {
                 entry,
                 flush,
             })
-            .map_err(RecordError)
+            .map_err(|error| RecordError(error.to_string()))
     }
 
     /// Records an interrupted outcome for every start whose process has stopped.
-    fn recover(&self) -> Result<(), String> {
+    fn recover(&self) -> Result<(), AppendError> {
         let Some(shared) = &self.shared else {
             return Ok(());
         };
@@ -264,13 +266,13 @@ impl AuditLog {
             let mut statement = writer
                 .connection
                 .prepare("SELECT seq, call_id, tool, owner FROM intents ORDER BY seq")
-                .map_err(|e| format!("cannot read the open starts: {e}"))?;
+                .map_err(|e| AppendError::OpenStarts(Arc::new(e)))?;
             statement
                 .query_map([], |row| {
                     Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?))
                 })
                 .and_then(Iterator::collect::<rusqlite::Result<Vec<_>>>)
-                .map_err(|e| format!("cannot read the open starts: {e}"))?
+                .map_err(|e| AppendError::OpenStarts(Arc::new(e)))?
         };
         let own = self.owner_file.as_ref().map(|(p, _)| p.clone());
         let mut alive: HashMap<String, bool> = HashMap::new();

@@ -13,6 +13,7 @@ use crate::head::{Head, HeadFile};
 use crate::seal::{self, SealKey, SealKeyFile};
 
 use super::background::Committed;
+use super::error::{AppendError, ChainRefusal, ReserveError};
 use super::group_commit::{Entry, Pending};
 
 /// The committer's connection and files.
@@ -47,8 +48,7 @@ impl Writer {
     pub(super) fn append(
         &mut self,
         batch: &[Pending],
-    ) -> Result<(Vec<u64>, Option<Committed>), String> {
-        let failed = |e: rusqlite::Error| format!("cannot append to the audit log: {e}");
+    ) -> Result<(Vec<u64>, Option<Committed>), AppendError> {
         let now = chain::now_ms();
         let seal_due = self
             .sealer
@@ -61,18 +61,15 @@ impl Writer {
         let flush = seal_due || batch.iter().any(|p| p.flush);
         if flush != self.full {
             let mode = if flush { "FULL" } else { "NORMAL" };
-            self.connection
-                .pragma_update(None, "synchronous", mode)
-                .map_err(failed)?;
+            self.connection.pragma_update(None, "synchronous", mode)?;
             self.full = flush;
         }
         // Whatever fails below, the next commit reads the newest record again.
         let known = self.known.take();
-        let transaction = Immediate::begin(&self.connection).map_err(failed)?;
+        let transaction = Immediate::begin(&self.connection)?;
         let version: i64 = transaction
             .prepare_cached("PRAGMA data_version")
-            .and_then(|mut s| s.query_row([], |row| row.get(0)))
-            .map_err(failed)?;
+            .and_then(|mut s| s.query_row([], |row| row.get(0)))?;
         // Sealing looks at the newest record itself (another process may have sealed it).
         let unchanged = known.filter(|k| k.version == version && !seal_due);
         let (mut head, newest_record) = match unchanged {
@@ -81,30 +78,26 @@ impl Writer {
                 let witnessed = self
                     .head_file
                     .read()
-                    .map_err(|e| format!("cannot read the audit head file: {e}"))?;
-                let newest_record = newest(&transaction).map_err(failed)?;
+                    .map_err(|e| AppendError::HeadFile(Arc::new(e)))?;
+                let newest_record = newest(&transaction)?;
                 let head = check_newest(newest_record.as_ref(), witnessed)?;
                 (head, newest_record)
             }
         };
-        let mut insert = transaction
-            .prepare_cached(
-                "INSERT INTO records (seq, body, prev_hash, hash) VALUES (?1, ?2, ?3, ?4)",
-            )
-            .map_err(failed)?;
-        let mut push = |call: &str, head: &mut Head| -> Result<u64, String> {
+        let mut insert = transaction.prepare_cached(
+            "INSERT INTO records (seq, body, prev_hash, hash) VALUES (?1, ?2, ?3, ?4)",
+        )?;
+        let mut push = |call: &str, head: &mut Head| -> Result<u64, AppendError> {
             let seq = head.seq + 1;
             let body = chain::body(seq, now, call);
             let hash = chain::record_hash(&head.hash, seq, &body);
-            let number = i64::try_from(seq).map_err(|_| "the log is full".to_owned())?;
-            insert
-                .execute(rusqlite::params![
-                    number,
-                    body,
-                    head.hash.as_slice(),
-                    hash.as_slice()
-                ])
-                .map_err(failed)?;
+            let number = i64::try_from(seq).map_err(|_| AppendError::Full)?;
+            insert.execute(rusqlite::params![
+                number,
+                body,
+                head.hash.as_slice(),
+                hash.as_slice()
+            ])?;
             *head = Head { seq, hash };
             Ok(seq)
         };
@@ -116,7 +109,7 @@ impl Writer {
             sealer.key = sealer
                 .file
                 .read()
-                .map_err(|e| format!("cannot read the sealing key: {e}"))?;
+                .map_err(|e| AppendError::ReadSealKey(Arc::new(e)))?;
             let current = sealer.key.epochs.at(now);
             if current > sealer.key.current.epoch {
                 let already = newest_record
@@ -153,8 +146,7 @@ impl Writer {
                                 tool,
                                 self.owner
                             ])
-                        })
-                        .map_err(failed)?;
+                        })?;
                     seq
                 }
                 Entry::Outcome { call, started } => {
@@ -163,8 +155,7 @@ impl Writer {
                             .prepare_cached("DELETE FROM intents WHERE seq = ?1")
                             .and_then(|mut s| {
                                 s.execute([i64::try_from(*started).unwrap_or(i64::MAX)])
-                            })
-                            .map_err(failed)?;
+                            })?;
                         // Two processes that find the same stopped process's start both
                         // record it as interrupted; only the first may.
                         if closed == 0 && call.contains("\"status\":\"interrupted\"") {
@@ -178,7 +169,7 @@ impl Writer {
             seqs.push(seq);
         }
         drop(insert);
-        transaction.commit().map_err(failed)?;
+        transaction.commit()?;
         self.known = Some(Known { head, version });
         if let (Some(epoch), Some(sealer)) = (evolve_to, &mut self.sealer) {
             // The seal is committed before the key that made it is erased: a crash between
@@ -187,7 +178,7 @@ impl Writer {
             sealer
                 .file
                 .write(&sealer.key)
-                .map_err(|e| format!("cannot evolve the sealing key: {e}"))?;
+                .map_err(|e| AppendError::EvolveSealKey(Arc::new(e)))?;
         }
         Ok((
             seqs,
@@ -205,19 +196,17 @@ impl Writer {
     /// a WAL's frames only up to the last one whose checksum and salt follow the frame
     /// before, so zeros read as the WAL's end, both to readers and to the recovery after a
     /// crash; a frame written later overwrites them in place.
-    pub(super) fn reserve_wal(&self, wal: &Path) -> Result<(), String> {
+    pub(super) fn reserve_wal(&self, wal: &Path) -> Result<(), ReserveError> {
         use std::io::{Read as _, Seek as _, SeekFrom};
-        let failed = |e: &dyn std::fmt::Display| format!("cannot reserve the audit WAL: {e}");
-        let size = wal_reserve(&self.connection).map_err(|e| failed(&e))?;
-        let _lock = Immediate::begin(&self.connection).map_err(|e| failed(&e))?;
-        let mut file = open_regular(wal).map_err(|e| failed(&e))?;
-        let end = file.seek(SeekFrom::End(0)).map_err(|e| failed(&e))?;
+        let size = wal_reserve(&self.connection)?;
+        let _lock = Immediate::begin(&self.connection)?;
+        let mut file = open_regular(wal)?;
+        let end = file.seek(SeekFrom::End(0))?;
         if end >= size {
             return Ok(());
         }
-        std::io::copy(&mut std::io::repeat(0).take(size - end), &mut file)
-            .map_err(|e| failed(&e))?;
-        file.sync_data().map_err(|e| failed(&e))
+        std::io::copy(&mut std::io::repeat(0).take(size - end), &mut file)?;
+        Ok(file.sync_data()?)
     }
 }
 
@@ -240,50 +229,44 @@ pub(super) fn newest(connection: &Connection) -> rusqlite::Result<Option<Newest>
 pub(super) fn check_newest(
     newest: Option<&Newest>,
     witnessed: Option<Head>,
-) -> Result<Head, String> {
+) -> Result<Head, ChainRefusal> {
     let witnessed_seq = witnessed.map_or(0, |h| h.seq);
     if witnessed.is_none() && newest.is_some() {
         // The head file is written with record 0 before the database is created, so a log
         // with records whose head file holds no valid head had it emptied or overwritten: its
         // newest records can no longer be checked.
-        return Err(
-            "its head file holds no valid head, so the newest records cannot be checked; run `toolgate audit verify`"
-                .to_owned(),
-        );
+        return Err(ChainRefusal::NoHead);
     }
     let Some((seq, body, prev_hash, hash)) = newest else {
         if witnessed_seq > 0 {
-            return Err(format!(
-                "the log is empty but its head file witnessed record {witnessed_seq}; run `toolgate audit verify`"
-            ));
+            return Err(ChainRefusal::Emptied {
+                witnessed: witnessed_seq,
+            });
         }
         return Ok(Head {
             seq: 0,
             hash: chain::GENESIS,
         });
     };
-    let seq = u64::try_from(*seq).map_err(|_| format!("the newest record has number {seq}"))?;
+    let seq = u64::try_from(*seq).map_err(|_| ChainRefusal::Number(*seq))?;
     let intact = chain::claimed_seq(body) == Some(seq)
         && prev_hash.len() == 32
         && chain::record_hash(prev_hash, seq, body).as_slice() == hash.as_slice();
     if !intact {
-        return Err(format!(
-            "the newest record {seq} does not verify; refusing to append to it (run `toolgate audit verify`)"
-        ));
+        return Err(ChainRefusal::Unverified(seq));
     }
     if seq < witnessed_seq {
-        return Err(format!(
-            "the log ends at record {seq} but its head file witnessed record {witnessed_seq}; run `toolgate audit verify`"
-        ));
+        return Err(ChainRefusal::Truncated {
+            seq,
+            witnessed: witnessed_seq,
+        });
     }
     let hash: [u8; 32] = hash
         .as_slice()
         .try_into()
-        .map_err(|_| format!("record {seq} has a malformed hash"))?;
+        .map_err(|_| ChainRefusal::MalformedHash(seq))?;
     if witnessed.is_some_and(|w| w.seq == seq && w.hash != hash) {
-        return Err(format!(
-            "the newest record {seq} is not the one its head file witnessed; run `toolgate audit verify`"
-        ));
+        return Err(ChainRefusal::Replaced(seq));
     }
     Ok(Head { seq, hash })
 }
