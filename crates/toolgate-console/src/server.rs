@@ -8,7 +8,7 @@
 //! | GET    | `/login?code=…`                | a login link: sets the session cookie once, redirects to `/` |
 //! | GET    | `/`, `/console.js`, `/console.css`, `/favicon.svg` | the page                |
 //! | POST   | `/api/login-links`             | a fresh login link, for another browser     |
-//! | GET    | `/api/pending`                 | requests waiting for a person               |
+//! | GET    | `/api/pending`                 | requests waiting for a person, with their tools' descriptor flags |
 //! | POST   | `/api/pending/{id}/decision`   | `allow_once`, `allow_workspace` or `reject` |
 //! | GET    | `/api/grants`                  | standing workspace grants                   |
 //! | POST   | `/api/grants/{id}/revoke`      | revokes one                                 |
@@ -18,6 +18,7 @@
 //! that waits for it. The session token is only ever sent in the `Set-Cookie` of a login
 //! link's answer: no address, page or message carries it (see [`crate::login`]).
 
+use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, SocketAddr, TcpListener};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -30,8 +31,9 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use tokio::sync::oneshot;
+use toolgate_core::descriptor_lint::Flag;
 
-use crate::broker::{ConsoleBroker, Decision};
+use crate::broker::{ConsoleBroker, Decision, PendingView};
 use crate::guard::{Guard, RequestFacts, Secret};
 use crate::login::{DEFAULT_LOGIN_TTL, LoginLinks, LoginRefusal, query_code};
 use crate::outcomes::RecentOutcomes;
@@ -72,18 +74,31 @@ pub enum ConsoleError {
 }
 
 /// How a console is started.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct ConsoleOptions {
     /// How long a login link works after it is issued (default five minutes).
     pub login_ttl: Duration,
+    /// The admission lint's flags of each tool's descriptor, by the tool's name, shown on the
+    /// card of a call to it (`toolgate_core::descriptor_lint`): they inform the person and
+    /// decide nothing.
+    pub descriptor_flags: BTreeMap<String, Vec<Flag>>,
 }
 
 impl Default for ConsoleOptions {
     fn default() -> ConsoleOptions {
         ConsoleOptions {
             login_ttl: DEFAULT_LOGIN_TTL,
+            descriptor_flags: BTreeMap::new(),
         }
     }
+}
+
+/// A pending request as the page gets it: the broker's view and its tool's flags.
+#[derive(Debug, serde::Serialize)]
+struct Card<'a> {
+    #[serde(flatten)]
+    view: PendingView,
+    descriptor_flags: &'a [Flag],
 }
 
 #[derive(Debug)]
@@ -93,6 +108,7 @@ struct Shared {
     broker: Arc<ConsoleBroker>,
     outcomes: Arc<RecentOutcomes>,
     page: String,
+    descriptor_flags: BTreeMap<String, Vec<Flag>>,
 }
 
 /// A fresh login link to the console on `port`.
@@ -133,6 +149,7 @@ impl Console {
             logins: Arc::clone(&logins),
             broker,
             outcomes,
+            descriptor_flags: options.descriptor_flags,
         });
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_io()
@@ -355,7 +372,19 @@ fn typed(content_type: &'static str, body: String) -> Response {
 }
 
 async fn pending(State(shared): State<Arc<Shared>>) -> Response {
-    axum::Json(shared.broker.pending()).into_response()
+    let cards: Vec<Card<'_>> = shared
+        .broker
+        .pending()
+        .into_iter()
+        .map(|view| Card {
+            descriptor_flags: shared
+                .descriptor_flags
+                .get(&view.tool)
+                .map_or(&[], Vec::as_slice),
+            view,
+        })
+        .collect();
+    axum::Json(cards).into_response()
 }
 
 async fn decide(
@@ -514,7 +543,15 @@ mod tests {
         let grants = Arc::new(crate::grants_ledger(&options));
         let broker = Arc::new(ConsoleBroker::new(options, grants));
         let outcomes = Arc::new(RecentOutcomes::new(10));
-        Console::start(broker, outcomes, ConsoleOptions { login_ttl }).unwrap()
+        Console::start(
+            broker,
+            outcomes,
+            ConsoleOptions {
+                login_ttl,
+                ..ConsoleOptions::default()
+            },
+        )
+        .unwrap()
     }
 
     fn path_of(link: &str, port: u16) -> String {

@@ -69,6 +69,7 @@ impl RunningConsole {
             Arc::clone(&outcomes),
             ConsoleOptions {
                 login_ttl: gate.settings.approval.login_link_ttl,
+                descriptor_flags: crate::upstream::pinned_flags(gate),
             },
         )
         .context("cannot start the approval console (use --no-console to run without one)")?;

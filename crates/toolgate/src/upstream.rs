@@ -7,11 +7,13 @@
 //! configuration file with `toml_edit`, so the operator's comments, order and formatting
 //! survive; the new text is loaded again, with every check, before it replaces the old.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::{Context as _, anyhow, bail};
 use serde_json::{Value, json};
+use toolgate_core::descriptor_lint::{self, Flag};
 use toolgate_core::{Descriptor, EffectClass};
 use toolgate_upstream::config::check_tool_name;
 use toolgate_upstream::{
@@ -30,13 +32,106 @@ struct Row {
     state: &'static str,
     hints: Vec<String>,
     digest: String,
+    /// What the admission lint found in the descriptor shown (informative only).
+    flags: Vec<Flag>,
+}
+
+/// The names a descriptor of upstream `own` might aim at besides its own upstream's: the
+/// other upstreams, the tools they admit (as listed and as admitted), the tools they list
+/// (`statuses`, when they were started), and `also` (the gate's own tools, when it has them).
+fn others(
+    own: &str,
+    specs: &[UpstreamSpec],
+    statuses: Option<&[UpstreamStatus]>,
+    also: &[String],
+) -> Vec<String> {
+    let mut names = also.to_vec();
+    for (index, spec) in specs.iter().enumerate() {
+        if spec.name == own {
+            continue;
+        }
+        names.push(spec.name.clone());
+        for admission in &spec.admitted {
+            names.push(admission.tool.clone());
+            names.push(admission.entry.name.clone());
+        }
+        let listed = statuses
+            .and_then(|s| s.get(index))
+            .and_then(|s| s.tools.as_ref());
+        names.extend(listed.into_iter().flatten().map(|d| d.name.clone()));
+    }
+    // The gate's tools include this upstream's own admissions.
+    let prefix = format!("{own}__");
+    let own_names: Vec<&str> = specs
+        .iter()
+        .filter(|spec| spec.name == own)
+        .flat_map(|spec| spec.admitted.iter())
+        .map(|admission| admission.entry.name.as_str())
+        .collect();
+    names.retain(|name| !name.starts_with(&prefix) && !own_names.contains(&name.as_str()));
+    names.sort();
+    names.dedup();
+    names
+}
+
+/// The admission lint's flags of every admitted upstream tool's pinned descriptor — what a
+/// call to it is checked against — by its admitted name, for the approval console's cards.
+pub(crate) fn pinned_flags(gate: &crate::gate::Gate) -> BTreeMap<String, Vec<Flag>> {
+    let own: Vec<String> = gate
+        .registry
+        .tools()
+        .map(|tool| tool.descriptor().name.clone())
+        .collect();
+    let specs = &gate.settings.upstreams;
+    let mut flags = BTreeMap::new();
+    for spec in specs {
+        let others = others(&spec.name, specs, None, &own);
+        for admission in &spec.admitted {
+            flags.insert(
+                admission.entry.name.clone(),
+                descriptor_lint::lint(&admission.pinned, &others),
+            );
+        }
+    }
+    flags
+}
+
+/// The admission lint's flags as JSON: `[{"rule", "kind", "at", "excerpt", "explanation"}]`.
+fn flags_json(flags: &[Flag]) -> Value {
+    serde_json::to_value(flags).unwrap_or_else(|_| json!([]))
+}
+
+/// The admission lint's flags, one indented line each, after what they are about. `pinned`
+/// are the flags the pinned descriptor had: a flag it did not have is marked new.
+fn print_flags(flags: &[Flag], pinned: Option<&[Flag]>) {
+    if flags.is_empty() {
+        return;
+    }
+    outln!(
+        "  descriptor flags ({}; they inform, nothing is refused for them):",
+        flags.len()
+    );
+    for flag in flags {
+        let new = pinned.is_some_and(|pinned| {
+            !pinned
+                .iter()
+                .any(|p| p.rule == flag.rule && p.at == flag.at)
+        });
+        outln!("    {}{}", if new { "new: " } else { "" }, flag.line());
+    }
 }
 
 /// The rows of `specs`; `statuses` is what each running upstream reported, `None` when the
 /// upstreams were not started (then only the admissions are known, from their pins).
-fn rows(specs: &[UpstreamSpec], statuses: Option<&[UpstreamStatus]>) -> Vec<Row> {
+fn rows(specs: &[UpstreamSpec], statuses: Option<&[UpstreamStatus]>, also: &[String]) -> Vec<Row> {
     let mut rows = Vec::new();
     for (index, spec) in specs.iter().enumerate() {
+        let others = others(&spec.name, specs, statuses, also);
+        // Linted when discovered; `tools list` shows the pins as they are.
+        let lint = |descriptor: &Descriptor| match statuses {
+            Some(_) => descriptor_lint::lint(descriptor, &others),
+            None => Vec::new(),
+        };
         let status = statuses.and_then(|s| s.get(index));
         let listed = status.and_then(|s| s.tools.as_ref());
         for admission in &spec.admitted {
@@ -56,6 +151,7 @@ fn rows(specs: &[UpstreamSpec], statuses: Option<&[UpstreamStatus]>) -> Vec<Row>
                 state,
                 hints: toolgate_upstream::hints(shown),
                 digest: shown.digest().to_string(),
+                flags: lint(shown),
             });
         }
         for descriptor in listed.into_iter().flatten() {
@@ -69,19 +165,26 @@ fn rows(specs: &[UpstreamSpec], statuses: Option<&[UpstreamStatus]>) -> Vec<Row>
                 state: "candidate",
                 hints: toolgate_upstream::hints(descriptor),
                 digest: descriptor.digest().to_string(),
+                flags: lint(descriptor),
             });
         }
     }
     rows
 }
 
-fn rows_json(rows: Vec<Row>) -> Vec<Value> {
+/// The rows as JSON; `discovered` adds each one's `flags`, which only a listing of the
+/// running upstreams has.
+fn rows_json(rows: Vec<Row>, discovered: bool) -> Vec<Value> {
     rows.into_iter()
         .map(|r| {
-            json!({
+            let mut row = json!({
                 "name": r.name, "upstream": r.upstream, "tool": r.tool, "state": r.state,
                 "hints": r.hints, "digest": r.digest,
-            })
+            });
+            if discovered && let Some(fields) = row.as_object_mut() {
+                fields.insert("flags".to_owned(), flags_json(&r.flags));
+            }
+            row
         })
         .collect()
 }
@@ -101,6 +204,7 @@ fn print_rows(rows: Vec<Row>) {
                 row.hints.join(", ")
             }
         );
+        print_flags(&row.flags, None);
     }
 }
 
@@ -115,7 +219,7 @@ pub fn configured_json(specs: &[UpstreamSpec]) -> Value {
         .iter()
         .map(|spec| json!({"name": spec.name, "started": false, "reason": NOT_STARTED}))
         .collect();
-    json!({"servers": servers, "tools": rows_json(rows(specs, None))})
+    json!({"servers": servers, "tools": rows_json(rows(specs, None, &[]), false)})
 }
 
 /// [`configured_json`] as a table.
@@ -123,15 +227,15 @@ pub fn print_configured(specs: &[UpstreamSpec]) {
     for spec in specs {
         outln!("upstream {}: {NOT_STARTED}", spec.name);
     }
-    print_rows(rows(specs, None));
+    print_rows(rows(specs, None, &[]));
 }
 
 /// The running upstreams' tools and their states, for `tools discover --json`.
-pub fn listing_json(upstreams: &Upstreams) -> Value {
+pub fn listing_json(upstreams: &Upstreams, also: &[String]) -> Value {
     let specs: Vec<UpstreamSpec> = upstreams.specs().cloned().collect();
     let statuses = upstreams.statuses();
     let servers: Vec<Value> = statuses.iter().map(status_json).collect();
-    json!({"servers": servers, "tools": rows_json(rows(&specs, Some(&statuses)))})
+    json!({"servers": servers, "tools": rows_json(rows(&specs, Some(&statuses), also), true)})
 }
 
 fn status_json(status: &UpstreamStatus) -> Value {
@@ -145,7 +249,7 @@ fn status_json(status: &UpstreamStatus) -> Value {
 }
 
 /// The running upstreams' tools and their states, as a table.
-pub fn print_listing(upstreams: &Upstreams) {
+pub fn print_listing(upstreams: &Upstreams, also: &[String]) {
     let specs: Vec<UpstreamSpec> = upstreams.specs().cloned().collect();
     let statuses = upstreams.statuses();
     for status in &statuses {
@@ -160,7 +264,7 @@ pub fn print_listing(upstreams: &Upstreams) {
             }
         );
     }
-    print_rows(rows(&specs, Some(&statuses)));
+    print_rows(rows(&specs, Some(&statuses), also));
 }
 
 /// `toolgate tools discover`: starts every upstream, waits for its first tool list, prints
@@ -180,10 +284,19 @@ pub fn discover(config: Option<&Path>, as_json: bool) -> anyhow::Result<u8> {
         }
         return Ok(0);
     };
+    // A descriptor that names one of toolgate's own tools is flagged too.
+    let own: Vec<String> = gate
+        .registry
+        .tools()
+        .map(|tool| tool.descriptor().name.clone())
+        .collect();
     if as_json {
-        crate::terminal::write_out(&crate::terminal::json(&listing_json(upstreams))?, true);
+        crate::terminal::write_out(
+            &crate::terminal::json(&listing_json(upstreams, &own))?,
+            true,
+        );
     } else {
-        print_listing(upstreams);
+        print_listing(upstreams, &own);
     }
     Ok(0)
 }
@@ -275,6 +388,7 @@ pub fn admit(
 ) -> anyhow::Result<u8> {
     let (settings, path) = config_file(config)?;
     let specs = settings.upstreams.clone();
+    let others = others(upstream, &specs, None, &[]);
     let Some(index) = specs.iter().position(|s| s.name == upstream) else {
         let known: Vec<String> = specs.iter().map(|s| format!("`{}`", s.name)).collect();
         bail!(
@@ -355,7 +469,15 @@ pub fn admit(
             hints.join(", ")
         );
     }
+    print_flags(&descriptor_lint::lint(descriptor, &others), None);
     Ok(0)
+}
+
+/// The admission lint's flags of `current` against those of `admission`'s pin.
+fn print_flags_since_pin(settings: &Settings, admission: &Admission, current: &Descriptor) {
+    let others = others(&admission.upstream, &settings.upstreams, None, &[]);
+    let pinned = descriptor_lint::lint(&admission.pinned, &others);
+    print_flags(&descriptor_lint::lint(current, &others), Some(&pinned));
 }
 
 /// The admission named `name`, with its upstream's index in the file and the descriptor the
@@ -412,6 +534,7 @@ pub fn diff(config: Option<&Path>, name: &str) -> anyhow::Result<u8> {
         outln!("pinned  {}\ncurrent {}", admission.digest, current.digest());
         out!("{text}");
     }
+    print_flags_since_pin(&settings, &admission, &current);
     Ok(0)
 }
 
@@ -444,6 +567,7 @@ pub fn pin(config: Option<&Path>, name: &str, reviewed: Option<&str>) -> anyhow:
     // sees exactly what was pinned.
     outln!("pinned  {}\ncurrent {}", admission.digest, current.digest());
     out!("{}", toolgate_upstream::diff(&admission.pinned, &current));
+    print_flags_since_pin(&settings, &admission, &current);
     let (digest, pinned) = pin_of(&current);
     let mut document = read_document(&path)?;
     let table = upstream_table(&mut document, index)?;

@@ -268,6 +268,22 @@ function card(request) {
   dl.appendChild(expires);
   root.appendChild(dl);
 
+  // What the admission lint found in the tool's pinned descriptor: it informs, decides nothing.
+  const flags = request.descriptor_flags || [];
+  if (flags.length) {
+    const box = el('details', 'descriptor-flags');
+    box.open = true;
+    box.appendChild(el('summary', null, 'descriptor flags (' + flags.length +
+      '): the tool\'s pinned descriptor reads like tool poisoning; nothing was refused for it'));
+    const list = el('ul');
+    for (const flag of flags) {
+      list.appendChild(el('li', 'flag ' + flag.kind,
+        flag.kind + ' ' + flag.rule + ' at ' + flag.at + ': "' + flag.excerpt + '" — ' + flag.explanation));
+    }
+    box.appendChild(list);
+    root.appendChild(box);
+  }
+
   if (request.preview) {
     if (request.preview_kind === 'diff') {
       root.appendChild(diffBlock(request.preview));
