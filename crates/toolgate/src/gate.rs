@@ -3,9 +3,9 @@
 //!
 //! [`Gate::configured`] starts nothing: an admitted upstream tool is registered from its pin,
 //! as it is before its upstream is first reached. Every name the configuration gives a tool or
-//! a profile is checked there, once (see [`Settings::tools`]), so that a mistake stops toolgate
-//! before any upstream process exists; [`Gate::start`] then starts the upstreams and registers
-//! what they serve.
+//! a profile is checked there, once (see [`Settings::configured_tools`]), so that a mistake
+//! stops toolgate before any upstream process exists; [`Gate::start`] then starts the
+//! upstreams and registers what they serve.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -48,7 +48,7 @@ impl Gate {
         settings: Arc<Settings>,
         workspace: Arc<Workspace>,
     ) -> Result<Gate, ConfigError> {
-        let tools = settings.tools(toolgate_tools::builtin_confined(
+        let tools = settings.configured_tools(toolgate_tools::builtin_confined(
             Arc::clone(&workspace),
             Arc::clone(&settings.sandbox.confinement),
         ))?;

@@ -16,8 +16,9 @@
 //!
 //! What can only be checked against the tools themselves (a `[[tool]]` or profile naming a
 //! tool that does not exist, an `[approval] elicitation` or `[[serve.token]]` profile no tool
-//! is in) is checked once by [`Settings::tools`], when the builtin tools are made for a
-//! workspace, before any upstream is started, with errors located in the file the same way.
+//! is in) is checked once by [`Settings::configured_tools`], when the builtin tools are made
+//! for a workspace, before any upstream is started, with errors located in the file the same
+//! way.
 
 mod file;
 mod tools;
@@ -458,7 +459,8 @@ impl Settings {
 
     /// The tokens `[[serve.token]]` configures, read from the environment variables it
     /// names, for `toolgate serve --http`. A variable that is unset or holds a weak token stops
-    /// the server from starting (their profiles are checked by [`Settings::tools`]).
+    /// the server from starting (their profiles are checked by
+    /// [`Settings::configured_tools`]).
     pub fn token_table(&self) -> Result<TokenTable, ConfigError> {
         let mut table = TokenTable::new();
         for token in &self.serve.tokens {

@@ -22,7 +22,7 @@ use super::{ConfigError, Settings};
 type Entry = (Descriptor, ToolEntry, Arc<dyn Executor>);
 
 /// The builtin tools as configured, and the profiles `[profiles]` adds each tool to (see
-/// [`Settings::tools`]).
+/// [`Settings::configured_tools`]).
 #[derive(Debug)]
 pub struct ConfiguredTools {
     builtins: Vec<Entry>,
@@ -52,8 +52,9 @@ impl ConfiguredTools {
 
 impl Settings {
     /// `builtins` with the `[[tool]]` sections applied, and every name of a tool or a profile
-    /// in the file checked against the tools that exist (see the [module](self) docs).
-    pub fn tools(&self, builtins: Vec<Builtin>) -> Result<ConfiguredTools, ConfigError> {
+    /// in the file checked against the tools that exist: the builtins and the admitted
+    /// upstream tools, as their pins say, which are the same whatever the upstreams serve.
+    pub fn configured_tools(&self, builtins: Vec<Builtin>) -> Result<ConfiguredTools, ConfigError> {
         let known: BTreeSet<String> = builtins.iter().map(|b| b.entry.name.clone()).collect();
         let mut entries: Vec<Entry> = builtins
             .into_iter()
