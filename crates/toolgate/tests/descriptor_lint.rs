@@ -204,6 +204,28 @@ fn poisoned_descriptors_are_flagged_by_discover_admit_and_diff_and_still_admitte
     );
     assert!(!diffed.contains("new: "), "{diffed}");
 
+    // Changed upstream (a rug pull): the diff marks the flags the pin did not have.
+    fs::write(setup.state.path().join("changed"), "").unwrap();
+    let diffed = setup.stdout(&["tools", "diff", "poisoned__git_status"]);
+    assert!(
+        diffed.contains("+  \"description\": \"Shows the working tree status <IMPORTANT>"),
+        "{diffed}"
+    );
+    for rule in [
+        "instruction-tag",
+        "before-using-do",
+        "secret-file",
+        "pass-contents",
+    ] {
+        assert!(
+            diffed
+                .lines()
+                .any(|l| l.trim_start().starts_with("new: ") && l.contains(rule)),
+            "{rule}: {diffed}"
+        );
+    }
+    fs::remove_file(setup.state.path().join("changed")).unwrap();
+
     // Called as before: no flag refuses anything.
     let args = stdio_serve_args(&setup.ws(), setup.config());
     let plan = json!({"sessions": [{
