@@ -993,7 +993,7 @@ impl Scanner {
                     .to_owned(),
             )
         })?;
-        self.makefile.vpath_dirs = search_dirs(&value).map_err(refuse)?;
+        self.makefile.vpath_dirs = search_dirs(&value).map_err(|e| refuse(e.to_string()))?;
         Ok(())
     }
 
@@ -1016,7 +1016,7 @@ impl Scanner {
         let mut words = expanded.split_whitespace();
         let pattern = words.next().map(str::to_owned);
         let dirs_text: Vec<&str> = words.collect();
-        let dirs = search_dirs(&dirs_text.join(" ")).map_err(refuse)?;
+        let dirs = search_dirs(&dirs_text.join(" ")).map_err(|e| refuse(e.to_string()))?;
         self.makefile.vpaths.push(Vpath {
             line: number,
             text: logical.trim().to_owned(),
@@ -1480,30 +1480,23 @@ fn is_single_suffix(target: &str) -> bool {
 /// The directories of a search path (`VPATH`'s value, a `vpath` line's), separated by `:` or
 /// blanks; each must be relative and stay inside the directory make runs in, where its files
 /// can be bound.
-fn search_dirs(text: &str) -> Result<Vec<String>, String> {
+fn search_dirs(text: &str) -> Result<Vec<String>, SearchDirError> {
     let mut dirs = Vec::new();
     for dir in text.split(|c: char| c == ':' || c.is_whitespace()) {
         if dir.is_empty() {
             continue;
         }
         if dir.starts_with('/') || dir.starts_with('~') {
-            return Err(format!(
-                "names the directory `{}` outside the workspace, whose files toolgate cannot bind",
-                excerpt(dir)
-            ));
+            return Err(SearchDirError::Outside(excerpt(dir)));
         }
         let mut depth = 0usize;
         for part in dir.split('/') {
             match part {
                 "" | "." => {}
                 ".." => {
-                    depth = depth.checked_sub(1).ok_or_else(|| {
-                        format!(
-                            "names the directory `{}`, which leaves the directory make runs in, \
-                             so its files are not bound",
-                            excerpt(dir)
-                        )
-                    })?;
+                    depth = depth
+                        .checked_sub(1)
+                        .ok_or_else(|| SearchDirError::Leaves(excerpt(dir)))?;
                 }
                 _ => depth += 1,
             }
@@ -1514,6 +1507,17 @@ fn search_dirs(text: &str) -> Result<Vec<String>, String> {
         }
     }
     Ok(dirs)
+}
+
+/// A directory of a search path whose files toolgate cannot bind.
+#[derive(Debug, thiserror::Error)]
+enum SearchDirError {
+    #[error("names the directory `{0}` outside the workspace, whose files toolgate cannot bind")]
+    Outside(String),
+    #[error(
+        "names the directory `{0}`, which leaves the directory make runs in, so its files are not bound"
+    )]
+    Leaves(String),
 }
 
 /// Refuses a variable name that is computed, a control variable of make, or one that reaches

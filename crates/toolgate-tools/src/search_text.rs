@@ -129,7 +129,7 @@ pub struct SearchPlan {
 }
 
 impl SearchText {
-    fn matcher(arguments: &SearchArgs) -> Result<RegexMatcher, String> {
+    fn matcher(arguments: &SearchArgs) -> Result<RegexMatcher, UnusableArgument> {
         RegexMatcherBuilder::new()
             .fixed_strings(!arguments.regex)
             .case_insensitive(!arguments.case_sensitive)
@@ -137,20 +137,26 @@ impl SearchText {
             .size_limit(REGEX_SIZE_LIMIT)
             .dfa_size_limit(REGEX_SIZE_LIMIT)
             .build(&arguments.pattern)
-            .map_err(|e| one_line(&e.to_string()))
+            .map_err(UnusableArgument::Pattern)
     }
 
-    fn overrides(&self, arguments: &SearchArgs) -> Result<Option<Override>, String> {
+    fn overrides(&self, arguments: &SearchArgs) -> Result<Option<Override>, UnusableArgument> {
         let Some(glob) = &arguments.glob else {
             return Ok(None);
         };
         let mut builder = OverrideBuilder::new(self.workspace.root());
-        builder.add(glob).map_err(|e| one_line(&e.to_string()))?;
-        builder
-            .build()
-            .map(Some)
-            .map_err(|e| one_line(&e.to_string()))
+        builder.add(glob).map_err(UnusableArgument::Glob)?;
+        builder.build().map(Some).map_err(UnusableArgument::Glob)
     }
+}
+
+/// Why a call's pattern or glob cannot be searched with, in one line.
+#[derive(Debug, thiserror::Error)]
+enum UnusableArgument {
+    #[error("{}", one_line(&.0.to_string()))]
+    Pattern(grep_regex::Error),
+    #[error("{}", one_line(&.0.to_string()))]
+    Glob(ignore::Error),
 }
 
 /// The gist of a multi-line error (regex-syntax draws a caret diagram): its last line.
@@ -211,10 +217,10 @@ impl TypedExecutor for SearchText {
     ) -> Result<ToolOutput, ToolError> {
         let arguments = &plan.arguments;
         let matcher = Self::matcher(arguments)
-            .map_err(|e| ToolError::new(ToolErrorCode::InvalidPattern, e))?;
+            .map_err(|e| ToolError::new(ToolErrorCode::InvalidPattern, e.to_string()))?;
         let overrides = self
             .overrides(arguments)
-            .map_err(|e| ToolError::new(ToolErrorCode::InvalidGlob, e))?;
+            .map_err(|e| ToolError::new(ToolErrorCode::InvalidGlob, e.to_string()))?;
         let resolved = path_argument::resolve(&self.workspace, &plan.rel)?;
         let max_results = to_usize(arguments.max_results.unwrap_or(DEFAULT_MAX_RESULTS))
             .min(call.limits().max_results)
@@ -809,7 +815,7 @@ mod tests {
     fn regex_errors_fit_on_one_line() {
         let arguments: SearchArgs =
             serde_json::from_str(r#"{"pattern": "(unclosed", "regex": true}"#).unwrap();
-        let error = SearchText::matcher(&arguments).unwrap_err();
+        let error = SearchText::matcher(&arguments).unwrap_err().to_string();
         assert!(!error.contains('\n'), "{error}");
         assert!(error.contains("unclosed"), "{error}");
         let literal: SearchArgs = serde_json::from_str(r#"{"pattern": "(unclosed"}"#).unwrap();

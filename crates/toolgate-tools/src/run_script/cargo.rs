@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 
 use super::SCRIPTS;
-use super::project::{Found, MAX_CONFIG_SHOWN_BYTES, Parsed, Source, read};
+use super::project::{Found, Parsed, Source, read_shown};
 
 /// Cargo's configuration files at the root that decide what it runs, in the order shown.
 const CARGO_CONFIG: [&str; 4] = [
@@ -47,22 +47,11 @@ pub(super) fn cargo_toml(source: &Source) -> Parsed {
     let mut shown = String::new();
     let mut bound = Vec::new();
     for name in CARGO_CONFIG {
-        let (text, digest) = match read(source.workspace, name) {
+        let (text, digest) = match read_shown(source.workspace, name, "cargo's") {
             Ok(Some(found)) => found,
             Ok(None) => continue,
-            Err(problem) => {
-                return Parsed::Blocked(format!(
-                    "cargo's configuration cannot be shown: {problem}"
-                ));
-            }
+            Err(problem) => return Parsed::Blocked(problem.to_string()),
         };
-        if text.len() > MAX_CONFIG_SHOWN_BYTES {
-            return Parsed::Blocked(format!(
-                "`{name}` is {} bytes, more than the {MAX_CONFIG_SHOWN_BYTES} a preview shows \
-                 whole",
-                text.len()
-            ));
-        }
         let programs = program_keys(&text);
         let _ = write!(shown, "\ncargo reads `{name}` (bound to this approval)");
         if programs.is_empty() {

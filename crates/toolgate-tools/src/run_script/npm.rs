@@ -12,7 +12,7 @@ use crate::interpreter;
 use crate::run_command::path_of;
 
 use super::SCRIPTS;
-use super::project::{Found, MAX_CONFIG_SHOWN_BYTES, Parsed, Source, Step, read, words_of};
+use super::project::{ConfigError, Found, Parsed, Source, Step, read, read_shown, words_of};
 
 /// The shell a package.json script runs with, as npm runs it on POSIX systems.
 const SCRIPT_SHELL: &str = "/bin/sh";
@@ -111,7 +111,7 @@ pub(super) fn package_json(source: &Source) -> Parsed {
         if let Err(problem) =
             package_manager_config(source.workspace, &mut config_shown, &mut bound, &mut named)
         {
-            return Parsed::Blocked(problem);
+            return Parsed::Blocked(problem.to_string());
         }
         // A plain word the shell finds in node_modules/.bin first: the program it runs.
         let programs: Vec<String> = named
@@ -174,24 +174,12 @@ fn package_manager_config(
     shown: &mut String,
     bound: &mut Vec<(String, Digest)>,
     named: &mut Vec<String>,
-) -> Result<(), String> {
+) -> Result<(), ConfigError> {
+    const WHOSE: &str = "package managers'";
     for (name, runs) in PACKAGE_MANAGER_CONFIG {
-        let (text, digest) = match read(workspace, name) {
-            Ok(Some(found)) => found,
-            Ok(None) => continue,
-            Err(problem) => {
-                return Err(format!(
-                    "package managers' configuration cannot be shown: {problem}"
-                ));
-            }
+        let Some((text, digest)) = read_shown(workspace, name, WHOSE)? else {
+            continue;
         };
-        if text.len() > MAX_CONFIG_SHOWN_BYTES {
-            return Err(format!(
-                "`{name}` is {} bytes, more than the {MAX_CONFIG_SHOWN_BYTES} a preview shows \
-                 whole",
-                text.len()
-            ));
-        }
         let _ = write!(
             shown,
             "\nan npm, npx, pnpm or yarn the scripts start reads `{name}` (bound to this \
@@ -220,9 +208,10 @@ fn package_manager_config(
         }
         Ok(None) => {}
         Err(problem) => {
-            return Err(format!(
-                "package managers' configuration cannot be read: {problem}"
-            ));
+            return Err(ConfigError::Unread {
+                whose: WHOSE,
+                problem,
+            });
         }
     }
     Ok(())

@@ -19,7 +19,7 @@ use super::{Approved, SCRIPTS};
 const MAX_PROJECT_FILE_BYTES: u64 = 1024 * 1024;
 
 /// Largest configuration file shown whole in a preview; a larger one refuses the call.
-pub(super) const MAX_CONFIG_SHOWN_BYTES: usize = 16 * 1024;
+const MAX_CONFIG_SHOWN_BYTES: usize = 16 * 1024;
 
 /// One program a script runs.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -243,7 +243,7 @@ impl Project {
             Ok(Some(read)) => read,
             Ok(None) => return,
             Err(problem) => {
-                self.problems.push(problem);
+                self.problems.push(problem.to_string());
                 return;
             }
         };
@@ -382,20 +382,72 @@ pub(super) fn words_of(text: &str, into: &mut Vec<String>) {
     }
 }
 
+/// Why a project file at the root could not be read.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum ReadError {
+    #[error(transparent)]
+    Path(#[from] PathError),
+    #[error("`{name}` is {total} bytes, more than the {MAX_PROJECT_FILE_BYTES} read")]
+    TooLarge { name: String, total: u64 },
+    #[error("`{0}` is not UTF-8")]
+    NotUtf8(String),
+}
+
 /// A project file at the root as text, with its digest; `None` when there is none.
-pub(super) fn read(workspace: &Workspace, name: &str) -> Result<Option<(String, Digest)>, String> {
-    let rel = RelPath::parse(name).map_err(|e| e.to_string())?;
+pub(super) fn read(
+    workspace: &Workspace,
+    name: &str,
+) -> Result<Option<(String, Digest)>, ReadError> {
+    let rel = RelPath::parse(name)?;
     match workspace.read_file(&rel, MAX_PROJECT_FILE_BYTES + 1) {
-        Ok((_, total)) if total > MAX_PROJECT_FILE_BYTES => Err(format!(
-            "`{name}` is {total} bytes, more than the {MAX_PROJECT_FILE_BYTES} read"
-        )),
+        Ok((_, total)) if total > MAX_PROJECT_FILE_BYTES => Err(ReadError::TooLarge {
+            name: name.to_owned(),
+            total,
+        }),
         Ok((bytes, _)) => {
             let digest = sha256_digest(&bytes);
             String::from_utf8(bytes)
                 .map(|text| Some((text, digest)))
-                .map_err(|_| format!("`{name}` is not UTF-8"))
+                .map_err(|_| ReadError::NotUtf8(name.to_owned()))
         }
         Err(PathError::NotFound { .. }) => Ok(None),
-        Err(error) => Err(error.to_string()),
+        Err(error) => Err(error.into()),
+    }
+}
+
+/// Why a tool's configuration at the root cannot be shown whole in a preview, which refuses
+/// the script: what runs would not be what was shown.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum ConfigError {
+    #[error("{whose} configuration cannot be shown: {problem}")]
+    Unshown {
+        whose: &'static str,
+        problem: ReadError,
+    },
+    #[error("{whose} configuration cannot be read: {problem}")]
+    Unread {
+        whose: &'static str,
+        problem: ReadError,
+    },
+    #[error(
+        "`{name}` is {len} bytes, more than the {MAX_CONFIG_SHOWN_BYTES} a preview shows whole"
+    )]
+    TooLarge { name: &'static str, len: usize },
+}
+
+/// A configuration file of `whose` (`cargo's`) at the root, to be shown whole, with its digest;
+/// `None` when there is none.
+pub(super) fn read_shown(
+    workspace: &Workspace,
+    name: &'static str,
+    whose: &'static str,
+) -> Result<Option<(String, Digest)>, ConfigError> {
+    let found = read(workspace, name).map_err(|problem| ConfigError::Unshown { whose, problem })?;
+    match found {
+        Some((text, _)) if text.len() > MAX_CONFIG_SHOWN_BYTES => Err(ConfigError::TooLarge {
+            name,
+            len: text.len(),
+        }),
+        found => Ok(found),
     }
 }
