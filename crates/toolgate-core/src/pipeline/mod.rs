@@ -11,9 +11,14 @@
 //! crate can implement the trait but cannot call it. A tool cannot run unless stages 1–6 have
 //! passed — a compile-time fact, in the manner of rustls's handshake states.
 //!
-//! This module holds the stage values and the pipeline; `stages` the stages 1–6 and the one
-//! sequence of them that running, authorizing and explaining follow; `executor` the fused
-//! stages 7 and 8; `describe` stage 8; `explain` the words for what each stage decided.
+//! Every stage value carries the stamp of the pipeline whose stage 1 began it, and every stage
+//! refuses a value of another pipeline (see `approve::foreign`).
+//!
+//! This module holds the stage values and the pipeline. Each stage is a module of its own, the
+//! only issuer of its reject codes: `normalize`, `resolve`, `validate`, `classify`,
+//! `authorize`, `approve`, `execute` (stages 7 and 8 fused) and `describe`; `stages` is the one
+//! sequence of stages 1–5 that running, authorizing and explaining follow; `explain` the words
+//! for what each stage decided.
 
 use std::collections::BTreeMap;
 use std::panic::AssertUnwindSafe;
