@@ -360,8 +360,8 @@ impl Settings {
             .as_ref()
             .map_or(Mode::Enforce, |m| *m.get_ref());
         let policy_path = policy_file.as_ref().map(|(path, _)| path.clone());
-        // The one place the home directory is looked up: commands' and upstreams' deny lists
-        // and every `~/` path are resolved from this value.
+        // The home directory the deny list of commands and upstreams, and every `~/` path of
+        // `[sandbox]`, are resolved against.
         let home = std::env::var_os("HOME").map(PathBuf::from);
         let own_files = toolgate_paths(
             &state_dir,
