@@ -743,7 +743,14 @@ fn forwarded_calls_that_wait_hold_no_thread_and_spend_no_cpu() {
     let state_dir = tempfile::tempdir().unwrap();
     let state = state_dir.path();
     let home = tempfile::tempdir().unwrap();
-    let setup = echo_and_fault(state);
+    // The calls must still wait when the quiet window below closes, however long a busy
+    // machine takes to send and queue them: with the other tests' 3 s timeout, the first of
+    // them timed out inside the window (and spent CPU there) when that took 1.5 s or more.
+    let toml = test_upstream("test", state, "")
+        .replace("call_timeout_ms = 3000", "call_timeout_ms = 8000");
+    let setup = Setup::new(&toml);
+    setup.admit("test", "echo", &["--effect", "read_only"]);
+    setup.admit("test", "fault", &["--effect", "read_only"]);
     let mut session = RawSession::start(&setup, home.path());
     let pid = session.server.0.id();
     let before = threads(pid);
