@@ -334,14 +334,11 @@ fn kill(directory: &Path) -> Result<(), String> {
 fn remove(directory: &Path) -> Result<(), String> {
     let shown = directory.display();
     let until = Instant::now() + EMPTY_BOUND;
-    while !is_empty(directory) {
-        if Instant::now() >= until {
-            return Err(format!(
-                "`{shown}` still held processes {} ms after `cgroup.kill`",
-                EMPTY_BOUND.as_millis()
-            ));
-        }
-        std::thread::sleep(Duration::from_millis(2));
+    if !emptied(directory, until) {
+        return Err(format!(
+            "`{shown}` still held processes {} ms after `cgroup.kill`",
+            EMPTY_BOUND.as_millis()
+        ));
     }
     loop {
         match remove_tree(directory, NESTED_DEPTH) {
@@ -354,6 +351,45 @@ fn remove(directory: &Path) -> Result<(), String> {
                 std::thread::sleep(Duration::from_millis(2));
             }
             Err(e) => return Err(format!("cannot remove `{shown}`: {e}")),
+        }
+    }
+}
+
+/// Whether the cgroup at `directory` is empty by `until`, woken by the kernel's notice on its
+/// `cgroup.events` (which `populated` changing sends, to `poll` as `POLLPRI`) rather than by
+/// looking on a timer. The notice is counted per open file and taken by each read, so one that
+/// comes between the read and the wait ends the wait at once.
+fn emptied(directory: &Path, until: Instant) -> bool {
+    use std::io::{Read as _, Seek as _};
+    let Ok(mut events) = fs::File::open(directory.join("cgroup.events")) else {
+        return is_empty(directory);
+    };
+    let mut text = String::new();
+    loop {
+        text.clear();
+        let read = events
+            .rewind()
+            .and_then(|()| events.read_to_string(&mut text));
+        if read.is_err() {
+            return is_empty(directory);
+        }
+        if text.lines().any(|line| line.trim() == "populated 0") {
+            return true;
+        }
+        let Some(left) = until.checked_duration_since(Instant::now()) else {
+            return false;
+        };
+        let timeout = rustix::event::Timespec::try_from(left).unwrap_or(rustix::event::Timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        });
+        let mut fds = [rustix::event::PollFd::new(
+            &events,
+            rustix::event::PollFlags::PRI | rustix::event::PollFlags::ERR,
+        )];
+        match rustix::event::poll(&mut fds, Some(&timeout)) {
+            Ok(_) | Err(rustix::io::Errno::INTR) => {}
+            Err(_) => return is_empty(directory),
         }
     }
 }
