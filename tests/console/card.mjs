@@ -48,6 +48,9 @@ const requests = {
   command_without_preview: { ...base, preview_kind: 'command', preview: null },
   text: { ...base, effect: 'read_only', preview_kind: 'text', preview: 'x' },
   diff: { ...base, effect: 'local_write', preview_kind: 'diff', preview: '--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b' },
+  flagged: { ...base, preview_kind: 'text', preview: null, descriptor_flags: [
+    { rule: 'instruction-tag', kind: 'instruction', at: '/description', excerpt: '<IMPORTANT>\u200b', explanation: 'markup aimed at the model' },
+  ] },
 };
 const cards = {};
 for (const [name, request] of Object.entries(requests)) {
@@ -55,10 +58,12 @@ for (const [name, request] of Object.entries(requests)) {
   const top = root.children;
   const preview = top.find((c) => c.tagName === 'PRE');
   const details = top.find((c) => c.tagName === 'DETAILS');
+  const flags = top.find((c) => c.className === 'descriptor-flags');
   cards[name] = {
     preview_in_body: preview !== undefined,
     preview_text: preview ? preview.textContent : null,
     arguments_open: details ? details.open : null,
+    flags_text: flags ? flags.textContent : null,
   };
 }
 console.log(JSON.stringify({ cards }));

@@ -1117,6 +1117,15 @@ fn what_will_run_is_open_in_every_kind_of_card() {
     // Where the preview shows it all, the arguments stay folded.
     assert_eq!(cards["command_with_preview"]["arguments_open"], false);
     assert_eq!(cards["diff"]["arguments_open"], false);
+    // An upstream tool's descriptor flags are listed on its card, invisible characters marked;
+    // a card without flags has no such list.
+    let flags = cards["flagged"]["flags_text"].as_str().unwrap_or_default();
+    assert!(flags.starts_with("descriptor flags (1)"), "{cards}");
+    assert!(
+        flags.contains("instruction instruction-tag at /description: \"<IMPORTANT><U+200B>\""),
+        "{cards}"
+    );
+    assert_eq!(cards["text"]["flags_text"], Value::Null, "{cards}");
 }
 
 /// Runs `tests/console/glance.mjs` on `plan` and returns what it saw.

@@ -271,9 +271,8 @@ function card(request) {
   // What the admission lint found in the tool's pinned descriptor: it informs, decides nothing.
   const flags = request.descriptor_flags || [];
   if (flags.length) {
-    const box = el('details', 'descriptor-flags');
-    box.open = true;
-    box.appendChild(el('summary', null, 'descriptor flags (' + flags.length +
+    const box = el('section', 'descriptor-flags');
+    box.appendChild(el('h4', null, 'descriptor flags (' + flags.length +
       '): the tool\'s pinned descriptor reads like tool poisoning; nothing was refused for it'));
     const list = el('ul');
     for (const flag of flags) {
