@@ -751,6 +751,24 @@ mod tests {
     }
 
     #[test]
+    fn every_rule_is_raised_by_some_poisoned_row() {
+        let rows = corpus();
+        let raised: BTreeSet<String> = rows
+            .iter()
+            .flat_map(|row| lint(&row.descriptor, &others(row)))
+            .map(|flag| flag.rule)
+            .collect();
+        let idle: Vec<&str> = builtin()
+            .unwrap()
+            .rules
+            .iter()
+            .map(|rule| rule.id.as_str())
+            .filter(|id| !raised.contains(*id))
+            .collect();
+        assert!(idle.is_empty(), "rules no corpus row raises: {idle:?}");
+    }
+
+    #[test]
     fn spelling_variants_read_as_the_plain_phrase() {
         let variants = [
             "ignore previous instructions",
