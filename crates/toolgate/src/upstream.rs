@@ -387,8 +387,9 @@ pub fn admit(
     name: Option<String>,
 ) -> anyhow::Result<u8> {
     let (settings, path) = config_file(config)?;
+    let settings = Arc::new(settings);
     let specs = settings.upstreams.clone();
-    let others = others(upstream, &specs, None, &[]);
+    let others = others(upstream, &specs, None, &gate_tool_names(&settings));
     let Some(index) = specs.iter().position(|s| s.name == upstream) else {
         let known: Vec<String> = specs.iter().map(|s| format!("`{}`", s.name)).collect();
         bail!(
@@ -473,9 +474,27 @@ pub fn admit(
     Ok(0)
 }
 
+/// The names of the tools the gate of `settings` registers without starting anything (the
+/// builtins, the admitted upstream tools), for the lint's `names-other-tool`; none when no
+/// gate can be built here.
+fn gate_tool_names(settings: &Arc<Settings>) -> Vec<String> {
+    let Ok(workspace) = crate::gate::open_workspace(Path::new(".")) else {
+        return Vec::new();
+    };
+    match crate::gate::Gate::configured(Arc::clone(settings), workspace) {
+        Ok(gate) => gate
+            .registry
+            .tools()
+            .map(|tool| tool.descriptor().name.clone())
+            .collect(),
+        Err(_) => Vec::new(),
+    }
+}
+
 /// The admission lint's flags of `current` against those of `admission`'s pin.
-fn print_flags_since_pin(settings: &Settings, admission: &Admission, current: &Descriptor) {
-    let others = others(&admission.upstream, &settings.upstreams, None, &[]);
+fn print_flags_since_pin(settings: &Arc<Settings>, admission: &Admission, current: &Descriptor) {
+    let own = gate_tool_names(settings);
+    let others = others(&admission.upstream, &settings.upstreams, None, &own);
     let pinned = descriptor_lint::lint(&admission.pinned, &others);
     print_flags(&descriptor_lint::lint(current, &others), Some(&pinned));
 }
@@ -517,7 +536,7 @@ fn admitted(
 }
 
 pub fn diff(config: Option<&Path>, name: &str) -> anyhow::Result<u8> {
-    let settings = Settings::load(config)?;
+    let settings = Arc::new(Settings::load(config)?);
     let (_, admission, current, _running) = admitted(&settings, name)?;
     let Some(current) = current else {
         outln!(
@@ -540,6 +559,7 @@ pub fn diff(config: Option<&Path>, name: &str) -> anyhow::Result<u8> {
 
 pub fn pin(config: Option<&Path>, name: &str, reviewed: Option<&str>) -> anyhow::Result<u8> {
     let (settings, path) = config_file(config)?;
+    let settings = Arc::new(settings);
     let (index, admission, current, _running) = admitted(&settings, name)?;
     let Some(current) = current else {
         bail!(

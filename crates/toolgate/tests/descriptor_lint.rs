@@ -211,11 +211,13 @@ fn poisoned_descriptors_are_flagged_by_discover_admit_and_diff_and_still_admitte
         diffed.contains("+  \"description\": \"Shows the working tree status <IMPORTANT>"),
         "{diffed}"
     );
+    // `read_file` is toolgate's own tool: naming it is a reference to another tool.
     for rule in [
         "instruction-tag",
         "before-using-do",
         "secret-file",
         "pass-contents",
+        "names-other-tool",
     ] {
         assert!(
             diffed
