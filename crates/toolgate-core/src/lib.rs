@@ -84,9 +84,10 @@ pub use invocation::{Invocation, NormalizeBounds, RawArguments, RawCall, Surface
 pub use notice::{NOTICES_PER_SECOND, Notice, NoticeSink};
 pub use outcome::{Evidence, Outcome, Status, ToolError, ToolErrorCode, ToolOutput};
 pub use pipeline::{
-    Authorized, Call, Classification, Classified, Decided, ExecContext, Executor, Forwarded,
-    Forwarding, Normalized, Parsed, Permitted, Pipeline, Planned, Resolved, Resource, RunHooks,
-    Shown, StageReport, Stopped, TypedExecutor, Validated, WorkspaceId,
+    Authorized, Call, Classification, Classified, Decided, ExecContext, Executor, Finished,
+    Forward, Forwarded, Forwarding, Normalized, Parsed, Permitted, Pipeline, Placement, Planned,
+    Resolved, Resource, RunHooks, Shown, StageReport, Stopped, TypedExecutor, Validated,
+    WorkspaceId,
 };
 pub use policy::{
     NETWORK_NONE, NETWORK_PREFIX, NETWORK_UNCONFINED, NetworkRequest, PolicyContext,

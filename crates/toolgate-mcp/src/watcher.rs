@@ -17,7 +17,8 @@ use rmcp::service::{Peer, PeerRequestOptions};
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 use toolgate_core::{
-    Decided, Notice, NoticeSink, Outcome, Permitted, Pipeline, RawCall, RunHooks, Shown,
+    Decided, Finished, Notice, NoticeSink, Outcome, Permitted, Pipeline, Placement, RawCall,
+    RunHooks, Shown,
 };
 
 use crate::elicit::{self, ApprovalDesk, Cancel};
@@ -78,11 +79,12 @@ impl Running {
     /// session was `shown`.
     ///
     /// A call of a tool whose executor is brief (a bounded read of one file) or forwards its
-    /// calls (an upstream's tool) is decided here, where its request arrived. When it only
-    /// reads and nobody need be asked, a brief call runs here to its end too, and a forwarded
-    /// one waits for its answer as a task: handing a call to another thread and back costs
-    /// more than a call of some microseconds, and a thread parked on another process's answer
-    /// costs two hand-offs more. Every other call runs on a blocking thread, watched.
+    /// calls (an upstream's tool) is decided here, where its request arrived, and the rest
+    /// runs where stage 4 placed it ([`Placement`]): a brief read nobody need approve here to
+    /// its end, a forwarded one as a task waiting for its answer (handing a call to another
+    /// thread and back costs more than a call of some microseconds, and a thread parked on
+    /// another process's answer costs two hand-offs more), any other on a blocking thread,
+    /// watched. Every one takes the same path, [`Pipeline::finish`].
     pub(crate) fn start(pipeline: Arc<Pipeline>, raw: RawCall, shown: Arc<Shown>) -> Running {
         let cancelled = toolgate_core::Cancel::new();
         let (phase_tx, phase) = watch::channel(Phase::Deciding);
@@ -95,22 +97,21 @@ impl Running {
         let step = if pipeline.decides_on_arrival(&raw.tool) {
             match pipeline.decide(raw, Some(&shown)) {
                 Decided::Ended(outcome) => Err(Task::Ended(Some(Box::new(outcome)))),
-                Decided::Permitted(permitted) if permitted.ends_soon() => {
-                    let step = Step::Rest(Box::new(permitted));
-                    let sink = Arc::clone(&sink);
-                    let outcome =
-                        run_call(&pipeline, &shown, step, cancelled.clone(), &phase_tx, sink);
-                    Err(Task::Ended(Some(Box::new(outcome))))
+                Decided::Permitted(permitted) if permitted.placement() == Placement::Worker => {
+                    Ok(Step::Rest(Box::new(permitted)))
                 }
+                // Placed where it arrived, or to be forwarded: stages 6–8 begin here.
                 Decided::Permitted(permitted) => {
-                    let forwarded = with_hooks(&shown, &phase_tx, Arc::clone(&sink), |hooks| {
-                        pipeline.forward(permitted, cancelled.clone(), hooks)
+                    let finished = with_hooks(&shown, &phase_tx, Arc::clone(&sink), |hooks| {
+                        pipeline.finish(permitted, cancelled.clone(), hooks)
                     });
-                    match forwarded {
+                    match finished {
+                        Finished::Ended(outcome) => Err(Task::Ended(Some(Box::new(outcome)))),
                         // The call runs to its end, and is recorded, even when nobody watches
                         // it any more.
-                        Ok(forwarding) => Err(Task::Spawned(tokio::spawn(forwarding))),
-                        Err(permitted) => Ok(Step::Rest(permitted)),
+                        Finished::Forward(forward) => {
+                            Err(Task::Spawned(tokio::spawn(forward.begin())))
+                        }
                     }
                 }
             }
@@ -184,7 +185,10 @@ fn run_call(
 ) -> Outcome {
     with_hooks(shown, phase, notices, |hooks| match step {
         Step::Whole(raw) => pipeline.run_with(raw, cancelled, hooks),
-        Step::Rest(permitted) => pipeline.finish(*permitted, cancelled, hooks),
+        Step::Rest(permitted) => match pipeline.finish(*permitted, cancelled, hooks) {
+            Finished::Ended(outcome) => outcome,
+            Finished::Forward(forward) => forward.run_here(),
+        },
     })
 }
 

@@ -37,7 +37,7 @@
 //! let read = pipeline.run(RawCall::text("read_file", r#"{"path": "a.txt"}"#, Surface::Chat));
 //! assert_eq!(read.output().unwrap()["content"], "alpha\n");
 //! let escape = pipeline.run(RawCall::text("read_file", r#"{"path": "../x"}"#, Surface::Chat));
-//! assert_eq!(escape.rejection().unwrap().code, RejectCode::PathOutsideWorkspace);
+//! assert_eq!(escape.rejection().unwrap().code(), RejectCode::PathOutsideWorkspace);
 //! ```
 
 mod confine;

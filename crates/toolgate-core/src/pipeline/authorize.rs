@@ -93,6 +93,10 @@ impl Pipeline {
             }
         };
         let approval_required = asks_by_policy || tool.entry.approval == ApprovalMode::EachCall;
+        if approval_required {
+            // Waiting for a person holds a thread.
+            trace.placement = Placement::Worker;
+        }
         Ok(Permitted {
             invocation,
             tool,

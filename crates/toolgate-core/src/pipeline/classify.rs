@@ -32,6 +32,7 @@ impl Pipeline {
         let sensitive = self.sensitivity.kinds(&classification.paths);
         let runs_later = runs_later::kinds(written(effect, &classification));
         trace.effect = Some(effect);
+        trace.placement = placement(&tool, &trace.plan, effect);
         // Evidence is shown to the caller: a link's target in toolgate's state directory is
         // named as the directory. The approval still binds, and shows, the resources whole.
         trace.resources = classification
@@ -50,6 +51,20 @@ impl Pipeline {
             runs_later,
             trace,
         }
+    }
+}
+
+/// Where the rest of a call of `tool`, planned as `plan`, may run: only a read runs anywhere
+/// but on a worker; stage 5 keeps there a call a person must approve.
+fn placement(tool: &Tool, plan: &Planned, effect: EffectClass) -> Placement {
+    if effect != EffectClass::ReadOnly {
+        Placement::Worker
+    } else if tool.executor.forwards() {
+        Placement::Forwarded
+    } else if tool.executor.brief() && tool.executor.brief_call(plan) {
+        Placement::Arrival
+    } else {
+        Placement::Worker
     }
 }
 

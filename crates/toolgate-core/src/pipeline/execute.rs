@@ -26,20 +26,13 @@ impl Pipeline {
             Ok(cleared) => cleared,
             Err(ended) => return ended,
         };
-        // A tool that panics has still run, perhaps halfway: its outcome must reach stage 8
-        // (and the record) like any failure, not vanish with the thread that ran it.
-        let result = std::panic::catch_unwind(AssertUnwindSafe(|| {
-            let call = Call::of(&cleared.authorized);
-            cleared.authorized.tool.executor.execute(&call, &cleared.cx)
-        }))
-        .unwrap_or_else(|payload| Err(panicked(payload.as_ref())));
-        Ok(cleared.executed(result))
+        Ok(cleared.run())
     }
 
     /// Stage 7 up to the executor: the proof is this pipeline's, the grant still good, and a
     /// call with effects on the record as started. A call that may not go on ends here, as a
     /// refusal or as a failure that did not run.
-    fn clear(
+    pub(super) fn clear(
         &self,
         authorized: Authorized,
         cx: &ExecContext,
@@ -101,13 +94,25 @@ impl Pipeline {
 }
 
 /// A call stage 7 let through to its executor, with the context it runs in.
-struct Cleared {
+pub(super) struct Cleared {
     authorized: Authorized,
     cx: ExecContext,
     started: Instant,
 }
 
 impl Cleared {
+    /// Runs the call's own executor here, to its end.
+    pub(super) fn run(self) -> Executed {
+        // A tool that panics has still run, perhaps halfway: its outcome must reach stage 8
+        // (and the record) like any failure, not vanish with the thread that ran it.
+        let result = std::panic::catch_unwind(AssertUnwindSafe(|| {
+            let call = Call::of(&self.authorized);
+            self.authorized.tool.executor.execute(&call, &self.cx)
+        }))
+        .unwrap_or_else(|payload| Err(panicked(payload.as_ref())));
+        self.executed(result)
+    }
+
     /// The call with its executor's `result`, the time since it was cleared counted as
     /// execution.
     fn executed(self, result: Result<ToolOutput, ToolError>) -> Executed {
@@ -118,52 +123,83 @@ impl Cleared {
     }
 }
 
-impl Pipeline {
-    /// Stages 6–8 of a call that [forwards](Permitted::forwards), for a transport with an
-    /// async runtime: approves it (it needs nobody), clears and begins stage 7 here, and
-    /// returns the call in flight, which resolves to its outcome, described and recorded. A
-    /// call that does not forward is handed back as it came.
+/// A call [placed](Placement::Forwarded) to be forwarded, cleared to run and not yet begun
+/// (see [`Pipeline::finish`]). A transport that can await it [begins](Forward::begin) it; any
+/// other runs it where it is, to its end ([`Forward::run_here`]). Dropped unused, it is
+/// recorded as given up before it ran.
+pub struct Forward {
+    pipeline: Arc<Pipeline>,
+    cleared: Option<Cleared>,
+}
+
+impl Forward {
+    pub(super) fn new(pipeline: Arc<Pipeline>, cleared: Cleared) -> Self {
+        Forward {
+            pipeline,
+            cleared: Some(cleared),
+        }
+    }
+
+    /// Begins stage 7 here, and returns the call in flight, which resolves to its outcome,
+    /// described and recorded.
     ///
     /// A call in flight is recorded whatever becomes of it: dropped before its end (its
     /// runtime stopped), it is recorded as given up, and its executor's future is dropped
     /// first, which tells the other process.
-    pub fn forward(
-        self: &Arc<Self>,
-        permitted: Permitted,
-        cancel: Cancel,
-        hooks: &RunHooks,
-    ) -> Result<Forwarding, Box<Permitted>> {
-        if !permitted.forwards() {
-            return Err(Box::new(permitted));
-        }
-        let landed = |outcome| Ok(Forwarding::ready(Arc::clone(self), outcome));
-        let authorized = match self.approve_with(permitted, cancel.clone(), hooks.awaiting_approval)
-        {
-            Ok(authorized) => authorized,
-            Err(stopped) => return landed(self.describe(Err(stopped))),
-        };
-        let cx = running(&authorized, cancel, hooks);
-        let cleared = match self.clear(authorized, &cx) {
-            Ok(cleared) => cleared,
-            Err(ended) => return landed(self.describe(ended)),
-        };
+    pub fn begin(mut self) -> Forwarding {
+        let pipeline = Arc::clone(&self.pipeline);
+        let cleared = self.take();
         let begun = std::panic::catch_unwind(AssertUnwindSafe(|| {
             let call = Call::of(&cleared.authorized);
             cleared.authorized.tool.executor.forward(&call, &cleared.cx)
         }));
-        match begun {
-            Ok(future) => Ok(Forwarding {
-                pipeline: Arc::clone(self),
-                state: Flight::Flying { future, cleared },
-            }),
-            Err(payload) => {
-                landed(self.describe(Ok(cleared.executed(Err(panicked(payload.as_ref()))))))
-            }
+        let state = match begun {
+            Ok(future) => Flight::Flying { future, cleared },
+            Err(payload) => Flight::Landed(Some(
+                pipeline.describe(Ok(cleared.executed(Err(panicked(payload.as_ref()))))),
+            )),
+        };
+        Forwarding { pipeline, state }
+    }
+
+    /// Runs the call where it is, to its end, as a call placed on a worker runs: for a caller
+    /// that cannot await a call in flight.
+    pub fn run_here(mut self) -> Outcome {
+        let cleared = self.take();
+        self.pipeline.describe(Ok(cleared.run()))
+    }
+
+    /// The call, taken once: by `begin` or `run_here`, which consume the `Forward`.
+    #[expect(
+        clippy::expect_used,
+        reason = "only `begin` and `run_here` take the call, once, and they consume `self`"
+    )]
+    fn take(&mut self) -> Cleared {
+        // INVARIANT: `cleared` is `Some` from `new` until `begin` or `run_here` takes it, and
+        // both consume the `Forward`; only its `Drop` sees it taken.
+        self.cleared.take().expect("a forward is begun or run once")
+    }
+}
+
+impl std::fmt::Debug for Forward {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Forward")
+    }
+}
+
+impl Drop for Forward {
+    fn drop(&mut self) {
+        if let Some(cleared) = self.cleared.take() {
+            let error = ToolError::new(
+                crate::outcome::ToolErrorCode::Cancelled,
+                "the call was given up before it was forwarded; it did not run",
+            );
+            let _ = self.pipeline.describe(Ok(cleared.executed(Err(error))));
         }
     }
 }
 
-/// A forwarded call in flight (see [`Pipeline::forward`]): resolves to its outcome, described
+/// A forwarded call in flight (see [`Forward::begin`]): resolves to its outcome, described
 /// and recorded.
 ///
 /// It is polled where its transport's requests arrive, often on a thread every session
@@ -224,15 +260,6 @@ impl Drop for Seat {
 struct Landing {
     outcome: Option<Outcome>,
     waker: Option<std::task::Waker>,
-}
-
-impl Forwarding {
-    fn ready(pipeline: Arc<Pipeline>, outcome: Outcome) -> Self {
-        Forwarding {
-            pipeline,
-            state: Flight::Landed(Some(outcome)),
-        }
-    }
 }
 
 impl std::fmt::Debug for Forwarding {

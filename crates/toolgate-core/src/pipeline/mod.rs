@@ -58,7 +58,7 @@ mod stages;
 mod typed;
 mod validate;
 
-pub use execute::Forwarding;
+pub use execute::{Forward, Forwarding};
 pub use resolve::Shown;
 pub use resource::Resource;
 pub use typed::{Parsed, Planned, TypedExecutor};
@@ -289,6 +289,23 @@ struct Trace {
     approval_id: Option<String>,
     arguments: Option<Value>,
     plan: Planned,
+    /// Where stages 6–8 run: written by stage 4, kept on a worker by stage 5 when a person
+    /// must be asked.
+    placement: Placement,
+}
+
+/// Where the rest of a call, stages 6 to 8, runs: data stage 4 writes beside the plan, which
+/// a transport reads to choose a thread, never a code path ([`Pipeline::finish`] is the one).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Placement {
+    /// Where its request arrived: a read nobody must approve, whose executor is
+    /// [brief](Executor::brief) for this call too ([`Executor::brief_call`]).
+    Arrival,
+    /// On a thread that may wait: for a person, or for the tool's work.
+    Worker,
+    /// Begun where its request arrived and awaited without a thread: a read nobody must
+    /// approve, whose executor [forwards](Executor::forwards) it to another process.
+    Forwarded,
 }
 
 impl Trace {
@@ -372,23 +389,26 @@ impl Permitted {
         self.approval_required
     }
 
-    /// Whether the rest of the call, stages 6 to 8, ends soon: nobody is asked, the call only
-    /// reads, and its tool's executor is [brief](Executor::brief), for this call too
-    /// ([`Executor::brief_call`]).
-    pub fn ends_soon(&self) -> bool {
-        !self.approval_required
-            && self.effect == EffectClass::ReadOnly
-            && self.tool.executor.brief()
-            && self.tool.executor.brief_call(&self.trace.plan)
+    /// Where the rest of the call runs, as stages 4 and 5 placed it.
+    pub fn placement(&self) -> Placement {
+        self.trace.placement
     }
 
-    /// Whether the rest of the call may be [forwarded](Pipeline::forward): nobody is asked,
-    /// the call only reads, and its tool's executor [forwards](Executor::forwards) it.
-    pub fn forwards(&self) -> bool {
-        !self.approval_required
-            && self.effect == EffectClass::ReadOnly
-            && self.tool.executor.forwards()
+    /// Whether the rest of the call ends soon, run where its request arrived
+    /// ([`Placement::Arrival`]).
+    pub fn ends_soon(&self) -> bool {
+        self.placement() == Placement::Arrival
     }
+}
+
+/// What stages 6–8 came to (see [`Pipeline::finish`]).
+#[derive(Debug)]
+#[must_use = "a forward does nothing until it is begun or run, and is recorded as given up"]
+pub enum Finished {
+    /// Ended, described and recorded.
+    Ended(Outcome),
+    /// Cleared to be forwarded: begin it, or run it here.
+    Forward(Forward),
 }
 
 /// What stages 1–5 decided of a call (see [`Pipeline::decide`]).
@@ -601,6 +621,16 @@ fn next_pipeline() -> u64 {
 impl Clone for Pipeline {
     fn clone(&self) -> Self {
         Pipeline {
+            id: next_pipeline(),
+            ..self.same()
+        }
+    }
+}
+
+impl Pipeline {
+    /// This pipeline again, under its own id: what describes a call this pipeline forwarded.
+    fn same(&self) -> Pipeline {
+        Pipeline {
             registry: Arc::clone(&self.registry),
             policy: Arc::clone(&self.policy),
             broker: Arc::clone(&self.broker),
@@ -610,7 +640,7 @@ impl Clone for Pipeline {
             recorders: self.recorders.clone(),
             grants: Arc::clone(&self.grants),
             grant_times: self.grant_times,
-            id: next_pipeline(),
+            id: self.id,
         }
     }
 }
@@ -700,14 +730,17 @@ impl Pipeline {
     pub fn run_with(&self, raw: RawCall, cancel: Cancel, hooks: &RunHooks) -> Outcome {
         match self.decide(raw, hooks.shown) {
             Decided::Ended(outcome) => outcome,
-            Decided::Permitted(permitted) => self.finish(permitted, cancel, hooks),
+            Decided::Permitted(permitted) => match self.finish(permitted, cancel, hooks) {
+                Finished::Ended(outcome) => outcome,
+                Finished::Forward(forward) => forward.run_here(),
+            },
         }
     }
 
-    /// Stages 1–5, stage 2 judging by what the caller was `shown`; a call they stop is described and recorded here.
-    /// With [`Pipeline::finish`], this is [`Pipeline::run_with`] in two steps, for a
-    /// transport that runs the first where the request arrived and decides by
-    /// [`Permitted::ends_soon`] where to run the second.
+    /// Stages 1–5, stage 2 judging by what the caller was `shown`; a call they stop is
+    /// described and recorded here. With [`Pipeline::finish`], this is [`Pipeline::run_with`]
+    /// in two steps, for a transport that runs the first where the request arrived and the
+    /// second where [`Permitted::placement`] says.
     pub fn decide(&self, raw: RawCall, shown: Option<&Shown>) -> Decided {
         match self.through_policy(raw, shown, None) {
             Ok(permitted) => Decided::Permitted(permitted),
@@ -723,15 +756,27 @@ impl Pipeline {
     }
 
     /// Stages 6–8 of a call stages 1–5 permitted, with `hooks` (whose `shown` stage 2 has
-    /// already judged by).
-    pub fn finish(&self, permitted: Permitted, cancel: Cancel, hooks: &RunHooks) -> Outcome {
-        let result = self
-            .approve_with(permitted, cancel.clone(), hooks.awaiting_approval)
-            .and_then(|authorized| {
-                let cx = running(&authorized, cancel, hooks);
-                self.execute_step(authorized, &cx)
-            });
-        self.describe(result)
+    /// already judged by): approve, execute, describe, the one path for every kind of
+    /// executor. A call [placed](Placement) anywhere but [`Placement::Forwarded`] runs here to
+    /// its end; a forwarded one comes back cleared to run, for the caller to begin and await
+    /// or to run where it is ([`Forward`]). A transport chooses the thread by the placement;
+    /// the path is this one.
+    pub fn finish(&self, permitted: Permitted, cancel: Cancel, hooks: &RunHooks) -> Finished {
+        let placement = permitted.placement();
+        let authorized = match self.approve_with(permitted, cancel.clone(), hooks.awaiting_approval)
+        {
+            Ok(authorized) => authorized,
+            Err(stopped) => return Finished::Ended(self.describe(Err(stopped))),
+        };
+        let cx = running(&authorized, cancel, hooks);
+        let cleared = match self.clear(authorized, &cx) {
+            Ok(cleared) => cleared,
+            Err(ended) => return Finished::Ended(self.describe(ended)),
+        };
+        if placement == Placement::Forwarded {
+            return Finished::Forward(Forward::new(Arc::new(self.same()), cleared));
+        }
+        Finished::Ended(self.describe(Ok(cleared.run())))
     }
 
     /// Stages 1–6.
@@ -1114,7 +1159,11 @@ mod tests {
                 soon,
                 "{effect:?} {approval:?} {brief}"
             );
-            let outcome = pipeline.finish(permitted, Cancel::new(), &RunHooks::default());
+            let Finished::Ended(outcome) =
+                pipeline.finish(permitted, Cancel::new(), &RunHooks::default())
+            else {
+                panic!("only a forwarded call comes back to be begun");
+            };
             let expected = if approval == ApprovalMode::EachCall {
                 Status::Rejected
             } else {
@@ -1233,6 +1282,14 @@ mod tests {
         }
     }
 
+    /// The call `permitted`, forwarded and in flight.
+    fn forward(pipeline: &Pipeline, permitted: Permitted) -> Forwarding {
+        match pipeline.finish(permitted, Cancel::new(), &RunHooks::default()) {
+            Finished::Forward(forward) => forward.begin(),
+            Finished::Ended(outcome) => panic!("ended before it was forwarded: {outcome:?}"),
+        }
+    }
+
     fn poll(forwarding: &mut Forwarding) -> std::task::Poll<Outcome> {
         use std::future::Future as _;
         let mut context = std::task::Context::from_waker(std::task::Waker::noop());
@@ -1249,8 +1306,7 @@ mod tests {
         let later = Later::default();
         let (slot, dropped) = (Arc::clone(&later.slot), Arc::clone(&later.dropped));
         let (pipeline, kept) = far_pipeline(later, EffectClass::ReadOnly, ApprovalMode::Policy);
-        let forwarded = pipeline.forward(permitted(&pipeline), Cancel::new(), &RunHooks::default());
-        let mut forwarding = forwarded.unwrap();
+        let mut forwarding = forward(&pipeline, permitted(&pipeline));
         assert!(poll(&mut forwarding).is_pending());
         assert!(
             kept.0.lock().unwrap().is_empty(),
@@ -1270,9 +1326,7 @@ mod tests {
         let later = Later::default();
         let dropped = Arc::clone(&later.dropped);
         let (pipeline, kept) = far_pipeline(later, EffectClass::ReadOnly, ApprovalMode::Policy);
-        let mut forwarding = pipeline
-            .forward(permitted(&pipeline), Cancel::new(), &RunHooks::default())
-            .unwrap();
+        let mut forwarding = forward(&pipeline, permitted(&pipeline));
         assert!(poll(&mut forwarding).is_pending());
         drop(forwarding);
         assert!(dropped.load(Ordering::SeqCst));
@@ -1290,9 +1344,7 @@ mod tests {
             ..Later::default()
         };
         let (pipeline, kept) = far_pipeline(later, EffectClass::ReadOnly, ApprovalMode::Policy);
-        let mut forwarding = pipeline
-            .forward(permitted(&pipeline), Cancel::new(), &RunHooks::default())
-            .unwrap();
+        let mut forwarding = forward(&pipeline, permitted(&pipeline));
         let Poll::Ready(outcome) = poll(&mut forwarding) else {
             panic!("a panic ends the call");
         };
@@ -1351,9 +1403,7 @@ mod tests {
         let mut entry = ToolEntry::new("far", "test");
         entry.effect = Some(EffectClass::ReadOnly);
         let pipeline = Arc::new(one_tool(entry, Arc::new(later)).with_recorder(recorder));
-        pipeline
-            .forward(permitted(&pipeline), Cancel::new(), &RunHooks::default())
-            .unwrap()
+        forward(&pipeline, permitted(&pipeline))
     }
 
     #[test]
@@ -1492,8 +1542,8 @@ mod tests {
         assert!(!error(&"e".repeat(101)));
     }
 
-    /// Only a read that nobody must approve is forwarded; any other call comes back as it was,
-    /// for a thread to run.
+    /// Only a read that nobody must approve is placed to be forwarded; any other call is placed
+    /// on a worker.
     #[test]
     fn only_a_read_that_asks_nobody_is_forwarded() {
         for (effect, approval, forwards) in [
@@ -1508,10 +1558,18 @@ mod tests {
                 !permitted.ends_soon(),
                 "a forwarded call is never finished here"
             );
-            assert_eq!(permitted.forwards(), forwards, "{effect:?} {approval:?}");
-            let forwarded = pipeline.forward(permitted, Cancel::new(), &RunHooks::default());
-            assert_eq!(forwarded.is_ok(), forwards, "{effect:?} {approval:?}");
-            drop(forwarded);
+            let placed = permitted.placement();
+            assert_eq!(
+                placed == Placement::Forwarded,
+                forwards,
+                "{effect:?} {approval:?}"
+            );
+            if forwards {
+                drop(forward(&pipeline, permitted));
+            } else {
+                assert_eq!(placed, Placement::Worker);
+                drop(permitted);
+            }
             let recorded = kept.0.lock().unwrap().len();
             assert_eq!(recorded, usize::from(forwards), "{effect:?} {approval:?}");
         }
@@ -1521,6 +1579,51 @@ mod tests {
             ApprovalMode::Policy,
         );
         assert!(!pipeline.decides_on_arrival("unknown"));
+    }
+
+    /// A call placed to be forwarded that its caller cannot await runs where it is, through
+    /// the executor's `execute`; one given up before it was begun is recorded as such.
+    #[test]
+    fn a_forward_not_begun_runs_here_or_is_recorded_as_given_up() {
+        let (pipeline, kept) = far_pipeline(
+            Later::default(),
+            EffectClass::ReadOnly,
+            ApprovalMode::Policy,
+        );
+        let finished = |pipeline: &Pipeline| match pipeline.finish(
+            permitted(pipeline),
+            Cancel::new(),
+            &RunHooks::default(),
+        ) {
+            Finished::Forward(forward) => forward,
+            Finished::Ended(outcome) => panic!("{outcome:?}"),
+        };
+        // `Later` panics when executed on a thread: run here, it did run here.
+        let outcome = finished(&pipeline).run_here();
+        assert_eq!(
+            outcome.error().map(|e| e.code),
+            Some(crate::outcome::ToolErrorCode::ToolPanicked)
+        );
+        drop(finished(&pipeline));
+        let run = pipeline.run(RawCall::text("far", "{}", Surface::Chat));
+        assert_eq!(run.status(), Status::Failed, "run_with runs it here too");
+        assert_eq!(
+            *kept.0.lock().unwrap(),
+            [
+                (
+                    Status::Failed,
+                    Some(crate::outcome::ToolErrorCode::ToolPanicked)
+                ),
+                (
+                    Status::Failed,
+                    Some(crate::outcome::ToolErrorCode::Cancelled)
+                ),
+                (
+                    Status::Failed,
+                    Some(crate::outcome::ToolErrorCode::ToolPanicked)
+                ),
+            ]
+        );
     }
 
     #[test]

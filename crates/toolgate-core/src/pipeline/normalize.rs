@@ -13,7 +13,7 @@ use crate::invocation::{
 };
 use crate::rejection::{RejectCode, Rejection};
 
-use super::{Normalized, Pipeline, Planned, Stopped, Trace, new_call_id};
+use super::{Normalized, Pipeline, Placement, Planned, Stopped, Trace, new_call_id};
 use crate::rejection::Stage;
 use std::time::Instant;
 
@@ -40,6 +40,7 @@ impl Pipeline {
             approval_id: None,
             arguments: None,
             plan: Planned::untyped(),
+            placement: Placement::Worker,
         });
         let result = normalize(raw, &self.bounds);
         trace.record(Stage::Normalize, started);
