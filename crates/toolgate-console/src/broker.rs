@@ -13,6 +13,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
+use toolgate_core::descriptor_lint::Flag;
 use toolgate_core::{
     ApprovalBroker, ApprovalDecision, ApprovalRequest, Clock, EffectClass, Grant, GrantLedger,
     GrantNotKept, GrantScope, SystemClock,
@@ -41,6 +42,10 @@ pub struct BrokerOptions {
     pub workspace_root: String,
     /// Where standing grants are kept between runs; `None` keeps them in memory only.
     pub grants_file: Option<std::path::PathBuf>,
+    /// The admission lint's flags of each tool's descriptor, by the tool's name
+    /// ([`toolgate_core::descriptor_lint`]), shown with each request for that tool: they
+    /// inform the person and decide nothing.
+    pub descriptor_flags: BTreeMap<String, Vec<Flag>>,
 }
 
 impl Default for BrokerOptions {
@@ -50,6 +55,7 @@ impl Default for BrokerOptions {
             standing_ttl: toolgate_core::GrantTimes::default().standing,
             workspace_root: String::new(),
             grants_file: None,
+            descriptor_flags: BTreeMap::new(),
         }
     }
 }
@@ -132,6 +138,8 @@ pub struct PendingView {
     pub choices: Vec<&'static str>,
     /// What "allow for this workspace" would cover, when it is offered.
     pub workspace_scope: Option<String>,
+    /// What the admission lint found in the tool's pinned descriptor (empty for most tools).
+    pub descriptor_flags: Vec<Flag>,
     pub waiting_ms: u64,
     pub expires_in_ms: u64,
 }
@@ -177,6 +185,14 @@ impl PendingView {
         }
         if !self.resources.is_empty() {
             text.push_str(&format!("touches: {}\n", self.resources.join(", ")));
+        }
+        if !self.descriptor_flags.is_empty() {
+            text.push_str(
+                "the tool's descriptor is flagged (this informs, nothing was refused):\n",
+            );
+            for flag in &self.descriptor_flags {
+                text.push_str(&format!("  {}\n", flag.line()));
+            }
         }
         text.push('\n');
         match (&self.preview, self.preview_kind) {
@@ -397,6 +413,12 @@ impl ConsoleBroker {
                 vec!["allow_once", "reject"]
             },
             workspace_scope: offers_workspace.then(|| self.covers(&request.tool)),
+            descriptor_flags: self
+                .options
+                .descriptor_flags
+                .get(&request.tool)
+                .cloned()
+                .unwrap_or_default(),
             waiting_ms: millis(now.saturating_duration_since(pending.since)),
             expires_in_ms: millis(pending.deadline.saturating_duration_since(now)),
         }
@@ -742,6 +764,38 @@ mod tests {
                 b.decide(&view.id, Decision::AllowOnce).unwrap();
             });
         }
+    }
+
+    #[test]
+    fn a_requests_view_and_text_carry_its_tools_descriptor_flags() {
+        let flag = Flag {
+            rule: "instruction-tag".into(),
+            kind: toolgate_core::descriptor_lint::FlagKind::Instruction,
+            at: "/description".into(),
+            excerpt: "<IMPORTANT>".into(),
+            explanation: "markup aimed at the model".into(),
+        };
+        let b = with_options(BrokerOptions {
+            timeout: Duration::from_secs(5),
+            descriptor_flags: BTreeMap::from([("up__add".to_owned(), vec![flag.clone()])]),
+            ..BrokerOptions::default()
+        });
+        let flagged = request("up__add", EffectClass::Irreversible, GrantScope::Once);
+        answered(&b, flagged, |b, view| {
+            assert_eq!(view.descriptor_flags, std::slice::from_ref(&flag));
+            let text = view.as_text().unwrap();
+            assert!(
+                text.contains("the tool's descriptor is flagged (this informs, nothing was refused):\n  instruction instruction-tag at /description: \"<IMPORTANT>\""),
+                "{text}"
+            );
+            b.decide(&view.id, Decision::AllowOnce).unwrap();
+        });
+        let plain = request("write_file", EffectClass::LocalWrite, GrantScope::Once);
+        answered(&b, plain, |b, view| {
+            assert!(view.descriptor_flags.is_empty());
+            assert!(!view.as_text().unwrap().contains("flagged"));
+            b.decide(&view.id, Decision::AllowOnce).unwrap();
+        });
     }
 
     #[test]

@@ -18,7 +18,6 @@
 //! that waits for it. The session token is only ever sent in the `Set-Cookie` of a login
 //! link's answer: no address, page or message carries it (see [`crate::login`]).
 
-use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, SocketAddr, TcpListener};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -31,9 +30,8 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use tokio::sync::oneshot;
-use toolgate_core::descriptor_lint::Flag;
 
-use crate::broker::{ConsoleBroker, Decision, PendingView};
+use crate::broker::{ConsoleBroker, Decision};
 use crate::guard::{Guard, RequestFacts, Secret};
 use crate::login::{DEFAULT_LOGIN_TTL, LoginLinks, LoginRefusal, query_code};
 use crate::outcomes::RecentOutcomes;
@@ -74,31 +72,18 @@ pub enum ConsoleError {
 }
 
 /// How a console is started.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Copy)]
 pub struct ConsoleOptions {
     /// How long a login link works after it is issued (default five minutes).
     pub login_ttl: Duration,
-    /// The admission lint's flags of each tool's descriptor, by the tool's name, shown on the
-    /// card of a call to it (`toolgate_core::descriptor_lint`): they inform the person and
-    /// decide nothing.
-    pub descriptor_flags: BTreeMap<String, Vec<Flag>>,
 }
 
 impl Default for ConsoleOptions {
     fn default() -> ConsoleOptions {
         ConsoleOptions {
             login_ttl: DEFAULT_LOGIN_TTL,
-            descriptor_flags: BTreeMap::new(),
         }
     }
-}
-
-/// A pending request as the page gets it: the broker's view and its tool's flags.
-#[derive(Debug, serde::Serialize)]
-struct Card<'a> {
-    #[serde(flatten)]
-    view: PendingView,
-    descriptor_flags: &'a [Flag],
 }
 
 #[derive(Debug)]
@@ -108,7 +93,6 @@ struct Shared {
     broker: Arc<ConsoleBroker>,
     outcomes: Arc<RecentOutcomes>,
     page: String,
-    descriptor_flags: BTreeMap<String, Vec<Flag>>,
 }
 
 /// A fresh login link to the console on `port`.
@@ -149,7 +133,6 @@ impl Console {
             logins: Arc::clone(&logins),
             broker,
             outcomes,
-            descriptor_flags: options.descriptor_flags,
         });
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_io()
@@ -372,19 +355,7 @@ fn typed(content_type: &'static str, body: String) -> Response {
 }
 
 async fn pending(State(shared): State<Arc<Shared>>) -> Response {
-    let cards: Vec<Card<'_>> = shared
-        .broker
-        .pending()
-        .into_iter()
-        .map(|view| Card {
-            descriptor_flags: shared
-                .descriptor_flags
-                .get(&view.tool)
-                .map_or(&[], Vec::as_slice),
-            view,
-        })
-        .collect();
-    axum::Json(cards).into_response()
+    axum::Json(shared.broker.pending()).into_response()
 }
 
 async fn decide(
@@ -543,15 +514,7 @@ mod tests {
         let grants = Arc::new(crate::grants_ledger(&options));
         let broker = Arc::new(ConsoleBroker::new(options, grants));
         let outcomes = Arc::new(RecentOutcomes::new(10));
-        Console::start(
-            broker,
-            outcomes,
-            ConsoleOptions {
-                login_ttl,
-                ..ConsoleOptions::default()
-            },
-        )
-        .unwrap()
+        Console::start(broker, outcomes, ConsoleOptions { login_ttl }).unwrap()
     }
 
     fn path_of(link: &str, port: u16) -> String {

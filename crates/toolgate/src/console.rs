@@ -56,6 +56,7 @@ impl RunningConsole {
             standing_ttl: gate.grant_times.standing,
             workspace_root: root,
             grants_file: Some(dir.join(grants_file_name(workspace))),
+            descriptor_flags: crate::upstream::pinned_flags(gate),
         };
         let grants = Arc::new(grants_ledger(&options));
         let broker = Arc::new(ConsoleBroker::new(options, Arc::clone(&grants)));
@@ -69,7 +70,6 @@ impl RunningConsole {
             Arc::clone(&outcomes),
             ConsoleOptions {
                 login_ttl: gate.settings.approval.login_link_ttl,
-                descriptor_flags: crate::upstream::pinned_flags(gate),
             },
         )
         .context("cannot start the approval console (use --no-console to run without one)")?;
