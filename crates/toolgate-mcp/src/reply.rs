@@ -35,7 +35,7 @@ pub const EVIDENCE_META: &str = "toolgate/evidence";
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Refusal {
-    pub status: Ended,
+    pub status: RefusalStatus,
     /// Whether the tool ran, as stage 7's time says: a rejection never has one, nor does a
     /// refusal that became a failure because it could not be recorded.
     pub executed: bool,
@@ -50,7 +50,7 @@ pub struct Refusal {
 /// How a call that did not complete ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Ended {
+pub enum RefusalStatus {
     /// A stage stopped it before the tool ran.
     Rejected,
     /// The tool ran and failed, or its result could not be recorded.
@@ -81,12 +81,12 @@ impl Refusal {
     /// What `outcome`, which did not complete, says to a model.
     pub fn of(outcome: &Outcome) -> Refusal {
         let status = match outcome.status() {
-            Status::Rejected => Ended::Rejected,
-            Status::Failed | Status::Completed => Ended::Failed,
+            Status::Rejected => RefusalStatus::Rejected,
+            Status::Failed | Status::Completed => RefusalStatus::Failed,
         };
         Refusal {
             status,
-            executed: status != Ended::Rejected
+            executed: status != RefusalStatus::Rejected
                 && outcome.evidence().durations_ns.contains_key("execute"),
             rejection: outcome.rejection().map(|rejection| RefusalRejection {
                 stage: rejection.stage(),

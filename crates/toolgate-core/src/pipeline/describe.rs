@@ -6,15 +6,15 @@ impl Pipeline {
     /// Stage 8: the outcome, redacted and bounded, with evidence, once it is recorded.
     pub(super) fn describe(&self, result: Result<Executed, Stopped>) -> Outcome {
         let started = Instant::now();
-        let (mut ended, mut trace, truncated, mut unknowns) = match result {
+        let (mut undescribed, mut trace, truncated, mut unknowns) = match result {
             Err(Stopped { rejection, trace }) => {
-                (Ended::Refused(rejection), trace, false, Vec::new())
+                (Undescribed::Refused(rejection), trace, false, Vec::new())
             }
             Ok(Executed {
                 result: Ok(output),
                 trace,
             }) => (
-                Ended::Done(output.value),
+                Undescribed::Done(output.value),
                 trace,
                 output.truncated,
                 output.unknowns,
@@ -24,7 +24,7 @@ impl Pipeline {
                 trace,
             }) => {
                 let unknowns = error.unknowns.clone();
-                (Ended::Failed(error), trace, false, unknowns)
+                (Undescribed::Failed(error), trace, false, unknowns)
             }
         };
         let limit = trace
@@ -35,36 +35,36 @@ impl Pipeline {
         // redacted: nothing is spent on text that is thrown away. A hostile upstream's
         // 15 MB answer took 22-31 ms to redact, on the thread its session's requests share;
         // measuring it takes 2.5-6 ms.
-        let returned = match &ended {
-            Ended::Done(output) => Some(json_len(output)),
-            Ended::Failed(_) | Ended::Refused(_) => None,
+        let returned = match &undescribed {
+            Undescribed::Done(output) => Some(json_len(output)),
+            Undescribed::Failed(_) | Undescribed::Refused(_) => None,
         };
         if let Some(bytes) = returned
             && bytes > limit
         {
-            ended = too_large(bytes, limit);
+            undescribed = too_large(bytes, limit);
         }
         // Resources are evidence, and evidence is kept: a secret-shaped path is hidden too.
         let mut resources = std::mem::take(&mut trace.resources);
         // What a refusal or failure says can quote the tool or the arguments: it is output
         // too, for the model, the console and the audit log alike.
-        let said = match &mut ended {
-            Ended::Done(output) => redact_value(output),
-            Ended::Failed(error) => redact_string(&mut error.message),
-            Ended::Refused(rejection) => rejection.redact(),
+        let said = match &mut undescribed {
+            Undescribed::Done(output) => redact_value(output),
+            Undescribed::Failed(error) => redact_string(&mut error.message),
+            Undescribed::Refused(rejection) => rejection.redact(),
         };
         let redactions = said
             + unknowns.iter_mut().map(redact_string).sum::<usize>()
             + resources.iter_mut().map(redact_string).sum::<usize>();
-        let output_bytes = match (&ended, returned) {
+        let output_bytes = match (&undescribed, returned) {
             // Nothing redacted, nothing changed.
-            (Ended::Done(_), Some(bytes)) if said == 0 => bytes,
-            (Ended::Done(output), _) => json_len(output),
-            (Ended::Failed(_) | Ended::Refused(_), _) => 0,
+            (Undescribed::Done(_), Some(bytes)) if said == 0 => bytes,
+            (Undescribed::Done(output), _) => json_len(output),
+            (Undescribed::Failed(_) | Undescribed::Refused(_), _) => 0,
         };
         if output_bytes > limit {
             // Redaction lengthened it past the limit (a short secret is longer redacted).
-            ended = too_large(output_bytes, limit);
+            undescribed = too_large(output_bytes, limit);
         }
         if truncated {
             unknowns.push("output was truncated to stay within limits".to_owned());
@@ -97,17 +97,17 @@ impl Pipeline {
                 .filter_map(|(stage, d)| d.map(|d| (stage.as_str().to_owned(), nanos(d))))
                 .collect::<BTreeMap<_, _>>(),
             total_ns: nanos(trace.started.elapsed()),
-            output_bytes: match ended {
-                Ended::Done(_) => output_bytes,
-                Ended::Failed(_) | Ended::Refused(_) => 0,
+            output_bytes: match undescribed {
+                Undescribed::Done(_) => output_bytes,
+                Undescribed::Failed(_) | Undescribed::Refused(_) => 0,
             },
             truncated,
             redactions,
         };
-        self.recorded(match ended {
-            Ended::Done(output) => Outcome::done(output, evidence, unknowns),
-            Ended::Failed(error) => Outcome::failed(error, evidence, unknowns),
-            Ended::Refused(rejection) => Outcome::refused(rejection, evidence, unknowns),
+        self.recorded(match undescribed {
+            Undescribed::Done(output) => Outcome::done(output, evidence, unknowns),
+            Undescribed::Failed(error) => Outcome::failed(error, evidence, unknowns),
+            Undescribed::Refused(rejection) => Outcome::refused(rejection, evidence, unknowns),
         })
     }
 
@@ -125,16 +125,17 @@ impl Pipeline {
     }
 }
 
-/// How a call ended, as stage 8 bounds and redacts it before it becomes an [`Outcome`].
-enum Ended {
+/// A call's result as stage 8 receives it, before it is bounded, redacted and described as
+/// an [`Outcome`].
+enum Undescribed {
     Done(Value),
     Failed(ToolError),
     Refused(Rejection),
 }
 
 /// The failure of an executor that broke its output limit: closed, rather than passed on.
-fn too_large(bytes: usize, limit: usize) -> Ended {
-    Ended::Failed(ToolError::new(
+fn too_large(bytes: usize, limit: usize) -> Undescribed {
+    Undescribed::Failed(ToolError::new(
         crate::outcome::ToolErrorCode::OutputTooLarge,
         format!("the tool's output is {bytes} bytes; the limit is {limit}"),
     ))
