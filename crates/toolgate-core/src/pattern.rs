@@ -67,7 +67,7 @@ fn take_match() -> bool {
 
 /// Whether `pattern` uses what only a backtracking engine runs: lookahead, lookbehind, an
 /// atomic group or a backreference. Read from the text, so an escaped or bracketed look-alike
-/// counts too: a schema is refused for one pattern too many, never admitted for one too few.
+/// counts too: a schema is refused for one pattern too many, never accepted for one too few.
 pub(crate) fn needs_backtracking(pattern: &str) -> bool {
     if ["(?=", "(?!", "(?<=", "(?<!", "(?>", "\\k<"]
         .iter()

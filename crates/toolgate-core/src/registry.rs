@@ -189,7 +189,7 @@ pub type Availability = Arc<dyn Fn() -> Result<(), String> + Send + Sync>;
 pub struct ToolEntry {
     pub name: String,
     pub version: Version,
-    /// The descriptor digest this entry admits; `None` admits the descriptor registered with it
+    /// The descriptor digest this entry accepts; `None` accepts the descriptor registered with it
     /// (builtin tools, whose descriptors ship with the binary).
     pub pinned_digest: Option<Digest>,
     /// What the tool is for, in the operator's words (`workspace_read`, `vcs_inspect`).
@@ -344,7 +344,7 @@ impl RegistryBuilder {
         self
     }
 
-    /// Admits `descriptor` under `entry`, owned by `executor`.
+    /// Registers `descriptor` under `entry`, owned by `executor`.
     pub fn register(
         &mut self,
         descriptor: Descriptor,

@@ -1,4 +1,4 @@
-//! Typed executors through the public pipeline: arguments the schema admits but the tool's
+//! Typed executors through the public pipeline: arguments the schema accepts but the tool's
 //! type refuses stop at stage 3; the plan stage 4 makes is the one stage 7 runs; a plan of
 //! another type fails the call closed.
 
@@ -16,7 +16,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use toolgate_core::*;
 
-/// The arguments of a tool whose schema admits any object: the type is stricter.
+/// The arguments of a tool whose schema accepts any object: the type is stricter.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct CountArgs {
@@ -151,7 +151,7 @@ fn run(pipeline: &Pipeline, arguments: Value) -> Outcome {
 }
 
 #[test]
-fn arguments_the_schema_admits_but_the_type_refuses_stop_at_stage_3() {
+fn arguments_the_schema_accepts_but_the_type_refuses_stop_at_stage_3() {
     let counter = Arc::new(Counter::default());
     let pipeline = one_tool(counter.clone());
     for (arguments, code, pointer) in [

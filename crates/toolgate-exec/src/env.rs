@@ -81,7 +81,7 @@ const DENIED_SUFFIXES: &[&str] = &["_TOKEN", "_KEY", "_PAT", "_AUTH"];
 /// Fragments refused anywhere in a name (upper case).
 const DENIED_FRAGMENTS: &[&str] = &["SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "PRIVATE"];
 
-/// Whether the allowlist admits `name`.
+/// Whether the allowlist allows `name`.
 pub fn is_allowed(name: &str) -> bool {
     let upper = name.to_ascii_uppercase();
     ALLOWED.contains(&upper.as_str())

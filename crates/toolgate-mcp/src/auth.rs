@@ -42,7 +42,7 @@ impl std::fmt::Debug for TokenTable {
     }
 }
 
-/// Why a token cannot be admitted.
+/// Why a token cannot be accepted.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum TokenError {
     #[error("a token must be at least {MIN_TOKEN_BYTES} bytes long")]
@@ -61,7 +61,7 @@ impl TokenTable {
         TokenTable::default()
     }
 
-    /// Admits `token` for `principal`.
+    /// Accepts `token` as `principal`'s.
     pub fn insert(&mut self, token: &str, principal: Principal) -> Result<(), TokenError> {
         if token.len() < MIN_TOKEN_BYTES {
             return Err(TokenError::TooShort);

@@ -469,7 +469,7 @@ impl Front {
                 .and_then(|v| v.to_str().ok())
             {
                 let handler = registration.0.get().cloned().unwrap_or_default();
-                reservation.admit(begun, principal, handler);
+                reservation.open(begun, principal, handler);
             }
             response
         });

@@ -165,7 +165,7 @@ impl SessionState {
     }
 
     /// Starts call `name` as `principal`: its arguments as the client sent them (`text`, when
-    /// the transport kept it, so that stage 1 sees duplicate keys), stage 2 admitting only
+    /// the transport kept it, so that stage 1 sees duplicate keys), stage 2 letting through only
     /// what this session was shown. Every transport's `tools/call` begins here.
     pub(crate) fn start_call(
         &self,
@@ -564,7 +564,7 @@ fn mcp_tool(tool: &Tool) -> McpTool {
 fn schema_object(schema: &Value) -> Map<String, Value> {
     match schema {
         Value::Object(map) => map.clone(),
-        // `true` (and an absent schema) admit anything; MCP wants an object schema.
+        // `true` (and an absent schema) accept anything; MCP wants an object schema.
         _ => Map::from_iter([("type".to_owned(), Value::from("object"))]),
     }
 }

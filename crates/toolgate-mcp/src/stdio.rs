@@ -244,10 +244,10 @@ impl LineTransport {
 
     /// A decoded message, with its request id replaced by the transport's own; `None` if it
     /// goes no further.
-    fn admit(&self, message: ClientJsonRpcMessage) -> Option<ClientJsonRpcMessage> {
+    fn renumber(&self, message: ClientJsonRpcMessage) -> Option<ClientJsonRpcMessage> {
         match message {
             ClientJsonRpcMessage::Request(mut request) => {
-                let Some(internal) = self.ids().admit(&request.id) else {
+                let Some(internal) = self.ids().assign(&request.id) else {
                     self.reply(&ServerJsonRpcMessage::error(
                         ErrorData::invalid_request(
                             format!(
@@ -380,7 +380,7 @@ impl Transport<RoleServer> for LineTransport {
                 )),
                 Inbound::Line(line) => match decode(&line) {
                     Decoded::Message(message) => {
-                        if let Some(message) = self.admit(*message) {
+                        if let Some(message) = self.renumber(*message) {
                             return Some(message);
                         }
                     }
@@ -416,7 +416,7 @@ struct IdMap {
 
 impl IdMap {
     /// A fresh id for a request the client calls `client`, unless `client` is in use.
-    fn admit(&mut self, client: &RequestId) -> Option<RequestId> {
+    fn assign(&mut self, client: &RequestId) -> Option<RequestId> {
         if self.by_client.contains_key(client) {
             return None;
         }
@@ -547,10 +547,10 @@ mod tests {
     #[test]
     fn ids_in_use_are_refused_and_cancelled_ids_answer_nothing() {
         let mut ids = IdMap::default();
-        let first = ids.admit(&id(1)).unwrap();
-        assert_eq!(ids.admit(&id(1)), None, "in progress");
+        let first = ids.assign(&id(1)).unwrap();
+        assert_eq!(ids.assign(&id(1)), None, "in progress");
         assert_eq!(ids.cancel(&id(1)), Some(first.clone()));
-        let second = ids.admit(&id(1)).unwrap();
+        let second = ids.assign(&id(1)).unwrap();
         assert_ne!(first, second);
         assert_eq!(
             ids.finish(&first),

@@ -69,7 +69,7 @@ pub(crate) fn builtin(workspace: Arc<Workspace>) -> Builtin {
     }
 }
 
-/// `edit_file`'s arguments, as its closed schema admits them.
+/// `edit_file`'s arguments, as its closed schema accepts them.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct EditArgs {

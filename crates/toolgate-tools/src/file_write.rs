@@ -33,7 +33,7 @@ const MAX_PREVIEW_BYTES: usize = 256 * 1024;
 const READ_FIRST: &str = "call `read_file` on it first and pass the `digest` it returns as \
 `expected_digest`";
 
-/// What a tool makes of the file: its arguments, as its closed schema admits them, and the
+/// What a tool makes of the file: its arguments, as its closed schema accepts them, and the
 /// new bytes they make of the file as it is.
 pub trait Change: DeserializeOwned + Send + Sync + std::fmt::Debug + 'static {
     /// The file, as the caller named it.

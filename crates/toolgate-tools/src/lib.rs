@@ -183,7 +183,7 @@ mod tests {
         }
     }
 
-    /// A value `schema` admits, for the schemas the builtins use.
+    /// A value `schema` accepts, for the schemas the builtins use.
     fn example(schema: &serde_json::Value) -> serde_json::Value {
         use serde_json::json;
         match schema["type"].as_str() {

@@ -61,7 +61,7 @@ pub struct ListDir {
     workspace: Arc<Workspace>,
 }
 
-/// `list_dir`'s arguments, as its closed schema admits them.
+/// `list_dir`'s arguments, as its closed schema accepts them.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ListArgs {

@@ -16,7 +16,7 @@ use toolgate_workspace::{PathError, PathKind, RelPath, ResolvedPath, Workspace};
 
 const HINT: &str = "paths are relative to the workspace root, e.g. `src/main.rs`";
 
-/// The longest `path` a schema admits, in bytes.
+/// The longest `path` a schema accepts, in bytes.
 const MAX_PATH_BYTES: usize = 4096;
 
 /// The schema of a `path` the tool needs (a file): required by the tool's schema, and never

@@ -73,7 +73,7 @@ pub struct ReadFile {
     workspace: Arc<Workspace>,
 }
 
-/// `read_file`'s arguments, as its closed schema admits them.
+/// `read_file`'s arguments, as its closed schema accepts them.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ReadArgs {

@@ -162,7 +162,7 @@ pub struct RunCommand {
     confinement: Arc<Confinement>,
 }
 
-/// `run_command`'s arguments, as its closed schema admits them.
+/// `run_command`'s arguments, as its closed schema accepts them.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CommandArgs {

@@ -105,7 +105,7 @@ pub struct SearchText {
     workspace: Arc<Workspace>,
 }
 
-/// `search_text`'s arguments, as its closed schema admits them.
+/// `search_text`'s arguments, as its closed schema accepts them.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SearchArgs {

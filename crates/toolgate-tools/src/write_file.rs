@@ -52,7 +52,7 @@ pub(crate) fn builtin(workspace: Arc<Workspace>) -> Builtin {
     }
 }
 
-/// `write_file`'s arguments, as its closed schema admits them.
+/// `write_file`'s arguments, as its closed schema accepts them.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct WriteArgs {

@@ -438,7 +438,7 @@ pub struct Authorized {
 impl Authorized {
     /// The validated arguments object.
     pub fn arguments(&self) -> &Map<String, Value> {
-        // INVARIANT: normalize admits only objects and nothing later replaces them.
+        // INVARIANT: normalize accepts only objects and nothing later replaces them.
         static EMPTY: std::sync::LazyLock<Map<String, Value>> = std::sync::LazyLock::new(Map::new);
         self.arguments.as_object().unwrap_or(&EMPTY)
     }

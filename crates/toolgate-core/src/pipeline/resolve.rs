@@ -33,9 +33,9 @@ impl Pipeline {
         }
         let result = match (resolve(&self.registry, &invocation), shown) {
             (result, None) => result,
-            (Ok(tool), Some(shown)) => shown.admit(&invocation, Some(&tool)).map(|()| tool),
+            (Ok(tool), Some(shown)) => shown.check(&invocation, Some(&tool)).map(|()| tool),
             (Err(refused), Some(shown)) => {
-                Err(shown.admit(&invocation, None).err().unwrap_or(refused))
+                Err(shown.check(&invocation, None).err().unwrap_or(refused))
             }
         };
         trace.record(Stage::Resolve, started);
@@ -93,7 +93,7 @@ impl Shown {
     /// called by whoever was shown these tools: a tool not shown is unknown to them, whatever
     /// the registry holds; one whose entry changed since it was shown is stale. A tool hidden
     /// since, disabled or unavailable the registry refuses with its own code.
-    fn admit(
+    fn check(
         &self,
         invocation: &Invocation,
         resolved: Option<&Arc<Tool>>,

@@ -183,7 +183,7 @@ fn no_plan() -> ToolError {
     )
 }
 
-/// Stage 3's rejection of arguments the schema admitted but the tool's type does not: the
+/// Stage 3's rejection of arguments the schema accepted but the tool's type does not: the
 /// field `serde` names, when it names one. `serde_json` does not say where in the object the
 /// field is, so a nested one is pointed to as if at the top; the builtins' schemas are closed
 /// at every level, and refuse those before their types see them.

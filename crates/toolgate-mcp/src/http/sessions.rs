@@ -193,7 +193,7 @@ struct LedgerState {
     open: HashMap<SessionId, OpenSession>,
     /// Open and reserved sessions per holder; a holder with none has no entry.
     held: HashMap<Holder, usize>,
-    /// `initialize` requests admitted and not yet answered.
+    /// `initialize` requests let in and not yet answered.
     reserved: usize,
     /// Sessions rmcp holds that this ledger did not know of at the last sweep.
     strays: HashSet<SessionId>,
@@ -365,7 +365,7 @@ fn release(held: &mut HashMap<Holder, usize>, holder: &Holder) {
     }
 }
 
-/// A slot held for a session being begun: given back when dropped, unless [`Self::admit`]
+/// A slot held for a session being begun: given back when dropped, unless [`Self::open`]
 /// made it the session's.
 #[derive(Debug)]
 pub(crate) struct Reservation {
@@ -375,7 +375,7 @@ pub(crate) struct Reservation {
 
 impl Reservation {
     /// Session `id`, begun by `principal` with `handler` as its state, takes the slot.
-    pub(crate) fn admit(mut self, id: &str, principal: Principal, handler: Weak<SessionState>) {
+    pub(crate) fn open(mut self, id: &str, principal: Principal, handler: Weak<SessionState>) {
         let Some(holder) = self.holder.take() else {
             return;
         };
@@ -513,7 +513,7 @@ mod tests {
         );
         // Every session is busy or just begun: the whole timeout, or the time it has left.
         assert_eq!(refused.retry_after, Duration::from_secs(10));
-        a1.admit("s1", alice.clone(), Weak::new());
+        a1.open("s1", alice.clone(), Weak::new());
         drop(a2);
         let _a3 = ledger.reserve(token("a")).unwrap();
         let _b1 = ledger.reserve(token("b")).unwrap();
@@ -551,11 +551,11 @@ mod tests {
         ledger
             .reserve(token("a"))
             .unwrap()
-            .admit("busy", alice.clone(), Weak::new());
+            .open("busy", alice.clone(), Weak::new());
         ledger
             .reserve(token("a"))
             .unwrap()
-            .admit("idle", alice.clone(), Weak::new());
+            .open("idle", alice.clone(), Weak::new());
         let stream = ledger.enter("busy", &alice).unwrap();
         assert!(
             ledger
@@ -599,7 +599,7 @@ mod tests {
         ledger
             .reserve(token("a"))
             .unwrap()
-            .admit("closed", alice.clone(), Weak::new());
+            .open("closed", alice.clone(), Weak::new());
         let shutdown = CancellationToken::new();
         let sweeper = tokio::spawn(sweep(
             Arc::clone(&ledger),
@@ -627,11 +627,11 @@ mod tests {
         ledger
             .reserve(token("a"))
             .unwrap()
-            .admit("kept", alice.clone(), Weak::new());
+            .open("kept", alice.clone(), Weak::new());
         ledger
             .reserve(token("a"))
             .unwrap()
-            .admit("closed", alice, Weak::new());
+            .open("closed", alice, Weak::new());
         let live: HashSet<SessionId> = ["kept", "stray"].into_iter().map(SessionId::from).collect();
         assert!(ledger.reconcile(&live).is_empty());
         assert_eq!(ledger.open(), 1);

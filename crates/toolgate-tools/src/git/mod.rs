@@ -141,7 +141,7 @@ pub struct GitDiff {
 #[serde(deny_unknown_fields)]
 pub struct StatusArgs {}
 
-/// `git_diff`'s arguments, as its closed schema admits them.
+/// `git_diff`'s arguments, as its closed schema accepts them.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DiffArgs {

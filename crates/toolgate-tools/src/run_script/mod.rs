@@ -149,7 +149,7 @@ pub struct RunScript {
     confinement: Arc<Confinement>,
 }
 
-/// `run_script`'s arguments, as its closed schema admits them.
+/// `run_script`'s arguments, as its closed schema accepts them.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ScriptArgs {
