@@ -92,7 +92,7 @@ pub const DEFAULT_CAPTURE_BYTES: usize = 64 * 1024;
 pub const DEFAULT_KILL_GRACE: Duration = Duration::from_millis(300);
 
 /// How often cancellation is looked at while nothing else happens, unless the caller's
-/// [`Cancel`] can wake the runner.
+/// [`Cancellation`] can wake the runner.
 const TICK: Duration = Duration::from_millis(20);
 
 /// Reads per stream per wake-up, so that a flood cannot keep the deadline from being seen.
@@ -136,10 +136,10 @@ impl ExecError {
 }
 
 /// A way for the caller to give up on a running command.
-pub trait Cancel {
+pub trait Cancellation {
     fn is_cancelled(&self) -> bool;
 
-    /// A descriptor that becomes readable once [`Cancel::is_cancelled`] holds, so that the
+    /// A descriptor that becomes readable once [`Cancellation::is_cancelled`] holds, so that the
     /// runner wakes the moment the caller gives up. Without one (the default) cancellation is
     /// looked at on every wake-up, at least every 20 ms.
     fn waker(&self) -> Option<BorrowedFd<'_>> {
@@ -172,7 +172,7 @@ impl CancelToken {
     }
 }
 
-impl Cancel for CancelToken {
+impl Cancellation for CancelToken {
     fn is_cancelled(&self) -> bool {
         self.cancelled.load(Ordering::Acquire)
     }
@@ -182,13 +182,13 @@ impl Cancel for CancelToken {
     }
 }
 
-impl Cancel for AtomicBool {
+impl Cancellation for AtomicBool {
     fn is_cancelled(&self) -> bool {
         self.load(Ordering::Relaxed)
     }
 }
 
-impl<F: Fn() -> bool> Cancel for F {
+impl<F: Fn() -> bool> Cancellation for F {
     fn is_cancelled(&self) -> bool {
         self()
     }
@@ -451,7 +451,10 @@ pub fn spawn_group_leader(command: &mut Command) -> io::Result<Child> {
 
 /// Runs `spec` to completion, timeout or cancellation. An `Err` means nothing ran (or the
 /// runner itself failed, in which case the tree is killed before returning).
-pub fn run(spec: &CommandSpec, cancel: &(impl Cancel + ?Sized)) -> Result<RunOutcome, ExecError> {
+pub fn run(
+    spec: &CommandSpec,
+    cancel: &(impl Cancellation + ?Sized),
+) -> Result<RunOutcome, ExecError> {
     for (what, path) in [("program", &spec.program), ("working directory", &spec.cwd)] {
         if !path.is_absolute() {
             return Err(ExecError::NotAbsolute {

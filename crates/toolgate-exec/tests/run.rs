@@ -24,7 +24,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use toolgate_exec::{
-    Cancel, CancelToken, CommandSpec, ExecError, Exit, RunOutcome, StopReason, ambient_env,
+    CancelToken, Cancellation, CommandSpec, ExecError, Exit, RunOutcome, StopReason, ambient_env,
     resolve_program, run, scrub_env, unknown,
 };
 

@@ -233,18 +233,18 @@ pub(crate) struct Parked<C> {
 
 /// What the parking lot needs of a waiting call: that it can be told to stop, when nobody
 /// comes back for it or the server stops.
-pub(crate) trait Cancel {
+pub(crate) trait Parkable {
     fn cancel(&self);
 }
 
 /// Calls that answered `input_required`, by the `requestState` they gave, shared by every
 /// session of one server: a retry may come on another session than the call.
 #[derive(Debug)]
-pub(crate) struct ParkingLot<C: Cancel> {
+pub(crate) struct ParkingLot<C: Parkable> {
     table: Arc<Mutex<HashMap<String, Box<Parked<C>>>>>,
 }
 
-impl<C: Cancel> Default for ParkingLot<C> {
+impl<C: Parkable> Default for ParkingLot<C> {
     fn default() -> Self {
         ParkingLot {
             table: Arc::default(),
@@ -252,7 +252,7 @@ impl<C: Cancel> Default for ParkingLot<C> {
     }
 }
 
-impl<C: Cancel + Send + 'static> ParkingLot<C> {
+impl<C: Parkable + Send + 'static> ParkingLot<C> {
     /// Leaves `parked` waiting for its client's retry under a fresh random `requestState`,
     /// for at most `hold`; then it is cancelled. Gives it back when too many wait already or
     /// no state could be drawn.
@@ -314,7 +314,7 @@ impl<C: Cancel + Send + 'static> ParkingLot<C> {
     }
 }
 
-impl<C: Cancel> Drop for ParkingLot<C> {
+impl<C: Parkable> Drop for ParkingLot<C> {
     fn drop(&mut self) {
         for parked in self
             .table

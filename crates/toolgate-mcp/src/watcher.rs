@@ -21,7 +21,7 @@ use toolgate_core::{
     RunHooks, Shown,
 };
 
-use crate::elicit::{self, ApprovalDesk, Cancel};
+use crate::elicit::{self, ApprovalDesk, Parkable};
 use crate::logging::{self, LogLevel};
 
 /// Where a call is, for progress reports and for asking a person.
@@ -166,7 +166,7 @@ impl Running {
     }
 }
 
-impl Cancel for Running {
+impl Parkable for Running {
     fn cancel(&self) {
         Running::cancel(self);
     }
