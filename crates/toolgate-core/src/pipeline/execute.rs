@@ -154,8 +154,8 @@ impl Forward {
             cleared.authorized.tool.executor.forward(&call, &cleared.cx)
         }));
         let state = match begun {
-            Ok(future) => Flight::Flying { future, cleared },
-            Err(payload) => Flight::Landed(Some(
+            Ok(future) => ForwardingState::Awaiting { future, cleared },
+            Err(payload) => ForwardingState::Ended(Some(
                 pipeline.describe(Ok(cleared.executed(Err(panicked(payload.as_ref()))))),
             )),
         };
@@ -207,26 +207,24 @@ impl Drop for Forward {
 /// recorded) on a thread of its own, and the call resolves when that is done.
 pub struct Forwarding {
     pipeline: Arc<Pipeline>,
-    state: Flight,
+    state: ForwardingState,
 }
 
 /// The most JSON an answer may come to and still be described where it was awaited: some
 /// 0.2 ms of stage 8, as much as a brief read keeps there.
 pub(crate) const DESCRIBED_IN_PLACE: usize = 64 * 1024;
 
-enum Flight {
-    Flying {
-        future: Forwarded,
-        cleared: Cleared,
-    },
+enum ForwardingState {
+    /// Forwarded, its answer awaited.
+    Awaiting { future: Forwarded, cleared: Cleared },
     /// Its answer is being described on a thread of its own, which records it whatever
     /// becomes of this call; dropped meanwhile, the call waits for that thread.
     Describing {
-        landing: Arc<Mutex<Landing>>,
+        handoff: Arc<Mutex<Handoff>>,
         thread: std::thread::JoinHandle<()>,
     },
-    /// Ended before it flew; taken once polled.
-    Landed(Option<Outcome>),
+    /// Its outcome, ready; taken once polled.
+    Ended(Option<Outcome>),
 }
 
 /// The most answers described on threads of their own at once. An upstream that answers
@@ -237,27 +235,27 @@ pub(crate) const DESCRIBING_AT_MOST: usize = 16;
 static DESCRIBING: AtomicUsize = AtomicUsize::new(0);
 
 /// One of the [`DESCRIBING_AT_MOST`] places, given back when dropped.
-struct Seat;
+struct DescribingPlace;
 
-impl Seat {
-    fn take() -> Option<Seat> {
+impl DescribingPlace {
+    fn take() -> Option<DescribingPlace> {
         DESCRIBING
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |taken| {
                 (taken < DESCRIBING_AT_MOST).then_some(taken + 1)
             })
             .ok()
-            .map(|_| Seat)
+            .map(|_| DescribingPlace)
     }
 }
 
-impl Drop for Seat {
+impl Drop for DescribingPlace {
     fn drop(&mut self) {
         DESCRIBING.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
-/// Where a description made elsewhere lands, and whom to wake when it has.
-struct Landing {
+/// Where a description made on another thread is left, and whom to wake when it is.
+struct Handoff {
     outcome: Option<Outcome>,
     waker: Option<std::task::Waker>,
 }
@@ -265,9 +263,9 @@ struct Landing {
 impl std::fmt::Debug for Forwarding {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self.state {
-            Flight::Flying { .. } => "Forwarding(in flight)",
-            Flight::Describing { .. } => "Forwarding(being described)",
-            Flight::Landed(_) => "Forwarding(ended)",
+            ForwardingState::Awaiting { .. } => "Forwarding(in flight)",
+            ForwardingState::Describing { .. } => "Forwarding(being described)",
+            ForwardingState::Ended(_) => "Forwarding(ended)",
         })
     }
 }
@@ -283,19 +281,21 @@ impl std::future::Future for Forwarding {
         use std::task::Poll;
         let this = &mut *self;
         let result = match &mut this.state {
-            Flight::Landed(outcome) => return outcome.take().map_or(Poll::Pending, Poll::Ready),
-            Flight::Describing { landing, .. } => {
-                let mut landing = landing.lock().unwrap_or_else(PoisonError::into_inner);
-                let Some(outcome) = landing.outcome.take() else {
-                    landing.waker = Some(context.waker().clone());
+            ForwardingState::Ended(outcome) => {
+                return outcome.take().map_or(Poll::Pending, Poll::Ready);
+            }
+            ForwardingState::Describing { handoff, .. } => {
+                let mut handoff = handoff.lock().unwrap_or_else(PoisonError::into_inner);
+                let Some(outcome) = handoff.outcome.take() else {
+                    handoff.waker = Some(context.waker().clone());
                     return Poll::Pending;
                 };
-                drop(landing);
-                this.state = Flight::Landed(None);
+                drop(handoff);
+                this.state = ForwardingState::Ended(None);
                 return Poll::Ready(outcome);
             }
             // A tool that panics has still run, perhaps halfway (see `execute_step`).
-            Flight::Flying { future, .. } => {
+            ForwardingState::Awaiting { future, .. } => {
                 match std::panic::catch_unwind(AssertUnwindSafe(|| future.as_mut().poll(context))) {
                     Ok(Poll::Pending) => return Poll::Pending,
                     Ok(Poll::Ready(result)) => result,
@@ -303,8 +303,8 @@ impl std::future::Future for Forwarding {
                 }
             }
         };
-        let Flight::Flying { cleared, .. } =
-            std::mem::replace(&mut this.state, Flight::Landed(None))
+        let ForwardingState::Awaiting { cleared, .. } =
+            std::mem::replace(&mut this.state, ForwardingState::Ended(None))
         else {
             return Poll::Pending;
         };
@@ -323,18 +323,18 @@ impl std::future::Future for Forwarding {
     }
 }
 
-/// Describes `executed` on a thread of its own, which wakes `waker` once the outcome has
-/// landed: the call is [`Flight::Describing`] meanwhile. Gives `executed` back if every
+/// Describes `executed` on a thread of its own, which wakes `waker` once the outcome is
+/// there: the call is [`ForwardingState::Describing`] meanwhile. Gives `executed` back if every
 /// place is taken or no thread can be started.
 fn describe_elsewhere(
     pipeline: &Arc<Pipeline>,
     executed: Executed,
     waker: std::task::Waker,
-) -> Result<Flight, Box<Executed>> {
-    let Some(seat) = Seat::take() else {
+) -> Result<ForwardingState, Box<Executed>> {
+    let Some(place) = DescribingPlace::take() else {
         return Err(Box::new(executed));
     };
-    let landing = Arc::new(Mutex::new(Landing {
+    let handoff = Arc::new(Mutex::new(Handoff {
         outcome: None,
         waker: Some(waker),
     }));
@@ -344,15 +344,15 @@ fn describe_elsewhere(
     let started = std::thread::Builder::new()
         .name("toolgate-describe".to_owned())
         .spawn({
-            let (pipeline, landing) = (Arc::clone(pipeline), Arc::clone(&landing));
+            let (pipeline, handoff) = (Arc::clone(pipeline), Arc::clone(&handoff));
             move || {
-                let _seat = seat;
+                let _place = place;
                 let Ok(executed) = receive.recv() else { return };
                 let outcome = pipeline.describe(Ok(executed));
                 let waker = {
-                    let mut landing = landing.lock().unwrap_or_else(PoisonError::into_inner);
-                    landing.outcome = Some(outcome);
-                    landing.waker.take()
+                    let mut handoff = handoff.lock().unwrap_or_else(PoisonError::into_inner);
+                    handoff.outcome = Some(outcome);
+                    handoff.waker.take()
                 };
                 if let Some(waker) = waker {
                     waker.wake();
@@ -361,7 +361,7 @@ fn describe_elsewhere(
         });
     match started {
         Ok(thread) => match send.send(executed) {
-            Ok(()) => Ok(Flight::Describing { landing, thread }),
+            Ok(()) => Ok(ForwardingState::Describing { handoff, thread }),
             Err(std::sync::mpsc::SendError(executed)) => Err(Box::new(executed)),
         },
         Err(_) => Err(Box::new(executed)),
@@ -404,16 +404,17 @@ pub(super) fn fits_in(result: &Result<ToolOutput, ToolError>, limit: usize) -> b
 
 impl Drop for Forwarding {
     fn drop(&mut self) {
-        let (future, cleared) = match std::mem::replace(&mut self.state, Flight::Landed(None)) {
-            Flight::Flying { future, cleared } => (future, cleared),
-            // Its description records the call: waited for, so that a runtime that stops
-            // (and drops its tasks) before the process ends loses no record.
-            Flight::Describing { thread, .. } => {
-                let _ = thread.join();
-                return;
-            }
-            Flight::Landed(_) => return,
-        };
+        let (future, cleared) =
+            match std::mem::replace(&mut self.state, ForwardingState::Ended(None)) {
+                ForwardingState::Awaiting { future, cleared } => (future, cleared),
+                // Its description records the call: waited for, so that a runtime that stops
+                // (and drops its tasks) before the process ends loses no record.
+                ForwardingState::Describing { thread, .. } => {
+                    let _ = thread.join();
+                    return;
+                }
+                ForwardingState::Ended(_) => return,
+            };
         // Dropping the executor's future first tells the other process the call is given up.
         drop(future);
         let mut error = ToolError::new(
