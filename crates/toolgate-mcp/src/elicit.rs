@@ -1,7 +1,7 @@
 //! A second channel for approvals: the person at the MCP client, asked by elicitation.
 //!
 //! Off unless the operator enables it for a profile ([`Elicitation`], given to
-//! [`Gateway::with_elicitation`](crate::Gateway::with_elicitation)); a session uses it only
+//! [`Server::with_elicitation`](crate::Server::with_elicitation)); a session uses it only
 //! when its profile is one of those and its client declared the `elicitation` capability for
 //! forms. The request stays in the approval console too, and the first answer wins; an answer
 //! that comes second is refused by the desk and changes nothing.

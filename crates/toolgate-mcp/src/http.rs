@@ -42,7 +42,7 @@ use tokio_util::sync::CancellationToken;
 use toolgate_edge::loopback;
 
 use crate::auth::{Principal, TokenTable};
-use crate::gateway::Gateway;
+use crate::server::Server;
 use crate::session::{AnswerWatch, Registration, Session};
 use crate::wire::{ArgumentText, Decoded, decode};
 
@@ -141,7 +141,7 @@ pub fn bind(
 /// [`serve_http`] on a single-threaded runtime of its own until SIGINT or SIGTERM, for a
 /// synchronous `main`.
 pub fn run_http(
-    gateway: Arc<Gateway>,
+    server: Arc<Server>,
     listener: std::net::TcpListener,
     options: HttpOptions,
 ) -> Result<(), HttpError> {
@@ -153,7 +153,7 @@ pub fn run_http(
             interrupted().await;
             stop.cancel();
         });
-        serve_http(gateway, listener, options, shutdown).await
+        serve_http(server, listener, options, shutdown).await
     });
     runtime.shutdown_timeout(crate::SHUTDOWN_GRACE);
     result
@@ -178,7 +178,7 @@ async fn interrupted() {
 
 /// Serves MCP on `listener` until `shutdown` is cancelled.
 pub async fn serve_http(
-    gateway: Arc<Gateway>,
+    server: Arc<Server>,
     listener: std::net::TcpListener,
     options: HttpOptions,
     shutdown: CancellationToken,
@@ -211,14 +211,14 @@ pub async fn serve_http(
         options.release_memory,
         shutdown.child_token(),
     ));
-    let sessions_gateway = Arc::clone(&gateway);
+    let sessions_server = Arc::clone(&server);
     let mcp = StreamableHttpService::new(
-        move || Ok(Session::bound_by_request(Arc::clone(&sessions_gateway))),
+        move || Ok(Session::bound_by_request(Arc::clone(&sessions_server))),
         manager,
         config,
     );
     let front = Arc::new(Front {
-        gateway: Arc::clone(&gateway),
+        server: Arc::clone(&server),
         hosts: loopback::own_hosts(local, &options.allowed_hosts),
         options,
         ledger,
@@ -231,7 +231,7 @@ pub async fn serve_http(
             () = shutdown.cancelled() => {
                 // A subscription's stream ends with its result, which tells its client that
                 // the end was deliberate; rmcp cuts every stream at once when told to stop.
-                gateway.end_subscriptions().await;
+                server.end_subscriptions().await;
                 streams_end.cancel();
                 return Ok(());
             }
@@ -289,7 +289,7 @@ async fn refuse_busy(mut stream: tokio::net::TcpStream) {
 
 /// The checks in front of rmcp's service.
 struct Front {
-    gateway: Arc<Gateway>,
+    server: Arc<Server>,
     hosts: Vec<String>,
     options: HttpOptions,
     /// Which principal began each open session, and which are idle.
@@ -392,13 +392,13 @@ impl Front {
                                 &parts.headers,
                                 &request,
                                 &state,
-                                &self.gateway,
+                                &self.server,
                                 &principal,
                             )
                         {
                             let response = direct::answer(
                                 state,
-                                &self.gateway,
+                                &self.server,
                                 principal,
                                 request,
                                 text,

@@ -2,7 +2,7 @@
 //!
 //! This is the only crate that knows MCP and JSON-RPC. It speaks MCP with rmcp, the official
 //! Rust SDK, over standard input and output ([`serve_stdio`]) or streamable HTTP
-//! ([`serve_http`]), and adds what a gateway needs on top:
+//! ([`serve_http`]), and adds what a server needs on top:
 //!
 //! - **Sessions see what their profile allows, and call only what they were shown.** A
 //!   [`Session`] runs as one [`Principal`] (actor and profile); `tools/list` shows the tools
@@ -25,19 +25,19 @@
 //! ```no_run
 //! # async fn example(pipeline: toolgate_core::Pipeline) -> Result<(), Box<dyn std::error::Error>> {
 //! use std::sync::Arc;
-//! use toolgate_mcp::{Gateway, Principal};
+//! use toolgate_mcp::{Server, Principal};
 //!
-//! let gateway = Arc::new(Gateway::new(pipeline, "toolgate", "0.1.0"));
-//! toolgate_mcp::serve_stdio(gateway, Principal::new("local", "readonly"), 4 << 20).await?;
+//! let server = Arc::new(Server::new(pipeline, "toolgate", "0.1.0"));
+//! toolgate_mcp::serve_stdio(server, Principal::new("local", "readonly"), 4 << 20).await?;
 //! # Ok(()) }
 //! ```
 
 pub mod auth;
 pub mod elicit;
-mod gateway;
 pub mod http;
 mod logging;
 mod reply;
+mod server;
 pub mod session;
 pub mod stdio;
 mod subscriptions;
@@ -48,8 +48,8 @@ use std::time::Duration;
 
 pub use auth::{Principal, TokenError, TokenTable, generate_token};
 pub use elicit::{Answer, ApprovalDesk, Arrivals, Elicitation};
-pub use gateway::{DEFAULT_PROGRESS_INTERVAL, Gateway};
 pub use http::{HttpError, HttpOptions, bind, run_http, serve_http};
+pub use server::{DEFAULT_PROGRESS_INTERVAL, Server};
 pub use session::Session;
 pub use stdio::{StdioError, run_stdio, serve_stdio, serve_streams};
 

@@ -27,9 +27,9 @@ use toolgate_core::{EffectClass, Pipeline, RawArguments, RawCall, Shown, Status,
 
 use crate::auth::Principal;
 use crate::elicit::{self, Parked};
-use crate::gateway::Gateway;
 use crate::logging::{self, LogLevel};
 use crate::reply;
+use crate::server::Server;
 use crate::subscriptions::{self, ListenEnd};
 use crate::watcher::{Ask, Logs, Progress, Running, Watched, watch_call};
 use crate::wire::{ArgumentText, ClientRequestId};
@@ -49,7 +49,7 @@ pub struct Session {
 /// session's calls itself (see `crate::http::direct`).
 #[derive(Debug)]
 pub(crate) struct SessionState {
-    gateway: Arc<Gateway>,
+    server: Arc<Server>,
     identity: Identity,
     shown: Mutex<Option<Arc<Shown>>>,
     pub(crate) log: LogLevel,
@@ -94,19 +94,19 @@ enum Identity {
 
 impl Session {
     /// A session whose calls all run as `principal`.
-    pub fn new(gateway: Arc<Gateway>, principal: Principal) -> Self {
-        Session::with(gateway, Identity::Fixed(principal))
+    pub fn new(server: Arc<Server>, principal: Principal) -> Self {
+        Session::with(server, Identity::Fixed(principal))
     }
 
     /// A session whose principal the first request's [`Principal`] extension decides.
-    pub fn bound_by_request(gateway: Arc<Gateway>) -> Self {
-        Session::with(gateway, Identity::Bound(OnceLock::new()))
+    pub fn bound_by_request(server: Arc<Server>) -> Self {
+        Session::with(server, Identity::Bound(OnceLock::new()))
     }
 
-    fn with(gateway: Arc<Gateway>, identity: Identity) -> Self {
+    fn with(server: Arc<Server>, identity: Identity) -> Self {
         Session {
             state: Arc::new(SessionState {
-                gateway,
+                server,
                 identity,
                 shown: Mutex::new(None),
                 log: LogLevel::default(),
@@ -176,7 +176,7 @@ impl SessionState {
         request_id: String,
         client: Option<&rmcp::model::Implementation>,
     ) -> Running {
-        let pipeline = self.gateway.pipeline();
+        let pipeline = self.server.pipeline();
         let shown = self.shown(&pipeline, &principal);
         let arguments = match text {
             Some(text) => RawArguments::Text(text),
@@ -213,7 +213,7 @@ impl SessionState {
 
 impl ServerHandler for Session {
     fn get_info(&self) -> ServerConfig {
-        self.state.gateway.info()
+        self.state.server.info()
     }
 
     async fn initialize(
@@ -228,7 +228,7 @@ impl ServerHandler for Session {
         context.peer.set_peer_info(request.clone());
         let _ = self.state.client.set(request.client_info.clone());
         // The session begins here: what it may call until it lists is what is visible now.
-        self.state.shown(&self.state.gateway.pipeline(), &principal);
+        self.state.shown(&self.state.server.pipeline(), &principal);
         self.negotiate_initialize(&request)
     }
 
@@ -238,7 +238,7 @@ impl ServerHandler for Session {
         &self,
         _context: RequestContext<RoleServer>,
     ) -> Result<DiscoverResult, McpError> {
-        let mut info = self.state.gateway.info();
+        let mut info = self.state.server.info();
         info.capabilities = logging::modern_capabilities();
         Ok(DiscoverResult::from_server_info(
             self.supported_protocol_versions().into_owned(),
@@ -275,14 +275,14 @@ impl ServerHandler for Session {
     async fn listen(&self, subscription: SubscriptionContext) -> Result<(), McpError> {
         self.state.principal(subscription.request_context())?;
         let ending = request_extension::<ListenEnd>(subscription.request_context());
-        subscriptions::serve(&self.state.gateway, subscription, &self.state.ended, ending).await
+        subscriptions::serve(&self.state.server, subscription, &self.state.ended, ending).await
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
         self.state
             .ready
             .store(true, std::sync::atomic::Ordering::Release);
-        let mut changes = self.state.gateway.changes();
+        let mut changes = self.state.server.changes();
         let peer = context.peer;
         let ended = self.state.ended.clone();
         tokio::spawn(async move {
@@ -311,7 +311,7 @@ impl ServerHandler for Session {
             ));
         }
         let principal = self.state.principal(&context)?;
-        let listed = self.state.list(&self.state.gateway.pipeline(), &principal);
+        let listed = self.state.list(&self.state.server.pipeline(), &principal);
         let tools = listed.tools().map(|tool| mcp_tool(tool)).collect();
         // The list depends on the session's principal: rmcp marks it private, uncached, for
         // clients of the revisions that have cache hints.
@@ -349,7 +349,7 @@ impl Session {
         };
         let ask = match self
             .state
-            .gateway
+            .server
             .elicitation()
             .and_then(|e| e.for_request(&principal.profile, &context))
         {
@@ -382,7 +382,7 @@ impl Session {
         let mut progress = self.progress(&context, &request.name);
         let logs = self.logs(&context);
         let answer = request_extension::<AnswerWatch>(&context).unwrap_or_default();
-        let interval = self.state.gateway.progress_interval();
+        let interval = self.state.server.progress_interval();
         let mut watched = watch_call(
             &mut call,
             &context.ct,
@@ -405,7 +405,7 @@ impl Session {
                 call_id,
                 call,
             });
-            match self.state.gateway.park(parked) {
+            match self.state.server.park(parked) {
                 Ok(state) => {
                     let asked =
                         InputRequiredResult::new(Some(elicit::input_requests(*form)), Some(state));
@@ -443,11 +443,11 @@ impl Session {
         // A retry carries answers, which the transports leave to rmcp to read whole.
         let mut parked = self
             .state
-            .gateway
+            .server
             .claim(state, principal, &request.name, request.arguments.as_ref())
             .map_err(|e| McpError::invalid_params(e, None))?;
         if let (Some(elicitation), Some(responses)) =
-            (self.state.gateway.elicitation(), &request.input_responses)
+            (self.state.server.elicitation(), &request.input_responses)
             && let Some(answer) = elicit::answer_in(responses)
         {
             // Refused only when the request no longer waits (answered in the console, cancelled or
@@ -463,7 +463,7 @@ impl Session {
             &answer.0,
             &mut progress,
             &logs,
-            self.state.gateway.progress_interval(),
+            self.state.server.progress_interval(),
             &Ask::Nobody,
         )
         .await;

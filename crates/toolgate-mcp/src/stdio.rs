@@ -36,7 +36,7 @@ use tokio::sync::mpsc;
 use toolgate_edge::lines::{Line, LineSplitter};
 
 use crate::auth::Principal;
-use crate::gateway::Gateway;
+use crate::server::Server;
 use crate::session::Session;
 use crate::subscriptions::ListenEnd;
 use crate::wire::{Decoded, decode};
@@ -61,12 +61,12 @@ pub enum StdioError {
 
 /// [`serve_stdio`] on a single-threaded runtime of its own, for a synchronous `main`.
 pub fn run_stdio(
-    gateway: Arc<Gateway>,
+    server: Arc<Server>,
     principal: Principal,
     max_message_bytes: usize,
 ) -> Result<(), StdioError> {
     let runtime = crate::runtime().map_err(StdioError::Runtime)?;
-    let result = runtime.block_on(serve_stdio(gateway, principal, max_message_bytes));
+    let result = runtime.block_on(serve_stdio(server, principal, max_message_bytes));
     // Calls still running were cancelled when the session ended; give their executors a moment
     // to stop what they started, but do not hang on one that will not.
     runtime.shutdown_timeout(crate::SHUTDOWN_GRACE);
@@ -80,18 +80,18 @@ pub fn run_stdio(
 /// blocking, on the runtime itself; anything else (a terminal, a file) is served by two
 /// threads doing blocking I/O.
 pub async fn serve_stdio(
-    gateway: Arc<Gateway>,
+    server: Arc<Server>,
     principal: Principal,
     max_message_bytes: usize,
 ) -> Result<(), StdioError> {
     match stdio_pipes() {
         Ok((input, output)) => {
             let transport = LineTransport::spawn_async(input, output, max_message_bytes);
-            serve_transport(gateway, principal, transport).await
+            serve_transport(server, principal, transport).await
         }
         Err(_) => {
             serve_streams(
-                gateway,
+                server,
                 principal,
                 std::io::stdin(),
                 std::io::stdout(),
@@ -114,7 +114,7 @@ fn stdio_pipes() -> std::io::Result<(pipe::Receiver, pipe::Sender)> {
 
 /// Serves one MCP session over `input` and `output` (pipes, sockets, standard streams).
 pub async fn serve_streams<R, W>(
-    gateway: Arc<Gateway>,
+    server: Arc<Server>,
     principal: Principal,
     input: R,
     output: W,
@@ -125,16 +125,16 @@ where
     W: Write + Send + 'static,
 {
     let transport = LineTransport::spawn(input, output, max_message_bytes);
-    serve_transport(gateway, principal, transport).await
+    serve_transport(server, principal, transport).await
 }
 
 async fn serve_transport(
-    gateway: Arc<Gateway>,
+    server: Arc<Server>,
     principal: Principal,
     transport: LineTransport,
 ) -> Result<(), StdioError> {
     loop {
-        let session = Session::new(Arc::clone(&gateway), principal.clone());
+        let session = Session::new(Arc::clone(&server), principal.clone());
         match session.serve(transport.clone()).await {
             Ok(running) => {
                 running.waiting().await?;

@@ -21,7 +21,7 @@ use rmcp::model::SubscriptionFilter;
 use rmcp::service::SubscriptionContext;
 use tokio_util::sync::CancellationToken;
 
-use crate::gateway::Gateway;
+use crate::server::Server;
 
 /// Set by a transport on each `subscriptions/listen` request: cancelled when that transport
 /// is about to stop (a stdio client closed its input), so the subscription ends with its
@@ -39,13 +39,13 @@ pub(crate) fn honoured() -> SubscriptionFilter {
 /// Serves one subscription until the client cancels it, the session ends, or the server or
 /// transport stops; `Ok` sends the final result (transports drop it for a cancelled request).
 pub(crate) async fn serve(
-    gateway: &Gateway,
+    server: &Server,
     subscription: SubscriptionContext,
     session_ended: &CancellationToken,
     transport_ending: Option<ListenEnd>,
 ) -> Result<(), McpError> {
-    let _open = gateway.listening();
-    let mut changes = gateway.changes();
+    let _open = server.listening();
+    let mut changes = server.changes();
     // Only what changes from now on: the client lists after it was acknowledged.
     changes.mark_unchanged();
     let tools = subscription.accepted().tools_list_changed == Some(true);
@@ -54,10 +54,10 @@ pub(crate) async fn serve(
         tokio::select! {
             () = subscription.cancelled() => return Ok(()),
             () = session_ended.cancelled() => return Ok(()),
-            () = gateway.closing().cancelled() => return Ok(()),
+            () = server.closing().cancelled() => return Ok(()),
             () = transport_ending.0.cancelled() => return Ok(()),
             changed = changes.changed(), if tools => {
-                // The gateway went away, or the client stopped reading: nothing more to say.
+                // The server went away, or the client stopped reading: nothing more to say.
                 if changed.is_err() || subscription.sink().notify_tool_list_changed().await.is_err() {
                     return Ok(());
                 }

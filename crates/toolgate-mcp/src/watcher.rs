@@ -525,7 +525,7 @@ mod tests {
 
     use super::*;
     use crate::auth::Principal;
-    use crate::gateway::Gateway;
+    use crate::server::Server;
 
     const WAIT: Duration = Duration::from_secs(10);
 
@@ -589,12 +589,12 @@ mod tests {
         }
     }
 
-    fn gateway() -> Arc<Gateway> {
-        gateway_with(Vec::new())
+    fn server() -> Arc<Server> {
+        server_with(Vec::new())
     }
 
     /// The chatty tool, and more read-only tools.
-    fn gateway_with(more: Vec<(&str, Arc<dyn Executor>)>) -> Arc<Gateway> {
+    fn server_with(more: Vec<(&str, Arc<dyn Executor>)>) -> Arc<Server> {
         // The redaction rules load on first use, which in a debug build takes longer than
         // several of the test's progress intervals; loaded here, they do not hold up the
         // first notice behind toolgate's own reports.
@@ -627,7 +627,7 @@ mod tests {
             WorkspaceId::new("/test"),
         );
         Arc::new(
-            Gateway::new(pipeline, "toolgate", "test")
+            Server::new(pipeline, "toolgate", "test")
                 .with_progress_interval(Duration::from_millis(50)),
         )
     }
@@ -640,18 +640,18 @@ mod tests {
 
     impl Client {
         fn start() -> Client {
-            Client::serving(gateway()).0
+            Client::serving(server()).0
         }
 
-        /// A client of `gateway`, and the thread its session's runtime runs on.
-        fn serving(gateway: Arc<Gateway>) -> (Client, std::thread::ThreadId) {
+        /// A client of `server`, and the thread its session's runtime runs on.
+        fn serving(server: Arc<Server>) -> (Client, std::thread::ThreadId) {
             let (server_in, input) = std::io::pipe().unwrap();
             let (output, server_out) = std::io::pipe().unwrap();
             let runtime_thread = std::thread::spawn(move || {
                 let runtime = crate::runtime().unwrap();
                 let principal = Principal::new("tester", "default");
                 let served =
-                    crate::serve_streams(gateway, principal, server_in, server_out, 1 << 20);
+                    crate::serve_streams(server, principal, server_in, server_out, 1 << 20);
                 runtime.block_on(served).unwrap();
             });
             let (tx, lines) = std_mpsc::channel();
@@ -762,12 +762,12 @@ mod tests {
                 ran_on: Arc::clone(&ran_on),
             })
         };
-        let gateway = gateway_with(vec![
+        let server = server_with(vec![
             ("brief", tool(true, true)),
             ("long", tool(false, false)),
             ("large", tool(true, false)),
         ]);
-        let (mut client, runtime) = Client::serving(gateway);
+        let (mut client, runtime) = Client::serving(server);
         client.initialize();
         for (id, name) in [(1, "brief"), (2, "long"), (3, "brief"), (4, "large")] {
             let seen = client.exchange(&json!({"jsonrpc": "2.0", "id": id,

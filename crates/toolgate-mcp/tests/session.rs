@@ -21,7 +21,7 @@ use toolgate_core::{
     Executor, HeadlessBroker, Pipeline, PolicyEngine, RegistryBuilder, ToolEntry, ToolError,
     ToolErrorCode, ToolOutput, WorkspaceId,
 };
-use toolgate_mcp::{Gateway, HttpOptions, Principal, TokenTable};
+use toolgate_mcp::{HttpOptions, Principal, Server, TokenTable};
 
 const WAIT: Duration = Duration::from_secs(10);
 
@@ -63,7 +63,7 @@ impl ApprovalBroker for SlowBroker {
 }
 
 struct Rig {
-    gateway: Arc<Gateway>,
+    server: Arc<Server>,
     sleep: Arc<Sleep>,
     toggle: Arc<AtomicBool>,
 }
@@ -137,12 +137,12 @@ fn pipeline(sleep: &Arc<Sleep>, toggle: &Arc<AtomicBool>, echo_description: &str
 fn rig() -> Rig {
     let sleep = Arc::new(Sleep::default());
     let toggle = Arc::new(AtomicBool::new(false));
-    let gateway = Arc::new(
-        Gateway::new(pipeline(&sleep, &toggle, "Echoes."), "toolgate", "test")
+    let server = Arc::new(
+        Server::new(pipeline(&sleep, &toggle, "Echoes."), "toolgate", "test")
             .with_progress_interval(Duration::from_millis(50)),
     );
     Rig {
-        gateway,
+        server,
         sleep,
         toggle,
     }
@@ -157,10 +157,10 @@ struct Client {
 }
 
 impl Client {
-    fn start(gateway: &Arc<Gateway>, profile: &str) -> Client {
+    fn start(server: &Arc<Server>, profile: &str) -> Client {
         let (server_in, input) = std::io::pipe().unwrap();
         let (output, server_out) = std::io::pipe().unwrap();
-        let gateway = Arc::clone(gateway);
+        let server = Arc::clone(server);
         let principal = Principal::new("tester", profile);
         std::thread::spawn(move || {
             let runtime = tokio::runtime::Builder::new_current_thread()
@@ -169,7 +169,7 @@ impl Client {
                 .unwrap();
             runtime
                 .block_on(toolgate_mcp::serve_streams(
-                    gateway,
+                    server,
                     principal,
                     server_in,
                     server_out,
@@ -287,7 +287,7 @@ fn wait_for(what: &str, condition: impl Fn() -> bool) {
 #[test]
 fn lists_by_profile_and_annotates_from_the_operators_effect_class() {
     let rig = rig();
-    let mut client = Client::start(&rig.gateway, "default");
+    let mut client = Client::start(&rig.server, "default");
     let init = client.initialize();
     assert_eq!(init["result"]["protocolVersion"], "2025-11-25", "{init}");
     assert_eq!(init["result"]["serverInfo"]["name"], "toolgate");
@@ -306,7 +306,7 @@ fn lists_by_profile_and_annotates_from_the_operators_effect_class() {
         "string"
     );
 
-    let mut sub_agent = Client::start(&rig.gateway, "readonly");
+    let mut sub_agent = Client::start(&rig.server, "readonly");
     sub_agent.initialize();
     assert_eq!(sub_agent.list(1), ["echo"]);
     let refused = sub_agent.call(2, "write", "{}");
@@ -327,7 +327,7 @@ fn lists_by_profile_and_annotates_from_the_operators_effect_class() {
 #[test]
 fn calls_run_the_pipeline_and_rejections_are_tool_errors() {
     let rig = rig();
-    let mut client = Client::start(&rig.gateway, "default");
+    let mut client = Client::start(&rig.server, "default");
     client.initialize();
     let done = client.call(1, "echo", r#"{"text": "hi"}"#);
     assert_eq!(done["isError"], false, "{done}");
@@ -381,7 +381,7 @@ fn calls_run_the_pipeline_and_rejections_are_tool_errors() {
 #[test]
 fn malformed_messages_get_json_rpc_errors_and_the_session_goes_on() {
     let rig = rig();
-    let mut client = Client::start(&rig.gateway, "default");
+    let mut client = Client::start(&rig.server, "default");
     // Before initialize: noise that must not end the session.
     client.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
     client.send_raw("{\"jsonrpc\": \"2.0\", \"id\": 1, \"result\": {}}");
@@ -411,7 +411,7 @@ fn malformed_messages_get_json_rpc_errors_and_the_session_goes_on() {
 #[test]
 fn cancelled_calls_stop_and_are_never_answered() {
     let rig = rig();
-    let mut client = Client::start(&rig.gateway, "default");
+    let mut client = Client::start(&rig.server, "default");
     client.initialize();
     client.send(&json!({
         "jsonrpc": "2.0", "id": 1, "method": "tools/call",
@@ -456,7 +456,7 @@ fn cancelled_calls_stop_and_are_never_answered() {
 #[test]
 fn approval_waits_are_reported() {
     let rig = rig();
-    let mut client = Client::start(&rig.gateway, "default");
+    let mut client = Client::start(&rig.server, "default");
     client.initialize();
     client.send(&json!({
         "jsonrpc": "2.0", "id": 1, "method": "tools/call",
@@ -485,7 +485,7 @@ fn approval_waits_are_reported() {
 #[test]
 fn sessions_that_ask_for_logs_hear_of_refused_calls() {
     let rig = rig();
-    let mut client = Client::start(&rig.gateway, "default");
+    let mut client = Client::start(&rig.server, "default");
     client.initialize();
     assert_eq!(client.call(1, "echo", "{}")["isError"], false);
     let set = client.request(json!(2), "logging/setLevel", json!({"level": "info"}));
@@ -512,7 +512,7 @@ fn sessions_that_ask_for_logs_hear_of_refused_calls() {
 #[test]
 fn sessions_call_only_what_they_were_shown() {
     let rig = rig();
-    let mut client = Client::start(&rig.gateway, "default");
+    let mut client = Client::start(&rig.server, "default");
     client.initialize();
     assert_eq!(client.list(1), ["echo", "sleep", "write"]);
 
@@ -540,7 +540,7 @@ fn sessions_call_only_what_they_were_shown() {
 
     // A new registry whose `echo` says something else: the session is told, and must list
     // again before calling it.
-    rig.gateway
+    rig.server
         .replace_pipeline(pipeline(&rig.sleep, &rig.toggle, "Echoes, differently."));
     let changed = client.call(6, "echo", "{}");
     assert_eq!(
@@ -558,7 +558,7 @@ fn sessions_call_only_what_they_were_shown() {
     client.list(7);
     assert_eq!(client.call(8, "echo", "{}")["isError"], false);
     // The same registry again: same descriptors, so no listing is needed.
-    rig.gateway
+    rig.server
         .replace_pipeline(pipeline(&rig.sleep, &rig.toggle, "Echoes, differently."));
     assert_eq!(client.call(9, "echo", "{}")["isError"], false);
 }
@@ -569,7 +569,7 @@ const ALICE: &str = "alice-0123456789abcdef0123456789abcdef";
 const BOB: &str = "bob-0123456789abcdef0123456789abcdef00";
 
 fn http_server(
-    gateway: &Arc<Gateway>,
+    server: &Arc<Server>,
     anonymous: Option<Principal>,
 ) -> (SocketAddr, CancellationToken) {
     let mut tokens = TokenTable::new();
@@ -585,7 +585,7 @@ fn http_server(
     let listener = toolgate_mcp::bind("127.0.0.1:0".parse().unwrap(), false).unwrap();
     let addr = listener.local_addr().unwrap();
     let shutdown = CancellationToken::new();
-    let gateway = Arc::clone(gateway);
+    let server = Arc::clone(server);
     let stop = shutdown.clone();
     std::thread::spawn(move || {
         let runtime = tokio::runtime::Builder::new_current_thread()
@@ -593,7 +593,7 @@ fn http_server(
             .build()
             .unwrap();
         runtime
-            .block_on(toolgate_mcp::serve_http(gateway, listener, options, stop))
+            .block_on(toolgate_mcp::serve_http(server, listener, options, stop))
             .unwrap();
     });
     (addr, shutdown)
@@ -651,7 +651,7 @@ fn session_id(head: &str) -> String {
 #[test]
 fn http_refuses_foreign_hosts_and_origins_then_missing_tokens() {
     let rig = rig();
-    let (addr, shutdown) = http_server(&rig.gateway, None);
+    let (addr, shutdown) = http_server(&rig.server, None);
     let ok = || vec![host(addr), bearer(ALICE)];
     assert_eq!(http(addr, &ok(), INITIALIZE).0, 200);
     let evil_host = vec![
@@ -709,7 +709,7 @@ fn http_refuses_foreign_hosts_and_origins_then_missing_tokens() {
 #[test]
 fn http_sessions_belong_to_their_token() {
     let rig = rig();
-    let (addr, shutdown) = http_server(&rig.gateway, None);
+    let (addr, shutdown) = http_server(&rig.server, None);
     let (status, head, _) = http(addr, &[host(addr), bearer(ALICE)], INITIALIZE);
     assert_eq!(status, 200);
     let session = session_id(&head);
@@ -734,7 +734,7 @@ fn http_sessions_belong_to_their_token() {
 #[test]
 fn http_closing_the_answer_stream_cancels_the_call() {
     let rig = rig();
-    let (addr, shutdown) = http_server(&rig.gateway, Some(Principal::new("anon", "default")));
+    let (addr, shutdown) = http_server(&rig.server, Some(Principal::new("anon", "default")));
     // Anonymous here: no Authorization header at all.
     let (status, head, _) = http(addr, &[host(addr)], INITIALIZE);
     assert_eq!(status, 200);
@@ -779,7 +779,7 @@ fn anonymous_serving_is_for_loopback_only() {
         .unwrap();
     let error = runtime
         .block_on(toolgate_mcp::serve_http(
-            Arc::clone(&rig.gateway),
+            Arc::clone(&rig.server),
             listener,
             options,
             CancellationToken::new(),
@@ -789,7 +789,7 @@ fn anonymous_serving_is_for_loopback_only() {
     let listener = toolgate_mcp::bind("127.0.0.1:0".parse().unwrap(), false).unwrap();
     let error = runtime
         .block_on(toolgate_mcp::serve_http(
-            Arc::clone(&rig.gateway),
+            Arc::clone(&rig.server),
             listener,
             HttpOptions::new(TokenTable::new()),
             CancellationToken::new(),

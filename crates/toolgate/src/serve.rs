@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use anyhow::Context as _;
 use toolgate_core::{ApprovalBroker, HeadlessBroker};
 use toolgate_exec::{ProcessId, TreeObserver, Watchdog};
-use toolgate_mcp::{Elicitation, Gateway, HttpOptions, Principal};
+use toolgate_mcp::{Elicitation, HttpOptions, Principal, Server};
 
 use crate::audit::Appending;
 use crate::cli::ServeArgs;
@@ -116,11 +116,11 @@ pub fn serve(args: &ServeArgs) -> anyhow::Result<u8> {
         None => Arc::new(HeadlessBroker),
     };
     let pipeline = gate.pipeline(&workspace, Arc::clone(&broker));
-    let mut gateway = Gateway::new(pipeline, "toolgate", env!("CARGO_PKG_VERSION"));
+    let mut server = Server::new(pipeline, "toolgate", env!("CARGO_PKG_VERSION"));
     let elicitation = gate.settings.elicitation_profiles();
     match &console {
         Some(console) if !elicitation.is_empty() => {
-            gateway = gateway.with_elicitation(Elicitation {
+            server = server.with_elicitation(Elicitation {
                 desk: console.desk(),
                 profiles: elicitation,
                 hold: gate.settings.approval.timeout + ELICITATION_GRACE,
@@ -131,12 +131,12 @@ pub fn serve(args: &ServeArgs) -> anyhow::Result<u8> {
         ),
         _ => {}
     }
-    let gateway = Arc::new(gateway);
+    let server = Arc::new(server);
     let gate = Arc::new(gate);
-    follow_upstreams(&gate, &gateway, broker);
+    follow_upstreams(&gate, &server, broker);
     let Some(addr) = args.http else {
         let principal = Principal::new(&args.actor, &args.profile);
-        toolgate_mcp::run_stdio(gateway, principal, max_message_bytes)?;
+        toolgate_mcp::run_stdio(server, principal, max_message_bytes)?;
         return Ok(0);
     };
     let mut options = HttpOptions::new(gate.settings.token_table()?);
@@ -177,32 +177,32 @@ pub fn serve(args: &ServeArgs) -> anyhow::Result<u8> {
         "toolgate: serving MCP at http://{}/mcp",
         listener.local_addr()?
     );
-    toolgate_mcp::run_http(gateway, listener, options)?;
+    toolgate_mcp::run_http(server, listener, options)?;
     Ok(0)
 }
 
 /// Rebuilds the pipeline whenever an upstream's tool list changes, so that sessions are told
 /// (`list_changed`) and a changed tool is quarantined at once. If the rebuild fails, the last
 /// pipeline stays in force.
-fn follow_upstreams(gate: &Arc<Gate>, gateway: &Arc<Gateway>, broker: Arc<dyn ApprovalBroker>) {
+fn follow_upstreams(gate: &Arc<Gate>, server: &Arc<Server>, broker: Arc<dyn ApprovalBroker>) {
     let Some(upstreams) = &gate.upstreams else {
         return;
     };
     // Weak references: the gate owns the upstreams, which own this callback.
     let weak_gate = Arc::downgrade(gate);
-    let weak_gateway = Arc::downgrade(gateway);
+    let weak_server = Arc::downgrade(server);
     // Each upstream calls back on its own thread. Without this, a rebuild from an older list
     // could finish after one from a newer list and put the older pipeline back in force.
     let rebuilding = std::sync::Mutex::new(());
     let rebuild = Arc::new(move || {
-        let (Some(gate), Some(gateway)) = (weak_gate.upgrade(), weak_gateway.upgrade()) else {
+        let (Some(gate), Some(server)) = (weak_gate.upgrade(), weak_server.upgrade()) else {
             return;
         };
         let _serialised = rebuilding
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         match gate.current_pipeline(Arc::clone(&broker)) {
-            Ok(pipeline) => gateway.replace_pipeline(pipeline),
+            Ok(pipeline) => server.replace_pipeline(pipeline),
             Err(e) => errln!(
                 "toolgate: an upstream's tools changed, but the registry cannot be rebuilt; the last one stays in force: {e}"
             ),

@@ -45,8 +45,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::Body;
 use crate::auth::Principal;
-use crate::gateway::Gateway;
 use crate::reply;
+use crate::server::Server;
 use crate::session::{self, SessionState};
 use crate::watcher::{Ask, Logs, Watched, watch_call};
 use crate::wire::ArgumentText;
@@ -56,7 +56,7 @@ pub(super) fn eligible(
     headers: &HeaderMap,
     request: &JsonRpcRequest<ClientRequest>,
     state: &SessionState,
-    gateway: &Gateway,
+    server: &Server,
     principal: &Principal,
 ) -> bool {
     let ClientRequest::CallToolRequest(call) = &request.request else {
@@ -70,7 +70,7 @@ pub(super) fn eligible(
         && request.request.get_meta().is_empty()
         && params.request_state.is_none()
         && params.input_responses.is_none()
-        && gateway
+        && server
             .elicitation()
             .is_none_or(|e| !e.profiles.contains(&principal.profile))
         && plain_headers(headers)
@@ -145,7 +145,7 @@ fn id_key(id: &RequestId) -> String {
 /// stream if it runs longer than `keep_alive`.
 pub(super) async fn answer(
     state: Arc<SessionState>,
-    gateway: &Gateway,
+    server: &Server,
     principal: Principal,
     request: JsonRpcRequest<ClientRequest>,
     text: Option<ArgumentText>,
@@ -180,7 +180,7 @@ pub(super) async fn answer(
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
         .insert(key, (mine, stop.clone()));
-    let interval = gateway.progress_interval();
+    let interval = server.progress_interval();
     let mut finished: Finished = Box::pin(async move {
         let mut running = running;
         // Nobody asked for log messages: what the tool reports has no one to go to.

@@ -26,14 +26,14 @@ const SUBSCRIPTIONS_FAREWELL: Duration = Duration::from_secs(2);
 /// their tool list changed, and a session may call only what it was shown, so a tool the new
 /// registry adds or changes must be listed again before it can be called.
 #[derive(Debug)]
-pub struct Gateway {
+pub struct Server {
     pipeline: RwLock<Arc<Pipeline>>,
     generation: watch::Sender<u64>,
     info: ServerConfig,
     progress_interval: Duration,
     elicitation: Option<Elicitation>,
     /// Calls that answered `input_required`, by the `requestState` they gave; cancelled when
-    /// the gateway goes.
+    /// the server goes.
     parked: ParkingLot<Running>,
     /// Cancelled when the server stops, so that open subscriptions end with their result.
     closing: CancellationToken,
@@ -41,8 +41,8 @@ pub struct Gateway {
     listening: watch::Sender<usize>,
 }
 
-impl Gateway {
-    /// A gateway to `pipeline`, introducing itself as `name` `version`.
+impl Server {
+    /// A server to `pipeline`, introducing itself as `name` `version`.
     pub fn new(pipeline: Pipeline, name: &str, version: &str) -> Self {
         let info = ServerConfig::new(crate::logging::capabilities())
             .with_server_info(Implementation::new(name, version))
@@ -51,7 +51,7 @@ impl Gateway {
                  stage it stopped and what to change; consequential calls may need a person's \
                  approval, which the model cannot give.",
             );
-        Gateway {
+        Server {
             pipeline: RwLock::new(Arc::new(pipeline)),
             generation: watch::Sender::new(0),
             info,
@@ -63,7 +63,7 @@ impl Gateway {
         }
     }
 
-    /// The same gateway, asking the person at the client about approvals for the sessions
+    /// The same server, asking the person at the client about approvals for the sessions
     /// `elicitation` names (see [`crate::elicit`]).
     #[must_use]
     pub fn with_elicitation(mut self, elicitation: Elicitation) -> Self {
@@ -71,7 +71,7 @@ impl Gateway {
         self
     }
 
-    /// The same gateway, reporting progress on long calls every `interval`.
+    /// The same server, reporting progress on long calls every `interval`.
     #[must_use]
     pub fn with_progress_interval(mut self, interval: Duration) -> Self {
         self.progress_interval = interval;
@@ -159,7 +159,7 @@ impl Gateway {
     }
 }
 
-/// One open subscription, counted by its gateway while it lives.
+/// One open subscription, counted by its server while it lives.
 pub(crate) struct Listening<'a>(&'a watch::Sender<usize>);
 
 impl Drop for Listening<'_> {
@@ -194,7 +194,7 @@ mod tests {
         }
     }
 
-    fn gateway(hold: Duration) -> Arc<Gateway> {
+    fn server(hold: Duration) -> Arc<Server> {
         let pipeline = Pipeline::new(
             Arc::new(RegistryBuilder::new().build().unwrap()),
             Arc::new(PolicyEngine::default_policy().unwrap()),
@@ -202,7 +202,7 @@ mod tests {
             WorkspaceId::new("/w"),
         );
         Arc::new(
-            Gateway::new(pipeline, "t", "0").with_elicitation(Elicitation {
+            Server::new(pipeline, "t", "0").with_elicitation(Elicitation {
                 desk: Arc::new(NoDesk),
                 profiles: BTreeSet::from(["default".to_owned()]),
                 hold,
@@ -210,21 +210,21 @@ mod tests {
         )
     }
 
-    fn parked(gateway: &Gateway, principal: &Principal) -> Box<Parked<Running>> {
+    fn parked(server: &Server, principal: &Principal) -> Box<Parked<Running>> {
         Box::new(Parked {
             principal: principal.clone(),
             tool: "write_file".into(),
             arguments: json!({"path": "a"}).as_object().cloned(),
             call_id: "c1".into(),
-            call: Running::waiting(gateway.pipeline(), "write_file"),
+            call: Running::waiting(server.pipeline(), "write_file"),
         })
     }
 
     #[tokio::test]
     async fn a_parked_call_is_claimed_only_by_the_same_call_of_the_same_principal() {
-        let gateway = gateway(Duration::from_secs(60));
+        let server = server(Duration::from_secs(60));
         let alice = Principal::new("alice", "default");
-        let state = gateway.park(parked(&gateway, &alice)).unwrap();
+        let state = server.park(parked(&server, &alice)).unwrap();
         assert_eq!(state.len(), 64, "a random state, not a counter");
         let args = json!({"path": "a"}).as_object().cloned();
         let other = json!({"path": "b"}).as_object().cloned();
@@ -235,22 +235,22 @@ mod tests {
             (&alice, "write_file", other.as_ref()),
             (&alice, "write_file", None),
         ] {
-            let refused = gateway
+            let refused = server
                 .claim(&state, principal, tool, arguments)
                 .unwrap_err();
             assert!(refused.contains("another call"), "{refused}");
         }
         assert!(
-            gateway
+            server
                 .claim("0123", &alice, "write_file", args.as_ref())
                 .unwrap_err()
                 .contains("unknown requestState")
         );
-        let claimed = gateway
+        let claimed = server
             .claim(&state, &alice, "write_file", args.as_ref())
             .unwrap();
         assert!(
-            gateway
+            server
                 .claim(&state, &alice, "write_file", args.as_ref())
                 .is_err(),
             "claimed once"
@@ -260,18 +260,18 @@ mod tests {
 
     #[tokio::test]
     async fn a_call_nobody_comes_back_for_is_cancelled_after_the_hold() {
-        let gateway = gateway(Duration::from_millis(50));
+        let server = server(Duration::from_millis(50));
         let alice = Principal::new("alice", "default");
-        let parked = parked(&gateway, &alice);
+        let parked = parked(&server, &alice);
         let cancelled = parked.call.cancelled();
-        let state = gateway.park(parked).unwrap();
+        let state = server.park(parked).unwrap();
         let given = tokio::task::spawn_blocking(move || {
             cancelled.wait_until(std::time::Instant::now() + Duration::from_secs(30))
         });
         assert!(given.await.unwrap(), "the call is cancelled");
         let args = json!({"path": "a"}).as_object().cloned();
         assert!(
-            gateway
+            server
                 .claim(&state, &alice, "write_file", args.as_ref())
                 .unwrap_err()
                 .contains("unknown requestState")
@@ -280,17 +280,17 @@ mod tests {
 
     #[tokio::test]
     async fn parking_is_bounded() {
-        let gateway = gateway(Duration::from_secs(60));
+        let server = server(Duration::from_secs(60));
         let alice = Principal::new("alice", "default");
         for _ in 0..MAX_PARKED {
-            gateway.park(parked(&gateway, &alice)).unwrap();
+            server.park(parked(&server, &alice)).unwrap();
         }
-        let refused = gateway.park(parked(&gateway, &alice)).unwrap_err();
+        let refused = server.park(parked(&server, &alice)).unwrap_err();
         assert!(
             !refused.call.cancelled().is_cancelled(),
             "given back to wait where it is"
         );
         refused.call.cancel();
-        drop(gateway);
+        drop(server);
     }
 }
