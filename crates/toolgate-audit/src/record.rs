@@ -47,6 +47,7 @@ pub fn record_body_after(outcome: &Outcome, store_values: bool, started: Option<
         durations_ns: &evidence.durations_ns,
         effect: evidence.effect,
         error: outcome.error().map(|e| ErrorFields { code: &e.code }),
+        hooks: &evidence.hooks,
         output_bytes: evidence.output_bytes,
         policies: &evidence.policies,
         profile: &evidence.profile,
@@ -104,6 +105,8 @@ struct Fields<'a> {
     effect: Option<EffectClass>,
     #[serde(skip_serializing_if = "Option::is_none")]
     error: Option<ErrorFields<'a>>,
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    hooks: &'a [toolgate_core::HookRecord],
     output_bytes: usize,
     policies: &'a [String],
     profile: &'a str,
@@ -316,6 +319,7 @@ mod tests {
                 output_bytes: 0,
                 truncated: false,
                 redactions: 0,
+                hooks: Vec::new(),
             },
             Vec::new(),
         )
@@ -385,6 +389,14 @@ mod tests {
             output_bytes: 4096,
             truncated: true,
             redactions: 2,
+            hooks: vec![toolgate_core::HookRecord {
+                changed: true,
+                decision: None,
+                event: toolgate_core::HookEvent::PreCall,
+                failure: Some(toolgate_core::HookFailureKind::Timeout),
+                mode: toolgate_core::HookMode::Enforce,
+                name: "guard \"g\"".to_owned(),
+            }],
         }
     }
 

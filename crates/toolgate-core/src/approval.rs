@@ -68,6 +68,17 @@ impl ApprovalDigest {
         });
         ApprovalDigest(sha256_digest(canonical_json(&bound).as_bytes()))
     }
+
+    /// The digest bound also to the identities of the hooks that let the call through: an
+    /// approval of the call as these hooks judged it, not as changed ones would.
+    #[must_use]
+    pub fn with_hooks(self, hooks: &[String]) -> Self {
+        if hooks.is_empty() {
+            return self;
+        }
+        let bound = json!({"digest": self.0, "hooks": hooks});
+        ApprovalDigest(sha256_digest(canonical_json(&bound).as_bytes()))
+    }
 }
 
 /// What a grant covers.

@@ -85,9 +85,10 @@ pub use notice::{NOTICES_PER_SECOND, Notice, NoticeSink};
 pub use outcome::{Evidence, Outcome, Status, ToolError, ToolErrorCode, ToolOutput};
 pub use pipeline::{
     Authorized, Call, Classification, Classified, Decided, ExecContext, Executor, Finished,
-    Forward, Forwarded, Forwarding, Normalized, Parsed, Permitted, Pipeline, Placement, Planned,
-    Resolved, Resource, RunHooks, Shown, StageReport, Stopped, TypedExecutor, Validated,
-    WorkspaceId,
+    Forward, Forwarded, Forwarding, HOOK_PROTOCOL, Hook, HookAnswer, HookDecision, HookEvent,
+    HookFailure, HookFailureKind, HookInput, HookMode, HookRecord, Normalized, Parsed, Permitted,
+    Pipeline, Placement, Planned, Resolved, Resource, RunHooks, Shown, StageReport, Stopped,
+    TypedExecutor, Validated, WorkspaceId,
 };
 pub use policy::{
     NETWORK_NONE, NETWORK_PREFIX, NETWORK_UNCONFINED, NetworkRequest, PolicyContext,

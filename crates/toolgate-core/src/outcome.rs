@@ -315,6 +315,9 @@ pub struct Evidence {
     pub truncated: bool,
     /// Secrets replaced in the output.
     pub redactions: usize,
+    /// What each hook the call ran answered (see [`crate::pipeline::Hook`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hooks: Vec<crate::pipeline::HookRecord>,
 }
 
 /// The result of one call through the pipeline, by how it ended, with the evidence and the

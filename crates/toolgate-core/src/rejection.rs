@@ -10,7 +10,8 @@ use serde::{Deserialize, Serialize};
 /// more.
 pub const MAX_FIELD_ERRORS: usize = 64;
 
-/// The eight stages of the pipeline, in order.
+/// The stages of the pipeline, in order: the eight, and the operator's hooks, which run
+/// before the policy (pre_call) and before describe (post_call).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Stage {
@@ -18,6 +19,7 @@ pub enum Stage {
     Resolve,
     Validate,
     Classify,
+    Hook,
     Authorize,
     Approve,
     Execute,
@@ -26,11 +28,12 @@ pub enum Stage {
 
 impl Stage {
     /// Every stage, in pipeline order.
-    pub const ALL: [Stage; 8] = [
+    pub const ALL: [Stage; 9] = [
         Stage::Normalize,
         Stage::Resolve,
         Stage::Validate,
         Stage::Classify,
+        Stage::Hook,
         Stage::Authorize,
         Stage::Approve,
         Stage::Execute,
@@ -44,6 +47,7 @@ impl Stage {
             Stage::Resolve => "resolve",
             Stage::Validate => "validate",
             Stage::Classify => "classify",
+            Stage::Hook => "hook",
             Stage::Authorize => "authorize",
             Stage::Approve => "approve",
             Stage::Execute => "execute",
@@ -86,6 +90,11 @@ pub enum RejectCode {
     // authorize
     SurfaceNotAllowed,
     PolicyDenied,
+    // hook
+    /// An operator's hook refused the call, with its reason.
+    HookDenied,
+    /// An operator's hook gave no clean answer; the kind is in the message and the record.
+    HookFailed,
     // approve
     ApprovalRequired,
     ApprovalDenied,
@@ -95,7 +104,7 @@ pub enum RejectCode {
 
 impl RejectCode {
     /// Every code, for tables and tests.
-    pub const ALL: [RejectCode; 23] = [
+    pub const ALL: [RejectCode; 25] = [
         RejectCode::Malformed,
         RejectCode::TooLarge,
         RejectCode::UnknownTool,
@@ -115,6 +124,8 @@ impl RejectCode {
         RejectCode::SandboxUnavailable,
         RejectCode::SurfaceNotAllowed,
         RejectCode::PolicyDenied,
+        RejectCode::HookDenied,
+        RejectCode::HookFailed,
         RejectCode::ApprovalRequired,
         RejectCode::ApprovalDenied,
         RejectCode::ApprovalExpired,
@@ -133,6 +144,7 @@ impl RejectCode {
                 Stage::Validate
             }
             SurfaceNotAllowed | PolicyDenied => Stage::Authorize,
+            HookDenied | HookFailed => Stage::Hook,
             ApprovalRequired | ApprovalDenied | ApprovalExpired | ApprovalInvalid => Stage::Approve,
         }
     }
@@ -160,6 +172,8 @@ impl RejectCode {
             SandboxUnavailable => "sandbox_unavailable",
             SurfaceNotAllowed => "surface_not_allowed",
             PolicyDenied => "policy_denied",
+            HookDenied => "hook_denied",
+            HookFailed => "hook_failed",
             ApprovalRequired => "approval_required",
             ApprovalDenied => "approval_denied",
             ApprovalExpired => "approval_expired",

@@ -147,6 +147,32 @@ impl ApprovalBroker for TestBroker {
     }
 }
 
+/// The operator's check on the tools named `vetoed` (refused) and `unchecked` (whose check
+/// breaks).
+#[derive(Debug)]
+struct Veto;
+
+impl Hook for Veto {
+    fn name(&self) -> &str {
+        "veto"
+    }
+
+    fn event(&self) -> HookEvent {
+        HookEvent::PreCall
+    }
+
+    fn applies_to(&self, tool: &str) -> bool {
+        tool == "vetoed" || tool == "unchecked"
+    }
+
+    fn call(&self, input: &HookInput<'_>) -> Result<HookAnswer, HookFailure> {
+        match input.tool {
+            "vetoed" => Ok(HookAnswer::deny("not on this branch")),
+            _ => Err(HookFailure::new(HookFailureKind::Timeout, "no answer")),
+        }
+    }
+}
+
 struct Fixture {
     pipeline: Pipeline,
     recorder: Arc<Recorder>,
@@ -198,6 +224,8 @@ fn fixture(answer: Answer) -> Fixture {
         multi.version = Version { major, minor: 0 };
         register(multi);
     }
+    register(entry("vetoed", EffectClass::ReadOnly));
+    register(entry("unchecked", EffectClass::ReadOnly));
     let mut pinned = entry("pinned", EffectClass::ReadOnly);
     pinned.pinned_digest = Some(sha256_digest(b"what the operator reviewed"));
     register(pinned);
@@ -208,12 +236,15 @@ fn fixture(answer: Answer) -> Fixture {
     let mut policy = PolicyEngine::default_policy().unwrap();
     policy.prepare(&registry).unwrap();
     let broker = Arc::new(TestBroker::new(answer));
-    let pipeline = broker.wire(Pipeline::new(
-        Arc::new(registry),
-        Arc::new(policy),
-        broker.clone(),
-        WorkspaceId::new("/work/project"),
-    ));
+    let pipeline = broker.wire(
+        Pipeline::new(
+            Arc::new(registry),
+            Arc::new(policy),
+            broker.clone(),
+            WorkspaceId::new("/work/project"),
+        )
+        .with_hooks(vec![Arc::new(Veto)]),
+    );
     Fixture { pipeline, recorder }
 }
 
@@ -291,6 +322,8 @@ fn rows() -> Vec<Row> {
         ),
         row("cli_only", ok, RejectCode::SurfaceNotAllowed),
         row("fetch", ok, RejectCode::PolicyDenied),
+        row("vetoed", ok, RejectCode::HookDenied),
+        row("unchecked", ok, RejectCode::HookFailed),
         Row {
             answer: Answer::Deny,
             ..row("write", ok, RejectCode::ApprovalDenied)

@@ -135,7 +135,7 @@ fn the_reference_page_lists_the_table() {
 }
 
 #[test]
-fn the_stages_are_the_eight_the_readme_names_in_order() {
+fn the_stages_are_the_ones_the_readme_names_in_order() {
     let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
     let flat = readme.split_whitespace().collect::<Vec<_>>().join(" ");
     let start = flat
@@ -143,7 +143,7 @@ fn the_stages_are_the_eight_the_readme_names_in_order() {
         .expect("the README names the stages");
     let named: Vec<String> = flat[start..]
         .split(" → ")
-        .take(8)
+        .take(Stage::ALL.len())
         .map(|s| s.split_whitespace().next().unwrap().to_owned())
         .collect();
     assert_eq!(
@@ -223,7 +223,7 @@ fn every_rejected_corpus_row_agrees_with_the_table() {
 
 /// Codes no corpus row expects, each with the test that provokes it instead: a setting the
 /// corpus fixtures cannot make (an upstream that changed, a grant revoked mid-call).
-const PROVOKED_OUTSIDE_THE_CORPUS: [(&str, &str); 5] = [
+const PROVOKED_OUTSIDE_THE_CORPUS: [(&str, &str); 7] = [
     (
         "ambiguous_version",
         "crates/toolgate-core/tests/rejections.rs",
@@ -235,6 +235,8 @@ const PROVOKED_OUTSIDE_THE_CORPUS: [(&str, &str); 5] = [
         "approval_invalid",
         "crates/toolgate-core/tests/rejections.rs",
     ),
+    ("hook_denied", "crates/toolgate-core/src/pipeline/hook.rs"),
+    ("hook_failed", "crates/toolgate-core/src/pipeline/hook.rs"),
 ];
 
 /// Every code in the table is expected by some corpus row (which the corpus tests provoke

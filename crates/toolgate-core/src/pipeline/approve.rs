@@ -48,6 +48,7 @@ impl Pipeline {
                 self.approval_request(&invocation, &tool, &arguments, effect, &classification);
             request.policies.clone_from(&trace.policies);
             request.call_id.clone_from(&trace.call_id);
+            request.digest = request.digest.with_hooks(&trace.hooks_bound);
             request.cancel = cancel;
             match self.obtain_grant(request, &tool, awaiting) {
                 Ok(grant) => {

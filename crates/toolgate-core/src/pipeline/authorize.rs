@@ -92,7 +92,9 @@ impl Pipeline {
                 return Err(Stopped { rejection, trace });
             }
         };
-        let approval_required = asks_by_policy || tool.entry.approval == ApprovalMode::EachCall;
+        // A hook's ask adds a person; its allow was never a permit.
+        let approval_required =
+            asks_by_policy || tool.entry.approval == ApprovalMode::EachCall || trace.hook_asks;
         if approval_required {
             // Waiting for a person holds a thread.
             trace.placement = Placement::Worker;

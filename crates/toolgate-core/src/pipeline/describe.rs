@@ -5,6 +5,7 @@ use super::*;
 impl Pipeline {
     /// Stage 8: the outcome, redacted and bounded, with evidence, once it is recorded.
     pub(super) fn describe(&self, result: Result<Executed, Stopped>) -> Outcome {
+        let result = self.post_call(result);
         let started = Instant::now();
         let (mut undescribed, mut trace, truncated, mut unknowns) = match result {
             Err(Stopped { rejection, trace }) => {
@@ -103,6 +104,7 @@ impl Pipeline {
             },
             truncated,
             redactions,
+            hooks: std::mem::take(&mut trace.hooks),
         };
         self.recorded(match undescribed {
             Undescribed::Done(output) => Outcome::done(output, evidence, unknowns),

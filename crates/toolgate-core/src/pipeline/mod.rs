@@ -51,6 +51,7 @@ mod classify;
 mod describe;
 mod execute;
 mod explain;
+mod hook;
 pub(crate) mod normalize;
 pub(crate) mod resolve;
 mod resource;
@@ -59,6 +60,10 @@ mod typed;
 mod validate;
 
 pub use execute::{Forward, Forwarding};
+pub use hook::{
+    HOOK_PROTOCOL, Hook, HookAnswer, HookDecision, HookEvent, HookFailure, HookFailureKind,
+    HookInput, HookMode, HookRecord, MAX_HOOK_ANSWER_BYTES,
+};
 pub use resolve::Shown;
 pub use resource::Resource;
 pub use typed::{Parsed, Planned, TypedExecutor};
@@ -272,7 +277,7 @@ struct Trace {
     /// [`Pipeline::execute`]).
     pipeline: u64,
     started: Instant,
-    durations: [Option<Duration>; 8],
+    durations: [Option<Duration>; Stage::ALL.len()],
     tool: String,
     call_id: String,
     request_id: Option<String>,
@@ -292,6 +297,13 @@ struct Trace {
     /// Where stages 6–8 run: written by stage 4, kept on a worker by stage 5 when a person
     /// must be asked.
     placement: Placement,
+    /// What each hook the call ran answered, for the record.
+    hooks: Vec<HookRecord>,
+    /// Whether a pre_call hook asked for a person.
+    hook_asks: bool,
+    /// The identities of the enforcing pre_call hooks that let the call through, bound into
+    /// its approval.
+    hooks_bound: Vec<String>,
 }
 
 /// Where the rest of a call, stages 6 to 8, runs: data stage 4 writes beside the plan, which
@@ -603,6 +615,8 @@ pub struct Pipeline {
     /// The one ledger grants are issued from and redeemed against; brokers only decide.
     grants: Arc<GrantLedger>,
     grant_times: GrantTimes,
+    /// The operator's hooks, in the order they run.
+    hooks: Arc<[Arc<dyn Hook>]>,
     /// Which pipeline of this process this is, stamped on every call it begins.
     id: u64,
 }
@@ -640,6 +654,7 @@ impl Pipeline {
             recorders: self.recorders.clone(),
             grants: Arc::clone(&self.grants),
             grant_times: self.grant_times,
+            hooks: Arc::clone(&self.hooks),
             id: self.id,
         }
     }
@@ -662,6 +677,7 @@ impl Pipeline {
             recorders: Vec::new(),
             grants: Arc::default(),
             grant_times: GrantTimes::default(),
+            hooks: Arc::new([]),
             id: next_pipeline(),
         }
     }
@@ -704,6 +720,13 @@ impl Pipeline {
     #[must_use]
     pub fn with_sensitivity(self, sensitivity: Sensitivity) -> Self {
         self.changed(|p| p.sensitivity = Arc::new(sensitivity))
+    }
+
+    /// The same pipeline, running `hooks` on every call of the tools each names, in this
+    /// order (see [`Hook`]).
+    #[must_use]
+    pub fn with_hooks(self, hooks: Vec<Arc<dyn Hook>>) -> Self {
+        self.changed(|p| p.hooks = hooks.into())
     }
 
     /// The same pipeline with other normalize bounds.

@@ -24,7 +24,7 @@ impl Pipeline {
         let mut trace = Box::new(Trace {
             pipeline: self.id,
             started,
-            durations: [None; 8],
+            durations: [None; Stage::ALL.len()],
             tool: crate::invocation::escape(&raw.tool),
             call_id: new_call_id(),
             request_id: raw.request_id.clone(),
@@ -41,6 +41,9 @@ impl Pipeline {
             arguments: None,
             plan: Planned::untyped(),
             placement: Placement::Worker,
+            hooks: Vec::new(),
+            hook_asks: false,
+            hooks_bound: Vec::new(),
         });
         let result = normalize(raw, &self.bounds);
         trace.record(Stage::Normalize, started);

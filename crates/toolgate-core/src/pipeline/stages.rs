@@ -1,6 +1,6 @@
 //! The one sequence of stages 1–5 that running, authorizing and explaining a call all
 //! follow. Each stage is a module of its own (`normalize`, `resolve`, `validate`, `classify`,
-//! `authorize`, `approve`, `execute`, `describe`), and only it issues its reject codes.
+//! `hook`, `authorize`, `approve`, `execute`, `describe`), and only it issues its reject codes.
 
 use super::*;
 
@@ -31,6 +31,7 @@ impl Pipeline {
         passed(Stage::Validate, &|| explain::validated(&validated));
         let classified = self.classify(validated);
         passed(Stage::Classify, &|| explain::classified(&classified));
+        let classified = self.pre_call(classified)?;
         let permitted = self.authorize(classified)?;
         passed(Stage::Authorize, &|| explain::permitted(&permitted));
         Ok(permitted)
