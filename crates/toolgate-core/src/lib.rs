@@ -86,9 +86,9 @@ pub use outcome::{Evidence, Outcome, Status, ToolError, ToolErrorCode, ToolOutpu
 pub use pipeline::{
     Authorized, Call, Classification, Classified, Decided, ExecContext, Executor, Finished,
     Forward, Forwarded, Forwarding, HOOK_PROTOCOL, Hook, HookAnswer, HookDecision, HookEvent,
-    HookFailure, HookFailureKind, HookInput, HookMode, HookRecord, Normalized, Parsed, Permitted,
-    Pipeline, Placement, Planned, Resolved, Resource, RunHooks, Shown, StageReport, Stopped,
-    TypedExecutor, Validated, WorkspaceId,
+    HookFailure, HookFailureKind, HookInput, HookMode, HookRecord, MAX_HOOK_ANSWER_BYTES,
+    Normalized, Parsed, Permitted, Pipeline, Placement, Planned, Resolved, Resource, RunHooks,
+    Shown, StageReport, Stopped, TypedExecutor, Validated, WorkspaceId,
 };
 pub use policy::{
     NETWORK_NONE, NETWORK_PREFIX, NETWORK_UNCONFINED, NetworkRequest, PolicyContext,

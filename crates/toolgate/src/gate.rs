@@ -11,8 +11,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 use toolgate_core::{
-    ApprovalBroker, GrantLedger, GrantTimes, PolicyEngine, Recorder, Registry, Sensitivity,
-    WorkspaceId,
+    ApprovalBroker, GrantLedger, GrantTimes, Hook, PolicyEngine, Recorder, Registry,
+    Sensitivity, WorkspaceId,
 };
 use toolgate_upstream::{UpstreamTools, Upstreams};
 use toolgate_workspace::Workspace;
@@ -38,6 +38,8 @@ pub struct Gate {
     pub grants: Arc<GrantLedger>,
     /// How long the grants issued from a person's decision last.
     pub grant_times: GrantTimes,
+    /// The `[[hook]]` programs, run over this workspace by every pipeline of this gate.
+    hooks: Vec<Arc<dyn Hook>>,
 }
 
 impl Gate {
@@ -54,6 +56,18 @@ impl Gate {
         ))?;
         let pinned = UpstreamTools::pinned(&settings.upstreams);
         let (registry, policy) = assemble(&settings, &tools, pinned)?;
+        let hooks = settings
+            .hooks
+            .iter()
+            .map(|spec| {
+                let hook = crate::hook::ProcessHook::new(
+                    spec.clone(),
+                    Arc::clone(&settings.sandbox.confinement),
+                    workspace.root().to_path_buf(),
+                );
+                Arc::new(hook) as Arc<dyn Hook>
+            })
+            .collect();
         Ok(Gate {
             settings,
             tools,
@@ -64,6 +78,7 @@ impl Gate {
             recorders: Vec::new(),
             grants: Arc::default(),
             grant_times: GrantTimes::default(),
+            hooks,
         })
     }
 
@@ -142,7 +157,8 @@ impl Gate {
     fn recording(&self, pipeline: toolgate_core::Pipeline) -> toolgate_core::Pipeline {
         let pipeline = pipeline
             .with_grants(Arc::clone(&self.grants))
-            .with_grant_times(self.grant_times);
+            .with_grant_times(self.grant_times)
+            .with_hooks(self.hooks.clone());
         self.recorders.iter().fold(pipeline, |pipeline, recorder| {
             pipeline.with_recorder(Arc::clone(recorder))
         })

@@ -19,6 +19,7 @@ pub mod cli;
 mod commands;
 mod console;
 pub mod gate;
+mod hook;
 mod sandbox;
 mod serve;
 pub mod settings;

@@ -21,6 +21,7 @@
 //! way.
 
 mod file;
+pub mod hooks;
 mod tools;
 
 use std::path::{Path, PathBuf};
@@ -92,6 +93,8 @@ pub struct Settings {
     /// The `[[upstream]]` servers, checked, each with the confinement `[sandbox]` asks for.
     pub upstreams: Vec<UpstreamSpec>,
     pub sandbox: SandboxSettings,
+    /// The `[[hook]]` sections, checked, with the digests of their files at load.
+    pub hooks: Vec<hooks::HookSpec>,
     /// toolgate's state directory: the console's token file, the standing grants, and the
     /// audit log unless `[audit] path` says otherwise.
     pub state_dir: StateDir,
@@ -379,6 +382,7 @@ impl Settings {
         )?;
         let upstreams = upstream_specs(&origin, &file, &base, &confinement)?;
         let policy = policies(&origin, &file, policy_file)?;
+        let hooks = hooks::hook_specs(&origin, &file.hooks, &base)?;
         Ok(Settings {
             policy_path,
             policy,
@@ -421,6 +425,7 @@ impl Settings {
                 limits: file.sandbox.limits.clone(),
                 dangerous_unconfined_network: file.sandbox.dangerous_unconfined_network,
             },
+            hooks,
             state_dir,
             origin,
         })

@@ -41,6 +41,9 @@ pub struct ConfigFile {
     /// How approved commands are confined (see [`SandboxSection`]).
     #[serde(default)]
     pub sandbox: SandboxSection,
+    /// The operator's hooks (see `settings::hooks`).
+    #[serde(default, rename = "hook")]
+    pub hooks: Vec<Spanned<super::hooks::HookSection>>,
 }
 
 /// `[audit]`: where the audit log lives and what it keeps.

@@ -1,0 +1,270 @@
+//! Hooks through the real binary: the failure matrix of `tests/corpus/hooks.jsonl`, where every
+//! way of not answering cleanly refuses the call with `hook_failed`, is recorded with its kind
+//! in the audit log, and leaves no process behind; and the rows that must keep working. Each
+//! hook is `tests/hooks/answer.sh`, run confined by `toolgate call`; a program changed after
+//! the configuration was loaded is tried through `toolgate serve` over stdio, which loads it
+//! once.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+use serde_json::{Value, json};
+
+#[path = "../../../tests/support/mod.rs"]
+mod support;
+
+use support::clients::root;
+use support::home;
+
+/// A home of its own with a workspace (`a.txt`: alpha, `b.txt`: beta) and a configuration of
+/// one hook.
+struct Setup {
+    home: PathBuf,
+    ws: PathBuf,
+    config: PathBuf,
+}
+
+impl Setup {
+    fn new(hook: &str) -> Setup {
+        let home = home::fresh();
+        let ws = home.join("ws");
+        std::fs::create_dir_all(&ws).unwrap();
+        std::fs::write(ws.join("a.txt"), "alpha\n").unwrap();
+        std::fs::write(ws.join("b.txt"), "beta\n").unwrap();
+        let config = home.join("hooks.toml");
+        std::fs::write(&config, hook).unwrap();
+        Setup { home, ws, config }
+    }
+
+    fn toolgate(&self) -> Command {
+        home::toolgate_at(&self.home)
+    }
+
+    /// `read_file` of `a.txt` by `toolgate call --json`: the outcome.
+    fn call(&self) -> Value {
+        let output = self
+            .toolgate()
+            .args(["call", "--json", "--workspace"])
+            .arg(&self.ws)
+            .args(["--tool", "read_file", "--args", r#"{"path": "a.txt"}"#])
+            .arg("--config")
+            .arg(&self.config)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        serde_json::from_slice(&output.stdout).unwrap_or_else(|_| panic!("{output:?}"))
+    }
+
+    /// The audit log's records.
+    fn audit(&self) -> Vec<Value> {
+        let output = self
+            .toolgate()
+            .args(["audit", "export", "--jsonl", "--config"])
+            .arg(&self.config)
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{output:?}");
+        String::from_utf8(output.stdout)
+            .unwrap()
+            .lines()
+            .map(|line| serde_json::from_str(line).unwrap())
+            .collect()
+    }
+}
+
+/// The `[[hook]]` of `row`, marked with `mark`.
+fn hook_toml(row: &Value, mark: &str) -> String {
+    let script = root().join("tests/hooks/answer.sh");
+    let command = match row["program"].as_str() {
+        Some(program) => json!([program]),
+        None => json!([
+            "/bin/sh",
+            script.display().to_string(),
+            row["behaviour"].as_str().unwrap(),
+            mark
+        ]),
+    };
+    let mut toml = format!(
+        "[[hook]]\nname = \"guard\"\nevent = \"{}\"\ncommand = {command}\nmode = \"{}\"\n",
+        row["event"].as_str().unwrap_or("pre_call"),
+        row["mode"].as_str().unwrap_or("enforce"),
+    );
+    if let Some(ms) = row["timeout_ms"].as_u64() {
+        toml.push_str(&format!("timeout_ms = {ms}\n"));
+    }
+    toml
+}
+
+fn rows() -> Vec<Value> {
+    std::fs::read_to_string(root().join("tests/corpus/hooks.jsonl"))
+        .unwrap()
+        .lines()
+        .filter(|line| line.starts_with('{'))
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect()
+}
+
+/// The processes whose command line carries `mark`.
+fn marked(mark: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        if cmdline.contains(mark) {
+            found.push(format!(
+                "{}: {cmdline}",
+                entry.file_name().to_string_lossy()
+            ));
+        }
+    }
+    found
+}
+
+/// The text of an outcome's result, refusal or failure, as the model reads it.
+fn said(outcome: &Value) -> String {
+    outcome.to_string()
+}
+
+#[test]
+fn every_row_of_the_hook_table() {
+    let mut problems = Vec::new();
+    for (index, row) in rows().iter().enumerate() {
+        let name = row["name"].as_str().unwrap();
+        let mark = format!("toolgate-hook-mark-{}-{index}", std::process::id());
+        let setup = Setup::new(&hook_toml(row, &mark));
+        let outcome = setup.call();
+        let rejection = &outcome["rejection"];
+        let code = rejection["code"].as_str();
+        if code != row["code"].as_str() {
+            problems.push(format!(
+                "{name}: {code:?}, expected {}: {outcome}",
+                row["code"]
+            ));
+            continue;
+        }
+        if let Some(stage) = row["stage"].as_str()
+            && rejection["stage"].as_str() != Some(stage)
+        {
+            problems.push(format!("{name}: at {}, not {stage}", rejection["stage"]));
+        }
+        if let Some(expect) = row["expect"].as_str()
+            && !said(&outcome).contains(expect)
+        {
+            problems.push(format!("{name}: `{expect}` not in {outcome}"));
+        }
+        if row["code"].is_null() && !said(&outcome).contains("alpha") && row["expect"] != "beta" {
+            problems.push(format!("{name}: {outcome}"));
+        }
+        if row["expect"] == "beta" && said(&outcome).contains("alpha") {
+            problems.push(format!("{name}: the call the model made ran: {outcome}"));
+        }
+        let records = setup.audit();
+        let Some(record) = records.last() else {
+            problems.push(format!("{name}: nothing in the audit log"));
+            continue;
+        };
+        let hooks = &record["call"]["hooks"];
+        if let Some(kind) = row["kind"].as_str() {
+            let message = rejection["message"].as_str().unwrap_or("");
+            if !message.contains(&format!("({kind})")) {
+                problems.push(format!("{name}: `{kind}` not in `{message}`"));
+            }
+            if hooks[0]["failure"].as_str() != Some(kind) {
+                problems.push(format!("{name}: the record says {hooks}, not {kind}"));
+            }
+            if said(&outcome).contains("alpha") {
+                problems.push(format!("{name}: the output came back: {outcome}"));
+            }
+        } else if hooks[0]["name"] != "guard" {
+            problems.push(format!("{name}: the record has no hook: {record}"));
+        }
+        let left = marked(&mark);
+        if !left.is_empty() {
+            problems.push(format!("{name}: processes left behind: {left:?}"));
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+/// Reads JSON-RPC lines from a server until the answer to `id`.
+fn answer(lines: &mut impl BufRead, id: u64) -> Value {
+    let mut line = String::new();
+    loop {
+        line.clear();
+        assert!(lines.read_line(&mut line).unwrap() > 0, "the server ended");
+        let message: Value = serde_json::from_str(&line).unwrap();
+        if message["id"] == id {
+            return message;
+        }
+    }
+}
+
+/// A hook's program whose bytes change after `toolgate serve` loaded its configuration fails
+/// the next call it would judge (`changed`); nothing runs.
+#[test]
+fn a_program_changed_after_loading_fails_its_hook() {
+    let scripts = home::fresh();
+    let script = scripts.join("guard.sh");
+    std::fs::write(&script, "#!/bin/sh\necho '{\"decision\": \"allow\"}'\n").unwrap();
+    let hook = format!(
+        "[[hook]]\nname = \"guard\"\nevent = \"pre_call\"\ncommand = [\"/bin/sh\", \"{}\"]\n",
+        script.display()
+    );
+    let setup = Setup::new(&hook);
+    let mut server = setup
+        .toolgate()
+        .args(["serve", "--no-console", "--workspace"])
+        .arg(&setup.ws)
+        .arg("--config")
+        .arg(&setup.config)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = server.stdin.take().unwrap();
+    let mut lines = BufReader::new(server.stdout.take().unwrap());
+    let mut send = |message: Value| {
+        writeln!(stdin, "{message}").unwrap();
+        stdin.flush().unwrap();
+    };
+    send(
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "hooks-test", "version": "1"}}}),
+    );
+    answer(&mut lines, 1);
+    send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    let call = |id: u64| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "read_file", "arguments": {"path": "a.txt"}}})
+    };
+    send(call(2));
+    let first = answer(&mut lines, 2);
+    assert!(first.to_string().contains("alpha"), "{first}");
+    std::fs::write(
+        &script,
+        "#!/bin/sh\necho '{\"decision\": \"allow\"}' # swapped\n",
+    )
+    .unwrap();
+    send(call(3));
+    let second = answer(&mut lines, 3);
+    let text = second.to_string();
+    assert!(
+        text.contains("hook_failed") && text.contains("(changed)"),
+        "{text}"
+    );
+    assert!(!text.contains("alpha"), "{text}");
+    drop(stdin);
+    server.wait().unwrap();
+}
