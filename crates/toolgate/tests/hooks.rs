@@ -268,3 +268,29 @@ fn a_program_changed_after_loading_fails_its_hook() {
     drop(stdin);
     server.wait().unwrap();
 }
+
+/// A hook's `ask` makes a read that needs nobody wait for a person: it runs once approved in
+/// the console, and the request the person saw is the call the hook judged.
+#[test]
+fn an_ask_waits_for_a_person_and_runs_once_approved() {
+    let home = home::fresh();
+    let ws = home.join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    std::fs::write(ws.join("a.txt"), "alpha\n").unwrap();
+    let script = root().join("tests/hooks/answer.sh");
+    let config = format!(
+        "[[hook]]\nname = \"guard\"\nevent = \"pre_call\"\ncommand = [\"/bin/sh\", \"{}\", \"ask\"]\n",
+        script.display()
+    );
+    let served = support::served::Served::start(&ws, &config);
+    let client = served.client(json!([
+        {"op": "call", "tool": "read_file", "arguments": {"path": "a.txt"}}
+    ]));
+    let pending = served.pending(1);
+    assert_eq!(pending[0]["tool"], "read_file", "{pending:?}");
+    let id = pending[0]["id"].as_str().unwrap();
+    let reply = served.decide(id, r#"{"decision":"allow_once"}"#);
+    assert_eq!(reply.status, 204, "{}", reply.body);
+    let steps = client.steps();
+    assert!(steps[0].to_string().contains("alpha"), "{steps:?}");
+}
