@@ -5,11 +5,11 @@
 
 use std::path::{Path, PathBuf};
 
-use toolgate_exec::{ambient_env, resolve_program, scrub_env};
+use toolgate_exec::{resolve_program, scrub_env, utf8_env};
 
 /// The scrubbed environment of this process.
 pub fn env() -> Vec<(String, String)> {
-    scrub_env(ambient_env())
+    scrub_env(utf8_env(std::env::vars_os()))
 }
 
 /// `name` as the runner resolves it on the scrubbed environment's `PATH`.

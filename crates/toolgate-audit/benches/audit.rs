@@ -34,7 +34,11 @@ fn pipeline(dir: &Path) -> Pipeline {
     std::fs::write(dir.join("4k.txt"), line.repeat(64)).expect("4k.txt");
     let workspace = Arc::new(Workspace::open(dir).expect("the workspace"));
     let mut registry = RegistryBuilder::new();
-    for tool in toolgate_tools::builtin(Arc::clone(&workspace), std::env::home_dir().as_deref()) {
+    for tool in toolgate_tools::builtin(
+        Arc::clone(&workspace),
+        std::env::home_dir().as_deref(),
+        std::env::vars_os(),
+    ) {
         registry
             .register(tool.descriptor, tool.entry, tool.executor)
             .expect("a builtin");

@@ -433,7 +433,11 @@ fn read_file_pipeline() -> (tempfile::TempDir, toolgate_core::Pipeline) {
     std::fs::write(ws.path().join("a.txt"), "alpha beta\n").unwrap();
     let workspace = Arc::new(toolgate_workspace::Workspace::open(ws.path()).unwrap());
     let mut registry = toolgate_core::RegistryBuilder::new();
-    for tool in toolgate_tools::builtin(Arc::clone(&workspace), std::env::home_dir().as_deref()) {
+    for tool in toolgate_tools::builtin(
+        Arc::clone(&workspace),
+        std::env::home_dir().as_deref(),
+        std::env::vars_os(),
+    ) {
         registry
             .register(tool.descriptor, tool.entry, tool.executor)
             .unwrap();

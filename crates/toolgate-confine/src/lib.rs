@@ -24,6 +24,7 @@
 //! }
 //! ```
 
+use std::ffi::OsString;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -78,6 +79,9 @@ pub struct Confinement {
     unconfined_network: bool,
     unix_sockets: UnixSockets,
     pins: Arc<PinnedResolver>,
+    /// The variables commands start from: the user's environment as toolgate read it once,
+    /// scrubbed. Empty unless given ([`Confinement::set_environment`]).
+    environment: Arc<[(String, String)]>,
 }
 
 impl Confinement {
@@ -111,11 +115,13 @@ impl Confinement {
             unconfined_network: false,
             unix_sockets: UnixSockets::PairsOnly,
             pins: Arc::default(),
+            environment: Arc::new([]),
         }
     }
 
     /// This machine's sandbox, probed now, with the default deny list for the user's `home`
-    /// (given by the caller: this crate does not read the environment).
+    /// (given by the caller: this crate does not read the environment), and no environment
+    /// for commands until one is set.
     pub fn detect(home: Option<&Path>) -> Self {
         Confinement::new(Sandbox::detect(), home, &[])
     }
@@ -199,6 +205,18 @@ impl Confinement {
     /// addresses are still checked: a pin to a local address is refused like any other).
     pub fn pin(&mut self, host: &str, addresses: Vec<IpAddr>) {
         Arc::make_mut(&mut self.pins).pin(host, addresses);
+    }
+
+    /// Commands start from the variables of `ambient` (the user's environment as
+    /// `std::env::vars_os` gives it, which the caller reads once) that
+    /// [`toolgate_exec::scrub_env`] lets pass.
+    pub fn set_environment(&mut self, ambient: impl IntoIterator<Item = (OsString, OsString)>) {
+        self.environment = toolgate_exec::scrub_env(toolgate_exec::utf8_env(ambient)).into();
+    }
+
+    /// The variables commands start from, sorted by name.
+    pub fn environment(&self) -> &[(String, String)] {
+        &self.environment
     }
 
     /// The sandbox, unless the operator turned it off.

@@ -7,6 +7,8 @@
 //! did not name (`LD_PRELOAD`, `NODE_OPTIONS`, `BASH_ENV`, `GIT_CONFIG_*`, …). Names are
 //! compared case-insensitively, since a denylist that `Aws_Secret_Key` slips past is no list.
 
+use std::ffi::OsString;
+
 /// Variables passed through by exact name (upper case).
 const ALLOWED: &[&str] = &[
     "PATH",
@@ -119,10 +121,13 @@ pub fn scrub_env(ambient: impl Iterator<Item = (String, String)>) -> Vec<(String
     kept
 }
 
-/// This process's environment, leaving out variables whose name or value is not UTF-8
-/// (`std::env::vars` would panic on them).
-pub fn ambient_env() -> impl Iterator<Item = (String, String)> {
-    std::env::vars_os()
+/// The variables of `vars` (an environment as `std::env::vars_os` gives it) whose name and
+/// value are UTF-8; `std::env::vars` would panic on the others. This crate reads no
+/// environment: its caller gives it one.
+pub fn utf8_env(
+    vars: impl IntoIterator<Item = (OsString, OsString)>,
+) -> impl Iterator<Item = (String, String)> {
+    vars.into_iter()
         .filter_map(|(name, value)| Some((name.into_string().ok()?, value.into_string().ok()?)))
 }
 
@@ -223,7 +228,7 @@ mod tests {
     #[test]
     fn the_ambient_environment_is_readable() {
         // Whatever this process has, reading it must not panic and must be UTF-8.
-        let scrubbed = scrub_env(ambient_env());
+        let scrubbed = scrub_env(utf8_env(std::env::vars_os()));
         assert!(
             scrubbed
                 .iter()

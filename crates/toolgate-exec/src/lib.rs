@@ -29,9 +29,9 @@
 //! ```
 //! use std::sync::atomic::AtomicBool;
 //! use std::time::Duration;
-//! use toolgate_exec::{CommandSpec, Exit, ambient_env, resolve_program, run, scrub_env};
+//! use toolgate_exec::{CommandSpec, Exit, resolve_program, run, scrub_env, utf8_env};
 //!
-//! let env = scrub_env(ambient_env());
+//! let env = scrub_env(utf8_env(std::env::vars_os()));
 //! let path = env.iter().find(|(k, _)| k == "PATH").map(|(_, v)| v.as_str());
 //! let program = resolve_program("sh", path, std::path::Path::new("/")).unwrap();
 //! let spec = CommandSpec::new(program, "/")
@@ -72,7 +72,7 @@ use thiserror::Error;
 
 pub use capture::Capture;
 pub use cgroup::{CgroupProbe, Tier, cgroup_tier};
-pub use env::{ambient_env, is_allowed, is_denied, scrub_env};
+pub use env::{is_allowed, is_denied, scrub_env, utf8_env};
 pub use household::{Spawning, become_subreaper, no_unregistered_children, own_child, spawning};
 pub use procs::ProcessId;
 pub use program::resolve_program;

@@ -24,8 +24,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use toolgate_exec::{
-    CancelToken, Cancellation, CommandSpec, ExecError, Exit, RunOutcome, StopReason, ambient_env,
-    resolve_program, run, scrub_env, unknown,
+    CancelToken, Cancellation, CommandSpec, ExecError, Exit, RunOutcome, StopReason,
+    resolve_program, run, scrub_env, unknown, utf8_env,
 };
 
 /// `sh -c script` in `cwd`, with the scrubbed environment.
@@ -639,7 +639,7 @@ fn stdin_is_delivered_and_then_closed() {
 fn the_command_sees_exactly_the_environment_given() {
     let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
-    let ambient = ambient_env().chain(
+    let ambient = utf8_env(std::env::vars_os()).chain(
         [
             ("FAKE_API_TOKEN", "tok-123"),
             ("AWS_SECRET_ACCESS_KEY", "aws-456"),

@@ -45,8 +45,9 @@ impl ApprovalBroker for Yes {
 }
 
 /// The workspace directory (kept alive by the caller) and a granting pipeline over it, whose
-/// commands are confined as `confinement` says.
-fn fixture(confinement: toolgate_tools::Confinement) -> (tempfile::TempDir, Pipeline) {
+/// commands are confined as `confinement` says, starting from this process's environment.
+fn fixture(mut confinement: toolgate_tools::Confinement) -> (tempfile::TempDir, Pipeline) {
+    confinement.set_environment(std::env::vars_os());
     let dir = tempfile::tempdir().expect("a temporary directory");
     let workspace = Arc::new(Workspace::open(dir.path()).expect("the workspace"));
     let mut registry = RegistryBuilder::new();
@@ -96,8 +97,9 @@ fn confined() -> toolgate_tools::Confinement {
 fn benches(c: &mut Criterion) {
     let (_dir, pipeline) = fixture(confined());
     let (_open_dir, unconfined) = fixture(toolgate_tools::Confinement::dangerous_unconfined());
-    let spec = toolgate_exec::CommandSpec::new("/usr/bin/true", "/")
-        .env(toolgate_exec::scrub_env(toolgate_exec::ambient_env()));
+    let spec = toolgate_exec::CommandSpec::new("/usr/bin/true", "/").env(toolgate_exec::scrub_env(
+        toolgate_exec::utf8_env(std::env::vars_os()),
+    ));
     let never = AtomicBool::new(false);
     c.bench_function("run_command_true_pipeline", |b| {
         b.iter(|| black_box(run_true(&pipeline)));
@@ -120,8 +122,9 @@ criterion_group!(commands, benches);
 fn side_by_side(n: usize) {
     let (_dir, pipeline) = fixture(confined());
     let (_open_dir, unconfined) = fixture(toolgate_tools::Confinement::dangerous_unconfined());
-    let spec = toolgate_exec::CommandSpec::new("/usr/bin/true", "/")
-        .env(toolgate_exec::scrub_env(toolgate_exec::ambient_env()));
+    let spec = toolgate_exec::CommandSpec::new("/usr/bin/true", "/").env(toolgate_exec::scrub_env(
+        toolgate_exec::utf8_env(std::env::vars_os()),
+    ));
     let never = AtomicBool::new(false);
     let mut times: [Vec<Duration>; 4] = Default::default();
     for _ in 0..n {

@@ -59,7 +59,11 @@ fn fixture() -> (tempfile::TempDir, Pipeline) {
     let workspace = Arc::new(Workspace::open(dir.path()).expect("the workspace"));
 
     let mut registry = RegistryBuilder::new();
-    let builtins = toolgate_tools::builtin(Arc::clone(&workspace), std::env::home_dir().as_deref());
+    let builtins = toolgate_tools::builtin(
+        Arc::clone(&workspace),
+        std::env::home_dir().as_deref(),
+        std::env::vars_os(),
+    );
     let synthetic = TOOLS - builtins.len();
     for tool in builtins {
         registry

@@ -21,7 +21,7 @@
 //! let workspace = Arc::new(Workspace::open(dir.path()).unwrap());
 //!
 //! let mut registry = RegistryBuilder::new();
-//! for tool in toolgate_tools::builtin(Arc::clone(&workspace), std::env::home_dir().as_deref()) {
+//! for tool in toolgate_tools::builtin(Arc::clone(&workspace), std::env::home_dir().as_deref(), std::env::vars_os()) {
 //!     registry.register(tool.descriptor, tool.entry, tool.executor).unwrap();
 //! }
 //! let registry = registry.build().unwrap();
@@ -86,9 +86,17 @@ pub struct Builtin {
 }
 
 /// Every builtin tool, over `workspace`, with commands confined by this machine's sandbox
-/// and the default deny list for the user's `home` ([`Confinement::detect`]).
-pub fn builtin(workspace: Arc<Workspace>, home: Option<&std::path::Path>) -> Vec<Builtin> {
-    builtin_confined(workspace, Arc::new(Confinement::detect(home)))
+/// and the default deny list for the user's `home` ([`Confinement::detect`]), starting from
+/// the variables of `environment` that pass the scrub ([`Confinement::set_environment`]).
+/// The caller reads both: this crate reads no environment.
+pub fn builtin(
+    workspace: Arc<Workspace>,
+    home: Option<&std::path::Path>,
+    environment: impl IntoIterator<Item = (std::ffi::OsString, std::ffi::OsString)>,
+) -> Vec<Builtin> {
+    let mut confinement = Confinement::detect(home);
+    confinement.set_environment(environment);
+    builtin_confined(workspace, Arc::new(confinement))
 }
 
 /// Every builtin tool, over `workspace`, with commands confined as `confinement` says.
@@ -214,7 +222,11 @@ mod tests {
     fn each_builtins_argument_type_takes_every_argument_its_schema_names() {
         let dir = tempfile::tempdir().unwrap();
         let workspace = Arc::new(Workspace::open(dir.path()).unwrap());
-        for tool in builtin(workspace, std::env::home_dir().as_deref()) {
+        for tool in builtin(
+            workspace,
+            std::env::home_dir().as_deref(),
+            std::env::vars_os(),
+        ) {
             let schema = &tool.descriptor.input_schema;
             let arguments = example(schema);
             assert_eq!(
@@ -242,7 +254,11 @@ mod tests {
     fn builtins_register_and_their_schemas_are_closed_and_described() {
         let dir = tempfile::tempdir().unwrap();
         let workspace = Arc::new(Workspace::open(dir.path()).unwrap());
-        let builtins = builtin(workspace, std::env::home_dir().as_deref());
+        let builtins = builtin(
+            workspace,
+            std::env::home_dir().as_deref(),
+            std::env::vars_os(),
+        );
         let names: BTreeSet<&str> = builtins.iter().map(|b| b.entry.name.as_str()).collect();
         // The read-only profile is for sub-agents: inspection only.
         let inspect = BTreeSet::from([

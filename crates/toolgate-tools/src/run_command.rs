@@ -31,8 +31,7 @@ use toolgate_core::{
     sha256_digest,
 };
 use toolgate_exec::{
-    CancelToken, CommandSpec, ExecError, Exit, RunOutcome, StopReason, ambient_env,
-    resolve_program, scrub_env,
+    CancelToken, CommandSpec, ExecError, Exit, RunOutcome, StopReason, resolve_program,
 };
 use toolgate_workspace::{PathError, PathKind, RelPath, Workspace};
 
@@ -239,8 +238,8 @@ impl TypedExecutor for RunCommand {
         if errors.is_empty()
             && let (Some(argv0), Some((_, cwd_abs))) = (argv.first(), cwd)
         {
-            let env = scrub_env(ambient_env());
-            if let Err(error) = resolve_program(argv0, path_of(&env), &cwd_abs) {
+            let env = self.confinement.environment();
+            if let Err(error) = resolve_program(argv0, path_of(env), &cwd_abs) {
                 errors.push(program_field_error("/argv/0", argv0, &error));
             }
         }
@@ -252,7 +251,12 @@ impl TypedExecutor for RunCommand {
         let heading = "run_command: no shell; each argument below reaches the program exactly as \
                        shown"
             .to_owned();
-        let resolved = Plan::new(&self.workspace, &argv, arguments.cwd.as_deref());
+        let resolved = Plan::new(
+            &self.workspace,
+            self.confinement.environment(),
+            &argv,
+            arguments.cwd.as_deref(),
+        );
         let (classification, program_image, inputs) = match &resolved {
             Ok(plan) => {
                 let mut classification = plan.classification(
@@ -304,7 +308,12 @@ impl TypedExecutor for RunCommand {
         }
         let argv: Vec<&str> = plan.argv.iter().map(String::as_str).collect();
         // Resolved again, to refuse a command whose program or files changed since stage 4.
-        let now = Plan::new(&self.workspace, &argv, plan.cwd.as_deref())?;
+        let now = Plan::new(
+            &self.workspace,
+            self.confinement.environment(),
+            &argv,
+            plan.cwd.as_deref(),
+        )?;
         now.verify(
             &self.workspace,
             plan.resolved.as_ref().ok(),
@@ -416,9 +425,11 @@ pub(crate) struct Plan {
 }
 
 impl Plan {
-    /// Resolves `argv` in `cwd` (workspace-relative, default the root).
+    /// Resolves `argv` in `cwd` (workspace-relative, default the root), to run with
+    /// `environment` (the confinement's).
     pub(crate) fn new(
         workspace: &Workspace,
+        environment: &[(String, String)],
         argv: &[&str],
         cwd: Option<&str>,
     ) -> Result<Plan, ToolError> {
@@ -429,7 +440,7 @@ impl Plan {
                 "argv is empty",
             ));
         };
-        let mut env = scrub_env(ambient_env());
+        let mut env = environment.to_vec();
         let program = resolve_program(program_name, path_of(&env), &cwd_abs)
             .map_err(|e| exec_tool_error(&e))?;
         // Every process of the call, whatever it starts: a nested `npm run` finds npm's

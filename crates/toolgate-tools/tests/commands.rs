@@ -92,7 +92,11 @@ impl ApprovalBroker for Recording {
 fn pipeline(root: &Path, broker: Arc<dyn ApprovalBroker>) -> Pipeline {
     let workspace = Arc::new(Workspace::open(root).unwrap());
     let mut builder = RegistryBuilder::new();
-    for tool in toolgate_tools::builtin(Arc::clone(&workspace), std::env::home_dir().as_deref()) {
+    for tool in toolgate_tools::builtin(
+        Arc::clone(&workspace),
+        std::env::home_dir().as_deref(),
+        std::env::vars_os(),
+    ) {
         builder
             .register(tool.descriptor, tool.entry, tool.executor)
             .unwrap();
@@ -355,7 +359,7 @@ fn corpus_in_a_secret_laden_environment() {
 }
 
 fn canonical_program(name: &str) -> String {
-    let env = toolgate_exec::scrub_env(toolgate_exec::ambient_env());
+    let env = toolgate_exec::scrub_env(toolgate_exec::utf8_env(std::env::vars_os()));
     let path = env
         .iter()
         .find(|(k, _)| k == "PATH")

@@ -126,7 +126,11 @@ fn reject_codes() -> BTreeSet<String> {
 fn builtins() -> (tempfile::TempDir, Vec<Builtin>) {
     let dir = tempfile::tempdir().unwrap();
     let workspace = Arc::new(Workspace::open(dir.path()).unwrap());
-    let tools = toolgate_tools::builtin(workspace, std::env::home_dir().as_deref());
+    let tools = toolgate_tools::builtin(
+        workspace,
+        std::env::home_dir().as_deref(),
+        std::env::vars_os(),
+    );
     (dir, tools)
 }
 

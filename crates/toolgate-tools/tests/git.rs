@@ -84,8 +84,11 @@ impl Repo {
     fn pipeline_with(&self, adjust: impl Fn(&mut ToolEntry)) -> Pipeline {
         let workspace = Arc::new(Workspace::open(&self.root()).unwrap());
         let mut builder = RegistryBuilder::new();
-        for tool in toolgate_tools::builtin(Arc::clone(&workspace), std::env::home_dir().as_deref())
-        {
+        for tool in toolgate_tools::builtin(
+            Arc::clone(&workspace),
+            std::env::home_dir().as_deref(),
+            std::env::vars_os(),
+        ) {
             let mut entry = tool.entry;
             adjust(&mut entry);
             builder
@@ -502,10 +505,14 @@ fn a_workspace_that_is_not_a_repository() {
     parent.commit_all("first");
     let dir = parent.root().join("ws");
     let workspace = Workspace::open(&dir).unwrap();
-    let tool = toolgate_tools::builtin(Arc::new(workspace), std::env::home_dir().as_deref())
-        .into_iter()
-        .find(|b| b.entry.name == "git_status")
-        .unwrap();
+    let tool = toolgate_tools::builtin(
+        Arc::new(workspace),
+        std::env::home_dir().as_deref(),
+        std::env::vars_os(),
+    )
+    .into_iter()
+    .find(|b| b.entry.name == "git_status")
+    .unwrap();
     let mut builder = RegistryBuilder::new();
     builder
         .register(tool.descriptor, tool.entry, tool.executor)

@@ -108,7 +108,11 @@ impl Fixture {
 fn pipeline(root: &Path) -> Pipeline {
     let workspace = Arc::new(Workspace::open(root).unwrap());
     let mut builder = RegistryBuilder::new();
-    for tool in toolgate_tools::builtin(Arc::clone(&workspace), std::env::home_dir().as_deref()) {
+    for tool in toolgate_tools::builtin(
+        Arc::clone(&workspace),
+        std::env::home_dir().as_deref(),
+        std::env::vars_os(),
+    ) {
         builder
             .register(tool.descriptor, tool.entry, tool.executor)
             .unwrap();

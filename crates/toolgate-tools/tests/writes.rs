@@ -73,7 +73,11 @@ fn setup_with(standing: bool) -> Setup {
     fs::write(outside.join("victim.txt"), "outside\n").unwrap();
     let workspace = Arc::new(Workspace::open(&ws).unwrap());
     let mut builder = RegistryBuilder::new();
-    for tool in toolgate_tools::builtin(Arc::clone(&workspace), std::env::home_dir().as_deref()) {
+    for tool in toolgate_tools::builtin(
+        Arc::clone(&workspace),
+        std::env::home_dir().as_deref(),
+        std::env::vars_os(),
+    ) {
         builder
             .register(tool.descriptor, tool.entry, tool.executor)
             .unwrap();

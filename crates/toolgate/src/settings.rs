@@ -372,7 +372,7 @@ impl Settings {
             policy_path.as_deref(),
             audit.path.as_deref(),
         );
-        let confinement = confinement(
+        let mut confinement = confinement(
             &origin,
             &file.sandbox,
             mode,
@@ -380,6 +380,8 @@ impl Settings {
             home.as_deref(),
             &own_files,
         )?;
+        // The environment commands start from, read once here: no library crate reads it.
+        confinement.set_environment(std::env::vars_os());
         let upstreams = upstream_specs(&origin, &file, &base, &confinement)?;
         let policy = policies(&origin, &file, policy_file)?;
         let hooks = hooks::hook_specs(&origin, &file.hooks, &base)?;

@@ -738,3 +738,78 @@ fn every_reject_code_is_issued_by_the_one_module_of_its_stage() {
         found.join("\n")
     );
 }
+
+/// What reads the process's environment. A library crate is given what it needs of it (the
+/// user's home, the variables commands start from) by the binary, which reads the environment
+/// once while it resolves its `Settings` (issue 38: one resolved configuration).
+const ENV_READS: &[&str] = &["env::var", "env::home_dir", "env::temp_dir", "env::args"];
+
+/// The environment reads of one source text, outside its comments and unit tests.
+fn env_reads(text: &str) -> Vec<(usize, &'static str)> {
+    let code = non_test_code(text);
+    let mut found = Vec::new();
+    for (n, line) in code.lines().enumerate() {
+        for read in ENV_READS {
+            if line.contains(read) {
+                found.push((n + 1, *read));
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn the_environment_check_sees_every_spelling() {
+    assert_eq!(
+        env_reads("let path = std::env::var_os(\"PATH\");"),
+        [(1, "env::var")]
+    );
+    assert_eq!(
+        env_reads("use std::env;\nlet home = env::home_dir();"),
+        [(2, "env::home_dir")]
+    );
+    assert_eq!(
+        env_reads("use std::env::vars_os;\nlet all = vars_os();"),
+        [(1, "env::var")]
+    );
+    assert_eq!(
+        env_reads("for (k, v) in std::env::vars() {}"),
+        [(1, "env::var")]
+    );
+    assert!(env_reads("// std::env::var is read by the binary\nlet v = env!(\"X\");").is_empty());
+    assert!(
+        env_reads("fn f() {}\n#[cfg(test)]\nmod tests {\n    fn t() { std::env::vars_os(); }\n}")
+            .is_empty()
+    );
+}
+
+#[test]
+fn no_library_crate_reads_the_environment() {
+    let mut found = Vec::new();
+    for entry in fs::read_dir(root().join("crates")).unwrap() {
+        let krate = entry.unwrap().path();
+        // The binary reads it, once, into its settings; every library crate is given it.
+        if krate.file_name().is_some_and(|name| name == "toolgate") || !krate.join("src").is_dir() {
+            continue;
+        }
+        let mut files = Vec::new();
+        rust_files(&krate.join("src"), &mut files);
+        for file in files {
+            // A `tests.rs` is its parent module's `#[cfg(test)] mod tests;`.
+            if file.file_name().is_some_and(|name| name == "tests.rs") {
+                continue;
+            }
+            let text = fs::read_to_string(&file).unwrap();
+            for (line, read) in env_reads(&text) {
+                let file = file.strip_prefix(root()).unwrap().display().to_string();
+                found.push(format!("{file}:{line}: {read}"));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "a library crate reads no environment: the binary gives it what it needs \
+         (crates/toolgate/src/settings.rs):\n{}",
+        found.join("\n")
+    );
+}

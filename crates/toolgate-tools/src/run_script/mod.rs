@@ -77,7 +77,7 @@ use toolgate_core::{
     Call, Classification, Descriptor, Digest, ExecContext, FieldError, RejectCode, Resource,
     ToolError, ToolOutput, TypedExecutor,
 };
-use toolgate_exec::{ambient_env, resolve_program, scrub_env};
+use toolgate_exec::resolve_program;
 use toolgate_workspace::Workspace;
 
 use crate::confine::{self, Confined, Confinement};
@@ -204,7 +204,8 @@ impl TypedExecutor for RunScript {
             return unconfinable;
         }
         let script = arguments.script.as_str();
-        let project = Project::read(&self.workspace);
+        let environment = self.confinement.environment();
+        let project = Project::read(&self.workspace, environment);
         if let Some(blocker) = &project.blocker {
             return vec![
                 FieldError::new("/script", RejectCode::ConstraintViolation, blocker.clone())
@@ -221,10 +222,11 @@ impl TypedExecutor for RunScript {
                 .with_hint(Some(project.defined())),
             ];
         };
-        let env = scrub_env(ambient_env());
         for step in &definition.steps {
             let program = step.argv.first().map_or("", String::as_str);
-            if let Err(error) = resolve_program(program, path_of(&env), self.workspace.root()) {
+            if let Err(error) =
+                resolve_program(program, path_of(environment), self.workspace.root())
+            {
                 return vec![program_field_error("/script", program, &error)];
             }
         }
@@ -232,20 +234,24 @@ impl TypedExecutor for RunScript {
     }
 
     fn plan(&self, arguments: ScriptArgs) -> (ScriptPlan, Classification) {
-        let classification =
-            match Project::read(&self.workspace).resolve(&self.workspace, &arguments.script) {
-                Ok((definition, plans)) => {
-                    let mut classification = definition.classification(&self.workspace, &plans);
-                    confine::bind(
-                        &self.confinement,
-                        &arguments.network,
-                        &arguments.may_change,
-                        &mut classification,
-                    );
-                    classification
-                }
-                Err(error) => unresolved(&error),
-            };
+        let classification = match Project::read(&self.workspace, self.confinement.environment())
+            .resolve(
+                &self.workspace,
+                self.confinement.environment(),
+                &arguments.script,
+            ) {
+            Ok((definition, plans)) => {
+                let mut classification = definition.classification(&self.workspace, &plans);
+                confine::bind(
+                    &self.confinement,
+                    &arguments.network,
+                    &arguments.may_change,
+                    &mut classification,
+                );
+                classification
+            }
+            Err(error) => unresolved(&error),
+        };
         let plan = ScriptPlan {
             script: arguments.script,
             network: arguments.network,
@@ -292,8 +298,11 @@ impl RunScript {
             }
             // Each step reads the project again and must find exactly what was approved: a
             // step that changed the files a later one reads cannot run that one unseen.
-            let (definition, mut plans) =
-                Project::read(&self.workspace).resolve(&self.workspace, script)?;
+            let (definition, mut plans) = Project::read(
+                &self.workspace,
+                self.confinement.environment(),
+            )
+            .resolve(&self.workspace, self.confinement.environment(), script)?;
             definition.verify(&self.workspace, &plans, approved)?;
             let count = plans.len();
             total = count;

@@ -5,7 +5,6 @@ use std::fmt::Write as _;
 
 use serde_json::Value;
 use toolgate_core::Digest;
-use toolgate_exec::{ambient_env, scrub_env};
 use toolgate_workspace::{RelPath, Workspace};
 
 use crate::interpreter;
@@ -39,8 +38,8 @@ pub(super) fn package_json(source: &Source) -> Parsed {
         .join("node_modules/.bin")
         .display()
         .to_string();
-    let path = path_of(&scrub_env(ambient_env()))
-        .map_or_else(|| bin.clone(), |path| format!("{bin}:{path}"));
+    let path =
+        path_of(source.environment).map_or_else(|| bin.clone(), |path| format!("{bin}:{path}"));
     let field = |key: &str| {
         value
             .get(key)

@@ -57,13 +57,17 @@ pub(super) struct Definition {
 }
 
 impl Definition {
-    fn plans(&self, workspace: &Workspace) -> Result<Vec<Plan>, ToolError> {
+    fn plans(
+        &self,
+        workspace: &Workspace,
+        environment: &[(String, String)],
+    ) -> Result<Vec<Plan>, ToolError> {
         let count = self.steps.len().max(1);
         self.steps
             .iter()
             .map(|step| {
                 let argv: Vec<&str> = step.argv.iter().map(String::as_str).collect();
-                let mut plan = Plan::new(workspace, &argv, None)?;
+                let mut plan = Plan::new(workspace, environment, &argv, None)?;
                 for name in &step.unset {
                     plan.remove_env(name);
                 }
@@ -211,6 +215,8 @@ pub(super) struct Project {
 /// What one project file's parser is given.
 pub(super) struct Source<'a> {
     pub(super) workspace: &'a Workspace,
+    /// The environment commands start from (the confinement's).
+    pub(super) environment: &'a [(String, String)],
     pub(super) file: &'static str,
     pub(super) text: &'a str,
 }
@@ -223,22 +229,28 @@ pub(super) enum Parsed {
 }
 
 impl Project {
-    pub(super) fn read(workspace: &Workspace) -> Project {
+    pub(super) fn read(workspace: &Workspace, environment: &[(String, String)]) -> Project {
         let mut project = Project::default();
         if let Some(file) = ["GNUmakefile", "makefile", "Makefile"]
             .into_iter()
             .find(|name| matches!(read(workspace, name), Ok(Some(_)) | Err(_)))
         {
-            project.add(workspace, file, makefile);
+            project.add(workspace, environment, file, makefile);
         }
-        project.add(workspace, "package.json", package_json);
-        project.add(workspace, "Cargo.toml", cargo_toml);
-        project.add(workspace, "pyproject.toml", pyproject_toml);
+        project.add(workspace, environment, "package.json", package_json);
+        project.add(workspace, environment, "Cargo.toml", cargo_toml);
+        project.add(workspace, environment, "pyproject.toml", pyproject_toml);
         project
     }
 
     /// Reads `file` and adds what `parse` finds in it.
-    fn add(&mut self, workspace: &Workspace, file: &'static str, parse: fn(&Source) -> Parsed) {
+    fn add(
+        &mut self,
+        workspace: &Workspace,
+        environment: &[(String, String)],
+        file: &'static str,
+        parse: fn(&Source) -> Parsed,
+    ) {
         let (text, digest) = match read(workspace, file) {
             Ok(Some(read)) => read,
             Ok(None) => return,
@@ -249,6 +261,7 @@ impl Project {
         };
         let source = Source {
             workspace,
+            environment,
             file,
             text: &text,
         };
@@ -285,6 +298,7 @@ impl Project {
     pub(super) fn resolve(
         self,
         workspace: &Workspace,
+        environment: &[(String, String)],
         script: &str,
     ) -> Result<(Definition, Vec<Plan>), ToolError> {
         if let Some(blocker) = self.blocker {
@@ -299,7 +313,7 @@ impl Project {
                 format!("the project no longer defines `{script}`; the call did not run"),
             )
         })?;
-        let plans = definition.plans(workspace)?;
+        let plans = definition.plans(workspace, environment)?;
         Ok((definition, plans))
     }
 

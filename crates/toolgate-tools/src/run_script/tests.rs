@@ -24,9 +24,16 @@ fn parse_in(
     let workspace = Workspace::open(dir.path()).unwrap();
     parse(&Source {
         workspace: &workspace,
+        environment: &environment(),
         file,
         text,
     })
+}
+
+/// The environment commands start from in these tests: this process's, scrubbed, as
+/// toolgate's settings give it.
+fn environment() -> Vec<(String, String)> {
+    toolgate_exec::scrub_env(toolgate_exec::utf8_env(std::env::vars_os()))
 }
 
 fn found_in(parsed: Parsed) -> Vec<Found> {
@@ -276,7 +283,7 @@ fn precedence_and_the_list_of_defined_scripts() {
     std::fs::write(dir.path().join("Makefile"), "lint:\n\techo lint\n").unwrap();
     std::fs::write(dir.path().join("pyproject.toml"), "[tool.mypy\n").unwrap();
     let workspace = Workspace::open(dir.path()).unwrap();
-    let project = Project::read(&workspace);
+    let project = Project::read(&workspace, &environment());
     let from = |script| project.find(script).map(|d| d.file);
     assert_eq!(from("lint"), Some("Makefile"));
     assert_eq!(from("test"), Some("package.json"));
@@ -293,7 +300,7 @@ fn precedence_and_the_list_of_defined_scripts() {
     assert!(project.blocker.is_none());
 
     std::fs::write(dir.path().join("Makefile"), "include extra.mk\n").unwrap();
-    let project = Project::read(&workspace);
+    let project = Project::read(&workspace, &environment());
     let blocker = project.blocker.clone().unwrap();
     assert!(
         blocker.contains("line 1") && blocker.contains("`include`"),
@@ -301,7 +308,7 @@ fn precedence_and_the_list_of_defined_scripts() {
     );
 
     let empty = tempfile::tempdir().unwrap();
-    let project = Project::read(&Workspace::open(empty.path()).unwrap());
+    let project = Project::read(&Workspace::open(empty.path()).unwrap(), &environment());
     assert!(project.find("test").is_none());
     assert!(project.defined().starts_with("no Makefile, package.json"));
 }
