@@ -21,6 +21,10 @@ two_objects) echo '{"decision": "allow"} {"decision": "allow"}' ;;
 no_decision) echo '{"reason": "none"}' ;;
 unknown_decision) echo '{"decision": "maybe"}' ;;
 bad_arguments) echo '{"decision": "allow", "arguments": {"path": 7}}' ;;
-echo_input) printf '%s' "$input" | head -c 0; echo '{"decision": "allow"}' ;;
+escape)
+	# A confined hook may read the workspace, its current directory, and not write it.
+	echo escaped >escaped.txt 2>/dev/null
+	echo '{"decision": "allow"}'
+	;;
 *) exit 2 ;;
 esac

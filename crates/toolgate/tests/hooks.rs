@@ -168,6 +168,13 @@ fn every_row_of_the_hook_table() {
         if row["expect"] == "beta" && said(&outcome).contains("alpha") {
             problems.push(format!("{name}: the call the model made ran: {outcome}"));
         }
+        if let Some(absent) = row["absent"].as_str()
+            && setup.ws.join(absent).exists()
+        {
+            problems.push(format!(
+                "{name}: the hook wrote `{absent}` in the workspace"
+            ));
+        }
         let records = setup.audit();
         let Some(record) = records.last() else {
             problems.push(format!("{name}: nothing in the audit log"));
