@@ -301,3 +301,25 @@ fn an_ask_waits_for_a_person_and_runs_once_approved() {
     let steps = client.steps();
     assert!(steps[0].to_string().contains("alpha"), "{steps:?}");
 }
+
+/// A hook on a misspelt tool would never run: toolgate refuses to start, and guesses.
+#[test]
+fn a_hook_on_an_unknown_tool_stops_toolgate_with_a_guess() {
+    let setup = Setup::new(
+        "[[hook]]\nname = \"guard\"\nevent = \"pre_call\"\ncommand = [\"/bin/true\"]\n\
+         tools = [\"read_file\", \"wirte_file\"]\n",
+    );
+    let output = setup
+        .toolgate()
+        .args(["tools", "list", "--config"])
+        .arg(&setup.config)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("hook `guard` names unknown tool `wirte_file`: did you mean `write_file`?"),
+        "{stderr}"
+    );
+    assert!(stderr.contains(":5"), "the line of `tools`: {stderr}");
+}

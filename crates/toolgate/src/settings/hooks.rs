@@ -44,6 +44,8 @@ pub struct HookSpec {
     pub args: Vec<String>,
     /// The tools it runs on; `None`: every tool.
     pub tools: Option<BTreeSet<String>>,
+    /// The line of its `tools`, for an error about a name there.
+    pub tools_line: usize,
     pub timeout: Duration,
     pub mode: HookMode,
     /// The program and every other file the command names by an absolute path, each with the
@@ -143,6 +145,10 @@ pub(super) fn hook_specs(
             program,
             args: args.to_vec(),
             tools,
+            tools_line: section
+                .tools
+                .as_ref()
+                .map_or(0, |tools| origin.line(tools.span())),
             timeout: Duration::from_millis(timeout_ms),
             mode: section.mode,
             files,

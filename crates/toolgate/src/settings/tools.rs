@@ -2,8 +2,8 @@
 //! applied, and the profiles `[profiles]` adds tools to.
 //!
 //! Every name in the file that must be a tool or a profile is checked here, at its line:
-//! `[[tool]] name`, `[profiles.NAME] tools`, `[approval] elicitation` and `[[serve.token]]
-//! profile`. The tools that exist are the builtins and the admitted upstream tools, which are
+//! `[[tool]] name`, `[profiles.NAME] tools`, `[approval] elicitation`, `[[serve.token]]
+//! profile` and `[[hook]] tools`. The tools that exist are the builtins and the admitted upstream tools, which are
 //! known from their pins before any upstream runs, so a mistake stops toolgate before an
 //! upstream process exists; the registries built later, one for each tool list the upstreams
 //! serve, hold the same names and cannot fail these checks.
@@ -106,6 +106,22 @@ impl Settings {
                     .entry(tool.clone())
                     .or_default()
                     .insert(profile.name.clone());
+            }
+        }
+        // A hook on a tool that does not exist would never run: a misspelt name is refused.
+        for hook in &self.hooks {
+            for tool in hook.tools.iter().flatten() {
+                if !all().any(|e| e.name == *tool) {
+                    return Err(self.error_at_line(
+                        hook.tools_line,
+                        format!(
+                            "hook `{}` names unknown tool `{tool}`{} known tools: {}",
+                            hook.name,
+                            guess(tool, all().map(|e| e.name.as_str())),
+                            list(&known)
+                        ),
+                    ));
+                }
             }
         }
         // As `Registry::profiles` will say.
