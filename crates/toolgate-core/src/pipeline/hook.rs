@@ -361,11 +361,18 @@ impl Pipeline {
     /// The pre_call hooks, in the order configured: a call one of them refuses stops here;
     /// changed arguments go through stages 3 and 4 again, and the next hook sees them.
     pub(super) fn pre_call(&self, classified: Classified) -> Result<Classified, Stopped> {
-        let hooks = self.hooks_for(HookEvent::PreCall, &classified.tool.entry.name);
+        let mut classified = classified;
+        let name = &classified.tool.entry.name;
+        if !self.hooks_for(HookEvent::PostCall, name).is_empty() {
+            // A hook may take its whole time to answer: the rest of the call waits on a
+            // thread that may wait.
+            classified.trace.placement = Placement::Worker;
+        }
+        let hooks = self.hooks_for(HookEvent::PreCall, name);
         if hooks.is_empty() {
             return Ok(classified);
         }
-        let mut classified = classified;
+        classified.trace.placement = Placement::Worker;
         if let Some(rejection) = self.foreign(&classified.trace) {
             let mut trace = classified.trace;
             trace.arguments = Some(classified.arguments);
@@ -980,6 +987,58 @@ mod tests {
         });
         let outcome = call(&pipeline(&echo, Arc::new(HeadlessBroker), vec![asks]));
         assert_eq!(code(&outcome), Some(RejectCode::HookFailed), "{outcome:?}");
+    }
+
+    /// A brief tool's call that a hook judges is not decided nor run where its request
+    /// arrived: a hook may take its whole time to answer.
+    #[test]
+    fn a_hooked_call_waits_on_a_worker() {
+        #[derive(Debug)]
+        struct Brief;
+        impl Executor for Brief {
+            fn execute(&self, _: &Call<'_>, _: &ExecContext) -> Result<ToolOutput, ToolError> {
+                Ok(ToolOutput::new(Value::Null))
+            }
+            fn brief(&self) -> bool {
+                true
+            }
+        }
+        let permitted = |hooks: Vec<Arc<dyn Hook>>| {
+            let mut entry = ToolEntry::new("brief", "test");
+            entry.effect = Some(EffectClass::ReadOnly);
+            let mut builder = RegistryBuilder::new();
+            builder
+                .register(
+                    Descriptor::new("brief", "t", json!({"type": "object"})),
+                    entry,
+                    Arc::new(Brief),
+                )
+                .unwrap();
+            let registry = builder.build().unwrap();
+            let mut policy = PolicyEngine::default_policy().unwrap();
+            policy.prepare(&registry).unwrap();
+            let pipeline = Pipeline::new(
+                Arc::new(registry),
+                Arc::new(policy),
+                Arc::new(HeadlessBroker),
+                WorkspaceId::new("/ws"),
+            )
+            .with_hooks(hooks);
+            let arrives = pipeline.decides_on_arrival("brief");
+            match pipeline.decide(RawCall::text("brief", "{}", Surface::Chat), None) {
+                Decided::Permitted(permitted) => (arrives, permitted.placement()),
+                Decided::Ended(outcome) => panic!("{outcome:?}"),
+            }
+        };
+        assert_eq!(permitted(Vec::new()), (true, Placement::Arrival));
+        for event in [HookEvent::PreCall, HookEvent::PostCall] {
+            let guard = hook(event, HookMode::Observe, |_| Ok(HookAnswer::allow()));
+            assert_eq!(
+                permitted(vec![guard]),
+                (false, Placement::Worker),
+                "{event:?}"
+            );
+        }
     }
 
     /// What a program writes, against the kind of failure it is, or a clean answer.

@@ -773,9 +773,10 @@ impl Pipeline {
 
     /// Whether a call of the tool named `name` may end soon or be forwarded (see
     /// [`Executor::forwards`]): then [`Pipeline::decide`] is worth running where a request
-    /// arrived.
+    /// arrived. Never while hooks are configured: a hook may take its whole time to answer,
+    /// which a request served where it arrived must not wait for.
     pub fn decides_on_arrival(&self, name: &str) -> bool {
-        self.registry.all_brief_or_forwarding(name)
+        self.hooks.is_empty() && self.registry.all_brief_or_forwarding(name)
     }
 
     /// Stages 6–8 of a call stages 1–5 permitted, with `hooks` (whose `shown` stage 2 has
