@@ -26,6 +26,32 @@ impl Pipeline {
     }
 }
 
+/// What the pre_call hooks answered, each by name.
+pub(super) fn hooked(hooks: &[HookRecord]) -> String {
+    let said: Vec<String> = hooks
+        .iter()
+        .map(|h| {
+            let answer = match (h.failure, h.decision) {
+                (Some(kind), _) => format!("failed ({kind})"),
+                (None, Some(decision)) => format!("{decision:?}").to_lowercase(),
+                (None, None) => "no decision".to_owned(),
+            };
+            let changed = if h.changed {
+                ", changed the arguments"
+            } else {
+                ""
+            };
+            let observed = if h.mode == HookMode::Observe {
+                " (observing)"
+            } else {
+                ""
+            };
+            format!("`{}`{observed}: {answer}{changed}", h.name)
+        })
+        .collect();
+    said.join("; ")
+}
+
 pub(super) fn normalized(normalized: &Normalized) -> String {
     let invocation = &normalized.invocation;
     format!(

@@ -1041,6 +1041,23 @@ mod tests {
         }
     }
 
+    /// `toolgate explain` says what each hook answered, at the hook stage.
+    #[test]
+    fn explain_reports_the_hooks_answers() {
+        let echo = Arc::new(Echo::default());
+        let guard = hook(HookEvent::PreCall, HookMode::Enforce, |_| {
+            Ok(HookAnswer {
+                decision: Some(HookDecision::Ask),
+                ..HookAnswer::default()
+            })
+        });
+        let pipeline = pipeline(&echo, Arc::new(HeadlessBroker), vec![guard]);
+        let reports = pipeline.explain(RawCall::text("echo", r#"{"path":"a"}"#, Surface::Chat));
+        let hooked = reports.iter().find(|r| r.stage == Stage::Hook).unwrap();
+        assert_eq!(hooked.detail, "`guard`: ask");
+        assert!(echo.0.lock().unwrap().is_empty(), "explain runs no tool");
+    }
+
     /// What a program writes, against the kind of failure it is, or a clean answer.
     #[test]
     fn a_programs_answer_is_one_object_with_a_known_decision() {

@@ -32,6 +32,9 @@ impl Pipeline {
         let classified = self.classify(validated);
         passed(Stage::Classify, &|| explain::classified(&classified));
         let classified = self.pre_call(classified)?;
+        if !classified.trace.hooks.is_empty() {
+            passed(Stage::Hook, &|| explain::hooked(&classified.trace.hooks));
+        }
         let permitted = self.authorize(classified)?;
         passed(Stage::Authorize, &|| explain::permitted(&permitted));
         Ok(permitted)
