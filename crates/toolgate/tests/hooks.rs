@@ -323,3 +323,28 @@ fn a_hook_on_an_unknown_tool_stops_toolgate_with_a_guess() {
     );
     assert!(stderr.contains(":5"), "the line of `tools`: {stderr}");
 }
+
+/// A hook's deny reaches the model over MCP with its reason, as a refusal at the hook stage.
+#[test]
+fn a_deny_reaches_the_model_with_its_reason() {
+    let home = home::fresh();
+    let ws = home.join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    std::fs::write(ws.join("a.txt"), "alpha\n").unwrap();
+    let script = root().join("tests/hooks/answer.sh");
+    let config = format!(
+        "[[hook]]\nname = \"guard\"\nevent = \"pre_call\"\ncommand = [\"/bin/sh\", \"{}\", \"deny\"]\n",
+        script.display()
+    );
+    let served = support::served::Served::start(&ws, &config);
+    let client = served.client(json!([
+        {"op": "call", "tool": "read_file", "arguments": {"path": "a.txt"}}
+    ]));
+    let step = &client.steps()[0];
+    let rejection = &step["structured"]["rejection"];
+    assert_eq!(rejection["code"], "hook_denied", "{step}");
+    assert_eq!(rejection["stage"], "hook", "{step}");
+    let text = step.to_string();
+    assert!(text.contains("writes wait for the release"), "{text}");
+    assert!(!text.contains("alpha"), "{text}");
+}
