@@ -49,6 +49,10 @@ impl Pipeline {
             request.policies.clone_from(&trace.policies);
             request.call_id.clone_from(&trace.call_id);
             request.digest = request.digest.with_hooks(&trace.hooks_bound);
+            if trace.hook_asks {
+                // A hook asked about this call: a person answers for it, not for the tool.
+                request.scope_allowed = GrantScope::Once;
+            }
             request.cancel = cancel;
             match self.obtain_grant(request, &tool, awaiting) {
                 Ok(grant) => {

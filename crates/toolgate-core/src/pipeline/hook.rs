@@ -1041,6 +1041,66 @@ mod tests {
         }
     }
 
+    /// Remembers the scope each request could be granted for, and allows it for the workspace
+    /// when it may.
+    #[derive(Debug, Default)]
+    struct Scopes(Mutex<Vec<GrantScope>>);
+
+    impl ApprovalBroker for Scopes {
+        fn ask(&self, request: &ApprovalRequest) -> ApprovalDecision {
+            self.0.lock().unwrap().push(request.scope_allowed);
+            match request.scope_allowed {
+                GrantScope::WorkspaceAction => ApprovalDecision::AllowWorkspace,
+                GrantScope::Once => ApprovalDecision::AllowOnce,
+            }
+        }
+    }
+
+    /// A call a hook asked about is approved once, never for the workspace: the next call
+    /// the hook asks about asks the person again.
+    #[test]
+    fn a_hooks_ask_is_answered_for_the_call_only() {
+        let scopes = |hooks: Vec<Arc<dyn Hook>>| {
+            let echo = Arc::new(Echo::default());
+            let mut entry = ToolEntry::new("echo", "test");
+            entry.effect = Some(EffectClass::LocalWrite);
+            let mut builder = RegistryBuilder::new();
+            let executor: Arc<dyn Executor> = echo.clone();
+            builder
+                .register(
+                    Descriptor::new("echo", "t", json!({"type": "object"})),
+                    entry,
+                    executor,
+                )
+                .unwrap();
+            let registry = builder.build().unwrap();
+            let mut policy = PolicyEngine::default_policy().unwrap();
+            policy.prepare(&registry).unwrap();
+            let broker = Arc::new(Scopes::default());
+            let pipeline = Pipeline::new(
+                Arc::new(registry),
+                Arc::new(policy),
+                broker.clone(),
+                WorkspaceId::new("/ws"),
+            )
+            .with_hooks(hooks);
+            for _ in 0..2 {
+                let outcome = pipeline.run(RawCall::text("echo", "{}", Surface::Chat));
+                assert_eq!(outcome.status(), Status::Completed, "{outcome:?}");
+            }
+            let asked = broker.0.lock().unwrap().clone();
+            asked
+        };
+        assert_eq!(scopes(Vec::new()), [GrantScope::WorkspaceAction]);
+        let asks = hook(HookEvent::PreCall, HookMode::Enforce, |_| {
+            Ok(HookAnswer {
+                decision: Some(HookDecision::Ask),
+                ..HookAnswer::default()
+            })
+        });
+        assert_eq!(scopes(vec![asks]), [GrantScope::Once, GrantScope::Once]);
+    }
+
     /// `toolgate explain` says what each hook answered, at the hook stage.
     #[test]
     fn explain_reports_the_hooks_answers() {
