@@ -1088,8 +1088,7 @@ mod tests {
                 let outcome = pipeline.run(RawCall::text("echo", "{}", Surface::Chat));
                 assert_eq!(outcome.status(), Status::Completed, "{outcome:?}");
             }
-            let asked = broker.0.lock().unwrap().clone();
-            asked
+            broker.0.lock().unwrap().clone()
         };
         assert_eq!(scopes(Vec::new()), [GrantScope::WorkspaceAction]);
         let asks = hook(HookEvent::PreCall, HookMode::Enforce, |_| {
