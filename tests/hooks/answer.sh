@@ -9,6 +9,7 @@ allow) echo '{"decision": "allow"}' ;;
 deny) echo '{"decision": "deny", "reason": "writes wait for the release"}' ;;
 ask) echo '{"decision": "ask"}' ;;
 rewrite) echo '{"decision": "allow", "arguments": {"path": "b.txt"}}' ;;
+replace) echo '{"decision": "allow", "output": "[replaced by guard]"}' ;;
 withhold) echo '{"decision": "deny", "reason": "the output names a secret"}' ;;
 crash) kill -SEGV $$ ;;
 exit_1_valid) echo '{"decision": "allow"}'; exit 1 ;;
