@@ -11,8 +11,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 use toolgate_core::{
-    ApprovalBroker, GrantLedger, GrantTimes, Hook, PolicyEngine, Recorder, Registry,
-    Sensitivity, WorkspaceId,
+    ApprovalBroker, GrantLedger, GrantTimes, Hook, PolicyEngine, Recorder, Registry, Sensitivity,
+    WorkspaceId,
 };
 use toolgate_upstream::{UpstreamTools, Upstreams};
 use toolgate_workspace::Workspace;
