@@ -58,11 +58,18 @@ pub struct ScriptedModel {
 
 impl ScriptedModel {
     pub fn start(dir: &Path, script: &Value) -> ScriptedModel {
+        ScriptedModel::serving("tests/clients/scripted_model.py", dir, script)
+    }
+
+    /// `program` (a stand-in for another model API, such as
+    /// `tests/clients/scripted_responses.py`), which takes the same arguments and logs the
+    /// same way, serving `script`.
+    pub fn serving(program: &str, dir: &Path, script: &Value) -> ScriptedModel {
         let script_path = dir.join("script.json");
         fs::write(&script_path, script.to_string()).unwrap();
         let log = dir.join("requests.jsonl");
         let mut child = Command::new(python())
-            .arg(root().join("tests/clients/scripted_model.py"))
+            .arg(root().join(program))
             .arg(&script_path)
             .arg(&log)
             .stdin(Stdio::null())
@@ -76,7 +83,7 @@ impl ScriptedModel {
         let port = line
             .trim()
             .strip_prefix("port ")
-            .unwrap_or_else(|| panic!("scripted_model.py did not start: {line:?}"))
+            .unwrap_or_else(|| panic!("{program} did not start: {line:?}"))
             .parse()
             .unwrap();
         ScriptedModel { child, port, log }

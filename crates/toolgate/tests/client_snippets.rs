@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use support::claude::{ScriptedModel, claude_bin, offered};
-use support::clients::{python, root, test_dep, toolgate_bin};
+use support::clients::{root, test_dep, toolgate_bin};
 use support::fixture::Fixture;
 use support::home;
 
@@ -331,60 +331,6 @@ fn codex_bin() -> std::path::PathBuf {
     bin
 }
 
-/// `tests/clients/scripted_responses.py` serving a script in the Responses API's place, and
-/// the requests it has received.
-struct ScriptedResponses {
-    child: Child,
-    port: u16,
-    log: std::path::PathBuf,
-}
-
-impl ScriptedResponses {
-    fn start(dir: &Path, script: &Value) -> ScriptedResponses {
-        use std::io::BufRead;
-        let script_path = dir.join("responses-script.json");
-        fs::write(&script_path, script.to_string()).unwrap();
-        let log = dir.join("responses.jsonl");
-        let mut child = Command::new(python())
-            .arg(root().join("tests/clients/scripted_responses.py"))
-            .arg(&script_path)
-            .arg(&log)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        std::io::BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let port = line
-            .trim()
-            .strip_prefix("port ")
-            .unwrap_or_else(|| panic!("scripted_responses.py did not start: {line:?}"))
-            .parse()
-            .unwrap();
-        ScriptedResponses { child, port, log }
-    }
-
-    /// The bodies of the requests to `/v1/responses`, in order.
-    fn requests(&self) -> Vec<Value> {
-        fs::read_to_string(&self.log)
-            .unwrap_or_default()
-            .lines()
-            .map(|line| serde_json::from_str::<Value>(line).unwrap())
-            .filter(|r| r["method"] == "POST" && r["path"] == "/v1/responses")
-            .map(|r| r["body"].clone())
-            .collect()
-    }
-}
-
-impl Drop for ScriptedResponses {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 /// The Codex blocks pasted as written into one `config.toml` (the page's paths and port made
 /// this test's), beside a model provider that is the scripted Responses API: Codex accepts the
 /// file with `--strict-config`, offers the model each entry's tools under the entry's name, and
@@ -412,7 +358,12 @@ fn codex_accepts_the_blocks_and_calls_toolgate_through_each_entry() {
         })
         .chain([json!({"text": "Done."})])
         .collect();
-    let model = ScriptedResponses::start(place.dir.path(), &json!({ "turns": turns }));
+    // The Responses API's stand-in.
+    let model = ScriptedModel::serving(
+        "tests/clients/scripted_responses.py",
+        place.dir.path(),
+        &json!({ "turns": turns }),
+    );
 
     let blocks = blocks(&section("Codex CLI"), "toml")
         .join("\n")
@@ -457,7 +408,12 @@ fn codex_accepts_the_blocks_and_calls_toolgate_through_each_entry() {
         String::from_utf8_lossy(&output.stderr)
     );
 
-    let requests = model.requests();
+    let requests: Vec<Value> = model
+        .requests()
+        .into_iter()
+        .filter(|r| r["method"] == "POST" && r["path"] == "/v1/responses")
+        .map(|r| r["body"].clone())
+        .collect();
     let first = requests.first().expect("codex sent the model nothing");
     for name in names {
         let namespace = first["tools"]
