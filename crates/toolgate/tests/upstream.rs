@@ -733,6 +733,23 @@ fn cpu_ticks(pid: u32) -> u64 {
     fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
 }
 
+/// The clock ticks `pid` spends in a window of 1.5 s, once it has gone quiet (at most one
+/// tick in 300 ms) or `settle` has passed: a process that keeps working never goes quiet, and
+/// its window shows it.
+fn spent_in_a_quiet_window(pid: u32, settle: Duration) -> (u64, Duration) {
+    let settle_by = Instant::now() + settle;
+    loop {
+        let ticks = cpu_ticks(pid);
+        std::thread::sleep(Duration::from_millis(300));
+        if cpu_ticks(pid) - ticks <= 1 || Instant::now() > settle_by {
+            break;
+        }
+    }
+    let (ticks, started) = (cpu_ticks(pid), Instant::now());
+    std::thread::sleep(Duration::from_millis(1500));
+    (cpu_ticks(pid) - ticks, started.elapsed())
+}
+
 /// Read-only calls forwarded to an upstream hold no thread while they wait for its answer,
 /// and when it stops reading its input, the calls waiting to be written wait without
 /// running: they are woken when the writer thread makes room, when cancelled, or at their
@@ -802,18 +819,7 @@ fn forwarded_calls_that_wait_hold_no_thread_and_spend_no_cpu() {
     // Reading and queueing 12 MB of calls takes a while on a busy machine (other tests run
     // beside this one); then the gateway must go quiet. One that keeps working on waiting
     // calls never does, and the window below fails it.
-    let settle_by = Instant::now() + Duration::from_secs(15);
-    loop {
-        let ticks = cpu_ticks(pid);
-        std::thread::sleep(Duration::from_millis(300));
-        if cpu_ticks(pid) - ticks <= 1 || Instant::now() > settle_by {
-            break;
-        }
-    }
-    let (ticks, started) = (cpu_ticks(pid), Instant::now());
-    std::thread::sleep(Duration::from_millis(1500));
-    let spent = cpu_ticks(pid) - ticks;
-    let window = started.elapsed();
+    let (spent, window) = spent_in_a_quiet_window(pid, Duration::from_secs(15));
     // Clock ticks are hundredths of a second: at most a twentieth of the window.
     assert!(
         spent <= 8,
@@ -877,18 +883,7 @@ fn calls_to_a_url_upstream_that_wait_hold_no_thread_and_spend_no_cpu() {
         "{hanging} calls waiting took {} threads more",
         waiting - before
     );
-    let settle_by = Instant::now() + Duration::from_secs(3);
-    loop {
-        let ticks = cpu_ticks(pid);
-        std::thread::sleep(Duration::from_millis(300));
-        if cpu_ticks(pid) - ticks <= 1 || Instant::now() > settle_by {
-            break;
-        }
-    }
-    let (ticks, started) = (cpu_ticks(pid), Instant::now());
-    std::thread::sleep(Duration::from_millis(1500));
-    let spent = cpu_ticks(pid) - ticks;
-    let window = started.elapsed();
+    let (spent, window) = spent_in_a_quiet_window(pid, Duration::from_secs(3));
     // Clock ticks are hundredths of a second: at most a twentieth of the window.
     assert!(
         spent <= 8,
