@@ -81,7 +81,20 @@ pub struct Confinement {
     pins: Arc<PinnedResolver>,
     /// The variables commands start from: the user's environment as toolgate read it once,
     /// scrubbed. Empty unless given ([`Confinement::set_environment`]).
-    environment: Arc<[(String, String)]>,
+    environment: Environment,
+}
+
+/// Variables and their values, shown by name only: a value may be a secret of anyone's, and
+/// settings are printed in errors and logs.
+#[derive(Clone)]
+struct Environment(Arc<[(String, String)]>);
+
+impl std::fmt::Debug for Environment {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list()
+            .entries(self.0.iter().map(|(name, _)| name))
+            .finish()
+    }
 }
 
 impl Confinement {
@@ -115,7 +128,7 @@ impl Confinement {
             unconfined_network: false,
             unix_sockets: UnixSockets::PairsOnly,
             pins: Arc::default(),
-            environment: Arc::new([]),
+            environment: Environment(Arc::new([])),
         }
     }
 
@@ -211,12 +224,13 @@ impl Confinement {
     /// `std::env::vars_os` gives it, which the caller reads once) that
     /// [`toolgate_exec::scrub_env`] lets pass.
     pub fn set_environment(&mut self, ambient: impl IntoIterator<Item = (OsString, OsString)>) {
-        self.environment = toolgate_exec::scrub_env(toolgate_exec::utf8_env(ambient)).into();
+        self.environment =
+            Environment(toolgate_exec::scrub_env(toolgate_exec::utf8_env(ambient)).into());
     }
 
     /// The variables commands start from, sorted by name.
     pub fn environment(&self) -> &[(String, String)] {
-        &self.environment
+        &self.environment.0
     }
 
     /// The sandbox, unless the operator turned it off.
@@ -481,6 +495,24 @@ impl Confined {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Settings holding a confinement are printed in errors and logs: the variables commands
+    /// start from show there by name, never by value.
+    #[test]
+    fn the_environment_shows_by_name_only() {
+        let mut confinement = Confinement::dangerous_unconfined();
+        confinement.set_environment([
+            ("PATH".into(), "/opt/path-value-0451/bin".into()),
+            ("LANG".into(), "lang-value-0451".into()),
+        ]);
+        assert_eq!(confinement.environment().len(), 2, "both kept");
+        let shown = format!("{confinement:?}");
+        assert!(
+            shown.contains("\"PATH\"") && shown.contains("\"LANG\""),
+            "{shown}"
+        );
+        assert!(!shown.contains("value-0451"), "{shown}");
+    }
 
     #[test]
     fn a_childs_temporary_directory_is_its_tmpdir_until_it_stops() {
