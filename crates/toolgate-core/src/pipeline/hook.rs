@@ -361,9 +361,16 @@ impl Pipeline {
     /// The pre_call hooks, in the order configured: a call one of them refuses stops here;
     /// changed arguments go through stages 3 and 4 again, and the next hook sees them.
     pub(super) fn pre_call(&self, classified: Classified) -> Result<Classified, Stopped> {
+        if self.hooks.is_empty() {
+            return Ok(classified);
+        }
         let mut classified = classified;
         let name = &classified.tool.entry.name;
-        if !self.hooks_for(HookEvent::PostCall, name).is_empty() {
+        if self
+            .hooks
+            .iter()
+            .any(|h| h.event() == HookEvent::PostCall && h.applies_to(name))
+        {
             // A hook may take its whole time to answer: the rest of the call waits on a
             // thread that may wait.
             classified.trace.placement = Placement::Worker;

@@ -19,8 +19,10 @@ use std::time::Instant;
 
 impl Pipeline {
     /// Stage 1.
-    pub fn normalize(&self, raw: RawCall) -> Result<Normalized, Stopped> {
+    pub fn normalize(&self, mut raw: RawCall) -> Result<Normalized, Stopped> {
         let started = Instant::now();
+        // Cut once, for the evidence and the invocation alike.
+        let client = raw.client.take().map(crate::invocation::bounded_claim);
         let mut trace = Box::new(Trace {
             pipeline: self.id,
             started,
@@ -28,7 +30,7 @@ impl Pipeline {
             tool: crate::invocation::escape(&raw.tool),
             call_id: new_call_id(),
             request_id: raw.request_id.clone(),
-            client: raw.client.clone().map(crate::invocation::bounded_claim),
+            client,
             surface: raw.surface,
             actor: crate::invocation::escape(&raw.actor),
             profile: crate::invocation::escape(&raw.profile),
@@ -48,8 +50,9 @@ impl Pipeline {
         let result = normalize(raw, &self.bounds);
         trace.record(Stage::Normalize, started);
         match result {
-            Ok(invocation) => {
+            Ok(mut invocation) => {
                 trace.tool.clone_from(&invocation.tool);
+                invocation.client.clone_from(&trace.client);
                 Ok(Normalized { invocation, trace })
             }
             Err(rejection) => Err(Stopped { rejection, trace }),
