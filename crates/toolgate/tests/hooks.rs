@@ -275,20 +275,25 @@ fn a_program_changed_after_loading_fails_its_hook() {
     server.wait().unwrap();
 }
 
-/// A hook's `ask` makes a read that needs nobody wait for a person: it runs once approved in
-/// the console, and the request the person saw is the call the hook judged.
-#[test]
-fn an_ask_waits_for_a_person_and_runs_once_approved() {
-    let home = home::fresh();
-    let ws = home.join("ws");
+/// `toolgate serve` over a workspace holding `a.txt` (`alpha`), in a home of its own, with one
+/// pre_call hook, `tests/hooks/answer.sh`, answering `decision`.
+fn served_with_a_pre_call_hook(decision: &str) -> support::served::Served {
+    let ws = home::fresh().join("ws");
     std::fs::create_dir_all(&ws).unwrap();
     std::fs::write(ws.join("a.txt"), "alpha\n").unwrap();
     let script = root().join("tests/hooks/answer.sh");
     let config = format!(
-        "[[hook]]\nname = \"guard\"\nevent = \"pre_call\"\ncommand = [\"/bin/sh\", \"{}\", \"ask\"]\n",
+        "[[hook]]\nname = \"guard\"\nevent = \"pre_call\"\ncommand = [\"/bin/sh\", \"{}\", \"{decision}\"]\n",
         script.display()
     );
-    let served = support::served::Served::start(&ws, &config);
+    support::served::Served::start(&ws, &config)
+}
+
+/// A hook's `ask` makes a read that needs nobody wait for a person: it runs once approved in
+/// the console, and the request the person saw is the call the hook judged.
+#[test]
+fn an_ask_waits_for_a_person_and_runs_once_approved() {
+    let served = served_with_a_pre_call_hook("ask");
     let client = served.client(json!([
         {"op": "call", "tool": "read_file", "arguments": {"path": "a.txt"}}
     ]));
@@ -326,16 +331,7 @@ fn a_hook_on_an_unknown_tool_stops_toolgate_with_a_guess() {
 /// A hook's deny reaches the model over MCP with its reason, as a refusal at the hook stage.
 #[test]
 fn a_deny_reaches_the_model_with_its_reason() {
-    let home = home::fresh();
-    let ws = home.join("ws");
-    std::fs::create_dir_all(&ws).unwrap();
-    std::fs::write(ws.join("a.txt"), "alpha\n").unwrap();
-    let script = root().join("tests/hooks/answer.sh");
-    let config = format!(
-        "[[hook]]\nname = \"guard\"\nevent = \"pre_call\"\ncommand = [\"/bin/sh\", \"{}\", \"deny\"]\n",
-        script.display()
-    );
-    let served = support::served::Served::start(&ws, &config);
+    let served = served_with_a_pre_call_hook("deny");
     let client = served.client(json!([
         {"op": "call", "tool": "read_file", "arguments": {"path": "a.txt"}}
     ]));
