@@ -20,6 +20,7 @@
 use std::collections::{HashMap, HashSet};
 use std::io::{BufRead, BufReader, BufWriter, Read, Write};
 use std::os::fd::AsFd as _;
+use std::os::unix::fs::FileTypeExt as _;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -103,9 +104,18 @@ pub async fn serve_stdio(
 }
 
 /// Standard input and output as non-blocking pipes, if that is what they are.
+///
+/// Both are checked before either is made non-blocking: standard input left non-blocking for
+/// the threads' blocking reads (when only standard output is not a pipe, a log file say)
+/// would read as closed at once, and the server would end before the client spoke.
 fn stdio_pipes() -> std::io::Result<(pipe::Receiver, pipe::Sender)> {
     let input = std::fs::File::from(std::io::stdin().as_fd().try_clone_to_owned()?);
     let output = std::fs::File::from(std::io::stdout().as_fd().try_clone_to_owned()?);
+    for file in [&input, &output] {
+        if !file.metadata()?.file_type().is_fifo() {
+            return Err(std::io::Error::other("not a pipe"));
+        }
+    }
     Ok((
         pipe::Receiver::from_file(input)?,
         pipe::Sender::from_file(output)?,
@@ -471,6 +481,7 @@ fn read_lines<R: BufRead>(mut input: R, max: usize, lines: &mpsc::Sender<Inbound
     let mut splitter = LineSplitter::new(max);
     loop {
         let (used, line) = match input.fill_buf() {
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
             Ok([]) | Err(_) => return,
             Ok(available) => splitter.take(available),
         };

@@ -192,6 +192,46 @@ fn sdk_over_stdio_lists_and_calls_every_builtin() {
     );
 }
 
+/// A client that logs the server's answers to a file (standard output not a pipe) while it
+/// writes requests down a pipe is served: the server waits for it rather than ending.
+#[test]
+fn a_server_whose_output_is_a_file_waits_for_its_client() {
+    let fx = Fixture::new();
+    let answers = fx.dir.path().join("answers.jsonl");
+    let mut child = home::toolgate()
+        .args(["serve", "--no-console", "--workspace"])
+        .arg(fx.workspace())
+        .stdin(Stdio::piped())
+        .stdout(fs::File::create(&answers).unwrap())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "the server ended before its client spoke"
+    );
+    let mut input = child.stdin.take().unwrap();
+    for message in [
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "logger", "version": "1"}}}),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}),
+    ] {
+        writeln!(input, "{message}").unwrap();
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !fs::read_to_string(&answers).unwrap().contains("\"id\":2") {
+        assert!(Instant::now() < deadline, "no answer to tools/list");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    drop(input);
+    assert!(child.wait().unwrap().success());
+    let listed = fs::read_to_string(&answers).unwrap();
+    assert!(listed.contains("\"read_file\""), "{listed}");
+}
+
 #[test]
 fn readonly_sessions_see_and_call_only_read_only_tools() {
     let fx = Fixture::new();
