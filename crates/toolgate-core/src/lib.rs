@@ -92,7 +92,7 @@ pub use pipeline::{
 };
 pub use policy::{
     NETWORK_NONE, NETWORK_PREFIX, NETWORK_UNCONFINED, NetworkRequest, PolicyContext,
-    PolicyDecision, PolicyEngine, PolicyError,
+    PolicyDecision, PolicyEngine, PolicyError, Withheld,
 };
 pub use record::{RecordError, Recorder};
 pub use registry::{

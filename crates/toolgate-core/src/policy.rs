@@ -209,6 +209,16 @@ impl PolicyError {
     }
 }
 
+/// A policy of a narrowing source that was not loaded, and why (see
+/// [`PolicyEngine::from_sources_narrowed`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Withheld {
+    pub file: String,
+    pub line: usize,
+    pub column: usize,
+    pub why: String,
+}
+
 /// The Cedar schema of what toolgate gives a policy: the `Actor` principal, the two actions,
 /// the `Tool` resource and the context of a call. Every policy is validated against it in
 /// strict mode when it is loaded, so a policy that reads an attribute a call does not have,
@@ -381,11 +391,27 @@ impl PolicyEngine {
     /// how an operator narrows or lifts one default rule (`sensitive-dotenv`, say) without
     /// turning the whole default policy off. Within one source an `@id` may appear only once.
     pub fn from_sources(sources: &[(&str, &str)]) -> Result<Self, PolicyError> {
+        PolicyEngine::from_sources_narrowed(sources, &[]).map(|(engine, _)| engine)
+    }
+
+    /// As [`PolicyEngine::from_sources`], then the policies of `narrowing` that can only
+    /// narrow what `sources` decide: each `forbid` whose `@id` no earlier policy has. A
+    /// `permit` (it may allow what nothing else does) and a policy that would replace an
+    /// earlier one by its `@id` (it may lift a `forbid`) are not loaded; they are returned,
+    /// each with its place and why, for the person to see. A `narrowing` source that does not
+    /// parse or fit the schema is an error, as any source's is.
+    pub fn from_sources_narrowed(
+        sources: &[(&str, &str)],
+        narrowing: &[(&str, &str)],
+    ) -> Result<(Self, Vec<Withheld>), PolicyError> {
         let validator = validator()?;
         // (policy, its name, the index of its source)
         let mut loaded: Vec<(Policy, String, usize)> = Vec::new();
         let mut places = HashMap::new();
-        for (index, (file, text)) in sources.iter().enumerate() {
+        let mut withheld = Vec::new();
+        let all_sources = sources.iter().map(|s| (s, false));
+        let all_sources = all_sources.chain(narrowing.iter().map(|s| (s, true)));
+        for (index, ((file, text), narrows_only)) in all_sources.enumerate() {
             let set = PolicySet::from_str(text).map_err(|e| parse_error(file, text, &e))?;
             let starts = source_starts(text, &set);
             let at = |id: &PolicyId| line_column(text, starts.get(id).copied().unwrap_or(0));
@@ -404,6 +430,27 @@ impl PolicyEngine {
             for (n, policy) in policies.into_iter().enumerate() {
                 let (line, column) = at(policy.id());
                 let id = policy.annotation("id").map(str::to_owned);
+                if narrows_only {
+                    let replaces = id
+                        .as_ref()
+                        .filter(|id| loaded.iter().any(|(_, name, _)| name == *id));
+                    let why = match (policy.effect(), replaces) {
+                        (cedar_policy::Effect::Permit, _) => {
+                            Some("a `permit` can widen what is allowed".to_owned())
+                        }
+                        (_, Some(id)) => Some(format!("it would replace the policy `{id}`")),
+                        _ => None,
+                    };
+                    if let Some(why) = why {
+                        withheld.push(Withheld {
+                            file: (*file).to_owned(),
+                            line,
+                            column,
+                            why,
+                        });
+                        continue;
+                    }
+                }
                 if let Some(id) = &id {
                     if !ids_here.insert(id.clone()) {
                         return Err(PolicyError::DuplicateId {
@@ -439,7 +486,7 @@ impl PolicyEngine {
         let kept: HashSet<&PolicyId> = all.iter().map(Policy::id).collect();
         places.retain(|id, _| kept.contains(id));
         let dependence = all.iter().map(Dependence::of).collect();
-        Ok(PolicyEngine {
+        let engine = PolicyEngine {
             all,
             dependence,
             names,
@@ -449,7 +496,8 @@ impl PolicyEngine {
             actor_type: entity_type("Actor"),
             slices: HashMap::new(),
             authorizer: Authorizer::new(),
-        })
+        };
+        Ok((engine, withheld))
     }
 
     /// Why the policy named `name` exists, from its `@reason` annotation.
@@ -1173,6 +1221,37 @@ mod tests {
         assert_eq!(
             error.to_string(),
             "ops.cedar:3:13: policy id `a` is used twice"
+        );
+    }
+
+    #[test]
+    fn a_narrowing_source_adds_only_forbids_that_replace_nothing() {
+        let project = r#"
+            @id("no-fetch") forbid (principal, action, resource == Tool::"fetcher");
+            @id("wide") permit (principal, action, resource);
+            @id("sensitive-dotenv") forbid (principal, action, resource == Tool::"nothing");
+            forbid (principal, action == Action::"call_unattended", resource);
+        "#;
+        let (engine, withheld) = PolicyEngine::from_sources_narrowed(
+            &[("default", DEFAULT_POLICY)],
+            &[(".toolgate/p.cedar", project)],
+        )
+        .unwrap();
+        assert_eq!(engine.len(), 18 + 2);
+        let why: Vec<(usize, &str)> = withheld.iter().map(|w| (w.line, w.why.as_str())).collect();
+        assert_eq!(
+            why,
+            [
+                (3, "a `permit` can widen what is allowed"),
+                (4, "it would replace the policy `sensitive-dotenv`"),
+            ]
+        );
+        // The default rule it tried to lift is still the default's.
+        assert_eq!(
+            engine.reason("sensitive-dotenv"),
+            PolicyEngine::default_policy()
+                .unwrap()
+                .reason("sensitive-dotenv")
         );
     }
 
