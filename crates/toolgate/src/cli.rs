@@ -40,11 +40,18 @@ pub enum Command {
     /// Print a fresh single-use login link to the approval console of the running
     /// `toolgate serve` for a workspace.
     Console(ConsoleArgs),
-    /// Check the configuration and policy files, then print what they register.
+    /// Check the configuration and policy files, then print what they register, and what of
+    /// the workspace's `.toolgate/` configuration applies and what waits for trust.
     Check {
         #[command(flatten)]
         config: ConfigArgs,
+        /// The workspace whose `.toolgate/` configuration is checked.
+        #[arg(long, value_name = "DIR", default_value = ".")]
+        workspace: PathBuf,
     },
+    /// Trust the workspace's `.toolgate/` configuration as it stands, after showing what it
+    /// would widen; asks at a terminal. Any change to its files makes it pending again.
+    Trust(TrustArgs),
     /// What this machine can confine, and how the configuration confines commands.
     Sandbox {
         #[command(subcommand)]
@@ -191,6 +198,22 @@ pub enum ToolsCommand {
         #[command(flatten)]
         config: ConfigArgs,
     },
+}
+
+/// `trust`: a workspace's project configuration, trusted, revoked or listed.
+#[derive(Debug, Args)]
+pub struct TrustArgs {
+    /// The workspace whose `.toolgate/` configuration is trusted.
+    #[arg(long, value_name = "DIR", default_value = ".")]
+    pub workspace: PathBuf,
+    /// Remove the trust given to the workspace's configuration.
+    #[arg(long, conflicts_with = "list")]
+    pub revoke: bool,
+    /// List the trusted workspaces, and whether each still is as trusted.
+    #[arg(long)]
+    pub list: bool,
+    #[command(flatten)]
+    pub config: ConfigArgs,
 }
 
 #[derive(Debug, Args)]

@@ -63,7 +63,8 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
         } => upstream::pin(config.config.as_deref(), &name, digest.as_deref()),
         Command::Serve(args) => serve::serve(&args),
         Command::Console(args) => console::open(&args),
-        Command::Check { config } => check(config.config.as_deref()),
+        Command::Check { config, workspace } => check(config.config.as_deref(), &workspace),
+        Command::Trust(args) => crate::trust::command(&args),
         Command::Audit { command } => audit::run(&command),
         Command::Sandbox {
             command: cli::SandboxCommand::Check { json, config },
@@ -108,7 +109,10 @@ fn call(CallArgs { call: args, ask }: &CallArgs) -> anyhow::Result<u8> {
     // The outcome is redacted: the rules load while the call is set up and runs.
     std::thread::spawn(toolgate_core::redact::prepare);
     let workspace = open_workspace(&args.workspace)?;
-    let settings = Arc::new(Settings::load(args.config.config.as_deref())?);
+    let settings = Arc::new(Settings::load_for(
+        args.config.config.as_deref(),
+        workspace.root(),
+    )?);
     let gate =
         Gate::running(settings, Arc::clone(&workspace))?.with_audit_log(audit::Appending::Once)?;
     let prompt = if *ask {
@@ -128,7 +132,10 @@ fn call(CallArgs { call: args, ask }: &CallArgs) -> anyhow::Result<u8> {
 
 fn explain(args: &ProposedCall) -> anyhow::Result<u8> {
     let workspace = open_workspace(&args.workspace)?;
-    let settings = Arc::new(Settings::load(args.config.config.as_deref())?);
+    let settings = Arc::new(Settings::load_for(
+        args.config.config.as_deref(),
+        workspace.root(),
+    )?);
     let gate = Gate::running(settings, Arc::clone(&workspace))?;
     // Explaining never asks anyone: the headless broker is never consulted by `explain`.
     let pipeline = gate.pipeline(&workspace, Arc::new(toolgate_core::HeadlessBroker));
@@ -156,8 +163,14 @@ fn explain(args: &ProposedCall) -> anyhow::Result<u8> {
 /// The registry as configured, over the current directory. Listing starts nothing: no
 /// upstream, no command.
 fn registry_for_listing(config: Option<&Path>) -> anyhow::Result<Gate> {
-    let workspace = open_workspace(Path::new("."))?;
-    let settings = Arc::new(Settings::load(config)?);
+    registry_of(config, Path::new("."))
+}
+
+/// The registry as configured over `workspace`, its project configuration applied as far as
+/// it is trusted. Starts nothing.
+fn registry_of(config: Option<&Path>, workspace: &Path) -> anyhow::Result<Gate> {
+    let workspace = open_workspace(workspace)?;
+    let settings = Arc::new(Settings::load_for(config, workspace.root())?);
     Ok(Gate::configured(settings, workspace)?)
 }
 
@@ -325,9 +338,12 @@ fn summary_lines(head: &str, description: &str, width: Option<usize>) -> String 
     text
 }
 
-fn check(config: Option<&Path>) -> anyhow::Result<u8> {
-    let gate = registry_for_listing(config)?;
+fn check(config: Option<&Path>, workspace: &Path) -> anyhow::Result<u8> {
+    let gate = registry_of(config, workspace)?;
     outln!("configuration: {}", gate.settings.display_path());
+    if let Some(project) = &gate.settings.project {
+        crate::trust::print_project(project);
+    }
     outln!("policies: {} loaded", gate.policy.len());
     for profile in gate.registry.profiles() {
         let names: Vec<&str> = gate

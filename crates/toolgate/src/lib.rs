@@ -24,6 +24,7 @@ mod sandbox;
 mod serve;
 pub mod settings;
 pub mod terminal;
+pub mod trust;
 mod upstream;
 
 pub use commands::{EXIT_COMPLETED, EXIT_FAILED, EXIT_REJECTED, EXIT_USAGE, run};

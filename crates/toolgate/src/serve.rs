@@ -93,7 +93,17 @@ impl TreeObserver for CommandWatch {
 pub fn serve(args: &ServeArgs) -> anyhow::Result<u8> {
     watch_commands();
     let workspace = open_workspace(&args.workspace)?;
-    let settings = Arc::new(Settings::load(args.config.config.as_deref())?);
+    let settings = Arc::new(Settings::load_for(
+        args.config.config.as_deref(),
+        workspace.root(),
+    )?);
+    if let Some(project) = settings.project.as_ref().filter(|p| !p.pending.is_empty()) {
+        errln!(
+            "toolgate: the workspace's `.toolgate/` configuration is {}: {} setting(s) that would widen have no effect (`toolgate check` lists them; `toolgate trust` or the console trusts them)",
+            project.trust.as_str(),
+            project.pending.len()
+        );
+    }
     let gate = Gate::configured(settings, Arc::clone(&workspace))?;
     // Checked before any upstream is started.
     check_profile(&gate, &args.profile, "--profile")?;

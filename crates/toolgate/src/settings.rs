@@ -22,6 +22,7 @@
 
 mod file;
 pub mod hooks;
+pub mod project;
 mod tools;
 
 use std::path::{Path, PathBuf};
@@ -98,6 +99,8 @@ pub struct Settings {
     /// toolgate's state directory: the console's token file, the standing grants, and the
     /// audit log unless `[audit] path` says otherwise.
     pub state_dir: StateDir,
+    /// The workspace's `.toolgate/` configuration, when it has one (see [`project`]).
+    pub project: Option<project::ProjectState>,
 }
 
 /// One `[[tool]]`, with the line it starts on.
@@ -106,6 +109,11 @@ pub struct ToolOverride {
     pub name: String,
     /// The line of its `name`, for an error about it.
     pub line: usize,
+    /// Its file when it is not the user's configuration (a project's).
+    pub file: Option<String>,
+    /// From a project's configuration nobody trusts: it may only narrow the entry (see
+    /// [`ToolOverride::apply`]).
+    pub narrowing: bool,
     pub enabled: Option<bool>,
     pub version: Option<Version>,
     pub capability: Option<String>,
@@ -124,6 +132,8 @@ pub struct ToolOverride {
 #[derive(Debug, Clone)]
 pub struct ProfileTools {
     pub name: String,
+    /// Its file when it is not the user's configuration (a trusted project's).
+    pub file: Option<String>,
     pub tools: Vec<(String, usize)>,
 }
 
@@ -289,6 +299,28 @@ impl Settings {
         Settings::parse(&path, text)
     }
 
+    /// As [`Settings::load`], with the project configuration of the workspace at `root` (its
+    /// canonical root) applied as far as the person trusts it (see [`project`]).
+    pub fn load_for(explicit: Option<&Path>, root: &Path) -> Result<Settings, ConfigError> {
+        let project = project::read(root)?;
+        let path = match explicit {
+            Some(path) => Some(path.to_owned()),
+            None => user_config_path().filter(|p| p.is_file()),
+        };
+        let (origin, file) = match path {
+            None => (Located::default(), ConfigFile::default()),
+            Some(path) => {
+                let text = std::fs::read_to_string(&path).map_err(|e| ConfigError {
+                    file: path.display().to_string(),
+                    line: 0,
+                    message: format!("cannot read the configuration: {e}"),
+                })?;
+                Located::parse(&path, text)?
+            }
+        };
+        Settings::resolve_with(origin, file, Sandbox::detect(), project)
+    }
+
     /// The settings with no configuration file.
     pub fn defaults() -> Result<Settings, ConfigError> {
         Settings::resolve(Located::default(), ConfigFile::default(), Sandbox::detect())
@@ -311,7 +343,32 @@ impl Settings {
         file: ConfigFile,
         sandbox: Sandbox,
     ) -> Result<Settings, ConfigError> {
+        Settings::resolve_with(origin, file, sandbox, None)
+    }
+
+    /// As [`Settings::resolve`], with a project's configuration split into what applies.
+    fn resolve_with(
+        origin: Located,
+        mut file: ConfigFile,
+        sandbox: Sandbox,
+        project: Option<project::ProjectSource>,
+    ) -> Result<Settings, ConfigError> {
         check_duplicates(&origin, &file)?;
+        let home = std::env::var_os("HOME").map(PathBuf::from);
+        let state_dir = StateDir::from_environment();
+        let project = match project {
+            None => None,
+            Some(source) => {
+                let trust = crate::trust::state_of(
+                    state_dir.resolved.as_deref(),
+                    &source.root,
+                    &source.closure,
+                );
+                let trusted = trust == crate::trust::TrustState::Trusted;
+                let split = source.split(&mut file, trusted, home.as_deref())?;
+                Some((source, trust, split))
+            }
+        };
         let approval = ApprovalSettings {
             timeout: approval_timeout(&origin, &file)?,
             elicitation: file
@@ -333,7 +390,6 @@ impl Settings {
             .policy
             .as_ref()
             .map(|policy| (base.join(policy.get_ref()), policy.span()));
-        let state_dir = StateDir::from_environment();
         let audit = AuditSettings {
             path: match &file.audit.path {
                 Some(path) => Some(base.join(path.get_ref())),
@@ -363,9 +419,8 @@ impl Settings {
             .as_ref()
             .map_or(Mode::Enforce, |m| *m.get_ref());
         let policy_path = policy_file.as_ref().map(|(path, _)| path.clone());
-        // The home directory the deny list of commands and upstreams, and every `~/` path of
-        // `[sandbox]`, are resolved against.
-        let home = std::env::var_os("HOME").map(PathBuf::from);
+        // The home directory (read above) is what the deny list of commands and upstreams,
+        // and every `~/` path of `[sandbox]`, are resolved against.
         let own_files = toolgate_paths(
             &state_dir,
             origin.path.as_deref(),
@@ -382,18 +437,74 @@ impl Settings {
         )?;
         // The environment commands start from, read once here: no library crate reads it.
         confinement.set_environment(std::env::vars_os());
-        let upstreams = upstream_specs(&origin, &file, &base, &confinement)?;
-        let policy = policies(&origin, &file, policy_file)?;
-        let hooks = hooks::hook_specs(&origin, &file.hooks, &base)?;
+        let mut upstreams =
+            upstream_specs(&origin, &file.upstreams, &file.sandbox, &base, &confinement)?;
+        let (policy, withheld) = policies(&origin, &file, policy_file, project.as_ref())?;
+        let mut hooks = hooks::hook_specs(&origin, &file.hooks, &base)?;
+        let mut tools: Vec<ToolOverride> = file
+            .tools
+            .iter()
+            .map(|section| tool_override(&origin, section.get_ref()))
+            .collect();
+        let mut profiles = profiles;
+        let project = match project {
+            None => None,
+            Some((source, trust, mut split)) => {
+                tools.append(&mut split.tools);
+                for withheld in withheld {
+                    let file = Path::new(&withheld.file);
+                    let file = file.strip_prefix(&source.root).unwrap_or(file);
+                    split.pending.push(project::Pending {
+                        place: format!("{}:{}", file.display(), withheld.line),
+                        what: format!("a policy is not loaded: {}", withheld.why),
+                    });
+                }
+                if trust == crate::trust::TrustState::Trusted {
+                    let dir = source.root.join(project::PROJECT_DIR);
+                    for hook in hooks::hook_specs(&source.origin, &source.file.hooks, &dir)? {
+                        if hooks.iter().any(|h| h.name == hook.name) {
+                            return Err(source.origin.error(format!(
+                                "hook `{}` is configured by the user too",
+                                hook.name
+                            )));
+                        }
+                        hooks.push(hook);
+                    }
+                    for spec in upstream_specs(
+                        &source.origin,
+                        &source.file.upstreams,
+                        &file.sandbox,
+                        &source.root,
+                        &confinement,
+                    )? {
+                        if upstreams.iter().any(|u| u.name == spec.name) {
+                            return Err(source.origin.error(format!(
+                                "upstream `{}` is configured by the user too",
+                                spec.name
+                            )));
+                        }
+                        upstreams.push(spec);
+                    }
+                    for mut profile in self::profiles(&source.origin, &source.file)? {
+                        profile.file = Some(source.origin.display_path());
+                        profiles.push(profile);
+                    }
+                }
+                Some(project::ProjectState {
+                    root: source.root,
+                    closure: source.closure,
+                    trust,
+                    applied: split.applied,
+                    pending: split.pending,
+                    ignored: split.ignored,
+                })
+            }
+        };
         Ok(Settings {
             policy_path,
             policy,
             bounds: bounds(&file.limits),
-            tools: file
-                .tools
-                .iter()
-                .map(|section| tool_override(&origin, section.get_ref()))
-                .collect(),
+            tools,
             profiles,
             serve: ServeSettings {
                 dangerous_bind_any: file.serve.dangerous_bind_any,
@@ -429,6 +540,7 @@ impl Settings {
             },
             hooks,
             state_dir,
+            project,
             origin,
         })
     }
@@ -446,6 +558,20 @@ impl Settings {
     pub fn error_at_line(&self, line: usize, message: impl Into<String>) -> ConfigError {
         ConfigError {
             file: self.display_path(),
+            line,
+            message: message.into(),
+        }
+    }
+
+    /// An error at `line` of `file`, or of the configuration file when `None`.
+    pub fn error_in(
+        &self,
+        file: Option<&str>,
+        line: usize,
+        message: impl Into<String>,
+    ) -> ConfigError {
+        ConfigError {
+            file: file.map_or_else(|| self.display_path(), str::to_owned),
             line,
             message: message.into(),
         }
@@ -505,8 +631,38 @@ impl Settings {
 }
 
 impl ToolOverride {
-    /// Applies this section's changes to `entry`.
+    /// Applies this section's changes to `entry`. A narrowing section lowers each limit to
+    /// the least of the two and keeps only the surfaces and profiles both name; it carries
+    /// nothing else that could widen (see `project::narrow_tool`).
     pub fn apply(&self, entry: &mut ToolEntry) {
+        if self.narrowing {
+            let limits = &mut entry.limits;
+            if let Some(v) = self.timeout_ms {
+                limits.timeout_ms = limits.timeout_ms.min(v);
+            }
+            if let Some(v) = self.default_timeout_ms {
+                limits.default_timeout_ms = Some(limits.default_timeout_ms.map_or(v, |d| d.min(v)));
+            }
+            if let Some(v) = self.max_output_bytes {
+                limits.max_output_bytes = limits.max_output_bytes.min(v);
+            }
+            if let Some(v) = self.max_results {
+                limits.max_results = limits.max_results.min(v);
+            }
+            if let Some(v) = &self.surfaces {
+                entry.surfaces.retain(|s| v.contains(s));
+            }
+            if let Some(v) = &self.profiles {
+                entry.profiles.retain(|p| v.contains(p));
+            }
+            if self.enabled == Some(false) {
+                entry.enabled = false;
+            }
+            if self.approval == Some(ApprovalMode::EachCall) {
+                entry.approval = ApprovalMode::EachCall;
+            }
+            return;
+        }
         if let Some(v) = self.enabled {
             entry.enabled = v;
         }
@@ -550,6 +706,8 @@ fn tool_override(origin: &Located, section: &ToolSection) -> ToolOverride {
     ToolOverride {
         name: section.name.get_ref().clone(),
         line: origin.line(section.name.span()),
+        file: None,
+        narrowing: false,
         enabled: section.enabled,
         version: section.version,
         capability: section.capability.clone(),
@@ -577,6 +735,7 @@ fn profiles(origin: &Located, file: &ConfigFile) -> Result<Vec<ProfileTools>, Co
         }
         profiles.push(ProfileTools {
             name: profile.get_ref().clone(),
+            file: None,
             tools: section
                 .tools
                 .iter()
@@ -594,7 +753,12 @@ fn policies(
     origin: &Located,
     file: &ConfigFile,
     policy_file: Option<(PathBuf, std::ops::Range<usize>)>,
-) -> Result<PolicyEngine, ConfigError> {
+    project: Option<&(
+        project::ProjectSource,
+        crate::trust::TrustState,
+        project::Split,
+    )>,
+) -> Result<(PolicyEngine, Vec<toolgate_core::Withheld>), ConfigError> {
     let mut sources = Vec::new();
     if file.default_policy.unwrap_or(true) {
         sources.push(("<default policy>".to_owned(), DEFAULT_POLICY.to_owned()));
@@ -608,22 +772,31 @@ fn policies(
         })?;
         sources.push((path.display().to_string(), text));
     }
-    policy_engine_of(&sources, &origin.display_path())
+    let mut narrowing = Vec::new();
+    if let Some((source, trust, _)) = project {
+        if *trust == crate::trust::TrustState::Trusted {
+            sources.extend(source.policies.iter().cloned());
+        } else {
+            narrowing.extend(source.policies.iter().cloned());
+        }
+    }
+    policy_engine_of(&sources, &narrowing, &origin.display_path())
 }
 
 /// The `[[upstream]]` sections, checked, with their environment read from toolgate's own
 /// and the confinement `[sandbox]` asks for (see [`upstream_confinement`]).
 fn upstream_specs(
     origin: &Located,
-    file: &ConfigFile,
+    sections: &[Spanned<toolgate_upstream::UpstreamSection>],
+    sandbox: &file::SandboxSection,
     base: &Path,
     commands: &Confinement,
 ) -> Result<Vec<UpstreamSpec>, ConfigError> {
-    if file.upstreams.is_empty() {
+    if sections.is_empty() {
         return Ok(Vec::new());
     }
-    let confinement = upstream_confinement(commands, &file.sandbox);
-    file.upstreams
+    let confinement = upstream_confinement(commands, sandbox);
+    sections
         .iter()
         .map(|section| {
             section
@@ -943,12 +1116,20 @@ fn shown(paths: &[PathBuf]) -> String {
 /// that does not parse or does not fit is an error at its own place in the policy file,
 /// printed `rules.cedar:3:12: …` like a compiler's; any other error is about `file`, the
 /// configuration that names the policies.
-fn policy_engine_of(sources: &[(String, String)], file: &str) -> Result<PolicyEngine, ConfigError> {
-    let borrowed: Vec<(&str, &str)> = sources
+fn borrowed(sources: &[(String, String)]) -> Vec<(&str, &str)> {
+    sources
         .iter()
         .map(|(name, text)| (name.as_str(), text.as_str()))
-        .collect();
-    PolicyEngine::from_sources(&borrowed).map_err(|e| match e.location() {
+        .collect()
+}
+
+fn policy_engine_of(
+    sources: &[(String, String)],
+    narrowing: &[(String, String)],
+    file: &str,
+) -> Result<(PolicyEngine, Vec<toolgate_core::Withheld>), ConfigError> {
+    let (sources, narrowing) = (borrowed(sources), borrowed(narrowing));
+    PolicyEngine::from_sources_narrowed(&sources, &narrowing).map_err(|e| match e.location() {
         // A `ConfigError` prints `file:line: message` and has no column: the policy file's
         // name carries the line, so that the column follows it.
         Some((policy_file, line, column)) => ConfigError {

@@ -86,7 +86,7 @@ pub struct BoundsSection {
 }
 
 /// One `[[tool]]`: changes to a known tool's registry entry.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ToolSection {
     pub name: Spanned<String>,

@@ -63,7 +63,8 @@ impl Settings {
         for tool in &self.tools {
             let Some((_, entry, _)) = entries.iter_mut().find(|(_, e, _)| e.name == tool.name)
             else {
-                return Err(self.error_at_line(
+                return Err(self.error_in(
+                    tool.file.as_deref(),
                     tool.line,
                     format!(
                         "unknown tool `{}`{} known tools: {}",
@@ -92,7 +93,8 @@ impl Settings {
         for profile in &self.profiles {
             for (tool, line) in &profile.tools {
                 if !all().any(|e| e.name == *tool) {
-                    return Err(self.error_at_line(
+                    return Err(self.error_in(
+                        profile.file.as_deref(),
                         *line,
                         format!(
                             "profile `{}` names unknown tool `{tool}`{} known tools: {}",
