@@ -346,6 +346,20 @@ pub fn release_free_memory() {
 #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
 pub fn release_free_memory() {}
 
+/// Keeps `fds` open across `command`'s exec, where they are marked close-on-exec (as every
+/// descriptor of this process is, and as [`Prepared::confine`] marks every one above 2 in the
+/// child): installed after the confinement, it clears the mark on these alone, in the child
+/// only, so that no other child started meanwhile inherits them. A hook's sealed copies of the
+/// files its command names reach it this way, as `/proc/self/fd/N`.
+pub fn keep_open_at_exec(command: &mut Command, fds: Vec<Arc<std::os::fd::OwnedFd>>) {
+    install(command, move || {
+        for fd in &fds {
+            rustix::io::fcntl_setfd(fd, rustix::io::FdFlags::empty())?;
+        }
+        Ok(())
+    });
+}
+
 #[expect(
     unsafe_code,
     reason = "the confinement must run between fork and exec, which only pre_exec reaches"
@@ -355,13 +369,15 @@ where
     F: FnMut() -> io::Result<()> + Send + Sync + 'static,
 {
     // SAFETY: `pre_exec` runs `hook` in the child after fork, where only async-signal-safe
-    // work is sound. The only hook this crate installs is `Prepared::apply_in_child`, which
+    // work is sound. One hook this crate installs is `Prepared::apply_in_child`, which
     // makes system calls only: `open`, `getsid`, `ioctl(TIOCNOTTY)` and `close` of
     // `/dev/tty`, `setrlimit`, `close_range`, the mount tier's `unshare` and `mount`s,
     // `prctl`, `fcntl(F_DUPFD_CLOEXEC)`
     // (the ruleset's descriptor duplicated), `landlock_restrict_self`, `close`, `seccomp`, on
-    // data prepared in the parent and reached through an `Arc` that is only read. It allocates
-    // nothing (errors are raw errnos, the filters are already compiled) and takes no lock.
+    // data prepared in the parent and reached through an `Arc` that is only read; the other,
+    // `keep_open_at_exec`'s, makes `fcntl(F_SETFD)` calls on descriptors it holds. They
+    // allocate nothing (errors are raw errnos, the filters are already compiled) and take no
+    // lock.
     unsafe {
         command.pre_exec(hook);
     }

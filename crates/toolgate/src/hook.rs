@@ -3,17 +3,22 @@
 //! the workspace read-only, nothing of toolgate's state), its whole process tree ended when it
 //! answers or its time is up. Whatever is not a clean answer is the hook's failure, of a kind.
 
-use std::path::PathBuf;
-use std::sync::Arc;
+use std::fs::File;
+use std::io::{self, Read, Write};
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use toolgate_confine::{Child, Confinement};
+use rustix::fs::{MemfdFlags, SealFlags};
+use toolgate_confine::{Child, Confined, Confinement, StartError};
 use toolgate_core::{
-    Hook, HookAnswer, HookEvent, HookFailure, HookFailureKind, HookInput, HookMode,
-    MAX_HOOK_ANSWER_BYTES, canonical_json,
+    Digest, Hook, HookAnswer, HookEvent, HookFailure, HookFailureKind, HookInput, HookMode,
+    MAX_HOOK_ANSWER_BYTES, canonical_json, sha256_digest,
 };
-use toolgate_exec::{CancelToken, CommandSpec, ExecError, Exit};
+use toolgate_exec::{CancelToken, CommandSpec, ExecError, Exit, PreExec};
 
-use crate::settings::hooks::{HookSpec, file_digest};
+use crate::settings::hooks::{FileRole, HookFile, HookSpec};
 
 /// What a hook's environment holds besides `TMPDIR`: a fixed search path and locale, nothing
 /// of the user's variables (tokens, toolgate's own settings).
@@ -24,6 +29,96 @@ fn hook_env() -> Vec<(String, String)> {
     ]
 }
 
+/// Confinements kept made between calls, per hook: as many as its calls that ran at once.
+const MAX_IDLE_CONFINEMENTS: usize = 4;
+
+/// What tells one state of a file from another without reading it: a write changes its
+/// modification and change times, a swap its device and inode. Only whether a file is read
+/// again hangs on it: what runs is always a sealed copy whose bytes were checked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct FileKey {
+    dev: u64,
+    ino: u64,
+    size: u64,
+    mtime: (i64, i64),
+    ctime: (i64, i64),
+}
+
+impl FileKey {
+    fn of(meta: &std::fs::Metadata) -> FileKey {
+        FileKey {
+            dev: meta.dev(),
+            ino: meta.ino(),
+            size: meta.size(),
+            mtime: (meta.mtime(), meta.mtime_nsec()),
+            ctime: (meta.ctime(), meta.ctime_nsec()),
+        }
+    }
+}
+
+/// A file's bytes, read once into an anonymous file (a memfd) sealed against writing, growing
+/// and shrinking: what a hook runs, and the copy its command's file arguments name, so that a
+/// swap of the file after its bytes were checked changes nothing that runs.
+#[derive(Debug)]
+pub struct Sealed {
+    fd: Arc<OwnedFd>,
+    key: FileKey,
+    digest: Digest,
+}
+
+impl Sealed {
+    /// The bytes of the regular file at `path`, copied and sealed, with their digest.
+    pub fn copy(path: &Path) -> io::Result<Sealed> {
+        let mut file = File::open(path)?;
+        let meta = file.metadata()?;
+        if !meta.is_file() {
+            return Err(io::Error::other("it is not a regular file"));
+        }
+        let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
+        file.read_to_end(&mut bytes)?;
+        let mut copy = File::from(memfd()?);
+        copy.write_all(&bytes)?;
+        rustix::fs::fcntl_add_seals(
+            &copy,
+            SealFlags::WRITE | SealFlags::GROW | SealFlags::SHRINK | SealFlags::SEAL,
+        )?;
+        Ok(Sealed {
+            fd: Arc::new(OwnedFd::from(copy)),
+            key: FileKey::of(&meta),
+            digest: sha256_digest(&bytes),
+        })
+    }
+
+    /// The copy's name in a child that inherited its descriptor: `/proc/self/fd/N`.
+    pub fn path_in_child(&self) -> String {
+        format!("/proc/self/fd/{}", self.fd.as_raw_fd())
+    }
+}
+
+/// An anonymous file that may be sealed, closed at exec, executable.
+fn memfd() -> io::Result<OwnedFd> {
+    let flags = MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING;
+    // `MFD_EXEC` (Linux 6.3) keeps it executable where `vm.memfd_noexec` would make it
+    // otherwise; an older kernel refuses the flag it does not know.
+    match rustix::fs::memfd_create(c"toolgate-hook", flags | MemfdFlags::EXEC) {
+        Err(rustix::io::Errno::INVAL) => Ok(rustix::fs::memfd_create(c"toolgate-hook", flags)?),
+        other => Ok(other?),
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// What one call runs: the sealed program (or its interpreter), its `argv[0]` and arguments,
+/// and the copies it must inherit across exec.
+struct Command {
+    exec: String,
+    arg0: String,
+    args: Vec<String>,
+    kept: Vec<Arc<OwnedFd>>,
+}
+
 /// One configured hook, run as its program over one workspace.
 #[derive(Debug)]
 pub struct ProcessHook {
@@ -31,40 +126,183 @@ pub struct ProcessHook {
     confinement: Arc<Confinement>,
     /// Where it runs: the workspace's root, which it may read and not write.
     cwd: PathBuf,
+    /// The sealed copy of each of `spec.files` checked last, reused while the file is as it
+    /// was then.
+    sealed: Mutex<Vec<Option<Arc<Sealed>>>>,
+    /// Confinements made for earlier calls (the sandbox prepared, a private `TMPDIR`, emptied
+    /// after each call), so that a call does not build its ruleset and filters again.
+    idle: Mutex<Vec<Confined>>,
 }
 
 impl ProcessHook {
+    /// The hook of `spec` run in `cwd`, whose files named relative to it are digested now.
     pub fn new(spec: HookSpec, confinement: Arc<Confinement>, cwd: PathBuf) -> Self {
         ProcessHook {
-            spec,
+            spec: spec.in_directory(&cwd),
             confinement,
             cwd,
+            sealed: Mutex::new(Vec::new()),
+            idle: Mutex::new(Vec::new()),
         }
     }
 
-    /// The hook as configured: a file it names that is gone or changed since the
-    /// configuration was loaded fails it.
-    fn unchanged(&self) -> Result<(), HookFailure> {
-        for (index, (path, loaded)) in self.spec.files.iter().enumerate() {
-            let now = file_digest(path);
-            if index == 0 && now.is_none() {
-                return Err(HookFailure::new(
-                    HookFailureKind::MissingProgram,
-                    format!("`{}` is not there", path.display()),
-                ));
-            }
-            if now != *loaded {
-                return Err(HookFailure::new(
-                    HookFailureKind::Changed,
-                    format!(
-                        "`{}` changed since the configuration was loaded",
-                        path.display()
-                    ),
-                ));
+    /// A sealed copy of each of the hook's files whose bytes are those taken at load; a file
+    /// that is gone or changed since fails the hook. A file is read again only when its
+    /// device, inode, size or times differ from the copy's.
+    fn checked(&self) -> Result<Vec<Option<Arc<Sealed>>>, HookFailure> {
+        let mut cache = lock(&self.sealed);
+        cache.resize(self.spec.files.len(), None);
+        let mut copies = Vec::with_capacity(cache.len());
+        for (file, slot) in self.spec.files.iter().zip(cache.iter_mut()) {
+            let copy = check(file, slot).inspect_err(|_| *slot = None)?;
+            copies.push(copy);
+        }
+        Ok(copies)
+    }
+
+    /// The command that runs the checked copies: the program's, or for a `#!` program its
+    /// interpreter's with the program's copy as the script; each file argument replaced by
+    /// its copy's name.
+    fn command(&self, copies: &[Option<Arc<Sealed>>]) -> Result<Command, HookFailure> {
+        let missing = |path: &Path| {
+            HookFailure::new(
+                HookFailureKind::MissingProgram,
+                format!("`{}` is not there", path.display()),
+            )
+        };
+        let mut args = self.spec.args.clone();
+        let mut kept = Vec::new();
+        let mut program = None;
+        let mut interpreter = None;
+        for (file, copy) in self.spec.files.iter().zip(copies) {
+            match (&file.role, copy) {
+                (FileRole::Program, Some(copy)) => program = Some(copy),
+                (FileRole::Interpreter { arg }, Some(copy)) => {
+                    interpreter = Some((file, copy, arg));
+                }
+                (FileRole::Argument(index), Some(copy)) => {
+                    if let Some(arg) = args.get_mut(*index) {
+                        *arg = copy.path_in_child();
+                        kept.push(Arc::clone(&copy.fd));
+                    }
+                }
+                (FileRole::Program | FileRole::Interpreter { .. }, None) => {
+                    return Err(missing(&file.path));
+                }
+                (FileRole::Argument(_), None) => {}
             }
         }
-        Ok(())
+        let program = program.ok_or_else(|| missing(&self.spec.program))?;
+        Ok(match interpreter {
+            None => Command {
+                exec: program.path_in_child(),
+                arg0: self.spec.program.display().to_string(),
+                args,
+                kept,
+            },
+            Some((file, copy, arg)) => {
+                kept.push(Arc::clone(&program.fd));
+                Command {
+                    exec: copy.path_in_child(),
+                    arg0: file.path.display().to_string(),
+                    args: arg
+                        .iter()
+                        .cloned()
+                        .chain([program.path_in_child()])
+                        .chain(args)
+                        .collect(),
+                    kept,
+                }
+            }
+        })
     }
+
+    /// A confinement made for an earlier call, or a new one.
+    fn confined(&self) -> Result<Confined, StartError> {
+        match lock(&self.idle).pop() {
+            Some(confined) => Ok(confined),
+            None => self.confinement.start(Child::new("toolgate-hook-")),
+        }
+    }
+
+    /// Keeps `confined` for the next call once what this one left in its `TMPDIR` is
+    /// removed; one that cannot be emptied is ended.
+    fn give_back(&self, confined: Confined) {
+        let emptied = confined
+            .env()
+            .iter()
+            .find(|(name, _)| name == "TMPDIR")
+            .is_some_and(|(_, dir)| empty_dir(Path::new(dir)));
+        let mut idle = lock(&self.idle);
+        if emptied && idle.len() < MAX_IDLE_CONFINEMENTS {
+            idle.push(confined);
+        } else {
+            drop(idle);
+            confined.stop();
+        }
+    }
+}
+
+/// The checked copy of `file`: the one in `slot` while the file is as it was then, else a new
+/// copy whose digest must be the one taken at load.
+fn check(
+    file: &HookFile,
+    slot: &mut Option<Arc<Sealed>>,
+) -> Result<Option<Arc<Sealed>>, HookFailure> {
+    let shown = file.path.display();
+    let program = file.role == FileRole::Program;
+    let changed =
+        |what: &str| HookFailure::new(HookFailureKind::Changed, format!("`{shown}` {what}"));
+    let missing = || {
+        HookFailure::new(
+            HookFailureKind::MissingProgram,
+            format!("`{shown}` is not there"),
+        )
+    };
+    let meta = std::fs::metadata(&file.path);
+    let Some(loaded) = &file.digest else {
+        return match meta {
+            Err(_) if program => Err(missing()),
+            Err(_) => Ok(None),
+            Ok(_) => Err(changed("appeared since the configuration was loaded")),
+        };
+    };
+    let meta = match meta {
+        Ok(meta) => meta,
+        Err(_) if program => return Err(missing()),
+        Err(_) => return Err(changed("is gone since the configuration was loaded")),
+    };
+    if let Some(copy) = slot.as_ref().filter(|copy| copy.key == FileKey::of(&meta)) {
+        return Ok(Some(Arc::clone(copy)));
+    }
+    let copy = match Sealed::copy(&file.path) {
+        Ok(copy) => copy,
+        Err(_) if program => return Err(missing()),
+        Err(e) => return Err(changed(&format!("cannot be read: {e}"))),
+    };
+    if copy.digest != *loaded {
+        return Err(changed("changed since the configuration was loaded"));
+    }
+    let copy = Arc::new(copy);
+    *slot = Some(Arc::clone(&copy));
+    Ok(Some(copy))
+}
+
+/// Removes everything in `dir`; whether it is empty now.
+fn empty_dir(dir: &Path) -> bool {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return false;
+    };
+    for entry in entries {
+        let removed = entry.and_then(|entry| match entry.file_type()? {
+            kind if kind.is_dir() => std::fs::remove_dir_all(entry.path()),
+            _ => std::fs::remove_file(entry.path()),
+        });
+        if removed.is_err() {
+            return false;
+        }
+    }
+    true
 }
 
 impl Hook for ProcessHook {
@@ -90,7 +328,7 @@ impl Hook for ProcessHook {
             .spec
             .files
             .iter()
-            .map(|(path, digest)| serde_json::json!([path, digest]))
+            .map(|file| serde_json::json!([file.path, file.digest]))
             .collect();
         canonical_json(&serde_json::json!({
             "name": self.spec.name,
@@ -101,27 +339,54 @@ impl Hook for ProcessHook {
     }
 
     fn call(&self, input: &HookInput<'_>) -> Result<HookAnswer, HookFailure> {
-        self.unchanged()?;
+        let copies = self.checked()?;
+        self.run(&copies, input)
+    }
+}
+
+impl ProcessHook {
+    /// Runs the checked `copies`, confined, told of the call by `input`.
+    fn run(
+        &self,
+        copies: &[Option<Arc<Sealed>>],
+        input: &HookInput<'_>,
+    ) -> Result<HookAnswer, HookFailure> {
+        let command = self.command(copies)?;
         let unstarted = |detail: String| HookFailure::new(HookFailureKind::Unstarted, detail);
         let confined = self
-            .confinement
-            .start(Child::new("toolgate-hook-"))
+            .confined()
             .map_err(|e| unstarted(format!("cannot confine it: {e}")))?;
-        let spec = CommandSpec::new(&self.spec.program, &self.cwd)
-            .args(self.spec.args.iter().cloned())
+        let spec = CommandSpec::new(command.exec, &self.cwd)
+            .arg0(command.arg0)
+            .args(command.args)
             .env(hook_env())
             .stdin(input.to_json())
             .timeout(self.spec.timeout)
             // Enough to tell an answer over the bound from one within it.
             .capture_bytes(2 * (MAX_HOOK_ANSWER_BYTES + 1));
-        let spec = confined.apply_spec(spec);
+        let mut spec = confined.apply_spec(spec);
+        if !command.kept.is_empty() {
+            // After the confinement, which marks every descriptor above 2 close-on-exec.
+            let confine = spec.pre_exec.take();
+            let kept = command.kept;
+            spec = spec.pre_exec(PreExec::new(move |child| {
+                if let Some(step) = &confine {
+                    step.install(child);
+                }
+                toolgate_sandbox::keep_open_at_exec(child, kept.clone());
+            }));
+        }
         let cancel = CancelToken::new().map_err(|e| unstarted(e.to_string()))?;
         let ran = toolgate_exec::run(&spec, &cancel);
-        confined.stop();
+        self.give_back(confined);
         let outcome = ran.map_err(|e| match e {
             ExecError::ProgramNotFound { .. } | ExecError::NotExecutable { .. } => {
                 HookFailure::new(HookFailureKind::MissingProgram, e.to_string())
             }
+            ExecError::Spawn { source, .. } => unstarted(format!(
+                "cannot start the checked copy of `{}`: {source}",
+                self.spec.program.display()
+            )),
             other => unstarted(other.to_string()),
         })?;
         let limit = self.spec.timeout.as_millis();
@@ -160,5 +425,187 @@ impl Hook for ProcessHook {
             ));
         }
         HookAnswer::parse(outcome.stdout.head(), self.spec.event)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
+    use serde_json::json;
+    use toolgate_core::{HookDecision, Surface};
+
+    use super::*;
+    use crate::settings::hooks::command_files;
+
+    const ALLOW: &str = "#!/bin/sh\ncat >/dev/null\necho '{\"decision\": \"allow\"}'\n";
+    const DENY: &str =
+        "#!/bin/sh\ncat >/dev/null\necho '{\"decision\": \"deny\", \"reason\": \"swapped\"}'\n";
+
+    fn executable(path: &Path, text: &str) {
+        std::fs::write(path, text).unwrap();
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+
+    /// The hook `command` over `dir`, unconfined (the sandbox's part is tried through the
+    /// binary by tests/hooks.rs), its files digested now as at load.
+    fn hook(dir: &Path, command: &[&str]) -> ProcessHook {
+        let program = PathBuf::from(command[0]);
+        let args: Vec<String> = command[1..].iter().map(|a| (*a).to_owned()).collect();
+        let spec = HookSpec {
+            name: "guard".to_owned(),
+            event: HookEvent::PreCall,
+            files: command_files(&program, &args).unwrap(),
+            program,
+            args,
+            tools: None,
+            tools_line: 0,
+            timeout: std::time::Duration::from_secs(10),
+            mode: HookMode::Enforce,
+        };
+        let confinement = Arc::new(Confinement::dangerous_unconfined());
+        ProcessHook::new(spec, confinement, dir.to_path_buf())
+    }
+
+    fn answer(
+        hook: &ProcessHook,
+        copies: &[Option<Arc<Sealed>>],
+    ) -> Result<HookAnswer, HookFailure> {
+        let arguments = json!({"path": "a.txt"});
+        let input = HookInput {
+            event: HookEvent::PreCall,
+            call_id: "c-1",
+            tool: "read_file",
+            version: "1.0",
+            arguments: &arguments,
+            effect: None,
+            actor: "local",
+            surface: Surface::Chat,
+            resources: &[],
+            output: None,
+        };
+        hook.run(copies, &input)
+    }
+
+    /// The race the digest alone lost: the file is swapped after its bytes were checked and
+    /// before the program starts. What runs is the checked copy, whether the program itself
+    /// is swapped (renamed over) or a script its command names (rewritten in place); the next
+    /// call sees the change and fails.
+    #[test]
+    fn what_runs_is_the_checked_copy_when_a_file_is_swapped_after_the_check() {
+        let dir = tempfile::tempdir().unwrap();
+        let program = dir.path().join("guard");
+        let script = dir.path().join("guard.sh");
+        executable(&program, ALLOW);
+        executable(&script, ALLOW);
+        let shown = program.display().to_string();
+        let by_name = script.display().to_string();
+        for (hook, path) in [
+            (hook(dir.path(), &[&shown]), &program),
+            (hook(dir.path(), &["/bin/sh", &by_name]), &script),
+        ] {
+            let copies = hook.checked().unwrap();
+            if path == &program {
+                let swapped = dir.path().join("swapped");
+                executable(&swapped, DENY);
+                std::fs::rename(&swapped, path).unwrap();
+            } else {
+                std::fs::write(path, DENY).unwrap();
+            }
+            let ran = answer(&hook, &copies).unwrap();
+            assert_eq!(
+                ran.decision,
+                Some(HookDecision::Allow),
+                "{}: {ran:?}",
+                path.display()
+            );
+            let failure = hook.checked().unwrap_err();
+            assert_eq!(failure.kind, HookFailureKind::Changed, "{failure:?}");
+            executable(path, ALLOW);
+        }
+    }
+
+    /// A sealed copy cannot be written, grown or shrunk, even by whoever holds it writable.
+    #[test]
+    fn a_sealed_copy_cannot_be_changed() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("guard");
+        executable(&path, ALLOW);
+        let copy = Sealed::copy(&path).unwrap();
+        assert_eq!(copy.digest, sha256_digest(ALLOW.as_bytes()));
+        let mut file = File::from(copy.fd.try_clone().unwrap());
+        assert!(file.write_all(b"#!/bin/evil\n").is_err());
+        assert!(file.set_len(1).is_err());
+        assert!(file.set_len(1 << 20).is_err());
+        std::fs::write(&path, DENY).unwrap();
+        let now = std::fs::read(format!("/proc/self/fd/{}", copy.fd.as_raw_fd())).unwrap();
+        assert_eq!(now, ALLOW.as_bytes());
+    }
+
+    /// An unchanged file is not read again; one whose times changed is, and its bytes are
+    /// compared again; one whose bytes changed fails.
+    #[test]
+    fn a_file_is_read_again_only_when_it_changed() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("guard");
+        executable(&path, ALLOW);
+        let hook = hook(dir.path(), &[&path.display().to_string()]);
+        let first = hook.checked().unwrap();
+        let again = hook.checked().unwrap();
+        let same = |a: &[Option<Arc<Sealed>>], b: &[Option<Arc<Sealed>>]| {
+            Arc::ptr_eq(a[1].as_ref().unwrap(), b[1].as_ref().unwrap())
+        };
+        assert_eq!(first.len(), 2, "the program and its interpreter");
+        assert!(same(&first, &again), "read once");
+        let touched = std::time::SystemTime::now() - std::time::Duration::from_secs(60);
+        File::options()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_modified(touched)
+            .unwrap();
+        let renewed = hook.checked().unwrap();
+        assert!(!Arc::ptr_eq(
+            first[0].as_ref().unwrap(),
+            renewed[0].as_ref().unwrap()
+        ));
+        assert_eq!(
+            answer(&hook, &renewed).unwrap().decision,
+            Some(HookDecision::Allow)
+        );
+        std::fs::write(&path, DENY).unwrap();
+        assert_eq!(hook.checked().unwrap_err().kind, HookFailureKind::Changed);
+    }
+
+    /// An argument naming a file relative to the hook's directory is digested and handed over
+    /// as a sealed copy, as an absolute one is.
+    #[test]
+    fn a_relative_file_argument_is_checked() {
+        let dir = tempfile::tempdir().unwrap();
+        executable(&dir.path().join("guard.sh"), ALLOW);
+        let hook = hook(dir.path(), &["/bin/sh", "guard.sh"]);
+        let copies = hook.checked().unwrap();
+        assert_eq!(
+            answer(&hook, &copies).unwrap().decision,
+            Some(HookDecision::Allow)
+        );
+        std::fs::write(dir.path().join("guard.sh"), DENY).unwrap();
+        assert_eq!(hook.checked().unwrap_err().kind, HookFailureKind::Changed);
+    }
+
+    /// What a call leaves in its `TMPDIR` is gone before the next call gets the directory.
+    #[test]
+    fn a_kept_confinement_starts_each_call_with_an_empty_tmpdir() {
+        let dir = tempfile::tempdir().unwrap();
+        let hook = hook(dir.path(), &["/bin/true"]);
+        let confined = hook.confined().unwrap();
+        let temp = PathBuf::from(&confined.env()[0].1);
+        std::fs::create_dir_all(temp.join("a/b")).unwrap();
+        std::fs::write(temp.join("a/b/left"), "x").unwrap();
+        std::fs::write(temp.join("left"), "x").unwrap();
+        hook.give_back(confined);
+        let again = hook.confined().unwrap();
+        assert_eq!(PathBuf::from(&again.env()[0].1), temp, "the same directory");
+        assert_eq!(std::fs::read_dir(&temp).unwrap().count(), 0);
     }
 }

@@ -48,14 +48,95 @@ pub struct HookSpec {
     pub tools_line: usize,
     pub timeout: Duration,
     pub mode: HookMode,
-    /// The program and every other file the command names by an absolute path, each with the
-    /// digest of its bytes when the configuration was loaded (`None`: not there).
-    pub files: Vec<(PathBuf, Option<Digest>)>,
+    /// The program first, then the interpreter its `#!` line names, then every argument that
+    /// names a file, each with the digest of its bytes when the configuration was loaded
+    /// (`None`: not there). What runs is a sealed copy of exactly these bytes.
+    pub files: Vec<HookFile>,
 }
 
-/// The digest of the file at `path` now; `None` when it cannot be read.
-pub fn file_digest(path: &Path) -> Option<Digest> {
-    std::fs::read(path).ok().map(|bytes| sha256_digest(&bytes))
+/// A file a hook's command runs or reads, and its digest at load.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HookFile {
+    pub path: PathBuf,
+    pub digest: Option<Digest>,
+    pub role: FileRole,
+}
+
+/// What a file is to the hook's command.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FileRole {
+    /// The program the command names.
+    Program,
+    /// The interpreter the program's `#!` line names, with the one argument the line gives it.
+    Interpreter { arg: Option<String> },
+    /// The argument of this index (after the program) names the file.
+    Argument(usize),
+}
+
+impl HookFile {
+    fn read(path: PathBuf, role: FileRole) -> (HookFile, Option<Vec<u8>>) {
+        let bytes = std::fs::read(&path).ok();
+        let digest = bytes.as_deref().map(sha256_digest);
+        (HookFile { path, digest, role }, bytes)
+    }
+}
+
+impl HookSpec {
+    /// The spec for a hook run in `cwd`: an argument naming a file relative to it (`hooks/guard.py`
+    /// in the workspace) is digested as an absolute one is, now, as the hook is set up for the
+    /// workspace.
+    pub fn in_directory(mut self, cwd: &Path) -> HookSpec {
+        for (index, arg) in self.args.iter().enumerate() {
+            let path = Path::new(arg);
+            if path.is_absolute() || !cwd.join(path).is_file() {
+                continue;
+            }
+            let (file, _) = HookFile::read(cwd.join(path), FileRole::Argument(index));
+            self.files.push(file);
+        }
+        self
+    }
+}
+
+/// The interpreter and its one argument that the `#!` line at the start of `bytes` names, as
+/// the kernel reads it: the line's first word, and the rest, trimmed, as one argument.
+pub fn shebang(bytes: &[u8]) -> Option<(String, Option<String>)> {
+    let line = bytes.strip_prefix(b"#!")?;
+    let line = line.split(|b| *b == b'\n').next().unwrap_or_default();
+    let line = String::from_utf8_lossy(line);
+    let line = line.trim_matches(|c| c == ' ' || c == '\t');
+    let (interpreter, arg) = match line.split_once([' ', '\t']) {
+        Some((interpreter, arg)) => (interpreter, Some(arg.trim_matches([' ', '\t']))),
+        None => (line, None),
+    };
+    let arg = arg.filter(|arg| !arg.is_empty()).map(str::to_owned);
+    Some((interpreter.to_owned(), arg))
+}
+
+/// The files a command runs or reads, each digested now: `program`, the interpreter its `#!`
+/// line names (which must be an absolute path), and each argument that is the absolute path of
+/// a file.
+pub(crate) fn command_files(program: &Path, args: &[String]) -> Result<Vec<HookFile>, String> {
+    let (program_file, bytes) = HookFile::read(program.to_path_buf(), FileRole::Program);
+    let mut files = vec![program_file];
+    if let Some((interpreter, arg)) = bytes.as_deref().and_then(shebang) {
+        if !Path::new(&interpreter).is_absolute() {
+            return Err(format!(
+                "the interpreter `{interpreter}` that the first line of `{}` names is not an \
+                 absolute path",
+                program.display()
+            ));
+        }
+        let role = FileRole::Interpreter { arg };
+        files.push(HookFile::read(PathBuf::from(interpreter), role).0);
+    }
+    for (index, arg) in args.iter().enumerate() {
+        let path = Path::new(arg);
+        if path.is_absolute() && path.is_file() {
+            files.push(HookFile::read(path.to_path_buf(), FileRole::Argument(index)).0);
+        }
+    }
+    Ok(files)
 }
 
 /// Every `[[hook]]`, checked: a unique name, a command whose program is a path (absolute, or
@@ -127,18 +208,9 @@ pub(super) fn hook_specs(
             }
             Some(tools) => Some(tools.get_ref().iter().cloned().collect()),
         };
-        let named = args
-            .iter()
-            .map(Path::new)
-            .filter(|arg| arg.is_absolute() && arg.is_file())
-            .map(Path::to_path_buf);
-        let files = std::iter::once(program.clone())
-            .chain(named)
-            .map(|path| {
-                let digest = file_digest(&path);
-                (path, digest)
-            })
-            .collect();
+        let files = command_files(&program, args).map_err(|detail| {
+            origin.error_at(section.command.span(), format!("hook `{name}`: {detail}"))
+        })?;
         specs.push(HookSpec {
             name: name.clone(),
             event: section.event,
@@ -185,17 +257,73 @@ mod tests {
         assert_eq!(hook.mode, HookMode::Enforce);
         assert_eq!(hook.tools, None);
         assert_eq!(hook.program, Path::new("/bin/sh"));
-        assert!(hook.files[0].1.is_some());
-        let digested: Vec<&Path> = hook.files.iter().map(|(p, _)| p.as_path()).collect();
+        assert!(hook.files[0].digest.is_some());
+        let digested: Vec<&Path> = hook.files.iter().map(|f| f.path.as_path()).collect();
         assert_eq!(digested, [Path::new("/bin/sh"), Path::new("/etc/hostname")]);
+        assert_eq!(hook.files[1].role, FileRole::Argument(0));
         let relative = specs(
             "[[hook]]\nname = \"g\"\nevent = \"post_call\"\ncommand = [\"bin/guard\"]\nmode = \"observe\"",
         )
         .unwrap();
         assert_eq!(relative[0].program, Path::new("/etc/toolgate/bin/guard"));
         assert_eq!(
-            relative[0].files[0].1, None,
+            relative[0].files[0].digest, None,
             "not there: missing when called"
+        );
+    }
+
+    #[test]
+    fn a_scripts_interpreter_and_relative_file_arguments_are_digested() {
+        assert_eq!(
+            shebang(b"#! /usr/bin/env  python3 -u \nprint()"),
+            Some(("/usr/bin/env".to_owned(), Some("python3 -u".to_owned())))
+        );
+        assert_eq!(shebang(b"#!/bin/sh"), Some(("/bin/sh".to_owned(), None)));
+        assert_eq!(shebang(b"\x7fELF"), None);
+        let dir = tempfile::tempdir().unwrap();
+        let script = dir.path().join("guard");
+        std::fs::write(&script, "#!/bin/sh -e\necho\n").unwrap();
+        std::fs::write(dir.path().join("rules.txt"), "rules\n").unwrap();
+        let args = ["rules.txt".to_owned(), "--strict".to_owned()];
+        let files = command_files(&script, &args).unwrap();
+        let roles: Vec<_> = files
+            .iter()
+            .map(|f| (f.path.clone(), f.role.clone()))
+            .collect();
+        assert_eq!(
+            roles,
+            [
+                (script.clone(), FileRole::Program),
+                (
+                    PathBuf::from("/bin/sh"),
+                    FileRole::Interpreter {
+                        arg: Some("-e".to_owned())
+                    }
+                ),
+            ]
+        );
+        let spec = HookSpec {
+            name: "g".to_owned(),
+            event: HookEvent::PreCall,
+            program: script.clone(),
+            args: args.to_vec(),
+            tools: None,
+            tools_line: 0,
+            timeout: Duration::from_secs(1),
+            mode: HookMode::Enforce,
+            files,
+        }
+        .in_directory(dir.path());
+        let last = spec.files.last().unwrap();
+        assert_eq!(last.path, dir.path().join("rules.txt"));
+        assert_eq!(last.role, FileRole::Argument(0));
+        assert_eq!(last.digest, Some(sha256_digest(b"rules\n")));
+        assert_eq!(spec.files.len(), 3, "`--strict` names no file");
+        std::fs::write(&script, "#!sh\n").unwrap();
+        let error = command_files(&script, &[]).unwrap_err();
+        assert!(
+            error.contains("`sh`") && error.contains("not an absolute path"),
+            "{error}"
         );
     }
 
