@@ -9,7 +9,7 @@
 //! ```
 //!
 //! Any stage may instead return a [`Rejection`]; a rejected call never reaches an
-//! [`Executor`]. Only [`Pipeline::execute`] runs an executor: it consumes the [`Authorized`]
+//! [`Executor`]. Only [`Stages::execute`] runs an executor: it consumes the [`Authorized`]
 //! proof, whose constructor is private to the [`pipeline`] module, runs that proof's own tool,
 //! and records the outcome; an executor is handed a [`Call`] that nothing else can make. So
 //! running a tool without crossing stages 1–6, or without a record, does not compile.
@@ -84,11 +84,12 @@ pub use invocation::{Invocation, NormalizeBounds, RawArguments, RawCall, Surface
 pub use notice::{NOTICES_PER_SECOND, Notice, NoticeSink};
 pub use outcome::{Evidence, Outcome, Status, ToolError, ToolErrorCode, ToolOutput};
 pub use pipeline::{
-    Authorized, Call, Classification, Classified, Decided, ExecContext, Executor, Finished,
-    Forward, Forwarded, Forwarding, HOOK_PROTOCOL, Hook, HookAnswer, HookDecision, HookEvent,
-    HookFailure, HookFailureKind, HookInput, HookMode, HookRecord, MAX_HOOK_ANSWER_BYTES,
-    Normalized, Parsed, Permitted, Pipeline, Placement, Planned, Resolved, Resource, RunHooks,
-    Shown, StageReport, Stopped, TypedExecutor, Validated, WorkspaceId,
+    Authorized, Branded, Call, Classification, Classified, Decided, ExecContext, Executor,
+    Finished, Forward, Forwarded, Forwarding, HOOK_PROTOCOL, Hook, HookAnswer, HookDecision,
+    HookEvent, HookFailure, HookFailureKind, HookInput, HookMode, HookRecord,
+    MAX_HOOK_ANSWER_BYTES, Normalized, Parsed, Permitted, Pipeline, Placement, Planned, Resolved,
+    Resource, Rest, RunHooks, Shown, StageReport, Stages, Stopped, TypedExecutor, Validated,
+    WorkspaceId,
 };
 pub use policy::{
     NETWORK_NONE, NETWORK_PREFIX, NETWORK_UNCONFINED, NetworkRequest, PolicyContext,

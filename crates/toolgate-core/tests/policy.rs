@@ -82,9 +82,14 @@ fn pipeline(user_policy: Option<&str>, prepare: bool) -> Pipeline {
     )
 }
 
+/// Stages 1–6 of `raw`: what stopped it, if anything.
+fn authorized(pipeline: &Pipeline, raw: RawCall) -> Result<(), Stopped> {
+    pipeline.enter(|stages| stages.authorize_call(raw).map(drop))
+}
+
 /// (code or "ok") for each call.
 fn decide(pipeline: &Pipeline, tool: &str, args: &str, surface: Surface) -> String {
-    match pipeline.authorize_call(RawCall::text(tool, args, surface)) {
+    match authorized(pipeline, RawCall::text(tool, args, surface)) {
         Ok(_) => "ok".into(),
         Err(stopped) => stopped.rejection.code().to_string(),
     }
@@ -130,13 +135,11 @@ fn operator_policies_permit_and_forbid() {
         decide(&p, "reader", r#"{"path": "src/a.rs"}"#, Surface::Chat),
         "ok"
     );
-    let stopped = p
-        .authorize_call(RawCall::text(
-            "reader",
-            r#"{"path": "notes/private.txt"}"#,
-            Surface::Chat,
-        ))
-        .unwrap_err();
+    let stopped = authorized(
+        &p,
+        RawCall::text("reader", r#"{"path": "notes/private.txt"}"#, Surface::Chat),
+    )
+    .unwrap_err();
     assert_eq!(stopped.rejection.policies(), ["no-secrets"]);
     assert!(
         stopped.rejection.message().contains("`no-secrets`"),
@@ -174,13 +177,11 @@ fn sensitive_files_are_denied_by_a_named_rule_that_an_operator_can_replace() {
         ("toolgate.toml", "sensitive-toolgate-config"),
     ] {
         for tool in ["reader", "writer"] {
-            let stopped = p
-                .authorize_call(RawCall::text(
-                    tool,
-                    json!({ "path": path }).to_string(),
-                    Surface::Cli,
-                ))
-                .unwrap_err();
+            let stopped = authorized(
+                &p,
+                RawCall::text(tool, json!({ "path": path }).to_string(), Surface::Cli),
+            )
+            .unwrap_err();
             assert_eq!(stopped.rejection.code(), RejectCode::PolicyDenied, "{path}");
             // A write to git's config is also a write of a file that git runs later.
             let rules = if tool == "writer" && path == ".git/config" {
@@ -239,9 +240,8 @@ fn files_that_run_later_are_denied_to_writes_by_a_named_rule_an_operator_can_rep
         (".gitconfig", "runs-later-shell-startup"),
     ] {
         let args = json!({ "path": path }).to_string();
-        let stopped = p
-            .authorize_call(RawCall::text("writer", args.clone(), Surface::Cli))
-            .unwrap_err();
+        let stopped =
+            authorized(&p, RawCall::text("writer", args.clone(), Surface::Cli)).unwrap_err();
         assert_eq!(stopped.rejection.policies(), [rule], "{path}");
         assert!(
             stopped.rejection.message().contains(&format!("`{rule}` (")),
@@ -308,9 +308,7 @@ fn evaluation_errors_deny_even_when_a_permit_matches() {
         when { context.surface == "chat" && resource.major + 9223372036854775807 > 0 };
     "#;
     let p = pipeline(Some(text), true);
-    let stopped = p
-        .authorize_call(RawCall::text("reader", "{}", Surface::Chat))
-        .unwrap_err();
+    let stopped = authorized(&p, RawCall::text("reader", "{}", Surface::Chat)).unwrap_err();
     assert_eq!(stopped.rejection.code(), RejectCode::PolicyDenied);
     assert!(
         stopped.rejection.message().contains(
@@ -410,14 +408,8 @@ fn slices_decide_exactly_as_the_whole_set() {
                             .by(actor)
                             .in_profile(profile)
                     };
-                    let a = sliced
-                        .authorize_call(call())
-                        .map(|_| ())
-                        .map_err(|s| s.rejection.code());
-                    let b = whole
-                        .authorize_call(call())
-                        .map(|_| ())
-                        .map_err(|s| s.rejection.code());
+                    let a = authorized(&sliced, call()).map_err(|s| s.rejection.code());
+                    let b = authorized(&whole, call()).map_err(|s| s.rejection.code());
                     assert_eq!(a, b, "{tool} {surface} {actor} {profile}");
                 }
             }

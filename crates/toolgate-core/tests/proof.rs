@@ -21,6 +21,9 @@ fn the_proof_cannot_be_gone_around() {
         "construct_authorized",
         "construct_call",
         "keep_call",
+        "mix_stages",
+        "mix_clones",
+        "escape_entry",
     ] {
         cases.compile_fail(format!("tests/proof/{case}.rs"));
     }

@@ -374,11 +374,13 @@ fn run_row(row: &Row) -> (Outcome, bool) {
     raw.request_id = Some("req-1".into());
     let outcome = if row.answer == Answer::AllowRevoked {
         // Revoked in the console after the person allowed it, before it ran.
-        let authorized = fixture.pipeline.authorize_call(raw).unwrap();
-        let id = authorized.approval_id().unwrap();
-        assert_eq!(fixture.pipeline.grants().revoke(id), Ok(true));
-        let cx = ExecContext::new(Duration::from_secs(1), Cancel::new());
-        fixture.pipeline.execute(authorized, &cx)
+        fixture.pipeline.enter(|stages| {
+            let authorized = stages.authorize_call(raw).unwrap();
+            let id = authorized.approval_id().unwrap();
+            assert_eq!(fixture.pipeline.grants().revoke(id), Ok(true));
+            let cx = ExecContext::new(Duration::from_secs(1), Cancel::new());
+            stages.execute(authorized, &cx)
+        })
     } else {
         fixture.pipeline.run(raw)
     };
@@ -606,37 +608,39 @@ fn grants_are_rechecked_immediately_before_execution() {
         broker.clone(),
         WorkspaceId::new("/w"),
     ));
-    let authorized = pipeline
-        .authorize_call(RawCall::text("write", r#"{"path": "a"}"#, Surface::Chat))
-        .unwrap();
-    let cx = ExecContext::new(Duration::from_secs(1), Cancel::new());
-    let call = || RawCall::text("write", r#"{"path": "a"}"#, Surface::Chat);
+    pipeline.enter(|stages| {
+        let authorized = stages
+            .authorize_call(RawCall::text("write", r#"{"path": "a"}"#, Surface::Chat))
+            .unwrap();
+        let cx = ExecContext::new(Duration::from_secs(1), Cancel::new());
+        let call = || RawCall::text("write", r#"{"path": "a"}"#, Surface::Chat);
 
-    // Revoked after approval, before execution.
-    let revoked = pipeline.authorize_call(call()).unwrap();
-    assert_eq!(
-        pipeline.grants().revoke(revoked.approval_id().unwrap()),
-        Ok(true)
-    );
-    let outcome = pipeline.execute(revoked, &cx);
-    assert_eq!(
-        outcome.rejection().unwrap().code(),
-        RejectCode::ApprovalInvalid
-    );
+        // Revoked after approval, before execution.
+        let revoked = stages.authorize_call(call()).unwrap();
+        assert_eq!(
+            pipeline.grants().revoke(revoked.approval_id().unwrap()),
+            Ok(true)
+        );
+        let outcome = stages.execute(revoked, &cx);
+        assert_eq!(
+            outcome.rejection().unwrap().code(),
+            RejectCode::ApprovalInvalid
+        );
 
-    // Expired after approval, before execution.
-    broker.clock.0.fetch_add(120_000, Ordering::SeqCst);
-    let outcome = pipeline.execute(authorized, &cx);
-    let rejection = outcome.rejection().unwrap();
-    assert_eq!(
-        (rejection.stage(), rejection.code()),
-        (Stage::Approve, RejectCode::ApprovalExpired)
-    );
-    assert!(!recorder.entered.load(Ordering::SeqCst));
+        // Expired after approval, before execution.
+        broker.clock.0.fetch_add(120_000, Ordering::SeqCst);
+        let outcome = stages.execute(authorized, &cx);
+        let rejection = outcome.rejection().unwrap();
+        assert_eq!(
+            (rejection.stage(), rejection.code()),
+            (Stage::Approve, RejectCode::ApprovalExpired)
+        );
+        assert!(!recorder.entered.load(Ordering::SeqCst));
 
-    // A fresh approval runs.
-    let fresh = pipeline.authorize_call(call()).unwrap();
-    assert_eq!(pipeline.execute(fresh, &cx).status(), Status::Completed);
+        // A fresh approval runs.
+        let fresh = stages.authorize_call(call()).unwrap();
+        assert_eq!(stages.execute(fresh, &cx).status(), Status::Completed);
+    });
     assert!(recorder.entered.load(Ordering::SeqCst));
 }
 

@@ -17,8 +17,8 @@ use rmcp::service::{Peer, PeerRequestOptions};
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 use toolgate_core::{
-    Decided, Finished, Notice, NoticeSink, Outcome, Permitted, Pipeline, Placement, RawCall,
-    RunHooks, Shown,
+    Decided, Finished, Notice, NoticeSink, Outcome, Pipeline, Placement, RawCall, Rest, RunHooks,
+    Shown,
 };
 
 use crate::elicit::{self, ApprovalDesk, Parkable};
@@ -71,7 +71,7 @@ enum Step {
     /// Stages 1 to 8.
     Whole(RawCall),
     /// Stages 6 to 8, after stages 1 to 5 let it through.
-    Rest(Box<Permitted>),
+    Rest(Box<Rest>),
 }
 
 impl Running {
@@ -84,7 +84,7 @@ impl Running {
     /// its end, a forwarded one as a task waiting for its answer (handing a call to another
     /// thread and back costs more than a call of some microseconds, and a thread parked on
     /// another process's answer costs two hand-offs more), any other on a blocking thread,
-    /// watched. Every one takes the same path, [`Pipeline::finish`].
+    /// watched. Every one takes the same path, [`toolgate_core::Stages::finish`].
     pub(crate) fn start(pipeline: Arc<Pipeline>, raw: RawCall, shown: Arc<Shown>) -> Running {
         let cancelled = toolgate_core::Cancel::new();
         let (phase_tx, phase) = watch::channel(Phase::Deciding);
@@ -95,15 +95,15 @@ impl Running {
             let _ = notice_tx.send(notice);
         });
         let step = if pipeline.decides_on_arrival(&raw.tool) {
-            match pipeline.decide(raw, Some(&shown)) {
+            pipeline.enter(|stages| match stages.decide(raw, Some(&shown)) {
                 Decided::Ended(outcome) => Err(Task::Ended(Some(Box::new(outcome)))),
                 Decided::Permitted(permitted) if permitted.placement() == Placement::Worker => {
-                    Ok(Step::Rest(Box::new(permitted)))
+                    Ok(Step::Rest(Box::new(stages.rest(permitted))))
                 }
                 // Placed where it arrived, or to be forwarded: stages 6–8 begin here.
                 Decided::Permitted(permitted) => {
                     let finished = with_hooks(&shown, &phase_tx, Arc::clone(&sink), |hooks| {
-                        pipeline.finish(permitted, cancelled.clone(), hooks)
+                        stages.finish(permitted, cancelled.clone(), hooks)
                     });
                     match finished {
                         Finished::Ended(outcome) => Err(Task::Ended(Some(Box::new(outcome)))),
@@ -114,7 +114,7 @@ impl Running {
                         }
                     }
                 }
-            }
+            })
         } else {
             Ok(Step::Whole(raw))
         };
@@ -185,7 +185,7 @@ fn run_call(
 ) -> Outcome {
     with_hooks(shown, phase, notices, |hooks| match step {
         Step::Whole(raw) => pipeline.run_with(raw, cancelled, hooks),
-        Step::Rest(permitted) => match pipeline.finish(*permitted, cancelled, hooks) {
+        Step::Rest(rest) => match rest.finish(cancelled, hooks) {
             Finished::Ended(outcome) => outcome,
             Finished::Forward(forward) => forward.run_here(),
         },

@@ -141,22 +141,27 @@ fn edit_state(state: usize) -> String {
 fn benches(c: &mut Criterion) {
     let (_dir, pipeline) = fixture();
 
-    let probe = pipeline
-        .authorize_call(RawCall::text(
-            "read_file",
-            r#"{"path":"small.txt"}"#,
-            Surface::Chat,
-        ))
-        .map_err(|stopped| stopped.rejection.to_string());
-    assert!(probe.is_ok(), "read_file must be authorized: {probe:?}");
-    c.bench_function("stages_1_to_6", |b| {
-        b.iter(|| {
-            let authorized = pipeline.authorize_call(black_box(RawCall::text(
+    let probe = pipeline.enter(|stages| {
+        stages
+            .authorize_call(RawCall::text(
                 "read_file",
                 r#"{"path":"small.txt"}"#,
                 Surface::Chat,
-            )));
-            black_box(authorized.is_ok())
+            ))
+            .map(drop)
+            .map_err(|stopped| stopped.rejection.to_string())
+    });
+    assert!(probe.is_ok(), "read_file must be authorized: {probe:?}");
+    c.bench_function("stages_1_to_6", |b| {
+        b.iter(|| {
+            pipeline.enter(|stages| {
+                let authorized = stages.authorize_call(black_box(RawCall::text(
+                    "read_file",
+                    r#"{"path":"small.txt"}"#,
+                    Surface::Chat,
+                )));
+                black_box(authorized.is_ok())
+            })
         });
     });
 

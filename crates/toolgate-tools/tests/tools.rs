@@ -208,16 +208,25 @@ fn read_file_is_brief_up_to_64_kib() {
     let line = format!("{}\n", "y".repeat(1023));
     fs::write(fx.ws().join("at_most.txt"), line.repeat(64)).unwrap();
     fs::write(fx.ws().join("over.txt"), line.repeat(65)).unwrap();
-    let permitted = |path: &str| {
+    // Whether the call ends soon, and its outcome once finished.
+    let finished = |path: &str| {
         let raw = RawCall::text(
             "read_file",
             json!({"path": path}).to_string(),
             Surface::Chat,
         );
-        match fx.pipeline.decide(raw, None) {
-            Decided::Permitted(permitted) => permitted,
-            Decided::Ended(outcome) => panic!("{path}: {}", outcome.summary()),
-        }
+        fx.pipeline.enter(|stages| {
+            let call = match stages.decide(raw, None) {
+                Decided::Permitted(permitted) => permitted,
+                Decided::Ended(outcome) => panic!("{path}: {}", outcome.summary()),
+            };
+            let soon = call.ends_soon();
+            let Finished::Ended(outcome) = stages.finish(call, Cancel::new(), &RunHooks::default())
+            else {
+                panic!("{path}: a builtin is never forwarded");
+            };
+            (soon, outcome)
+        })
     };
     for (path, brief) in [
         ("small.txt", true),
@@ -227,14 +236,8 @@ fn read_file_is_brief_up_to_64_kib() {
         ("src", true),
         ("missing.txt", true),
     ] {
-        let call = permitted(path);
-        assert_eq!(call.ends_soon(), brief, "{path}");
-        let Finished::Ended(outcome) =
-            fx.pipeline
-                .finish(call, Cancel::new(), &RunHooks::default())
-        else {
-            panic!("{path}: a builtin is never forwarded");
-        };
+        let (soon, outcome) = finished(path);
+        assert_eq!(soon, brief, "{path}");
         let completed = outcome.status() == Status::Completed;
         assert_eq!(
             completed,

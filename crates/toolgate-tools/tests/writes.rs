@@ -509,42 +509,44 @@ fn the_approval_is_bound_to_the_diff_and_the_pre_image() {
 
     let s = setup();
     let digest = s.digest("notes.txt");
-    let call = |new: &str| {
+    s.pipeline.enter(|stages| {
+        let call = |new: &str| {
+            stages
+                .authorize_call(RawCall::text(
+                    "edit_file",
+                    json!({"path": "notes.txt", "expected_digest": digest, "edits": [{"old_text": "two", "new_text": new}]})
+                        .to_string(),
+                    Surface::Chat,
+                ))
+                .unwrap()
+        };
+        let (a, b) = (call("2"), call("II"));
+        let requests = s.requests();
+        assert_ne!(requests[0].digest, requests[1].digest);
+        assert!(requests[0].preview.as_deref().unwrap().contains("+2\n"));
+        assert!(requests[1].preview.as_deref().unwrap().contains("+II\n"));
+        let diff_of = |r: &ApprovalRequest| {
+            r.resources
+                .iter()
+                .find(|x| matches!(x, Resource::Diff(_)))
+                .cloned()
+                .unwrap()
+        };
+        assert_ne!(diff_of(&requests[0]), diff_of(&requests[1]));
+        // Revoking the grant of one leaves it unusable; the other still runs.
         s.pipeline
-            .authorize_call(RawCall::text(
-                "edit_file",
-                json!({"path": "notes.txt", "expected_digest": digest, "edits": [{"old_text": "two", "new_text": new}]})
-                    .to_string(),
-                Surface::Chat,
-            ))
-            .unwrap()
-    };
-    let (a, b) = (call("2"), call("II"));
-    let requests = s.requests();
-    assert_ne!(requests[0].digest, requests[1].digest);
-    assert!(requests[0].preview.as_deref().unwrap().contains("+2\n"));
-    assert!(requests[1].preview.as_deref().unwrap().contains("+II\n"));
-    let diff_of = |r: &ApprovalRequest| {
-        r.resources
-            .iter()
-            .find(|x| matches!(x, Resource::Diff(_)))
-            .cloned()
-            .unwrap()
-    };
-    assert_ne!(diff_of(&requests[0]), diff_of(&requests[1]));
-    // Revoking the grant of one leaves it unusable; the other still runs.
-    s.pipeline
-        .grants()
-        .revoke(a.approval_id().unwrap())
-        .unwrap();
-    let cx = ExecContext::new(Duration::from_secs(5), Cancel::new());
-    let refused = s.pipeline.execute(a, &cx);
-    assert_eq!(
-        refused.rejection().unwrap().code(),
-        RejectCode::ApprovalInvalid
-    );
-    let ran = s.pipeline.execute(b, &cx);
-    assert_eq!(ran.status(), Status::Completed, "{ran:?}");
+            .grants()
+            .revoke(a.approval_id().unwrap())
+            .unwrap();
+        let cx = ExecContext::new(Duration::from_secs(5), Cancel::new());
+        let refused = stages.execute(a, &cx);
+        assert_eq!(
+            refused.rejection().unwrap().code(),
+            RejectCode::ApprovalInvalid
+        );
+        let ran = stages.execute(b, &cx);
+        assert_eq!(ran.status(), Status::Completed, "{ran:?}");
+    });
     assert_eq!(s.read("notes.txt"), "one\nII\nthree\n");
 }
 

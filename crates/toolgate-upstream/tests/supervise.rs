@@ -367,22 +367,24 @@ fn a_call_resolved_before_a_change_is_not_forwarded_after_it() {
         std::sync::Arc::new(HeadlessBroker),
         WorkspaceId::new("/ws"),
     );
-    let authorized = pipeline
-        .authorize_call(RawCall::text(
-            "test__echo",
-            r#"{"text": "hi"}"#.to_owned(),
-            Surface::Chat,
-        ))
-        .unwrap();
-    let before = calls(state.path());
+    let (outcome, before) = pipeline.enter(|stages| {
+        let authorized = stages
+            .authorize_call(RawCall::text(
+                "test__echo",
+                r#"{"text": "hi"}"#.to_owned(),
+                Surface::Chat,
+            ))
+            .unwrap();
+        let before = calls(state.path());
 
-    // The upstream changes the descriptor after the call was resolved against the pin.
-    signal(state.path(), "USR1");
-    wait_until("the change is seen", || {
-        admitted(&upstreams) == [("test__echo".to_owned(), false)]
+        // The upstream changes the descriptor after the call was resolved against the pin.
+        signal(state.path(), "USR1");
+        wait_until("the change is seen", || {
+            admitted(&upstreams) == [("test__echo".to_owned(), false)]
+        });
+        let cx = ExecContext::new(Duration::from_secs(5), toolgate_core::Cancel::new());
+        (stages.execute(authorized, &cx), before)
     });
-    let cx = ExecContext::new(Duration::from_secs(5), toolgate_core::Cancel::new());
-    let outcome = pipeline.execute(authorized, &cx);
     let error = outcome.error().unwrap();
     assert_eq!(error.code, "stale_descriptor", "{}", error.message);
     assert!(

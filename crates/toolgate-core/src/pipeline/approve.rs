@@ -8,17 +8,8 @@ use crate::runs_later;
 
 impl Pipeline {
     /// Stage 6.
-    pub fn approve(&self, permitted: Permitted) -> Result<Authorized, Stopped> {
-        self.approve_cancellable(permitted, Cancel::new())
-    }
-
-    /// Stage 6, with a signal the caller may give to stop waiting for a person.
-    pub fn approve_cancellable(
-        &self,
-        permitted: Permitted,
-        cancel: Cancel,
-    ) -> Result<Authorized, Stopped> {
-        self.approve_with(permitted, cancel, &|_| {})
+    pub(crate) fn approve(&self, permitted: Permitted) -> Result<Authorized, Stopped> {
+        self.approve_with(permitted, Cancel::new(), &|_| {})
     }
 
     /// Stage 6, calling `awaiting` with the call's id when a person is about to be asked

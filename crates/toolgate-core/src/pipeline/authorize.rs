@@ -6,7 +6,7 @@ use crate::policy::PolicyDecision;
 
 impl Pipeline {
     /// Stage 5.
-    pub fn authorize(&self, classified: Classified) -> Result<Permitted, Stopped> {
+    pub(crate) fn authorize(&self, classified: Classified) -> Result<Permitted, Stopped> {
         let started = Instant::now();
         let Classified {
             invocation,

@@ -5,7 +5,7 @@ use crate::runs_later;
 
 impl Pipeline {
     /// Stage 4. Classification cannot reject: it only learns.
-    pub fn classify(&self, validated: Validated) -> Classified {
+    pub(crate) fn classify(&self, validated: Validated) -> Classified {
         let started = Instant::now();
         let Validated {
             invocation,

@@ -12,7 +12,7 @@ impl Pipeline {
     /// proof was issued for, then describes the result and records it. The proof is consumed,
     /// so it runs once; there is no way to run it without a record.
     #[must_use = "the outcome is the call's only result, and may be a refusal"]
-    pub fn execute(&self, authorized: Authorized, cx: &ExecContext) -> Outcome {
+    pub(crate) fn execute(&self, authorized: Authorized, cx: &ExecContext) -> Outcome {
         self.describe(self.execute_step(authorized, cx))
     }
 
@@ -124,7 +124,7 @@ impl Cleared {
 }
 
 /// A call [placed](Placement::Forwarded) to be forwarded, cleared to run and not yet begun
-/// (see [`Pipeline::finish`]). A transport that can await it [begins](Forward::begin) it; any
+/// (see [`Stages::finish`]). A transport that can await it [begins](Forward::begin) it; any
 /// other runs it where it is, to its end ([`Forward::run_here`]). Dropped unused, it is
 /// recorded as given up before it ran.
 pub struct Forward {

@@ -2,7 +2,7 @@
 //!
 //! Each stage takes the previous stage's value by move and returns the next one or a
 //! [`Stopped`] (a [`Rejection`] plus the evidence gathered so far). [`Authorized`] has only
-//! private fields and no public constructor, and only [`Pipeline::execute`] accepts it: by
+//! private fields and no public constructor, and only [`Stages::execute`] accepts it: by
 //! value, so one proof runs once, and running the executor of the tool the proof was issued
 //! for, never one a caller names. That step redeems the grant, guards against a panicking
 //! tool, describes the result and records it, all in one, so nothing executes off the record.
@@ -11,8 +11,12 @@
 //! crate can implement the trait but cannot call it. A tool cannot run unless stages 1–6 have
 //! passed — a compile-time fact, in the manner of rustls's handshake states.
 //!
-//! Every stage value carries the stamp of the pipeline whose stage 1 began it, and every stage
-//! refuses a value of another pipeline (see `approve::foreign`).
+//! Outside this crate the stages are reached only through [`Pipeline::enter`], whose stage
+//! values are [`Branded`] by a lifetime no other entry shares (as GhostCell and the
+//! `generativity` crate brand theirs): handing one pipeline's value to another's next stage
+//! does not compile. As a second line, every stage value carries the stamp of the pipeline
+//! whose stage 1 began it, and every stage refuses a value of another pipeline at run time
+//! (see `approve::foreign`).
 //!
 //! This module holds the stage values and the pipeline. Each stage is a module of its own, the
 //! only issuer of its reject codes: `normalize`, `resolve`, `validate`, `classify`,
@@ -233,7 +237,7 @@ impl ExecContext {
             .is_some_and(|notices| notices.send(notice))
     }
 
-    /// The same context with `sensitivity`. [`Pipeline::execute`] sets its own, so that what a
+    /// The same context with `sensitivity`. [`Stages::execute`] sets its own, so that what a
     /// tool that enumerates the workspace withholds is what stage 4 tagged for the policy.
     #[must_use]
     pub fn with_sensitivity(mut self, sensitivity: Arc<Sensitivity>) -> Self {
@@ -274,7 +278,7 @@ impl ExecContext {
 #[derive(Debug)]
 struct Trace {
     /// The pipeline whose stage 1 began the call: only it may run the call (see
-    /// [`Pipeline::execute`]).
+    /// [`Stages::execute`]).
     pipeline: u64,
     started: Instant,
     durations: [Option<Duration>; Stage::ALL.len()],
@@ -307,7 +311,7 @@ struct Trace {
 }
 
 /// Where the rest of a call, stages 6 to 8, runs: data stage 4 writes beside the plan, which
-/// a transport reads to choose a thread, never a code path ([`Pipeline::finish`] is the one).
+/// a transport reads to choose a thread, never a code path ([`Stages::finish`] is the one).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Placement {
     /// Where its request arrived: a read nobody must approve, whose executor is
@@ -413,7 +417,201 @@ impl Permitted {
     }
 }
 
-/// What stages 6–8 came to (see [`Pipeline::finish`]).
+/// The brand of one [entry](Pipeline::enter) into a pipeline: a lifetime no other entry
+/// shares, invariant so that the compiler never takes two brands for one.
+#[derive(Clone, Copy)]
+struct Brand<'id>(std::marker::PhantomData<fn(&'id ()) -> &'id ()>);
+
+impl Brand<'_> {
+    const NEW: Self = Brand(std::marker::PhantomData);
+}
+
+/// A stage value of one entry into a pipeline (see [`Pipeline::enter`]): only the stages of
+/// that entry take it, and it cannot leave the entry. Read it as the value it holds.
+pub struct Branded<'id, T> {
+    value: T,
+    _brand: Brand<'id>,
+}
+
+impl<T> Branded<'_, T> {
+    fn new(value: T) -> Self {
+        Branded {
+            value,
+            _brand: Brand::NEW,
+        }
+    }
+}
+
+impl<T> std::ops::Deref for Branded<'_, T> {
+    type Target = T;
+
+    fn deref(&self) -> &T {
+        &self.value
+    }
+}
+
+impl<T: std::fmt::Debug> std::fmt::Debug for Branded<'_, T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.value.fmt(f)
+    }
+}
+
+/// The stages of one pipeline, as one [entry](Pipeline::enter) reaches them: each takes only
+/// the values this entry's stages made.
+#[derive(Clone, Copy)]
+pub struct Stages<'id> {
+    pipeline: &'id Pipeline,
+    _brand: Brand<'id>,
+}
+
+impl std::fmt::Debug for Stages<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Stages")
+    }
+}
+
+impl<'id> Stages<'id> {
+    fn brand<T>(self, value: T) -> Branded<'id, T> {
+        Branded::new(value)
+    }
+
+    /// Stage 1.
+    pub fn normalize(self, raw: RawCall) -> Result<Branded<'id, Normalized>, Stopped> {
+        self.pipeline.normalize(raw).map(|v| self.brand(v))
+    }
+
+    /// Stage 2, against the whole registry.
+    pub fn resolve(
+        self,
+        normalized: Branded<'id, Normalized>,
+    ) -> Result<Branded<'id, Resolved>, Stopped> {
+        self.resolve_within(normalized, None)
+    }
+
+    /// Stage 2, judging by what the caller was `shown` (see [`Shown`]).
+    pub fn resolve_within(
+        self,
+        normalized: Branded<'id, Normalized>,
+        shown: Option<&Shown>,
+    ) -> Result<Branded<'id, Resolved>, Stopped> {
+        let resolved = self.pipeline.resolve_within(normalized.value, shown);
+        resolved.map(|v| self.brand(v))
+    }
+
+    /// Stage 3.
+    pub fn validate(
+        self,
+        resolved: Branded<'id, Resolved>,
+    ) -> Result<Branded<'id, Validated>, Stopped> {
+        let validated = self.pipeline.validate(resolved.value);
+        validated.map(|v| self.brand(v))
+    }
+
+    /// Stage 4.
+    pub fn classify(self, validated: Branded<'id, Validated>) -> Branded<'id, Classified> {
+        self.brand(self.pipeline.classify(validated.value))
+    }
+
+    /// Stage 5 (after the pre_call hooks).
+    pub fn authorize(
+        self,
+        classified: Branded<'id, Classified>,
+    ) -> Result<Branded<'id, Permitted>, Stopped> {
+        let permitted = self.pipeline.pre_call(classified.value);
+        let permitted = permitted.and_then(|c| self.pipeline.authorize(c));
+        permitted.map(|v| self.brand(v))
+    }
+
+    /// Stage 6.
+    pub fn approve(
+        self,
+        permitted: Branded<'id, Permitted>,
+    ) -> Result<Branded<'id, Authorized>, Stopped> {
+        self.approve_cancellable(permitted, Cancel::new())
+    }
+
+    /// Stage 6, with a signal the caller may give to stop waiting for a person.
+    pub fn approve_cancellable(
+        self,
+        permitted: Branded<'id, Permitted>,
+        cancel: Cancel,
+    ) -> Result<Branded<'id, Authorized>, Stopped> {
+        let authorized = self.pipeline.approve_with(permitted.value, cancel, &|_| {});
+        authorized.map(|v| self.brand(v))
+    }
+
+    /// Stages 1–6.
+    pub fn authorize_call(self, raw: RawCall) -> Result<Branded<'id, Authorized>, Stopped> {
+        self.pipeline.authorize_call(raw).map(|v| self.brand(v))
+    }
+
+    /// Stages 7 and 8, as one step: re-checks the grant, runs the executor of the tool the
+    /// proof was issued for, within the tool's own time limit whatever deadline `cx` carries,
+    /// then describes the result and records it. The proof is consumed, so it runs once.
+    #[must_use = "the outcome is the call's only result, and may be a refusal"]
+    pub fn execute(self, authorized: Branded<'id, Authorized>, cx: &ExecContext) -> Outcome {
+        self.pipeline.execute(authorized.value, cx)
+    }
+
+    /// Stages 1–5, stage 2 judging by what the caller was `shown`; a call they stop is
+    /// described and recorded here. With [`Stages::finish`], this is [`Pipeline::run_with`]
+    /// in two steps, for a transport that runs the first where the request arrived and the
+    /// second where [`Permitted::placement`] says.
+    pub fn decide(self, raw: RawCall, shown: Option<&Shown>) -> Decided<'id> {
+        self.pipeline.decide(raw, shown)
+    }
+
+    /// Stages 6–8 of a call this entry's stages 1–5 permitted, with `hooks` (whose `shown`
+    /// stage 2 has already judged by): approve, execute, describe, the one path for every
+    /// kind of executor. A call [placed](Placement) anywhere but [`Placement::Forwarded`]
+    /// runs here to its end; a forwarded one comes back cleared to run, for the caller to
+    /// begin and await or to run where it is ([`Forward`]). A transport chooses the thread by
+    /// the placement; the path is this one.
+    pub fn finish(
+        self,
+        permitted: Branded<'id, Permitted>,
+        cancel: Cancel,
+        hooks: &RunHooks,
+    ) -> Finished {
+        self.pipeline.finish(permitted, cancel, hooks)
+    }
+
+    /// Stages 6–8 of a call this entry permitted, to run later on another thread: the call
+    /// and its own pipeline, so that no other pipeline can finish it.
+    pub fn rest(self, permitted: Branded<'id, Permitted>) -> Rest {
+        Rest {
+            pipeline: self.pipeline.same(),
+            permitted: permitted.value,
+        }
+    }
+}
+
+/// Stages 6–8 of one permitted call, held with the pipeline that permitted it (see
+/// [`Stages::rest`]).
+#[derive(Debug)]
+#[must_use = "a permitted call does nothing until it is finished"]
+pub struct Rest {
+    pipeline: Pipeline,
+    permitted: Permitted,
+}
+
+impl Rest {
+    /// Where the rest of the call runs, as stages 4 and 5 placed it.
+    pub fn placement(&self) -> Placement {
+        self.permitted.placement()
+    }
+
+    /// Stages 6–8, as [`Stages::finish`] runs them.
+    pub fn finish(self, cancel: Cancel, hooks: &RunHooks) -> Finished {
+        let Rest {
+            pipeline,
+            permitted,
+        } = self;
+        pipeline.finish(Branded::<'static, _>::new(permitted), cancel, hooks)
+    }
+}
+
+/// What stages 6–8 came to (see [`Stages::finish`]).
 #[derive(Debug)]
 #[must_use = "a forward does nothing until it is begun or run, and is recorded as given up"]
 pub enum Finished {
@@ -423,20 +621,20 @@ pub enum Finished {
     Forward(Forward),
 }
 
-/// What stages 1–5 decided of a call (see [`Pipeline::decide`]).
+/// What stages 1–5 decided of a call (see [`Stages::decide`]).
 #[derive(Debug)]
-#[must_use = "a permitted call does nothing until `Pipeline::finish` runs and records it"]
-pub enum Decided {
+#[must_use = "a permitted call does nothing until `Stages::finish` runs and records it"]
+pub enum Decided<'id> {
     /// Stopped before stage 6, and recorded.
     Ended(Outcome),
-    /// Through the policy: [`Pipeline::finish`] runs the rest.
-    Permitted(Permitted),
+    /// Through the policy: [`Stages::finish`] runs the rest.
+    Permitted(Branded<'id, Permitted>),
 }
 
 /// After stage 6: the proof that a call may run. It cannot be built, cloned or altered outside
-/// this module, and only [`Pipeline::execute`] redeems it, once.
+/// this module, and only [`Stages::execute`] redeems it, once.
 #[derive(Debug)]
-#[must_use = "an authorized call does nothing until `Pipeline::execute` runs and records it"]
+#[must_use = "an authorized call does nothing until `Stages::execute` runs and records it"]
 pub struct Authorized {
     invocation: Invocation,
     tool: Arc<Tool>,
@@ -485,7 +683,7 @@ impl Authorized {
     }
 }
 
-/// One authorized call, as its executor sees it while it runs. Only [`Pipeline::execute`]
+/// One authorized call, as its executor sees it while it runs. Only [`Stages::execute`]
 /// makes one, and it lives no longer than that step, so an executor can neither be called
 /// from outside the pipeline nor keep a call to run later. It is made for the one executor
 /// the call was authorized for: a [typed executor](TypedExecutor) handed another's call (an
@@ -760,35 +958,57 @@ impl Pipeline {
         }
     }
 
-    /// Stages 1–5, stage 2 judging by what the caller was `shown`; a call they stop is
-    /// described and recorded here. With [`Pipeline::finish`], this is [`Pipeline::run_with`]
-    /// in two steps, for a transport that runs the first where the request arrived and the
-    /// second where [`Permitted::placement`] says.
-    pub fn decide(&self, raw: RawCall, shown: Option<&Shown>) -> Decided {
+    /// The stages of this pipeline, one at a time, for `f`: every value they make is
+    /// [`Branded`] by this entry, and only this entry's stages take it, so a value of one
+    /// pipeline handed to another's stage does not compile, and none leaves `f`.
+    ///
+    /// ```
+    /// # use toolgate_core::*;
+    /// fn ask(pipeline: &Pipeline, raw: RawCall) -> Outcome {
+    ///     pipeline.enter(|stages| match stages.decide(raw, None) {
+    ///         Decided::Ended(outcome) => outcome,
+    ///         Decided::Permitted(permitted) => {
+    ///             match stages.finish(permitted, Cancel::new(), &RunHooks::default()) {
+    ///                 Finished::Ended(outcome) => outcome,
+    ///                 Finished::Forward(forward) => forward.run_here(),
+    ///             }
+    ///         }
+    ///     })
+    /// }
+    /// ```
+    pub fn enter<R>(&self, f: impl for<'id> FnOnce(Stages<'id>) -> R) -> R {
+        f(Stages {
+            pipeline: self,
+            _brand: Brand::NEW,
+        })
+    }
+
+    /// Stages 1–5 (see [`Stages::decide`]).
+    pub(crate) fn decide<'id>(&self, raw: RawCall, shown: Option<&Shown>) -> Decided<'id> {
         match self.through_policy(raw, shown, None) {
-            Ok(permitted) => Decided::Permitted(permitted),
+            Ok(permitted) => Decided::Permitted(Branded::new(permitted)),
             Err(stopped) => Decided::Ended(self.describe(Err(stopped))),
         }
     }
 
     /// Whether a call of the tool named `name` may end soon or be forwarded (see
-    /// [`Executor::forwards`]): then [`Pipeline::decide`] is worth running where a request
+    /// [`Executor::forwards`]): then [`Stages::decide`] is worth running where a request
     /// arrived. Never while hooks are configured: a hook may take its whole time to answer,
     /// which a request served where it arrived must not wait for.
     pub fn decides_on_arrival(&self, name: &str) -> bool {
         self.hooks.is_empty() && self.registry.all_brief_or_forwarding(name)
     }
 
-    /// Stages 6–8 of a call stages 1–5 permitted, with `hooks` (whose `shown` stage 2 has
-    /// already judged by): approve, execute, describe, the one path for every kind of
-    /// executor. A call [placed](Placement) anywhere but [`Placement::Forwarded`] runs here to
-    /// its end; a forwarded one comes back cleared to run, for the caller to begin and await
-    /// or to run where it is ([`Forward`]). A transport chooses the thread by the placement;
-    /// the path is this one.
-    pub fn finish(&self, permitted: Permitted, cancel: Cancel, hooks: &RunHooks) -> Finished {
+    /// Stages 6–8 (see [`Stages::finish`]).
+    pub(crate) fn finish(
+        &self,
+        permitted: Branded<'_, Permitted>,
+        cancel: Cancel,
+        hooks: &RunHooks,
+    ) -> Finished {
         let placement = permitted.placement();
-        let authorized = match self.approve_with(permitted, cancel.clone(), hooks.awaiting_approval)
-        {
+        let approved = self.approve_with(permitted.value, cancel.clone(), hooks.awaiting_approval);
+        let authorized = match approved {
             Ok(authorized) => authorized,
             Err(stopped) => return Finished::Ended(self.describe(Err(stopped))),
         };
@@ -804,7 +1024,7 @@ impl Pipeline {
     }
 
     /// Stages 1–6.
-    pub fn authorize_call(&self, raw: RawCall) -> Result<Authorized, Stopped> {
+    pub(crate) fn authorize_call(&self, raw: RawCall) -> Result<Authorized, Stopped> {
         let permitted = self.through_policy(raw, None, None)?;
         self.approve(permitted)
     }
@@ -927,11 +1147,18 @@ mod tests {
         let invalid = Some(RejectCode::ApprovalInvalid);
         for other in &others {
             let normalized = issuer.normalize(raw()).unwrap();
-            assert_eq!(other.resolve(normalized).err().map(code), invalid);
-            let resolved = issuer.resolve(issuer.normalize(raw()).unwrap()).unwrap();
+            assert_eq!(
+                other.resolve_within(normalized, None).err().map(code),
+                invalid
+            );
+            let resolved = issuer
+                .resolve_within(issuer.normalize(raw()).unwrap(), None)
+                .unwrap();
             assert_eq!(other.validate(resolved).err().map(code), invalid);
             let validated = || {
-                let resolved = issuer.resolve(issuer.normalize(raw()).unwrap()).unwrap();
+                let resolved = issuer
+                    .resolve_within(issuer.normalize(raw()).unwrap(), None)
+                    .unwrap();
                 issuer.validate(resolved).unwrap()
             };
             let classified = other.classify(validated());
@@ -1299,7 +1526,7 @@ mod tests {
         (Arc::new(pipeline), kept)
     }
 
-    fn permitted(pipeline: &Pipeline) -> Permitted {
+    fn permitted(pipeline: &Pipeline) -> Branded<'static, Permitted> {
         match pipeline.decide(RawCall::text("far", "{}", Surface::Chat), None) {
             Decided::Permitted(permitted) => permitted,
             Decided::Ended(outcome) => panic!("stopped before stage 6: {outcome:?}"),
@@ -1307,7 +1534,7 @@ mod tests {
     }
 
     /// The call `permitted`, forwarded and in flight.
-    fn forward(pipeline: &Pipeline, permitted: Permitted) -> Forwarding {
+    fn forward(pipeline: &Pipeline, permitted: Branded<'_, Permitted>) -> Forwarding {
         match pipeline.finish(permitted, Cancel::new(), &RunHooks::default()) {
             Finished::Forward(forward) => forward.begin(),
             Finished::Ended(outcome) => panic!("ended before it was forwarded: {outcome:?}"),

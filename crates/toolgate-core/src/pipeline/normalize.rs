@@ -19,7 +19,7 @@ use std::time::Instant;
 
 impl Pipeline {
     /// Stage 1.
-    pub fn normalize(&self, mut raw: RawCall) -> Result<Normalized, Stopped> {
+    pub(crate) fn normalize(&self, mut raw: RawCall) -> Result<Normalized, Stopped> {
         let started = Instant::now();
         // Cut once, for the evidence and the invocation alike.
         let client = raw.client.take().map(crate::invocation::bounded_claim);

@@ -10,15 +10,10 @@ use crate::registry::Registry;
 use super::*;
 
 impl Pipeline {
-    /// Stage 2.
-    pub fn resolve(&self, normalized: Normalized) -> Result<Resolved, Stopped> {
-        self.resolve_within(normalized, None)
-    }
-
     /// Stage 2 for a caller that was [shown](Shown) its tools (an MCP session): a tool it
     /// was not shown is unknown to it, one that changed since is stale. What it was shown can
     /// narrow what resolves, never widen it.
-    pub fn resolve_within(
+    pub(crate) fn resolve_within(
         &self,
         normalized: Normalized,
         shown: Option<&Shown>,

@@ -7,7 +7,7 @@ use super::*;
 
 impl Pipeline {
     /// Stage 3.
-    pub fn validate(&self, resolved: Resolved) -> Result<Validated, Stopped> {
+    pub(crate) fn validate(&self, resolved: Resolved) -> Result<Validated, Stopped> {
         let started = Instant::now();
         let Resolved {
             mut invocation,

@@ -3,10 +3,12 @@ include!("common.rs");
 
 fn main() {
     let pipeline = pipeline();
-    let proof = pipeline
-        .authorize_call(RawCall::text("reader", "{}", Surface::Chat))
-        .unwrap();
-    let copy = proof.clone();
-    let _ = pipeline.execute(proof, &context());
-    let _ = pipeline.execute(copy, &context());
+    pipeline.enter(|stages| {
+        let proof = stages
+            .authorize_call(RawCall::text("reader", "{}", Surface::Chat))
+            .unwrap();
+        let copy = proof.clone();
+        let _ = stages.execute(proof, &context());
+        let _ = stages.execute(copy, &context());
+    });
 }

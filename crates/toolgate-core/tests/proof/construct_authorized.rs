@@ -8,5 +8,7 @@ fn main() {
         tool,
         arguments: json!({}),
     };
-    let _ = pipeline.execute(proof, &context());
+    pipeline.enter(|stages| {
+        let _ = stages.execute(Branded { value: proof }, &context());
+    });
 }

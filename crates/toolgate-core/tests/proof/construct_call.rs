@@ -3,9 +3,13 @@ include!("common.rs");
 
 fn main() {
     let pipeline = pipeline();
-    let proof = pipeline
-        .authorize_call(RawCall::text("reader", "{}", Surface::Chat))
-        .unwrap();
-    let call = Call { authorized: &proof };
-    let _ = Reader.execute(&call, &context());
+    pipeline.enter(|stages| {
+        let proof = stages
+            .authorize_call(RawCall::text("reader", "{}", Surface::Chat))
+            .unwrap();
+        let call = Call {
+            authorized: &*proof,
+        };
+        let _ = Reader.execute(&call, &context());
+    });
 }

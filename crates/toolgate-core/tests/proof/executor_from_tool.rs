@@ -4,8 +4,10 @@ include!("common.rs");
 
 fn main() {
     let pipeline = pipeline();
-    let proof = pipeline
-        .authorize_call(RawCall::text("reader", "{}", Surface::Chat))
-        .unwrap();
-    let _ = proof.tool().executor.execute(&proof, &context());
+    pipeline.enter(|stages| {
+        let proof = stages
+            .authorize_call(RawCall::text("reader", "{}", Surface::Chat))
+            .unwrap();
+        let _ = proof.tool().executor.execute(&proof, &context());
+    });
 }

@@ -4,14 +4,16 @@ include!("common.rs");
 
 fn main() {
     let pipeline = pipeline();
-    let proof = pipeline
-        .authorize_call(RawCall::text("reader", "{}", Surface::Chat))
-        .unwrap();
-    let writer = pipeline
-        .registry()
-        .tools()
-        .find(|tool| tool.entry().name == "writer")
-        .unwrap();
-    let _ = writer.executor.execute(&proof, &context());
-    let _ = TypedExecutor::execute(&Writer, &(), &proof, &context());
+    pipeline.enter(|stages| {
+        let proof = stages
+            .authorize_call(RawCall::text("reader", "{}", Surface::Chat))
+            .unwrap();
+        let writer = pipeline
+            .registry()
+            .tools()
+            .find(|tool| tool.entry().name == "writer")
+            .unwrap();
+        let _ = writer.executor.execute(&proof, &context());
+        let _ = TypedExecutor::execute(&Writer, &(), &proof, &context());
+    });
 }

@@ -3,23 +3,27 @@ include!("common.rs");
 
 fn by_hand() {
     let pipeline = pipeline();
-    let proof = pipeline
-        .authorize_call(RawCall::text("reader", "{}", Surface::Chat))
-        .unwrap();
-    let cx = context();
-    let _ = proof.tool().executor.execute(&proof, &cx);
-    let _ = proof.tool().executor.execute(&proof, &cx);
-    let _ = pipeline.execute(proof, &cx);
+    pipeline.enter(|stages| {
+        let proof = stages
+            .authorize_call(RawCall::text("reader", "{}", Surface::Chat))
+            .unwrap();
+        let cx = context();
+        let _ = proof.tool().executor.execute(&proof, &cx);
+        let _ = proof.tool().executor.execute(&proof, &cx);
+        let _ = stages.execute(proof, &cx);
+    });
 }
 
 fn through_the_pipeline() {
     let pipeline = pipeline();
-    let proof = pipeline
-        .authorize_call(RawCall::text("reader", "{}", Surface::Chat))
-        .unwrap();
-    let cx = context();
-    let _ = pipeline.execute(proof, &cx);
-    let _ = pipeline.execute(proof, &cx);
+    pipeline.enter(|stages| {
+        let proof = stages
+            .authorize_call(RawCall::text("reader", "{}", Surface::Chat))
+            .unwrap();
+        let cx = context();
+        let _ = stages.execute(proof, &cx);
+        let _ = stages.execute(proof, &cx);
+    });
 }
 
 fn main() {
