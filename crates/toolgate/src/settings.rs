@@ -462,6 +462,7 @@ impl Settings {
                 if trust == crate::trust::TrustState::Trusted {
                     let dir = source.root.join(project::PROJECT_DIR);
                     for hook in hooks::hook_specs(&source.origin, &source.file.hooks, &dir)? {
+                        source.check_trusted_files(&hook)?;
                         if hooks.iter().any(|h| h.name == hook.name) {
                             return Err(source.origin.error(format!(
                                 "hook `{}` is configured by the user too",

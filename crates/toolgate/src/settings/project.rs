@@ -140,23 +140,29 @@ pub(super) fn read(root: &Path) -> Result<Option<ProjectSource>, ConfigError> {
             policies.push((dir.join(rel).display().to_string(), text_of(rel, bytes)?));
         }
     }
-    // What the hooks and upstreams would run or read, where it is the repository's.
-    for command in file
+    // What the hooks and upstreams would run or read, where it is the repository's: each word
+    // of their commands that names a file inside the workspace, as a path from `.toolgate/`
+    // (where a hook's program is found), from the root (where hooks run) or from an
+    // upstream's `cwd`.
+    let hooks = file
         .hooks
         .iter()
-        .map(|h| (h.get_ref().command.get_ref().clone(), dir.clone()))
-        .chain(
-            file.upstreams
+        .map(|h| (h.get_ref().command.get_ref().clone(), None));
+    let upstreams = file.upstreams.iter().map(|u| {
+        let u = u.get_ref();
+        (u.command.clone(), u.cwd.as_ref().map(|cwd| root.join(cwd)))
+    });
+    for (words, cwd) in hooks.chain(upstreams) {
+        let bases: Vec<PathBuf> = [Some(dir.clone()), Some(root.to_path_buf()), cwd]
+            .into_iter()
+            .flatten()
+            .collect();
+        for real in words.iter().flat_map(|word| {
+            bases
                 .iter()
-                .map(|u| (u.get_ref().command.clone(), root.to_path_buf())),
-        )
-    {
-        let (words, base) = command;
-        for word in words {
-            let path = base.join(&word);
-            let Ok(real) = std::fs::canonicalize(&path) else {
-                continue;
-            };
+                .filter_map(|base| std::fs::canonicalize(base.join(word)).ok())
+                .collect::<Vec<_>>()
+        }) {
             if !real.starts_with(root) || real.starts_with(&dir) || !real.is_file() {
                 continue;
             }
@@ -294,6 +300,28 @@ pub(super) struct Split {
 }
 
 impl ProjectSource {
+    /// Refuses a hook of the trusted configuration whose files inside the workspace were read
+    /// with other bytes than the closure that was trusted: one swapped between the two reads.
+    pub fn check_trusted_files(&self, hook: &super::hooks::HookSpec) -> Result<(), ConfigError> {
+        for file in &hook.files {
+            let Ok(shown) = file.path.strip_prefix(&self.root) else {
+                continue;
+            };
+            let kept = self.closure.files.get(&shown.display().to_string());
+            let now = file.digest.as_ref().map(ToString::to_string);
+            if let Some(kept) = kept
+                && now.as_ref() != Some(&kept.digest)
+            {
+                return Err(self.origin.error(format!(
+                    "hook `{}`: `{}` changed while the configuration was read",
+                    hook.name,
+                    shown.display()
+                )));
+            }
+        }
+        Ok(())
+    }
+
     fn place(&self, span: std::ops::Range<usize>) -> String {
         format!("{PROJECT_DIR}/{PROJECT_FILE}:{}", self.origin.line(span))
     }
