@@ -368,14 +368,14 @@ fn install<F>(command: &mut Command, hook: F)
 where
     F: FnMut() -> io::Result<()> + Send + Sync + 'static,
 {
+    // `Prepared::apply_in_child` makes system calls only: `open`, `getsid`, `ioctl(TIOCNOTTY)`
+    // and `close` of `/dev/tty`, `setrlimit`, `close_range`, the mount tier's `unshare` and
+    // `mount`s, `prctl`, `fcntl(F_DUPFD_CLOEXEC)` (the ruleset's descriptor duplicated),
+    // `landlock_restrict_self`, `close`, `seccomp`, on data prepared in the parent and reached
+    // through an `Arc` that is only read.
     // SAFETY: `pre_exec` runs `hook` in the child after fork, where only async-signal-safe
-    // work is sound. One hook this crate installs is `Prepared::apply_in_child`, which
-    // makes system calls only: `open`, `getsid`, `ioctl(TIOCNOTTY)` and `close` of
-    // `/dev/tty`, `setrlimit`, `close_range`, the mount tier's `unshare` and `mount`s,
-    // `prctl`, `fcntl(F_DUPFD_CLOEXEC)`
-    // (the ruleset's descriptor duplicated), `landlock_restrict_self`, `close`, `seccomp`, on
-    // data prepared in the parent and reached through an `Arc` that is only read; the other,
-    // `keep_open_at_exec`'s, makes `fcntl(F_SETFD)` calls on descriptors it holds. They
+    // work is sound. The hooks this crate installs are `Prepared::apply_in_child` (above) and
+    // `keep_open_at_exec`'s, which makes `fcntl(F_SETFD)` calls on descriptors it holds. They
     // allocate nothing (errors are raw errnos, the filters are already compiled) and take no
     // lock.
     unsafe {
