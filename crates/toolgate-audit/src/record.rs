@@ -396,6 +396,7 @@ mod tests {
                 failure: Some(toolgate_core::HookFailureKind::Timeout),
                 mode: toolgate_core::HookMode::Enforce,
                 name: "guard \"g\"".to_owned(),
+                ask_reason: None,
             }],
         }
     }

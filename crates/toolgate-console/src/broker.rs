@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use toolgate_core::descriptor_lint::Flag;
 use toolgate_core::{
     ApprovalBroker, ApprovalDecision, ApprovalRequest, Clock, EffectClass, Grant, GrantLedger,
-    GrantNotKept, GrantScope, SystemClock,
+    GrantNotKept, GrantScope, HookAsk, SystemClock,
 };
 
 use crate::guard::Secret;
@@ -126,6 +126,8 @@ pub struct PendingView {
     pub workspace_root: String,
     /// The policies that permitted the call subject to approval.
     pub policies: Vec<String>,
+    /// The hooks that asked for a person about the call, with their reasons: shown first.
+    pub hook_asks: Vec<HookAsk>,
     /// `each_call` when the tool's entry asks whatever the policies say.
     pub approval_mode: String,
     pub arguments: serde_json::Value,
@@ -164,7 +166,15 @@ impl PendingView {
     /// show the whole request must not be the one
     /// that allows it.
     pub fn as_text(&self) -> Option<String> {
-        let mut text = format!(
+        let mut text = String::new();
+        for ask in &self.hook_asks {
+            text.push_str(&hook_ask_line(ask));
+            text.push('\n');
+        }
+        if !text.is_empty() {
+            text.push('\n');
+        }
+        text.push_str(&format!(
             "Allow this call?\n\n{} {} ({})\nworkspace: {}\nactor: {} ({})\n",
             self.tool,
             self.version,
@@ -176,7 +186,7 @@ impl PendingView {
             },
             self.actor,
             self.surface,
-        );
+        ));
         if !self.policies.is_empty() {
             text.push_str(&format!("asked by: {}\n", self.policies.join(", ")));
         }
@@ -205,6 +215,20 @@ impl PendingView {
         let text = toolgate_core::visible::mark_invisible(&text).into_owned();
         (text.chars().count() <= MAX_TEXT_CHARS && text.lines().count() <= MAX_TEXT_LINES)
             .then_some(text)
+    }
+}
+
+/// The sentence that names a hook that asked for a person, and its reason.
+fn hook_ask_line(ask: &HookAsk) -> String {
+    match &ask.reason {
+        Some(reason) => format!(
+            "The hook `{}` asked for your approval of this call: {reason}",
+            ask.name
+        ),
+        None => format!(
+            "The hook `{}` asked for your approval of this call (it gave no reason).",
+            ask.name
+        ),
     }
 }
 
@@ -399,6 +423,7 @@ impl ConsoleBroker {
             workspace: request.workspace.clone(),
             workspace_root: self.options.workspace_root.clone(),
             policies: request.policies.clone(),
+            hook_asks: request.hook_asks.clone(),
             approval_mode: serde_json::to_value(request.approval_mode)
                 .ok()
                 .and_then(|v| v.as_str().map(str::to_owned))
@@ -610,6 +635,7 @@ mod tests {
             scope_allowed: scope,
             policies: vec!["local-write-with-approval".into()],
             approval_mode: ApprovalMode::Policy,
+            hook_asks: Vec::new(),
             client: None,
             call_id: "call-1".into(),
             cancel: toolgate_core::Cancel::new(),
@@ -764,6 +790,39 @@ mod tests {
                 b.decide(&view.id, Decision::AllowOnce).unwrap();
             });
         }
+    }
+
+    /// A call a hook asked about says so first, in the view and in the text another channel
+    /// shows, with the hook's reason; invisible characters in the reason are shown as marks.
+    #[test]
+    fn a_hooks_ask_comes_first_with_its_reason() {
+        let b = broker(Duration::from_secs(60));
+        let mut req = request("read_file", EffectClass::ReadOnly, GrantScope::Once);
+        req.preview = None;
+        req.policies = Vec::new();
+        req.hook_asks = vec![
+            HookAsk {
+                name: "guard".into(),
+                reason: Some("a.txt is under review\u{202e}".into()),
+            },
+            HookAsk {
+                name: "audit".into(),
+                reason: None,
+            },
+        ];
+        answered(&b, req, |b, view| {
+            assert_eq!(view.hook_asks[0].name, "guard");
+            let text = view.as_text().unwrap();
+            assert!(
+                text.starts_with(
+                    "The hook `guard` asked for your approval of this call: a.txt is under \
+                     review<U+202E>\nThe hook `audit` asked for your approval of this call (it \
+                     gave no reason).\n\nAllow this call?\n\nread_file 1.0.0"
+                ),
+                "{text}"
+            );
+            b.decide(&view.id, Decision::AllowOnce).unwrap();
+        });
     }
 
     #[test]

@@ -95,6 +95,13 @@ pub enum GrantScope {
 /// model verbatim.
 pub const MAX_REASON_CHARS: usize = 2000;
 
+/// A pre_call hook that asked for a person about a call, and the reason it gave.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct HookAsk {
+    pub name: String,
+    pub reason: Option<String>,
+}
+
 /// What a person is asked to approve. Everything they need to decide, nothing secret.
 #[derive(Debug, Clone, Serialize)]
 pub struct ApprovalRequest {
@@ -116,6 +123,9 @@ pub struct ApprovalRequest {
     pub policies: Vec<String>,
     /// The tool entry's approval mode: `each_call` asks whatever the policies say.
     pub approval_mode: ApprovalMode,
+    /// The enforcing pre_call hooks that asked for a person, in the order they ran: what a
+    /// person is shown first, since the call may be one no policy asks about.
+    pub hook_asks: Vec<HookAsk>,
     /// What the asking client says it is, and its session (see [`crate::RawCall::client`]):
     /// shown to the person as the client's claim, and bound into nothing, the digest least of
     /// all.
@@ -512,6 +522,7 @@ mod tests {
             scope_allowed,
             policies: vec![],
             approval_mode: ApprovalMode::Policy,
+            hook_asks: Vec::new(),
             client: None,
             call_id: String::new(),
             cancel: Cancel::new(),

@@ -75,7 +75,7 @@ pub mod visible;
 
 pub use approval::{
     ApprovalBroker, ApprovalDecision, ApprovalDigest, ApprovalRequest, Clock, Grant, GrantLedger,
-    GrantNotKept, GrantRefusal, GrantScope, GrantStore, GrantTimes, HeadlessBroker,
+    GrantNotKept, GrantRefusal, GrantScope, GrantStore, GrantTimes, HeadlessBroker, HookAsk,
     MAX_REASON_CHARS, SystemClock,
 };
 pub use cancel::{Cancel, OnCancel};

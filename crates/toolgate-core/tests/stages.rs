@@ -362,6 +362,7 @@ fn standing_grants_never_cover_commands() {
         scope_allowed: GrantScope::WorkspaceAction,
         policies: vec![],
         approval_mode: ApprovalMode::Policy,
+        hook_asks: Vec::new(),
         client: None,
         call_id: String::new(),
         cancel: Cancel::new(),

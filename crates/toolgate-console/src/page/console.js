@@ -248,6 +248,13 @@ function card(request) {
   const root = el('article', 'request');
   root.dataset.id = request.id;
   root.dataset.tool = request.tool;
+  // A hook of the operator's asked for this approval: said first, with its reason, since the
+  // call may be one that no policy would ask about.
+  for (const ask of request.hook_asks || []) {
+    root.appendChild(el('p', 'hook-ask', ask.reason
+      ? 'The hook ' + quoted(ask.name) + ' asked for your approval of this call: ' + ask.reason
+      : 'The hook ' + quoted(ask.name) + ' asked for your approval of this call (it gave no reason).'));
+  }
   root.appendChild(el('p', 'summary', summary(request)));
   root.appendChild(el('h3', null, request.tool + ' ' + request.version));
 
@@ -258,7 +265,9 @@ function card(request) {
   field(dl, 'actor', request.actor);
   // The client's own words about itself: anything could be claimed, so they are shown as a claim.
   if (request.client) field(dl, 'client', request.client + ' (as the client names itself)');
-  const askedBy = request.policies.length ? 'policy ' + request.policies.join(', ') : 'no policy';
+  const hooks = (request.hook_asks || []).map((ask) => 'hook ' + ask.name);
+  const policies = request.policies.length ? ['policy ' + request.policies.join(', ')] : [];
+  const askedBy = hooks.concat(policies).join('; ') || 'no policy';
   field(dl, 'asked by', request.approval_mode === 'each_call'
     ? askedBy + '; the tool asks on each call'
     : askedBy);

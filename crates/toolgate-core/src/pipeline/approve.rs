@@ -43,6 +43,7 @@ impl Pipeline {
             if trace.hook_asks {
                 // A hook asked about this call: a person answers for it, not for the tool.
                 request.scope_allowed = GrantScope::Once;
+                request.hook_asks = hook::asks(&trace.hooks);
             }
             request.cancel = cancel;
             match self.obtain_grant(request, &tool, awaiting) {
@@ -171,6 +172,7 @@ impl Pipeline {
             preview: classification.preview.clone(),
             scope_allowed,
             policies: Vec::new(),
+            hook_asks: Vec::new(),
             approval_mode: tool.entry.approval,
             client: invocation.client.clone(),
             call_id: String::new(),

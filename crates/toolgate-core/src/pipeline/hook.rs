@@ -13,6 +13,7 @@ use std::fmt;
 use serde::Deserialize;
 
 use super::*;
+use crate::approval::HookAsk;
 
 /// The version of the protocol a hook is spoken to in (see [`HookInput::to_json`]).
 pub const HOOK_PROTOCOL: &str = "toolgate.hook/1";
@@ -346,6 +347,26 @@ pub struct HookRecord {
     pub failure: Option<HookFailureKind>,
     pub mode: HookMode,
     pub name: String,
+    /// The reason an enforcing pre_call hook gave with its `ask`, for the person asked; not
+    /// recorded.
+    #[serde(skip)]
+    pub ask_reason: Option<String>,
+}
+
+/// The enforcing pre_call hooks of `records` that asked for a person, with their reasons.
+pub(super) fn asks(records: &[HookRecord]) -> Vec<HookAsk> {
+    records
+        .iter()
+        .filter(|r| {
+            r.event == HookEvent::PreCall
+                && r.mode == HookMode::Enforce
+                && r.decision == Some(HookDecision::Ask)
+        })
+        .map(|r| HookAsk {
+            name: r.name.clone(),
+            reason: r.ask_reason.clone(),
+        })
+        .collect()
 }
 
 impl Pipeline {
@@ -572,6 +593,12 @@ fn record(
         decision: answered.as_ref().ok().and_then(|a| a.decision),
         changed,
         failure: answered.as_ref().err().map(|f| f.kind),
+        ask_reason: answered
+            .as_ref()
+            .ok()
+            .filter(|a| a.decision == Some(HookDecision::Ask))
+            .and_then(|a| a.reason.clone())
+            .filter(|r| !r.trim().is_empty()),
     }
 }
 
@@ -1111,6 +1138,43 @@ mod tests {
     #[test]
     fn explain_reports_the_hooks_answers() {
         let echo = Arc::new(Echo::default());
+    /// The person asked about a call a hook asked about is told which hook asked and why; an
+    /// observing hook's ask is not theirs to hear, and the reason is not in the record.
+    #[test]
+    fn the_request_names_the_hook_that_asked_and_its_reason() {
+        #[derive(Debug, Default)]
+        struct Keeps(Mutex<Vec<Vec<HookAsk>>>);
+        impl ApprovalBroker for Keeps {
+            fn ask(&self, request: &ApprovalRequest) -> ApprovalDecision {
+                self.0.lock().unwrap().push(request.hook_asks.clone());
+                ApprovalDecision::AllowOnce
+            }
+        }
+        let asks = |_: &HookInput<'_>| {
+            Ok(HookAnswer {
+                decision: Some(HookDecision::Ask),
+                reason: Some("a is under review".into()),
+                ..HookAnswer::default()
+            })
+        };
+        let echo = Arc::new(Echo::default());
+        let broker = Arc::new(Keeps::default());
+        let observer = hook(HookEvent::PreCall, HookMode::Observe, asks);
+        let guard = hook(HookEvent::PreCall, HookMode::Enforce, asks);
+        let outcome = call(&pipeline(&echo, broker.clone(), vec![observer, guard]));
+        assert_eq!(outcome.status(), Status::Completed, "{outcome:?}");
+        let asked = broker.0.lock().unwrap().clone();
+        assert_eq!(
+            asked,
+            [vec![HookAsk {
+                name: "guard".into(),
+                reason: Some("a is under review".into()),
+            }]]
+        );
+        let record = serde_json::to_string(&outcome.evidence().hooks).unwrap();
+        assert!(!record.contains("under review"), "{record}");
+    }
+
         let guard = hook(HookEvent::PreCall, HookMode::Enforce, |_| {
             Ok(HookAnswer {
                 decision: Some(HookDecision::Ask),
