@@ -39,6 +39,7 @@ pub mod broker;
 pub mod guard;
 pub mod login;
 pub mod outcomes;
+pub mod project;
 pub mod server;
 pub mod standing;
 
@@ -47,5 +48,8 @@ pub use broker::{
 };
 pub use login::{DEFAULT_LOGIN_TTL, LoginLinks, LoginRefusal};
 pub use outcomes::{OutcomeView, RecentOutcomes};
+pub use project::{
+    ProjectFile, ProjectItem, ProjectStatus, ProjectTrust, ProjectView, TrustRefusal,
+};
 pub use server::{CSRF_HEADER, Console, ConsoleError, ConsoleOptions};
 pub use standing::{GrantsFile, GrantsFileError};

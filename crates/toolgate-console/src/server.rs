@@ -13,9 +13,12 @@
 //! | GET    | `/api/grants`                  | standing workspace grants                   |
 //! | POST   | `/api/grants/{id}/revoke`      | revokes one                                 |
 //! | GET    | `/api/outcomes`                | recent outcomes, without argument values    |
+//! | GET    | `/api/project`                 | the workspace's `.toolgate/` as it stands now |
+//! | POST   | `/api/project/trust`           | trusts it, if its digest is still the one shown |
 //!
-//! Anything else is 404. Nothing here runs code or reads files; a decision only wakes the call
-//! that waits for it. The session token is only ever sent in the `Set-Cookie` of a login
+//! Anything else is 404. Nothing here runs code; a decision only wakes the call that waits for
+//! it. The project routes read and trust through the [`ProjectTrust`] the console was started
+//! with (404 without one). The session token is only ever sent in the `Set-Cookie` of a login
 //! link's answer: no address, page or message carries it (see [`crate::login`]).
 
 use std::net::{Ipv4Addr, SocketAddr, TcpListener};
@@ -35,6 +38,7 @@ use crate::broker::{ConsoleBroker, Decision};
 use crate::guard::{Guard, RequestFacts, Secret};
 use crate::login::{DEFAULT_LOGIN_TTL, LoginLinks, LoginRefusal, query_code};
 use crate::outcomes::RecentOutcomes;
+use crate::project::{ProjectTrust, TrustRefusal, TrustRequest};
 
 const PAGE: &str = include_str!("page/console.html");
 const SCRIPT: &str = include_str!("page/console.js");
@@ -72,16 +76,20 @@ pub enum ConsoleError {
 }
 
 /// How a console is started.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct ConsoleOptions {
     /// How long a login link works after it is issued (default five minutes).
     pub login_ttl: Duration,
+    /// The workspace's project configuration, for the page to show and a person to trust;
+    /// `None` serves no project routes.
+    pub project: Option<Arc<dyn ProjectTrust>>,
 }
 
 impl Default for ConsoleOptions {
     fn default() -> ConsoleOptions {
         ConsoleOptions {
             login_ttl: DEFAULT_LOGIN_TTL,
+            project: None,
         }
     }
 }
@@ -92,6 +100,7 @@ struct Shared {
     logins: Arc<LoginLinks>,
     broker: Arc<ConsoleBroker>,
     outcomes: Arc<RecentOutcomes>,
+    project: Option<Arc<dyn ProjectTrust>>,
     page: String,
 }
 
@@ -133,6 +142,7 @@ impl Console {
             logins: Arc::clone(&logins),
             broker,
             outcomes,
+            project: options.project,
         });
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_io()
@@ -216,6 +226,8 @@ fn router(shared: Arc<Shared>) -> Router {
         .route("/api/grants", get(grants))
         .route("/api/grants/{id}/revoke", post(revoke))
         .route("/api/outcomes", get(outcomes))
+        .route("/api/project", get(project))
+        .route("/api/project/trust", post(trust_project))
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(axum::middleware::from_fn_with_state(
@@ -366,16 +378,8 @@ async fn decide(
     let axum::Json(decision) = match decision {
         Ok(decision) => decision,
         Err(rejection) => {
-            // A body that is not JSON is what a plain HTML form, which any page can send
-            // without a preflight, would post: say so with its own status.
-            let status = match rejection {
-                axum::extract::rejection::JsonRejection::MissingJsonContentType(_) => {
-                    StatusCode::UNSUPPORTED_MEDIA_TYPE
-                }
-                _ => StatusCode::BAD_REQUEST,
-            };
             return (
-                status,
+                json_rejection_status(&rejection),
                 format!(
                     "toolgate console: a decision is {{\"decision\": \"allow_once\" | \"allow_workspace\" | \"reject\", \"reason\"?: text}}: {}\n",
                     rejection.body_text()
@@ -417,6 +421,72 @@ async fn revoke(State(shared): State<Arc<Shared>>, Path(id): Path<String>) -> Re
 
 async fn outcomes(State(shared): State<Arc<Shared>>) -> Response {
     axum::Json(shared.outcomes.list()).into_response()
+}
+
+/// The project's configuration, read afresh: it reads files, so off the console's thread.
+async fn project(State(shared): State<Arc<Shared>>) -> Response {
+    let Some(project) = shared.project.clone() else {
+        return not_found().await;
+    };
+    match tokio::task::spawn_blocking(move || project.view()).await {
+        Ok(view) => axum::Json(view).into_response(),
+        Err(e) => (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("toolgate console: cannot read the project's configuration: {e}\n"),
+        )
+            .into_response(),
+    }
+}
+
+/// A person trusts the project's configuration they were shown, named by its digest. Files
+/// changed since they were shown are 409, with the view as they stand now.
+async fn trust_project(
+    State(shared): State<Arc<Shared>>,
+    request: Result<axum::Json<TrustRequest>, axum::extract::rejection::JsonRejection>,
+) -> Response {
+    let Some(project) = shared.project.clone() else {
+        return not_found().await;
+    };
+    let axum::Json(TrustRequest { digest }) = match request {
+        Ok(request) => request,
+        Err(rejection) => {
+            return (
+                json_rejection_status(&rejection),
+                format!(
+                    "toolgate console: a trust is {{\"digest\": the digest shown}}: {}\n",
+                    rejection.body_text()
+                ),
+            )
+                .into_response();
+        }
+    };
+    match tokio::task::spawn_blocking(move || project.trust(&digest)).await {
+        Ok(Ok(view)) => axum::Json(view).into_response(),
+        Ok(Err(TrustRefusal::NotAsShown(view))) => {
+            (StatusCode::CONFLICT, axum::Json(view)).into_response()
+        }
+        Ok(Err(e @ TrustRefusal::Failed(_))) => (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("toolgate console: {e}\n"),
+        )
+            .into_response(),
+        Err(e) => (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("toolgate console: nothing was trusted: {e}\n"),
+        )
+            .into_response(),
+    }
+}
+
+/// A body that is not JSON is what a plain HTML form, which any page can send without a
+/// preflight, would post: it has its own status.
+fn json_rejection_status(rejection: &axum::extract::rejection::JsonRejection) -> StatusCode {
+    match rejection {
+        axum::extract::rejection::JsonRejection::MissingJsonContentType(_) => {
+            StatusCode::UNSUPPORTED_MEDIA_TYPE
+        }
+        _ => StatusCode::BAD_REQUEST,
+    }
 }
 
 async fn not_found() -> Response {
@@ -514,7 +584,15 @@ mod tests {
         let grants = Arc::new(crate::grants_ledger(&options));
         let broker = Arc::new(ConsoleBroker::new(options, grants));
         let outcomes = Arc::new(RecentOutcomes::new(10));
-        Console::start(broker, outcomes, ConsoleOptions { login_ttl }).unwrap()
+        Console::start(
+            broker,
+            outcomes,
+            ConsoleOptions {
+                login_ttl,
+                ..ConsoleOptions::default()
+            },
+        )
+        .unwrap()
     }
 
     fn path_of(link: &str, port: u16) -> String {
@@ -589,6 +667,161 @@ mod tests {
         assert_eq!(late.status, 410);
         assert!(late.body.contains("expired"), "{}", late.body);
         assert_eq!(late.header("set-cookie"), None);
+    }
+
+    /// A project whose files' digest is `digest`, trusted once a trust names it.
+    #[derive(Debug)]
+    struct FakeProject {
+        digest: &'static str,
+        trusted: std::sync::Mutex<Option<String>>,
+    }
+
+    impl crate::ProjectTrust for FakeProject {
+        fn view(&self) -> crate::ProjectView {
+            let trusted = self.trusted.lock().unwrap().is_some();
+            let mut view = crate::ProjectView::bare(
+                if trusted {
+                    crate::ProjectStatus::Trusted
+                } else {
+                    crate::ProjectStatus::Untrusted
+                },
+                "/ws",
+            );
+            view.digest = Some(self.digest.to_owned());
+            view
+        }
+
+        fn trust(&self, digest: &str) -> Result<crate::ProjectView, TrustRefusal> {
+            if digest != self.digest {
+                return Err(TrustRefusal::NotAsShown(Box::new(self.view())));
+            }
+            *self.trusted.lock().unwrap() = Some(digest.to_owned());
+            Ok(self.view())
+        }
+    }
+
+    /// One raw request with a body.
+    fn http_body(port: u16, path: &str, headers: &[(&str, &str)], body: &str) -> Answer {
+        use std::io::{Read, Write};
+        let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        let mut request =
+            format!("POST {path} HTTP/1.1\r\nconnection: close\r\nhost: 127.0.0.1:{port}\r\n");
+        for (name, value) in headers {
+            request.push_str(&format!("{name}: {value}\r\n"));
+        }
+        request.push_str(&format!("content-length: {}\r\n\r\n{body}", body.len()));
+        stream.write_all(request.as_bytes()).unwrap();
+        let mut raw = String::new();
+        stream.read_to_string(&mut raw).unwrap();
+        let (head, body) = raw.split_once("\r\n\r\n").unwrap();
+        Answer {
+            status: head[9..12].parse().unwrap(),
+            headers: Vec::new(),
+            body: body.to_owned(),
+        }
+    }
+
+    #[test]
+    fn a_project_is_trusted_only_as_shown_and_only_with_the_cookie_and_csrf() {
+        let project = Arc::new(FakeProject {
+            digest: "sha256:aa",
+            trusted: std::sync::Mutex::new(None),
+        });
+        let options = crate::BrokerOptions::default();
+        let grants = Arc::new(crate::grants_ledger(&options));
+        let broker = Arc::new(ConsoleBroker::new(options, grants));
+        let console = Console::start(
+            broker,
+            Arc::new(RecentOutcomes::new(10)),
+            ConsoleOptions {
+                project: Some(Arc::clone(&project) as _),
+                ..ConsoleOptions::default()
+            },
+        )
+        .unwrap();
+        let port = console.port();
+        let cookie = format!("toolgate_console_{port}={}", console.token());
+        assert_eq!(http(port, "GET", "/api/project", &[]).status, 401);
+        let shown = http(port, "GET", "/api/project", &[("cookie", &cookie)]);
+        assert_eq!(shown.status, 200, "{}", shown.body);
+        let shown: serde_json::Value = serde_json::from_str(&shown.body).unwrap();
+        assert_eq!(shown["status"], "untrusted");
+        assert_eq!(shown["digest"], "sha256:aa");
+
+        let page = http(port, "GET", "/", &[("cookie", &cookie)]);
+        let csrf = page
+            .body
+            .split_once("name=\"toolgate-csrf\" content=\"")
+            .unwrap()
+            .1
+            .split_once('"')
+            .unwrap()
+            .0
+            .to_owned();
+        let json = ("content-type", "application/json");
+        let body = r#"{"digest": "sha256:aa"}"#;
+        let refused = [
+            (vec![("cookie", cookie.as_str()), json], body, 403),
+            (vec![("x-toolgate-csrf", csrf.as_str()), json], body, 401),
+            (
+                vec![("cookie", cookie.as_str()), ("x-toolgate-csrf", "0"), json],
+                body,
+                403,
+            ),
+            (
+                vec![("cookie", cookie.as_str()), ("x-toolgate-csrf", &csrf)],
+                body,
+                415,
+            ),
+            (
+                vec![
+                    ("cookie", cookie.as_str()),
+                    ("x-toolgate-csrf", &csrf),
+                    json,
+                ],
+                r#"{"digest": "sha256:aa", "by": "terminal"}"#,
+                400,
+            ),
+        ];
+        for (headers, body, status) in refused {
+            let answer = http_body(port, "/api/project/trust", &headers, body);
+            assert_eq!(answer.status, status, "{headers:?} {body}: {}", answer.body);
+            assert_eq!(*project.trusted.lock().unwrap(), None, "{headers:?}");
+        }
+        let headers = [
+            ("cookie", cookie.as_str()),
+            ("x-toolgate-csrf", &csrf),
+            json,
+        ];
+        let stale = http_body(
+            port,
+            "/api/project/trust",
+            &headers,
+            r#"{"digest": "sha256:bb"}"#,
+        );
+        assert_eq!(stale.status, 409, "{}", stale.body);
+        let now: serde_json::Value = serde_json::from_str(&stale.body).unwrap();
+        assert_eq!(now["digest"], "sha256:aa", "the view as it stands");
+        assert_eq!(*project.trusted.lock().unwrap(), None);
+        let trusted = http_body(port, "/api/project/trust", &headers, body);
+        assert_eq!(trusted.status, 200, "{}", trusted.body);
+        let trusted: serde_json::Value = serde_json::from_str(&trusted.body).unwrap();
+        assert_eq!(trusted["status"], "trusted");
+        assert_eq!(
+            project.trusted.lock().unwrap().as_deref(),
+            Some("sha256:aa")
+        );
+    }
+
+    #[test]
+    fn without_a_project_the_project_routes_are_not_found() {
+        let console = console(Duration::from_secs(300));
+        let port = console.port();
+        let cookie = format!("toolgate_console_{port}={}", console.token());
+        assert_eq!(
+            http(port, "GET", "/api/project", &[("cookie", &cookie)]).status,
+            404
+        );
     }
 
     #[test]

@@ -19,7 +19,8 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 use toolgate_console::{
-    BrokerOptions, Console, ConsoleBroker, ConsoleOptions, Decision, RecentOutcomes, grants_ledger,
+    BrokerOptions, Console, ConsoleBroker, ConsoleOptions, Decision, ProjectFile, ProjectItem,
+    ProjectStatus, ProjectTrust, ProjectView, RecentOutcomes, TrustRefusal, grants_ledger,
 };
 use toolgate_core::{ApprovalBroker, GrantLedger, WorkspaceId};
 use toolgate_mcp::{Answer, ApprovalDesk, Arrivals};
@@ -48,7 +49,13 @@ pub struct RunningConsole {
 }
 
 impl RunningConsole {
-    pub fn start(gate: &Gate, workspace: &Workspace) -> anyhow::Result<RunningConsole> {
+    /// `config` is the `--config` the server was started with: the console reads the
+    /// project's configuration as the server did, afresh each time it is shown.
+    pub fn start(
+        gate: &Gate,
+        workspace: &Workspace,
+        config: Option<&std::path::Path>,
+    ) -> anyhow::Result<RunningConsole> {
         let dir = state_dir(gate, "the console")?;
         let root = workspace.root().display().to_string();
         let options = BrokerOptions {
@@ -70,6 +77,11 @@ impl RunningConsole {
             Arc::clone(&outcomes),
             ConsoleOptions {
                 login_ttl: gate.settings.approval.login_link_ttl,
+                project: Some(Arc::new(ProjectDesk {
+                    config: config.map(std::path::absolute).transpose()?,
+                    root: workspace.root().to_path_buf(),
+                    state: dir.clone(),
+                })),
             },
         )
         .context("cannot start the approval console (use --no-console to run without one)")?;
@@ -147,6 +159,91 @@ impl ApprovalDesk for ConsoleDesk {
         self.0
             .decide_for_call(call_id, decision)
             .map_err(|e| e.to_string())
+    }
+}
+
+/// The workspace's `.toolgate/` configuration, read as `toolgate check` reads it each time
+/// the console shows it, and trusted on a person's decision there (recorded as by `console`).
+/// What is trusted applies when `toolgate serve` starts again: the running server's settings
+/// were read when it started and stay as they are.
+#[derive(Debug)]
+struct ProjectDesk {
+    config: Option<PathBuf>,
+    root: PathBuf,
+    state: PathBuf,
+}
+
+impl ProjectDesk {
+    /// The view, and the closure it shows when there is one to trust.
+    fn read(&self) -> (ProjectView, Option<crate::trust::Closure>) {
+        let workspace = self.root.display().to_string();
+        let project = match crate::Settings::load_for(self.config.as_deref(), &self.root) {
+            Ok(settings) => settings.project,
+            Err(e) => {
+                let mut view = ProjectView::bare(ProjectStatus::Error, workspace);
+                view.error = Some(e.to_string());
+                return (view, None);
+            }
+        };
+        let Some(project) = project else {
+            return (ProjectView::bare(ProjectStatus::None, workspace), None);
+        };
+        let items = |items: &[crate::settings::project::Pending]| {
+            items
+                .iter()
+                .map(|item| ProjectItem {
+                    place: item.place.clone(),
+                    what: item.what.clone(),
+                })
+                .collect()
+        };
+        let (status, diff) = match &project.trust {
+            crate::trust::TrustState::Trusted => (ProjectStatus::Trusted, None),
+            crate::trust::TrustState::Untrusted => (ProjectStatus::Untrusted, None),
+            crate::trust::TrustState::Changed { trusted } => (
+                ProjectStatus::Changed,
+                Some(project.closure.diff_from(&trusted.closure)),
+            ),
+        };
+        let view = ProjectView {
+            status,
+            workspace,
+            digest: Some(project.closure.digest()),
+            files: project
+                .closure
+                .files
+                .iter()
+                .map(|(path, file)| ProjectFile {
+                    path: path.clone(),
+                    digest: file.digest.clone(),
+                })
+                .collect(),
+            applied: items(&project.applied),
+            pending: items(&project.pending),
+            ignored: items(&project.ignored),
+            diff,
+            error: None,
+        };
+        (view, Some(project.closure))
+    }
+}
+
+impl ProjectTrust for ProjectDesk {
+    fn view(&self) -> ProjectView {
+        self.read().0
+    }
+
+    fn trust(&self, digest: &str) -> Result<ProjectView, TrustRefusal> {
+        let (view, closure) = self.read();
+        // The closure trusted is the one just read, whose digest is the one the person was
+        // shown: a file changed after this read makes the record's digest differ from the
+        // files', and the configuration pending again.
+        let Some(closure) = closure.filter(|closure| closure.digest() == digest) else {
+            return Err(TrustRefusal::NotAsShown(Box::new(view)));
+        };
+        crate::trust::trust(&self.state, &self.root, &closure, "console")
+            .map_err(|e| TrustRefusal::Failed(format!("{e:#}")))?;
+        Ok(self.view())
     }
 }
 

@@ -119,7 +119,11 @@ pub fn serve(args: &ServeArgs) -> anyhow::Result<u8> {
     let console = if args.no_console {
         None
     } else {
-        Some(RunningConsole::start(&gate, &workspace)?)
+        Some(RunningConsole::start(
+            &gate,
+            &workspace,
+            args.config.config.as_deref(),
+        )?)
     };
     let broker: Arc<dyn ApprovalBroker> = match &console {
         Some(console) => console.attach(&mut gate),

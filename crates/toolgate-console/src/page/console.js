@@ -408,6 +408,109 @@ function renderOutcomes(list) {
   }
 }
 
+// The workspace's `.toolgate/` configuration, read afresh by the server on each request. The
+// trust button posts the digest of the files shown here: if they changed since, the server
+// refuses (409) and sends them as they stand now, which are shown instead.
+const PROJECT_POLL_MS = 5000;
+const PROJECT_STATUS = {
+  none: 'This workspace has no .toolgate/ configuration.',
+  untrusted: 'Not trusted: it applies only where it narrows what your configuration allows.',
+  changed: 'Changed since you trusted it: it applies only where it narrows until you trust it again. What changed is below.',
+  trusted: 'Trusted as it stands.',
+  error: 'It cannot be read, and nothing of it can be trusted: ',
+};
+let projectShown = null;
+
+function itemList(title, items) {
+  const box = el('div', 'project-items');
+  box.appendChild(el('h3', null, title + ' (' + items.length + ')'));
+  const list = el('ul');
+  for (const item of items) list.appendChild(el('li', null, item.place + ': ' + item.what));
+  box.appendChild(list);
+  return box;
+}
+
+function renderProject(view) {
+  const text = JSON.stringify(view);
+  if (text === projectShown) return;
+  projectShown = text;
+  // A workspace without `.toolgate/` has nothing to show or trust.
+  document.getElementById('project').hidden = view.status === 'none';
+  const status = document.getElementById('project-status');
+  setText(status, view.workspace + '/.toolgate: ' + (PROJECT_STATUS[view.status] || view.status) +
+    (view.status === 'error' ? view.error : ''));
+  status.className = 'project-status ' + view.status;
+  status.dataset.status = view.status;
+  const body = document.getElementById('project-body');
+  body.replaceChildren();
+  if (view.digest) body.appendChild(el('p', 'scope', 'digest of all its files: ' + view.digest));
+  if (view.files.length) {
+    const files = el('div', 'project-files');
+    files.appendChild(el('h3', null, 'Files (' + view.files.length + ')'));
+    const list = el('ul');
+    for (const file of view.files) list.appendChild(el('li', null, file.path + '  ' + file.digest));
+    files.appendChild(list);
+    body.appendChild(files);
+  }
+  if (view.diff) {
+    body.appendChild(el('h3', null, 'Changed since trusted'));
+    body.appendChild(diffBlock(view.diff));
+  }
+  if (view.applied.length) body.appendChild(itemList('Applies now', view.applied));
+  if (view.pending.length) body.appendChild(itemList('Pending until trusted', view.pending));
+  if (view.ignored.length) body.appendChild(itemList('Ignored: a project may never set these', view.ignored));
+  const trust = document.getElementById('project-trust');
+  trust.hidden = !view.digest || view.status === 'trusted';
+  trust.disabled = false;
+  trust.dataset.digest = view.digest || '';
+}
+
+async function refreshProject() {
+  try {
+    const response = await fetch('/api/project', { credentials: 'same-origin', cache: 'no-store' });
+    // A console started without a workspace's configuration to show has no such route.
+    if (response.status === 404) return;
+    if (!response.ok) throw new Error('/api/project: ' + response.status + ' ' + (await response.text()));
+    renderProject(await response.json());
+  } catch (e) {
+    setText(document.getElementById('project-message'), e.message);
+  }
+}
+
+async function trustProject() {
+  const button = document.getElementById('project-trust');
+  const message = document.getElementById('project-message');
+  button.disabled = true;
+  setText(message, '');
+  try {
+    const response = await fetch('/api/project/trust', {
+      method: 'POST',
+      credentials: 'same-origin',
+      headers: { 'content-type': 'application/json', 'x-toolgate-csrf': CSRF },
+      body: JSON.stringify({ digest: button.dataset.digest }),
+    });
+    if (response.status === 409) {
+      projectShown = null;
+      renderProject(await response.json());
+      setText(message, 'Nothing was trusted: the files changed since they were shown. They are shown as they stand now; look at them again.');
+      return;
+    }
+    if (!response.ok) throw new Error((await response.text()).trim() || String(response.status));
+    renderProject(await response.json());
+    setText(message, '');
+  } catch (e) {
+    setText(message, e.message);
+    button.disabled = false;
+  }
+}
+
+document.getElementById('project-trust').addEventListener('click', trustProject);
+document.getElementById('project-reload').addEventListener('click', () => {
+  projectShown = null;
+  setText(document.getElementById('project-message'), '');
+  refreshProject();
+});
+
 let polling = false;
 async function refresh() {
   if (polling) return;
@@ -429,3 +532,5 @@ async function refresh() {
 
 refresh();
 setInterval(refresh, POLL_MS);
+refreshProject();
+setInterval(refreshProject, PROJECT_POLL_MS);

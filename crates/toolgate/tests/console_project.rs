@@ -1,0 +1,314 @@
+//! The workspace's `.toolgate/` configuration in the approval console of `toolgate serve`:
+//! shown as it stands on disk (what applies, what waits for trust, the diff since it was
+//! trusted), and trusted by a person there only as it was shown: a trust naming files that
+//! changed since is refused with the files as they stand now. Driven through the real binary,
+//! logged in through the printed link as a browser would, and in Chromium.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
+
+#[path = "../../../tests/support/mod.rs"]
+mod support;
+
+use std::fs;
+use std::path::Path;
+use std::process::Command;
+
+use serde_json::{Value, json};
+
+use clients::*;
+use fixture::Fixture;
+use served::{Reply, Served};
+use support::{clients, fixture, home, served};
+
+/// A permit a repository ships: it would let edits run unattended, so it waits for trust.
+const PERMIT: &str = "@id(\"project-unattended-writes\")\npermit (principal, action == Action::\"call_unattended\", resource)\nwhen { resource.effect == \"local_write\" };\n";
+
+/// The workspace of `fx` with a `.toolgate/` holding [`PERMIT`] and a `[[tool]]` section that
+/// narrows (applies untrusted).
+fn project_workspace(fx: &Fixture) -> std::path::PathBuf {
+    let ws = fx.workspace();
+    fs::create_dir_all(ws.join(".toolgate")).unwrap();
+    fs::write(ws.join(".toolgate/unattended.cedar"), PERMIT).unwrap();
+    fs::write(
+        ws.join(".toolgate/toolgate.toml"),
+        "[[tool]]\nname = \"run_command\"\napproval = \"each_call\"\n",
+    )
+    .unwrap();
+    fs::canonicalize(ws).unwrap()
+}
+
+fn trust(served: &Served, headers: &[(&str, String)], digest: &str) -> Reply {
+    served.http(
+        "POST",
+        "/api/project/trust",
+        headers,
+        &json!({ "digest": digest }).to_string(),
+    )
+}
+
+/// A view's items as `toolgate check` prints them: `PLACE: WHAT`.
+fn items(list: &Value) -> Vec<String> {
+    list.as_array()
+        .unwrap()
+        .iter()
+        .map(|item| {
+            format!(
+                "{}: {}",
+                item["place"].as_str().unwrap(),
+                item["what"].as_str().unwrap()
+            )
+        })
+        .collect()
+}
+
+fn json_of(reply: &Reply) -> Value {
+    let start = reply.body.find('{').unwrap();
+    let end = reply.body.rfind('}').unwrap();
+    serde_json::from_str(&reply.body[start..=end]).unwrap()
+}
+
+/// `toolgate ARGS` over `ws` with the server's configuration and state directory.
+fn toolgate(state: &Path, args: &[&str], ws: &Path) -> String {
+    let output = home::toolgate()
+        .args(args)
+        .arg("--workspace")
+        .arg(ws)
+        .env("XDG_STATE_HOME", state)
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&output.stdout).into_owned() + &String::from_utf8_lossy(&output.stderr)
+}
+
+fn check(state: &Path, ws: &Path) -> String {
+    let config = state.join("toolgate.toml");
+    toolgate(state, &["check", "--config", config.to_str().unwrap()], ws)
+}
+
+fn trust_records(state: &Path) -> usize {
+    fs::read_dir(state.join("toolgate/trust")).map_or(0, Iterator::count)
+}
+
+#[test]
+fn a_person_trusts_the_project_in_the_console_only_as_it_was_shown() {
+    let fx = Fixture::new();
+    let ws = project_workspace(&fx);
+    let state = tempfile::tempdir().unwrap();
+    let served = Served::start_at(&ws, "", state.path());
+
+    let shown = served.get_json("/api/project");
+    assert_eq!(shown["status"], "untrusted", "{shown}");
+    assert_eq!(shown["workspace"], ws.display().to_string());
+    let files: Vec<&str> = shown["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        files,
+        [".toolgate/toolgate.toml", ".toolgate/unattended.cedar"],
+        "{shown}"
+    );
+    assert_eq!(
+        items(&shown["pending"]),
+        [
+            ".toolgate/unattended.cedar:1: a policy is not loaded: a `permit` can widen what is allowed"
+        ],
+        "{shown}"
+    );
+    assert_eq!(
+        items(&shown["applied"]),
+        [".toolgate/toolgate.toml:2: [[tool]] `run_command`: asks each call"],
+        "{shown}"
+    );
+    let digest = shown["digest"].as_str().unwrap().to_owned();
+
+    // Never without the session cookie and the page's CSRF value, nor as a form would post.
+    let csrf = served.csrf();
+    let refusals = [
+        (vec![("cookie", served.cookie())], 403),
+        (vec![("x-toolgate-csrf", csrf.clone())], 401),
+        (
+            vec![
+                ("cookie", served.cookie()),
+                ("x-toolgate-csrf", csrf.clone()),
+                ("content-type", "text/plain".to_owned()),
+            ],
+            415,
+        ),
+    ];
+    for (headers, status) in refusals {
+        let mut headers = headers;
+        if !headers.iter().any(|(n, _)| *n == "content-type") {
+            headers.push(("content-type", "application/json".to_owned()));
+        }
+        let reply = trust(&served, &headers, &digest);
+        assert_eq!(reply.status, status, "{headers:?}: {}", reply.body);
+        assert_eq!(trust_records(state.path()), 0, "{headers:?}");
+    }
+
+    // A file changed after the person was shown the files: what they saw is not trusted.
+    fs::write(
+        ws.join(".toolgate/unattended.cedar"),
+        PERMIT.replace("local_write", "irreversible"),
+    )
+    .unwrap();
+    let person = [
+        ("cookie", served.cookie()),
+        ("x-toolgate-csrf", csrf),
+        ("content-type", "application/json".to_owned()),
+    ];
+    let stale = trust(&served, &person, &digest);
+    assert_eq!(stale.status, 409, "{}", stale.body);
+    let now = json_of(&stale);
+    assert_eq!(now["status"], "untrusted", "{now}");
+    assert_ne!(
+        now["digest"],
+        digest.as_str(),
+        "the files as they stand now"
+    );
+    assert_eq!(trust_records(state.path()), 0);
+    assert!(check(state.path(), &ws).contains("(untrusted; "));
+
+    let trusted = trust(&served, &person, now["digest"].as_str().unwrap());
+    assert_eq!(trusted.status, 200, "{}", trusted.body);
+    let trusted = json_of(&trusted);
+    assert_eq!(trusted["status"], "trusted", "{trusted}");
+    assert_eq!(trusted["pending"], json!([]), "{trusted}");
+    assert!(
+        trusted["applied"].to_string().contains("run_command"),
+        "{trusted}"
+    );
+    let checked = check(state.path(), &ws);
+    assert!(
+        checked.contains(&format!(
+            "project configuration: {}/.toolgate (trusted; {})",
+            ws.display(),
+            now["digest"].as_str().unwrap()
+        )),
+        "{checked}"
+    );
+    assert!(!checked.contains("pending until trusted"), "{checked}");
+    let listed = toolgate(state.path(), &["trust", "--list"], &ws);
+    assert!(listed.contains("as trusted; trusted at "), "{listed}");
+    assert!(listed.contains(" by console)"), "{listed}");
+
+    // Any byte changed since makes it pending again, and the console shows what changed.
+    fs::write(ws.join(".toolgate/unattended.cedar"), PERMIT).unwrap();
+    let changed = served.get_json("/api/project");
+    assert_eq!(changed["status"], "changed", "{changed}");
+    assert_eq!(changed["digest"], digest.as_str(), "{changed}");
+    let diff = changed["diff"].as_str().unwrap();
+    assert!(
+        diff.contains("--- a/.toolgate/unattended.cedar")
+            && diff.contains("-when { resource.effect == \"irreversible\" };")
+            && diff.contains("+when { resource.effect == \"local_write\" };"),
+        "{diff}"
+    );
+    assert!(
+        changed["pending"].to_string().contains("a `permit`"),
+        "{changed}"
+    );
+}
+
+#[test]
+fn a_project_that_does_not_check_is_shown_with_its_error_and_cannot_be_trusted() {
+    let fx = Fixture::new();
+    let ws = project_workspace(&fx);
+    let state = tempfile::tempdir().unwrap();
+    let served = Served::start_at(&ws, "", state.path());
+    // Broken after the server started: the console shows it as it stands.
+    fs::write(ws.join(".toolgate/toolgate.toml"), "[[tool]]\nname = 1\n").unwrap();
+    let shown = served.get_json("/api/project");
+    assert_eq!(shown["status"], "error", "{shown}");
+    assert!(
+        shown["error"]
+            .as_str()
+            .unwrap()
+            .contains(".toolgate/toolgate.toml"),
+        "{shown}"
+    );
+    assert_eq!(shown["digest"], Value::Null, "{shown}");
+    let person = [
+        ("cookie", served.cookie()),
+        ("x-toolgate-csrf", served.csrf()),
+        ("content-type", "application/json".to_owned()),
+    ];
+    let refused = trust(&served, &person, "sha256:0");
+    assert_eq!(refused.status, 409, "{}", refused.body);
+    assert_eq!(json_of(&refused)["status"], "error");
+    assert_eq!(trust_records(state.path()), 0);
+}
+
+#[test]
+fn the_project_panel_shows_what_waits_and_trusts_what_it_showed_in_chromium() {
+    let fx = Fixture::new();
+    let ws = project_workspace(&fx);
+    let state = tempfile::tempdir().unwrap();
+    let served = Served::start_at(&ws, "", state.path());
+    assert!(
+        Path::new("/usr/bin/chromium").exists(),
+        "/usr/bin/chromium is missing: run scripts/test-deps first"
+    );
+    let screenshots = root().join("target/console-screenshots");
+    fs::create_dir_all(&screenshots).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let plan_path = dir.path().join("plan.json");
+    fs::write(
+        &plan_path,
+        json!({
+            "url": served.console_url,
+            "screenshots": screenshots,
+            "node_modules": test_dep("node/node_modules"),
+            "chromium": "/usr/bin/chromium",
+        })
+        .to_string(),
+    )
+    .unwrap();
+    let output = Command::new(node())
+        .arg(root().join("tests/console/project.mjs"))
+        .arg(&plan_path)
+        .output()
+        .unwrap();
+    let seen: Value = serde_json::from_slice(&succeeded("project.mjs", output)).unwrap();
+
+    let before = &seen["before"];
+    assert_eq!(before["status"], "untrusted", "{seen}");
+    assert!(
+        before["status_text"]
+            .as_str()
+            .unwrap()
+            .contains("applies only where it narrows"),
+        "{seen}"
+    );
+    assert_eq!(before["files"].as_array().unwrap().len(), 2, "{seen}");
+    assert!(
+        before["pending"].to_string().contains("a `permit`"),
+        "{seen}"
+    );
+    assert_eq!(before["trust_button"], true, "{seen}");
+    assert!(
+        before["note"]
+            .as_str()
+            .unwrap()
+            .contains("applies when toolgate serve starts again"),
+        "{seen}"
+    );
+    let after = &seen["after"];
+    assert_eq!(after["status"], "trusted", "{seen}");
+    assert_eq!(after["trust_button"], false, "{seen}");
+    assert_eq!(seen["console_errors"], json!([]), "{seen}");
+    let checked = check(state.path(), &ws);
+    assert!(checked.contains(" (trusted; "), "{checked}");
+    assert!(
+        fs::metadata(screenshots.join("project-untrusted.png"))
+            .unwrap()
+            .len()
+            > 1000
+    );
+}

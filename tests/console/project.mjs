@@ -1,0 +1,65 @@
+// Looks at the console's project panel in Chromium as a person would, and trusts the files it
+// shows with its button.
+//
+// Usage: node project.mjs PLAN.json
+//
+// PLAN is {"url": LOGIN_LINK, "screenshots": DIR, "node_modules": DIR, "chromium": PATH}.
+// The report, printed as JSON, holds what the panel showed before and after the button was
+// clicked (status, status line, files, items pending, whether the button is offered, the
+// note), and every console error. A screenshot of each is saved as `project-STATUS.png`. The
+// assertions live in the Rust test that runs this (crates/toolgate/tests/console_project.rs).
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { createRequire } from 'node:module';
+
+const plan = JSON.parse(readFileSync(process.argv[2], 'utf8'));
+const require = createRequire(plan.node_modules + '/');
+const { chromium } = require('playwright-core');
+
+const browser = await chromium.launch({
+  executablePath: plan.chromium || '/usr/bin/chromium',
+  headless: true,
+  args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+    '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+});
+const report = { console_errors: [] };
+
+async function panel(page) {
+  return page.evaluate(() => {
+    const items = (title) => Array.from(document.querySelectorAll('#project .project-items'))
+      .filter((box) => box.querySelector('h3').textContent.startsWith(title))
+      .flatMap((box) => Array.from(box.querySelectorAll('li'), (li) => li.textContent));
+    const status = document.getElementById('project-status');
+    const button = document.getElementById('project-trust');
+    return {
+      status: status.dataset.status,
+      status_text: status.textContent,
+      files: Array.from(document.querySelectorAll('#project .project-files li'), (li) => li.textContent),
+      applied: items('Applies now'),
+      pending: items('Pending until trusted'),
+      trust_button: !button.hidden && !button.disabled,
+      note: document.getElementById('project-note').textContent,
+      message: document.getElementById('project-message').textContent,
+    };
+  });
+}
+
+try {
+  const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+  const page = await context.newPage();
+  page.on('console', (message) => {
+    if (message.type() === 'error') report.console_errors.push(message.text());
+  });
+  page.on('pageerror', (error) => report.console_errors.push(String(error)));
+  await page.goto(plan.url);
+  await page.waitForSelector('#project-status[data-status]', { timeout: 10000 });
+  report.before = await panel(page);
+  await page.screenshot({ path: join(plan.screenshots, `project-${report.before.status}.png`), fullPage: true });
+  await page.locator('#project-trust').click();
+  await page.waitForSelector('#project-status[data-status="trusted"]', { timeout: 10000 });
+  report.after = await panel(page);
+  await page.screenshot({ path: join(plan.screenshots, 'project-trusted.png'), fullPage: true });
+} finally {
+  await browser.close();
+}
+console.log(JSON.stringify(report));
