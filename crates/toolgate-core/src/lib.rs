@@ -25,7 +25,7 @@
 //! #[derive(Debug)]
 //! struct Echo;
 //! impl Executor for Echo {
-//!     fn execute(&self, call: &Call<'_>, _cx: &ExecContext) -> Result<ToolOutput, ToolError> {
+//!     fn execute(&self, call: &Call<'_, Self>, _cx: &ExecContext) -> Result<ToolOutput, ToolError> {
 //!         Ok(ToolOutput::new(json!({ "echo": call.arguments() })))
 //!     }
 //! }

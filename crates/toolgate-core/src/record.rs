@@ -61,7 +61,11 @@ mod tests {
     #[derive(Debug)]
     struct Echo;
     impl Executor for Echo {
-        fn execute(&self, call: &Call<'_>, _cx: &ExecContext) -> Result<ToolOutput, ToolError> {
+        fn execute(
+            &self,
+            call: &Call<'_, Self>,
+            _cx: &ExecContext,
+        ) -> Result<ToolOutput, ToolError> {
             Ok(ToolOutput::new(json!({ "echo": call.arguments() })))
         }
     }
@@ -92,7 +96,7 @@ mod tests {
     #[derive(Debug)]
     struct Panics;
     impl Executor for Panics {
-        fn execute(&self, _: &Call<'_>, _: &ExecContext) -> Result<ToolOutput, ToolError> {
+        fn execute(&self, _: &Call<'_, Self>, _: &ExecContext) -> Result<ToolOutput, ToolError> {
             panic!("index out of bounds")
         }
     }

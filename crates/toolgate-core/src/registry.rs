@@ -505,7 +505,7 @@ mod tests {
     #[derive(Debug)]
     struct Noop;
     impl Executor for Noop {
-        fn execute(&self, _: &Call<'_>, _: &ExecContext) -> Result<ToolOutput, ToolError> {
+        fn execute(&self, _: &Call<'_, Self>, _: &ExecContext) -> Result<ToolOutput, ToolError> {
             Ok(ToolOutput::new(Value::Null))
         }
     }

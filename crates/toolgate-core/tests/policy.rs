@@ -30,7 +30,12 @@ impl TypedExecutor for Noop {
         };
         ((), classification)
     }
-    fn execute(&self, (): &(), _: &Call<'_>, _: &ExecContext) -> Result<ToolOutput, ToolError> {
+    fn execute(
+        &self,
+        (): &(),
+        _: &Call<'_, Self>,
+        _: &ExecContext,
+    ) -> Result<ToolOutput, ToolError> {
         Ok(ToolOutput::new(json!("ok")))
     }
 }

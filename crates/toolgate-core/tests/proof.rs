@@ -21,6 +21,7 @@ fn the_proof_cannot_be_gone_around() {
         "construct_authorized",
         "construct_call",
         "keep_call",
+        "hand_on_call",
         "mix_stages",
         "mix_clones",
         "escape_entry",

@@ -71,7 +71,7 @@ impl TypedExecutor for Recorder {
     fn execute(
         &self,
         (): &(),
-        call: &Call<'_>,
+        call: &Call<'_, Self>,
         _cx: &ExecContext,
     ) -> Result<ToolOutput, ToolError> {
         self.entered.store(true, Ordering::SeqCst);

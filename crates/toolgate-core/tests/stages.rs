@@ -57,7 +57,7 @@ impl TypedExecutor for Witness {
     fn execute(
         &self,
         (): &(),
-        call: &Call<'_>,
+        call: &Call<'_, Self>,
         _cx: &ExecContext,
     ) -> Result<ToolOutput, ToolError> {
         *self.seen.lock().unwrap() = Some(Seen {
@@ -394,7 +394,7 @@ enum Scripted {
 }
 
 impl Executor for Scripted {
-    fn execute(&self, _call: &Call<'_>, _cx: &ExecContext) -> Result<ToolOutput, ToolError> {
+    fn execute(&self, _call: &Call<'_, Self>, _cx: &ExecContext) -> Result<ToolOutput, ToolError> {
         match self {
             Scripted::FailWithSecret => Err(ToolError::new(
                 ToolErrorCode::IoError,

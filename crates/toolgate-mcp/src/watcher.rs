@@ -535,7 +535,7 @@ mod tests {
     struct Chatty;
 
     impl Executor for Chatty {
-        fn execute(&self, _: &Call<'_>, cx: &ExecContext) -> Result<ToolOutput, ToolError> {
+        fn execute(&self, _: &Call<'_, Self>, cx: &ExecContext) -> Result<ToolOutput, ToolError> {
             cx.notify(Notice::Progress {
                 progress: 1.0,
                 total: Some(4.0),
@@ -572,7 +572,7 @@ mod tests {
     }
 
     impl Executor for Where {
-        fn execute(&self, _: &Call<'_>, _: &ExecContext) -> Result<ToolOutput, ToolError> {
+        fn execute(&self, _: &Call<'_, Self>, _: &ExecContext) -> Result<ToolOutput, ToolError> {
             self.ran_on
                 .lock()
                 .unwrap()

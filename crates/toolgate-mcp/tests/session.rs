@@ -28,7 +28,7 @@ const WAIT: Duration = Duration::from_secs(10);
 #[derive(Debug)]
 struct Echo;
 impl Executor for Echo {
-    fn execute(&self, call: &Call<'_>, _: &ExecContext) -> Result<ToolOutput, ToolError> {
+    fn execute(&self, call: &Call<'_, Self>, _: &ExecContext) -> Result<ToolOutput, ToolError> {
         Ok(ToolOutput::new(json!({ "echo": call.arguments() })))
     }
 }
@@ -40,7 +40,7 @@ struct Sleep {
     stopped: AtomicUsize,
 }
 impl Executor for Sleep {
-    fn execute(&self, _: &Call<'_>, cx: &ExecContext) -> Result<ToolOutput, ToolError> {
+    fn execute(&self, _: &Call<'_, Self>, cx: &ExecContext) -> Result<ToolOutput, ToolError> {
         self.started.fetch_add(1, Ordering::SeqCst);
         while !cx.should_stop() {
             std::thread::sleep(Duration::from_millis(5));

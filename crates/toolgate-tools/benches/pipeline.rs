@@ -34,7 +34,7 @@ const POLICIES: usize = 100;
 struct Noop;
 
 impl Executor for Noop {
-    fn execute(&self, _call: &Call<'_>, _cx: &ExecContext) -> Result<ToolOutput, ToolError> {
+    fn execute(&self, _call: &Call<'_, Self>, _cx: &ExecContext) -> Result<ToolOutput, ToolError> {
         Ok(ToolOutput::new(Value::Null))
     }
 }

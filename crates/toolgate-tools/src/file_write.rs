@@ -91,7 +91,7 @@ impl<C: Change> TypedExecutor for FileWriter<C> {
     fn execute(
         &self,
         plan: &WritePlan<C>,
-        _call: &Call<'_>,
+        _call: &Call<'_, Self>,
         _cx: &ExecContext,
     ) -> Result<ToolOutput, ToolError> {
         execute(&self.workspace, plan)

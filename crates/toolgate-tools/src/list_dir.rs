@@ -107,7 +107,7 @@ impl TypedExecutor for ListDir {
     fn execute(
         &self,
         plan: &ListPlan,
-        call: &Call<'_>,
+        call: &Call<'_, Self>,
         cx: &ExecContext,
     ) -> Result<ToolOutput, ToolError> {
         let resolved = path_argument::resolve(&self.workspace, &plan.rel)?;

@@ -136,7 +136,7 @@ impl TypedExecutor for ReadFile {
     fn execute(
         &self,
         plan: &ReadPlan,
-        call: &Call<'_>,
+        call: &Call<'_, Self>,
         cx: &ExecContext,
     ) -> Result<ToolOutput, ToolError> {
         // Stage 3 checked the path; opening it checks again, beneath the root, and refuses

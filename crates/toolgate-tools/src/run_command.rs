@@ -300,7 +300,7 @@ impl TypedExecutor for RunCommand {
     fn execute(
         &self,
         plan: &CommandPlan,
-        call: &Call<'_>,
+        call: &Call<'_, Self>,
         cx: &ExecContext,
     ) -> Result<ToolOutput, ToolError> {
         if cx.should_stop() {
@@ -603,11 +603,11 @@ impl Plan {
         Ok(())
     }
 
-    /// Stage 7: runs the plan within the call's limits.
-    pub(crate) fn run(
+    /// Stage 7: runs the plan within the call's limits, for the executor `E` that planned it.
+    pub(crate) fn run<E>(
         &self,
         workspace: &Workspace,
-        call: &Call<'_>,
+        call: &Call<'_, E>,
         cx: &ExecContext,
         confined: &Confined,
         timeout_ms: Option<u64>,

@@ -212,7 +212,7 @@ impl TypedExecutor for SearchText {
     fn execute(
         &self,
         plan: &SearchPlan,
-        call: &Call<'_>,
+        call: &Call<'_, Self>,
         cx: &ExecContext,
     ) -> Result<ToolOutput, ToolError> {
         let arguments = &plan.arguments;

@@ -264,7 +264,7 @@ impl TypedExecutor for UpstreamExecutor {
     fn execute(
         &self,
         arguments: &Map<String, Value>,
-        _call: &Call<'_>,
+        _call: &Call<'_, Self>,
         cx: &ExecContext,
     ) -> Result<ToolOutput, ToolError> {
         let (connection, params, timeout) = self.prepare(arguments, cx)?;
@@ -281,7 +281,7 @@ impl TypedExecutor for UpstreamExecutor {
     fn forward(
         &self,
         arguments: &Map<String, Value>,
-        _call: &Call<'_>,
+        _call: &Call<'_, Self>,
         cx: &ExecContext,
     ) -> Forwarded {
         let (connection, params, timeout) = match self.prepare(arguments, cx) {

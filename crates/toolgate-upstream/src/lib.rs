@@ -259,7 +259,7 @@ struct NotStarted {
 }
 
 impl Executor for NotStarted {
-    fn execute(&self, _call: &Call<'_>, _cx: &ExecContext) -> Result<ToolOutput, ToolError> {
+    fn execute(&self, _call: &Call<'_, Self>, _cx: &ExecContext) -> Result<ToolOutput, ToolError> {
         Err(ToolError::new(
             ToolErrorCode::UpstreamUnavailable,
             format!(

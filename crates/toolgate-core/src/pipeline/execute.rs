@@ -106,8 +106,8 @@ impl Cleared {
         // A tool that panics has still run, perhaps halfway: its outcome must reach stage 8
         // (and the record) like any failure, not vanish with the thread that ran it.
         let result = std::panic::catch_unwind(AssertUnwindSafe(|| {
-            let call = Call::of(&self.authorized);
-            self.authorized.tool.executor.execute(&call, &self.cx)
+            let call = Handed(&self.authorized);
+            self.authorized.tool.executor.dispatch(call, &self.cx)
         }))
         .unwrap_or_else(|payload| Err(panicked(payload.as_ref())));
         self.executed(result)
@@ -150,8 +150,12 @@ impl Forward {
         let pipeline = Arc::clone(&self.pipeline);
         let cleared = self.take();
         let begun = std::panic::catch_unwind(AssertUnwindSafe(|| {
-            let call = Call::of(&cleared.authorized);
-            cleared.authorized.tool.executor.forward(&call, &cleared.cx)
+            let call = Handed(&cleared.authorized);
+            cleared
+                .authorized
+                .tool
+                .executor
+                .dispatch_forward(call, &cleared.cx)
         }));
         let state = match begun {
             Ok(future) => ForwardingState::Awaiting { future, cleared },

@@ -692,7 +692,7 @@ mod tests {
     struct Echo(Mutex<Vec<Value>>);
 
     impl Executor for Echo {
-        fn execute(&self, call: &Call<'_>, _: &ExecContext) -> Result<ToolOutput, ToolError> {
+        fn execute(&self, call: &Call<'_, Self>, _: &ExecContext) -> Result<ToolOutput, ToolError> {
             let arguments = Value::Object(call.arguments().clone());
             self.0.lock().unwrap().push(arguments.clone());
             Ok(ToolOutput::new(arguments))
@@ -1030,7 +1030,11 @@ mod tests {
         #[derive(Debug)]
         struct Brief;
         impl Executor for Brief {
-            fn execute(&self, _: &Call<'_>, _: &ExecContext) -> Result<ToolOutput, ToolError> {
+            fn execute(
+                &self,
+                _: &Call<'_, Self>,
+                _: &ExecContext,
+            ) -> Result<ToolOutput, ToolError> {
                 Ok(ToolOutput::new(Value::Null))
             }
             fn brief(&self) -> bool {

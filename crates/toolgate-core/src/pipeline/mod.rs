@@ -7,9 +7,11 @@
 //! for, never one a caller names. That step redeems the grant, guards against a panicking
 //! tool, describes the result and records it, all in one, so nothing executes off the record.
 //!
-//! [`Executor::execute`] takes a [`Call`], which only that step can make; a type outside this
-//! crate can implement the trait but cannot call it. A tool cannot run unless stages 1–6 have
-//! passed — a compile-time fact, in the manner of rustls's handshake states.
+//! [`Executor::execute`] takes a [`Call`] made for that executor's own type, which only that
+//! step can make; a type outside this crate can implement the trait but cannot call it, and an
+//! executor cannot hand the call it was given to an executor of another type. A tool cannot
+//! run unless stages 1–6 have passed — a compile-time fact, in the manner of rustls's
+//! handshake states.
 //!
 //! Outside this crate the stages are reached only through [`Pipeline::enter`], whose stage
 //! values are [`Branded`] by a lifetime no other entry shares (as GhostCell and the
@@ -79,7 +81,7 @@ pub use typed::{Parsed, Planned, TypedExecutor};
 /// parsed once into their own type and their stage 7 runs the plan their stage 4 made. An
 /// executor that implements this trait itself sees its arguments only as the JSON object
 /// ([`Call::arguments`]) and has no plan.
-pub trait Executor: Send + Sync + std::fmt::Debug {
+pub trait Executor: Send + Sync + std::fmt::Debug + sealed::Dispatch {
     /// Stage 3, after the schema passed: the arguments parsed into the tool's type and
     /// checked. Without a type, the object is all there is: nothing more to check.
     fn parse(&self, _arguments: &Value) -> Result<Parsed, Vec<crate::rejection::FieldError>> {
@@ -93,8 +95,12 @@ pub trait Executor: Send + Sync + std::fmt::Debug {
     }
 
     /// Stage 7: do it, within `call.limits()`, watching `cx` for cancellation. Only the
-    /// pipeline can call this: nothing outside this crate can make a [`Call`].
-    fn execute(&self, call: &Call<'_>, cx: &ExecContext) -> Result<ToolOutput, ToolError>;
+    /// pipeline can call this: nothing outside this crate can make a [`Call`], and the one an
+    /// executor is handed is made for its own type, so it cannot hand it to another's. The
+    /// pipeline reaches it through a dispatcher no other code can call or replace.
+    fn execute(&self, call: &Call<'_, Self>, cx: &ExecContext) -> Result<ToolOutput, ToolError>
+    where
+        Self: Sized;
 
     /// Whether every call of this tool ends soon, by its own bounds, without waiting on
     /// anything outside the process: a transport may then run a read-only call that needs no
@@ -125,10 +131,41 @@ pub trait Executor: Send + Sync + std::fmt::Debug {
     /// cancellation and its deadline. The future may need the transport's runtime (its
     /// timers). Only the pipeline calls this, and only when `forwards` says yes; the default
     /// does nothing and fails the call.
-    fn forward(&self, _call: &Call<'_>, _cx: &ExecContext) -> Forwarded {
+    fn forward(&self, _call: &Call<'_, Self>, _cx: &ExecContext) -> Forwarded
+    where
+        Self: Sized,
+    {
         cannot_forward()
     }
 }
+
+/// The one way into an executor's stage 7: implemented for every [`Executor`] here and
+/// nowhere else (its trait cannot be named outside this crate), making the [`Call`] for the
+/// executor it runs, of its type and at its address.
+mod sealed {
+    use super::{Authorized, Call, ExecContext, Executor, Forwarded, ToolError, ToolOutput};
+
+    /// A call cleared to run, as only stage 7 hands it to the dispatcher.
+    #[derive(Debug)]
+    pub struct Handed<'a>(pub(super) &'a Authorized);
+
+    pub trait Dispatch {
+        fn dispatch(&self, call: Handed<'_>, cx: &ExecContext) -> Result<ToolOutput, ToolError>;
+        fn dispatch_forward(&self, call: Handed<'_>, cx: &ExecContext) -> Forwarded;
+    }
+
+    impl<E: Executor> Dispatch for E {
+        fn dispatch(&self, call: Handed<'_>, cx: &ExecContext) -> Result<ToolOutput, ToolError> {
+            self.execute(&Call::of(call.0, self), cx)
+        }
+
+        fn dispatch_forward(&self, call: Handed<'_>, cx: &ExecContext) -> Forwarded {
+            self.forward(&Call::of(call.0, self), cx)
+        }
+    }
+}
+
+use sealed::Handed;
 
 /// What forwarding a call of a tool that does not forward comes to: a failure, nothing run.
 fn cannot_forward() -> Forwarded {
@@ -683,32 +720,43 @@ impl Authorized {
     }
 }
 
-/// One authorized call, as its executor sees it while it runs. Only [`Stages::execute`]
-/// makes one, and it lives no longer than that step, so an executor can neither be called
-/// from outside the pipeline nor keep a call to run later. It is made for the one executor
-/// the call was authorized for: a [typed executor](TypedExecutor) handed another's call (an
-/// executor passing on the call it was given) fails it unrun.
-#[derive(Debug)]
-pub struct Call<'a> {
+/// One authorized call, as its executor sees it while it runs. Only stage 7 makes one, for
+/// the executor of type `E` it runs, and it lives no longer than that step, so an executor can
+/// neither be called from outside the pipeline, nor keep a call to run later, nor hand it to an
+/// executor of another type (a compile error); a [typed executor](TypedExecutor) handed a call
+/// made for another of its own type fails it unrun.
+pub struct Call<'a, E: ?Sized> {
     authorized: &'a Authorized,
-    /// The address of the executor the call is for: its tool's.
+    /// The address of the executor the call is for.
     runs: usize,
+    of: std::marker::PhantomData<fn(&E)>,
 }
 
-impl<'a> Call<'a> {
-    /// The call `authorized` as its own tool's executor is handed it.
-    fn of(authorized: &'a Authorized) -> Self {
-        let runs = Arc::as_ptr(&authorized.tool.executor).cast::<()>() as usize;
-        Call { authorized, runs }
+impl<E: ?Sized> std::fmt::Debug for Call<'_, E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Call")
+            .field("authorized", self.authorized)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'a, E: ?Sized> Call<'a, E> {
+    /// The call `authorized` as `executor` is handed it.
+    fn of(authorized: &'a Authorized, executor: &E) -> Self {
+        Call {
+            authorized,
+            runs: std::ptr::from_ref(executor).cast::<()>() as usize,
+            of: std::marker::PhantomData,
+        }
     }
 
     /// Whether `executor` is the one this call was made for.
-    pub(crate) fn is_for<E>(&self, executor: &E) -> bool {
+    pub(crate) fn is_for(&self, executor: &E) -> bool {
         std::ptr::from_ref(executor).cast::<()>() as usize == self.runs
     }
 }
 
-impl Call<'_> {
+impl<E: ?Sized> Call<'_, E> {
     /// The validated arguments object.
     pub fn arguments(&self) -> &Map<String, Value> {
         self.authorized.arguments()
@@ -1074,7 +1122,7 @@ mod tests {
         fn execute(
             &self,
             (): &(),
-            _: &Call<'_>,
+            _: &Call<'_, Self>,
             cx: &ExecContext,
         ) -> Result<ToolOutput, ToolError> {
             *self.0.lock().unwrap() =
@@ -1199,7 +1247,7 @@ mod tests {
         fn execute(
             &self,
             (): &(),
-            call: &Call<'_>,
+            call: &Call<'_, Self>,
             cx: &ExecContext,
         ) -> Result<ToolOutput, ToolError> {
             match &self.twin {
@@ -1234,12 +1282,51 @@ mod tests {
         assert_eq!(ran.load(Ordering::SeqCst), 0, "the twin never ran it");
     }
 
+    /// Plans a `String`, and must never run a plan of another type.
+    #[derive(Debug)]
+    struct Other;
+
+    impl TypedExecutor for Other {
+        type Args = Value;
+        type Plan = String;
+
+        fn plan(&self, _: Value) -> (String, Classification) {
+            (String::new(), Classification::default())
+        }
+
+        fn execute(
+            &self,
+            _: &String,
+            _: &Call<'_, Self>,
+            _: &ExecContext,
+        ) -> Result<ToolOutput, ToolError> {
+            panic!("a plan of another tool's type must never reach this executor");
+        }
+    }
+
+    /// A call whose plan is of another type than its executor's (what stage 7 would meet
+    /// were a call to reach an executor that did not plan it) fails closed, unrun.
+    #[test]
+    fn a_plan_of_another_type_fails_the_call_closed() {
+        let mut entry = ToolEntry::new("walk", "test");
+        entry.effect = Some(EffectClass::ReadOnly);
+        let pipeline = one_tool(entry, Arc::new(Looks::default()));
+        let authorized = pipeline
+            .authorize_call(RawCall::text("walk", "{}", Surface::Chat))
+            .unwrap();
+        let cx = ExecContext::new(Duration::from_secs(5), Cancel::new());
+        let other = Other;
+        let error = Executor::execute(&other, &Call::of(&authorized, &other), &cx).unwrap_err();
+        assert_eq!(error.code, crate::outcome::ToolErrorCode::PlanMismatch);
+        assert!(error.message.contains("without the plan"), "{error:?}");
+    }
+
     /// Notes the deadline its context gives it.
     #[derive(Debug, Default)]
     struct Deadline(Mutex<Option<Instant>>);
 
     impl Executor for Deadline {
-        fn execute(&self, _: &Call<'_>, cx: &ExecContext) -> Result<ToolOutput, ToolError> {
+        fn execute(&self, _: &Call<'_, Self>, cx: &ExecContext) -> Result<ToolOutput, ToolError> {
             *self.0.lock().unwrap() = Some(cx.deadline());
             Ok(ToolOutput::new(Value::Null))
         }
@@ -1329,7 +1416,7 @@ mod tests {
     struct Quick;
 
     impl Executor for Quick {
-        fn execute(&self, _: &Call<'_>, _: &ExecContext) -> Result<ToolOutput, ToolError> {
+        fn execute(&self, _: &Call<'_, Self>, _: &ExecContext) -> Result<ToolOutput, ToolError> {
             Ok(ToolOutput::new(Value::from("done")))
         }
 
@@ -1343,7 +1430,7 @@ mod tests {
     struct Large;
 
     impl Executor for Large {
-        fn execute(&self, _: &Call<'_>, _: &ExecContext) -> Result<ToolOutput, ToolError> {
+        fn execute(&self, _: &Call<'_, Self>, _: &ExecContext) -> Result<ToolOutput, ToolError> {
             Ok(ToolOutput::new(Value::from("done, slowly")))
         }
 
@@ -1482,7 +1569,7 @@ mod tests {
     }
 
     impl Executor for Later {
-        fn execute(&self, _: &Call<'_>, _: &ExecContext) -> Result<ToolOutput, ToolError> {
+        fn execute(&self, _: &Call<'_, Self>, _: &ExecContext) -> Result<ToolOutput, ToolError> {
             panic!("a forwarded call is never executed on a thread");
         }
 
@@ -1490,7 +1577,7 @@ mod tests {
             true
         }
 
-        fn forward(&self, _: &Call<'_>, _: &ExecContext) -> Forwarded {
+        fn forward(&self, _: &Call<'_, Self>, _: &ExecContext) -> Forwarded {
             Box::pin(Awaited {
                 slot: Arc::clone(&self.slot),
                 dropped: Arc::clone(&self.dropped),

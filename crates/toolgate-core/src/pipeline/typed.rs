@@ -41,7 +41,7 @@ pub trait TypedExecutor: Send + Sync + std::fmt::Debug {
     fn execute(
         &self,
         plan: &Self::Plan,
-        call: &Call<'_>,
+        call: &Call<'_, Self>,
         cx: &ExecContext,
     ) -> Result<ToolOutput, ToolError>;
 
@@ -63,7 +63,7 @@ pub trait TypedExecutor: Send + Sync + std::fmt::Debug {
 
     /// See [`Executor::forward`]: stage 7 begun on `plan`, its result to come. The default
     /// does nothing and fails the call.
-    fn forward(&self, _plan: &Self::Plan, _call: &Call<'_>, _cx: &ExecContext) -> Forwarded {
+    fn forward(&self, _plan: &Self::Plan, _call: &Call<'_, Self>, _cx: &ExecContext) -> Forwarded {
         super::cannot_forward()
     }
 }
@@ -137,7 +137,7 @@ impl<T: TypedExecutor> Executor for T {
         }
     }
 
-    fn execute(&self, call: &Call<'_>, cx: &ExecContext) -> Result<ToolOutput, ToolError> {
+    fn execute(&self, call: &Call<'_, Self>, cx: &ExecContext) -> Result<ToolOutput, ToolError> {
         match call.plan().get::<T::Plan>() {
             Some(plan) if call.is_for(self) => TypedExecutor::execute(self, plan, call, cx),
             Some(_) => Err(handed_on()),
@@ -158,7 +158,7 @@ impl<T: TypedExecutor> Executor for T {
         TypedExecutor::forwards(self)
     }
 
-    fn forward(&self, call: &Call<'_>, cx: &ExecContext) -> Forwarded {
+    fn forward(&self, call: &Call<'_, Self>, cx: &ExecContext) -> Forwarded {
         match call.plan().get::<T::Plan>() {
             Some(plan) if call.is_for(self) => TypedExecutor::forward(self, plan, call, cx),
             Some(_) => Box::pin(std::future::ready(Err(handed_on()))),

@@ -10,7 +10,7 @@ use toolgate_core::*;
 #[derive(Debug)]
 struct Reader;
 impl Executor for Reader {
-    fn execute(&self, _: &Call<'_>, _: &ExecContext) -> Result<ToolOutput, ToolError> {
+    fn execute(&self, _: &Call<'_, Self>, _: &ExecContext) -> Result<ToolOutput, ToolError> {
         Ok(ToolOutput::new(Value::Null))
     }
 }
@@ -23,7 +23,7 @@ impl TypedExecutor for Writer {
     fn plan(&self, _: Self::Args) -> ((), Classification) {
         ((), Classification::default())
     }
-    fn execute(&self, (): &(), _: &Call<'_>, _: &ExecContext) -> Result<ToolOutput, ToolError> {
+    fn execute(&self, (): &(), _: &Call<'_, Self>, _: &ExecContext) -> Result<ToolOutput, ToolError> {
         Ok(ToolOutput::new(json!("wrote")))
     }
 }

@@ -2,9 +2,9 @@
 include!("common.rs");
 
 #[derive(Debug, Default)]
-struct Keeper(std::sync::Mutex<Option<&'static Call<'static>>>);
+struct Keeper(std::sync::Mutex<Option<&'static Call<'static, Keeper>>>);
 impl Executor for Keeper {
-    fn execute(&self, call: &Call<'_>, _: &ExecContext) -> Result<ToolOutput, ToolError> {
+    fn execute(&self, call: &Call<'_, Self>, _: &ExecContext) -> Result<ToolOutput, ToolError> {
         *self.0.lock().unwrap() = Some(call);
         Ok(ToolOutput::new(Value::Null))
     }

@@ -170,7 +170,7 @@ impl TypedExecutor for GitStatus {
         ((), classification)
     }
 
-    fn execute(&self, (): &(), call: &Call<'_>, cx: &ExecContext) -> Result<ToolOutput, ToolError> {
+    fn execute(&self, (): &(), call: &Call<'_, Self>, cx: &ExecContext) -> Result<ToolOutput, ToolError> {
         let workspace = Arc::clone(&self.workspace);
         let limits = *call.limits();
         interruptibly(cx, self.workspace.root(), move |interrupt, cx| {
@@ -241,7 +241,7 @@ impl TypedExecutor for GitDiff {
     fn execute(
         &self,
         plan: &DiffPlan,
-        call: &Call<'_>,
+        call: &Call<'_, Self>,
         cx: &ExecContext,
     ) -> Result<ToolOutput, ToolError> {
         let workspace = Arc::clone(&self.workspace);

@@ -264,7 +264,7 @@ impl TypedExecutor for RunScript {
     fn execute(
         &self,
         plan: &ScriptPlan,
-        call: &Call<'_>,
+        call: &Call<'_, Self>,
         cx: &ExecContext,
     ) -> Result<ToolOutput, ToolError> {
         let confined = confine::start(
@@ -283,7 +283,7 @@ impl RunScript {
     /// one fails.
     fn steps(
         &self,
-        call: &Call<'_>,
+        call: &Call<'_, Self>,
         cx: &ExecContext,
         script: &str,
         approved: &Approved,
