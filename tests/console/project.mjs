@@ -3,12 +3,15 @@
 //
 // Usage: node project.mjs PLAN.json
 //
-// PLAN is {"url": LOGIN_LINK, "screenshots": DIR, "node_modules": DIR, "chromium": PATH}.
-// The report, printed as JSON, holds what the panel showed before and after the button was
-// clicked (status, status line, files, items pending, whether the button is offered, the
-// note), and every console error. A screenshot of each is saved as `project-STATUS.png`. The
+// PLAN is {"url": LOGIN_LINK, "screenshots": DIR, "node_modules": DIR, "chromium": PATH,
+// "change": {"path": FILE, "text": TEXT}}. The report, printed as JSON, holds what the panel
+// showed before and after the button was clicked, and after FILE was then written with TEXT
+// and the panel read again (status, status line, files, items, whether the button is offered,
+// the note, the diff's lines and their kinds, how many elements other than the page's own the
+// panel holds), and every console error. A screenshot of each is saved as
+// `project-STATUS.png`. The
 // assertions live in the Rust test that runs this (crates/toolgate/tests/console_project.rs).
-import { readFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { createRequire } from 'node:module';
 
@@ -40,6 +43,9 @@ async function panel(page) {
       trust_button: !button.hidden && !button.disabled,
       note: document.getElementById('project-note').textContent,
       message: document.getElementById('project-message').textContent,
+      diff: Array.from(document.querySelectorAll('#project pre.diff > span'), (s) => [s.className, s.textContent]),
+      // Markup in a file's name or text is shown, never made into elements.
+      foreign_elements: document.querySelectorAll('#project img, #project script, #project b').length,
     };
   });
 }
@@ -59,6 +65,11 @@ try {
   await page.waitForSelector('#project-status[data-status="trusted"]', { timeout: 10000 });
   report.after = await panel(page);
   await page.screenshot({ path: join(plan.screenshots, 'project-trusted.png'), fullPage: true });
+  writeFileSync(plan.change.path, plan.change.text);
+  await page.locator('#project-reload').click();
+  await page.waitForSelector('#project-status[data-status="changed"]', { timeout: 10000 });
+  report.changed = await panel(page);
+  await page.screenshot({ path: join(plan.screenshots, 'project-changed.png'), fullPage: true });
 } finally {
   await browser.close();
 }

@@ -250,6 +250,9 @@ fn the_project_panel_shows_what_waits_and_trusts_what_it_showed_in_chromium() {
     let fx = Fixture::new();
     let ws = project_workspace(&fx);
     let state = tempfile::tempdir().unwrap();
+    // No slash: it is a file name too.
+    let markup = "<img src=x onerror=alert(1)><b>bold";
+    fs::write(ws.join(".toolgate").join(markup), "notes\n").unwrap();
     let served = Served::start_at(&ws, "", state.path());
     assert!(
         Path::new("/usr/bin/chromium").exists(),
@@ -266,6 +269,10 @@ fn the_project_panel_shows_what_waits_and_trusts_what_it_showed_in_chromium() {
             "screenshots": screenshots,
             "node_modules": test_dep("node/node_modules"),
             "chromium": "/usr/bin/chromium",
+            "change": {
+                "path": ws.join(".toolgate").join(markup),
+                "text": format!("notes\n{markup}\n"),
+            },
         })
         .to_string(),
     )
@@ -286,7 +293,14 @@ fn the_project_panel_shows_what_waits_and_trusts_what_it_showed_in_chromium() {
             .contains("applies only where it narrows"),
         "{seen}"
     );
-    assert_eq!(before["files"].as_array().unwrap().len(), 2, "{seen}");
+    assert_eq!(before["files"].as_array().unwrap().len(), 3, "{seen}");
+    assert!(
+        before["files"][0]
+            .as_str()
+            .unwrap()
+            .starts_with(&format!(".toolgate/{markup}  sha256:")),
+        "{seen}"
+    );
     assert!(
         before["pending"].to_string().contains("a `permit`"),
         "{seen}"
@@ -302,9 +316,26 @@ fn the_project_panel_shows_what_waits_and_trusts_what_it_showed_in_chromium() {
     let after = &seen["after"];
     assert_eq!(after["status"], "trusted", "{seen}");
     assert_eq!(after["trust_button"], false, "{seen}");
+    // Changed since: pending again, the change shown as a diff, the button offered again.
+    let changed = &seen["changed"];
+    assert_eq!(changed["status"], "changed", "{seen}");
+    assert_eq!(changed["trust_button"], true, "{seen}");
+    assert!(
+        changed["diff"]
+            .as_array()
+            .unwrap()
+            .contains(&json!(["add", format!("+{markup}")])),
+        "{seen}"
+    );
+    for view in [before, after, changed] {
+        assert_eq!(view["foreign_elements"], 0, "{seen}");
+    }
     assert_eq!(seen["console_errors"], json!([]), "{seen}");
+    // Trusted by the button, then changed by the write above.
     let checked = check(state.path(), &ws);
-    assert!(checked.contains(" (trusted; "), "{checked}");
+    assert!(checked.contains(" (changed since trusted; "), "{checked}");
+    let listed = toolgate(state.path(), &["trust", "--list"], &ws);
+    assert!(listed.contains(" by console)"), "{listed}");
     assert!(
         fs::metadata(screenshots.join("project-untrusted.png"))
             .unwrap()
