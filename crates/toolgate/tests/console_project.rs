@@ -141,6 +141,21 @@ fn a_person_trusts_the_project_in_the_console_only_as_it_was_shown() {
             ],
             415,
         ),
+        (
+            vec![
+                ("cookie", served.cookie()),
+                ("x-toolgate-csrf", csrf.clone()),
+                ("origin", "http://evil.example".to_owned()),
+            ],
+            403,
+        ),
+        (
+            vec![
+                ("cookie", served.cookie()),
+                ("x-toolgate-csrf", served.token.clone()),
+            ],
+            403,
+        ),
     ];
     for (headers, status) in refusals {
         let mut headers = headers;
