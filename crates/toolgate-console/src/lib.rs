@@ -11,6 +11,9 @@
 //! in through a single-use link ([`login`]), so the session token is never printed.
 //! [`RecentOutcomes`] is a [`toolgate_core::Recorder`] that keeps the last outcomes for the
 //! page.
+//! Given a [`ProjectTrust`] in [`ConsoleOptions::project`], the page also shows the
+//! workspace's `.toolgate/` configuration as it stands and lets a person trust exactly the
+//! files shown ([`project`]).
 //!
 //! ```no_run
 //! use std::sync::Arc;
