@@ -209,6 +209,17 @@ fn walk(top: &Path, dir: &Path, files: &mut Vec<(String, Vec<u8>)>) -> Result<()
     entries.sort_by_key(std::fs::DirEntry::file_name);
     for entry in entries {
         let path = entry.path();
+        // A name with a control character (a newline) would print as a line of its own in
+        // `check` and the console, where it could pass for one of toolgate's.
+        if entry.file_name().to_str().is_none_or(|name| {
+            name.chars()
+                .any(|c| c.is_control() || toolgate_core::visible::is_invisible(c))
+        }) {
+            return Err(error(
+                &path,
+                "is named with a control or invisible character, or not in UTF-8; toolgate reads no project configuration with such a name".to_owned(),
+            ));
+        }
         let metadata = std::fs::symlink_metadata(&path).map_err(|e| {
             error(
                 &path,
