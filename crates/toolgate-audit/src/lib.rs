@@ -46,7 +46,9 @@ mod seal;
 mod verify;
 
 pub use head::head_path;
-pub use log::{AuditLog, AuditOptions, Durability, FLUSH_INTERVAL, INTERRUPTED, SyncMode};
+pub use log::{
+    AuditLog, AuditOptions, Durability, FLUSH_INTERVAL, INTERRUPTED, SyncMode, UnknownSyncMode,
+};
 pub use read::{LogHead, StoredRecord, after, export_jsonl, last, log_head};
 pub use record::{record_body, record_body_after, start_body};
 pub use seal::seal_setup;

@@ -41,13 +41,18 @@ impl fmt::Display for Surface {
     }
 }
 
+/// A surface's name that names none.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown surface `{0}`; expected one of chat, cli, console")]
+pub struct UnknownSurface(pub String);
+
 impl FromStr for Surface {
-    type Err = String;
+    type Err = UnknownSurface;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         Surface::ALL
             .into_iter()
             .find(|surface| surface.as_str() == s)
-            .ok_or_else(|| format!("unknown surface `{s}`; expected one of chat, cli, console"))
+            .ok_or_else(|| UnknownSurface(s.to_owned()))
     }
 }
 

@@ -80,7 +80,7 @@ pub use approval::{
 };
 pub use cancel::{Cancel, OnCancel};
 pub use canonical::{Canonical, Digest, canonical_json, sha256_digest};
-pub use invocation::{Invocation, NormalizeBounds, RawArguments, RawCall, Surface};
+pub use invocation::{Invocation, NormalizeBounds, RawArguments, RawCall, Surface, UnknownSurface};
 pub use notice::{NOTICES_PER_SECOND, Notice, NoticeSink};
 pub use outcome::{Evidence, Outcome, Status, ToolError, ToolErrorCode, ToolOutput};
 pub use pipeline::{
@@ -98,7 +98,7 @@ pub use policy::{
 pub use record::{RecordError, Recorder};
 pub use registry::{
     ApprovalMode, Availability, Descriptor, EffectClass, Limits, Registry, RegistryBuilder,
-    RegistryError, Tool, ToolEntry, Version,
+    RegistryError, Tool, ToolEntry, UnknownEffectClass, Version,
 };
 pub use rejection::{FieldError, RejectCode, Rejection, Stage};
 pub use schema::{SchemaBounds, SchemaError, ToolSchema};

@@ -89,8 +89,13 @@ impl fmt::Display for EffectClass {
     }
 }
 
+/// An effect class's name that names none.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("unknown effect class `{0}`")]
+pub struct UnknownEffectClass(pub String);
+
 impl FromStr for EffectClass {
-    type Err = String;
+    type Err = UnknownEffectClass;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         [
             EffectClass::ReadOnly,
@@ -100,7 +105,7 @@ impl FromStr for EffectClass {
         ]
         .into_iter()
         .find(|e| e.as_str() == s)
-        .ok_or_else(|| format!("unknown effect class `{s}`"))
+        .ok_or_else(|| UnknownEffectClass(s.to_owned()))
     }
 }
 
@@ -544,10 +549,8 @@ mod tests {
             );
         }
         assert!(all.windows(2).all(|w| w[0] < w[1]));
-        assert_eq!(
-            "dangerous".parse::<EffectClass>(),
-            Err("unknown effect class `dangerous`".to_owned())
-        );
+        let unknown = "dangerous".parse::<EffectClass>().unwrap_err();
+        assert_eq!(unknown.to_string(), "unknown effect class `dangerous`");
         assert_eq!(ToolEntry::new("x", "y").effect(), EffectClass::Irreversible);
     }
 

@@ -73,8 +73,11 @@ pub trait ApprovalDesk: Send + Sync + Debug {
 
     /// A person's answer to call `call_id`'s request; `Err` says why it was not taken (it was
     /// answered already, say).
-    fn answer(&self, call_id: &str, answer: Answer) -> Result<(), String>;
+    fn answer(&self, call_id: &str, answer: Answer) -> Result<(), NotTaken>;
 }
+
+/// Why a desk did not take a person's answer: the desk's own error.
+pub type NotTaken = Box<dyn std::error::Error + Send + Sync>;
 
 /// A count of the requests that arrived at a desk (see [`ApprovalDesk::arrivals`]).
 pub type Arrivals = tokio::sync::watch::Receiver<u64>;
@@ -360,7 +363,7 @@ mod tests {
         fn arrivals(&self) -> Arrivals {
             self.arrived.subscribe()
         }
-        fn answer(&self, _: &str, _: Answer) -> Result<(), String> {
+        fn answer(&self, _: &str, _: Answer) -> Result<(), NotTaken> {
             Ok(())
         }
     }

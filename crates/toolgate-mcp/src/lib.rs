@@ -47,7 +47,7 @@ pub mod wire;
 use std::time::Duration;
 
 pub use auth::{Principal, TokenError, TokenTable, generate_token};
-pub use elicit::{Answer, ApprovalDesk, Arrivals, Elicitation};
+pub use elicit::{Answer, ApprovalDesk, Arrivals, Elicitation, NotTaken};
 pub use http::{HttpError, HttpOptions, bind, run_http, serve_http};
 pub use server::{DEFAULT_PROGRESS_INTERVAL, Server};
 pub use session::Session;

@@ -189,7 +189,7 @@ mod tests {
         fn arrivals(&self) -> tokio::sync::watch::Receiver<u64> {
             tokio::sync::watch::channel(0).1
         }
-        fn answer(&self, _: &str, _: Answer) -> Result<(), String> {
+        fn answer(&self, _: &str, _: Answer) -> Result<(), crate::elicit::NotTaken> {
             Err("no desk".into())
         }
     }

@@ -417,18 +417,15 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn section(text: &str) -> Result<UpstreamSpec, String> {
-        let parsed: UpstreamSection = serde_json::from_value(
-            serde_json::from_str::<serde_json::Value>(text).map_err(|e| e.to_string())?,
-        )
-        .map_err(|e| e.to_string())?;
-        parsed
-            .check(
-                std::path::Path::new("/etc/toolgate"),
-                |name| (name != "UNSET").then(|| format!("value of {name}")),
-                UpstreamConfinement::dangerous_unconfined(),
-            )
-            .map_err(|e| e.to_string())
+    /// The section `text` checked, or why it is refused.
+    fn section(text: &str) -> Result<UpstreamSpec, Box<dyn std::error::Error>> {
+        let parsed: UpstreamSection =
+            serde_json::from_value(serde_json::from_str::<serde_json::Value>(text)?)?;
+        Ok(parsed.check(
+            std::path::Path::new("/etc/toolgate"),
+            |name| (name != "UNSET").then(|| format!("value of {name}")),
+            UpstreamConfinement::dangerous_unconfined(),
+        )?)
     }
 
     fn pinned() -> (String, String) {
@@ -534,7 +531,7 @@ mod tests {
             ),
         ];
         for (text, needle) in cases {
-            let error = section(text).unwrap_err();
+            let error = section(text).unwrap_err().to_string();
             assert!(error.contains(needle), "{text}: {error}");
         }
     }
@@ -604,19 +601,19 @@ mod tests {
         assert_eq!(admission.entry.effect(), EffectClass::Irreversible);
         assert_eq!(admission.entry.limits.timeout_ms, 30_000);
 
-        let error = admitted(json!({"name": "has.dot"})).unwrap_err();
+        let error = admitted(json!({"name": "has.dot"})).unwrap_err().to_string();
         assert!(
             error.contains("must match `^[a-zA-Z0-9_-]{1,64}$`"),
             "{error}"
         );
-        let error = admitted(json!({"digest": "sha256:00"})).unwrap_err();
+        let error = admitted(json!({"digest": "sha256:00"})).unwrap_err().to_string();
         assert!(error.contains("is not a digest"), "{error}");
         let other = Descriptor::new("echo", "changed", json!({"type": "object"}));
-        let error = admitted(json!({"digest": other.digest().to_string()})).unwrap_err();
+        let error = admitted(json!({"digest": other.digest().to_string()})).unwrap_err().to_string();
         assert!(error.contains("does not match its digest"), "{error}");
-        let error = admitted(json!({"tool": "other"})).unwrap_err();
+        let error = admitted(json!({"tool": "other"})).unwrap_err().to_string();
         assert!(error.contains("is of `echo`, not `other`"), "{error}");
-        let error = admitted(json!({"pinned": "{"})).unwrap_err();
+        let error = admitted(json!({"pinned": "{"})).unwrap_err().to_string();
         assert!(error.contains("`pinned` is not a descriptor"), "{error}");
     }
 }

@@ -3,31 +3,51 @@
 use serde_json::Value;
 use toolgate_core::Descriptor;
 
+/// Why a tool `tools/list` lists is not a descriptor.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MalformedTool {
+    #[error("a tool without a `name`")]
+    NoName,
+    #[error("tool `{0}`: no `inputSchema` object")]
+    NoInputSchema(String),
+    #[error("tool `{tool}`: `{field}` is not {expected}")]
+    Field {
+        tool: String,
+        field: &'static str,
+        expected: &'static str,
+    },
+}
+
 /// The descriptor of one tool from `tools/list`: the fields its digest covers, and nothing an
 /// upstream could change without changing the digest (`_meta` and `icons` are not shown to a
 /// model, so they are left out).
-pub fn descriptor_of(tool: &Value) -> Result<Descriptor, String> {
+pub fn descriptor_of(tool: &Value) -> Result<Descriptor, MalformedTool> {
     let name = tool
         .get("name")
         .and_then(Value::as_str)
-        .ok_or_else(|| "a tool without a `name`".to_owned())?;
-    let text = |field: &str| -> Result<Option<String>, String> {
+        .ok_or(MalformedTool::NoName)?;
+    let field_error = |field: &'static str, object: bool| MalformedTool::Field {
+        tool: name.to_owned(),
+        field,
+        expected: if object { "an object" } else { "a string" },
+    };
+    let text = |field: &'static str| -> Result<Option<String>, MalformedTool> {
         match tool.get(field) {
             None | Some(Value::Null) => Ok(None),
             Some(Value::String(s)) => Ok(Some(s.clone())),
-            Some(_) => Err(format!("tool `{name}`: `{field}` is not a string")),
+            Some(_) => Err(field_error(field, false)),
         }
     };
     let input_schema = tool
         .get("inputSchema")
         .filter(|s| s.is_object())
         .cloned()
-        .ok_or_else(|| format!("tool `{name}`: no `inputSchema` object"))?;
-    let object = |field: &str| -> Result<Option<Value>, String> {
+        .ok_or_else(|| MalformedTool::NoInputSchema(name.to_owned()))?;
+    let object = |field: &'static str| -> Result<Option<Value>, MalformedTool> {
         match tool.get(field) {
             None | Some(Value::Null) => Ok(None),
             Some(v @ Value::Object(_)) => Ok(Some(v.clone())),
-            Some(_) => Err(format!("tool `{name}`: `{field}` is not an object")),
+            Some(_) => Err(field_error(field, true)),
         }
     };
     Ok(Descriptor {
@@ -121,7 +141,7 @@ mod tests {
                 "`outputSchema`",
             ),
         ] {
-            let error = descriptor_of(&bad).unwrap_err();
+            let error = descriptor_of(&bad).unwrap_err().to_string();
             assert!(error.contains(needle), "{bad}: {error}");
         }
     }

@@ -21,7 +21,7 @@
 //! [`crate::relay`]).
 
 use std::net::{SocketAddr, ToSocketAddrs};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -64,13 +64,40 @@ pub(crate) fn scheme_of(url: &str) -> Option<(bool, &str)> {
     }
 }
 
+/// Why an `https://` upstream's TLS cannot be set up.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum TlsError {
+    #[error("cannot read certificates from `{}`: {source}", .file.display())]
+    Unreadable {
+        file: PathBuf,
+        source: rustls::pki_types::pem::Error,
+    },
+    #[error("`{}` holds no certificate", .0.display())]
+    Empty(PathBuf),
+    #[error("a certificate in `{}` is not usable: {source}", .file.display())]
+    Unusable {
+        file: PathBuf,
+        source: rustls::Error,
+    },
+    #[error("cannot set up TLS: {0}")]
+    Setup(rustls::Error),
+    #[error("`{host}` cannot name a TLS server: {source}")]
+    ServerName {
+        host: String,
+        source: rustls::pki_types::InvalidDnsNameError,
+    },
+}
+
 /// The PEM certificates of `file`: at least one, every one readable.
-pub(crate) fn certificates(file: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
+pub(crate) fn certificates(file: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
     let certificates: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(file)
         .and_then(Iterator::collect)
-        .map_err(|e| format!("cannot read certificates from `{}`: {e}", file.display()))?;
+        .map_err(|source| TlsError::Unreadable {
+            file: file.to_owned(),
+            source,
+        })?;
     if certificates.is_empty() {
-        return Err(format!("`{}` holds no certificate", file.display()));
+        return Err(TlsError::Empty(file.to_owned()));
     }
     Ok(certificates)
 }
@@ -84,25 +111,31 @@ struct Tls {
 
 impl Tls {
     /// The built-in web roots, and the certificates of `ca_file` when there is one.
-    fn new(host: &str, ca_file: Option<&Path>) -> Result<Tls, String> {
+    fn new(host: &str, ca_file: Option<&Path>) -> Result<Tls, TlsError> {
         let mut roots =
             rustls::RootCertStore::from_iter(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
         if let Some(file) = ca_file {
             for certificate in certificates(file)? {
-                roots.add(certificate).map_err(|e| {
-                    format!("a certificate in `{}` is not usable: {e}", file.display())
-                })?;
+                roots
+                    .add(certificate)
+                    .map_err(|source| TlsError::Unusable {
+                        file: file.to_owned(),
+                        source,
+                    })?;
             }
         }
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let config = rustls::ClientConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
-            .map_err(|e| format!("cannot set up TLS: {e}"))?
+            .map_err(TlsError::Setup)?
             .with_root_certificates(roots)
             .with_no_client_auth();
         let host = host.trim_start_matches('[').trim_end_matches(']');
-        let server = ServerName::try_from(host.to_owned())
-            .map_err(|e| format!("`{host}` cannot name a TLS server: {e}"))?;
+        let server =
+            ServerName::try_from(host.to_owned()).map_err(|source| TlsError::ServerName {
+                host: host.to_owned(),
+                source,
+            })?;
         Ok(Tls {
             config: Arc::new(config),
             server,
@@ -307,7 +340,7 @@ impl HttpConnection {
             None => format!("{authority}:{}", if secure { 443 } else { 80 }),
         };
         let tls = if secure {
-            Some(Tls::new(host, spec.ca_file.as_deref()).map_err(&unavailable)?)
+            Some(Tls::new(host, spec.ca_file.as_deref()).map_err(|e| unavailable(e.to_string()))?)
         } else {
             None
         };

@@ -51,7 +51,7 @@ use toolgate_core::{
 };
 
 pub use config::{Admission, AdmittedSection, Endpoint, UpstreamSection, UpstreamSpec, namespaced};
-pub use descriptor::{descriptor_of, diff, hints};
+pub use descriptor::{MalformedTool, descriptor_of, diff, hints};
 pub use executor::UpstreamExecutor;
 pub use sandbox::{SandboxSection, UpstreamConfinement, UpstreamSandbox};
 pub use supervisor::{OnChange, REFRESHES_PER_MINUTE, UpstreamStatus};

@@ -464,7 +464,7 @@ impl Supervisor {
         for tool in tools {
             match crate::descriptor::descriptor_of(tool) {
                 Ok(descriptor) => descriptors.push(descriptor),
-                Err(problem) => malformed.push(problem),
+                Err(problem) => malformed.push(problem.to_string()),
             }
         }
         let digests = descriptors

@@ -163,7 +163,7 @@ pub enum ToolsCommand {
         /// The tool, as the upstream names it.
         tool: String,
         /// Its effect class (default: irreversible; upstream annotations never decide this).
-        #[arg(long, value_name = "E", value_parser = parse_effect)]
+        #[arg(long, value_name = "E")]
         effect: Option<EffectClass>,
         /// The name a model sees (default: UPSTREAM__TOOL).
         #[arg(long, value_name = "N")]
@@ -248,7 +248,7 @@ pub struct ProposedCall {
     #[arg(long, value_name = "JSON", default_value = "{}")]
     pub args: String,
     /// Where the call claims to come from.
-    #[arg(long, value_name = "S", default_value = "cli", value_parser = parse_surface)]
+    #[arg(long, value_name = "S", default_value = "cli")]
     pub surface: Surface,
     /// Profile whose tools the call may use.
     #[arg(long, value_name = "P", default_value = "default")]
@@ -301,14 +301,6 @@ pub struct ConsoleArgs {
     /// Also open the link with the desktop's opener (`xdg-open`).
     #[arg(long)]
     pub open: bool,
-}
-
-fn parse_surface(text: &str) -> Result<Surface, String> {
-    text.parse()
-}
-
-fn parse_effect(text: &str) -> Result<EffectClass, String> {
-    text.parse()
 }
 
 /// What `toolgate call` prints for a person, without `--json`: a file's text as text, a

@@ -23,7 +23,7 @@ use toolgate_console::{
     ProjectStatus, ProjectTrust, ProjectView, RecentOutcomes, TrustRefusal, grants_ledger,
 };
 use toolgate_core::{ApprovalBroker, GrantLedger, WorkspaceId};
-use toolgate_mcp::{Answer, ApprovalDesk, Arrivals};
+use toolgate_mcp::{Answer, ApprovalDesk, Arrivals, NotTaken};
 use toolgate_workspace::Workspace;
 
 use crate::cli::ConsoleArgs;
@@ -151,14 +151,12 @@ impl ApprovalDesk for ConsoleDesk {
         self.0.arrivals()
     }
 
-    fn answer(&self, call_id: &str, answer: Answer) -> Result<(), String> {
+    fn answer(&self, call_id: &str, answer: Answer) -> Result<(), NotTaken> {
         let decision = match answer {
             Answer::AllowOnce => Decision::AllowOnce,
             Answer::Reject { reason } => Decision::Reject { reason },
         };
-        self.0
-            .decide_for_call(call_id, decision)
-            .map_err(|e| e.to_string())
+        Ok(self.0.decide_for_call(call_id, decision)?)
     }
 }
 

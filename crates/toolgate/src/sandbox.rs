@@ -28,7 +28,7 @@
 
 use std::path::Path;
 
-use toolgate_sandbox::Sandbox;
+use toolgate_sandbox::{Sandbox, SandboxError};
 use toolgate_tools::Confinement;
 
 use crate::settings::{DEFAULT_FILE_SIZE_BYTES, DEFAULT_PIDS_MAX, Mode, Settings};
@@ -81,7 +81,7 @@ pub fn check(config_path: Option<&Path>, json: bool) -> anyhow::Result<u8> {
             "gaps": gaps,
             "commands": match &verdict {
                 Ok(words) => serde_json::json!({"run": true, "how": words}),
-                Err(words) => serde_json::json!({"run": false, "why": words}),
+                Err(refused) => serde_json::json!({"run": false, "why": refused.to_string()}),
             },
             "upstreams": crate::upstream::sandboxes_json(&settings),
         });
@@ -130,7 +130,7 @@ pub fn check(config_path: Option<&Path>, json: bool) -> anyhow::Result<u8> {
     }
     match verdict {
         Ok(words) => outln!("commands: run {words}"),
-        Err(words) => outln!("commands: refused: {words}"),
+        Err(refused) => outln!("commands: refused: {refused}"),
     }
     crate::upstream::print_sandboxes(&settings);
     Ok(if runs { 0 } else { 1 })
@@ -152,21 +152,34 @@ fn network_words(settings: &Settings) -> &'static str {
     }
 }
 
+/// Why commands are refused, as the self-test found.
+#[derive(Debug, thiserror::Error)]
+enum Refused {
+    #[error("sandbox_unavailable: {0}")]
+    Unavailable(SandboxError),
+    #[error("no temporary directory: {0}")]
+    NoTemporaryDirectory(std::io::Error),
+    #[error("{code}: {source}", code = .source.code())]
+    Unprepared { source: SandboxError },
+    #[error("a confined child failed: {0}")]
+    Failed(std::process::ExitStatus),
+    #[error("a confined child could not start: {0}")]
+    NotStarted(std::io::Error),
+}
+
 /// Runs `/bin/sh -c 'exit 0'` confined, as a command would be: `Ok` says how it ran, `Err`
 /// why commands are refused.
-fn self_test(confinement: &Confinement) -> Result<String, String> {
+fn self_test(confinement: &Confinement) -> Result<String, Refused> {
     let Some(sandbox) = confinement.sandbox() else {
         return Ok("unconfined (`dangerous-unconfined`)".to_owned());
     };
-    let abi = sandbox
-        .check()
-        .map_err(|e| format!("sandbox_unavailable: {e}"))?;
-    let temp = tempfile::tempdir().map_err(|e| format!("no temporary directory: {e}"))?;
+    let abi = sandbox.check().map_err(Refused::Unavailable)?;
+    let temp = tempfile::tempdir().map_err(Refused::NoTemporaryDirectory)?;
     let mut spec = toolgate_sandbox::SandboxSpec::new(temp.path(), temp.path());
     spec.denied = confinement.denied().clone();
     let prepared = sandbox
         .prepare(&spec)
-        .map_err(|e| format!("{}: {e}", e.code()))?;
+        .map_err(|source| Refused::Unprepared { source })?;
     let mut command = std::process::Command::new("/bin/sh");
     command
         .args(["-c", "exit 0"])
@@ -178,7 +191,7 @@ fn self_test(confinement: &Confinement) -> Result<String, String> {
             "confined: {} (landlock abi {abi}); a confined child ran",
             prepared.enforced().tier
         )),
-        Ok(status) => Err(format!("a confined child failed: {status}")),
-        Err(e) => Err(format!("a confined child could not start: {e}")),
+        Ok(status) => Err(Refused::Failed(status)),
+        Err(e) => Err(Refused::NotStarted(e)),
     }
 }

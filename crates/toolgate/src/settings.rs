@@ -32,6 +32,7 @@ use std::time::Duration;
 use serde::Deserialize;
 use thiserror::Error;
 use toml::Spanned;
+use toolgate_audit::UnknownSyncMode;
 use toolgate_core::{
     ApprovalMode, EffectClass, NormalizeBounds, PolicyEngine, Surface, ToolEntry, Version,
     policy::DEFAULT_POLICY,
@@ -398,7 +399,8 @@ impl Settings {
             store_values: file.audit.debug_store_redacted_values,
             sync: match &file.audit.sync {
                 None => toolgate_audit::SyncMode::default(),
-                Some(sync) => sync.get_ref().parse().map_err(|message: String| {
+                Some(sync) => sync.get_ref().parse().map_err(|unknown: UnknownSyncMode| {
+                    let message = unknown.to_string();
                     origin.error_at(sync.span(), file::with_guess(message, sync.get_ref()))
                 })?,
             },

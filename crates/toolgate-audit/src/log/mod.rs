@@ -66,7 +66,7 @@ use schema::{create_private_dir, prepare_waiting, wal_path};
 use writer::{Sealer, Writer, check_newest, newest};
 
 pub use background::FLUSH_INTERVAL;
-pub use options::{AuditOptions, Durability, SyncMode};
+pub use options::{AuditOptions, Durability, SyncMode, UnknownSyncMode};
 
 /// What an interrupted record says happened.
 pub const INTERRUPTED: &str = "outcome unknown: toolgate stopped while it ran";

@@ -25,16 +25,19 @@ impl SyncMode {
     }
 }
 
-impl std::str::FromStr for SyncMode {
-    type Err = String;
+/// An `[audit] sync` value that names no [`SyncMode`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown audit sync setting `{0}`: expected `effects` or `always`")]
+pub struct UnknownSyncMode(pub String);
 
-    fn from_str(text: &str) -> Result<Self, String> {
+impl std::str::FromStr for SyncMode {
+    type Err = UnknownSyncMode;
+
+    fn from_str(text: &str) -> Result<Self, UnknownSyncMode> {
         match text {
             "effects" => Ok(SyncMode::Effects),
             "always" => Ok(SyncMode::Always),
-            _ => Err(format!(
-                "unknown audit sync setting `{text}`: expected `effects` or `always`"
-            )),
+            _ => Err(UnknownSyncMode(text.to_owned())),
         }
     }
 }
@@ -86,7 +89,7 @@ mod tests {
     fn sync_settings_parse_and_unknown_ones_are_refused_by_name() {
         assert_eq!("effects".parse::<SyncMode>(), Ok(SyncMode::Effects));
         assert_eq!("always".parse::<SyncMode>(), Ok(SyncMode::Always));
-        let error = "never".parse::<SyncMode>().unwrap_err();
+        let error = "never".parse::<SyncMode>().unwrap_err().to_string();
         assert!(error.contains("`never`"), "{error}");
     }
 }
