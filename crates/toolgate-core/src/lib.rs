@@ -88,7 +88,7 @@ pub use pipeline::{
     Finished, Forward, Forwarded, Forwarding, HOOK_PROTOCOL, Hook, HookAnswer, HookDecision,
     HookEvent, HookFailure, HookFailureKind, HookInput, HookMode, HookRecord,
     MAX_HOOK_ANSWER_BYTES, Normalized, Parsed, Permitted, Pipeline, Placement, Planned, Resolved,
-    Resource, Rest, RunHooks, Shown, StageReport, Stages, Stopped, TypedExecutor, Validated,
+    Resource, Rest, Shown, StageReport, Stages, Stopped, TypedExecutor, Validated, Watch,
     WorkspaceId,
 };
 pub use policy::{

@@ -317,13 +317,13 @@ fn only_a_call_that_asks_a_person_says_it_waits_for_one() {
         ApprovalMode::Policy,
     )]);
     let waited = Mutex::new(Vec::new());
-    let hooks = RunHooks {
+    let watch = Watch {
         awaiting_approval: &|call_id| waited.lock().unwrap().push(call_id.to_owned()),
-        ..RunHooks::default()
+        ..Watch::default()
     };
     for path in ["a", "b"] {
         let raw = RawCall::text("edit", json!({ "path": path }).to_string(), Surface::Chat);
-        let outcome = p.run_with(raw, Cancel::new(), &hooks);
+        let outcome = p.run_with(raw, Cancel::new(), &watch);
         assert_eq!(outcome.status(), Status::Completed, "{outcome:?}");
     }
     // The first call asked, and its answer stood for the workspace; the second was covered
@@ -530,7 +530,7 @@ fn a_caller_may_narrow_what_resolves_never_widen_it_and_hears_of_approval_and_ex
     let events = Mutex::new(Vec::new());
     // The caller was shown only `look`, as a registry that holds nothing else lists it.
     let shown = Shown::of(&registry_of_look("t", witness.clone()), "default");
-    let hooks = RunHooks {
+    let watch = Watch {
         shown: Some(&shown),
         awaiting_approval: &|_| events.lock().unwrap().push("approval"),
         executing: &|| events.lock().unwrap().push("executing"),
@@ -540,7 +540,7 @@ fn a_caller_may_narrow_what_resolves_never_widen_it_and_hears_of_approval_and_ex
         p.run_with(
             RawCall::text(tool, r#"{"path": "a"}"#, Surface::Chat),
             Cancel::new(),
-            &hooks,
+            &watch,
         )
     };
 
@@ -577,9 +577,9 @@ fn a_caller_may_narrow_what_resolves_never_widen_it_and_hears_of_approval_and_ex
     let stale = p.run_with(
         RawCall::text("look", r#"{"path": "a"}"#, Surface::Chat),
         Cancel::new(),
-        &RunHooks {
+        &Watch {
             shown: Some(&before),
-            ..RunHooks::default()
+            ..Watch::default()
         },
     );
     assert_eq!(
@@ -591,14 +591,15 @@ fn a_caller_may_narrow_what_resolves_never_widen_it_and_hears_of_approval_and_ex
     assert_eq!(looked.status(), Status::Completed, "{looked:?}");
     assert_eq!(*events.lock().unwrap(), ["executing"]);
 
-    // The same pipeline without hooks: `change` resolves, waits for approval, runs.
+    // The same pipeline, its caller shown everything: `change` resolves, waits for approval,
+    // runs.
     let changed = p.run_with(
         RawCall::text("change", r#"{"path": "a"}"#, Surface::Chat),
         Cancel::new(),
-        &RunHooks {
+        &Watch {
             awaiting_approval: &|_| events.lock().unwrap().push("approval"),
             executing: &|| events.lock().unwrap().push("executing"),
-            ..RunHooks::default()
+            ..Watch::default()
         },
     );
     assert_eq!(changed.status(), Status::Completed, "{changed:?}");

@@ -17,8 +17,8 @@ use rmcp::service::{Peer, PeerRequestOptions};
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 use toolgate_core::{
-    Decided, Finished, Notice, NoticeSink, Outcome, Pipeline, Placement, RawCall, Rest, RunHooks,
-    Shown,
+    Decided, Finished, Notice, NoticeSink, Outcome, Pipeline, Placement, RawCall, Rest, Shown,
+    Watch,
 };
 
 use crate::elicit::{self, ApprovalDesk, Parkable};
@@ -102,8 +102,8 @@ impl Running {
                 }
                 // Placed where it arrived, or to be forwarded: stages 6–8 begin here.
                 Decided::Permitted(permitted) => {
-                    let finished = with_hooks(&shown, &phase_tx, Arc::clone(&sink), |hooks| {
-                        stages.finish(permitted, cancelled.clone(), hooks)
+                    let finished = with_watch(&shown, &phase_tx, Arc::clone(&sink), |watching| {
+                        stages.finish(permitted, cancelled.clone(), watching)
                     });
                     match finished {
                         Finished::Ended(outcome) => Err(Task::Ended(Some(Box::new(outcome)))),
@@ -183,24 +183,25 @@ fn run_call(
     phase: &watch::Sender<Phase>,
     notices: NoticeSink,
 ) -> Outcome {
-    with_hooks(shown, phase, notices, |hooks| match step {
-        Step::Whole(raw) => pipeline.run_with(raw, cancelled, hooks),
-        Step::Rest(rest) => match rest.finish(cancelled, hooks) {
+    with_watch(shown, phase, notices, |watching| match step {
+        Step::Whole(raw) => pipeline.run_with(raw, cancelled, watching),
+        Step::Rest(rest) => match rest.finish(cancelled, watching) {
             Finished::Ended(outcome) => outcome,
             Finished::Forward(forward) => forward.run_here(),
         },
     })
 }
 
-/// `f` given the pipeline's hooks for one call: what the session was `shown`, for stage 2, `phase` told when the call
-/// waits for a person or runs, and what the executor reports sent to `notices`.
-fn with_hooks<R>(
+/// `f` given the [`Watch`] of one call: what the session was `shown`, for stage 2, `phase`
+/// told when the call waits for a person or runs, and what the executor reports sent to
+/// `notices`.
+fn with_watch<R>(
     shown: &Shown,
     phase: &watch::Sender<Phase>,
     notices: NoticeSink,
-    f: impl FnOnce(&RunHooks) -> R,
+    f: impl FnOnce(&Watch) -> R,
 ) -> R {
-    f(&RunHooks {
+    f(&Watch {
         shown: Some(shown),
         awaiting_approval: &|call_id| {
             phase.send_replace(Phase::AwaitingApproval(call_id.into()));

@@ -221,7 +221,7 @@ fn read_file_is_brief_up_to_64_kib() {
                 Decided::Ended(outcome) => panic!("{path}: {}", outcome.summary()),
             };
             let soon = call.ends_soon();
-            let Finished::Ended(outcome) = stages.finish(call, Cancel::new(), &RunHooks::default())
+            let Finished::Ended(outcome) = stages.finish(call, Cancel::new(), &Watch::default())
             else {
                 panic!("{path}: a builtin is never forwarded");
             };

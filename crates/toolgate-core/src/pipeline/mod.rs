@@ -598,7 +598,7 @@ impl<'id> Stages<'id> {
         self.pipeline.decide(raw, shown)
     }
 
-    /// Stages 6–8 of a call this entry's stages 1–5 permitted, with `hooks` (whose `shown`
+    /// Stages 6–8 of a call this entry's stages 1–5 permitted, told to `watch` (whose `shown`
     /// stage 2 has already judged by): approve, execute, describe, the one path for every
     /// kind of executor. A call [placed](Placement) anywhere but [`Placement::Forwarded`]
     /// runs here to its end; a forwarded one comes back cleared to run, for the caller to
@@ -608,9 +608,9 @@ impl<'id> Stages<'id> {
         self,
         permitted: Branded<'id, Permitted>,
         cancel: Cancel,
-        hooks: &RunHooks,
+        watch: &Watch,
     ) -> Finished {
-        self.pipeline.finish(permitted, cancel, hooks)
+        self.pipeline.finish(permitted, cancel, watch)
     }
 
     /// Stages 6–8 of a call this entry permitted, to run later on another thread: the call
@@ -639,12 +639,12 @@ impl Rest {
     }
 
     /// Stages 6–8, as [`Stages::finish`] runs them.
-    pub fn finish(self, cancel: Cancel, hooks: &RunHooks) -> Finished {
+    pub fn finish(self, cancel: Cancel, watch: &Watch) -> Finished {
         let Rest {
             pipeline,
             permitted,
         } = self;
-        pipeline.finish(Branded::<'static, _>::new(permitted), cancel, hooks)
+        pipeline.finish(Branded::<'static, _>::new(permitted), cancel, watch)
     }
 }
 
@@ -815,12 +815,13 @@ pub struct StageReport {
     pub detail: String,
 }
 
-/// What a transport adds to a run without changing its stages: the tools its caller was
-/// shown, which stage 2 judges by ([`Pipeline::resolve_within`]), and word of when the call starts waiting
-/// for a person (with the call's id, which its [`ApprovalRequest`] carries too; never for a
-/// call a standing grant covers, nor under a broker that can never grant) and when it starts executing (for progress reports, and to
-/// ask a person on another channel).
-pub struct RunHooks<'a> {
+/// What the transport watching a call adds to its run without changing its stages: the tools
+/// its caller was shown, which stage 2 judges by ([`Stages::resolve_within`]), and where to say
+/// when the call starts waiting for a person (with the call's id, which its
+/// [`ApprovalRequest`] carries too; never for a call a standing grant covers, nor under a
+/// broker that can never grant), when it starts executing (for progress reports, and to ask a
+/// person on another channel), and what its executor reports.
+pub struct Watch<'a> {
     pub shown: Option<&'a Shown>,
     pub awaiting_approval: &'a (dyn Fn(&str) + 'a),
     pub executing: &'a (dyn Fn() + 'a),
@@ -828,9 +829,9 @@ pub struct RunHooks<'a> {
     pub notices: Option<NoticeSink>,
 }
 
-impl Default for RunHooks<'_> {
+impl Default for Watch<'_> {
     fn default() -> Self {
-        RunHooks {
+        Watch {
             shown: None,
             awaiting_approval: &|_| {},
             executing: &|| {},
@@ -839,9 +840,9 @@ impl Default for RunHooks<'_> {
     }
 }
 
-impl std::fmt::Debug for RunHooks<'_> {
+impl std::fmt::Debug for Watch<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("RunHooks")
+        f.write_str("Watch")
     }
 }
 
@@ -992,14 +993,14 @@ impl Pipeline {
 
     /// Every stage, with a signal the caller may give to stop waiting or executing.
     pub fn run_cancellable(&self, raw: RawCall, cancel: Cancel) -> Outcome {
-        self.run_with(raw, cancel, &RunHooks::default())
+        self.run_with(raw, cancel, &Watch::default())
     }
 
-    /// Every stage, with what a transport adds to them (see [`RunHooks`]).
-    pub fn run_with(&self, raw: RawCall, cancel: Cancel, hooks: &RunHooks) -> Outcome {
-        match self.decide(raw, hooks.shown) {
+    /// Every stage, with what a transport adds to them (see [`Watch`]).
+    pub fn run_with(&self, raw: RawCall, cancel: Cancel, watch: &Watch) -> Outcome {
+        match self.decide(raw, watch.shown) {
             Decided::Ended(outcome) => outcome,
-            Decided::Permitted(permitted) => match self.finish(permitted, cancel, hooks) {
+            Decided::Permitted(permitted) => match self.finish(permitted, cancel, watch) {
                 Finished::Ended(outcome) => outcome,
                 Finished::Forward(forward) => forward.run_here(),
             },
@@ -1016,7 +1017,7 @@ impl Pipeline {
     ///     pipeline.enter(|stages| match stages.decide(raw, None) {
     ///         Decided::Ended(outcome) => outcome,
     ///         Decided::Permitted(permitted) => {
-    ///             match stages.finish(permitted, Cancel::new(), &RunHooks::default()) {
+    ///             match stages.finish(permitted, Cancel::new(), &Watch::default()) {
     ///                 Finished::Ended(outcome) => outcome,
     ///                 Finished::Forward(forward) => forward.run_here(),
     ///             }
@@ -1052,15 +1053,15 @@ impl Pipeline {
         &self,
         permitted: Branded<'_, Permitted>,
         cancel: Cancel,
-        hooks: &RunHooks,
+        watch: &Watch,
     ) -> Finished {
         let placement = permitted.placement();
-        let approved = self.approve_with(permitted.value, cancel.clone(), hooks.awaiting_approval);
+        let approved = self.approve_with(permitted.value, cancel.clone(), watch.awaiting_approval);
         let authorized = match approved {
             Ok(authorized) => authorized,
             Err(stopped) => return Finished::Ended(self.describe(Err(stopped))),
         };
-        let cx = running(&authorized, cancel, hooks);
+        let cx = running(&authorized, cancel, watch);
         let cleared = match self.clear(authorized, &cx) {
             Ok(cleared) => cleared,
             Err(ended) => return Finished::Ended(self.describe(ended)),
@@ -1078,13 +1079,13 @@ impl Pipeline {
     }
 }
 
-/// The context an approved call runs in, under its own timeout, reporting to `hooks`, which
-/// are told it runs.
-fn running(authorized: &Authorized, cancel: Cancel, hooks: &RunHooks) -> ExecContext {
-    (hooks.executing)();
+/// The context an approved call runs in, under its own timeout, reporting to `watch`, which
+/// is told it runs.
+fn running(authorized: &Authorized, cancel: Cancel, watch: &Watch) -> ExecContext {
+    (watch.executing)();
     let timeout = Duration::from_millis(authorized.limits().timeout_ms);
     let cx = ExecContext::new(timeout, cancel);
-    match &hooks.notices {
+    match &watch.notices {
         Some(sink) => cx.with_notices(Arc::clone(sink)),
         None => cx,
     }
@@ -1498,7 +1499,7 @@ mod tests {
                 "{effect:?} {approval:?} {brief}"
             );
             let Finished::Ended(outcome) =
-                pipeline.finish(permitted, Cancel::new(), &RunHooks::default())
+                pipeline.finish(permitted, Cancel::new(), &Watch::default())
             else {
                 panic!("only a forwarded call comes back to be begun");
             };
@@ -1622,7 +1623,7 @@ mod tests {
 
     /// The call `permitted`, forwarded and in flight.
     fn forward(pipeline: &Pipeline, permitted: Branded<'_, Permitted>) -> Forwarding {
-        match pipeline.finish(permitted, Cancel::new(), &RunHooks::default()) {
+        match pipeline.finish(permitted, Cancel::new(), &Watch::default()) {
             Finished::Forward(forward) => forward.begin(),
             Finished::Ended(outcome) => panic!("ended before it was forwarded: {outcome:?}"),
         }
@@ -1931,7 +1932,7 @@ mod tests {
         let finished = |pipeline: &Pipeline| match pipeline.finish(
             permitted(pipeline),
             Cancel::new(),
-            &RunHooks::default(),
+            &Watch::default(),
         ) {
             Finished::Forward(forward) => forward,
             Finished::Ended(outcome) => panic!("{outcome:?}"),
@@ -1971,9 +1972,9 @@ mod tests {
         entry.approval = ApprovalMode::EachCall;
         let pipeline = one_tool(entry, Arc::new(Looks::default()));
         let waited = Mutex::new(0);
-        let hooks = RunHooks {
+        let hooks = Watch {
             awaiting_approval: &|_| *waited.lock().unwrap() += 1,
-            ..RunHooks::default()
+            ..Watch::default()
         };
         let outcome = pipeline.run_with(
             RawCall::text("change", "{}", Surface::Chat),

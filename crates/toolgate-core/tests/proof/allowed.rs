@@ -17,7 +17,7 @@ fn main() {
         match stages.decide(RawCall::text("reader", "{}", Surface::Chat), Some(&shown)) {
             Decided::Ended(outcome) => drop(outcome),
             Decided::Permitted(permitted) => {
-                let _ = stages.finish(permitted, Cancel::new(), &RunHooks::default());
+                let _ = stages.finish(permitted, Cancel::new(), &Watch::default());
             }
         }
         let normalized = stages.normalize(RawCall::text("reader", "{}", Surface::Chat));
@@ -35,7 +35,7 @@ fn main() {
         }
     });
     let _ = std::thread::spawn(move || {
-        permitted.map(|rest| rest.finish(Cancel::new(), &RunHooks::default()))
+        permitted.map(|rest| rest.finish(Cancel::new(), &Watch::default()))
     })
     .join();
 }

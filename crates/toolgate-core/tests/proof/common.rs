@@ -23,7 +23,12 @@ impl TypedExecutor for Writer {
     fn plan(&self, _: Self::Args) -> ((), Classification) {
         ((), Classification::default())
     }
-    fn execute(&self, (): &(), _: &Call<'_, Self>, _: &ExecContext) -> Result<ToolOutput, ToolError> {
+    fn execute(
+        &self,
+        (): &(),
+        _: &Call<'_, Self>,
+        _: &ExecContext,
+    ) -> Result<ToolOutput, ToolError> {
         Ok(ToolOutput::new(json!("wrote")))
     }
 }

@@ -12,7 +12,7 @@ fn main() {
             return;
         };
         clone.enter(|second| {
-            let _ = second.finish(permitted, Cancel::new(), &RunHooks::default());
+            let _ = second.finish(permitted, Cancel::new(), &Watch::default());
         });
     });
     one.enter(|first| {

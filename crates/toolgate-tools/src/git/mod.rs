@@ -170,7 +170,12 @@ impl TypedExecutor for GitStatus {
         ((), classification)
     }
 
-    fn execute(&self, (): &(), call: &Call<'_, Self>, cx: &ExecContext) -> Result<ToolOutput, ToolError> {
+    fn execute(
+        &self,
+        (): &(),
+        call: &Call<'_, Self>,
+        cx: &ExecContext,
+    ) -> Result<ToolOutput, ToolError> {
         let workspace = Arc::clone(&self.workspace);
         let limits = *call.limits();
         interruptibly(cx, self.workspace.root(), move |interrupt, cx| {
