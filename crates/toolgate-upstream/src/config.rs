@@ -601,15 +601,21 @@ mod tests {
         assert_eq!(admission.entry.effect(), EffectClass::Irreversible);
         assert_eq!(admission.entry.limits.timeout_ms, 30_000);
 
-        let error = admitted(json!({"name": "has.dot"})).unwrap_err().to_string();
+        let error = admitted(json!({"name": "has.dot"}))
+            .unwrap_err()
+            .to_string();
         assert!(
             error.contains("must match `^[a-zA-Z0-9_-]{1,64}$`"),
             "{error}"
         );
-        let error = admitted(json!({"digest": "sha256:00"})).unwrap_err().to_string();
+        let error = admitted(json!({"digest": "sha256:00"}))
+            .unwrap_err()
+            .to_string();
         assert!(error.contains("is not a digest"), "{error}");
         let other = Descriptor::new("echo", "changed", json!({"type": "object"}));
-        let error = admitted(json!({"digest": other.digest().to_string()})).unwrap_err().to_string();
+        let error = admitted(json!({"digest": other.digest().to_string()}))
+            .unwrap_err()
+            .to_string();
         assert!(error.contains("does not match its digest"), "{error}");
         let error = admitted(json!({"tool": "other"})).unwrap_err().to_string();
         assert!(error.contains("is of `echo`, not `other`"), "{error}");
