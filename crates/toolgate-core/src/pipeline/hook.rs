@@ -1138,10 +1138,6 @@ mod tests {
         assert_eq!(scopes(vec![asks]), [GrantScope::Once, GrantScope::Once]);
     }
 
-    /// `toolgate explain` says what each hook answered, at the hook stage.
-    #[test]
-    fn explain_reports_the_hooks_answers() {
-        let echo = Arc::new(Echo::default());
     /// The person asked about a call a hook asked about is told which hook asked and why; an
     /// observing hook's ask is not theirs to hear, and the reason is not in the record.
     #[test]
@@ -1179,6 +1175,10 @@ mod tests {
         assert!(!record.contains("under review"), "{record}");
     }
 
+    /// `toolgate explain` says what each hook answered, at the hook stage.
+    #[test]
+    fn explain_reports_the_hooks_answers() {
+        let echo = Arc::new(Echo::default());
         let guard = hook(HookEvent::PreCall, HookMode::Enforce, |_| {
             Ok(HookAnswer {
                 decision: Some(HookDecision::Ask),
