@@ -7,7 +7,7 @@ input=$(cat)
 case "$behaviour" in
 allow) echo '{"decision": "allow"}' ;;
 deny) echo '{"decision": "deny", "reason": "writes wait for the release"}' ;;
-ask) echo '{"decision": "ask"}' ;;
+ask) echo '{"decision": "ask", "reason": "a.txt is under review"}' ;;
 rewrite) echo '{"decision": "allow", "arguments": {"path": "b.txt"}}' ;;
 replace) echo '{"decision": "allow", "output": "[replaced by guard]"}' ;;
 withhold) echo '{"decision": "deny", "reason": "the output names a secret"}' ;;

@@ -290,7 +290,8 @@ fn served_with_a_pre_call_hook(decision: &str) -> support::served::Served {
 }
 
 /// A hook's `ask` makes a read that needs nobody wait for a person: it runs once approved in
-/// the console, and the request the person saw is the call the hook judged.
+/// the console, and the request the person saw is the call the hook judged, naming the hook
+/// that asked and its reason.
 #[test]
 fn an_ask_waits_for_a_person_and_runs_once_approved() {
     let served = served_with_a_pre_call_hook("ask");
@@ -299,6 +300,11 @@ fn an_ask_waits_for_a_person_and_runs_once_approved() {
     ]));
     let pending = served.pending(1);
     assert_eq!(pending[0]["tool"], "read_file", "{pending:?}");
+    assert_eq!(
+        pending[0]["hook_asks"],
+        json!([{"name": "guard", "reason": "a.txt is under review"}]),
+        "{pending:?}"
+    );
     let id = pending[0]["id"].as_str().unwrap();
     let reply = served.decide(id, r#"{"decision":"allow_once"}"#);
     assert_eq!(reply.status, 204, "{}", reply.body);
