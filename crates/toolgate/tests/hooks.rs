@@ -215,18 +215,34 @@ fn answer(lines: &mut impl BufRead, id: u64) -> Value {
     }
 }
 
-/// A hook's program whose bytes change after `toolgate serve` loaded its configuration fails
-/// the next call it would judge (`changed`); nothing runs.
+/// A hook's script whose bytes change after `toolgate serve` loaded its configuration fails
+/// the next call it would judge (`changed`); nothing runs. Named by its absolute path, or
+/// relative to the hook's working directory, the workspace, where a command the person
+/// approved could write it.
 #[test]
 fn a_program_changed_after_loading_fails_its_hook() {
-    let scripts = home::fresh();
-    let script = scripts.join("guard.sh");
+    for relative in [false, true] {
+        program_changed_after_loading(relative);
+    }
+}
+
+fn program_changed_after_loading(relative: bool) {
+    let setup = Setup::new("");
+    let script = if relative {
+        setup.ws.join("guard.sh")
+    } else {
+        home::fresh().join("guard.sh")
+    };
     std::fs::write(&script, "#!/bin/sh\necho '{\"decision\": \"allow\"}'\n").unwrap();
+    let named = if relative {
+        "guard.sh".to_owned()
+    } else {
+        script.display().to_string()
+    };
     let hook = format!(
-        "[[hook]]\nname = \"guard\"\nevent = \"pre_call\"\ncommand = [\"/bin/sh\", \"{}\"]\n",
-        script.display()
+        "[[hook]]\nname = \"guard\"\nevent = \"pre_call\"\ncommand = [\"/bin/sh\", \"{named}\"]\n"
     );
-    let setup = Setup::new(&hook);
+    std::fs::write(&setup.config, hook).unwrap();
     let mut server = setup
         .toolgate()
         .args(["serve", "--no-console", "--workspace"])
@@ -268,7 +284,7 @@ fn a_program_changed_after_loading_fails_its_hook() {
     let text = second.to_string();
     assert!(
         text.contains("hook_failed") && text.contains("(changed)"),
-        "{text}"
+        "relative: {relative}: {text}"
     );
     assert!(!text.contains("alpha"), "{text}");
     drop(stdin);
