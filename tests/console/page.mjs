@@ -5,7 +5,9 @@ import vm from 'node:vm';
 
 // Loads the page script at `path`; the context it ran in.
 export function loadPage(path) {
-  const element = () => ({ textContent: '', className: '', dataset: {}, appendChild() {}, replaceChildren() {} });
+  const element = () => ({
+    textContent: '', className: '', dataset: {}, appendChild() {}, replaceChildren() {}, addEventListener() {},
+  });
   const context = vm.createContext({
     document: {
       querySelector: () => ({ content: 'csrf' }),
