@@ -226,13 +226,15 @@ impl ProcessHook {
     }
 
     /// Keeps `confined` for the next call once what this one left in its `TMPDIR` is
-    /// removed; one that cannot be emptied is ended.
-    fn give_back(&self, confined: Confined) {
-        let emptied = confined
-            .env()
-            .iter()
-            .find(|(name, _)| name == "TMPDIR")
-            .is_some_and(|(_, dir)| empty_dir(Path::new(dir)));
+    /// removed; one whose call did not end cleanly (killed, or with a process nobody can
+    /// vouch is gone, which might still write there) or that cannot be emptied is ended.
+    fn give_back(&self, confined: Confined, clean: bool) {
+        let emptied = clean
+            && confined
+                .env()
+                .iter()
+                .find(|(name, _)| name == "TMPDIR")
+                .is_some_and(|(_, dir)| empty_dir(Path::new(dir)));
         let mut idle = lock(&self.idle);
         if emptied && idle.len() < MAX_IDLE_CONFINEMENTS {
             idle.push(confined);
@@ -277,8 +279,16 @@ fn check(
     }
     let copy = match Sealed::copy(&file.path) {
         Ok(copy) => copy,
-        Err(_) if program => return Err(missing()),
-        Err(e) => return Err(changed(&format!("cannot be read: {e}"))),
+        Err(e) if e.kind() == io::ErrorKind::NotFound && program => return Err(missing()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            return Err(changed("is gone since the configuration was loaded"));
+        }
+        Err(e) => {
+            return Err(HookFailure::new(
+                HookFailureKind::Unstarted,
+                format!("cannot make a sealed copy of `{shown}`: {e}"),
+            ));
+        }
     };
     if copy.digest != *loaded {
         return Err(changed("changed since the configuration was loaded"));
@@ -378,7 +388,10 @@ impl ProcessHook {
         }
         let cancel = CancelToken::new().map_err(|e| unstarted(e.to_string()))?;
         let ran = toolgate_exec::run(&spec, &cancel);
-        self.give_back(confined);
+        let clean = ran
+            .as_ref()
+            .is_ok_and(|outcome| outcome.stopped.is_none() && outcome.unknowns.is_empty());
+        self.give_back(confined, clean);
         let outcome = ran.map_err(|e| match e {
             ExecError::ProgramNotFound { .. } | ExecError::NotExecutable { .. } => {
                 HookFailure::new(HookFailureKind::MissingProgram, e.to_string())
@@ -603,7 +616,7 @@ mod tests {
         std::fs::create_dir_all(temp.join("a/b")).unwrap();
         std::fs::write(temp.join("a/b/left"), "x").unwrap();
         std::fs::write(temp.join("left"), "x").unwrap();
-        hook.give_back(confined);
+        hook.give_back(confined, true);
         let again = hook.confined().unwrap();
         assert_eq!(PathBuf::from(&again.env()[0].1), temp, "the same directory");
         assert_eq!(std::fs::read_dir(&temp).unwrap().count(), 0);
