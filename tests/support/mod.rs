@@ -10,6 +10,7 @@ pub mod claude;
 pub mod clients;
 pub mod fixture;
 pub mod home;
+pub mod http;
 pub mod procs;
 pub mod served;
 pub mod terminal;

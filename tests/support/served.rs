@@ -6,8 +6,6 @@
 #![allow(dead_code)]
 
 use std::fs;
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
@@ -15,7 +13,8 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use super::clients::Driving;
-use super::home;
+pub use super::http::Reply;
+use super::{home, http};
 
 /// A running `toolgate serve --http` with its console, and what it printed.
 pub struct Served {
@@ -168,33 +167,8 @@ impl Served {
 
     /// One request to the console; `headers` replace the defaults of the same name (Host).
     pub fn http(&self, method: &str, path: &str, headers: &[(&str, String)], body: &str) -> Reply {
-        let mut stream = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
-        stream
-            .set_read_timeout(Some(Duration::from_secs(10)))
-            .unwrap();
-        let mut request = format!("{method} {path} HTTP/1.1\r\nconnection: close\r\n");
-        if !headers.iter().any(|(n, _)| n.eq_ignore_ascii_case("host")) {
-            request.push_str(&format!("host: {}\r\n", self.host()));
-        }
-        for (name, value) in headers {
-            request.push_str(&format!("{name}: {value}\r\n"));
-        }
-        request.push_str(&format!("content-length: {}\r\n\r\n{body}", body.len()));
-        stream.write_all(request.as_bytes()).unwrap();
-        let mut raw = String::new();
-        stream.read_to_string(&mut raw).unwrap();
-        let (head, body) = raw.split_once("\r\n\r\n").unwrap();
-        let mut head_lines = head.lines();
-        let status = head_lines.next().unwrap()[9..12].parse().unwrap();
-        let headers = head_lines
-            .filter_map(|l| l.split_once(": "))
-            .map(|(n, v)| (n.to_ascii_lowercase(), v.to_owned()))
-            .collect();
-        Reply {
-            status,
-            headers,
-            body: body.to_owned(),
-        }
+        let headers: Vec<(&str, &str)> = headers.iter().map(|(n, v)| (*n, v.as_str())).collect();
+        http::request(self.port, method, path, &headers, body)
     }
 
     /// An authenticated GET of a JSON endpoint.
@@ -211,11 +185,7 @@ impl Served {
     pub fn csrf(&self) -> String {
         let page = self.http("GET", "/", &[("cookie", self.cookie())], "");
         assert_eq!(page.status, 200);
-        let (_, rest) = page
-            .body
-            .split_once("name=\"toolgate-csrf\" content=\"")
-            .unwrap();
-        rest.split_once('"').unwrap().0.to_owned()
+        http::csrf_of(&page.body)
     }
 
     /// Waits until `count` requests are pending, and returns them.
@@ -326,19 +296,4 @@ pub fn printed_login_link(lines: &[String]) -> String {
         .collect();
     assert_eq!(links.len(), 1, "one login link is printed: {lines:?}");
     links[0].to_owned()
-}
-
-pub struct Reply {
-    pub status: u16,
-    pub headers: Vec<(String, String)>,
-    pub body: String,
-}
-
-impl Reply {
-    pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| v.as_str())
-    }
 }

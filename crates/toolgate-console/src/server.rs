@@ -493,8 +493,14 @@ async fn not_found() -> Response {
     (StatusCode::NOT_FOUND, "toolgate console: no such page\n").into_response()
 }
 
+// The console's own tests and the binary's send the same hand-written requests.
+#[cfg(test)]
+#[path = "../../../tests/support/http.rs"]
+mod http;
+
 #[cfg(test)]
 mod tests {
+    use super::http::{Reply, csrf_of, request};
     use super::*;
 
     #[test]
@@ -535,48 +541,9 @@ mod tests {
         assert_eq!(ranges, toolgate_core::visible::INVISIBLE);
     }
 
-    /// One raw request to a console on `port`: status, headers (names lowercased), body.
-    fn http(port: u16, method: &str, path: &str, headers: &[(&str, &str)]) -> Answer {
-        use std::io::{Read, Write};
-        let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-        let mut request = format!("{method} {path} HTTP/1.1\r\nconnection: close\r\n");
-        if !headers.iter().any(|(name, _)| *name == "host") {
-            request.push_str(&format!("host: 127.0.0.1:{port}\r\n"));
-        }
-        for (name, value) in headers {
-            request.push_str(&format!("{name}: {value}\r\n"));
-        }
-        request.push_str("content-length: 0\r\n\r\n");
-        stream.write_all(request.as_bytes()).unwrap();
-        let mut raw = String::new();
-        stream.read_to_string(&mut raw).unwrap();
-        let (head, body) = raw.split_once("\r\n\r\n").unwrap();
-        let mut lines = head.lines();
-        let status = lines.next().unwrap()[9..12].parse().unwrap();
-        let headers = lines
-            .filter_map(|l| l.split_once(": "))
-            .map(|(n, v)| (n.to_ascii_lowercase(), v.to_owned()))
-            .collect();
-        Answer {
-            status,
-            headers,
-            body: body.to_owned(),
-        }
-    }
-
-    struct Answer {
-        status: u16,
-        headers: Vec<(String, String)>,
-        body: String,
-    }
-
-    impl Answer {
-        fn header(&self, name: &str) -> Option<&str> {
-            self.headers
-                .iter()
-                .find(|(n, _)| n == name)
-                .map(|(_, v)| v.as_str())
-        }
+    /// One raw request without a body to a console on `port`.
+    fn http(port: u16, method: &str, path: &str, headers: &[(&str, &str)]) -> Reply {
+        request(port, method, path, headers, "")
     }
 
     fn console(login_ttl: Duration) -> Console {
@@ -700,27 +667,6 @@ mod tests {
         }
     }
 
-    /// One raw request with a body.
-    fn http_body(port: u16, path: &str, headers: &[(&str, &str)], body: &str) -> Answer {
-        use std::io::{Read, Write};
-        let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-        let mut request =
-            format!("POST {path} HTTP/1.1\r\nconnection: close\r\nhost: 127.0.0.1:{port}\r\n");
-        for (name, value) in headers {
-            request.push_str(&format!("{name}: {value}\r\n"));
-        }
-        request.push_str(&format!("content-length: {}\r\n\r\n{body}", body.len()));
-        stream.write_all(request.as_bytes()).unwrap();
-        let mut raw = String::new();
-        stream.read_to_string(&mut raw).unwrap();
-        let (head, body) = raw.split_once("\r\n\r\n").unwrap();
-        Answer {
-            status: head[9..12].parse().unwrap(),
-            headers: Vec::new(),
-            body: body.to_owned(),
-        }
-    }
-
     #[test]
     fn a_project_is_trusted_only_as_shown_and_only_with_the_cookie_and_csrf() {
         let project = Arc::new(FakeProject {
@@ -749,15 +695,7 @@ mod tests {
         assert_eq!(shown["digest"], "sha256:aa");
 
         let page = http(port, "GET", "/", &[("cookie", &cookie)]);
-        let csrf = page
-            .body
-            .split_once("name=\"toolgate-csrf\" content=\"")
-            .unwrap()
-            .1
-            .split_once('"')
-            .unwrap()
-            .0
-            .to_owned();
+        let csrf = csrf_of(&page.body);
         let json = ("content-type", "application/json");
         let body = r#"{"digest": "sha256:aa"}"#;
         let refused = [
@@ -784,7 +722,7 @@ mod tests {
             ),
         ];
         for (headers, body, status) in refused {
-            let answer = http_body(port, "/api/project/trust", &headers, body);
+            let answer = request(port, "POST", "/api/project/trust", &headers, body);
             assert_eq!(answer.status, status, "{headers:?} {body}: {}", answer.body);
             assert_eq!(*project.trusted.lock().unwrap(), None, "{headers:?}");
         }
@@ -793,8 +731,9 @@ mod tests {
             ("x-toolgate-csrf", &csrf),
             json,
         ];
-        let stale = http_body(
+        let stale = request(
             port,
+            "POST",
             "/api/project/trust",
             &headers,
             r#"{"digest": "sha256:bb"}"#,
@@ -803,7 +742,7 @@ mod tests {
         let now: serde_json::Value = serde_json::from_str(&stale.body).unwrap();
         assert_eq!(now["digest"], "sha256:aa", "the view as it stands");
         assert_eq!(*project.trusted.lock().unwrap(), None);
-        let trusted = http_body(port, "/api/project/trust", &headers, body);
+        let trusted = request(port, "POST", "/api/project/trust", &headers, body);
         assert_eq!(trusted.status, 200, "{}", trusted.body);
         let trusted: serde_json::Value = serde_json::from_str(&trusted.body).unwrap();
         assert_eq!(trusted["status"], "trusted");
@@ -830,15 +769,7 @@ mod tests {
         let port = console.port();
         let cookie = format!("toolgate_console_{port}={}", console.token());
         let page = http(port, "GET", "/", &[("cookie", &cookie)]);
-        let csrf = page
-            .body
-            .split_once("name=\"toolgate-csrf\" content=\"")
-            .unwrap()
-            .1
-            .split_once('"')
-            .unwrap()
-            .0
-            .to_owned();
+        let csrf = csrf_of(&page.body);
         assert_eq!(
             http(port, "POST", "/api/login-links", &[("cookie", &cookie)]).status,
             403,
