@@ -2,8 +2,10 @@
 //! (`credential_stores.txt`, compiled in): one line a store, saying where it lies relative to
 //! the home directory or an XDG base directory, and which program keeps what there. Each
 //! entry is resolved under every place its base may be: a `config` entry under `~/.config`
-//! and under `$XDG_CONFIG_HOME` where that is elsewhere, and so on. This crate reads no
-//! environment: the caller says where the directories are ([`UserDirs`]).
+//! and under `$XDG_CONFIG_HOME` where that is elsewhere, and so on; a `$NAME` entry wherever
+//! the store's own environment variable moves it (`GNUPGHOME`, `DOCKER_CONFIG`, …). This crate
+//! reads no environment: the caller says where the directories are, and gives the values of
+//! the variables [`UserDirs::variables`] names ([`UserDirs`]).
 //!
 //! ```
 //! use std::path::Path;
@@ -14,8 +16,15 @@
 //! let stores = DenyList::credential_stores(&dirs);
 //! assert!(stores.iter().any(|p| p == Path::new("/home/ada/.config/gh")));
 //! assert!(stores.iter().any(|p| p == Path::new("/srv/ada/config/gh")));
+//!
+//! assert!(UserDirs::variables().contains(&"GNUPGHOME"));
+//! dirs.moved.push(("GNUPGHOME".into(), "/srv/ada/keys".into()));
+//! let stores = DenyList::credential_stores(&dirs);
+//! assert!(stores.iter().any(|p| p == Path::new("/srv/ada/keys")));
 //! ```
 
+use std::ffi::OsString;
+use std::os::unix::ffi::OsStrExt as _;
 use std::path::{Component, Path, PathBuf};
 
 /// The data, one store a line (the file's header says how it reads).
@@ -36,6 +45,10 @@ pub struct UserDirs {
     pub cache_home: Option<PathBuf>,
     /// `$XDG_RUNTIME_DIR`.
     pub runtime_dir: Option<PathBuf>,
+    /// The variables of [`UserDirs::variables`] that are set, each with its value as set:
+    /// where a store's own variable moves it. A value may list paths separated by `:` (as
+    /// `KUBECONFIG` does); a relative path among them is ignored.
+    pub moved: Vec<(String, OsString)>,
 }
 
 impl UserDirs {
@@ -47,13 +60,43 @@ impl UserDirs {
             data_home: None,
             cache_home: None,
             runtime_dir: None,
+            moved: Vec::new(),
         }
     }
 
+    /// The environment variables that move a store of the data (`$GNUPGHOME`, …), whose
+    /// values the caller gives in [`UserDirs::moved`].
+    pub fn variables() -> Vec<&'static str> {
+        let mut names: Vec<&str> = STORES
+            .lines()
+            .filter_map(|line| parse(line.trim()))
+            .filter_map(|store| match store.base {
+                Base::Variable(name) => Some(name),
+                _ => None,
+            })
+            .collect();
+        names.sort_unstable();
+        names.dedup();
+        names
+    }
+
+    /// Where the variable `name` puts its store: each absolute path its value lists.
+    fn moved_to(&self, name: &str) -> Vec<PathBuf> {
+        self.moved
+            .iter()
+            .filter(|(set, _)| set == name)
+            .flat_map(|(_, value)| value.as_bytes().split(|b| *b == b':'))
+            .map(|part| PathBuf::from(std::ffi::OsStr::from_bytes(part)))
+            .filter(|path| path.is_absolute())
+            .collect()
+    }
+
     /// Every directory `base` may be: its default under the home directory, and the XDG
-    /// variable's value where that is set elsewhere.
-    fn places(&self, base: Base) -> Vec<PathBuf> {
+    /// variable's value where that is set elsewhere; for a store's own variable, where it
+    /// moves the store.
+    fn places(&self, base: Base<'_>) -> Vec<PathBuf> {
         let (default, set) = match base {
+            Base::Variable(name) => return self.moved_to(name),
             Base::Home => (Some(self.home.clone()), None),
             Base::Config => (Some(self.home.join(".config")), self.config_home.as_ref()),
             Base::Data => (
@@ -82,25 +125,28 @@ impl UserDirs {
         ]
         .into_iter()
         .flat_map(|base| self.places(base))
+        .chain(self.moved.iter().flat_map(|(name, _)| self.moved_to(name)))
         .collect()
     }
 }
 
 /// What a store's path is relative to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-enum Base {
+enum Base<'a> {
     Home,
     Config,
     Data,
     Cache,
     Runtime,
     System,
+    /// Where the environment variable of this name puts the store (`$GNUPGHOME`).
+    Variable(&'a str),
 }
 
 /// One line of the data.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Store<'a> {
-    base: Base,
+    base: Base<'a>,
     path: &'a str,
     who: &'a str,
 }
@@ -117,6 +163,8 @@ pub(crate) fn resolve(text: &str, dirs: &UserDirs, system: bool) -> Vec<PathBuf>
         }
         match parse(line) {
             Some(store) if store.base == Base::System && !system => {}
+            // `.` is the place itself: the file or directory the variable names.
+            Some(store) if store.path == "." => out.extend(dirs.places(store.base)),
             Some(store) => {
                 for place in dirs.places(store.base) {
                     out.push(place.join(store.path.trim_start_matches('/')));
@@ -151,8 +199,20 @@ fn parse(line: &str) -> Option<Store<'_>> {
         "cache" => Base::Cache,
         "runtime" => Base::Runtime,
         "system" => Base::System,
-        _ => return None,
+        variable => {
+            let name = variable.strip_prefix('$')?;
+            let plain =
+                !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+            if !plain {
+                return None;
+            }
+            Base::Variable(name)
+        }
     };
+    // A variable's own place is a store of its own (`$GNUPGHOME | .`).
+    if path == "." {
+        return matches!(base, Base::Variable(_)).then_some(Store { base, path, who });
+    }
     let components: Vec<Component<'_>> = Path::new(path).components().collect();
     let climbs = components
         .iter()
@@ -222,6 +282,64 @@ mod tests {
                 .iter()
                 .any(|p| p.ends_with("containers/auth.json") && !p.starts_with("/home/ada"))
         );
+    }
+
+    #[test]
+    fn a_store_its_own_variable_moves_is_denied_where_it_moved() {
+        let mut dirs = UserDirs::new("/home/ada");
+        for (name, value) in [
+            ("GNUPGHOME", "/x/gnupg"),
+            ("DOCKER_CONFIG", "/x/docker"),
+            ("KUBECONFIG", "/x/kube/a:relative/b:/x/kube/c"),
+            ("CARGO_HOME", "/x/cargo"),
+            ("SSH_AUTH_SOCK", "/x/agent.sock"),
+            ("AWS_SHARED_CREDENTIALS_FILE", "/x/aws-credentials"),
+            ("UNRELATED", "/x/unrelated"),
+        ] {
+            dirs.moved.push((name.to_owned(), value.into()));
+        }
+        let got = resolve(STORES, &dirs, false);
+        for want in [
+            "/x/gnupg",
+            "/x/docker/config.json",
+            "/x/kube/a",
+            "/x/kube/c",
+            "/x/cargo/credentials*",
+            "/x/agent.sock",
+            "/x/aws-credentials",
+            // The defaults stay denied too.
+            "/home/ada/.gnupg",
+            "/home/ada/.docker/config.json",
+        ] {
+            assert!(got.iter().any(|p| p == Path::new(want)), "{want}: {got:?}");
+        }
+        assert!(!got.iter().any(|p| p.starts_with("relative")));
+        assert!(!got.iter().any(|p| p == Path::new("/x/docker")));
+        assert!(!got.iter().any(|p| p == Path::new("/x/unrelated")));
+        for name in [
+            "GNUPGHOME",
+            "DOCKER_CONFIG",
+            "KUBECONFIG",
+            "AWS_SHARED_CREDENTIALS_FILE",
+            "AWS_CONFIG_FILE",
+            "AZURE_CONFIG_DIR",
+            "CLOUDSDK_CONFIG",
+            "NPM_CONFIG_USERCONFIG",
+            "CARGO_HOME",
+            "GH_CONFIG_DIR",
+            "PASSWORD_STORE_DIR",
+            "SSH_AUTH_SOCK",
+        ] {
+            assert!(UserDirs::variables().contains(&name), "{name}");
+        }
+        // A variable's place is the store only where the data says `.`; nothing else.
+        assert_eq!(
+            parse("$GNUPGHOME | . | GnuPG: keys").map(|s| s.path),
+            Some(".")
+        );
+        assert_eq!(parse("home | . | the home directory: whole"), None);
+        assert_eq!(parse("$ | . | no name"), None);
+        assert_eq!(parse("$A-B | . | not a name"), None);
     }
 
     #[test]

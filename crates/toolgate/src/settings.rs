@@ -861,9 +861,9 @@ fn confinement(
         Mode::DangerousUnconfined => Confinement::dangerous_unconfined(),
         Mode::Enforce => Confinement::new(sandbox, home, own_files),
     };
-    // The credential stores where the XDG variables put them, when that is elsewhere
-    // than `~/.config` and its siblings (which `Confinement::new` denies already); before
-    // `allow`, so that the operator can lift one of these too.
+    // The credential stores where the XDG variables, or a store's own variable, put them,
+    // when that is elsewhere than `~/.config` and its siblings (which `Confinement::new`
+    // denies already); before `allow`, so that the operator can lift one of these too.
     if mode == Mode::Enforce
         && let Some(dirs) = user_dirs(home)
     {
@@ -1070,8 +1070,9 @@ fn user_config_dir() -> Option<PathBuf> {
     Some(base.join("toolgate"))
 }
 
-/// Where the user's files are: `home`, and the XDG base directories the environment names
-/// (a relative value is ignored, as the XDG specification says).
+/// Where the user's files are: `home`, the XDG base directories the environment names (a
+/// relative value is ignored, as the XDG specification says), and the values of the variables
+/// that move a credential store (`GNUPGHOME`, `DOCKER_CONFIG`, …; `UserDirs::variables`).
 fn user_dirs(home: Option<&Path>) -> Option<UserDirs> {
     let var = |name: &str| {
         std::env::var_os(name)
@@ -1083,6 +1084,11 @@ fn user_dirs(home: Option<&Path>) -> Option<UserDirs> {
     dirs.data_home = var("XDG_DATA_HOME");
     dirs.cache_home = var("XDG_CACHE_HOME");
     dirs.runtime_dir = var("XDG_RUNTIME_DIR");
+    for name in UserDirs::variables() {
+        if let Some(value) = std::env::var_os(name) {
+            dirs.moved.push((name.to_owned(), value));
+        }
+    }
     Some(dirs)
 }
 

@@ -841,3 +841,101 @@ fn credential_stores_in_xdg_directories_and_agent_tokens_are_unreadable_to_an_ap
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// The credential stores that their own environment variable moves elsewhere than their
+/// default place (`GNUPGHOME`, `DOCKER_CONFIG`, `KUBECONFIG`'s list, …): an approved command
+/// reads none of them where the variable put them, while an ordinary file beside one stays
+/// readable. Before toolgate read those variables, every row here was read.
+#[test]
+fn credential_stores_their_own_variables_move_are_unreadable_to_an_approved_command() {
+    let base = base();
+    let dir = base.path().canonicalize().unwrap();
+    let (ws, home, state) = (dir.join("ws"), dir.join("home"), dir.join("state"));
+    for d in [&ws, &home, &state] {
+        fs::create_dir_all(d).unwrap();
+    }
+    fake_home(&home);
+    let moved = dir.join("elsewhere");
+    let stores = [
+        ("GNUPGHOME", "gnupg", "gnupg/private-keys-v1.d/key.key"),
+        ("DOCKER_CONFIG", "docker", "docker/config.json"),
+        (
+            "AWS_SHARED_CREDENTIALS_FILE",
+            "aws-credentials",
+            "aws-credentials",
+        ),
+        ("AWS_CONFIG_FILE", "aws-config", "aws-config"),
+        ("AZURE_CONFIG_DIR", "azure", "azure/msal_token_cache.json"),
+        ("CLOUDSDK_CONFIG", "gcloud", "gcloud/credentials.db"),
+        ("NPM_CONFIG_USERCONFIG", "npmrc", "npmrc"),
+        ("CARGO_HOME", "cargo", "cargo/credentials.toml"),
+        ("GH_CONFIG_DIR", "gh", "gh/hosts.yml"),
+        ("PASSWORD_STORE_DIR", "pass", "pass/bank.gpg"),
+        ("KUBECONFIG", "kube/a.yaml", "kube/a.yaml"),
+        ("KUBECONFIG", "kube/b.yaml", "kube/b.yaml"),
+    ];
+    for (_, _, file) in stores {
+        let path = moved.join(file);
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        fs::write(&path, "canary credential\n").unwrap();
+    }
+    // Beside a moved store, what is not a credential stays readable.
+    let ordinary = [
+        moved.join("docker/features.json"),
+        moved.join("cargo/config.toml"),
+    ];
+    for path in &ordinary {
+        fs::write(path, "{\"plain\": true}\n").unwrap();
+    }
+
+    let mut env = environment(&home);
+    env.retain(|(name, _)| *name != "CARGO_HOME");
+    for (name, place, _) in stores {
+        if name == "KUBECONFIG" {
+            continue;
+        }
+        env.push((name, moved.join(place).into_os_string()));
+    }
+    let kubeconfig = format!(
+        "{}:relative/ignored:{}",
+        moved.join("kube/a.yaml").display(),
+        moved.join("kube/b.yaml").display()
+    );
+    env.push(("KUBECONFIG", kubeconfig.into()));
+    let config = format!("[sandbox]\n{}", repo_read());
+    let served = Served::start_with_env(&ws, &config, &state, &env);
+    let python = system_program("python3");
+    let reader = "import sys\n\
+        try:\n    print('ESCAPED', open(sys.argv[1]).read().strip())\n\
+        except PermissionError as e:\n    print('REFUSED', e)\n";
+    let paths: Vec<PathBuf> = stores
+        .iter()
+        .map(|(_, _, file)| moved.join(file))
+        .chain(ordinary.iter().cloned())
+        .collect();
+    let calls: Vec<(&str, Value)> = paths
+        .iter()
+        .map(|path| {
+            (
+                "run_command",
+                json!({"argv": [python, "-c", reader, path.display().to_string()]}),
+            )
+        })
+        .collect();
+    let results = run_allowed(&served, &calls);
+    let mut failures = Vec::new();
+    for (path, result) in paths.iter().zip(&results) {
+        let output = &result["structured"];
+        let verdict = output["stdout"].as_str().unwrap_or_default().trim();
+        let want = if ordinary.contains(path) {
+            "ESCAPED {\"plain\""
+        } else {
+            "REFUSED"
+        };
+        if result["isError"] != false || !confined(&output["sandbox"]) || !verdict.starts_with(want)
+        {
+            failures.push(format!("{}: {result}", path.display()));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
