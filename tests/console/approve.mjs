@@ -9,20 +9,10 @@
 // then answers it with `choice` (`allow_once`, `allow_workspace`, `reject`), typing `reason`
 // first if given. The report, printed as JSON, holds what was seen; the assertions live in
 // the Rust test that runs this (crates/toolgate/tests/console.rs).
-import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { createRequire } from 'node:module';
+import { launch, outcomes } from './browser.mjs';
 
-const plan = JSON.parse(readFileSync(process.argv[2], 'utf8'));
-const require = createRequire(plan.node_modules + '/');
-const { chromium } = require('playwright-core');
-
-const browser = await chromium.launch({
-  executablePath: plan.chromium || '/usr/bin/chromium',
-  headless: true,
-  args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-    '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-});
+const { plan, browser } = await launch();
 const report = { dialogs: [], console_errors: [], steps: [] };
 try {
   const context = await browser.newContext({ viewport: { width: 1200, height: 900 } });
@@ -134,13 +124,7 @@ try {
     report.steps.push(seen);
   }
   // Let the outcomes of the last decisions reach the list, then keep a picture of it.
-  await page.waitForFunction(
-    (n) => document.querySelectorAll('#outcomes tbody tr').length >= n,
-    plan.steps.length, { timeout: 10000 },
-  );
-  report.outcomes = await page.locator('#outcomes tbody tr').evaluateAll(
-    (rows) => rows.map((r) => Array.from(r.cells).map((c) => c.textContent)),
-  );
+  report.outcomes = await outcomes(page, plan.steps.length);
   report.grants = await page.locator('#grants li').allTextContents();
   await page.screenshot({ path: join(plan.screenshots, `${plan.prefix || ''}outcomes.png`), fullPage: true });
   report.csp = await page.evaluate(async () => (await fetch('/api/pending')).headers.get('content-security-policy'));

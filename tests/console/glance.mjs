@@ -9,20 +9,10 @@
 // card's first line and, per width, the document's and the widest elements' sizes; and, for
 // the whole run, every console error, failed request and answer of status 400 or more. The
 // assertions live in the Rust test that runs this (crates/toolgate/tests/console.rs).
-import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { createRequire } from 'node:module';
+import { launch, outcomes } from './browser.mjs';
 
-const plan = JSON.parse(readFileSync(process.argv[2], 'utf8'));
-const require = createRequire(plan.node_modules + '/');
-const { chromium } = require('playwright-core');
-
-const browser = await chromium.launch({
-  executablePath: plan.chromium || '/usr/bin/chromium',
-  headless: true,
-  args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-    '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-});
+const { plan, browser } = await launch();
 const report = { console_errors: [], failed_requests: [], error_answers: [], steps: [] };
 try {
   const context = await browser.newContext({ viewport: { width: plan.widths[0], height: 900 } });
@@ -94,13 +84,7 @@ try {
     await card.waitFor({ state: 'detached', timeout: 10000 });
     report.steps.push(seen);
   }
-  await page.waitForFunction(
-    (n) => document.querySelectorAll('#outcomes tbody tr').length >= n,
-    plan.steps.length, { timeout: 10000 },
-  );
-  report.outcomes = await page.locator('#outcomes tbody tr').evaluateAll(
-    (rows) => rows.map((r) => Array.from(r.cells).map((c) => c.textContent)),
-  );
+  report.outcomes = await outcomes(page, plan.steps.length);
   for (const width of plan.widths) {
     await page.setViewportSize({ width, height: 900 });
     await page.screenshot({ path: join(plan.screenshots, `glance-outcomes-${width}.png`), fullPage: true });

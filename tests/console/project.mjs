@@ -11,20 +11,11 @@
 // panel holds), and every console error. A screenshot of each is saved as
 // `project-STATUS.png`. The
 // assertions live in the Rust test that runs this (crates/toolgate/tests/console_project.rs).
-import { readFileSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { createRequire } from 'node:module';
+import { launch } from './browser.mjs';
 
-const plan = JSON.parse(readFileSync(process.argv[2], 'utf8'));
-const require = createRequire(plan.node_modules + '/');
-const { chromium } = require('playwright-core');
-
-const browser = await chromium.launch({
-  executablePath: plan.chromium || '/usr/bin/chromium',
-  headless: true,
-  args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-    '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-});
+const { plan, browser } = await launch();
 const report = { console_errors: [] };
 
 async function panel(page) {
