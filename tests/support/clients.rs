@@ -7,7 +7,7 @@
 #![allow(dead_code)]
 
 use std::fs;
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -359,6 +359,74 @@ pub fn spawn_piped(command: &mut Command) -> Child {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap()
+}
+
+/// `toolgate serve` over stdio spoken to in raw JSON-RPC lines, past the handshake; killed
+/// when dropped.
+pub struct StdioServer {
+    pub child: Child,
+    input: std::process::ChildStdin,
+    answers: mpsc::Receiver<Value>,
+}
+
+impl StdioServer {
+    /// Runs `command` (a `toolgate serve` over stdio, its standard error not wanted) and
+    /// completes the handshake.
+    pub fn start(command: &mut Command) -> StdioServer {
+        let mut child = command
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let input = child.stdin.take().unwrap();
+        let output = child.stdout.take().unwrap();
+        // A line that is not JSON reads as null, which has no id and answers nothing.
+        let answers = lines_of(output, |line| {
+            serde_json::from_str(&line).unwrap_or(Value::Null)
+        });
+        let mut server = StdioServer {
+            child,
+            input,
+            answers,
+        };
+        server.send(r#"{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"audit","version":"1"}}}"#);
+        server.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+        server.next_answer(Duration::from_secs(30)).unwrap();
+        server
+    }
+
+    pub fn send(&mut self, line: &str) {
+        self.input.write_all(line.as_bytes()).unwrap();
+        self.input.write_all(b"\n").unwrap();
+        self.input.flush().unwrap();
+    }
+
+    /// Asks, as request `id`, for `read_file` of `path`.
+    pub fn read(&mut self, id: u64, path: &str) {
+        self.send(&format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"read_file","arguments":{{"path":"{path}"}}}}}}"#
+        ));
+    }
+
+    /// The next answer (a message with an id) within `wait`.
+    pub fn next_answer(&self, wait: Duration) -> Option<Value> {
+        let deadline = Instant::now() + wait;
+        loop {
+            let left = deadline.checked_duration_since(Instant::now())?;
+            let message = self.answers.recv_timeout(left).ok()?;
+            if message.get("id").is_some() {
+                return Some(message);
+            }
+        }
+    }
+}
+
+impl Drop for StdioServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }
 
 /// A `toolgate serve --http` on a free loopback port, stopped when dropped.

@@ -1,6 +1,7 @@
 //! The audit trail through the real binary: what records hold and leave out, `audit verify`
 //! against tampering done with the `sqlite3` command-line tool, calls that fail closed when the
-//! log cannot be written, and a server killed with SIGKILL in the middle of a load of calls.
+//! log cannot be written, and a server that finds its log no longer verifying. A server killed
+//! in the middle of a load is in `audit_durability.rs`.
 //!
 //! Every test points `XDG_STATE_HOME` (or `--db`) into its own temporary directory, so nothing
 //! touches the user's own log.
@@ -19,16 +20,16 @@ mod fixture;
 #[path = "../../../tests/support/home.rs"]
 mod home;
 
-use std::collections::HashSet;
 use std::fs;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use clients::StdioServer;
 use fixture::Fixture;
 
 /// A value no record may hold: it is only ever an argument.
@@ -409,85 +410,16 @@ fn a_call_whose_record_cannot_be_written_fails_closed_without_output() {
     assert!(stdout(&audited.audit(&["verify"])).starts_with("ok: 6 records"));
 }
 
-/// `toolgate serve` on stdio, spoken to in raw JSON-RPC lines.
-struct Server {
-    child: Child,
-    input: std::process::ChildStdin,
-    answers: mpsc::Receiver<Value>,
-}
-
-impl Server {
-    fn start(audited: &Audited) -> Server {
-        let mut child = toolgate()
-            .env("XDG_STATE_HOME", audited.state())
-            .args(["serve", "--workspace"])
-            .arg(audited.fx.workspace())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let input = child.stdin.take().unwrap();
-        let output = child.stdout.take().unwrap();
-        let (tx, answers) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(output).lines() {
-                let Ok(line) = line else { return };
-                let Ok(value) = serde_json::from_str(&line) else {
-                    return;
-                };
-                if tx.send(value).is_err() {
-                    return;
-                }
-            }
-        });
-        let mut server = Server {
-            child,
-            input,
-            answers,
-        };
-        server.send(r#"{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"audit","version":"1"}}}"#);
-        server.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
-        server.next_answer(Duration::from_secs(30)).unwrap();
-        server
-    }
-
-    fn send(&mut self, line: &str) {
-        self.input.write_all(line.as_bytes()).unwrap();
-        self.input.write_all(b"\n").unwrap();
-        self.input.flush().unwrap();
-    }
-
-    fn call(&mut self, id: u64, path: &str) {
-        self.send(&format!(
-            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"read_file","arguments":{{"path":"{path}"}}}}}}"#
-        ));
-    }
-
-    fn next_answer(&self, wait: Duration) -> Option<Value> {
-        let deadline = Instant::now() + wait;
-        loop {
-            let left = deadline.checked_duration_since(Instant::now())?;
-            let message = self.answers.recv_timeout(left).ok()?;
-            if message.get("id").is_some() {
-                return Some(message);
-            }
-        }
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 #[test]
 fn a_server_whose_log_stops_verifying_fails_calls_closed() {
     let audited = Audited::new();
-    let mut server = Server::start(&audited);
-    server.call(1, "a.txt");
+    let mut server = StdioServer::start(
+        toolgate()
+            .env("XDG_STATE_HOME", audited.state())
+            .args(["serve", "--workspace"])
+            .arg(audited.fx.workspace()),
+    );
+    server.read(1, "a.txt");
     let answer = server.next_answer(Duration::from_secs(30)).unwrap();
     assert_eq!(answer["result"]["isError"], false, "{answer}");
     // The newest record is altered underneath the running server.
@@ -495,7 +427,7 @@ fn a_server_whose_log_stops_verifying_fails_calls_closed() {
         &audited.db(),
         "UPDATE records SET hash = randomblob(32) WHERE seq = (SELECT max(seq) FROM records)",
     );
-    server.call(2, "a.txt");
+    server.read(2, "a.txt");
     let answer = server.next_answer(Duration::from_secs(30)).unwrap();
     let result = &answer["result"];
     assert_eq!(result["isError"], true, "{answer}");
@@ -511,50 +443,6 @@ fn a_server_whose_log_stops_verifying_fails_calls_closed() {
         !answer.to_string().contains("alpha"),
         "no file contents: {answer}"
     );
-}
-
-#[test]
-fn sigkill_in_the_middle_of_a_load_leaves_a_verifying_log_holding_every_answered_call() {
-    let audited = Audited::new();
-    let mut server = Server::start(&audited);
-    let total = 3000;
-    // Many calls in flight: every request is written before any answer is awaited.
-    for id in 0..total {
-        server.call(id, if id % 3 == 0 { "missing.txt" } else { "a.txt" });
-    }
-    let mut answered = Vec::new();
-    while answered.len() < 400 {
-        let answer = server
-            .next_answer(Duration::from_secs(60))
-            .expect("answers keep coming");
-        answered.push(answer);
-    }
-    // SIGKILL: no destructor, no flush, no checkpoint.
-    server.child.kill().unwrap();
-    server.child.wait().unwrap();
-    // Answers already written to the pipe before the kill count too.
-    while let Some(answer) = server.next_answer(Duration::from_millis(200)) {
-        answered.push(answer);
-    }
-    assert!(answered.len() < total as usize, "the kill came mid-load");
-
-    let verified = audited.audit(&["verify"]);
-    assert_eq!(verified.status.code(), Some(0), "{verified:?}");
-    let recorded: HashSet<String> = audited
-        .export()
-        .iter()
-        .map(|r| r["call"]["call_id"].as_str().unwrap().to_owned())
-        .collect();
-    for answer in &answered {
-        let id = answer["result"]["_meta"]["toolgate/call_id"]
-            .as_str()
-            .unwrap_or_else(|| panic!("no call id: {answer}"));
-        assert!(recorded.contains(id), "answered but not recorded: {answer}");
-    }
-    // The log is still good to append to.
-    let output = audited.call("read_file", r#"{"path": "a.txt"}"#);
-    assert_eq!(output.status.code(), Some(0), "{output:?}");
-    assert_eq!(audited.audit(&["verify"]).status.code(), Some(0));
 }
 
 #[test]

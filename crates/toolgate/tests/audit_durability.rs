@@ -1,7 +1,7 @@
 //! Write-ahead starts, durability by effect and sealed epochs, through the real binary: a
 //! server killed with SIGKILL while an approved command runs, a server killed under a load of
-//! reads for each `[audit] sync` setting, and a sealed log rewritten with every hash and the
-//! head file recomputed.
+//! reads for each `[audit] sync` setting and with none, and a sealed log rewritten with every
+//! hash and the head file recomputed.
 //!
 //! Every test keeps its log in its own temporary state directory.
 
@@ -18,19 +18,20 @@ mod clients;
 mod fixture;
 #[path = "../../../tests/support/home.rs"]
 mod home;
+#[path = "../../../tests/support/http.rs"]
+mod http;
 #[path = "../../../tests/support/served.rs"]
 mod served;
 
 use std::collections::HashSet;
 use std::fs;
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::sync::mpsc;
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use clients::StdioServer;
 use fixture::Fixture;
 use served::Served;
 
@@ -145,92 +146,39 @@ fn a_server_killed_while_an_approved_command_runs_leaves_its_start_and_then_its_
     assert_eq!(with_status(&export(state.path()), "interrupted").len(), 1);
 }
 
-/// `toolgate serve` over standard input and output, with the configuration `config`.
-struct Server {
-    child: Child,
-    input: std::process::ChildStdin,
-    answers: mpsc::Receiver<Value>,
-}
-
-impl Server {
-    fn start(ws: &Path, state: &Path, config: &str) -> Server {
-        let config_path = state.join("toolgate.toml");
-        fs::write(&config_path, config).unwrap();
-        let mut child = toolgate()
-            .env("XDG_STATE_HOME", state)
-            .args(["serve", "--workspace"])
-            .arg(ws)
-            .arg("--config")
-            .arg(&config_path)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let input = child.stdin.take().unwrap();
-        let output = child.stdout.take().unwrap();
-        // A line that is not JSON reads as null, which has no id and answers nothing.
-        let answers = clients::lines_of(output, |line| {
-            serde_json::from_str(&line).unwrap_or(Value::Null)
-        });
-        let mut server = Server {
-            child,
-            input,
-            answers,
-        };
-        server.send(r#"{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"audit","version":"1"}}}"#);
-        server.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
-        server.next_answer(Duration::from_secs(30)).unwrap();
-        server
-    }
-
-    fn send(&mut self, line: &str) {
-        self.input.write_all(line.as_bytes()).unwrap();
-        self.input.write_all(b"\n").unwrap();
-        self.input.flush().unwrap();
-    }
-
-    fn read(&mut self, id: u64, path: &str) {
-        self.send(&format!(
-            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"read_file","arguments":{{"path":"{path}"}}}}}}"#
-        ));
-    }
-
-    fn next_answer(&self, wait: Duration) -> Option<Value> {
-        let deadline = Instant::now() + wait;
-        loop {
-            let left = deadline.checked_duration_since(Instant::now())?;
-            let message = self.answers.recv_timeout(left).ok()?;
-            if message.get("id").is_some() {
-                return Some(message);
-            }
-        }
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
+/// SIGKILL in the middle of a load of reads (no destructor, no flush, no checkpoint), for
+/// each `[audit] sync` setting and with none: the log still verifies, holds every call that
+/// was answered, and takes the next.
 #[test]
 fn every_answered_read_is_on_the_record_after_a_sigkill_for_each_sync_setting() {
-    for sync in ["effects", "always"] {
+    for config in [
+        "",
+        "[audit]\nsync = \"effects\"\n",
+        "[audit]\nsync = \"always\"\n",
+    ] {
         let fx = Fixture::new();
         let state = tempfile::tempdir().unwrap();
-        let mut server = Server::start(
-            &fx.workspace(),
-            state.path(),
-            &format!("[audit]\nsync = \"{sync}\"\n"),
-        );
+        let config_path = state.path().join("toolgate.toml");
+        fs::write(&config_path, config).unwrap();
+        let toolgate_on = |args: &[&str]| {
+            let mut command = toolgate();
+            command
+                .env("XDG_STATE_HOME", state.path())
+                .args(args)
+                .arg("--workspace")
+                .arg(fx.workspace())
+                .arg("--config")
+                .arg(&config_path);
+            command
+        };
+        let mut server = StdioServer::start(&mut toolgate_on(&["serve"]));
         let total = 3000;
+        // Many calls in flight: every request is written before any answer is awaited.
         for id in 0..total {
             server.read(id, if id % 3 == 0 { "missing.txt" } else { "a.txt" });
         }
         let mut answered = Vec::new();
-        while answered.len() < 300 {
+        while answered.len() < 400 {
             let answer = server
                 .next_answer(Duration::from_secs(60))
                 .expect("answers keep coming");
@@ -238,29 +186,37 @@ fn every_answered_read_is_on_the_record_after_a_sigkill_for_each_sync_setting() 
         }
         server.child.kill().unwrap();
         server.child.wait().unwrap();
+        // Answers already written to the pipe before the kill count too.
         while let Some(answer) = server.next_answer(Duration::from_millis(200)) {
             answered.push(answer);
         }
         assert!(
             answered.len() < total as usize,
-            "{sync}: the kill came mid-load"
+            "{config:?}: the kill came mid-load"
         );
 
         let verified = audit(state.path(), &["verify"]);
-        assert_eq!(verified.status.code(), Some(0), "{sync}: {verified:?}");
+        assert_eq!(verified.status.code(), Some(0), "{config:?}: {verified:?}");
         let recorded: HashSet<String> = export(state.path())
             .iter()
-            .map(|r| r["call"]["call_id"].as_str().unwrap_or("").to_owned())
+            .map(|r| r["call"]["call_id"].as_str().unwrap().to_owned())
             .collect();
         for answer in &answered {
             let id = answer["result"]["_meta"]["toolgate/call_id"]
                 .as_str()
-                .unwrap_or_else(|| panic!("{sync}: no call id: {answer}"));
+                .unwrap_or_else(|| panic!("{config:?}: no call id: {answer}"));
             assert!(
                 recorded.contains(id),
-                "{sync}: answered but not recorded: {answer}"
+                "{config:?}: answered but not recorded: {answer}"
             );
         }
+        let output = toolgate_on(&["call", "--json"])
+            .args(["--tool", "read_file", "--args", r#"{"path": "a.txt"}"#])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(0), "{config:?}: {output:?}");
+        assert_eq!(audit(state.path(), &["verify"]).status.code(), Some(0));
     }
 }
 
