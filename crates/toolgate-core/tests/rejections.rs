@@ -195,6 +195,26 @@ fn entry(name: &str, effect: EffectClass) -> ToolEntry {
     entry
 }
 
+/// A pipeline over one `write` tool that records being entered, asking `broker`.
+fn one_writer(broker: Arc<dyn ApprovalBroker>) -> (Pipeline, Arc<Recorder>) {
+    let recorder = Arc::new(Recorder::default());
+    let mut builder = RegistryBuilder::new();
+    builder
+        .register(
+            Descriptor::new("write", "writes", schema()),
+            entry("write", EffectClass::LocalWrite),
+            recorder.clone(),
+        )
+        .unwrap();
+    let pipeline = Pipeline::new(
+        Arc::new(builder.build().unwrap()),
+        Arc::new(PolicyEngine::default_policy().unwrap()),
+        broker,
+        WorkspaceId::new("/w"),
+    );
+    (pipeline, recorder)
+}
+
 fn fixture(answer: Answer) -> Fixture {
     let recorder = Arc::new(Recorder::default());
     let executor: Arc<dyn Executor> = recorder.clone();
@@ -432,21 +452,7 @@ fn every_rejection_code_stops_before_the_executor() {
 
 #[test]
 fn headless_approval_is_required_and_refused() {
-    let recorder = Arc::new(Recorder::default());
-    let mut builder = RegistryBuilder::new();
-    builder
-        .register(
-            Descriptor::new("write", "writes", schema()),
-            entry("write", EffectClass::LocalWrite),
-            recorder.clone(),
-        )
-        .unwrap();
-    let pipeline = Pipeline::new(
-        Arc::new(builder.build().unwrap()),
-        Arc::new(PolicyEngine::default_policy().unwrap()),
-        Arc::new(HeadlessBroker),
-        WorkspaceId::new("/w"),
-    );
+    let (pipeline, recorder) = one_writer(Arc::new(HeadlessBroker));
     let outcome = pipeline.run(RawCall::text("write", r#"{"path": "a"}"#, Surface::Chat));
     let rejection = outcome.rejection().unwrap();
     assert_eq!(
@@ -459,21 +465,8 @@ fn headless_approval_is_required_and_refused() {
 #[test]
 fn an_approved_call_runs_once_and_a_replayed_grant_is_refused() {
     let broker = Arc::new(TestBroker::new(Answer::Allow));
-    let recorder = Arc::new(Recorder::default());
-    let mut builder = RegistryBuilder::new();
-    builder
-        .register(
-            Descriptor::new("write", "writes", schema()),
-            entry("write", EffectClass::LocalWrite),
-            recorder.clone(),
-        )
-        .unwrap();
-    let pipeline = broker.wire(Pipeline::new(
-        Arc::new(builder.build().unwrap()),
-        Arc::new(PolicyEngine::default_policy().unwrap()),
-        broker.clone(),
-        WorkspaceId::new("/w"),
-    ));
+    let (pipeline, recorder) = one_writer(broker.clone());
+    let pipeline = broker.wire(pipeline);
     let call = || RawCall::text("write", r#"{"path": "a.txt"}"#, Surface::Chat);
     let first = pipeline.run(call());
     assert_eq!(first.status(), Status::Completed, "{first:?}");
@@ -537,27 +530,13 @@ impl ApprovalBroker for Forger {
 
 #[test]
 fn a_broker_cannot_make_a_call_run_twice_or_for_other_inputs() {
-    let recorder = Arc::new(Recorder::default());
-    let mut builder = RegistryBuilder::new();
-    builder
-        .register(
-            Descriptor::new("write", "writes", schema()),
-            entry("write", EffectClass::LocalWrite),
-            recorder.clone(),
-        )
-        .unwrap();
     let grants = Arc::new(GrantLedger::default());
     let broker = Arc::new(Forger {
         grants: Arc::clone(&grants),
         forged: Mutex::new(Vec::new()),
     });
-    let pipeline = Pipeline::new(
-        Arc::new(builder.build().unwrap()),
-        Arc::new(PolicyEngine::default_policy().unwrap()),
-        broker.clone(),
-        WorkspaceId::new("/w"),
-    )
-    .with_grants(Arc::clone(&grants));
+    let (pipeline, recorder) = one_writer(broker.clone());
+    let pipeline = pipeline.with_grants(Arc::clone(&grants));
     let workspace = WorkspaceId::new("/w");
     let outcome = pipeline.run(RawCall::text("write", r#"{"path": "a"}"#, Surface::Chat));
     assert_eq!(outcome.status(), Status::Completed, "{outcome:?}");
@@ -593,21 +572,8 @@ fn a_broker_cannot_make_a_call_run_twice_or_for_other_inputs() {
 fn grants_are_rechecked_immediately_before_execution() {
     // The grant is valid when stage 6 passes and revoked before stage 7: the call must not run.
     let broker = Arc::new(TestBroker::new(Answer::Allow));
-    let recorder = Arc::new(Recorder::default());
-    let mut builder = RegistryBuilder::new();
-    builder
-        .register(
-            Descriptor::new("write", "writes", schema()),
-            entry("write", EffectClass::LocalWrite),
-            recorder.clone(),
-        )
-        .unwrap();
-    let pipeline = broker.wire(Pipeline::new(
-        Arc::new(builder.build().unwrap()),
-        Arc::new(PolicyEngine::default_policy().unwrap()),
-        broker.clone(),
-        WorkspaceId::new("/w"),
-    ));
+    let (pipeline, recorder) = one_writer(broker.clone());
+    let pipeline = broker.wire(pipeline);
     pipeline.enter(|stages| {
         let authorized = stages
             .authorize_call(RawCall::text("write", r#"{"path": "a"}"#, Surface::Chat))
