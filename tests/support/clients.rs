@@ -14,7 +14,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use super::home;
 /// The repository's root.
@@ -105,6 +105,35 @@ pub fn succeeded(what: &str, output: Output) -> Vec<u8> {
         String::from_utf8_lossy(&output.stderr)
     );
     output.stdout
+}
+
+/// Where the console's checks in Chromium save their screenshots, made if missing.
+pub fn screenshots() -> PathBuf {
+    let dir = root().join("target/console-screenshots");
+    fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Runs `tests/console/SCRIPT` on `plan` (Chromium as the person), told where the screenshots,
+/// playwright-core and Chromium are, and returns the report it printed.
+pub fn in_chromium(script: &str, mut plan: Value) -> Value {
+    let chromium = "/usr/bin/chromium";
+    assert!(
+        Path::new(chromium).exists(),
+        "{chromium} is missing: run scripts/test-deps first"
+    );
+    plan["screenshots"] = json!(screenshots());
+    plan["node_modules"] = json!(test_dep("node/node_modules"));
+    plan["chromium"] = json!(chromium);
+    let dir = tempfile::tempdir().unwrap();
+    let plan_path = dir.path().join("plan.json");
+    fs::write(&plan_path, plan.to_string()).unwrap();
+    let output = Command::new(node())
+        .arg(root().join("tests/console").join(script))
+        .arg(&plan_path)
+        .output()
+        .unwrap();
+    serde_json::from_slice(&succeeded(script, output)).unwrap()
 }
 
 /// Runs the MCP conformance suite against the server at `url`, with the scenarios listed in

@@ -29,23 +29,6 @@ use fixture::Fixture;
 use served::Served;
 use support::{clients, fixture, home, served};
 
-/// Runs `tests/console/approve.mjs` on `plan` (Chromium as the person) and returns what it saw.
-fn approve_in_chromium(plan: &Value) -> Value {
-    let dir = tempfile::tempdir().unwrap();
-    let plan_path = dir.path().join("plan.json");
-    fs::write(&plan_path, plan.to_string()).unwrap();
-    assert!(
-        Path::new("/usr/bin/chromium").exists(),
-        "/usr/bin/chromium is missing: run scripts/test-deps first"
-    );
-    let output = Command::new(node())
-        .arg(root().join("tests/console/approve.mjs"))
-        .arg(&plan_path)
-        .output()
-        .unwrap();
-    serde_json::from_slice(&succeeded("approve.mjs", output)).unwrap()
-}
-
 fn code(result: &Value) -> &str {
     result["structured"]["rejection"]["code"]
         .as_str()
@@ -75,21 +58,17 @@ fn a_person_in_chromium_allows_once_rejects_with_a_reason_and_sees_commands() {
         {"op": "call", "tool": "run_command", "arguments": {"argv": ["echo", "<b>hi</b>"]}},
     ]));
 
-    let screenshots = root().join("target/console-screenshots");
-    fs::create_dir_all(&screenshots).unwrap();
+    let screenshots = screenshots();
     let reason = "use the staging branch instead";
     let plan = json!({
         "url": served.console_url,
-        "screenshots": screenshots,
-        "node_modules": test_dep("node/node_modules"),
-        "chromium": "/usr/bin/chromium",
         "steps": [
             {"tool": "write_file", "choice": "allow_once"},
             {"tool": "edit_file", "choice": "reject", "reason": reason},
             {"tool": "run_command", "choice": "reject"},
         ],
     });
-    let seen = approve_in_chromium(&plan);
+    let seen = in_chromium("approve.mjs", plan);
     let results = client.steps();
 
     // The login link left the address bar and became an HttpOnly, SameSite=Strict cookie.
@@ -407,21 +386,17 @@ fn invisible_and_bidirectional_characters_are_marked_in_chromium() {
         {"op": "call", "tool": "run_command", "arguments":
             {"argv": ["echo", "a\u{202E}b\u{200B}c\u{3164}"]}},
     ]));
-    let screenshots = root().join("target/console-screenshots");
-    fs::create_dir_all(&screenshots).unwrap();
+    let screenshots = screenshots();
     let plan = json!({
         "url": served.console_url,
-        "screenshots": screenshots,
         "prefix": "marks-",
         "foreign": false,
-        "node_modules": test_dep("node/node_modules"),
-        "chromium": "/usr/bin/chromium",
         "steps": [
             {"tool": "write_file", "choice": "reject", "open_arguments": true},
             {"tool": "run_command", "choice": "reject", "open_arguments": true},
         ],
     });
-    let seen = approve_in_chromium(&plan);
+    let seen = in_chromium("approve.mjs", plan);
     let results = client.steps();
     let marks_in = |step: &Value, place: &str| -> Vec<String> {
         step["marks"]
@@ -973,18 +948,13 @@ fn the_script_a_command_reads_on_stdin_is_shown_whole_in_the_card_without_a_clic
     let client = served.client(json!([
         {"op": "call", "tool": "run_command", "arguments": {"argv": ["sh"], "stdin": script}},
     ]));
-    let screenshots = root().join("target/console-screenshots");
-    fs::create_dir_all(&screenshots).unwrap();
     let plan = json!({
         "url": served.console_url,
-        "screenshots": screenshots,
         "prefix": "stdin-",
         "foreign": false,
-        "node_modules": test_dep("node/node_modules"),
-        "chromium": "/usr/bin/chromium",
         "steps": [{"tool": "run_command", "choice": "allow_once"}],
     });
-    let seen = approve_in_chromium(&plan);
+    let seen = in_chromium("approve.mjs", plan);
     let results = client.steps();
     let command = &seen["steps"][0];
     let shown = &command["preview_shown"];
@@ -1128,23 +1098,6 @@ fn what_will_run_is_open_in_every_kind_of_card() {
     assert_eq!(cards["text"]["flags_text"], Value::Null, "{cards}");
 }
 
-/// Runs `tests/console/glance.mjs` on `plan` and returns what it saw.
-fn glance_in_chromium(plan: &Value) -> Value {
-    let dir = tempfile::tempdir().unwrap();
-    let plan_path = dir.path().join("plan.json");
-    fs::write(&plan_path, plan.to_string()).unwrap();
-    assert!(
-        Path::new("/usr/bin/chromium").exists(),
-        "/usr/bin/chromium is missing: run scripts/test-deps first"
-    );
-    let output = Command::new(node())
-        .arg(root().join("tests/console/glance.mjs"))
-        .arg(&plan_path)
-        .output()
-        .unwrap();
-    serde_json::from_slice(&succeeded("glance.mjs", output)).unwrap()
-}
-
 #[test]
 fn each_card_starts_with_a_sentence_and_nothing_overflows_at_1280_or_800_pixels() {
     let fx = Fixture::new();
@@ -1165,13 +1118,9 @@ fn each_card_starts_with_a_sentence_and_nothing_overflows_at_1280_or_800_pixels(
         {"op": "call", "tool": "run_command", "arguments":
             {"argv": ["echo", "built", long_arg], "cwd": "src"}},
     ]));
-    let screenshots = root().join("target/console-screenshots");
-    fs::create_dir_all(&screenshots).unwrap();
+    let screenshots = screenshots();
     let plan = json!({
         "url": served.console_url,
-        "screenshots": screenshots,
-        "node_modules": test_dep("node/node_modules"),
-        "chromium": "/usr/bin/chromium",
         "widths": [1280, 800],
         "steps": [
             {"tool": "write_file", "choice": "allow_once"},
@@ -1179,7 +1128,7 @@ fn each_card_starts_with_a_sentence_and_nothing_overflows_at_1280_or_800_pixels(
             {"tool": "run_command", "choice": "reject"},
         ],
     });
-    let seen = glance_in_chromium(&plan);
+    let seen = in_chromium("glance.mjs", plan);
     let results = client.steps();
     assert_eq!(results[0]["isError"], false, "{}", results[0]);
     assert_eq!(results[1]["isError"], false, "{}", results[1]);

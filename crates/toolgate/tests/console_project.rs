@@ -16,7 +16,6 @@ mod support;
 
 use std::fs;
 use std::path::Path;
-use std::process::Command;
 
 use serde_json::{Value, json};
 
@@ -269,35 +268,16 @@ fn the_project_panel_shows_what_waits_and_trusts_what_it_showed_in_chromium() {
     let markup = "<img src=x onerror=alert(1)><b>bold";
     fs::write(ws.join(".toolgate").join(markup), "notes\n").unwrap();
     let served = Served::start_at(&ws, "", state.path());
-    assert!(
-        Path::new("/usr/bin/chromium").exists(),
-        "/usr/bin/chromium is missing: run scripts/test-deps first"
-    );
-    let screenshots = root().join("target/console-screenshots");
-    fs::create_dir_all(&screenshots).unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let plan_path = dir.path().join("plan.json");
-    fs::write(
-        &plan_path,
+    let seen = in_chromium(
+        "project.mjs",
         json!({
             "url": served.console_url,
-            "screenshots": screenshots,
-            "node_modules": test_dep("node/node_modules"),
-            "chromium": "/usr/bin/chromium",
             "change": {
                 "path": ws.join(".toolgate").join(markup),
                 "text": format!("notes\n{markup}\n"),
             },
-        })
-        .to_string(),
-    )
-    .unwrap();
-    let output = Command::new(node())
-        .arg(root().join("tests/console/project.mjs"))
-        .arg(&plan_path)
-        .output()
-        .unwrap();
-    let seen: Value = serde_json::from_slice(&succeeded("project.mjs", output)).unwrap();
+        }),
+    );
 
     let before = &seen["before"];
     assert_eq!(before["status"], "untrusted", "{seen}");
@@ -352,7 +332,7 @@ fn the_project_panel_shows_what_waits_and_trusts_what_it_showed_in_chromium() {
     let listed = toolgate(state.path(), &["trust", "--list"], &ws);
     assert!(listed.contains(" by console)"), "{listed}");
     assert!(
-        fs::metadata(screenshots.join("project-untrusted.png"))
+        fs::metadata(screenshots().join("project-untrusted.png"))
             .unwrap()
             .len()
             > 1000
