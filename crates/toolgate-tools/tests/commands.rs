@@ -9,9 +9,11 @@
     clippy::panic,
     clippy::indexing_slicing
 )]
+mod builtins;
 #[path = "../../../tests/support/procs.rs"]
 mod procs;
 
+use builtins::pipeline;
 use procs::running;
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
@@ -21,9 +23,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use toolgate_core::policy::DEFAULT_POLICY;
 use toolgate_core::*;
-use toolgate_workspace::Workspace;
 
 /// Allows every request once, as a person who always says yes would.
 #[derive(Debug)]
@@ -86,30 +86,6 @@ impl ApprovalBroker for Recording {
         }
         ApprovalDecision::AllowWorkspace
     }
-}
-
-/// Every builtin over `root`, the default policy, and `broker`.
-fn pipeline(root: &Path, broker: Arc<dyn ApprovalBroker>) -> Pipeline {
-    let workspace = Arc::new(Workspace::open(root).unwrap());
-    let mut builder = RegistryBuilder::new();
-    for tool in toolgate_tools::builtin(
-        Arc::clone(&workspace),
-        std::env::home_dir().as_deref(),
-        std::env::vars_os(),
-    ) {
-        builder
-            .register(tool.descriptor, tool.entry, tool.executor)
-            .unwrap();
-    }
-    let registry = builder.build().unwrap();
-    let mut policy = PolicyEngine::from_sources(&[("<default policy>", DEFAULT_POLICY)]).unwrap();
-    policy.prepare(&registry).unwrap();
-    Pipeline::new(
-        Arc::new(registry),
-        Arc::new(policy),
-        broker,
-        WorkspaceId::new(&workspace.root().to_string_lossy()),
-    )
 }
 
 fn yes() -> Arc<Yes> {

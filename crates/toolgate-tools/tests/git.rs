@@ -8,6 +8,8 @@
     clippy::indexing_slicing
 )]
 
+mod builtins;
+
 use std::collections::BTreeSet;
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -82,28 +84,7 @@ impl Repo {
 
     /// The pipeline the CLI would build, with `adjust` applied to each builtin's entry.
     fn pipeline_with(&self, adjust: impl Fn(&mut ToolEntry)) -> Pipeline {
-        let workspace = Arc::new(Workspace::open(&self.root()).unwrap());
-        let mut builder = RegistryBuilder::new();
-        for tool in toolgate_tools::builtin(
-            Arc::clone(&workspace),
-            std::env::home_dir().as_deref(),
-            std::env::vars_os(),
-        ) {
-            let mut entry = tool.entry;
-            adjust(&mut entry);
-            builder
-                .register(tool.descriptor, entry, tool.executor)
-                .unwrap();
-        }
-        let registry = builder.build().unwrap();
-        let mut policy = PolicyEngine::default_policy().unwrap();
-        policy.prepare(&registry).unwrap();
-        Pipeline::new(
-            Arc::new(registry),
-            Arc::new(policy),
-            Arc::new(HeadlessBroker),
-            WorkspaceId::new(&workspace.root().to_string_lossy()),
-        )
+        builtins::pipeline_with(&self.root(), Arc::new(HeadlessBroker), adjust)
     }
 
     fn call(&self, tool: &str, arguments: Value) -> Outcome {

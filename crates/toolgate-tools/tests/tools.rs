@@ -3,14 +3,16 @@
 
 #![cfg(test)]
 
+mod builtins;
+
 use std::fs;
 use std::os::unix::fs::symlink;
-use std::path::Path;
 use std::sync::Arc;
 
 use serde_json::{Value, json};
 use toolgate_core::*;
-use toolgate_workspace::Workspace;
+
+use builtins::pipeline;
 
 /// A temporary directory with `ws/` (the workspace) and `outside/` beside it.
 struct Fixture {
@@ -54,7 +56,7 @@ impl Fixture {
         symlink("../outside", ws.join("rel_out")).unwrap();
         symlink("..", ws.join("sub/up")).unwrap();
         symlink("../../outside/secret.txt", ws.join("sub/deep_out")).unwrap();
-        let pipeline = pipeline(&ws);
+        let pipeline = pipeline(&ws, Arc::new(HeadlessBroker));
         Fixture { dir, pipeline }
     }
 
@@ -103,29 +105,6 @@ impl Fixture {
             .cloned()
             .unwrap_or_else(|| panic!("{tool} {arguments} was not rejected"))
     }
-}
-
-fn pipeline(root: &Path) -> Pipeline {
-    let workspace = Arc::new(Workspace::open(root).unwrap());
-    let mut builder = RegistryBuilder::new();
-    for tool in toolgate_tools::builtin(
-        Arc::clone(&workspace),
-        std::env::home_dir().as_deref(),
-        std::env::vars_os(),
-    ) {
-        builder
-            .register(tool.descriptor, tool.entry, tool.executor)
-            .unwrap();
-    }
-    let registry = builder.build().unwrap();
-    let mut policy = PolicyEngine::default_policy().unwrap();
-    policy.prepare(&registry).unwrap();
-    Pipeline::new(
-        Arc::new(registry),
-        Arc::new(policy),
-        Arc::new(HeadlessBroker),
-        WorkspaceId::new(&workspace.root().to_string_lossy()),
-    )
 }
 
 fn paths(matches_or_entries: &Value) -> Vec<&str> {
@@ -625,7 +604,7 @@ impl Fixture {
         )
         .unwrap();
         symlink("../.local/state/toolgate", ws.join("docs/state_link")).unwrap();
-        pipeline(&ws)
+        pipeline(&ws, Arc::new(HeadlessBroker))
             .with_sensitivity(Sensitivity::default().with_config_dir(".local/state/toolgate"))
     }
 }

@@ -9,6 +9,8 @@
     clippy::indexing_slicing
 )]
 
+mod builtins;
+
 use std::fs;
 use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _, symlink};
 use std::path::{Path, PathBuf};
@@ -16,9 +18,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use toolgate_core::policy::DEFAULT_POLICY;
 use toolgate_core::*;
-use toolgate_workspace::Workspace;
+
+use builtins::pipeline;
 
 type Hook = Box<dyn Fn(&ApprovalRequest) + Send + Sync>;
 
@@ -71,31 +73,12 @@ fn setup_with(standing: bool) -> Setup {
     )
     .unwrap();
     fs::write(outside.join("victim.txt"), "outside\n").unwrap();
-    let workspace = Arc::new(Workspace::open(&ws).unwrap());
-    let mut builder = RegistryBuilder::new();
-    for tool in toolgate_tools::builtin(
-        Arc::clone(&workspace),
-        std::env::home_dir().as_deref(),
-        std::env::vars_os(),
-    ) {
-        builder
-            .register(tool.descriptor, tool.entry, tool.executor)
-            .unwrap();
-    }
-    let registry = builder.build().unwrap();
-    let mut policy = PolicyEngine::from_sources(&[("default", DEFAULT_POLICY)]).unwrap();
-    policy.prepare(&registry).unwrap();
     let person = Arc::new(Person {
         requests: Mutex::new(Vec::new()),
         hook: Mutex::new(None),
         standing,
     });
-    let pipeline = Pipeline::new(
-        Arc::new(registry),
-        Arc::new(policy),
-        Arc::clone(&person) as Arc<dyn ApprovalBroker>,
-        WorkspaceId::new(&workspace.root().to_string_lossy()),
-    );
+    let pipeline = pipeline(&ws, Arc::clone(&person) as Arc<dyn ApprovalBroker>);
     Setup {
         _dir: dir,
         ws,
