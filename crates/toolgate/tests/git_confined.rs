@@ -126,6 +126,17 @@ impl Fixture {
         );
     }
 
+    /// A repository `lib` made beside the workspace, added to it as the submodule `sub`.
+    fn add_submodule(&self) {
+        let lib = self.base().join("lib");
+        fs::create_dir_all(&lib).unwrap();
+        git(&lib, &["init", "-q", "-b", "main"]);
+        fs::write(lib.join("lib.txt"), "lib\n").unwrap();
+        git(&lib, &["add", "."]);
+        git(&lib, &["commit", "-q", "-m", "lib"]);
+        git(&self.ws(), &["submodule", "add", "-q", "../lib", "sub"]);
+    }
+
     /// `toolgate call --json` of `tool` in the workspace, Landlock as the kernel allows or
     /// made to fail; the outcome and all that was printed.
     fn call(&self, tool: &str, args: &Value, landlock: bool) -> (Value, String) {
@@ -598,14 +609,8 @@ fn nothing_outside_the_workspace_is_opened() {
     }
     let fixture = Fixture::new();
     let base = fixture.base();
-    let lib = base.join("lib");
-    fs::create_dir_all(&lib).unwrap();
-    git(&lib, &["init", "-q", "-b", "main"]);
-    fs::write(lib.join("lib.txt"), "lib\n").unwrap();
-    git(&lib, &["add", "."]);
-    git(&lib, &["commit", "-q", "-m", "lib"]);
     let ws = fixture.ws();
-    git(&ws, &["submodule", "add", "-q", "../lib", "sub"]);
+    fixture.add_submodule();
     git(&ws, &["commit", "-q", "-m", "sub"]);
     let outside_git = fixture.outside().join(".git");
     let gitlink = format!("gitdir: {}\n", outside_git.display());
@@ -711,15 +716,8 @@ fn packed_references_and_a_collected_repository_still_answer() {
 #[test]
 fn a_repository_with_a_submodule_still_answers() {
     let fixture = Fixture::new();
-    let base = fixture.base();
-    let lib = base.join("lib");
-    fs::create_dir_all(&lib).unwrap();
-    git(&lib, &["init", "-q", "-b", "main"]);
-    fs::write(lib.join("lib.txt"), "lib\n").unwrap();
-    git(&lib, &["add", "."]);
-    git(&lib, &["commit", "-q", "-m", "lib"]);
     let ws = fixture.ws();
-    git(&ws, &["submodule", "add", "-q", "../lib", "sub"]);
+    fixture.add_submodule();
     assert!(ws.join(".git/modules/sub").is_dir());
     assert!(ws.join("sub/.git").is_file());
 
