@@ -557,6 +557,42 @@ impl RawSession {
             }
         }
     }
+
+    /// Sends `count` calls of `tool` that the upstream takes and never answers, and waits
+    /// until its call log in `state` holds them all: waiting, they hold no thread of the
+    /// server's.
+    fn hang_calls(&mut self, state: &Path, tool: &str, arguments: Value, count: usize) {
+        let pid = self.server.0.id();
+        let before = threads(pid);
+        for i in 0..count {
+            self.send(
+                &json!({"jsonrpc": "2.0", "id": 100 + i, "method": "tools/call",
+                "params": {"name": tool, "arguments": arguments}}),
+            );
+        }
+        wait_until(
+            "the calls reached the upstream",
+            Duration::from_secs(15),
+            || calls(state).len() == count,
+        );
+        let waiting = threads(pid);
+        assert!(
+            waiting < before + 10,
+            "{count} calls waiting took {} threads more",
+            waiting - before
+        );
+    }
+
+    /// The answers to `count` calls, each ended by its timeout.
+    fn time_outs(&mut self, count: usize) {
+        for _ in 0..count {
+            let answer = self.answer();
+            assert_eq!(
+                answer["result"]["structuredContent"]["error"]["code"], "upstream_timeout",
+                "{answer}"
+            );
+        }
+    }
 }
 
 /// The audit records of a toolgate whose state is under `home` (its `XDG_STATE_HOME`).
@@ -770,34 +806,11 @@ fn forwarded_calls_that_wait_hold_no_thread_and_spend_no_cpu() {
     setup.admit("test", "fault", &["--effect", "read_only"]);
     let mut session = RawSession::start(&setup, home.path());
     let pid = session.server.0.id();
-    let before = threads(pid);
 
     // The upstream takes each call and never answers it.
     let hanging = 100;
-    for i in 0..hanging {
-        session.send(
-            &json!({"jsonrpc": "2.0", "id": 100 + i, "method": "tools/call",
-            "params": {"name": "test__fault", "arguments": {"kind": "hang"}}}),
-        );
-    }
-    wait_until(
-        "the calls reached the upstream",
-        Duration::from_secs(15),
-        || calls(state).len() == hanging,
-    );
-    let waiting = threads(pid);
-    assert!(
-        waiting < before + 10,
-        "{hanging} calls waiting took {} threads more",
-        waiting - before
-    );
-    for _ in 0..hanging {
-        let answer = session.answer();
-        assert_eq!(
-            answer["result"]["structuredContent"]["error"]["code"], "upstream_timeout",
-            "{answer}"
-        );
-    }
+    session.hang_calls(state, "test__fault", json!({"kind": "hang"}), hanging);
+    session.time_outs(hanging);
 
     // The upstream stops reading: the pipe fills, then the writer's queue, and the rest of
     // the calls wait for room.
@@ -863,39 +876,16 @@ fn calls_to_a_url_upstream_that_wait_hold_no_thread_and_spend_no_cpu() {
     let home = tempfile::tempdir().unwrap();
     let mut session = RawSession::start(&setup, home.path());
     let pid = session.server.0.id();
-    let before = threads(pid);
 
     let hanging = 40;
-    for i in 0..hanging {
-        session.send(
-            &json!({"jsonrpc": "2.0", "id": 100 + i, "method": "tools/call",
-            "params": {"name": "hanging__wait", "arguments": {}}}),
-        );
-    }
-    wait_until(
-        "the calls reached the upstream",
-        Duration::from_secs(15),
-        || calls(state).len() == hanging,
-    );
-    let waiting = threads(pid);
-    assert!(
-        waiting < before + 10,
-        "{hanging} calls waiting took {} threads more",
-        waiting - before
-    );
+    session.hang_calls(state, "hanging__wait", json!({}), hanging);
     let (spent, window) = spent_in_a_quiet_window(pid, Duration::from_secs(3));
     // Clock ticks are hundredths of a second: at most a twentieth of the window.
     assert!(
         spent <= 8,
         "{hanging} calls waiting for a url upstream spent {spent} ticks of CPU in {window:?}"
     );
-    for _ in 0..hanging {
-        let answer = session.answer();
-        assert_eq!(
-            answer["result"]["structuredContent"]["error"]["code"], "upstream_timeout",
-            "{answer}"
-        );
-    }
+    session.time_outs(hanging);
 }
 
 /// A pid the test upstream wrote to `state/name`.
