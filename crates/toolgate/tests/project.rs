@@ -750,3 +750,152 @@ fn no_malicious_repository_starts_anything_or_widens_a_decision() {
             .join("\n\n")
     );
 }
+
+/// A scene of the paths that must keep working, with `files` in its workspace.
+fn good(files: Value) -> Scene {
+    let scene = Scene::new("good");
+    scene.make(&scene.ws, files.as_object().unwrap());
+    scene
+}
+
+/// `toolgate explain --json` of `tool` with `args` over the scene's workspace: how permissive,
+/// and what it said.
+fn explained(scene: &mut Scene, tool: &str, args: Value) -> (u8, String) {
+    let ws = scene.ws.clone();
+    scene.explain(&ws, &json!({"tool": tool, "args": args}))
+}
+
+fn checked(scene: &mut Scene) -> String {
+    let ws = scene.ws.clone();
+    let output = scene.run(scene.toolgate().args(["check", "--workspace"]).arg(&ws));
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output));
+    text(&output)
+}
+
+#[test]
+fn a_narrowing_project_applies_untrusted() {
+    let mut scene = good(json!({
+        ".toolgate/toolgate.toml": "[[tool]]\nname = \"git_diff\"\nenabled = false\n",
+        ".toolgate/team.cedar": "@id(\"team-no-listing\")\n@reason(\"the team lists no directories\")\nforbid (principal, action, resource) when { resource.name == \"list_dir\" };\n",
+    }));
+    let shown = checked(&mut scene);
+    assert!(shown.contains("/.toolgate (untrusted; "), "{shown}");
+    assert!(
+        shown.contains("  applies: .toolgate/toolgate.toml:2: [[tool]] `git_diff`: turned off"),
+        "{shown}"
+    );
+    let (rank, said) = explained(&mut scene, "list_dir", json!({"path": "."}));
+    assert_eq!(rank, 0, "{said}");
+    assert!(said.contains("team-no-listing"), "{said}");
+    let ws = scene.ws.clone();
+    let names: Vec<String> = scene
+        .listed(&ws, "default")
+        .unwrap()
+        .into_iter()
+        .map(|(name, _, _)| name)
+        .collect();
+    assert!(!names.contains(&"git_diff".to_owned()), "{names:?}");
+    assert!(names.contains(&"read_file".to_owned()), "{names:?}");
+    assert!(scene.traces().is_empty());
+}
+
+#[test]
+fn trust_makes_what_was_pending_apply_until_a_byte_changes() {
+    let hook = "#!/bin/sh\ncat > /dev/null\necho '{\"decision\": \"deny\", \"reason\": \"the team hook refuses\"}'\n";
+    let mut scene = good(json!({
+        ".toolgate/toolgate.toml": "[[hook]]\nname = \"team\"\nevent = \"pre_call\"\ncommand = [\"/bin/sh\", \"{ws}/.toolgate/hook.sh\"]\ntools = [\"read_file\"]\n",
+        ".toolgate/hook.sh": {"text": hook, "mode": "755"},
+        ".toolgate/team.cedar": "permit (principal, action == Action::\"call_unattended\", resource) when { resource.effect == \"local_write\" };\n",
+    }));
+    let write = json!({"path": "b.txt", "content": "x"});
+    let read = json!({"path": "a.txt"});
+    // Untrusted: the permit and the hook wait.
+    let shown = checked(&mut scene);
+    assert!(
+        shown.contains(&scene.fill(
+            "pending until trusted: .toolgate/toolgate.toml:2: [[hook]] `team` would run `/bin/sh {ws}/.toolgate/hook.sh`"
+        )),
+        "{shown}"
+    );
+    assert!(shown.contains("pending until trusted: .toolgate/team.cedar:1: a policy is not loaded: a `permit` can widen"), "{shown}");
+    assert_eq!(explained(&mut scene, "write_file", write.clone()).0, 1);
+    assert_eq!(explained(&mut scene, "read_file", read.clone()).0, 2);
+    // Anything but `trust` typed at the terminal trusts nothing; nor does a pipe.
+    let ws = scene.ws.display().to_string();
+    let (code, said) =
+        scene.at_terminal(&["trust".into(), "--workspace".into(), ws.clone()], "yes\n");
+    assert_eq!(code, 2, "{said}");
+    let output = scene.run(scene.toolgate().args(["trust", "--workspace", &ws]));
+    assert_eq!(output.status.code(), Some(2), "{}", text(&output));
+    assert!(text(&output).contains("trust is given by a person at a terminal"));
+    assert!(checked(&mut scene).contains("(untrusted; "));
+    // Trusted at the terminal: the permit and the hook apply.
+    let said = scene.trust();
+    assert!(said.contains("[[hook]] `team` would run"), "{said}");
+    let shown = checked(&mut scene);
+    assert!(shown.contains("/.toolgate (trusted; "), "{shown}");
+    assert!(!shown.contains("pending until trusted"), "{shown}");
+    assert_eq!(explained(&mut scene, "write_file", write.clone()).0, 2);
+    let call = scene.run(scene.toolgate().args(probe_args(
+        "call",
+        &scene.ws.clone(),
+        &json!({"tool": "read_file", "args": read}),
+    )));
+    assert_eq!(call.status.code(), Some(2), "{}", text(&call));
+    assert!(
+        text(&call).contains("the team hook refuses"),
+        "{}",
+        text(&call)
+    );
+    let listed = scene.run(scene.toolgate().args(["trust", "--list"]));
+    assert!(
+        text(&listed).contains(&format!("{ws}  (as trusted; trusted at ")),
+        "{}",
+        text(&listed)
+    );
+    // One byte of the hook changed: everything it trusted waits again, and what changed is
+    // shown.
+    std::fs::write(
+        scene.ws.join(".toolgate/hook.sh"),
+        hook.replace("refuses", "refusez"),
+    )
+    .unwrap();
+    let shown = checked(&mut scene);
+    assert!(shown.contains("(changed since trusted; "), "{shown}");
+    assert!(
+        shown.contains("pending until trusted: .toolgate/team.cedar:1"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("+echo '{\"decision\": \"deny\", \"reason\": \"the team hook refusez\"}'"),
+        "{shown}"
+    );
+    assert_eq!(explained(&mut scene, "write_file", write.clone()).0, 1);
+    let listed = scene.run(scene.toolgate().args(["trust", "--list"]));
+    assert!(
+        text(&listed).contains("changed since trusted: pending"),
+        "{}",
+        text(&listed)
+    );
+    // Trusted again, then revoked: pending again, and the list is empty.
+    scene.trust();
+    assert_eq!(explained(&mut scene, "write_file", write.clone()).0, 2);
+    let revoked = scene.run(
+        scene
+            .toolgate()
+            .args(["trust", "--revoke", "--workspace", &ws]),
+    );
+    assert!(
+        text(&revoked).contains("trust revoked"),
+        "{}",
+        text(&revoked)
+    );
+    assert!(checked(&mut scene).contains("(untrusted; "));
+    assert_eq!(explained(&mut scene, "write_file", write).0, 1);
+    let listed = scene.run(scene.toolgate().args(["trust", "--list"]));
+    assert!(
+        text(&listed).contains("no workspace's configuration is trusted"),
+        "{}",
+        text(&listed)
+    );
+}
