@@ -291,10 +291,11 @@ fn p99(samples: &[Duration]) -> Duration {
 /// reads through toolgate answer within their usual p99 meanwhile.
 ///
 /// The p99 of reads during the flood is held to three times the p99 of reads before it, plus
-/// 5 ms: the machine is shared with the flood server itself and with other tests, and a
-/// tolerance any tighter would fail on noise rather than on toolgate. Before the flood was
-/// coalesced, each notification was a refresh on the upstream's thread and the flood took
-/// about as many `tools/list` requests as notifications.
+/// 25 ms: the machine is shared with the flood server itself and with other work (a build
+/// beside it took one run to 26 ms against 6 ms before), and a tolerance any tighter fails on
+/// noise rather than on toolgate; a read queued behind refreshes waits for seconds. Before the
+/// flood was coalesced, each notification was a refresh on the upstream's thread and the flood
+/// took about as many `tools/list` requests as notifications.
 #[test]
 fn a_flood_of_list_changed_costs_a_handful_of_refreshes_and_reads_stay_fast() {
     let setup = Setup::new(&["doomed", "flood"]);
@@ -357,7 +358,7 @@ fn a_flood_of_list_changed_costs_a_handful_of_refreshes_and_reads_stay_fast() {
     );
     assert_eq!(versions.last(), Some(&"2"), "{versions:?}");
     assert!(
-        p99_during <= p99_before * 3 + Duration::from_millis(5),
+        p99_during <= p99_before * 3 + Duration::from_millis(25),
         "read_file p99 {p99_during:?} during the flood against {p99_before:?} before"
     );
     // The client was told the list changed, once or a few times, not once per notification.
