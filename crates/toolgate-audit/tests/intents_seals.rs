@@ -8,6 +8,9 @@
     clippy::indexing_slicing
 )]
 
+#[path = "../../../tests/support/builtins.rs"]
+mod builtins;
+
 use std::os::unix::fs::FileExt as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -132,32 +135,11 @@ fn an_outcome_names_its_start_and_closes_it() {
 fn write_pipeline() -> (tempfile::TempDir, toolgate_core::Pipeline) {
     let ws = tempfile::tempdir().unwrap();
     std::fs::write(ws.path().join("a.txt"), "alpha\n").unwrap();
-    let workspace = Arc::new(toolgate_workspace::Workspace::open(ws.path()).unwrap());
-    let mut registry = toolgate_core::RegistryBuilder::new();
-    for tool in toolgate_tools::builtin(
-        Arc::clone(&workspace),
-        std::env::home_dir().as_deref(),
-        std::env::vars_os(),
-    ) {
-        registry
-            .register(tool.descriptor, tool.entry, tool.executor)
-            .unwrap();
-    }
-    let registry = registry.build().unwrap();
-    let mut policy = toolgate_core::PolicyEngine::from_sources(&[
-        ("<default policy>", toolgate_core::policy::DEFAULT_POLICY),
-        (
-            "test",
-            r#"@id("cli-write") permit (principal, action == Action::"call_unattended", resource) when { resource.effect == "local_write" };"#,
-        ),
-    ])
-    .unwrap();
-    policy.prepare(&registry).unwrap();
-    let pipeline = toolgate_core::Pipeline::new(
-        Arc::new(registry),
-        Arc::new(policy),
+    let pipeline = builtins::pipeline_with(
+        ws.path(),
         Arc::new(toolgate_core::HeadlessBroker),
-        toolgate_core::WorkspaceId::new(&workspace.root().to_string_lossy()),
+        r#"@id("cli-write") permit (principal, action == Action::"call_unattended", resource) when { resource.effect == "local_write" };"#,
+        |_| {},
     );
     (ws, pipeline)
 }

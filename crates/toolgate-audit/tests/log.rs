@@ -8,6 +8,9 @@
     clippy::indexing_slicing
 )]
 
+#[path = "../../../tests/support/builtins.rs"]
+mod builtins;
+
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -431,26 +434,7 @@ fn records_of_real_calls_hold_evidence_not_values() {
 fn read_file_pipeline() -> (tempfile::TempDir, toolgate_core::Pipeline) {
     let ws = tempfile::tempdir().unwrap();
     std::fs::write(ws.path().join("a.txt"), "alpha beta\n").unwrap();
-    let workspace = Arc::new(toolgate_workspace::Workspace::open(ws.path()).unwrap());
-    let mut registry = toolgate_core::RegistryBuilder::new();
-    for tool in toolgate_tools::builtin(
-        Arc::clone(&workspace),
-        std::env::home_dir().as_deref(),
-        std::env::vars_os(),
-    ) {
-        registry
-            .register(tool.descriptor, tool.entry, tool.executor)
-            .unwrap();
-    }
-    let registry = registry.build().unwrap();
-    let mut policy = toolgate_core::PolicyEngine::default_policy().unwrap();
-    policy.prepare(&registry).unwrap();
-    let pipeline = toolgate_core::Pipeline::new(
-        Arc::new(registry),
-        Arc::new(policy),
-        Arc::new(toolgate_core::HeadlessBroker),
-        toolgate_core::WorkspaceId::new(&workspace.root().to_string_lossy()),
-    );
+    let pipeline = builtins::pipeline(ws.path(), Arc::new(toolgate_core::HeadlessBroker));
     (ws, pipeline)
 }
 

@@ -9,6 +9,7 @@
     clippy::panic,
     clippy::indexing_slicing
 )]
+#[path = "../../../tests/support/builtins.rs"]
 mod builtins;
 #[path = "../../../tests/support/procs.rs"]
 mod procs;

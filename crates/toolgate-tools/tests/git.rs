@@ -8,6 +8,7 @@
     clippy::indexing_slicing
 )]
 
+#[path = "../../../tests/support/builtins.rs"]
 mod builtins;
 
 use std::collections::BTreeSet;
@@ -84,7 +85,7 @@ impl Repo {
 
     /// The pipeline the CLI would build, with `adjust` applied to each builtin's entry.
     fn pipeline_with(&self, adjust: impl Fn(&mut ToolEntry)) -> Pipeline {
-        builtins::pipeline_with(&self.root(), Arc::new(HeadlessBroker), adjust)
+        builtins::pipeline_with(&self.root(), Arc::new(HeadlessBroker), "", adjust)
     }
 
     fn call(&self, tool: &str, arguments: Value) -> Outcome {

@@ -3,6 +3,7 @@
 
 #![cfg(test)]
 
+#[path = "../../../tests/support/builtins.rs"]
 mod builtins;
 
 use std::fs;

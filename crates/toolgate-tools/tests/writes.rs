@@ -9,6 +9,7 @@
     clippy::indexing_slicing
 )]
 
+#[path = "../../../tests/support/builtins.rs"]
 mod builtins;
 
 use std::fs;
