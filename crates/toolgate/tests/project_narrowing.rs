@@ -372,10 +372,11 @@ fn wider(user: &Gate, combined: &Gate) -> Vec<String> {
     }
     for i in 0..3 {
         let path = format!("/project-{i}");
-        if format!("{cc:?}").contains(&path) && !format!("{uc:?}").contains(&path) {
-            if !cc.denied().entries().contains(&PathBuf::from(&path)) {
-                found.push(format!("writable or readable {path}"));
-            }
+        if format!("{cc:?}").contains(&path)
+            && !format!("{uc:?}").contains(&path)
+            && !cc.denied().entries().contains(&PathBuf::from(&path))
+        {
+            found.push(format!("writable or readable {path}"));
         }
     }
     let (ul, cl) = (&us.limits, &cs.limits);
