@@ -1143,6 +1143,16 @@ mod tests {
         }
     }
 
+    /// A registry of one tool, `runner`, whose entry names no effect.
+    fn runner() -> Registry {
+        let mut builder = RegistryBuilder::new();
+        let descriptor = Descriptor::new("runner", "t", serde_json::json!({"type": "object"}));
+        builder
+            .register(descriptor, ToolEntry::new("runner", "exec"), Arc::new(Noop))
+            .unwrap();
+        builder.build().unwrap()
+    }
+
     /// Cedar on the whole, unsliced set, with toolgate's stricter error rule: the reference the
     /// sliced, pre-evaluated engine must agree with.
     fn reference(
@@ -1352,12 +1362,7 @@ mod tests {
     #[test]
     fn the_schema_declares_exactly_what_a_call_gives_a_policy() {
         let (schema, _) = Schema::from_cedarschema_str(SCHEMA).unwrap();
-        let mut builder = RegistryBuilder::new();
-        let descriptor = Descriptor::new("runner", "t", serde_json::json!({"type": "object"}));
-        builder
-            .register(descriptor, ToolEntry::new("runner", "exec"), Arc::new(Noop))
-            .unwrap();
-        let registry = builder.build().unwrap();
+        let registry = runner();
         let tool = registry.tools().next().unwrap();
         let engine = PolicyEngine::default_policy().unwrap();
         let slice = engine.slice_for(tool, EffectClass::Network).unwrap();
@@ -1431,12 +1436,7 @@ mod tests {
     fn evaluation_errors_name_the_policy_and_its_place() {
         let text = "permit (principal, action, resource);\n\n@id(\"overflow\")\nforbid (principal, action, resource)\nwhen { context.surface == \"chat\" && resource.major + 9223372036854775807 > 0 };\nforbid (principal, action, resource)\nwhen { context.surface == \"cli\" && resource.major + 9223372036854775807 > 0 };\n";
         let mut engine = PolicyEngine::from_sources(&[("ops.cedar", text)]).unwrap();
-        let mut builder = RegistryBuilder::new();
-        let descriptor = Descriptor::new("runner", "t", serde_json::json!({"type": "object"}));
-        builder
-            .register(descriptor, ToolEntry::new("runner", "exec"), Arc::new(Noop))
-            .unwrap();
-        let registry = builder.build().unwrap();
+        let registry = runner();
         engine.prepare(&registry).unwrap();
         let tool = registry.tools().next().unwrap();
         let decide = |surface| {
@@ -1522,12 +1522,7 @@ mod tests {
             @id("permit") permit (principal, action == Action::"call", resource);
         "#;
         let mut engine = PolicyEngine::from_sources(&[("o", operator)]).unwrap();
-        let mut builder = RegistryBuilder::new();
-        let descriptor = Descriptor::new("runner", "t", serde_json::json!({"type": "object"}));
-        builder
-            .register(descriptor, ToolEntry::new("runner", "exec"), Arc::new(Noop))
-            .unwrap();
-        let registry = builder.build().unwrap();
+        let registry = runner();
         engine.prepare(&registry).unwrap();
         let tool = registry.tools().next().unwrap();
         let decide = |resources: &[&str]| {
