@@ -804,42 +804,8 @@ fn credential_stores_in_xdg_directories_and_agent_tokens_are_unreadable_to_an_ap
     ] {
         env.push((name, dir.join(sub).into_os_string()));
     }
-    let config = format!("[sandbox]\n{}", repo_read());
-    let served = Served::start_with_env(&ws, &config, &state, &env);
-    let python = system_program("python3");
-    let reader = "import sys\n\
-        try:\n    print('ESCAPED', open(sys.argv[1]).read().strip())\n\
-        except PermissionError as e:\n    print('REFUSED', e)\n";
-    let paths: Vec<PathBuf> = stores
-        .iter()
-        .map(|s| dir.join(s))
-        .chain([ordinary.clone()])
-        .collect();
-    let calls: Vec<(&str, Value)> = paths
-        .iter()
-        .map(|path| {
-            (
-                "run_command",
-                json!({"argv": [python, "-c", reader, path.display().to_string()]}),
-            )
-        })
-        .collect();
-    let results = run_allowed(&served, &calls);
-    let mut failures = Vec::new();
-    for (path, result) in paths.iter().zip(&results) {
-        let output = &result["structured"];
-        let verdict = output["stdout"].as_str().unwrap_or_default().trim();
-        let want = if path == &ordinary {
-            "ESCAPED {\"theme\""
-        } else {
-            "REFUSED"
-        };
-        if result["isError"] != false || !confined(&output["sandbox"]) || !verdict.starts_with(want)
-        {
-            failures.push(format!("{}: {result}", path.display()));
-        }
-    }
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    let stores: Vec<PathBuf> = stores.iter().map(|s| dir.join(s)).collect();
+    read_by_an_approved_command(&ws, &state, &env, &stores, &[ordinary], "{\"theme\"");
 }
 
 /// The credential stores that their own environment variable moves elsewhere than their
@@ -902,17 +868,28 @@ fn credential_stores_their_own_variables_move_are_unreadable_to_an_approved_comm
         moved.join("kube/b.yaml").display()
     );
     env.push(("KUBECONFIG", kubeconfig.into()));
+    let stores: Vec<PathBuf> = stores.iter().map(|(_, _, file)| moved.join(file)).collect();
+    read_by_an_approved_command(&ws, &state, &env, &stores, &ordinary, "{\"plain\"");
+}
+
+/// Reads each of `stores` and `ordinary` with an approved, confined `python3` command of a
+/// server on `ws` with `env` and the repository readable: every store must be refused, and
+/// each ordinary file read (its text starting with `text`).
+fn read_by_an_approved_command(
+    ws: &Path,
+    state: &Path,
+    env: &[(&str, OsString)],
+    stores: &[PathBuf],
+    ordinary: &[PathBuf],
+    text: &str,
+) {
     let config = format!("[sandbox]\n{}", repo_read());
-    let served = Served::start_with_env(&ws, &config, &state, &env);
+    let served = Served::start_with_env(ws, &config, state, env);
     let python = system_program("python3");
     let reader = "import sys\n\
         try:\n    print('ESCAPED', open(sys.argv[1]).read().strip())\n\
         except PermissionError as e:\n    print('REFUSED', e)\n";
-    let paths: Vec<PathBuf> = stores
-        .iter()
-        .map(|(_, _, file)| moved.join(file))
-        .chain(ordinary.iter().cloned())
-        .collect();
+    let paths: Vec<&PathBuf> = stores.iter().chain(ordinary).collect();
     let calls: Vec<(&str, Value)> = paths
         .iter()
         .map(|path| {
@@ -927,12 +904,14 @@ fn credential_stores_their_own_variables_move_are_unreadable_to_an_approved_comm
     for (path, result) in paths.iter().zip(&results) {
         let output = &result["structured"];
         let verdict = output["stdout"].as_str().unwrap_or_default().trim();
-        let want = if ordinary.contains(path) {
-            "ESCAPED {\"plain\""
+        let want = if ordinary.contains(*path) {
+            format!("ESCAPED {text}")
         } else {
-            "REFUSED"
+            "REFUSED".to_owned()
         };
-        if result["isError"] != false || !confined(&output["sandbox"]) || !verdict.starts_with(want)
+        if result["isError"] != false
+            || !confined(&output["sandbox"])
+            || !verdict.starts_with(&want)
         {
             failures.push(format!("{}: {result}", path.display()));
         }
