@@ -512,6 +512,20 @@ pub const GIT_DIR: LaterFile = LaterFile {
     runs: "git uses the repository found there, with its config and hooks, in this directory and every one below",
 };
 
+/// A path a repository's git configuration names as code git runs or reads later, beyond
+/// the table: what `include.path`, `includeIf.*.path` or `core.hooksPath` names, and a
+/// program inside the workspace that `core.fsmonitor`, `core.sshCommand`, a diff driver's
+/// `textconv` or a filter's `clean`, `smudge` or `process` runs. Which paths those are is read
+/// from the workspace by the caller; this module matches them ([`kind_of_with`],
+/// [`guard_with`]).
+pub const NAMED_BY_GIT: LaterFile = LaterFile {
+    path: "",
+    dir: true,
+    at: Anchor::Anywhere,
+    kind: "git",
+    runs: "git runs or reads it where a repository's config names it (`include.path`, `core.hooksPath`, `core.fsmonitor`, `core.sshCommand`, a diff driver's `textconv`, a filter's `clean`, `smudge` or `process`)",
+};
+
 /// How a snapshot of the files that run later treats one entry of the workspace.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Guard {
@@ -581,6 +595,72 @@ pub fn guard(path: &str, is_dir: bool) -> Guard {
     } else {
         Guard::Skip
     }
+}
+
+/// [`guard`], where `named` (workspace-relative, `/`-separated) are the paths a repository's
+/// configuration names ([`NAMED_BY_GIT`]): each is guarded whole, and the directories
+/// leading to one are looked into, wherever they are (inside a git directory or
+/// `node_modules` too).
+pub fn guard_with(path: &str, is_dir: bool, named: &[String]) -> Guard {
+    let plain = guard(path, is_dir);
+    if named.is_empty() {
+        return plain;
+    }
+    let components = lowered(path);
+    let covered = named_covers(named, &components);
+    let leads_to_named = is_dir
+        && named.iter().any(|n| {
+            let n = lowered(n);
+            n.len() > components.len() && n.starts_with(&components)
+        });
+    // Installed packages are walked only along the way to a named path (see `guard`).
+    let in_packages = components
+        .split_last()
+        .is_some_and(|(_, parents)| parents.iter().any(|c| c == "node_modules"));
+    match plain {
+        // A git directory stays one, looked into for its parts, even where it is named itself.
+        Guard::GitDir => Guard::GitDir,
+        _ if covered => Guard::Whole,
+        Guard::Whole if !in_packages => Guard::Whole,
+        _ if leads_to_named => Guard::Descend,
+        _ if in_packages => Guard::Skip,
+        other => other,
+    }
+}
+
+/// [`kind_of`], and [`NAMED_BY_GIT`] for a path that is, or is in, one of `named`.
+pub fn kind_of_with(path: &str, named: &[String]) -> Option<&'static LaterFile> {
+    kind_of(path).or_else(|| named_covers(named, &lowered(path)).then_some(&NAMED_BY_GIT))
+}
+
+/// [`kinds`], where `named` are the paths a repository's configuration names.
+pub fn kinds_with(paths: &[String], named: &[String]) -> Vec<&'static str> {
+    let found: Vec<&str> = paths
+        .iter()
+        .filter_map(|p| kind_of_with(p, named))
+        .map(|f| f.kind)
+        .collect();
+    KINDS
+        .iter()
+        .copied()
+        .filter(|k| found.contains(k))
+        .collect()
+}
+
+/// The lowercase components of a workspace-relative path, without empty ones and `.`.
+fn lowered(path: &str) -> Vec<String> {
+    path.split('/')
+        .filter(|c| !c.is_empty() && *c != ".")
+        .map(str::to_ascii_lowercase)
+        .collect()
+}
+
+/// Whether `components` are one of `named`, or beneath one.
+fn named_covers(named: &[String], components: &[String]) -> bool {
+    named.iter().any(|n| {
+        let n = lowered(n);
+        !n.is_empty() && components.starts_with(&n)
+    })
 }
 
 /// Whether the last components of `components` are those of `path`.
@@ -663,16 +743,7 @@ pub fn kind_of(path: &str) -> Option<&'static LaterFile> {
 
 /// The kinds of the files that run later among `paths`, each once, in [`KINDS`] order.
 pub fn kinds(paths: &[String]) -> Vec<&'static str> {
-    let found: Vec<&str> = paths
-        .iter()
-        .filter_map(|p| kind_of(p))
-        .map(|f| f.kind)
-        .collect();
-    KINDS
-        .iter()
-        .copied()
-        .filter(|k| found.contains(k))
-        .collect()
+    kinds_with(paths, &[])
 }
 
 /// The entry `components` match outside any git directory; root-anchored entries only where
@@ -798,6 +869,53 @@ mod tests {
             assert_eq!(file.path, file.path.to_ascii_lowercase());
             assert!(!file.runs.is_empty());
         }
+    }
+
+    #[test]
+    fn paths_a_git_config_names_are_guarded_where_they_are() {
+        let named = vec![
+            "tools/hooks".to_owned(),
+            "inc.cfg".to_owned(),
+            "scripts/f.sh".to_owned(),
+            ".git/custom-hooks".to_owned(),
+            "web/node_modules/x/run.sh".to_owned(),
+            ".claude/hook.sh".to_owned(),
+        ];
+        let table: &[(&str, bool, Guard)] = &[
+            ("tools", true, Guard::Descend),
+            ("tools/hooks", true, Guard::Whole),
+            ("Tools/Hooks", true, Guard::Whole),
+            ("tools/other", true, Guard::Descend),
+            ("tools/other/x", false, Guard::Skip),
+            ("inc.cfg", false, Guard::Whole),
+            ("src/inc.cfg", false, Guard::Skip),
+            ("scripts/f.sh", false, Guard::Whole),
+            ("scripts/g.sh", false, Guard::Skip),
+            (".git", true, Guard::GitDir),
+            (".git/custom-hooks", true, Guard::Whole),
+            (".git/refs", true, Guard::Skip),
+            ("web/node_modules", true, Guard::Descend),
+            ("web/node_modules/x", true, Guard::Descend),
+            ("web/node_modules/y", true, Guard::Skip),
+            ("web/node_modules/x/.vscode", true, Guard::Skip),
+            ("web/node_modules/x/run.sh", false, Guard::Whole),
+            (".claude", true, Guard::Whole),
+        ];
+        for (path, is_dir, want) in table {
+            assert_eq!(guard_with(path, *is_dir, &named), *want, "{path}");
+        }
+        assert_eq!(
+            kind_of_with("tools/hooks/pre-commit", &named).map(|f| f.kind),
+            Some("git")
+        );
+        assert_eq!(kind_of_with("tools/hooksx", &named), None);
+        assert_eq!(kind_of_with("tools/hooks/pre-commit", &[]), None);
+        assert_eq!(
+            kinds_with(&["./inc.cfg".to_owned(), ".npmrc".to_owned()], &named),
+            vec!["git", "build_config"]
+        );
+        // The root is never named whole.
+        assert_eq!(guard_with("src", true, &[String::new()]), Guard::Descend);
     }
 
     #[test]

@@ -154,6 +154,7 @@ fn classify<C: Change>(workspace: &Workspace, change: C) -> (WritePlan<C>, Class
     let Some(path) = classification.paths.first().cloned() else {
         return (plan, classification);
     };
+    classification.named_runs_later = named_by_git(workspace, &classification.paths);
     // Stage 3 passed moments ago; if the file changed since, the call cannot be approved
     // meaningfully, and execution will find it stale.
     let Ok(current) = read_current(workspace, plan.change.path()) else {
@@ -177,6 +178,21 @@ fn classify<C: Change>(workspace: &Workspace, change: C) -> (WritePlan<C>, Class
         classification.preview = Some(bounded(diff));
     }
     (plan, classification)
+}
+
+/// What the git configuration of the repositories holding `paths` names as code git runs
+/// later (`core.hooksPath`, `include.path`, a filter's program, …), for stage 4 to tag a write
+/// of one `git`. A configuration that cannot be read names `paths` themselves: what it would
+/// name cannot be known, so the write is taken for one.
+fn named_by_git(workspace: &Workspace, paths: &[String]) -> Vec<String> {
+    let mut named = Vec::new();
+    for path in paths {
+        match crate::git_named::around(workspace, path) {
+            Ok(found) => named.extend(found),
+            Err(_) => return paths.to_vec(),
+        }
+    }
+    named
 }
 
 /// Stage 7 for both tools: the file must still be the pre-image stage 4 planned on.

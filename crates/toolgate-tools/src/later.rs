@@ -4,7 +4,8 @@
 //! so the person did not approve by name) is put back, and the call fails with
 //! `runs_later_changed`. Where the kernel gives a mount namespace, the existing ones are also
 //! bound read-only for the processes and git directories pinned (`Guarded::read_only_paths`,
-//! `Guarded::pinned_paths`), so that most changes fail at once.
+//! `Guarded::pinned_paths`), so that most changes fail at once. Beside the table's files, the
+//! guard keeps those a repository's git configuration names ([`crate::git_named`]).
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -12,7 +13,10 @@ use std::path::Path;
 use serde_json::{Value, json};
 use toolgate_core::runs_later::{self, Guard};
 use toolgate_core::{FieldError, RejectCode, ToolError, ToolErrorCode};
+use toolgate_workspace::Workspace;
 use toolgate_workspace::snapshot::{Guarded, Watch};
+
+use crate::git_named;
 
 /// Most entries `may_change` may name.
 pub const MAX_MAY_CHANGE: usize = 16;
@@ -37,6 +41,32 @@ pub fn watch(path: &str, is_dir: bool) -> Watch {
         Guard::GitDir => Watch::Enter,
         Guard::Whole => Watch::Whole,
     }
+}
+
+/// [`watch`], where `named` are the paths a repository's git configuration names.
+fn watch_with(path: &str, is_dir: bool, named: &[String]) -> Watch {
+    match runs_later::guard_with(path, is_dir, named) {
+        Guard::Skip => Watch::Skip,
+        Guard::Descend => Watch::Descend,
+        Guard::GitDir => Watch::Enter,
+        Guard::Whole => Watch::Whole,
+    }
+}
+
+/// The snapshot of the files that run later in `root` (a workspace, or any tree a confined
+/// process may write), but `allowed`: the table's, found by a first walk, and then, where the
+/// git configuration of the repositories it found names others (`core.hooksPath`,
+/// `include.path`, a filter's program, …), those too, by a second.
+pub fn guard(root: &Path, allowed: Vec<String>) -> Result<Guarded, String> {
+    let mut guarded = Guarded::take(root, watch, allowed).map_err(|e| e.to_string())?;
+    let workspace = Workspace::open(root).map_err(|e| e.to_string())?;
+    let named = git_named::in_snapshot(&workspace, guarded.before())?;
+    if !named.is_empty() {
+        guarded
+            .rewatch(move |path, is_dir| watch_with(path, is_dir, &named))
+            .map_err(|e| e.to_string())?;
+    }
+    Ok(guarded)
 }
 
 /// Stage 3: every `may_change` path is workspace-relative and a file that runs later.
@@ -87,8 +117,7 @@ pub(crate) fn preview(may_change: &[String]) -> String {
 
 /// Stage 7, before the first process: the snapshot.
 pub(crate) fn take(workspace: &Path, may_change: &[String]) -> Result<Guarded, ToolError> {
-    let allowed = may_change.to_vec();
-    Guarded::take(workspace, watch, allowed).map_err(|e| {
+    guard(workspace, may_change.to_vec()).map_err(|e| {
         ToolError::new(
             ToolErrorCode::SandboxFailed,
             format!("the files that run later could not be taken stock of, so nothing ran: {e}"),

@@ -556,6 +556,7 @@ impl Plan {
             paths,
             preimages: self.program_preimage(workspace).into_iter().collect(),
             preview: Some(preview),
+            ..Classification::default()
         }
     }
 

@@ -40,7 +40,12 @@ use serde::Deserialize;
 use toolgate_confine::{Child, Confinement, MAX_NETWORK_HOSTS};
 use toolgate_proxy::HostPattern;
 use toolgate_sandbox::{DenyList, Limits, Sandbox, SandboxError, UnixSockets};
-use toolgate_workspace::snapshot::{Guarded, Watch};
+use toolgate_workspace::snapshot::Guarded;
+
+/// Takes the snapshot of the files that run later in a path an upstream may write, but the
+/// paths given (`toolgate_tools::guard_files_that_run_later`): which files those are, the
+/// table's and what a repository's git configuration there names, is the caller's knowledge.
+pub type GuardFn = fn(&Path, Vec<String>) -> Result<Guarded, String>;
 
 /// What one upstream process runs in, for as long as it runs: dropping it removes the
 /// temporary directory and stops the proxy, so it is ended only once the process is gone.
@@ -149,7 +154,7 @@ pub struct UpstreamConfinement {
     base: Confinement,
     /// How to find the files that another program runs later in a path an upstream may
     /// write: set by whoever knows them (toolgate's binary, from `toolgate-tools`).
-    later: Option<fn(&str, bool) -> Watch>,
+    later: Option<GuardFn>,
 }
 
 impl UpstreamConfinement {
@@ -183,11 +188,11 @@ impl UpstreamConfinement {
     }
 
     /// Guards the files that another program runs later in every path an upstream may write
-    /// (`watch` chooses them): where a mount namespace can be made, the existing ones are
+    /// (`guard` takes stock of them): where a mount namespace can be made, the existing ones are
     /// read-only for it and git directories cannot be moved; always, what it changed there is
     /// put back, and reported, whenever it answers a call and when it stops.
-    pub fn guard_files_that_run_later(&mut self, watch: fn(&str, bool) -> Watch) {
-        self.later = Some(watch);
+    pub fn guard_files_that_run_later(&mut self, guard: GuardFn) {
+        self.later = Some(guard);
     }
 
     /// Lets every upstream read `path` too, even inside a denied place.
@@ -252,9 +257,9 @@ impl UpstreamConfinement {
         for path in own.read.iter().chain([&cwd.to_path_buf()]) {
             child = child.readable(path.clone());
         }
-        if let Some(watch) = self.later {
+        if let Some(take) = self.later {
             for path in own.write.iter().filter(|p| p.is_dir()) {
-                let guard = Guarded::take(path, watch, Vec::new()).map_err(|e| {
+                let guard = take(path, Vec::new()).map_err(|e| {
                     refused(
                         "sandbox_failed",
                         &format!(

@@ -285,17 +285,30 @@ impl Snapshot {
     }
 }
 
+/// What a [`Guarded`] keeps: a `watch` of the caller's, which may hold what it learnt of the
+/// workspace (the paths its configuration names).
+pub type WatchFn = Box<dyn Fn(&str, bool) -> Watch + Send + Sync>;
+
 /// A snapshot of a workspace held across a process: [`Guarded::take`] before it runs,
 /// [`Guarded::check`] after it ended, which puts back every change outside `allowed` and
 /// returns them.
-#[derive(Debug)]
 pub struct Guarded {
     root_path: PathBuf,
     root: Dir,
-    watch: fn(&str, bool) -> Watch,
+    watch: WatchFn,
     before: Snapshot,
     /// Workspace-relative paths (and everything beneath them) the process may change.
     allowed: Vec<String>,
+}
+
+impl fmt::Debug for Guarded {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Guarded")
+            .field("root_path", &self.root_path)
+            .field("before", &self.before)
+            .field("allowed", &self.allowed)
+            .finish_non_exhaustive()
+    }
 }
 
 /// What [`Guarded::check`] found and did.
@@ -340,9 +353,10 @@ impl Guarded {
     /// Takes the snapshot of `root` that `watch` chooses.
     pub fn take(
         root_path: &Path,
-        watch: fn(&str, bool) -> Watch,
+        watch: impl Fn(&str, bool) -> Watch + Send + Sync + 'static,
         allowed: Vec<String>,
     ) -> Result<Guarded, SnapshotError> {
+        let watch: WatchFn = Box::new(watch);
         let root =
             Dir::open_ambient_dir(root_path, cap_std::ambient_authority()).map_err(|source| {
                 SnapshotError::Read {
@@ -409,6 +423,16 @@ impl Guarded {
     pub fn renew(&mut self) -> Result<(), SnapshotError> {
         self.before = Snapshot::take(&self.root, &self.watch)?;
         Ok(())
+    }
+
+    /// Takes the snapshot again with `watch`, which chooses from now on: for a caller that
+    /// learnt from the first snapshot what else to keep.
+    pub fn rewatch(
+        &mut self,
+        watch: impl Fn(&str, bool) -> Watch + Send + Sync + 'static,
+    ) -> Result<(), SnapshotError> {
+        self.watch = Box::new(watch);
+        self.renew()
     }
 
     /// Whether `path` is one the process may change.

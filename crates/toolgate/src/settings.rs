@@ -824,7 +824,7 @@ fn upstream_confinement(
         return UpstreamConfinement::dangerous_unconfined();
     };
     let mut confinement = UpstreamConfinement::new(*sandbox, commands.denied().clone());
-    confinement.guard_files_that_run_later(toolgate_tools::watch_files_that_run_later);
+    confinement.guard_files_that_run_later(toolgate_tools::guard_files_that_run_later);
     confinement.set_unix_sockets(commands.unix_sockets());
     for path in commands.read_paths() {
         confinement.add_readable(path.clone());

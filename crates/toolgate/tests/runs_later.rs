@@ -57,6 +57,9 @@ const WATCHED: &[&str] = &[
     ".bashrc",
     ".gitconfig",
     ".profile",
+    "inc.cfg",
+    "tools/hooks",
+    "scripts/f.sh",
 ];
 
 fn git(dir: &Path, args: &[&str]) {
@@ -113,6 +116,19 @@ fn layout() -> Layout {
     git(&lib, &["commit", "-q", "-m", "lib"]);
 
     git(&ws, &["init", "-q"]);
+    // Files the repository's own configuration names, which git reads or runs later: an
+    // include beside the repository (absent: git skips it until someone makes it), a hooks
+    // directory of the project's (absent too), and a filter's program.
+    for (key, value) in [
+        ("include.path", "../inc.cfg"),
+        ("core.hooksPath", "tools/hooks"),
+        ("filter.x.clean", "./scripts/f.sh"),
+    ] {
+        git(&ws, &["config", key, value]);
+    }
+    fs::create_dir_all(ws.join("scripts")).unwrap();
+    fs::write(ws.join("scripts/f.sh"), "#!/bin/sh\ncat\n").unwrap();
+    fs::set_permissions(ws.join("scripts/f.sh"), fs::Permissions::from_mode(0o755)).unwrap();
     fs::create_dir_all(ws.join("tools")).unwrap();
     let evil = ws.join("tools/evil.sh");
     fs::write(
@@ -517,6 +533,8 @@ when { context.runs_later.contains("agent_config") && !(context.paths == [".vsco
         write(".npmrc"),
         write(".git/hooks/post-commit"),
         write(".zshrc"),
+        write("tools/hooks/pre-commit"),
+        write("inc.cfg"),
         write(".vscode/settings.json"),
     ]));
     let mut asked = Vec::new();
@@ -529,12 +547,15 @@ when { context.runs_later.contains("agent_config") && !(context.paths == [".vsco
         results[0]["isError"], false,
         "the standing grant covers an ordinary file"
     );
-    for (result, rule) in results[1..6].iter().zip([
+    for (result, rule) in results[1..8].iter().zip([
         "runs-later-agent-config",
         "runs-later-agent-config",
         "runs-later-build-config",
         "runs-later-git",
         "runs-later-shell-startup",
+        // Named by the repository's `.git/config`: `core.hooksPath`, `include.path`.
+        "runs-later-git",
+        "runs-later-git",
     ]) {
         assert_eq!(
             result["structured"]["rejection"]["code"], "policy_denied",
@@ -545,7 +566,7 @@ when { context.runs_later.contains("agent_config") && !(context.paths == [".vsco
             .unwrap();
         assert!(message.contains(rule), "{rule}: {message}");
     }
-    assert_eq!(results[6]["isError"], false, "{}", results[6]);
+    assert_eq!(results[8]["isError"], false, "{}", results[8]);
     assert_eq!(
         asked,
         [".vscode/settings.json"],

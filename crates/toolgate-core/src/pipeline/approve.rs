@@ -2,9 +2,8 @@
 //! `approval_denied`, `approval_expired`, `approval_invalid`); and the last act of approval,
 //! redeeming the grant as stage 7 begins.
 
-use super::classify::written;
+use super::classify::runs_later_kinds;
 use super::*;
-use crate::runs_later;
 
 impl Pipeline {
     /// Stage 6.
@@ -153,7 +152,7 @@ impl Pipeline {
         // operator's policy lets one through.
         let scope_allowed = if effect == EffectClass::LocalWrite
             && tool.entry.approval == ApprovalMode::Policy
-            && runs_later::kinds(written(effect, classification)).is_empty()
+            && runs_later_kinds(effect, classification).is_empty()
         {
             GrantScope::WorkspaceAction
         } else {

@@ -30,7 +30,7 @@ impl Pipeline {
                 refined.max(tool.entry.effect())
             });
         let sensitive = self.sensitivity.kinds(&classification.paths);
-        let runs_later = runs_later::kinds(written(effect, &classification));
+        let runs_later = runs_later_kinds(effect, &classification);
         trace.effect = Some(effect);
         trace.placement = placement(&tool, &trace.plan, effect);
         // Evidence is shown to the caller: a link's target in toolgate's state directory is
@@ -66,6 +66,18 @@ fn placement(tool: &Tool, plan: &Planned, effect: EffectClass) -> Placement {
     } else {
         Placement::Worker
     }
+}
+
+/// The kinds of the files that run later a call writes, the paths its tool found named by a
+/// repository's configuration included.
+pub(super) fn runs_later_kinds(
+    effect: EffectClass,
+    classification: &Classification,
+) -> Vec<&'static str> {
+    runs_later::kinds_with(
+        written(effect, classification),
+        &classification.named_runs_later,
+    )
 }
 
 /// The paths a call writes: all of its paths when it is a local write or carries the diff or

@@ -194,6 +194,12 @@ pub struct Classification {
     pub preimages: Vec<(String, Digest)>,
     /// What a person should see before approving (a diff, an argv).
     pub preview: Option<String>,
+    /// Workspace paths that run later beyond the table of [`crate::runs_later`]: those a
+    /// repository's git configuration names (`core.hooksPath`, `include.path`, a filter's
+    /// program, …), as the tool read them. A write of one, or of a path in one, is tagged
+    /// `git` in `context.runs_later` like a write of `.git/config`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub named_runs_later: Vec<String>,
 }
 
 /// Identifies the workspace a pipeline serves, by a digest of its root, so that evidence and

@@ -1,0 +1,464 @@
+//! The workspace paths a repository's git configuration names as code that git runs or reads
+//! later, beyond the table of [`toolgate_core::runs_later`]: the files `include.path` and
+//! `includeIf.*.path` name (followed, as git follows them), the directory `core.hooksPath`
+//! names, and the programs inside the workspace that `core.fsmonitor`, `core.sshCommand`,
+//! a diff driver's `textconv`, a filter's `clean`, `smudge` or `process` (and the like) run.
+//! Read without running git: each configuration file is parsed with gix's reader, and every
+//! file is read beneath the workspace root. A configuration that does not parse is an error:
+//! git refuses such a repository too, and what it would name cannot be known.
+//!
+//! Paths are resolved as git resolves them: an include relative to the file that names it, a
+//! hooks directory and a program relative to the work tree (`core.worktree`, or the
+//! directory holding `.git`). An absolute path is named where it lies inside the workspace; a
+//! path under `~` or outside the workspace is not (nothing a confined process may write).
+
+use std::borrow::Cow;
+use std::path::Path;
+
+use toolgate_workspace::snapshot::{Kept, Snapshot};
+use toolgate_workspace::{PathError, RelPath, Workspace};
+
+/// Deepest chain of includes followed: git's own limit.
+const MAX_INCLUDE_DEPTH: usize = 10;
+
+/// Most configuration files (includes among them) read for one workspace.
+const MAX_CONFIGS: usize = 4096;
+
+/// Largest configuration file read.
+const MAX_CONFIG_BYTES: u64 = 1024 * 1024;
+
+/// Git's hooks, named one by one where `core.hooksPath` is the work tree itself or a
+/// directory above it (which is not guarded whole).
+const HOOKS: &[&str] = &[
+    "applypatch-msg",
+    "pre-applypatch",
+    "post-applypatch",
+    "pre-commit",
+    "pre-merge-commit",
+    "prepare-commit-msg",
+    "commit-msg",
+    "post-commit",
+    "pre-rebase",
+    "post-checkout",
+    "post-merge",
+    "pre-push",
+    "pre-receive",
+    "update",
+    "proc-receive",
+    "post-receive",
+    "post-update",
+    "reference-transaction",
+    "push-to-checkout",
+    "pre-auto-gc",
+    "post-rewrite",
+    "sendemail-validate",
+    "fsmonitor-watchman",
+    "p4-changelist",
+    "p4-prepare-changelist",
+    "p4-post-changelist",
+    "p4-pre-submit",
+    "post-index-change",
+];
+
+/// What a key of a configuration file names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Names {
+    /// Another configuration file, relative to this one's directory.
+    Include,
+    /// The hooks directory, relative to the work tree.
+    Hooks,
+    /// A command git runs; each word of it that is a path names a program or script,
+    /// relative to the work tree.
+    Program,
+}
+
+/// What `section.key` (with a subsection or not) names, if anything that runs.
+fn names(section: &str, subsection: bool, key: &str, value: &str) -> Option<Names> {
+    let program = match (section, subsection, key) {
+        ("include", _, "path") | ("includeif", true, "path") => return Some(Names::Include),
+        ("core", false, "hookspath") => return Some(Names::Hooks),
+        ("core", false, "fsmonitor" | "sshcommand" | "pager" | "editor" | "askpass")
+        | ("core", false, "alternaterefscommand")
+        | ("diff", true, "textconv" | "command")
+        | ("diff", false, "external")
+        | ("filter", true, "clean" | "smudge" | "process")
+        | ("merge", true, "driver")
+        | ("credential", _, "helper")
+        | ("gpg", _, "program")
+        | ("sequence", false, "editor") => true,
+        // An alias runs a shell command when it starts with `!`.
+        ("alias", _, _) => value.trim_start().starts_with('!'),
+        _ => false,
+    };
+    program.then_some(Names::Program)
+}
+
+/// The workspace paths the git configuration of the repositories found by `snapshot` (their
+/// `config` and `config.worktree`, which it keeps) names, includes followed.
+pub(crate) fn in_snapshot(
+    workspace: &Workspace,
+    snapshot: &Snapshot,
+) -> Result<Vec<String>, String> {
+    let mut reader = Reader::new(workspace);
+    for (name, _, kept) in snapshot.paths() {
+        let Some(git_dir) = config_of_git_dir(name) else {
+            continue;
+        };
+        let Kept::File { bytes, .. } = kept else {
+            continue;
+        };
+        let bytes = match bytes {
+            Some(bytes) => Cow::Borrowed(bytes.as_slice()),
+            None => match reader.read(name)? {
+                Some(bytes) => Cow::Owned(bytes),
+                None => continue,
+            },
+        };
+        reader.config(name, &bytes, &git_dir, 0)?;
+    }
+    Ok(reader.named)
+}
+
+/// The workspace paths the git configuration of the repositories that hold `path` names: the
+/// repository at each directory from the root down to it (a `.git` directory, or the one a
+/// `.git` file names inside the workspace), includes followed.
+pub(crate) fn around(workspace: &Workspace, path: &str) -> Result<Vec<String>, String> {
+    let mut reader = Reader::new(workspace);
+    let components: Vec<&str> = path
+        .split('/')
+        .filter(|c| !c.is_empty() && *c != ".")
+        .collect();
+    for depth in 0..components.len() {
+        let dir: Vec<String> = components
+            .iter()
+            .take(depth)
+            .map(|c| (*c).to_owned())
+            .collect();
+        let dot_git = joined(&dir, ".git");
+        let git_dir = match reader.read(&dot_git)? {
+            // A `.git` file: `gitdir: PATH`, relative to the directory that holds it.
+            Some(text) => {
+                let text = String::from_utf8_lossy(&text);
+                let Some(target) = text.trim().strip_prefix("gitdir:") else {
+                    continue;
+                };
+                match resolve(&dir, target.trim(), workspace.root()) {
+                    Some(git_dir) if !git_dir.is_empty() => git_dir,
+                    _ => continue,
+                }
+            }
+            // A `.git` directory, or none (then its files are not found either).
+            None => {
+                let mut git_dir = dir.clone();
+                git_dir.push(".git".to_owned());
+                git_dir
+            }
+        };
+        for file in ["config", "config.worktree"] {
+            let name = joined(&git_dir, file);
+            if let Some(bytes) = reader.read(&name)? {
+                reader.config(&name, &bytes, &git_dir, 0)?;
+            }
+        }
+    }
+    Ok(reader.named)
+}
+
+/// Whether `name` (workspace-relative) is a git directory's `config` or `config.worktree`;
+/// its git directory's components if so.
+fn config_of_git_dir(name: &str) -> Option<Vec<String>> {
+    let components: Vec<&str> = name.split('/').collect();
+    let (file, dir) = components.split_last()?;
+    let lower = file.to_ascii_lowercase();
+    if lower != "config" && lower != "config.worktree" {
+        return None;
+    }
+    let start = dir.iter().rposition(|c| c.eq_ignore_ascii_case(".git"))?;
+    let inside = dir.get(start + 1..)?;
+    let plain = inside.is_empty()
+        || (inside.len() >= 2
+            && matches!(
+                inside.first().map(|c| c.to_ascii_lowercase()).as_deref(),
+                Some("modules" | "worktrees")
+            )
+            && !inside.iter().any(|c| c.eq_ignore_ascii_case("hooks")));
+    plain.then(|| dir.iter().map(|c| (*c).to_owned()).collect())
+}
+
+/// Reads configuration files beneath the root and gathers what they name.
+struct Reader<'a> {
+    workspace: &'a Workspace,
+    named: Vec<String>,
+    read: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn new(workspace: &'a Workspace) -> Self {
+        Reader {
+            workspace,
+            named: Vec::new(),
+            read: 0,
+        }
+    }
+
+    /// The bytes of the file `name`, beneath the root; `None` where there is none (or a
+    /// directory). Any other failure is an error: what it would name cannot be known.
+    fn read(&mut self, name: &str) -> Result<Option<Vec<u8>>, String> {
+        self.read += 1;
+        if self.read > MAX_CONFIGS {
+            return Err(format!(
+                "more than {MAX_CONFIGS} git configuration files to read"
+            ));
+        }
+        let Ok(rel) = RelPath::parse(name) else {
+            return Ok(None);
+        };
+        match self.workspace.read_file(&rel, MAX_CONFIG_BYTES) {
+            Ok((bytes, _)) => Ok(Some(bytes)),
+            Err(PathError::NotFound { .. } | PathError::NotAFile { .. }) => Ok(None),
+            Err(PathError::Outside { .. }) => Ok(None),
+            Err(e) => Err(format!("cannot read `{name}`: {e}")),
+        }
+    }
+
+    fn name(&mut self, path: Vec<String>) {
+        let path = path.join("/");
+        if !path.is_empty() && !self.named.contains(&path) {
+            self.named.push(path);
+        }
+    }
+
+    /// Gathers what the configuration file `name`, holding `bytes`, of the git directory
+    /// `git_dir`, names; `depth` includes deep.
+    fn config(
+        &mut self,
+        name: &str,
+        bytes: &[u8],
+        git_dir: &[String],
+        depth: usize,
+    ) -> Result<(), String> {
+        let file = gix::config::File::from_bytes_no_includes(
+            bytes,
+            gix::config::file::Metadata::from(gix::config::Source::Local),
+            gix::config::file::init::Options::default(),
+        )
+        .map_err(|_| {
+            format!(
+                "`{name}` does not parse as git configuration, so what it names cannot be known"
+            )
+        })?;
+        let here: Vec<String> = name
+            .split('/')
+            .map(str::to_owned)
+            .collect::<Vec<_>>()
+            .split_last()
+            .map(|(_, dir)| dir.to_vec())
+            .unwrap_or_default();
+        let root = self.workspace.root().to_path_buf();
+        // The work tree: `core.worktree` (relative to the git directory), or the directory
+        // holding `.git`, or for a bare repository the git directory itself.
+        let mut work_tree = match git_dir.split_last() {
+            Some((last, parent)) if last.eq_ignore_ascii_case(".git") => parent.to_vec(),
+            _ => git_dir.to_vec(),
+        };
+        for section in file.sections() {
+            let header = section.header();
+            if header.name().eq_ignore_ascii_case(b"core") && header.subsection_name().is_none() {
+                for value in section.values("worktree") {
+                    if let Some(tree) = resolve(git_dir, &value.to_string(), &root) {
+                        work_tree = tree;
+                    }
+                }
+            }
+        }
+        for section in file.sections() {
+            let header = section.header();
+            let section_name = header.name().to_string().to_ascii_lowercase();
+            let subsection = header.subsection_name().is_some();
+            let mut keys: Vec<String> = section
+                .value_names()
+                .map(|k| k.to_string().to_ascii_lowercase())
+                .collect();
+            keys.sort_unstable();
+            keys.dedup();
+            for key in keys {
+                for value in section.values(&key) {
+                    let value = value.to_string();
+                    match names(&section_name, subsection, &key, &value) {
+                        None => {}
+                        Some(Names::Include) => {
+                            let Some(included) = resolve(&here, &value, &root) else {
+                                continue;
+                            };
+                            if included.is_empty() {
+                                continue;
+                            }
+                            let included_name = included.join("/");
+                            self.name(included);
+                            if depth + 1 >= MAX_INCLUDE_DEPTH {
+                                return Err(format!(
+                                    "includes nested more than {MAX_INCLUDE_DEPTH} deep from `{name}`"
+                                ));
+                            }
+                            if let Some(bytes) = self.read(&included_name)? {
+                                self.config(&included_name, &bytes, git_dir, depth + 1)?;
+                            }
+                        }
+                        Some(Names::Hooks) => match resolve(&work_tree, &value, &root) {
+                            // The work tree itself, or above it: its hooks one by one.
+                            Some(dir) if work_tree.starts_with(&dir) => {
+                                for hook in HOOKS {
+                                    let mut path = dir.clone();
+                                    path.push((*hook).to_owned());
+                                    self.name(path);
+                                }
+                            }
+                            Some(dir) => self.name(dir),
+                            None => {}
+                        },
+                        Some(Names::Program) => {
+                            for word in value
+                                .split(|c: char| c.is_whitespace() || "!;&|()<>`'\"=".contains(c))
+                                .filter(|w| w.contains('/') && !w.contains("://"))
+                            {
+                                if let Some(program) = resolve(&work_tree, word, &root) {
+                                    self.name(program);
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `value`, a path in a configuration file, as workspace components: relative to `base`, or
+/// absolute beneath `root`. `None` for a path under `~`, one with a `$` or `%(` git or the
+/// shell would expand, or one outside the workspace.
+fn resolve(base: &[String], value: &str, root: &Path) -> Option<Vec<String>> {
+    let value = value.trim();
+    if value.is_empty() || value.starts_with('~') || value.contains('$') || value.contains("%(") {
+        return None;
+    }
+    let (mut out, rest) = if value.starts_with('/') {
+        let rest = Path::new(value).strip_prefix(root).ok()?;
+        (Vec::new(), rest.to_str()?.to_owned())
+    } else {
+        (base.to_vec(), value.to_owned())
+    };
+    for component in rest.split('/') {
+        match component {
+            "" | "." => {}
+            ".." => {
+                out.pop()?;
+            }
+            name => out.push(name.to_owned()),
+        }
+    }
+    Some(out)
+}
+
+fn joined(dir: &[String], name: &str) -> String {
+    let mut parts = dir.to_vec();
+    parts.push(name.to_owned());
+    parts.join("/")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::fs;
+
+    fn named(files: &[(&str, &str)], path: &str) -> (Vec<String>, Vec<String>) {
+        let dir = tempfile::tempdir().unwrap();
+        for (name, text) in files {
+            let full = dir.path().join(name);
+            fs::create_dir_all(full.parent().unwrap()).unwrap();
+            fs::write(full, text).unwrap();
+        }
+        let workspace = Workspace::open(dir.path()).unwrap();
+        let root = workspace.root().to_path_buf();
+        let snapshot =
+            toolgate_workspace::snapshot::Guarded::take(&root, crate::later::watch, Vec::new())
+                .unwrap();
+        let mut all = in_snapshot(&workspace, snapshot.before()).unwrap();
+        let mut near = around(&workspace, path).unwrap();
+        all.sort();
+        near.sort();
+        (all, near)
+    }
+
+    #[test]
+    fn what_a_config_names_in_every_spelling() {
+        let (all, near) = named(
+            &[
+                (
+                    ".git/config",
+                    "[include]\n\tpath = ../inc.cfg\n[core]\n\thooksPath = tools/hooks\n\
+                     [filter \"x\"]\n\tclean = ./scripts/f.sh %f\n\
+                     [diff \"pdf\"]\n\ttextconv = \"sh ./scripts/conv.sh\"\n\
+                     [alias]\n\tst = status\n\tx = !./scripts/alias.sh\n\
+                     [includeIf \"gitdir:/\"]\n\tpath = /nowhere/outside.cfg\n\
+                     [remote \"origin\"]\n\turl = https://example.com/a/b\n",
+                ),
+                (
+                    "inc.cfg",
+                    "[core]\n\tfsmonitor = ./tools/mon.sh\n[include]\n\tpath = more.cfg\n",
+                ),
+                (
+                    "more.cfg",
+                    "[core]\n\tsshCommand = ssh -i ~/.ssh/k -F ./ssh/config\n",
+                ),
+                ("sub/.git/config", "[core]\n\thooksPath = .\n"),
+                ("sub/.git/HEAD", "ref: refs/heads/main\n"),
+            ],
+            "src/a.rs",
+        );
+        let want: Vec<String> = [
+            "inc.cfg",
+            "more.cfg",
+            "scripts/alias.sh",
+            "scripts/conv.sh",
+            "scripts/f.sh",
+            "ssh/config",
+            "tools/hooks",
+            "tools/mon.sh",
+        ]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .collect();
+        let mut with_sub = want.clone();
+        with_sub.extend(HOOKS.iter().map(|h| format!("sub/{h}")));
+        with_sub.sort();
+        assert_eq!(all, with_sub);
+        // A write at the root's level reads the root's repository only.
+        assert_eq!(near, want);
+    }
+
+    #[test]
+    fn a_submodule_is_found_through_its_git_file_and_a_bad_config_is_an_error() {
+        let (all, near) = named(
+            &[
+                (".git/config", "[core]\n\tbare = false\n"),
+                (
+                    ".git/modules/lib/config",
+                    "[core]\n\tworktree = ../../../lib\n\thooksPath = hooks-here\n",
+                ),
+                ("lib/.git", "gitdir: ../.git/modules/lib\n"),
+            ],
+            "lib/hooks-here/pre-commit",
+        );
+        assert_eq!(all, ["lib/hooks-here"]);
+        assert_eq!(near, ["lib/hooks-here"]);
+
+        let dir = tempfile::tempdir().unwrap();
+        fs::create_dir_all(dir.path().join(".git")).unwrap();
+        fs::write(dir.path().join(".git/config"), "[core\n\tsecret = 1\n").unwrap();
+        let workspace = Workspace::open(dir.path()).unwrap();
+        let error = around(&workspace, "a.txt").unwrap_err();
+        assert!(error.contains("does not parse"), "{error}");
+        assert!(!error.contains("secret"), "{error}");
+    }
+}
