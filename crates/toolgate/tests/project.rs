@@ -228,6 +228,12 @@ impl Scene {
                     } else if let Some(unit) = special.get("repeat") {
                         let times = special["times"].as_u64().unwrap() as usize;
                         std::fs::write(&path, unit.as_str().unwrap().repeat(times)).unwrap();
+                    } else if let Some(count) = special.get("count") {
+                        std::fs::remove_file(&path).ok();
+                        std::fs::create_dir_all(&path).unwrap();
+                        for i in 0..count.as_u64().unwrap() {
+                            std::fs::write(path.join(format!("{i}.txt")), "x\n").unwrap();
+                        }
                     } else if let Some(text) = special.get("text") {
                         std::fs::write(&path, self.fill(text.as_str().unwrap())).unwrap();
                         let mode = u32::from_str_radix(special["mode"].as_str().unwrap(), 8);
