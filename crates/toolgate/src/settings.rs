@@ -653,7 +653,13 @@ impl ToolOverride {
                 limits.max_results = limits.max_results.min(v);
             }
             if let Some(v) = &self.surfaces {
-                entry.surfaces.retain(|s| v.contains(s));
+                // On no surface both allow, the tool is off: the registry refuses an entry
+                // with no surface, and would blame the user's configuration.
+                if entry.surfaces.iter().any(|s| v.contains(s)) {
+                    entry.surfaces.retain(|s| v.contains(s));
+                } else {
+                    entry.enabled = false;
+                }
             }
             if let Some(v) = &self.profiles {
                 entry.profiles.retain(|p| v.contains(p));
