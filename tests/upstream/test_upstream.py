@@ -113,7 +113,10 @@ def duplicates():
 
 def on_usr1(signum, frame):
     open(os.path.join(STATE, "changed"), "w").close()
-    write({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+    # Written from a thread of its own: the handler runs on the main thread, which may hold
+    # LOCK in the middle of an answer, and waiting for it there would wait forever.
+    notice = {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}
+    threading.Thread(target=write, args=(notice,), daemon=True).start()
 
 
 def on_usr2(signum, frame):
