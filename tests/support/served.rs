@@ -7,7 +7,7 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -260,6 +260,15 @@ impl Served {
             ],
             body,
         )
+    }
+
+    /// Stops the server as a service manager would (SIGTERM, which it handles by cleaning up)
+    /// and waits for it to end.
+    pub fn terminate(mut self) {
+        let pid = self.child.id().to_string();
+        let sent = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+        assert!(sent.success(), "kill -TERM {pid}");
+        self.child.wait().unwrap();
     }
 }
 

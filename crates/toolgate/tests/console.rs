@@ -329,16 +329,7 @@ fn requests_without_the_token_from_another_host_or_origin_or_without_csrf_are_re
         served.token
     );
     let token_file = served.token_file.clone();
-    let pid = served.child.id().to_string();
-    let mut served = served;
-    assert!(
-        Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .unwrap()
-            .success()
-    );
-    served.child.wait().unwrap();
+    served.terminate();
     assert!(!token_file.exists(), "the token file outlived the server");
 }
 

@@ -18,7 +18,7 @@ mod support;
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
@@ -215,17 +215,7 @@ fn the_printed_link_logs_in_once_and_the_token_is_never_printed() {
     // The bearer token this run generated for MCP over HTTP is kept the same way.
     let mcp_token = served.mcp_token.clone();
     assert_eq!(mcp_token.len(), 64);
-    let mut served = served;
-    let pid = served.child.id().to_string();
-    assert!(
-        Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .unwrap()
-            .success()
-    );
-    served.child.wait().unwrap();
-    drop(served);
+    served.terminate();
     let printed = logged.printed();
     assert!(!printed.contains(&token), "{printed}");
     assert!(!printed.contains(&mcp_token), "{printed}");
