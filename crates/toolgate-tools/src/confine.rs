@@ -30,6 +30,7 @@ use toolgate_core::{
 use toolgate_exec::{CgroupLimits, CommandSpec};
 use toolgate_proxy::{HostPattern, ProxyReport};
 use toolgate_sandbox::{NetworkMode, SandboxError};
+use toolgate_workspace::Workspace;
 
 /// The operator's settings for confining commands, and this machine's sandbox: the builder
 /// upstream servers' processes are confined by too.
@@ -51,10 +52,11 @@ pub(crate) fn network_schema() -> Value {
 /// its `network` and `may_change` arguments.
 pub(crate) fn check(
     confinement: &Confinement,
+    workspace: &Workspace,
     network: &[String],
     may_change: &[String],
 ) -> Vec<FieldError> {
-    let mut errors = crate::later::check(may_change);
+    let mut errors = crate::later::check(workspace, may_change);
     if let Some(Err(SandboxError::Unavailable { missing })) =
         confinement.sandbox().map(toolgate_sandbox::Sandbox::check)
     {

@@ -69,8 +69,9 @@ pub fn guard(root: &Path, allowed: Vec<String>) -> Result<Guarded, String> {
     Ok(guarded)
 }
 
-/// Stage 3: every `may_change` path is workspace-relative and a file that runs later.
-pub(crate) fn check(may_change: &[String]) -> Vec<FieldError> {
+/// Stage 3: every `may_change` path is workspace-relative and a file that runs later: the
+/// table's, or one the git configuration of a repository holding it names.
+pub(crate) fn check(workspace: &Workspace, may_change: &[String]) -> Vec<FieldError> {
     let mut errors = Vec::new();
     for (i, path) in may_change.iter().enumerate() {
         let pointer = format!("/may_change/{i}");
@@ -84,7 +85,10 @@ pub(crate) fn check(may_change: &[String]) -> Vec<FieldError> {
                     "`{path}` is not a plain workspace-relative path (no `..`, `.`, absolute or doubled `/`)"
                 ),
             ));
-        } else if runs_later::kind_of(path).is_none() {
+        } else if runs_later::kind_of(path).is_none()
+            && !git_named::around(workspace, path)
+                .is_ok_and(|named| runs_later::kind_of_with(path, &named).is_some())
+        {
             errors.push(FieldError::new(
                 pointer,
                 RejectCode::ConstraintViolation,
@@ -101,7 +105,9 @@ pub(crate) fn check(may_change: &[String]) -> Vec<FieldError> {
 pub(crate) fn preview(may_change: &[String]) -> String {
     let mut lines = String::new();
     for path in may_change {
-        let runs = runs_later::kind_of(path).map_or("", |file| file.runs);
+        // Stage 3 let through only the table's files and those a repository's config names.
+        let runs =
+            runs_later::kind_of(path).map_or(runs_later::NAMED_BY_GIT.runs, |file| file.runs);
         let _ = write!(
             lines,
             "\nmay change `{path}`, CODE THAT RUNS LATER outside any sandbox, with your full authority: {runs}"

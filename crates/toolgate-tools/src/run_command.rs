@@ -199,8 +199,12 @@ impl TypedExecutor for RunCommand {
 
     fn check(&self, arguments: &CommandArgs) -> Vec<FieldError> {
         let argv: Vec<&str> = arguments.argv.iter().map(String::as_str).collect();
-        let mut errors =
-            confine::check(&self.confinement, &arguments.network, &arguments.may_change);
+        let mut errors = confine::check(
+            &self.confinement,
+            &self.workspace,
+            &arguments.network,
+            &arguments.may_change,
+        );
         errors.extend(check_argv(&argv));
         let cwd_errors = path_argument::check(
             &self.workspace,

@@ -440,10 +440,13 @@ fn a_commit_still_commits_and_a_change_approved_by_name_stays() {
             "argv": [git_program, "init", "-q", "unnamed"]}},
         {"op": "call", "tool": "run_command", "arguments": {
             "argv": [git_program, "status"], "may_change": ["src/main.rs"]}},
+        // A path the repository's config names (`core.hooksPath`) may be named too.
+        {"op": "call", "tool": "run_command", "arguments": {
+            "argv": [system_program("mkdir"), "-p", "tools/hooks"], "may_change": ["tools/hooks"]}},
     ]);
     let client = served.client(steps);
     let mut previews = Vec::new();
-    served.decide_each(4, Duration::from_secs(120), |request, _| {
+    served.decide_each(5, Duration::from_secs(120), |request, _| {
         previews.push(request["preview"].as_str().unwrap().to_owned());
         json!({"decision": "allow_once"}).to_string()
     });
@@ -487,6 +490,14 @@ fn a_commit_still_commits_and_a_change_approved_by_name_stays() {
         "{}",
         results[4]
     );
+
+    assert_eq!(results[5]["isError"], false, "{}", results[5]);
+    assert!(
+        previews[4].contains("may change `tools/hooks`, CODE THAT RUNS LATER"),
+        "{}",
+        previews[4]
+    );
+    assert!(ws.join("tools/hooks").is_dir(), "the approved change stays");
 }
 
 #[test]

@@ -198,8 +198,12 @@ impl TypedExecutor for RunScript {
     type Plan = ScriptPlan;
 
     fn check(&self, arguments: &ScriptArgs) -> Vec<FieldError> {
-        let unconfinable =
-            confine::check(&self.confinement, &arguments.network, &arguments.may_change);
+        let unconfinable = confine::check(
+            &self.confinement,
+            &self.workspace,
+            &arguments.network,
+            &arguments.may_change,
+        );
         if !unconfinable.is_empty() {
             return unconfinable;
         }
