@@ -104,15 +104,20 @@ pub(crate) fn in_snapshot(
         let Some(git_dir) = config_of_git_dir(name) else {
             continue;
         };
-        let Kept::File { bytes, .. } = kept else {
-            continue;
-        };
-        let bytes = match bytes {
-            Some(bytes) => Cow::Borrowed(bytes.as_slice()),
-            None => match reader.read(name)? {
-                Some(bytes) => Cow::Owned(bytes),
-                None => continue,
-            },
+        let bytes = match kept {
+            Kept::File {
+                bytes: Some(bytes), ..
+            } => Cow::Borrowed(bytes.as_slice()),
+            // Larger than a snapshot keeps, or a link git follows: the file it leads to
+            // beneath the root is the configuration, and runs later too.
+            Kept::File { bytes: None, .. } | Kept::Link { .. } => {
+                reader.name(name.split('/').map(str::to_owned).collect());
+                match reader.read(name)? {
+                    Some(bytes) => Cow::Owned(bytes),
+                    None => continue,
+                }
+            }
+            Kept::Dir { .. } | Kept::Other { .. } => continue,
         };
         reader.config(name, &bytes, &git_dir, 0)?;
     }
@@ -221,10 +226,22 @@ impl<'a> Reader<'a> {
         }
     }
 
+    /// Names `path`, and where it leads if a link inside the workspace redirects it: git
+    /// follows the link, so the file there is what it reads or runs.
     fn name(&mut self, path: Vec<String>) {
         let path = path.join("/");
-        if !path.is_empty() && !self.named.contains(&path) {
-            self.named.push(path);
+        if path.is_empty() {
+            return;
+        }
+        let target = RelPath::parse(&path)
+            .ok()
+            .and_then(|rel| self.workspace.resolve(&rel).ok())
+            .map(|resolved| resolved.target.to_string())
+            .filter(|target| *target != path && !target.is_empty());
+        for path in [Some(path), target].into_iter().flatten() {
+            if !self.named.contains(&path) {
+                self.named.push(path);
+            }
         }
     }
 
@@ -435,6 +452,45 @@ mod tests {
         assert_eq!(all, with_sub);
         // A write at the root's level reads the root's repository only.
         assert_eq!(near, want);
+    }
+
+    #[test]
+    fn a_config_or_a_named_path_that_is_a_link_names_where_it_leads() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path();
+        fs::create_dir_all(p.join(".git")).unwrap();
+        fs::create_dir_all(p.join("real-hooks")).unwrap();
+        fs::create_dir_all(p.join("tools")).unwrap();
+        fs::write(
+            p.join("cfg"),
+            "[core]\n\thooksPath = tools/hooks\n[include]\n\tpath = ../inc\n",
+        )
+        .unwrap();
+        fs::write(p.join("real-inc.cfg"), "[core]\n\tfsmonitor = ./mon.sh\n").unwrap();
+        std::os::unix::fs::symlink("../cfg", p.join(".git/config")).unwrap();
+        std::os::unix::fs::symlink("../real-hooks", p.join("tools/hooks")).unwrap();
+        std::os::unix::fs::symlink("real-inc.cfg", p.join("inc")).unwrap();
+        let workspace = Workspace::open(p).unwrap();
+        let guarded = toolgate_workspace::snapshot::Guarded::take(
+            workspace.root(),
+            crate::later::watch,
+            Vec::new(),
+        )
+        .unwrap();
+        let mut all = in_snapshot(&workspace, guarded.before()).unwrap();
+        all.sort();
+        assert_eq!(
+            all,
+            [
+                ".git/config",
+                "cfg",
+                "inc",
+                "mon.sh",
+                "real-hooks",
+                "real-inc.cfg",
+                "tools/hooks"
+            ]
+        );
     }
 
     #[test]
