@@ -1,5 +1,5 @@
-//! What the process-escape tests read of `/proc`: whether a process can still act, and the
-//! pids a probe wrote down.
+//! What the process tests read of `/proc`: whether a process can still act, the CPU time it
+//! spent, and the pids a probe wrote down.
 
 #![allow(dead_code)]
 
@@ -38,6 +38,20 @@ pub fn running(pid: u32) -> bool {
         }
         Err(_) => false,
     }
+}
+
+/// The CPU time process `pid` has used, in clock ticks.
+pub fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // After the command's `)`: the state is the first field, user and system time the 12th
+    // and 13th.
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .unwrap()
+        .1
+        .split_whitespace()
+        .collect();
+    fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
 }
 
 /// The pids a probe wrote to `file`, one a line.

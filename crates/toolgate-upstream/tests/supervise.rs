@@ -8,6 +8,9 @@
     clippy::indexing_slicing
 )]
 
+#[path = "../../../tests/support/procs.rs"]
+mod procs;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -225,23 +228,9 @@ fn a_failed_refresh_keeps_the_last_list_and_a_crash_restarts() {
     assert_eq!(admitted(&upstreams), [("test__echo".to_owned(), true)]);
 
     // Stopping kills it.
-    let pid: i32 = std::fs::read_to_string(state.path().join("pid"))
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    let pid = procs::pids(&state.path().join("pid"))[0];
     upstreams.shutdown();
-    wait_until("the upstream is gone", || {
-        std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .map(|stat| {
-                stat.rsplit(')')
-                    .next()
-                    .unwrap_or("")
-                    .trim_start()
-                    .starts_with('Z')
-            })
-            .unwrap_or(true)
-    });
+    wait_until("the upstream is gone", || !procs::running(pid));
 }
 
 #[test]

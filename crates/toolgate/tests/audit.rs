@@ -19,6 +19,8 @@ mod clients;
 mod fixture;
 #[path = "../../../tests/support/home.rs"]
 mod home;
+#[path = "../../../tests/support/procs.rs"]
+mod procs;
 
 use std::fs;
 use std::io::{BufRead, BufReader, Write};
@@ -31,6 +33,7 @@ use serde_json::{Value, json};
 
 use clients::StdioServer;
 use fixture::Fixture;
+use procs::cpu_ticks;
 
 /// A value no record may hold: it is only ever an argument.
 const SECRET: &str = "zq-hunter2-do-not-log";
@@ -467,16 +470,7 @@ fn tail_follow_prints_records_as_they_are_appended_and_verify_needs_a_log() {
     assert!(first.trim_start().starts_with("6 "), "{first}");
     // Following waits for a write to the log: its own reads of the log, which create and
     // remove the write-ahead log when nobody else holds it, do not wake it.
-    let ticks = || {
-        let stat = std::fs::read_to_string(format!("/proc/{}/stat", follower.id())).unwrap();
-        let fields: Vec<&str> = stat
-            .rsplit_once(')')
-            .unwrap()
-            .1
-            .split_whitespace()
-            .collect();
-        fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
-    };
+    let ticks = || cpu_ticks(follower.id());
     let before = ticks();
     std::thread::sleep(Duration::from_secs(1));
     let spent = ticks() - before;

@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use clients::*;
-use procs::Killed;
+use procs::{Killed, cpu_ticks, running};
 use support::{clients, home, procs};
 
 fn toml_string(text: &str) -> String {
@@ -137,16 +137,6 @@ fn logged(state: &Path, name: &str) -> Vec<Value> {
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect()
-}
-
-fn alive(pid: i32) -> bool {
-    // A zombie still answers kill(0); look at its state instead.
-    fs::read_to_string(format!("/proc/{pid}/stat"))
-        .map(|stat| {
-            let state = stat.rsplit(')').next().unwrap_or("").trim_start();
-            !state.starts_with('Z')
-        })
-        .unwrap_or(false)
 }
 
 #[test]
@@ -496,11 +486,7 @@ fn upstream_faults_are_classified_and_the_gateway_keeps_serving() {
     );
 
     // The upstream's process group ends with the gateway: its own children too.
-    let pid = pid_in(state, "pid");
-    let grandchild = pid_in(state, "grandchild");
-    wait_until("the upstream is gone", Duration::from_secs(10), || {
-        !alive(pid) && !alive(grandchild)
-    });
+    wait_until_the_upstream_is_gone(state);
 }
 
 /// `toolgate serve` over stdio with a client of a few lines: requests written as they come,
@@ -755,20 +741,6 @@ fn threads(pid: u32) -> usize {
     fs::read_dir(format!("/proc/{pid}/task")).unwrap().count()
 }
 
-/// The CPU time process `pid` has used, in clock ticks.
-fn cpu_ticks(pid: u32) -> u64 {
-    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
-    // After the command's `)`: the state is the first field, user and system time the 12th
-    // and 13th.
-    let fields: Vec<&str> = stat
-        .rsplit_once(')')
-        .unwrap()
-        .1
-        .split_whitespace()
-        .collect();
-    fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
-}
-
 /// The clock ticks `pid` spends in a window of 1.5 s, once it has gone quiet (at most one
 /// tick in 300 ms) or `settle` has passed: a process that keeps working never goes quiet, and
 /// its window shows it.
@@ -889,12 +861,21 @@ fn calls_to_a_url_upstream_that_wait_hold_no_thread_and_spend_no_cpu() {
 }
 
 /// A pid the test upstream wrote to `state/name`.
-fn pid_in(state: &Path, name: &str) -> i32 {
+fn pid_in(state: &Path, name: &str) -> u32 {
     fs::read_to_string(state.join(name))
         .unwrap()
         .trim()
         .parse()
         .unwrap()
+}
+
+/// Waits until the test upstream and the child it started, as it wrote their pids to `state`,
+/// are gone: the upstream's process group ends with it.
+fn wait_until_the_upstream_is_gone(state: &Path) {
+    let pids = [pid_in(state, "pid"), pid_in(state, "grandchild")];
+    wait_until("the upstream is gone", Duration::from_secs(10), || {
+        !pids.into_iter().any(running)
+    });
 }
 
 #[test]
@@ -925,11 +906,7 @@ fn an_upstream_that_stops_reading_its_input_fails_calls_in_time_and_shutdown_com
         "a blocked write held the gateway: {:?}",
         started.elapsed()
     );
-    let pid = pid_in(state, "pid");
-    let grandchild = pid_in(state, "grandchild");
-    wait_until("the upstream is gone", Duration::from_secs(10), || {
-        !alive(pid) && !alive(grandchild)
-    });
+    wait_until_the_upstream_is_gone(state);
 }
 
 #[test]
@@ -1343,13 +1320,9 @@ fn upstreams_and_their_children_die_with_a_gateway_that_is_killed() {
     wait_until("the upstream started", Duration::from_secs(30), || {
         fs::read_to_string(state.join("grandchild")).is_ok_and(|pid| !pid.trim().is_empty())
     });
-    let pid = pid_in(state, "pid");
-    let grandchild = pid_in(state, "grandchild");
-    assert!(alive(pid) && alive(grandchild));
+    assert!(running(pid_in(state, "pid")) && running(pid_in(state, "grandchild")));
     // No shutdown of its own: the gateway is gone at once.
     serve.kill().unwrap();
     serve.wait().unwrap();
-    wait_until("the upstream is gone", Duration::from_secs(10), || {
-        !alive(pid) && !alive(grandchild)
-    });
+    wait_until_the_upstream_is_gone(state);
 }
