@@ -367,6 +367,12 @@ impl Scene {
                 .unwrap();
             assert!(output.status.success(), "git {args:?}: {output:?}");
         }
+        if let Some(at) = step.get("link_workspace") {
+            // The path the person trusted, now a link to another directory.
+            let at = self.dir.join(at.as_str().unwrap());
+            std::os::unix::fs::symlink(&self.ws, &at).unwrap();
+            self.ws = at;
+        }
         if let Some(to) = step.get("workspace") {
             self.ws = self.dir.join(to.as_str().unwrap());
         }
@@ -525,6 +531,23 @@ fn probe_args(command: &str, ws: &Path, probe: &Value) -> Vec<String> {
 static PLAIN: std::sync::Mutex<BTreeMap<String, (u8, String)>> =
     std::sync::Mutex::new(BTreeMap::new());
 
+/// What the plain workspace lists in `profile`, with the user's files of `plain_key`.
+fn plain_listing(
+    scene: &mut Scene,
+    plain_key: &str,
+    profile: &str,
+) -> BTreeSet<(String, String, String)> {
+    let key = format!("{plain_key}|tools list {profile}");
+    if let Some((_, listed)) = PLAIN.lock().unwrap().get(&key) {
+        return serde_json::from_str(listed).unwrap();
+    }
+    let base = scene.base.clone();
+    let listed = scene.listed(&base, profile).unwrap();
+    let text = serde_json::to_string(&listed).unwrap();
+    PLAIN.lock().unwrap().insert(key, (0, text));
+    listed
+}
+
 fn corpus() -> Vec<Value> {
     let text = std::fs::read_to_string(clients::root().join("tests/corpus/malicious_repos.jsonl"))
         .unwrap();
@@ -641,8 +664,7 @@ fn run_row(row: &Value) -> Vec<String> {
         }
         // No tool listed that the plain workspace does not list, as it lists it.
         for profile in ["default", "readonly"] {
-            let base = scene.base.clone();
-            let plain = scene.listed(&base, profile).unwrap();
+            let plain = plain_listing(&mut scene, &plain_key, profile);
             match scene.listed(&ws, profile) {
                 Some(hostile) => {
                     for extra in hostile.difference(&plain) {
@@ -683,10 +705,7 @@ fn run_row(row: &Value) -> Vec<String> {
         match tools {
             None => failures.push(format!("serve should start: {said}")),
             Some(tools) => {
-                let base = scene.base.clone();
-                let plain: BTreeSet<String> = scene
-                    .listed(&base, "default")
-                    .unwrap()
+                let plain: BTreeSet<String> = plain_listing(&mut scene, &plain_key, "default")
                     .into_iter()
                     .map(|(name, _, _)| name)
                     .collect();
