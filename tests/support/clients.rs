@@ -344,6 +344,23 @@ pub fn lines_of<T: Send + 'static>(
     rx
 }
 
+/// The JSON-RPC messages the events of a `text/event-stream` body carry: each event's `data:`
+/// lines joined, events without data skipped.
+pub fn sse_messages(body: &str) -> Vec<Value> {
+    body.replace("\r\n", "\n")
+        .split("\n\n")
+        .filter_map(|event| {
+            let data: Vec<&str> = event
+                .lines()
+                .filter_map(|l| l.strip_prefix("data:"))
+                .map(str::trim_start)
+                .collect();
+            let data = data.join("\n");
+            (!data.trim().is_empty()).then(|| serde_json::from_str(&data).unwrap())
+        })
+        .collect()
+}
+
 /// A path as a string literal for the configurations the tests write (TOML reads JSON's
 /// quoting of it the same).
 pub fn quoted(path: &Path) -> String {

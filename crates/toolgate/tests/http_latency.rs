@@ -306,18 +306,7 @@ impl Connection {
         }
         let body = String::from_utf8(body).unwrap();
         let messages = if content_type.starts_with("text/event-stream") {
-            body.replace("\r\n", "\n")
-                .split("\n\n")
-                .filter_map(|event| {
-                    let data: Vec<&str> = event
-                        .lines()
-                        .filter_map(|l| l.strip_prefix("data:"))
-                        .map(str::trim_start)
-                        .collect();
-                    let data = data.join("\n");
-                    (!data.trim().is_empty()).then(|| serde_json::from_str(&data).unwrap())
-                })
-                .collect()
+            clients::sse_messages(&body)
         } else if content_type.starts_with("application/json") {
             vec![serde_json::from_str(&body).unwrap()]
         } else {

@@ -114,14 +114,7 @@ impl Reply {
             .header("content-type")
             .is_some_and(|t| t.starts_with("text/event-stream"))
         {
-            return self
-                .body
-                .lines()
-                .filter_map(|l| l.strip_prefix("data:"))
-                .map(str::trim)
-                .filter(|d| !d.is_empty())
-                .map(|d| serde_json::from_str(d).unwrap())
-                .collect();
+            return clients::sse_messages(&self.body);
         }
         vec![serde_json::from_str(&self.body).unwrap()]
     }

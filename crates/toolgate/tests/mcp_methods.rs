@@ -434,17 +434,7 @@ impl HttpServer {
                 let Some(end) = text.rfind("\n\n") else {
                     continue;
                 };
-                for event in text[..end].split("\n\n") {
-                    let data: Vec<&str> = event
-                        .lines()
-                        .filter_map(|l| l.strip_prefix("data:"))
-                        .map(str::trim_start)
-                        .collect();
-                    let data = data.join("\n");
-                    if !data.is_empty() {
-                        messages.push(serde_json::from_str(&data).unwrap());
-                    }
-                }
+                messages.extend(sse_messages(&text[..end]));
                 body = text.as_bytes()[end + 2..].to_vec();
                 if messages.iter().any(&enough) {
                     break;
