@@ -1131,17 +1131,10 @@ fn parse_error(file: &str, text: &str, errors: &cedar_policy::ParseErrors) -> Po
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Descriptor;
+    use crate::registry::tests::Noop;
     use crate::registry::{RegistryBuilder, ToolEntry};
-    use crate::{Call, Descriptor, ExecContext, Executor, ToolError, ToolOutput};
     use std::sync::Arc;
-
-    #[derive(Debug)]
-    struct Noop;
-    impl Executor for Noop {
-        fn execute(&self, _: &Call<'_, Self>, _: &ExecContext) -> Result<ToolOutput, ToolError> {
-            Ok(ToolOutput::new(serde_json::Value::Null))
-        }
-    }
 
     /// A registry of one tool, `runner`, whose entry names no effect.
     fn runner() -> Registry {

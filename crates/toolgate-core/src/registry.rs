@@ -499,7 +499,7 @@ impl Registry {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::invocation::{NormalizeBounds, RawCall, Surface, normalize};
     use crate::outcome::{ToolError, ToolOutput};
@@ -507,8 +507,10 @@ mod tests {
     use crate::rejection::{RejectCode, Rejection};
     use serde_json::json;
 
+    /// An executor that does nothing, for the crate's tests that need a tool and never mind
+    /// what it does.
     #[derive(Debug)]
-    struct Noop;
+    pub(crate) struct Noop;
     impl Executor for Noop {
         fn execute(&self, _: &Call<'_, Self>, _: &ExecContext) -> Result<ToolOutput, ToolError> {
             Ok(ToolOutput::new(Value::Null))
