@@ -15,6 +15,7 @@
 use std::borrow::Cow;
 use std::path::Path;
 
+use toolgate_core::runs_later;
 use toolgate_workspace::snapshot::{Kept, Snapshot};
 use toolgate_workspace::{PathError, RelPath, Workspace};
 
@@ -101,6 +102,12 @@ pub(crate) fn in_snapshot(
 ) -> Result<Vec<String>, String> {
     let mut reader = Reader::new(workspace);
     for (name, _, kept) in snapshot.paths() {
+        if let Kept::File {
+            bytes: Some(bytes), ..
+        } = kept
+        {
+            reader.git_file(name, bytes)?;
+        }
         let Some(git_dir) = config_of_git_dir(name) else {
             continue;
         };
@@ -224,6 +231,44 @@ impl<'a> Reader<'a> {
             Err(PathError::Outside { .. }) => Ok(None),
             Err(e) => Err(format!("cannot read `{name}`: {e}")),
         }
+    }
+
+    /// Where `name` is a `.git` file naming a git directory in the workspace that is not
+    /// inside a `.git` directory (where the table guards it already): that directory's parts
+    /// that run ([`runs_later::FILES`] inside a git directory), and what its config names.
+    fn git_file(&mut self, name: &str, bytes: &[u8]) -> Result<(), String> {
+        let components: Vec<String> = name.split('/').map(str::to_owned).collect();
+        let Some((last, dir)) = components.split_last() else {
+            return Ok(());
+        };
+        if !last.eq_ignore_ascii_case(".git") {
+            return Ok(());
+        }
+        let text = String::from_utf8_lossy(bytes);
+        let Some(target) = text.trim().strip_prefix("gitdir:") else {
+            return Ok(());
+        };
+        let Some(git_dir) = resolve(dir, target.trim(), self.workspace.root()) else {
+            return Ok(());
+        };
+        if git_dir.is_empty() || git_dir.iter().any(|c| c.eq_ignore_ascii_case(".git")) {
+            return Ok(());
+        }
+        for file in runs_later::FILES
+            .iter()
+            .filter(|file| file.at == runs_later::Anchor::GitDir)
+        {
+            let mut path = git_dir.clone();
+            path.extend(file.path.split('/').map(str::to_owned));
+            self.name(path);
+        }
+        for file in ["config", "config.worktree"] {
+            let config = joined(&git_dir, file);
+            if let Some(bytes) = self.read(&config)? {
+                self.config(&config, &bytes, &git_dir, 0)?;
+            }
+        }
+        Ok(())
     }
 
     /// Names `path`, and where it leads if a link inside the workspace redirects it: git
@@ -491,6 +536,30 @@ mod tests {
                 "tools/hooks"
             ]
         );
+    }
+
+    #[test]
+    fn a_git_directory_a_git_file_names_elsewhere_in_the_workspace_is_guarded() {
+        let (all, _) = named(
+            &[
+                ("wt/.git", "gitdir: ../store/wt.git\n"),
+                ("store/wt.git/HEAD", "ref: refs/heads/main\n"),
+                (
+                    "store/wt.git/config",
+                    "[core]\n\tworktree = ../../wt\n\thooksPath = githooks\n",
+                ),
+            ],
+            "a.txt",
+        );
+        for want in [
+            "store/wt.git/config",
+            "store/wt.git/hooks",
+            "store/wt.git/commondir",
+            "store/wt.git/info/attributes",
+            "wt/githooks",
+        ] {
+            assert!(all.iter().any(|p| p == want), "{want}: {all:?}");
+        }
     }
 
     #[test]

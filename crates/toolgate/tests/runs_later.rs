@@ -60,6 +60,9 @@ const WATCHED: &[&str] = &[
     "inc.cfg",
     "tools/hooks",
     "scripts/f.sh",
+    "wt/.git",
+    "store/wt.git/config",
+    "store/wt.git/hooks",
 ];
 
 fn git(dir: &Path, args: &[&str]) {
@@ -152,6 +155,13 @@ fn layout() -> Layout {
         &["submodule", "add", "-q", lib.to_str().unwrap(), "lib"],
     );
     git(&ws, &["commit", "-q", "-m", "lib"]);
+    // A repository whose git directory lies elsewhere in the workspace, named by its `.git`
+    // file.
+    fs::create_dir_all(ws.join("store")).unwrap();
+    git(
+        &ws,
+        &["init", "-q", "--separate-git-dir", "store/wt.git", "wt"],
+    );
     git(&ws, &["init", "-q", "nohooks"]);
     fs::remove_dir_all(ws.join("nohooks/.git/hooks")).unwrap();
     git(
@@ -211,8 +221,10 @@ fn the_user_goes_on(layout: &Layout) {
         ws.join("nohooks"),
         ws.join("app"),
     ];
-    if ws.join("sub").is_dir() {
-        dirs.push(ws.join("sub"));
+    for extra in ["sub", "wt"] {
+        if ws.join(extra).is_dir() {
+            dirs.push(ws.join(extra));
+        }
     }
     for dir in &dirs {
         for args in [
