@@ -12,14 +12,10 @@ alone. Prints medians and 99th percentiles in milliseconds.
 """
 
 import argparse
-import json
 import os
-import subprocess
 import tempfile
-import time
-import urllib.request
 
-from console_login import log_in
+from console_login import Served
 
 
 def percentile(values, p):
@@ -37,57 +33,17 @@ def main():
         ws = os.path.join(tmp, "ws")
         os.makedirs(ws)
         env = dict(os.environ, XDG_STATE_HOME=os.path.join(tmp, "state"))
-        proc = subprocess.Popen(
-            [args.toolgate, "serve", "--workspace", ws],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
-        )
-        base, cookie, csrf = log_in(proc)
-
-        def get_pending():
-            request = urllib.request.Request(base + "/api/pending", headers={"Cookie": cookie})
-            return json.loads(urllib.request.urlopen(request).read())
-
-        def rpc(message):
-            proc.stdin.write((json.dumps(message) + "\n").encode())
-            proc.stdin.flush()
-
-        def read_reply(want_id):
-            while True:
-                reply = json.loads(proc.stdout.readline())
-                if reply.get("id") == want_id:
-                    return reply
-
-        rpc({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {},
-            "clientInfo": {"name": "bench", "version": "0"}}})
-        read_reply(0)
-        rpc({"jsonrpc": "2.0", "method": "notifications/initialized"})
-        rpc({"jsonrpc": "2.0", "id": "list", "method": "tools/list"})
-        read_reply("list")
+        served = Served(args.toolgate, ws, env)
+        served.send({"jsonrpc": "2.0", "id": "list", "method": "tools/list"})
+        served.reply("list")
 
         decision_to_result, list_times = [], []
         for i in range(1, args.calls + 1):
-            rpc({"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": {
+            served.send({"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": {
                 "name": "write_file", "arguments": {"path": f"f{i}.txt", "content": "x\n"}}})
-            while True:
-                started = time.perf_counter()
-                pending = get_pending()
-                list_times.append((time.perf_counter() - started) * 1000)
-                if pending:
-                    break
-                time.sleep(0.005)
-            request = urllib.request.Request(
-                f"{base}/api/pending/{pending[0]['id']}/decision",
-                data=b'{"decision":"allow_once"}', method="POST",
-                headers={"Cookie": cookie, "X-Toolgate-Csrf": csrf,
-                         "Content-Type": "application/json"})
-            started = time.perf_counter()
-            urllib.request.urlopen(request).read()
-            reply = read_reply(i)
-            decision_to_result.append((time.perf_counter() - started) * 1000)
-            assert not reply["result"].get("isError"), reply
-        proc.stdin.close()
-        proc.wait(timeout=10)
+            pending = served.first_pending(list_times)
+            decision_to_result.append(served.allow_once(pending, i))
+        served.close()
 
     print(f"calls: {args.calls}")
     print(f"decision POST -> call result: p50 {percentile(decision_to_result, 0.5):.2f} ms, "

@@ -16,14 +16,11 @@ check walk it; the rest is the same). The guard alone, without the process, is m
 """
 
 import argparse
-import json
 import os
 import subprocess
 import tempfile
-import time
-import urllib.request
 
-from console_login import log_in
+from console_login import Served
 
 
 def percentile(values, p):
@@ -56,50 +53,13 @@ def repository(ws, files):
 
 
 def measure(toolgate, ws, state, calls):
-    env = dict(os.environ, XDG_STATE_HOME=state)
-    proc = subprocess.Popen(
-        [toolgate, "serve", "--workspace", ws],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
-    )
-    base, cookie, csrf = log_in(proc)
-
-    def rpc(message):
-        proc.stdin.write((json.dumps(message) + "\n").encode())
-        proc.stdin.flush()
-
-    def read_reply(want_id):
-        while True:
-            reply = json.loads(proc.stdout.readline())
-            if reply.get("id") == want_id:
-                return reply
-
-    rpc({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-        "protocolVersion": "2025-06-18", "capabilities": {},
-        "clientInfo": {"name": "bench", "version": "0"}}})
-    read_reply(0)
-    rpc({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    served = Served(toolgate, ws, dict(os.environ, XDG_STATE_HOME=state))
     times = []
     for i in range(1, calls + 1):
-        rpc({"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": {
+        served.send({"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": {
             "name": "run_command", "arguments": {"argv": ["true"]}}})
-        while True:
-            pending = json.loads(urllib.request.urlopen(urllib.request.Request(
-                base + "/api/pending", headers={"Cookie": cookie})).read())
-            if pending:
-                break
-            time.sleep(0.005)
-        request = urllib.request.Request(
-            f"{base}/api/pending/{pending[0]['id']}/decision",
-            data=b'{"decision":"allow_once"}', method="POST",
-            headers={"Cookie": cookie, "X-Toolgate-Csrf": csrf,
-                     "Content-Type": "application/json"})
-        started = time.perf_counter()
-        urllib.request.urlopen(request).read()
-        reply = read_reply(i)
-        times.append((time.perf_counter() - started) * 1000)
-        assert not reply["result"].get("isError"), reply
-    proc.stdin.close()
-    proc.wait(timeout=10)
+        times.append(served.allow_once(served.first_pending(), i))
+    served.close()
     return times
 
 
