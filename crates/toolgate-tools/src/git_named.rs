@@ -68,6 +68,9 @@ enum Names {
     Include,
     /// The hooks directory, relative to the work tree.
     Hooks,
+    /// A file git reads that selects programs (`core.attributesFile`), relative to the work
+    /// tree.
+    File,
     /// A command git runs; each word of it that is a path names a program or script,
     /// relative to the work tree.
     Program,
@@ -78,17 +81,23 @@ fn names(section: &str, subsection: bool, key: &str, value: &str) -> Option<Name
     let program = match (section, subsection, key) {
         ("include", _, "path") | ("includeif", true, "path") => return Some(Names::Include),
         ("core", false, "hookspath") => return Some(Names::Hooks),
+        ("core", false, "attributesfile") => return Some(Names::File),
         ("core", false, "fsmonitor" | "sshcommand" | "pager" | "editor" | "askpass")
-        | ("core", false, "alternaterefscommand")
+        | ("core", false, "alternaterefscommand" | "gitproxy")
         | ("diff", true, "textconv" | "command")
         | ("diff", false, "external")
+        | ("interactive", false, "difffilter")
         | ("filter", true, "clean" | "smudge" | "process")
         | ("merge", true, "driver")
+        | ("mergetool" | "difftool", true, "cmd" | "path")
         | ("credential", _, "helper")
         | ("gpg", _, "program")
-        | ("sequence", false, "editor") => true,
-        // An alias runs a shell command when it starts with `!`.
-        ("alias", _, _) => value.trim_start().starts_with('!'),
+        | ("sequence", false, "editor")
+        | ("pager", false, _)
+        | ("remote", true, "uploadpack" | "receivepack")
+        | ("trailer", true, "command" | "cmd") => true,
+        // An alias, or a submodule's update, runs a shell command when it starts with `!`.
+        ("alias", _, _) | ("submodule", true, "update") => value.trim_start().starts_with('!'),
         _ => false,
     };
     program.then_some(Names::Program)
@@ -378,6 +387,11 @@ impl<'a> Reader<'a> {
                             Some(dir) => self.name(dir),
                             None => {}
                         },
+                        Some(Names::File) => {
+                            if let Some(file) = resolve(&work_tree, &value, &root) {
+                                self.name(file);
+                            }
+                        }
                         Some(Names::Program) => {
                             for word in value
                                 .split(|c: char| c.is_whitespace() || "!;&|()<>`'\"=".contains(c))
@@ -463,7 +477,10 @@ mod tests {
                      [diff \"pdf\"]\n\ttextconv = \"sh ./scripts/conv.sh\"\n\
                      [alias]\n\tst = status\n\tx = !./scripts/alias.sh\n\
                      [includeIf \"gitdir:/\"]\n\tpath = /nowhere/outside.cfg\n\
-                     [remote \"origin\"]\n\turl = https://example.com/a/b\n",
+                     [remote \"origin\"]\n\turl = https://example.com/a/b\n\
+                     \tuploadpack = ./bin/up\n[pager]\n\tlog = ./bin/pager\n\
+                     [submodule \"s\"]\n\tupdate = !./bin/update\n\
+                     [core]\n\tattributesFile = meta/attrs\n",
                 ),
                 (
                     "inc.cfg",
@@ -479,7 +496,11 @@ mod tests {
             "src/a.rs",
         );
         let want: Vec<String> = [
+            "bin/pager",
+            "bin/up",
+            "bin/update",
             "inc.cfg",
+            "meta/attrs",
             "more.cfg",
             "scripts/alias.sh",
             "scripts/conv.sh",
