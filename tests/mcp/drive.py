@@ -40,6 +40,7 @@ The report, printed to standard output as JSON, is {"sessions": [{"init": ..., "
 (crates/toolgate/tests/mcp.rs); this script only drives and records.
 """
 
+import contextlib
 import json
 import os
 import signal
@@ -207,22 +208,28 @@ def elicitation(spec, elicited):
     return callback
 
 
-async def run_modern(spec):
-    elicited = []
-    callback = elicitation(spec, elicited)
+@contextlib.asynccontextmanager
+async def modern_client(spec, elicitation_callback=None):
+    """The SDK's 2026-07-28 `Client` for the session `spec`, over stdio or HTTP."""
     if spec["transport"] == "stdio":
         server = StdioServerParameters(
             command=spec["command"], args=spec.get("args", []), env=server_env(spec)
         )
-        async with Client(server, elicitation_callback=callback) as client:
-            return {"init": {"protocolVersion": client.session.protocol_version},
-                    "steps": await run_steps(client, spec["steps"]), "elicited": elicited}
+        async with Client(server, elicitation_callback=elicitation_callback) as client:
+            yield client
+        return
     headers = {"Authorization": f"Bearer {spec['token']}"} if spec.get("token") else {}
     async with create_mcp_http_client(headers=headers) as http:
         transport = streamable_http_client(spec["url"], http_client=http)
-        async with Client(transport, elicitation_callback=callback) as client:
-            return {"init": {"protocolVersion": client.session.protocol_version},
-                    "steps": await run_steps(client, spec["steps"]), "elicited": elicited}
+        async with Client(transport, elicitation_callback=elicitation_callback) as client:
+            yield client
+
+
+async def run_modern(spec):
+    elicited = []
+    async with modern_client(spec, elicitation(spec, elicited)) as client:
+        return {"init": {"protocolVersion": client.session.protocol_version},
+                "steps": await run_steps(client, spec["steps"]), "elicited": elicited}
 
 
 async def run_session(spec):

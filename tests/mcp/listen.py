@@ -23,27 +23,7 @@ import sys
 
 import anyio
 
-from mcp import Client, StdioServerParameters
-from mcp.client.stdio import get_default_environment
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
-
-
-# The variables that place toolgate's files (audit log, console tokens, grants): the test that
-# runs this script gives it a home of its own (tests/support/home.rs), and every server started
-# here gets it, under whatever the plan sets.
-HOME_VARIABLES = ("HOME", "XDG_CONFIG_HOME", "XDG_STATE_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME")
-
-
-def server_env(spec):
-    """The server's environment: the SDK's default, this script's home and XDG directories,
-    and the plan's `env` over them. Refuses to run without a home of the test's own, so that
-    no server writes into the user's."""
-    missing = [name for name in HOME_VARIABLES if name not in os.environ]
-    if missing:
-        raise SystemExit(f"started without {', '.join(missing)}: use tests/support/home.rs")
-    home = {name: os.environ[name] for name in HOME_VARIABLES}
-    return {**get_default_environment(), **home, **(spec.get("env") or {})}
+from drive import modern_client
 
 
 async def listen(client, spec):
@@ -62,18 +42,8 @@ async def listen(client, spec):
 
 
 async def main(spec):
-    if spec["transport"] == "stdio":
-        server = StdioServerParameters(
-            command=spec["command"], args=spec.get("args", []), env=server_env(spec)
-        )
-        async with Client(server) as client:
-            report = await listen(client, spec)
-    else:
-        headers = {"Authorization": f"Bearer {spec['token']}"} if spec.get("token") else {}
-        async with create_mcp_http_client(headers=headers) as http:
-            transport = streamable_http_client(spec["url"], http_client=http)
-            async with Client(transport) as client:
-                report = await listen(client, spec)
+    async with modern_client(spec) as client:
+        report = await listen(client, spec)
     print(json.dumps(report))
 
 
