@@ -27,8 +27,6 @@ mod support;
 use std::fs;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::path::Path;
-use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -85,8 +83,8 @@ for line in sys.stdin:
 
 /// `toolgate serve --http 127.0.0.1:0` on a workspace of its own, stopped when dropped.
 struct Server {
-    child: Child,
     addr: SocketAddr,
+    _served: clients::HttpServer,
     _dir: tempfile::TempDir,
 }
 
@@ -99,15 +97,14 @@ impl Server {
         let upstream = dir.path().join("progress_upstream.py");
         fs::write(&upstream, PROGRESS_UPSTREAM).unwrap();
         let config = dir.path().join("toolgate.toml");
-        let quoted = |path: &Path| serde_json::to_string(&path.display().to_string()).unwrap();
         fs::write(
             &config,
             format!(
                 "[[serve.token]]\nenv = \"TOOLGATE_TEST_TOKEN\"\nactor = \"alice\"\nprofile = \"default\"\n\n\
                  [[upstream]]\nname = \"fx\"\ncommand = [\"python3\", {}]\n\
                  [upstream.sandbox]\nread = [{}]\n",
-                quoted(&upstream),
-                quoted(dir.path()),
+                clients::quoted(&upstream),
+                clients::quoted(dir.path()),
             ),
         )
         .unwrap();
@@ -128,37 +125,16 @@ impl Server {
                 .unwrap();
             assert!(admitted.status.success(), "admit {tool}: {admitted:?}");
         }
-        let mut child = home::toolgate()
-            .args([
-                "serve",
-                "--no-console",
-                "--http",
-                "127.0.0.1:0",
-                "--workspace",
-            ])
-            .arg(&ws)
-            .arg("--config")
-            .arg(&config)
-            .env("XDG_STATE_HOME", dir.path().join("state"))
-            .env("TOOLGATE_TEST_TOKEN", TOKEN)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let (addr, _) = clients::http_address(&mut child);
+        let served = clients::HttpServer::spawn(
+            clients::serve_http(&ws, &config)
+                .env("XDG_STATE_HOME", dir.path().join("state"))
+                .env("TOOLGATE_TEST_TOKEN", TOKEN),
+        );
         Server {
-            child,
-            addr,
+            addr: served.addr,
+            _served: served,
             _dir: dir,
         }
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
