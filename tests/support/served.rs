@@ -108,19 +108,10 @@ impl Served {
             .unwrap()
             .parse()
             .unwrap();
-        let mut served = Served {
-            child,
-            mcp_url: String::new(),
-            mcp_token: String::new(),
-            console_url: String::new(),
-            port,
-            token: String::new(),
-            token_file: state
-                .map(|s| s.join(format!("toolgate/console-{port}.token")))
-                .unwrap_or_default(),
-            banner: Vec::new(),
-            _state: None,
-        };
+        let token_file = state
+            .map(|s| s.join(format!("toolgate/console-{port}.token")))
+            .unwrap_or_default();
+        let mut served = Served::logged_out(child, port, token_file);
         let opened = served.open(link);
         assert_eq!(opened.status, 303, "the login link: {}", opened.body);
         assert_eq!(opened.header("location"), Some("/"));
@@ -132,6 +123,21 @@ impl Served {
         served.token = token.to_owned();
         served.console_url = served.login_link();
         served
+    }
+
+    /// The server `child` with its console on `port`, nobody logged in to it yet.
+    pub fn logged_out(child: Child, port: u16, token_file: PathBuf) -> Served {
+        Served {
+            child,
+            mcp_url: String::new(),
+            mcp_token: String::new(),
+            console_url: String::new(),
+            port,
+            token: String::new(),
+            token_file,
+            banner: Vec::new(),
+            _state: None,
+        }
     }
 
     /// Opens `link` (a console login link) as a browser would, without a cookie.

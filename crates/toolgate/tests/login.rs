@@ -246,17 +246,7 @@ fn an_expired_link_is_refused_and_opens_nothing() {
     std::thread::sleep(Duration::from_millis(1300));
     let port = logged.port();
     let child = logged.child.take().unwrap();
-    let late = Served {
-        child,
-        mcp_url: String::new(),
-        mcp_token: String::new(),
-        console_url: String::new(),
-        port,
-        token: String::new(),
-        token_file: PathBuf::new(),
-        banner: Vec::new(),
-        _state: None,
-    };
+    let late = Served::logged_out(child, port, PathBuf::new());
     let refused = late.open(&link);
     assert_eq!(refused.status, 410, "{}", refused.body);
     assert!(refused.body.contains("expired"), "{}", refused.body);
