@@ -16,11 +16,12 @@ use ignore::overrides::{Override, OverrideBuilder};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use toolgate_core::{
-    Call, Classification, Descriptor, ExecContext, FieldError, RejectCode, ToolError,
-    ToolErrorCode, ToolOutput, TypedExecutor,
+    Call, Classification, ExecContext, FieldError, RejectCode, ToolError, ToolErrorCode,
+    ToolOutput, TypedExecutor,
 };
 use toolgate_workspace::{PathKind, RelPath, Workspace};
 
+use crate::descriptor::{closed_schema, titled};
 use crate::walk::{Found, Stretch, WalkOptions, WalkSummary, stretches, walk_stretch};
 use crate::{Builtin, ENVELOPE_BYTES, json_len, path_argument, read_only_entry, stopped, to_usize};
 
@@ -51,49 +52,42 @@ at. `truncated: true` means there were more matches than returned: narrow `path`
 `pattern`.";
 
 pub(crate) fn builtin(workspace: Arc<Workspace>) -> Builtin {
-    let schema = json!({
-        "$schema": "https://json-schema.org/draft/2020-12/schema",
-        "type": "object",
-        "properties": {
-            "pattern": {
-                "type": "string",
-                "minLength": 1,
-                "maxLength": 1000,
-                "description": "The text to find: a literal string, or a regular expression when `regex` is true."
-            },
-            "path": {
-                "type": "string",
-                "maxLength": 4096,
-                "description": "A file or directory to search, relative to the workspace root. Default: the whole workspace."
-            },
-            "regex": {
-                "type": "boolean",
-                "description": "Treat `pattern` as a regular expression (Rust syntax). Default false: a literal string."
-            },
-            "case_sensitive": {
-                "type": "boolean",
-                "description": "Match case exactly. Default false: `Foo` also finds `foo` and `FOO`."
-            },
-            "glob": {
-                "type": "string",
-                "minLength": 1,
-                "maxLength": 256,
-                "description": "Only search files whose path matches this glob (`*.rs`, `src/**/*.toml`); a leading `!` excludes instead. Default: every file."
-            },
-            "max_results": {
-                "type": "integer",
-                "minimum": 1,
-                "maximum": 1000,
-                "description": "The most matching lines to return. Default 100, at most 1000."
-            }
+    let properties = json!({
+        "pattern": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": 1000,
+            "description": "The text to find: a literal string, or a regular expression when `regex` is true."
         },
-        "required": ["pattern"],
-        "additionalProperties": false
+        "path": {
+            "type": "string",
+            "maxLength": 4096,
+            "description": "A file or directory to search, relative to the workspace root. Default: the whole workspace."
+        },
+        "regex": {
+            "type": "boolean",
+            "description": "Treat `pattern` as a regular expression (Rust syntax). Default false: a literal string."
+        },
+        "case_sensitive": {
+            "type": "boolean",
+            "description": "Match case exactly. Default false: `Foo` also finds `foo` and `FOO`."
+        },
+        "glob": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": 256,
+            "description": "Only search files whose path matches this glob (`*.rs`, `src/**/*.toml`); a leading `!` excludes instead. Default: every file."
+        },
+        "max_results": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": 1000,
+            "description": "The most matching lines to return. Default 100, at most 1000."
+        }
     });
-    let mut descriptor = Descriptor::new(NAME, DESCRIPTION, schema);
-    descriptor.title = Some("Search file contents".to_owned());
+    let schema = closed_schema(properties, &["pattern"]);
     Builtin {
-        descriptor,
+        descriptor: titled(NAME, "Search file contents", DESCRIPTION, schema),
         entry: read_only_entry(NAME, "workspace_search", 512 * 1024),
         executor: Arc::new(SearchText { workspace }),
     }

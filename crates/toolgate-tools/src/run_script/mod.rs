@@ -74,13 +74,14 @@ use std::sync::Arc;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use toolgate_core::{
-    Call, Classification, Descriptor, Digest, ExecContext, FieldError, RejectCode, Resource,
-    ToolError, ToolOutput, TypedExecutor,
+    Call, Classification, Digest, ExecContext, FieldError, RejectCode, Resource, ToolError,
+    ToolOutput, TypedExecutor,
 };
 use toolgate_exec::resolve_program;
 use toolgate_workspace::Workspace;
 
 use crate::confine::{self, Confined, Confinement};
+use crate::descriptor::{closed_schema, titled};
 use crate::run_command::{command_entry, path_of, program_field_error, unresolved};
 use crate::{Builtin, stopped};
 
@@ -114,25 +115,18 @@ first and last 32 KiB) and `duration_ms`; a script of several steps also has `st
 entry per step that ran, and stops at the first that fails.";
 
 pub(crate) fn builtin(workspace: Arc<Workspace>, confinement: Arc<Confinement>) -> Builtin {
-    let schema = json!({
-        "$schema": "https://json-schema.org/draft/2020-12/schema",
-        "type": "object",
-        "properties": {
-            "script": {
-                "type": "string",
-                "enum": SCRIPTS,
-                "description": "Which of the project's scripts to run: `test`, `build`, `lint`, `typecheck` or `format`."
-            },
-            "network": crate::confine::network_schema(),
-            "may_change": crate::later::may_change_schema()
+    let properties = json!({
+        "script": {
+            "type": "string",
+            "enum": SCRIPTS,
+            "description": "Which of the project's scripts to run: `test`, `build`, `lint`, `typecheck` or `format`."
         },
-        "required": ["script"],
-        "additionalProperties": false
+        "network": crate::confine::network_schema(),
+        "may_change": crate::later::may_change_schema()
     });
-    let mut descriptor = Descriptor::new(NAME, DESCRIPTION, schema);
-    descriptor.title = Some("Run a project script".to_owned());
+    let schema = closed_schema(properties, &["script"]);
     Builtin {
-        descriptor,
+        descriptor: titled(NAME, "Run a project script", DESCRIPTION, schema),
         // No argument asks for less time, so a script gets the whole maximum.
         entry: command_entry(NAME, None),
         executor: Arc::new(RunScript {
