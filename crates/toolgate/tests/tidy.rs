@@ -635,15 +635,21 @@ fn every_spawn_of_toolgate_has_a_home_of_its_own() {
         "spawns of toolgate without a home of the test's own (use tests/support/home.rs):\n{}",
         found.join("\n")
     );
-    // The clients the plans go to pass their home on, and refuse to run without one.
-    for script in ["tests/mcp/drive.py", "tests/mcp/listen.py"] {
-        let text = fs::read_to_string(root().join(script)).unwrap();
-        assert!(
-            text.contains("missing = [name for name in HOME_VARIABLES if name not in os.environ]")
-                && text.contains("**home, **(spec.get(\"env\") or {})"),
-            "{script} must pass its home on to the servers it starts, and refuse to run without one"
-        );
-    }
+    // The clients the plans go to pass their home on, and refuse to run without one: drive.py
+    // gives the servers it starts its own, and listen.py opens its client with drive.py's.
+    let drive = fs::read_to_string(root().join("tests/mcp/drive.py")).unwrap();
+    assert!(
+        drive.contains("missing = [name for name in HOME_VARIABLES if name not in os.environ]")
+            && drive.contains("**home, **(spec.get(\"env\") or {})")
+            && drive.contains("env=server_env(spec)"),
+        "drive.py must pass its home on to the servers it starts, and refuse to run without one"
+    );
+    let listen = fs::read_to_string(root().join("tests/mcp/listen.py")).unwrap();
+    assert!(
+        listen.contains("from drive import modern_client")
+            && !listen.contains("StdioServerParameters("),
+        "listen.py must start its server with drive.py's client, which passes its home on"
+    );
 }
 
 /// A source text up to its unit tests, without its comments.
