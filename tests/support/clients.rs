@@ -411,7 +411,8 @@ pub fn spawn_piped(command: &mut Command) -> Child {
 /// when dropped.
 pub struct StdioServer {
     pub child: Child,
-    input: std::process::ChildStdin,
+    /// `None` once the client hung up.
+    input: Option<std::process::ChildStdin>,
     answers: mpsc::Receiver<Value>,
 }
 
@@ -433,26 +434,38 @@ impl StdioServer {
         });
         let mut server = StdioServer {
             child,
-            input,
+            input: Some(input),
             answers,
         };
-        server.send(r#"{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"audit","version":"1"}}}"#);
+        server.send(r#"{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"test","version":"1"}}}"#);
         server.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
         server.next_answer(Duration::from_secs(30)).unwrap();
         server
     }
 
-    pub fn send(&mut self, line: &str) {
-        self.input.write_all(line.as_bytes()).unwrap();
-        self.input.write_all(b"\n").unwrap();
-        self.input.flush().unwrap();
+    /// Writes `message` (a JSON text or value) as one line.
+    pub fn send(&mut self, message: impl std::fmt::Display) {
+        let input = self.input.as_mut().unwrap();
+        writeln!(input, "{message}").unwrap();
+        input.flush().unwrap();
+    }
+
+    /// Closes the server's standard input, as a client that hangs up.
+    pub fn hang_up(&mut self) {
+        self.input = None;
     }
 
     /// Asks, as request `id`, for `read_file` of `path`.
     pub fn read(&mut self, id: u64, path: &str) {
-        self.send(&format!(
+        self.send(format!(
             r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"read_file","arguments":{{"path":"{path}"}}}}}}"#
         ));
+    }
+
+    /// The next answer (a message with an id), which must come within two minutes.
+    pub fn answer(&self) -> Value {
+        self.next_answer(Duration::from_secs(120))
+            .expect("an answer within two minutes")
     }
 
     /// The next answer (a message with an id) within `wait`.

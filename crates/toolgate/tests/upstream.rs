@@ -489,95 +489,49 @@ fn upstream_faults_are_classified_and_the_gateway_keeps_serving() {
     wait_until_the_upstream_is_gone(state);
 }
 
-/// `toolgate serve` over stdio with a client of a few lines: requests written as they come,
-/// answers read as they arrive.
-struct RawSession {
-    server: Killed,
-    input: std::process::ChildStdin,
-    output: std::io::Lines<std::io::BufReader<std::process::ChildStdout>>,
+/// `toolgate serve --no-console` over stdio on `setup`, its state under `home`, spoken to in raw
+/// JSON-RPC lines: requests written as they come, answers read as they arrive.
+fn raw_session(setup: &Setup, home: &Path) -> StdioServer {
+    StdioServer::start(
+        home::toolgate()
+            .args(stdio_serve_args(&setup.ws(), &setup.config))
+            .env("XDG_STATE_HOME", home),
+    )
 }
 
-impl RawSession {
-    /// Started, with its state under `home`, and initialized.
-    fn start(setup: &Setup, home: &Path) -> RawSession {
-        let mut server = Killed(
-            home::toolgate()
-                .args(stdio_serve_args(&setup.ws(), &setup.config))
-                .env("XDG_STATE_HOME", home)
-                .stdin(std::process::Stdio::piped())
-                .stdout(std::process::Stdio::piped())
-                .stderr(std::process::Stdio::null())
-                .spawn()
-                .unwrap(),
-        );
-        let input = server.0.stdin.take().unwrap();
-        let output =
-            std::io::BufRead::lines(std::io::BufReader::new(server.0.stdout.take().unwrap()));
-        let mut session = RawSession {
-            server,
-            input,
-            output,
-        };
+/// Sends `count` calls of `tool` that the upstream takes and never answers, and waits
+/// until its call log in `state` holds them all: waiting, they hold no thread of the
+/// server's.
+fn hang_calls(session: &mut StdioServer, state: &Path, tool: &str, arguments: Value, count: usize) {
+    let pid = session.child.id();
+    let before = threads(pid);
+    for i in 0..count {
         session.send(
-            &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {},
-            "clientInfo": {"name": "test", "version": "1"}}}),
-        );
-        assert_eq!(session.answer()["id"], 1);
-        session.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
-        session
-    }
-
-    fn send(&mut self, message: &Value) {
-        use std::io::Write as _;
-        writeln!(self.input, "{message}").unwrap();
-    }
-
-    /// The next message with an id.
-    fn answer(&mut self) -> Value {
-        loop {
-            let line = self.output.next().unwrap().unwrap();
-            let message: Value = serde_json::from_str(&line).unwrap();
-            if message.get("id").is_some() {
-                return message;
-            }
-        }
-    }
-
-    /// Sends `count` calls of `tool` that the upstream takes and never answers, and waits
-    /// until its call log in `state` holds them all: waiting, they hold no thread of the
-    /// server's.
-    fn hang_calls(&mut self, state: &Path, tool: &str, arguments: Value, count: usize) {
-        let pid = self.server.0.id();
-        let before = threads(pid);
-        for i in 0..count {
-            self.send(
-                &json!({"jsonrpc": "2.0", "id": 100 + i, "method": "tools/call",
-                "params": {"name": tool, "arguments": arguments}}),
-            );
-        }
-        wait_until(
-            "the calls reached the upstream",
-            Duration::from_secs(15),
-            || calls(state).len() == count,
-        );
-        let waiting = threads(pid);
-        assert!(
-            waiting < before + 10,
-            "{count} calls waiting took {} threads more",
-            waiting - before
+            json!({"jsonrpc": "2.0", "id": 100 + i, "method": "tools/call",
+            "params": {"name": tool, "arguments": arguments}}),
         );
     }
+    wait_until(
+        "the calls reached the upstream",
+        Duration::from_secs(15),
+        || calls(state).len() == count,
+    );
+    let waiting = threads(pid);
+    assert!(
+        waiting < before + 10,
+        "{count} calls waiting took {} threads more",
+        waiting - before
+    );
+}
 
-    /// The answers to `count` calls, each ended by its timeout.
-    fn time_outs(&mut self, count: usize) {
-        for _ in 0..count {
-            let answer = self.answer();
-            assert_eq!(
-                answer["result"]["structuredContent"]["error"]["code"], "upstream_timeout",
-                "{answer}"
-            );
-        }
+/// The answers to `count` calls, each ended by its timeout.
+fn time_outs(session: &StdioServer, count: usize) {
+    for _ in 0..count {
+        let answer = session.answer();
+        assert_eq!(
+            answer["result"]["structuredContent"]["error"]["code"], "upstream_timeout",
+            "{answer}"
+        );
     }
 }
 
@@ -658,19 +612,17 @@ fn a_forwarded_call_given_up_is_cancelled_upstream_and_recorded() {
     // The client hangs up while a call is in flight. Closing the input does not cancel the
     // calls in flight: this one runs to its timeout, is given up upstream then, and is
     // recorded before toolgate exits.
-    let mut session = RawSession::start(&setup, home.path());
-    session.send(&json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+    let mut session = raw_session(&setup, home.path());
+    session.send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
         "params": {"name": "test__fault", "arguments": hang}}));
-    let RawSession { server, input, .. } = session;
-    let mut server = server;
     wait_until(
         "the call reached the upstream",
         Duration::from_secs(15),
         || calls(state).len() == 3,
     );
-    drop(input);
+    session.hang_up();
     let exited = Instant::now();
-    let status = server.0.wait().unwrap();
+    let status = session.child.wait().unwrap();
     assert!(status.success(), "{status:?}");
     assert!(
         exited.elapsed() < Duration::from_secs(10),
@@ -703,7 +655,7 @@ fn calls_in_flight_at_once_each_hear_their_own_answer() {
     let home = tempfile::tempdir().unwrap();
     let setup = echo_and_fault(state);
     setup.admit("test", "repeat", &["--effect", "read_only"]);
-    let mut session = RawSession::start(&setup, home.path());
+    let mut session = raw_session(&setup, home.path());
     let text = |i: usize| {
         let length = if i.is_multiple_of(3) {
             40_000 + i
@@ -715,7 +667,7 @@ fn calls_in_flight_at_once_each_hear_their_own_answer() {
     let count = 60;
     for i in 0..count {
         session.send(
-            &json!({"jsonrpc": "2.0", "id": 100 + i, "method": "tools/call",
+            json!({"jsonrpc": "2.0", "id": 100 + i, "method": "tools/call",
             "params": {"name": "test__repeat", "arguments": {"text": text(i)}}}),
         );
     }
@@ -776,20 +728,24 @@ fn forwarded_calls_that_wait_hold_no_thread_and_spend_no_cpu() {
     let setup = Setup::new(&toml);
     setup.admit("test", "echo", &["--effect", "read_only"]);
     setup.admit("test", "fault", &["--effect", "read_only"]);
-    let mut session = RawSession::start(&setup, home.path());
-    let pid = session.server.0.id();
+    let mut session = raw_session(&setup, home.path());
+    let pid = session.child.id();
 
     // The upstream takes each call and never answers it.
     let hanging = 100;
-    session.hang_calls(state, "test__fault", json!({"kind": "hang"}), hanging);
-    session.time_outs(hanging);
+    hang_calls(
+        &mut session,
+        state,
+        "test__fault",
+        json!({"kind": "hang"}),
+        hanging,
+    );
+    time_outs(&session, hanging);
 
     // The upstream stops reading: the pipe fills, then the writer's queue, and the rest of
     // the calls wait for room.
-    session.send(
-        &json!({"jsonrpc": "2.0", "id": 1000, "method": "tools/call",
-        "params": {"name": "test__fault", "arguments": {"kind": "freeze"}}}),
-    );
+    session.send(json!({"jsonrpc": "2.0", "id": 1000, "method": "tools/call",
+        "params": {"name": "test__fault", "arguments": {"kind": "freeze"}}}));
     wait_until("the upstream froze", Duration::from_secs(15), || {
         calls(state).len() == hanging + 1
     });
@@ -797,7 +753,7 @@ fn forwarded_calls_that_wait_hold_no_thread_and_spend_no_cpu() {
     let blocked = 600;
     for i in 0..blocked {
         session.send(
-            &json!({"jsonrpc": "2.0", "id": 2000 + i, "method": "tools/call",
+            json!({"jsonrpc": "2.0", "id": 2000 + i, "method": "tools/call",
             "params": {"name": "test__fault", "arguments": {"kind": "hang", "padding": padding}}}),
         );
     }
@@ -846,18 +802,18 @@ fn calls_to_a_url_upstream_that_wait_hold_no_thread_and_spend_no_cpu() {
     ));
     setup.admit("hanging", "wait", &["--effect", "read_only"]);
     let home = tempfile::tempdir().unwrap();
-    let mut session = RawSession::start(&setup, home.path());
-    let pid = session.server.0.id();
+    let mut session = raw_session(&setup, home.path());
+    let pid = session.child.id();
 
     let hanging = 40;
-    session.hang_calls(state, "hanging__wait", json!({}), hanging);
+    hang_calls(&mut session, state, "hanging__wait", json!({}), hanging);
     let (spent, window) = spent_in_a_quiet_window(pid, Duration::from_secs(3));
     // Clock ticks are hundredths of a second: at most a twentieth of the window.
     assert!(
         spent <= 8,
         "{hanging} calls waiting for a url upstream spent {spent} ticks of CPU in {window:?}"
     );
-    session.time_outs(hanging);
+    time_outs(&session, hanging);
 }
 
 /// A pid the test upstream wrote to `state/name`.
