@@ -179,9 +179,10 @@ impl Scene {
         scene
     }
 
-    /// `text` with the row's placeholders filled in. `{toolgate}` is the binary, for a command
-    /// of the row to run with the environment `home::toolgate_at` gave the toolgate that runs it.
+    /// `text` with the row's placeholders filled in.
     fn fill(&self, text: &str) -> String {
+        // `{toolgate}` is the binary, for a command of the row, which runs with the environment
+        // (the home) that `home::toolgate_at` gave the toolgate running it.
         text.replace("{toolgate}", clients::toolgate_bin())
             .replace(
                 "{canary}",
