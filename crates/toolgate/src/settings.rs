@@ -1,6 +1,8 @@
 //! toolgate's settings: `toolgate.toml` and the environment, read and checked once.
 //!
-//! [`Settings::load`] is the one place the configuration file is read, and this module the one
+//! [`Settings::load`] is the one place the configuration file is read ([`Settings::load_for`]
+//! also reads a workspace's `.toolgate/`, applied as far as a person trusts it: see
+//! [`project`] and [`crate::trust`]), and this module the one
 //! place the environment the configuration depends on is read (`HOME`, the XDG directories,
 //! the variables `[[serve.token]]` and `[[upstream]]` name): the library crates are given
 //! these values and read none themselves. It parses the file strictly
@@ -285,40 +287,15 @@ impl Settings {
     /// `--config F` if given; else the user's `toolgate/toolgate.toml` in the XDG config
     /// directory if it exists; else the defaults.
     pub fn load(explicit: Option<&Path>) -> Result<Settings, ConfigError> {
-        let path = match explicit {
-            Some(path) => Some(path.to_owned()),
-            None => user_config_path().filter(|p| p.is_file()),
-        };
-        let Some(path) = path else {
-            return Settings::defaults();
-        };
-        let text = std::fs::read_to_string(&path).map_err(|e| ConfigError {
-            file: path.display().to_string(),
-            line: 0,
-            message: format!("cannot read the configuration: {e}"),
-        })?;
-        Settings::parse(&path, text)
+        let (origin, file) = user_file(explicit)?;
+        Settings::resolve(origin, file, Sandbox::detect())
     }
 
     /// As [`Settings::load`], with the project configuration of the workspace at `root` (its
     /// canonical root) applied as far as the person trusts it (see [`project`]).
     pub fn load_for(explicit: Option<&Path>, root: &Path) -> Result<Settings, ConfigError> {
         let project = project::read(root)?;
-        let path = match explicit {
-            Some(path) => Some(path.to_owned()),
-            None => user_config_path().filter(|p| p.is_file()),
-        };
-        let (origin, file) = match path {
-            None => (Located::default(), ConfigFile::default()),
-            Some(path) => {
-                let text = std::fs::read_to_string(&path).map_err(|e| ConfigError {
-                    file: path.display().to_string(),
-                    line: 0,
-                    message: format!("cannot read the configuration: {e}"),
-                })?;
-                Located::parse(&path, text)?
-            }
-        };
+        let (origin, file) = user_file(explicit)?;
         Settings::resolve_with(origin, file, Sandbox::detect(), project)
     }
 
@@ -1061,6 +1038,24 @@ fn check_duplicates(origin: &Located, file: &ConfigFile) -> Result<(), ConfigErr
         }
     }
     Ok(())
+}
+
+/// The user's configuration as written: `explicit`, else the file in the XDG configuration
+/// directory if there is one, else nothing (the defaults).
+fn user_file(explicit: Option<&Path>) -> Result<(Located, ConfigFile), ConfigError> {
+    let path = match explicit {
+        Some(path) => Some(path.to_owned()),
+        None => user_config_path().filter(|p| p.is_file()),
+    };
+    let Some(path) = path else {
+        return Ok((Located::default(), ConfigFile::default()));
+    };
+    let text = std::fs::read_to_string(&path).map_err(|e| ConfigError {
+        file: path.display().to_string(),
+        line: 0,
+        message: format!("cannot read the configuration: {e}"),
+    })?;
+    Located::parse(&path, text)
 }
 
 fn user_config_path() -> Option<PathBuf> {
