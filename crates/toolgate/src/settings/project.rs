@@ -442,16 +442,7 @@ impl ProjectSource {
         if let Some(secs) = &file.approval.timeout_secs {
             // Checked here, where its place is known: applied, it would be reported as the
             // user's.
-            let value = *secs.get_ref();
-            if value == 0 || value > super::MAX_APPROVAL_TIMEOUT_SECS {
-                return Err(self.origin.error_at(
-                    secs.span(),
-                    format!(
-                        "approval timeout_secs `{value}` is out of range; use 1 to {}",
-                        super::MAX_APPROVAL_TIMEOUT_SECS
-                    ),
-                ));
-            }
+            super::approval_timeout(&self.origin, &self.file)?;
             let current = user
                 .approval
                 .timeout_secs
