@@ -709,11 +709,19 @@ fn summary(tool: &ToolSection) -> String {
     }
     if let Some(surfaces) = &tool.surfaces {
         let names: Vec<&str> = surfaces.iter().map(|s| s.as_str()).collect();
-        said.push(format!("only on {}", names.join(", ")));
+        said.push(if names.is_empty() {
+            "on no surface".to_owned()
+        } else {
+            format!("only on {}", names.join(", "))
+        });
     }
     if let Some(profiles) = &tool.profiles {
         let names: Vec<&str> = profiles.iter().map(String::as_str).collect();
-        said.push(format!("only in {}", names.join(", ")));
+        said.push(if names.is_empty() {
+            "in no profile".to_owned()
+        } else {
+            format!("only in {}", names.join(", "))
+        });
     }
     if said.is_empty() {
         "nothing that narrows".to_owned()
@@ -738,4 +746,21 @@ fn is_default_audit(file: &ConfigFile) -> bool {
         && !audit.debug_store_redacted_values
         && audit.sync.is_none()
         && audit.seal_epoch_secs.is_none()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_narrowing_tool_is_said_in_words_and_an_empty_list_as_none() {
+        let text = "[[tool]]\nname = \"read_file\"\nenabled = true\ntimeout_ms = 5\nprofiles = []\nsurfaces = [\"cli\"]\n";
+        let (_, file) = Located::parse(Path::new("t.toml"), text.to_owned()).unwrap();
+        let (narrow, widening) = narrow_tool(file.tools[0].get_ref());
+        assert_eq!(
+            summary(&narrow),
+            "timeout_ms at most 5; only on cli; in no profile"
+        );
+        assert_eq!(widening, ["`enabled = true` turns the tool on"]);
+    }
 }
