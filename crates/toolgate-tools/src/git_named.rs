@@ -28,39 +28,6 @@ const MAX_CONFIGS: usize = 4096;
 /// Largest configuration file read.
 const MAX_CONFIG_BYTES: u64 = 1024 * 1024;
 
-/// Git's hooks, named one by one where `core.hooksPath` is the work tree itself or a
-/// directory above it (which is not guarded whole).
-const HOOKS: &[&str] = &[
-    "applypatch-msg",
-    "pre-applypatch",
-    "post-applypatch",
-    "pre-commit",
-    "pre-merge-commit",
-    "prepare-commit-msg",
-    "commit-msg",
-    "post-commit",
-    "pre-rebase",
-    "post-checkout",
-    "post-merge",
-    "pre-push",
-    "pre-receive",
-    "update",
-    "proc-receive",
-    "post-receive",
-    "post-update",
-    "reference-transaction",
-    "push-to-checkout",
-    "pre-auto-gc",
-    "post-rewrite",
-    "sendemail-validate",
-    "fsmonitor-watchman",
-    "p4-changelist",
-    "p4-prepare-changelist",
-    "p4-post-changelist",
-    "p4-pre-submit",
-    "post-index-change",
-];
-
 /// What a key of a configuration file names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Names {
@@ -378,7 +345,7 @@ impl<'a> Reader<'a> {
                         Some(Names::Hooks) => match resolve(&work_tree, &value, &root) {
                             // The work tree itself, or above it: its hooks one by one.
                             Some(dir) if work_tree.starts_with(&dir) => {
-                                for hook in HOOKS {
+                                for hook in crate::interpreter::GIT_HOOKS {
                                     let mut path = dir.clone();
                                     path.push((*hook).to_owned());
                                     self.name(path);
@@ -513,7 +480,7 @@ mod tests {
         .map(|s| (*s).to_owned())
         .collect();
         let mut with_sub = want.clone();
-        with_sub.extend(HOOKS.iter().map(|h| format!("sub/{h}")));
+        with_sub.extend(crate::interpreter::GIT_HOOKS.iter().map(|h| format!("sub/{h}")));
         with_sub.sort();
         assert_eq!(all, with_sub);
         // A write at the root's level reads the root's repository only.

@@ -652,8 +652,10 @@ const GIT_PROGRAM_KEYS: &[&str] = &[
     "alternaterefscommand",
 ];
 
-/// The hooks git runs from `core.hooksPath`, as `githooks(5)` names them.
-const GIT_HOOKS: &[&str] = &[
+/// The hooks git runs from `core.hooksPath`, as `githooks(5)` names them (git-p4's too): the
+/// preview binds each, and the guard of files that run later names each where a hooks
+/// directory cannot be guarded whole.
+pub(crate) const GIT_HOOKS: &[&str] = &[
     "applypatch-msg",
     "pre-applypatch",
     "post-applypatch",
@@ -678,6 +680,10 @@ const GIT_HOOKS: &[&str] = &[
     "sendemail-validate",
     "fsmonitor-watchman",
     "post-index-change",
+    "p4-changelist",
+    "p4-prepare-changelist",
+    "p4-post-changelist",
+    "p4-pre-submit",
 ];
 
 /// One argument: the label the preview gives it and its text.
