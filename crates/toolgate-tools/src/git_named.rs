@@ -480,7 +480,11 @@ mod tests {
         .map(|s| (*s).to_owned())
         .collect();
         let mut with_sub = want.clone();
-        with_sub.extend(crate::interpreter::GIT_HOOKS.iter().map(|h| format!("sub/{h}")));
+        with_sub.extend(
+            crate::interpreter::GIT_HOOKS
+                .iter()
+                .map(|h| format!("sub/{h}")),
+        );
         with_sub.sort();
         assert_eq!(all, with_sub);
         // A write at the root's level reads the root's repository only.
