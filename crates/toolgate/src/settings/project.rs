@@ -37,6 +37,7 @@ pub const PROJECT_FILE: &str = "toolgate.toml";
 /// The most files `.toolgate/` may hold, and the largest one: a project's configuration is
 /// a handful of small files.
 const MAX_FILES: usize = 256;
+const MAX_DEPTH: usize = 8;
 const MAX_FILE_BYTES: u64 = 1 << 20;
 
 /// `.toolgate/` as read: its configuration parsed, its policies, every file in it.
@@ -118,7 +119,7 @@ pub(super) fn read(root: &Path) -> Result<Option<ProjectSource>, ConfigError> {
         ));
     }
     let mut files = Vec::new();
-    walk(&dir, &dir, &mut files)?;
+    walk(&dir, &dir, 0, &mut 0, &mut files)?;
     let mut closure = Closure::default();
     let text_of = |rel: &str, bytes: &[u8]| -> Result<String, ConfigError> {
         String::from_utf8(bytes.to_vec()).map_err(|_| {
@@ -195,13 +196,27 @@ pub fn closure_of(root: &Path) -> Result<Option<Closure>, ConfigError> {
 }
 
 /// Every regular file beneath `dir`, by its path relative to `top`, read without following
-/// a link.
-fn walk(top: &Path, dir: &Path, files: &mut Vec<(String, Vec<u8>)>) -> Result<(), ConfigError> {
+/// a link. Directories count against [`MAX_FILES`] too and nest at most [`MAX_DEPTH`] deep: a
+/// repository of a million empty directories, or of one a million deep, is refused rather
+/// than walked.
+fn walk(
+    top: &Path,
+    dir: &Path,
+    depth: usize,
+    seen: &mut usize,
+    files: &mut Vec<(String, Vec<u8>)>,
+) -> Result<(), ConfigError> {
     let error = |path: &Path, message: String| ConfigError {
         file: path.display().to_string(),
         line: 0,
         message,
     };
+    if depth > MAX_DEPTH {
+        return Err(error(
+            dir,
+            format!("the project's configuration may nest directories at most {MAX_DEPTH} deep"),
+        ));
+    }
     let mut entries: Vec<_> = std::fs::read_dir(dir)
         .map_err(|e| error(dir, format!("cannot read the project's configuration: {e}")))?
         .collect::<Result<_, _>>()
@@ -226,8 +241,17 @@ fn walk(top: &Path, dir: &Path, files: &mut Vec<(String, Vec<u8>)>) -> Result<()
                 format!("cannot read the project's configuration: {e}"),
             )
         })?;
+        *seen += 1;
+        if *seen > MAX_FILES {
+            return Err(error(
+                &path,
+                format!(
+                    "the project's configuration may hold at most {MAX_FILES} files and directories"
+                ),
+            ));
+        }
         if metadata.is_dir() {
-            walk(top, &path, files)?;
+            walk(top, &path, depth + 1, seen, files)?;
             continue;
         }
         if !metadata.is_file() {
@@ -751,6 +775,25 @@ fn is_default_audit(file: &ConfigFile) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn directories_too_deep_or_too_many_are_refused_not_walked() {
+        let ws = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(ws.path()).unwrap();
+        let deep = (0..=MAX_DEPTH).fold(root.join(PROJECT_DIR), |p, i| p.join(i.to_string()));
+        std::fs::create_dir_all(&deep).unwrap();
+        let message = read(&root).unwrap_err().message;
+        assert!(message.contains("at most 8 deep"), "{message}");
+        std::fs::remove_dir_all(root.join(PROJECT_DIR)).unwrap();
+        for i in 0..=MAX_FILES {
+            std::fs::create_dir_all(root.join(PROJECT_DIR).join(i.to_string())).unwrap();
+        }
+        let message = read(&root).unwrap_err().message;
+        assert!(
+            message.contains("at most 256 files and directories"),
+            "{message}"
+        );
+    }
 
     #[test]
     fn a_narrowing_tool_is_said_in_words_and_an_empty_list_as_none() {
