@@ -418,7 +418,13 @@ impl Settings {
         confinement.set_environment(std::env::vars_os());
         let mut upstreams =
             upstream_specs(&origin, &file.upstreams, &file.sandbox, &base, &confinement)?;
-        let (policy, withheld) = policies(&origin, &file, policy_file, project.as_ref())?;
+        let project_policies = project.as_ref().map(|(source, trust, _)| {
+            (
+                source.policies.as_slice(),
+                *trust == crate::trust::TrustState::Trusted,
+            )
+        });
+        let (policy, withheld) = policies(&origin, &file, policy_file, project_policies)?;
         let mut hooks = hooks::hook_specs(&origin, &file.hooks, &base)?;
         let mut tools: Vec<ToolOverride> = file
             .tools
@@ -739,11 +745,7 @@ fn policies(
     origin: &Located,
     file: &ConfigFile,
     policy_file: Option<(PathBuf, std::ops::Range<usize>)>,
-    project: Option<&(
-        project::ProjectSource,
-        crate::trust::TrustState,
-        project::Split,
-    )>,
+    project: Option<(&[(String, String)], bool)>,
 ) -> Result<(PolicyEngine, Vec<toolgate_core::Withheld>), ConfigError> {
     let mut sources = Vec::new();
     if file.default_policy.unwrap_or(true) {
@@ -758,13 +760,12 @@ fn policies(
         })?;
         sources.push((path.display().to_string(), text));
     }
+    // A project's policies: beside the user's when trusted, else only as far as they narrow.
     let mut narrowing = Vec::new();
-    if let Some((source, trust, _)) = project {
-        if *trust == crate::trust::TrustState::Trusted {
-            sources.extend(source.policies.iter().cloned());
-        } else {
-            narrowing.extend(source.policies.iter().cloned());
-        }
+    match project {
+        Some((policies, true)) => sources.extend_from_slice(policies),
+        Some((policies, false)) => narrowing.extend_from_slice(policies),
+        None => {}
     }
     policy_engine_of(&sources, &narrowing, &origin.display_path())
 }
