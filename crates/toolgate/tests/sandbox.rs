@@ -537,8 +537,9 @@ fn copy_fixture(name: &str, ws: &Path) {
     copy(&root().join("tests/sandbox").join(name), ws);
 }
 
-/// A server on a fresh workspace holding fixture `name`, with a fake `HOME`.
-fn served_on(name: &str) -> (tempfile::TempDir, PathBuf, Served) {
+/// A test's directory (kept while the returned guard lives), its canonical path, and in it a
+/// workspace, a fake home whose every credential store holds a canary, and a state directory.
+fn ws_and_fake_home() -> (tempfile::TempDir, PathBuf, PathBuf, PathBuf, PathBuf) {
     let base = base();
     let dir = base.path().canonicalize().unwrap();
     let (ws, home, state) = (dir.join("ws"), dir.join("home"), dir.join("state"));
@@ -546,6 +547,12 @@ fn served_on(name: &str) -> (tempfile::TempDir, PathBuf, Served) {
         fs::create_dir_all(d).unwrap();
     }
     fake_home(&home);
+    (base, dir, ws, home, state)
+}
+
+/// A server on a fresh workspace holding fixture `name`, with a fake `HOME`.
+fn served_on(name: &str) -> (tempfile::TempDir, PathBuf, Served) {
+    let (base, _, ws, home, state) = ws_and_fake_home();
     copy_fixture(name, &ws);
     let config = format!("[sandbox]\n{}", repo_read());
     let served = Served::start_with_env(&ws, &config, &state, &environment(&home));
@@ -769,13 +776,7 @@ fn a_fork_loop_under_a_timeout_ends_and_leaves_nobody() {
 /// `~/.config/gh` was denied of these, and every row here was read.
 #[test]
 fn credential_stores_in_xdg_directories_and_agent_tokens_are_unreadable_to_an_approved_command() {
-    let base = base();
-    let dir = base.path().canonicalize().unwrap();
-    let (ws, home, state) = (dir.join("ws"), dir.join("home"), dir.join("state"));
-    for d in [&ws, &home, &state] {
-        fs::create_dir_all(d).unwrap();
-    }
-    fake_home(&home);
+    let (base, dir, ws, home, state) = ws_and_fake_home();
     let stores = [
         "xdg-config/gh/hosts.yml",
         "home/.config/git/credentials",
@@ -814,13 +815,7 @@ fn credential_stores_in_xdg_directories_and_agent_tokens_are_unreadable_to_an_ap
 /// readable. Before toolgate read those variables, every row here was read.
 #[test]
 fn credential_stores_their_own_variables_move_are_unreadable_to_an_approved_command() {
-    let base = base();
-    let dir = base.path().canonicalize().unwrap();
-    let (ws, home, state) = (dir.join("ws"), dir.join("home"), dir.join("state"));
-    for d in [&ws, &home, &state] {
-        fs::create_dir_all(d).unwrap();
-    }
-    fake_home(&home);
+    let (base, dir, ws, home, state) = ws_and_fake_home();
     let moved = dir.join("elsewhere");
     let stores = [
         ("GNUPGHOME", "gnupg", "gnupg/private-keys-v1.d/key.key"),
