@@ -385,30 +385,41 @@ impl Pipeline {
         if self.hooks.is_empty() {
             return Ok(classified);
         }
-        let mut classified = classified;
         let name = &classified.tool.entry.name;
-        if self
-            .hooks
-            .iter()
-            .any(|h| h.event() == HookEvent::PostCall && h.applies_to(name))
-        {
+        let hooks = self.hooks_for(HookEvent::PreCall, name);
+        let hooked = !hooks.is_empty()
+            || self
+                .hooks
+                .iter()
+                .any(|h| h.event() == HookEvent::PostCall && h.applies_to(name));
+        let mut classified = if hooks.is_empty() {
+            classified
+        } else {
+            self.judged(classified, hooks)?
+        };
+        if hooked {
             // A hook may take its whole time to answer: the rest of the call waits on a
-            // thread that may wait.
+            // thread that may wait. Placed after the hooks ran, because arguments a hook
+            // changed are classified, and so placed, again.
             classified.trace.placement = Placement::Worker;
         }
-        let hooks = self.hooks_for(HookEvent::PreCall, name);
-        if hooks.is_empty() {
-            return Ok(classified);
-        }
-        classified.trace.placement = Placement::Worker;
+        Ok(classified)
+    }
+
+    /// The pre_call `hooks` of the call, one after another.
+    fn judged(
+        &self,
+        mut classified: Classified,
+        hooks: Vec<Arc<dyn Hook>>,
+    ) -> Result<Classified, Stopped> {
         if let Some(rejection) = self.foreign(&classified.trace) {
             let mut trace = classified.trace;
             trace.arguments = Some(classified.arguments);
             return Err(Stopped { rejection, trace });
         }
+        let version = classified.tool.entry.version.to_string();
         for hook in hooks {
             let started = Instant::now();
-            let version = classified.tool.entry.version.to_string();
             let input = HookInput {
                 event: HookEvent::PreCall,
                 call_id: &classified.trace.call_id,
@@ -1047,7 +1058,11 @@ mod tests {
             let mut builder = RegistryBuilder::new();
             builder
                 .register(
-                    Descriptor::new("brief", "t", json!({"type": "object"})),
+                    Descriptor::new(
+                        "brief",
+                        "t",
+                        json!({"type": "object", "properties": {"path": {"type": "string"}}}),
+                    ),
                     entry,
                     Arc::new(Brief),
                 )
@@ -1077,6 +1092,14 @@ mod tests {
                 "{event:?}"
             );
         }
+        // Arguments a hook changed are classified, and placed, again: still on a worker.
+        let changes = hook(HookEvent::PreCall, HookMode::Enforce, |_| {
+            Ok(HookAnswer {
+                arguments: json!({"path": "b"}).as_object().cloned(),
+                ..HookAnswer::allow()
+            })
+        });
+        assert_eq!(permitted(vec![changes]), (false, Placement::Worker));
     }
 
     /// Remembers the scope each request could be granted for, and allows it for the workspace
