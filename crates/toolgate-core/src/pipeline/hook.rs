@@ -507,6 +507,10 @@ impl Pipeline {
     /// The post_call hooks, on the output of a call that ran: each may withhold it or replace
     /// it. Anything else passes through untouched.
     pub(super) fn post_call(&self, result: Result<Executed, Stopped>) -> Result<Executed, Stopped> {
+        // Every call is described: without hooks, nothing is cloned or formatted for them.
+        if self.hooks.is_empty() {
+            return result;
+        }
         let Ok(Executed {
             result: Ok(mut output),
             mut trace,
