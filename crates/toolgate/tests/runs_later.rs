@@ -211,8 +211,9 @@ fn describe(path: &Path, meta: &fs::Metadata) -> String {
     }
 }
 
-/// What the user does next, outside toolgate, with the workspace as home: git in each
-/// repository, a commit, an interactive shell. Nothing here may run `evil.sh`.
+/// What the user does next, outside toolgate, with the workspace as home and the XDG
+/// directories beneath it (not the user's own, whose git configuration git would read too):
+/// git in each repository, a commit, an interactive shell. Nothing here may run `evil.sh`.
 fn the_user_goes_on(layout: &Layout) {
     let ws = &layout.ws;
     let mut dirs = vec![
@@ -242,20 +243,18 @@ fn the_user_goes_on(layout: &Layout) {
             ],
         ] {
             // Whether git succeeds is not the point; whether it runs the command's programs is.
-            let _ = Command::new("git")
+            let _ = home::isolated_at(Command::new("git"), ws)
                 .args(&args)
                 .current_dir(dir)
-                .env("HOME", ws)
                 .env("GIT_CONFIG_NOSYSTEM", "1")
                 .stdin(Stdio::null())
                 .output()
                 .unwrap();
         }
     }
-    let _ = Command::new("bash")
+    let _ = home::isolated_at(Command::new("bash"), ws)
         .args(["-i", "-c", "true"])
         .current_dir(ws)
-        .env("HOME", ws)
         .stdin(Stdio::null())
         .output()
         .unwrap();
