@@ -56,9 +56,13 @@ fn names(section: &str, subsection: bool, key: &str, value: &str) -> Option<Name
         | ("interactive", false, "difffilter")
         | ("filter", true, "clean" | "smudge" | "process")
         | ("merge", true, "driver")
-        | ("mergetool" | "difftool", true, "cmd" | "path")
+        | ("mergetool" | "difftool" | "browser" | "man", true, "cmd" | "path")
+        | ("guitool", true, "cmd")
         | ("credential", _, "helper")
         | ("gpg", _, "program")
+        | ("gpg", true, "defaultkeycommand")
+        | ("uploadpack", false, "packobjectshook")
+        | ("sendemail", _, "sendmailcmd" | "smtpserver" | "tocmd" | "cccmd" | "headercmd")
         | ("sequence", false, "editor")
         | ("pager", false, _)
         | ("remote", true, "uploadpack" | "receivepack")
@@ -447,7 +451,11 @@ mod tests {
                      [remote \"origin\"]\n\turl = https://example.com/a/b\n\
                      \tuploadpack = ./bin/up\n[pager]\n\tlog = ./bin/pager\n\
                      [submodule \"s\"]\n\tupdate = !./bin/update\n\
-                     [core]\n\tattributesFile = meta/attrs\n",
+                     [core]\n\tattributesFile = meta/attrs\n\
+                     [browser \"b\"]\n\tcmd = ./bin/browse\n[man \"m\"]\n\tpath = bin/man\n\
+                     [guitool \"g\"]\n\tcmd = sh bin/gui.sh\n\
+                     [gpg \"ssh\"]\n\tdefaultKeyCommand = ./bin/key\n\
+                     [sendemail]\n\ttoCmd = ./bin/to\n\tsmtpServer = bin/sendmail\n",
                 ),
                 (
                     "inc.cfg",
@@ -463,7 +471,13 @@ mod tests {
             "src/a.rs",
         );
         let want: Vec<String> = [
+            "bin/browse",
+            "bin/gui.sh",
+            "bin/key",
+            "bin/man",
             "bin/pager",
+            "bin/sendmail",
+            "bin/to",
             "bin/up",
             "bin/update",
             "inc.cfg",
