@@ -650,6 +650,12 @@ const GIT_PROGRAM_KEYS: &[&str] = &[
     "difffilter",
     "browser",
     "alternaterefscommand",
+    "defaultkeycommand",
+    "sendmailcmd",
+    "smtpserver",
+    "tocmd",
+    "cccmd",
+    "headercmd",
 ];
 
 /// The hooks git runs from `core.hooksPath`, as `githooks(5)` names them (git-p4's too): the
