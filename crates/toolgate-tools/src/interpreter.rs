@@ -1790,6 +1790,16 @@ mod tests {
                 &["`core.hookspath` names a program"],
             ),
             (
+                &["git", "-c", "gpg.ssh.defaultKeyCommand=./bin/key", "commit"],
+                &["./bin/key"],
+                &["`gpg.ssh.defaultkeycommand` names a program"],
+            ),
+            (
+                &["git", "-c", "sendemail.toCmd=./bin/to", "send-email"],
+                &["./bin/to"],
+                &["`sendemail.tocmd` names a program"],
+            ),
+            (
                 &["busybox", "sh", "-c", ". ./x.sh"],
                 &["./x.sh"],
                 &["shell text"],
