@@ -6,7 +6,7 @@
 use std::fs::File;
 use std::io::{self, Read, Write};
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
@@ -69,7 +69,13 @@ pub struct Sealed {
 impl Sealed {
     /// The bytes of the regular file at `path`, copied and sealed, with their digest.
     pub fn copy(path: &Path) -> io::Result<Sealed> {
-        let mut file = File::open(path)?;
+        // Non-blocking, so that a FIFO swapped in for the file cannot hang the call (and every
+        // other call of the hook, which waits for the copies) waiting for a writer; it is
+        // refused below like any non-file. Reads of a regular file are unaffected by the flag.
+        let mut file = File::options()
+            .read(true)
+            .custom_flags(rustix::fs::OFlags::NONBLOCK.bits().cast_signed())
+            .open(path)?;
         let meta = file.metadata()?;
         if !meta.is_file() {
             return Err(io::Error::other("it is not a regular file"));
@@ -553,6 +559,27 @@ mod tests {
         std::fs::write(&path, DENY).unwrap();
         let now = std::fs::read(format!("/proc/self/fd/{}", copy.fd.as_raw_fd())).unwrap();
         assert_eq!(now, ALLOW.as_bytes());
+    }
+
+    /// A FIFO in place of a hook's file is refused at once, not waited on for a writer.
+    #[test]
+    fn a_fifo_in_place_of_a_file_is_refused_without_waiting() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("guard");
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            &path,
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::RUSR | rustix::fs::Mode::WUSR,
+            0,
+        )
+        .unwrap();
+        let (sender, copied) = std::sync::mpsc::channel();
+        std::thread::spawn(move || sender.send(Sealed::copy(&path).map(|_| ())));
+        let copied = copied
+            .recv_timeout(std::time::Duration::from_secs(5))
+            .expect("the copy waits for a writer of the FIFO");
+        assert!(copied.is_err(), "a FIFO is not a regular file");
     }
 
     /// An unchanged file is not read again; one whose times changed is, and its bytes are
