@@ -658,10 +658,11 @@ mod tests {
 
     use serde_json::json;
 
+    use super::super::tests::serving;
     use super::*;
     use crate::approval::HeadlessBroker;
     use crate::outcome::Status;
-    use crate::registry::{Descriptor, RegistryBuilder, ToolEntry};
+    use crate::registry::{Descriptor, ToolEntry};
 
     /// How a scripted hook answers.
     type Answers = fn(&HookInput<'_>) -> Result<HookAnswer, HookFailure>;
@@ -737,21 +738,9 @@ mod tests {
             "properties": {"path": {"type": "string"}},
             "additionalProperties": false,
         });
-        let mut builder = RegistryBuilder::new();
-        let executor: Arc<dyn Executor> = echo.clone();
-        builder
-            .register(Descriptor::new("echo", "t", schema), entry, executor)
-            .unwrap();
-        let registry = builder.build().unwrap();
-        let mut policy = PolicyEngine::default_policy().unwrap();
-        policy.prepare(&registry).unwrap();
-        Pipeline::new(
-            Arc::new(registry),
-            Arc::new(policy),
-            broker,
-            WorkspaceId::new("/ws"),
-        )
-        .with_hooks(hooks)
+        let descriptor = Descriptor::new("echo", "t", schema);
+        let policy = PolicyEngine::default_policy().unwrap();
+        serving(descriptor, entry, echo.clone(), policy, broker).with_hooks(hooks)
     }
 
     fn call(pipeline: &Pipeline) -> Outcome {
@@ -919,33 +908,19 @@ mod tests {
         });
         let mut entry = ToolEntry::new("echo", "test");
         entry.effect = Some(EffectClass::ReadOnly);
-        let mut builder = RegistryBuilder::new();
-        let executor: Arc<dyn Executor> = echo.clone();
-        builder
-            .register(
-                Descriptor::new(
-                    "echo",
-                    "t",
-                    json!({"type": "object", "properties": {"path": {"type": "string"}}}),
-                ),
-                entry,
-                executor,
-            )
-            .unwrap();
-        let registry = builder.build().unwrap();
-        let mut policy = PolicyEngine::from_sources(&[(
+        let descriptor = Descriptor::new(
+            "echo",
+            "t",
+            json!({"type": "object", "properties": {"path": {"type": "string"}}}),
+        );
+        let policy = PolicyEngine::from_sources(&[(
             "operator",
             "@id(\"no\") forbid (principal, action, resource);",
         )])
         .unwrap();
-        policy.prepare(&registry).unwrap();
-        let denying = Pipeline::new(
-            Arc::new(registry),
-            Arc::new(policy),
-            Arc::new(Allows::default()),
-            WorkspaceId::new("/ws"),
-        )
-        .with_hooks(vec![allows]);
+        let broker = Arc::new(Allows::default());
+        let denying =
+            serving(descriptor, entry, echo.clone(), policy, broker).with_hooks(vec![allows]);
         let outcome = call(&denying);
         assert_eq!(
             code(&outcome),
@@ -1059,28 +1034,12 @@ mod tests {
         let permitted = |hooks: Vec<Arc<dyn Hook>>| {
             let mut entry = ToolEntry::new("brief", "test");
             entry.effect = Some(EffectClass::ReadOnly);
-            let mut builder = RegistryBuilder::new();
-            builder
-                .register(
-                    Descriptor::new(
-                        "brief",
-                        "t",
-                        json!({"type": "object", "properties": {"path": {"type": "string"}}}),
-                    ),
-                    entry,
-                    Arc::new(Brief),
-                )
-                .unwrap();
-            let registry = builder.build().unwrap();
-            let mut policy = PolicyEngine::default_policy().unwrap();
-            policy.prepare(&registry).unwrap();
-            let pipeline = Pipeline::new(
-                Arc::new(registry),
-                Arc::new(policy),
-                Arc::new(HeadlessBroker),
-                WorkspaceId::new("/ws"),
-            )
-            .with_hooks(hooks);
+            let schema = json!({"type": "object", "properties": {"path": {"type": "string"}}});
+            let descriptor = Descriptor::new("brief", "t", schema);
+            let policy = PolicyEngine::default_policy().unwrap();
+            let broker = Arc::new(HeadlessBroker);
+            let pipeline =
+                serving(descriptor, entry, Arc::new(Brief), policy, broker).with_hooks(hooks);
             let arrives = pipeline.decides_on_arrival("brief");
             match pipeline.decide(RawCall::text("brief", "{}", Surface::Chat), None) {
                 Decided::Permitted(permitted) => (arrives, permitted.placement()),
@@ -1129,26 +1088,11 @@ mod tests {
             let echo = Arc::new(Echo::default());
             let mut entry = ToolEntry::new("echo", "test");
             entry.effect = Some(EffectClass::LocalWrite);
-            let mut builder = RegistryBuilder::new();
-            let executor: Arc<dyn Executor> = echo.clone();
-            builder
-                .register(
-                    Descriptor::new("echo", "t", json!({"type": "object"})),
-                    entry,
-                    executor,
-                )
-                .unwrap();
-            let registry = builder.build().unwrap();
-            let mut policy = PolicyEngine::default_policy().unwrap();
-            policy.prepare(&registry).unwrap();
+            let descriptor = Descriptor::new("echo", "t", json!({"type": "object"}));
+            let policy = PolicyEngine::default_policy().unwrap();
             let broker = Arc::new(Scopes::default());
-            let pipeline = Pipeline::new(
-                Arc::new(registry),
-                Arc::new(policy),
-                broker.clone(),
-                WorkspaceId::new("/ws"),
-            )
-            .with_hooks(hooks);
+            let pipeline =
+                serving(descriptor, entry, echo.clone(), policy, broker.clone()).with_hooks(hooks);
             for _ in 0..2 {
                 let outcome = pipeline.run(RawCall::text("echo", "{}", Surface::Chat));
                 assert_eq!(outcome.status(), Status::Completed, "{outcome:?}");

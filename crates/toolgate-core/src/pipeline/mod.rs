@@ -1140,16 +1140,34 @@ mod tests {
 
     /// A pipeline over one tool, the default policy and no approver.
     fn one_tool(entry: ToolEntry, executor: Arc<dyn Executor>) -> Pipeline {
-        let mut builder = RegistryBuilder::new();
         let descriptor = Descriptor::new(&entry.name, "t", serde_json::json!({"type": "object"}));
+        let policy = PolicyEngine::default_policy().unwrap();
+        serving(
+            descriptor,
+            entry,
+            executor,
+            policy,
+            Arc::new(HeadlessBroker),
+        )
+    }
+
+    /// A pipeline over the one tool `descriptor` describes, judged by `policy` and asking
+    /// `broker`.
+    pub(super) fn serving(
+        descriptor: Descriptor,
+        entry: ToolEntry,
+        executor: Arc<dyn Executor>,
+        mut policy: PolicyEngine,
+        broker: Arc<dyn ApprovalBroker>,
+    ) -> Pipeline {
+        let mut builder = RegistryBuilder::new();
         builder.register(descriptor, entry, executor).unwrap();
         let registry = builder.build().unwrap();
-        let mut policy = PolicyEngine::default_policy().unwrap();
         policy.prepare(&registry).unwrap();
         Pipeline::new(
             Arc::new(registry),
             Arc::new(policy),
-            Arc::new(HeadlessBroker),
+            broker,
             WorkspaceId::new("/ws"),
         )
     }
