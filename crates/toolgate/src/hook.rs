@@ -304,8 +304,15 @@ fn check(
     Ok(Some(copy))
 }
 
-/// Removes everything in `dir`; whether it is empty now.
+/// Removes everything in `dir`; whether it is empty now and still a directory only this user
+/// may write: a call that opened it to others (its process owns it, and may change its mode)
+/// would let another local process leave there what the next call finds.
 fn empty_dir(dir: &Path) -> bool {
+    let private =
+        std::fs::symlink_metadata(dir).is_ok_and(|meta| meta.is_dir() && meta.mode() & 0o022 == 0);
+    if !private {
+        return false;
+    }
     let Ok(entries) = std::fs::read_dir(dir) else {
         return false;
     };
@@ -647,5 +654,20 @@ mod tests {
         let again = hook.confined().unwrap();
         assert_eq!(PathBuf::from(&again.env()[0].1), temp, "the same directory");
         assert_eq!(std::fs::read_dir(&temp).unwrap().count(), 0);
+    }
+
+    /// A call that opened its `TMPDIR` to other users' writes does not hand it to the next call:
+    /// another local process could have left something there, or leave it between calls.
+    #[test]
+    fn a_tmpdir_opened_to_others_is_not_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let hook = hook(dir.path(), &["/bin/true"]);
+        let confined = hook.confined().unwrap();
+        let temp = PathBuf::from(&confined.env()[0].1);
+        std::fs::set_permissions(&temp, std::fs::Permissions::from_mode(0o777)).unwrap();
+        hook.give_back(confined, true);
+        let again = hook.confined().unwrap();
+        assert_ne!(PathBuf::from(&again.env()[0].1), temp, "a new directory");
+        assert!(!temp.exists(), "the opened one is removed");
     }
 }
