@@ -17,7 +17,7 @@ use std::path::Path;
 
 use toolgate_core::runs_later;
 use toolgate_workspace::snapshot::{Kept, Snapshot};
-use toolgate_workspace::{PathError, RelPath, Workspace};
+use toolgate_workspace::{PathError, PathKind, RelPath, Workspace};
 
 /// Deepest chain of includes followed: git's own limit.
 const MAX_INCLUDE_DEPTH: usize = 10;
@@ -251,6 +251,14 @@ impl<'a> Reader<'a> {
         Ok(())
     }
 
+    /// Whether `path` is a file beneath the root (through links inside it).
+    fn is_file(&self, path: &[String]) -> bool {
+        RelPath::parse(&path.join("/"))
+            .ok()
+            .and_then(|rel| self.workspace.resolve(&rel).ok())
+            .is_some_and(|resolved| resolved.kind == PathKind::File)
+    }
+
     /// Names `path`, and where it leads if a link inside the workspace redirects it: git
     /// follows the link, so the file there is what it reads or runs.
     fn name(&mut self, path: Vec<String>) {
@@ -372,6 +380,17 @@ impl<'a> Reader<'a> {
                                     self.name(program);
                                 }
                             }
+                            // A script its commands run by a name without `/` (`python3
+                            // conv.py`), found as a command's preview finds one, where it is a
+                            // file of the work tree.
+                            let text = value.trim_start().trim_start_matches('!');
+                            for (_, word) in crate::interpreter::shell_text(text, "").candidates {
+                                if let Some(script) = resolve(&work_tree, &word, &root)
+                                    && self.is_file(&script)
+                                {
+                                    self.name(script);
+                                }
+                            }
                         }
                     }
                 }
@@ -455,7 +474,9 @@ mod tests {
                      [browser \"b\"]\n\tcmd = ./bin/browse\n[man \"m\"]\n\tpath = bin/man\n\
                      [guitool \"g\"]\n\tcmd = sh bin/gui.sh\n\
                      [gpg \"ssh\"]\n\tdefaultKeyCommand = ./bin/key\n\
-                     [sendemail]\n\ttoCmd = ./bin/to\n\tsmtpServer = bin/sendmail\n",
+                     [sendemail]\n\ttoCmd = ./bin/to\n\tsmtpServer = bin/sendmail\n\
+                     [diff \"py\"]\n\ttextconv = python3 conv.py\n\
+                     [filter \"lfs\"]\n\tclean = git-lfs clean -- %f\n",
                 ),
                 (
                     "inc.cfg",
@@ -465,6 +486,7 @@ mod tests {
                     "more.cfg",
                     "[core]\n\tsshCommand = ssh -i ~/.ssh/k -F ./ssh/config\n",
                 ),
+                ("conv.py", "print()\n"),
                 ("sub/.git/config", "[core]\n\thooksPath = .\n"),
                 ("sub/.git/HEAD", "ref: refs/heads/main\n"),
             ],
@@ -480,6 +502,7 @@ mod tests {
             "bin/to",
             "bin/up",
             "bin/update",
+            "conv.py",
             "inc.cfg",
             "meta/attrs",
             "more.cfg",
