@@ -35,12 +35,7 @@ pub(crate) fn may_change_schema() -> Value {
 /// How a snapshot of the files that run later walks a workspace (or any tree a confined
 /// process may write).
 pub fn watch(path: &str, is_dir: bool) -> Watch {
-    match runs_later::guard(path, is_dir) {
-        Guard::Skip => Watch::Skip,
-        Guard::Descend => Watch::Descend,
-        Guard::GitDir => Watch::Enter,
-        Guard::Whole => Watch::Whole,
-    }
+    watch_with(path, is_dir, &[])
 }
 
 /// [`watch`], where `named` are the paths a repository's git configuration names.
