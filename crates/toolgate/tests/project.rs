@@ -683,7 +683,7 @@ fn run_row(row: &Value) -> Vec<String> {
                 args["stdin"] = stdin.clone();
             }
             let args: Value = serde_json::from_str(&scene.fill(&args.to_string())).unwrap();
-            let (_, said) = scene.at_terminal(
+            let (code, said) = scene.at_terminal(
                 &[
                     "call".into(),
                     "--ask".into(),
@@ -696,6 +696,11 @@ fn run_row(row: &Value) -> Vec<String> {
                 ],
                 "y\n",
             );
+            // Approved and run (completed, or ran and failed): a command refused before it
+            // ran would show nothing of what it reaches, whatever the configuration allowed.
+            if !matches!(code, 0 | 1) {
+                failures.push(format!("the approved command did not run ({code}): {said}"));
+            }
             if let Some(lacks) = run["lacks"].as_str()
                 && said.contains(lacks)
             {
