@@ -630,7 +630,11 @@ pub fn guard_with(path: &str, is_dir: bool, named: &[String]) -> Guard {
 
 /// [`kind_of`], and [`NAMED_BY_GIT`] for a path that is, or is in, one of `named`.
 pub fn kind_of_with(path: &str, named: &[String]) -> Option<&'static LaterFile> {
-    kind_of(path).or_else(|| named_covers(named, &lowered(path)).then_some(&NAMED_BY_GIT))
+    // Stage 4 asks this of every path a call writes, most often with nothing named: then
+    // the path is not split and lowered for nothing.
+    kind_of(path).or_else(|| {
+        (!named.is_empty() && named_covers(named, &lowered(path))).then_some(&NAMED_BY_GIT)
+    })
 }
 
 /// [`kinds`], where `named` are the paths a repository's configuration names.
