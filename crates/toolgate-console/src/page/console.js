@@ -420,6 +420,10 @@ const PROJECT_STATUS = {
   error: 'It cannot be read, and nothing of it can be trusted: ',
 };
 let projectShown = null;
+// The digest the trust button was last offered for: a poll that finds other files takes the
+// offer back until the person reads them again (the button would trust files they may not have
+// looked at).
+let projectOffered = null;
 
 function itemList(title, items) {
   const box = el('div', 'project-items');
@@ -430,10 +434,12 @@ function itemList(title, items) {
   return box;
 }
 
-function renderProject(view) {
+function renderProject(view, polled) {
   const text = JSON.stringify(view);
   if (text === projectShown) return;
   projectShown = text;
+  const swapped = polled && projectOffered !== null && view.digest !== projectOffered;
+  projectOffered = view.digest || null;
   // A workspace without `.toolgate/` has nothing to show or trust.
   document.getElementById('project').hidden = view.status === 'none';
   const status = document.getElementById('project-status');
@@ -461,17 +467,21 @@ function renderProject(view) {
   if (view.ignored.length) body.appendChild(itemList('Ignored: a project may never set these', view.ignored));
   const trust = document.getElementById('project-trust');
   trust.hidden = !view.digest || view.status === 'trusted';
-  trust.disabled = false;
+  trust.disabled = swapped;
   trust.dataset.digest = view.digest || '';
+  if (swapped) {
+    setText(document.getElementById('project-message'),
+      'The files changed while they were shown; what is shown now is different. Look at them again, then press Read again to trust them.');
+  }
 }
 
-async function refreshProject() {
+async function refreshProject(polled) {
   try {
     const response = await fetch('/api/project', { credentials: 'same-origin', cache: 'no-store' });
     // A console started without a workspace's configuration to show has no such route.
     if (response.status === 404) return;
     if (!response.ok) throw new Error('/api/project: ' + response.status + ' ' + (await response.text()));
-    renderProject(await response.json());
+    renderProject(await response.json(), polled);
   } catch (e) {
     setText(document.getElementById('project-message'), e.message);
   }
@@ -507,8 +517,9 @@ async function trustProject() {
 document.getElementById('project-trust').addEventListener('click', trustProject);
 document.getElementById('project-reload').addEventListener('click', () => {
   projectShown = null;
+  projectOffered = null;
   setText(document.getElementById('project-message'), '');
-  refreshProject();
+  refreshProject(false);
 });
 
 let polling = false;
@@ -532,5 +543,5 @@ async function refresh() {
 
 refresh();
 setInterval(refresh, POLL_MS);
-refreshProject();
-setInterval(refreshProject, PROJECT_POLL_MS);
+refreshProject(false);
+setInterval(() => refreshProject(true), PROJECT_POLL_MS);
