@@ -17,6 +17,7 @@ exit_127) exit 127 ;;
 sigkill) kill -KILL $$ ;;
 timeout) (sleep 30; true) & sleep 30 ;;
 flood) head -c 10485760 /dev/zero | tr '\0' x ;;
+no_output) ;;
 invalid_json) echo '{"decision": "allow"' ;;
 two_objects) echo '{"decision": "allow"} {"decision": "allow"}' ;;
 no_decision) echo '{"reason": "none"}' ;;
