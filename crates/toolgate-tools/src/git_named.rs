@@ -7,6 +7,9 @@
 //! file is read beneath the workspace root. A configuration that does not parse is an error:
 //! git refuses such a repository too, and what it would name cannot be known.
 //!
+//! Where the workspace holds the user's own configuration (`.gitconfig`, `.config/git/config`:
+//! the workspace is a home), what that names is gathered too, its `~/` taken as the root.
+//!
 //! Paths are resolved as git resolves them: an include relative to the file that names it, a
 //! hooks directory and a program relative to the work tree (`core.worktree`, or the
 //! directory holding `.git`). An absolute path is named where it lies inside the workspace; a
@@ -81,6 +84,7 @@ pub(crate) fn in_snapshot(
     snapshot: &Snapshot,
 ) -> Result<Vec<String>, String> {
     let mut reader = Reader::new(workspace);
+    reader.global()?;
     for (name, _, kept) in snapshot.paths() {
         if let Kept::File {
             bytes: Some(bytes), ..
@@ -116,6 +120,7 @@ pub(crate) fn in_snapshot(
 /// `.git` file names inside the workspace), includes followed.
 pub(crate) fn around(workspace: &Workspace, path: &str) -> Result<Vec<String>, String> {
     let mut reader = Reader::new(workspace);
+    reader.global()?;
     let components: Vec<&str> = path
         .split('/')
         .filter(|c| !c.is_empty() && *c != ".")
@@ -182,6 +187,8 @@ struct Reader<'a> {
     workspace: &'a Workspace,
     named: Vec<String>,
     read: usize,
+    /// Whether the file read is the user's own configuration, whose `~/` is the root.
+    home: bool,
 }
 
 impl<'a> Reader<'a> {
@@ -190,6 +197,30 @@ impl<'a> Reader<'a> {
             workspace,
             named: Vec::new(),
             read: 0,
+            home: false,
+        }
+    }
+
+    /// The user's own git configuration, where the workspace holds it (it is the home git
+    /// reads it from): what it names is run or read in every repository, its `~/` is the
+    /// root, and its relative paths are taken from the root.
+    fn global(&mut self) -> Result<(), String> {
+        for name in [".gitconfig", ".config/git/config"] {
+            if let Some(bytes) = self.read(name)? {
+                self.home = true;
+                let found = self.config(name, &bytes, &[], 0);
+                self.home = false;
+                found?;
+            }
+        }
+        Ok(())
+    }
+
+    /// [`resolve`], where the user's own configuration's `~/` is the root.
+    fn resolve(&self, base: &[String], value: &str, root: &Path) -> Option<Vec<String>> {
+        match value.trim().strip_prefix("~/") {
+            Some(rest) if self.home => resolve(&[], rest, root),
+            _ => resolve(base, value, root),
         }
     }
 
@@ -315,7 +346,7 @@ impl<'a> Reader<'a> {
             let header = section.header();
             if header.name().eq_ignore_ascii_case(b"core") && header.subsection_name().is_none() {
                 for value in section.values("worktree") {
-                    if let Some(tree) = resolve(git_dir, &value.to_string(), &root) {
+                    if let Some(tree) = self.resolve(git_dir, &value.to_string(), &root) {
                         work_tree = tree;
                     }
                 }
@@ -337,7 +368,7 @@ impl<'a> Reader<'a> {
                     match names(&section_name, subsection, &key, &value) {
                         None => {}
                         Some(Names::Include) => {
-                            let Some(included) = resolve(&here, &value, &root) else {
+                            let Some(included) = self.resolve(&here, &value, &root) else {
                                 continue;
                             };
                             if included.is_empty() {
@@ -354,7 +385,7 @@ impl<'a> Reader<'a> {
                                 self.config(&included_name, &bytes, git_dir, depth + 1)?;
                             }
                         }
-                        Some(Names::Hooks) => match resolve(&work_tree, &value, &root) {
+                        Some(Names::Hooks) => match self.resolve(&work_tree, &value, &root) {
                             // The work tree itself, or above it: its hooks one by one.
                             Some(dir) if work_tree.starts_with(&dir) => {
                                 for hook in crate::interpreter::GIT_HOOKS {
@@ -367,7 +398,7 @@ impl<'a> Reader<'a> {
                             None => {}
                         },
                         Some(Names::File) => {
-                            if let Some(file) = resolve(&work_tree, &value, &root) {
+                            if let Some(file) = self.resolve(&work_tree, &value, &root) {
                                 self.name(file);
                             }
                         }
@@ -376,7 +407,7 @@ impl<'a> Reader<'a> {
                                 .split(|c: char| c.is_whitespace() || "!;&|()<>`'\"=".contains(c))
                                 .filter(|w| w.contains('/') && !w.contains("://"))
                             {
-                                if let Some(program) = resolve(&work_tree, word, &root) {
+                                if let Some(program) = self.resolve(&work_tree, word, &root) {
                                     self.name(program);
                                 }
                             }
@@ -385,7 +416,7 @@ impl<'a> Reader<'a> {
                             // file of the work tree.
                             let text = value.trim_start().trim_start_matches('!');
                             for (_, word) in crate::interpreter::shell_text(text, "").candidates {
-                                if let Some(script) = resolve(&work_tree, &word, &root)
+                                if let Some(script) = self.resolve(&work_tree, &word, &root)
                                     && self.is_file(&script)
                                 {
                                     self.name(script);
@@ -525,6 +556,32 @@ mod tests {
         with_sub.sort();
         assert_eq!(all, with_sub);
         // A write at the root's level reads the root's repository only.
+        assert_eq!(near, want);
+    }
+
+    #[test]
+    fn the_users_own_configuration_in_a_workspace_that_is_a_home_names_what_it_runs() {
+        let files = [
+            (
+                ".gitconfig",
+                "[core]\n\thooksPath = ~/my-hooks\n\tfsmonitor = ~/bin/mon\n\
+                 [include]\n\tpath = ~/.gitconfig.local\n",
+            ),
+            (
+                ".gitconfig.local",
+                "[diff \"x\"]\n\ttextconv = ~/bin/conv\n",
+            ),
+            (".config/git/config", "[core]\n\tpager = ./pager.sh\n"),
+        ];
+        let (all, near) = named(&files, "src/a.rs");
+        let want = [
+            ".gitconfig.local",
+            "bin/conv",
+            "bin/mon",
+            "my-hooks",
+            "pager.sh",
+        ];
+        assert_eq!(all, want);
         assert_eq!(near, want);
     }
 
