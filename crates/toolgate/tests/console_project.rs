@@ -191,6 +191,8 @@ fn a_person_trusts_the_project_in_the_console_only_as_it_was_shown() {
 
     let trusted = trust(&served, &person, now["digest"].as_str().unwrap());
     assert_eq!(trusted.status, 200, "{}", trusted.body);
+    // The one record, where the counts of none above looked.
+    assert_eq!(trust_records(state.path()), 1);
     let trusted = json_of(&trusted);
     assert_eq!(trusted["status"], "trusted", "{trusted}");
     assert_eq!(trusted["pending"], json!([]), "{trusted}");
