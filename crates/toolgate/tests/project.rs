@@ -147,14 +147,13 @@ struct Scene {
 }
 
 impl Scene {
-    fn new(name: &str) -> Scene {
+    fn new() -> Scene {
         let dir = home::fresh();
         let marker = format!(
             "tgmark{}x{}",
             std::process::id(),
             dir.file_name().unwrap().to_string_lossy().replace('-', "")
         );
-        let _ = name;
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         listener.set_nonblocking(true).unwrap();
         for sub in ["canaries", "outside", ".config/toolgate"] {
@@ -560,8 +559,7 @@ fn corpus() -> Vec<Value> {
 
 /// Runs one row; its failures, in words.
 fn run_row(row: &Value) -> Vec<String> {
-    let class = row["class"].as_str().unwrap();
-    let mut scene = Scene::new(class);
+    let mut scene = Scene::new();
     let mut failures = Vec::new();
     if let Some(user) = row["user"].as_str() {
         std::fs::write(
@@ -784,7 +782,7 @@ fn no_malicious_repository_starts_anything_or_widens_a_decision() {
 
 /// A scene of the paths that must keep working, with `files` in its workspace.
 fn good(files: Value) -> Scene {
-    let scene = Scene::new("good");
+    let scene = Scene::new();
     scene.make(&scene.ws, files.as_object().unwrap());
     scene
 }
