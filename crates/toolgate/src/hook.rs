@@ -69,19 +69,7 @@ pub struct Sealed {
 impl Sealed {
     /// The bytes of the regular file at `path`, copied and sealed, with their digest.
     pub fn copy(path: &Path) -> io::Result<Sealed> {
-        // Non-blocking, so that a FIFO swapped in for the file cannot hang the call (and every
-        // other call of the hook, which waits for the copies) waiting for a writer; it is
-        // refused below like any non-file. Reads of a regular file are unaffected by the flag.
-        let mut file = File::options()
-            .read(true)
-            .custom_flags(rustix::fs::OFlags::NONBLOCK.bits().cast_signed())
-            .open(path)?;
-        let meta = file.metadata()?;
-        if !meta.is_file() {
-            return Err(io::Error::other("it is not a regular file"));
-        }
-        let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
-        file.read_to_end(&mut bytes)?;
+        let (meta, bytes) = read_regular(path)?;
         let mut copy = File::from(memfd()?);
         copy.write_all(&bytes)?;
         rustix::fs::fcntl_add_seals(
@@ -99,6 +87,24 @@ impl Sealed {
     pub fn path_in_child(&self) -> String {
         format!("/proc/self/fd/{}", self.fd.as_raw_fd())
     }
+}
+
+/// The metadata and bytes of the regular file at `path`, opened without blocking, so that a
+/// FIFO put in its place cannot hang the caller (a load, a call and every other call of the
+/// hook, which waits for the copies) waiting for a writer: it is refused like any non-file.
+/// Reads of a regular file are unaffected by the flag.
+pub(crate) fn read_regular(path: &Path) -> io::Result<(std::fs::Metadata, Vec<u8>)> {
+    let mut file = File::options()
+        .read(true)
+        .custom_flags(rustix::fs::OFlags::NONBLOCK.bits().cast_signed())
+        .open(path)?;
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Err(io::Error::other("it is not a regular file"));
+    }
+    let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
+    file.read_to_end(&mut bytes)?;
+    Ok((meta, bytes))
 }
 
 /// An anonymous file that may be sealed, closed at exec, executable.
@@ -568,7 +574,8 @@ mod tests {
         assert_eq!(now, ALLOW.as_bytes());
     }
 
-    /// A FIFO in place of a hook's file is refused at once, not waited on for a writer.
+    /// A FIFO in place of a hook's file is refused at once, not waited on for a writer: when
+    /// its copy is made for a call, and when the configuration is loaded.
     #[test]
     fn a_fifo_in_place_of_a_file_is_refused_without_waiting() {
         let dir = tempfile::tempdir().unwrap();
@@ -582,11 +589,18 @@ mod tests {
         )
         .unwrap();
         let (sender, copied) = std::sync::mpsc::channel();
-        std::thread::spawn(move || sender.send(Sealed::copy(&path).map(|_| ())));
+        let fifo = path.clone();
+        std::thread::spawn(move || sender.send(Sealed::copy(&fifo).map(|_| ())));
         let copied = copied
             .recv_timeout(std::time::Duration::from_secs(5))
             .expect("the copy waits for a writer of the FIFO");
         assert!(copied.is_err(), "a FIFO is not a regular file");
+        let (sender, loaded) = std::sync::mpsc::channel();
+        std::thread::spawn(move || sender.send(command_files(&path, &[]).unwrap()));
+        let loaded = loaded
+            .recv_timeout(std::time::Duration::from_secs(5))
+            .expect("the load waits for a writer of the FIFO");
+        assert_eq!(loaded[0].digest, None, "nothing of a FIFO is digested");
     }
 
     /// An unchanged file is not read again; one whose times changed is, and its bytes are

@@ -75,7 +75,9 @@ pub enum FileRole {
 
 impl HookFile {
     fn read(path: PathBuf, role: FileRole) -> (HookFile, Option<Vec<u8>>) {
-        let bytes = std::fs::read(&path).ok();
+        let bytes = crate::hook::read_regular(&path)
+            .ok()
+            .map(|(_, bytes)| bytes);
         let digest = bytes.as_deref().map(sha256_digest);
         (HookFile { path, digest, role }, bytes)
     }
