@@ -134,16 +134,10 @@ pub(crate) fn around(workspace: &Workspace, path: &str) -> Result<Vec<String>, S
         let dot_git = joined(&dir, ".git");
         let git_dir = match reader.read(&dot_git)? {
             // A `.git` file: `gitdir: PATH`, relative to the directory that holds it.
-            Some(text) => {
-                let text = String::from_utf8_lossy(&text);
-                let Some(target) = text.trim().strip_prefix("gitdir:") else {
-                    continue;
-                };
-                match resolve(&dir, target.trim(), workspace.root()) {
-                    Some(git_dir) if !git_dir.is_empty() => git_dir,
-                    _ => continue,
-                }
-            }
+            Some(bytes) => match git_dir_named(&dir, &bytes, workspace.root()) {
+                Some(git_dir) => git_dir,
+                None => continue,
+            },
             // A `.git` directory, or none (then its files are not found either).
             None => {
                 let mut git_dir = dir.clone();
@@ -151,14 +145,17 @@ pub(crate) fn around(workspace: &Workspace, path: &str) -> Result<Vec<String>, S
                 git_dir
             }
         };
-        for file in ["config", "config.worktree"] {
-            let name = joined(&git_dir, file);
-            if let Some(bytes) = reader.read(&name)? {
-                reader.config(&name, &bytes, &git_dir, 0)?;
-            }
-        }
+        reader.configs_of(&git_dir)?;
     }
     Ok(reader.named)
+}
+
+/// The git directory the `.git` file in `dir` holding `bytes` names (`gitdir: PATH`, relative
+/// to `dir`), where it lies beneath the root.
+fn git_dir_named(dir: &[String], bytes: &[u8], root: &Path) -> Option<Vec<String>> {
+    let text = String::from_utf8_lossy(bytes);
+    let target = text.trim().strip_prefix("gitdir:")?;
+    resolve(dir, target.trim(), root).filter(|git_dir| !git_dir.is_empty())
 }
 
 /// Whether `name` (workspace-relative) is a git directory's `config` or `config.worktree`;
@@ -255,14 +252,10 @@ impl<'a> Reader<'a> {
         if !last.eq_ignore_ascii_case(".git") {
             return Ok(());
         }
-        let text = String::from_utf8_lossy(bytes);
-        let Some(target) = text.trim().strip_prefix("gitdir:") else {
+        let Some(git_dir) = git_dir_named(dir, bytes, self.workspace.root()) else {
             return Ok(());
         };
-        let Some(git_dir) = resolve(dir, target.trim(), self.workspace.root()) else {
-            return Ok(());
-        };
-        if git_dir.is_empty() || git_dir.iter().any(|c| c.eq_ignore_ascii_case(".git")) {
+        if git_dir.iter().any(|c| c.eq_ignore_ascii_case(".git")) {
             return Ok(());
         }
         for file in runs_later::FILES
@@ -273,10 +266,15 @@ impl<'a> Reader<'a> {
             path.extend(file.path.split('/').map(str::to_owned));
             self.name(path);
         }
+        self.configs_of(&git_dir)
+    }
+
+    /// What the `config` and `config.worktree` of the git directory `git_dir` name.
+    fn configs_of(&mut self, git_dir: &[String]) -> Result<(), String> {
         for file in ["config", "config.worktree"] {
-            let config = joined(&git_dir, file);
+            let config = joined(git_dir, file);
             if let Some(bytes) = self.read(&config)? {
-                self.config(&config, &bytes, &git_dir, 0)?;
+                self.config(&config, &bytes, git_dir, 0)?;
             }
         }
         Ok(())
