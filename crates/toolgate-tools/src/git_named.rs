@@ -65,6 +65,8 @@ fn names(section: &str, subsection: bool, key: &str, value: &str) -> Option<Name
         | ("gpg", _, "program")
         | ("gpg", true, "defaultkeycommand")
         | ("uploadpack", false, "packobjectshook")
+        | ("imap", false, "tunnel")
+        | ("instaweb", false, "httpd")
         | ("sendemail", _, "sendmailcmd" | "smtpserver" | "tocmd" | "cccmd" | "headercmd")
         | ("sequence", false, "editor")
         | ("pager", false, _)
@@ -505,7 +507,8 @@ mod tests {
                      [gpg \"ssh\"]\n\tdefaultKeyCommand = ./bin/key\n\
                      [sendemail]\n\ttoCmd = ./bin/to\n\tsmtpServer = bin/sendmail\n\
                      [diff \"py\"]\n\ttextconv = python3 conv.py\n\
-                     [filter \"lfs\"]\n\tclean = git-lfs clean -- %f\n",
+                     [filter \"lfs\"]\n\tclean = git-lfs clean -- %f\n\
+                     [imap]\n\ttunnel = ./bin/tunnel\n[instaweb]\n\thttpd = bin/httpd -f\n",
                 ),
                 (
                     "inc.cfg",
@@ -524,11 +527,13 @@ mod tests {
         let want: Vec<String> = [
             "bin/browse",
             "bin/gui.sh",
+            "bin/httpd",
             "bin/key",
             "bin/man",
             "bin/pager",
             "bin/sendmail",
             "bin/to",
+            "bin/tunnel",
             "bin/up",
             "bin/update",
             "conv.py",

@@ -656,6 +656,8 @@ const GIT_PROGRAM_KEYS: &[&str] = &[
     "tocmd",
     "cccmd",
     "headercmd",
+    "tunnel",
+    "httpd",
 ];
 
 /// The hooks git runs from `core.hooksPath`, as `githooks(5)` names them (git-p4's too): the
@@ -1798,6 +1800,11 @@ mod tests {
                 &["git", "-c", "sendemail.toCmd=./bin/to", "send-email"],
                 &["./bin/to"],
                 &["`sendemail.tocmd` names a program"],
+            ),
+            (
+                &["git", "-c", "imap.tunnel=./bin/tunnel", "imap-send"],
+                &["./bin/tunnel"],
+                &["`imap.tunnel` names a program"],
             ),
             (
                 &["busybox", "sh", "-c", ". ./x.sh"],
