@@ -310,12 +310,13 @@ fn check(
     Ok(Some(copy))
 }
 
-/// Removes everything in `dir`; whether it is empty now and still a directory only this user
-/// may write: a call that opened it to others (its process owns it, and may change its mode)
-/// would let another local process leave there what the next call finds.
+/// Makes `dir` a directory only this user may write, then removes everything in it; whether
+/// it is empty now. A call may have opened it to others (its process owns it, and may change
+/// its mode): another local process would leave there what the next call finds.
 fn empty_dir(dir: &Path) -> bool {
-    let private =
-        std::fs::symlink_metadata(dir).is_ok_and(|meta| meta.is_dir() && meta.mode() & 0o022 == 0);
+    use std::os::unix::fs::PermissionsExt as _;
+    let private = std::fs::symlink_metadata(dir).is_ok_and(|meta| meta.is_dir())
+        && std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).is_ok();
     if !private {
         return false;
     }
@@ -670,10 +671,10 @@ mod tests {
         assert_eq!(std::fs::read_dir(&temp).unwrap().count(), 0);
     }
 
-    /// A call that opened its `TMPDIR` to other users' writes does not hand it to the next call:
-    /// another local process could have left something there, or leave it between calls.
+    /// A call that opened its `TMPDIR` to other users hands the next call a directory only
+    /// this user may write again: another local process cannot leave there what it finds.
     #[test]
-    fn a_tmpdir_opened_to_others_is_not_kept() {
+    fn a_tmpdir_opened_to_others_is_closed_before_it_is_kept() {
         let dir = tempfile::tempdir().unwrap();
         let hook = hook(dir.path(), &["/bin/true"]);
         let confined = hook.confined().unwrap();
@@ -681,7 +682,8 @@ mod tests {
         std::fs::set_permissions(&temp, std::fs::Permissions::from_mode(0o777)).unwrap();
         hook.give_back(confined, true);
         let again = hook.confined().unwrap();
-        assert_ne!(PathBuf::from(&again.env()[0].1), temp, "a new directory");
-        assert!(!temp.exists(), "the opened one is removed");
+        assert_eq!(PathBuf::from(&again.env()[0].1), temp, "the same directory");
+        let mode = std::fs::metadata(&temp).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o700, "{mode:o}");
     }
 }
