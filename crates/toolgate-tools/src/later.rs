@@ -80,16 +80,22 @@ pub(crate) fn check(workspace: &Workspace, may_change: &[String]) -> Vec<FieldEr
                     "`{path}` is not a plain workspace-relative path (no `..`, `.`, absolute or doubled `/`)"
                 ),
             ));
-        } else if runs_later::kind_of(path).is_none()
-            && !git_named::around(workspace, path)
-                .is_ok_and(|named| runs_later::kind_of_with(path, &named).is_some())
-        {
+        } else if runs_later::kind_of(path).is_none() {
+            let message = match git_named::around(workspace, path) {
+                Ok(named) if runs_later::kind_of_with(path, &named).is_some() => continue,
+                Ok(_) => format!(
+                    "`{path}` is not a file that another program runs later; name only those (git's config and hooks, `.mcp.json`, `.npmrc`, …): every other workspace file is the command's to change"
+                ),
+                // The configuration of a repository holding it does not parse (or is past
+                // the limits): whether git runs it cannot be known.
+                Err(error) => format!(
+                    "whether `{path}` is a file that another program runs later cannot be known: {error}"
+                ),
+            };
             errors.push(FieldError::new(
                 pointer,
                 RejectCode::ConstraintViolation,
-                format!(
-                    "`{path}` is not a file that another program runs later; name only those (git's config and hooks, `.mcp.json`, `.npmrc`, …): every other workspace file is the command's to change"
-                ),
+                message,
             ));
         }
     }
@@ -144,4 +150,34 @@ pub(crate) fn check_after(guarded: &Guarded) -> Result<(), ToolError> {
         "the command changed files that other programs run later, which the approval did not name (a command meant to change one names it in `may_change`, which the person approving sees): {undone}"
     );
     Err(ToolError::new(ToolErrorCode::RunsLaterChanged, message))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_may_change_path_is_refused_with_why() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join(".git")).unwrap();
+        let workspace = Workspace::open(dir.path()).unwrap();
+        let refused = |path: &str| {
+            let errors = check(&workspace, &[path.to_owned()]);
+            assert_eq!(errors.len(), 1, "{path}: {errors:?}");
+            errors[0].message.clone()
+        };
+        std::fs::write(
+            dir.path().join(".git/config"),
+            "[core]\n\thooksPath = tools/hooks\n",
+        )
+        .unwrap();
+        assert!(check(&workspace, &["tools/hooks/pre-commit".to_owned()]).is_empty());
+        assert!(refused("src/a.rs").contains("is not a file that another program runs later"));
+        // A repository's configuration that does not parse: not said to be an ordinary file.
+        std::fs::write(dir.path().join(".git/config"), "[core\n\tsecret = 1\n").unwrap();
+        let message = refused("tools/hooks/pre-commit");
+        assert!(message.contains("cannot be known"), "{message}");
+        assert!(message.contains("does not parse"), "{message}");
+        assert!(!message.contains("secret"), "{message}");
+    }
 }
