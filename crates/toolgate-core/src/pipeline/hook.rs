@@ -216,6 +216,9 @@ pub enum HookFailureKind {
     Unstarted,
     /// An in-process hook panicked.
     Panicked,
+    /// The hooks kept changing the arguments: a pass over them all changed them again after
+    /// as many passes as there are hooks.
+    Unsettled,
 }
 
 impl HookFailureKind {
@@ -237,6 +240,7 @@ impl HookFailureKind {
             Changed => "changed",
             Unstarted => "unstarted",
             Panicked => "panicked",
+            Unsettled => "unsettled",
         }
     }
 }
@@ -418,49 +422,83 @@ impl Pipeline {
             return Err(Stopped { rejection, trace });
         }
         let version = classified.tool.entry.version.to_string();
-        for hook in hooks {
-            let started = Instant::now();
-            let input = HookInput {
-                event: HookEvent::PreCall,
-                call_id: &classified.trace.call_id,
-                tool: &classified.tool.entry.name,
-                version: &version,
-                arguments: &classified.arguments,
-                effect: Some(classified.effect),
-                actor: &classified.invocation.actor,
-                surface: classified.invocation.surface,
-                resources: &classified.trace.resources,
-                output: None,
-            };
-            let answered = ask(&*hook, &input);
-            let changed = answered.as_ref().is_ok_and(|a| {
-                a.arguments
-                    .as_ref()
-                    .is_some_and(|args| classified.arguments.as_object() != Some(args))
-            });
-            let trace = &mut classified.trace;
-            trace.hooks.push(record(&*hook, &answered, changed));
-            trace.record(Stage::Hook, started);
-            if hook.mode() == HookMode::Observe {
-                continue;
-            }
-            let answer = match answered {
-                Ok(answer) => answer,
-                Err(failure) => return Err(stop(classified, failed(&*hook, failure))),
-            };
-            match answer.decision {
-                Some(HookDecision::Deny) => {
-                    return Err(stop(classified, denied(&*hook, answer.reason)));
+        // Every enforcing hook judges the arguments that will run: after one changes them, the
+        // hooks are asked again from the first, until a pass changes nothing. A hook that
+        // allowed the old arguments has not allowed the new ones. Each pass but the last
+        // changed something, so more passes than hooks means they do not settle.
+        let mut passes = 0;
+        'pass: loop {
+            passes += 1;
+            classified.trace.hooks_bound.clear();
+            for hook in &hooks {
+                let judged = self.judge(&mut classified, &**hook, &version);
+                let changed = match judged {
+                    Ok(changed) => changed,
+                    Err(rejection) => return Err(stop(classified, rejection)),
+                };
+                if let Some(arguments) = changed {
+                    if passes > hooks.len() {
+                        let failure = HookFailure::new(
+                            HookFailureKind::Unsettled,
+                            format!(
+                                "the hooks changed the arguments again on pass {passes}; they do not settle"
+                            ),
+                        );
+                        return Err(stop(classified, failed(&**hook, failure)));
+                    }
+                    classified = self.again(classified, arguments, &**hook)?;
+                    continue 'pass;
                 }
-                Some(HookDecision::Ask) => classified.trace.hook_asks = true,
-                Some(HookDecision::Allow) | None => {}
             }
-            classified.trace.hooks_bound.push(hook.identity());
-            if let Some(arguments) = answer.arguments.filter(|_| changed) {
-                classified = self.again(classified, arguments, &*hook)?;
-            }
+            return Ok(classified);
         }
-        Ok(classified)
+    }
+
+    /// Asks one pre_call `hook` about `classified`; the arguments it changed, if it did.
+    fn judge(
+        &self,
+        classified: &mut Classified,
+        hook: &dyn Hook,
+        version: &str,
+    ) -> Result<Option<Map<String, Value>>, Rejection> {
+        let started = Instant::now();
+        let input = HookInput {
+            event: HookEvent::PreCall,
+            call_id: &classified.trace.call_id,
+            tool: &classified.tool.entry.name,
+            version,
+            arguments: &classified.arguments,
+            effect: Some(classified.effect),
+            actor: &classified.invocation.actor,
+            surface: classified.invocation.surface,
+            resources: &classified.trace.resources,
+            output: None,
+        };
+        let answered = ask(hook, &input);
+        let changed = answered.as_ref().is_ok_and(|a| {
+            a.arguments
+                .as_ref()
+                .is_some_and(|args| classified.arguments.as_object() != Some(args))
+        });
+        let trace = &mut classified.trace;
+        trace.hooks.push(record(hook, &answered, changed));
+        trace.record(Stage::Hook, started);
+        if hook.mode() == HookMode::Observe {
+            return Ok(None);
+        }
+        let answer = match answered {
+            Ok(answer) => answer,
+            Err(failure) => return Err(failed(hook, failure)),
+        };
+        match answer.decision {
+            Some(HookDecision::Deny) => {
+                return Err(denied(hook, answer.reason));
+            }
+            Some(HookDecision::Ask) => classified.trace.hook_asks = true,
+            Some(HookDecision::Allow) | None => {}
+        }
+        classified.trace.hooks_bound.push(hook.identity());
+        Ok(answer.arguments.filter(|_| changed))
     }
 
     /// Stages 3 and 4 again, over the arguments `hook` answered with; arguments that do not
@@ -819,6 +857,58 @@ mod tests {
             assert_eq!(record.failure.map(HookFailureKind::as_str), Some(kind));
             assert!(echo.0.lock().unwrap().is_empty(), "nothing ran");
         }
+    }
+
+    /// A hook that allowed the arguments before a later hook changed them is asked again:
+    /// it judges what runs. Hooks that never settle refuse the call.
+    #[test]
+    fn every_hook_judges_the_arguments_a_later_hook_changed() {
+        let echo = Arc::new(Echo::default());
+        let guard = hook(HookEvent::PreCall, HookMode::Enforce, |input| {
+            Ok(if input.arguments["path"] == "secret" {
+                HookAnswer::deny("not that file")
+            } else {
+                HookAnswer::allow()
+            })
+        });
+        let rewriter = hook(HookEvent::PreCall, HookMode::Enforce, |_| {
+            Ok(HookAnswer {
+                arguments: json!({"path": "secret"}).as_object().cloned(),
+                ..HookAnswer::allow()
+            })
+        });
+        let outcome = call(&pipeline(
+            &echo,
+            Arc::new(HeadlessBroker),
+            vec![guard.clone(), rewriter],
+        ));
+        assert_eq!(code(&outcome), Some(RejectCode::HookDenied), "{outcome:?}");
+        assert!(
+            outcome
+                .rejection()
+                .unwrap()
+                .message()
+                .contains("not that file")
+        );
+        assert_eq!(guard.seen.lock().unwrap().len(), 2, "asked again");
+        assert!(echo.0.lock().unwrap().is_empty(), "nothing ran");
+
+        let flip = hook(HookEvent::PreCall, HookMode::Enforce, |input| {
+            let other = if input.arguments["path"] == "a" {
+                "b"
+            } else {
+                "a"
+            };
+            Ok(HookAnswer {
+                arguments: json!({"path": other}).as_object().cloned(),
+                ..HookAnswer::allow()
+            })
+        });
+        let outcome = call(&pipeline(&echo, Arc::new(HeadlessBroker), vec![flip]));
+        assert_eq!(code(&outcome), Some(RejectCode::HookFailed), "{outcome:?}");
+        let message = outcome.rejection().unwrap().message();
+        assert!(message.contains("(unsettled)"), "{message}");
+        assert!(echo.0.lock().unwrap().is_empty(), "nothing ran");
     }
 
     #[test]
