@@ -167,7 +167,9 @@ pub(super) fn read(root: &Path) -> Result<Option<ProjectSource>, ConfigError> {
             if !real.starts_with(root) || real.starts_with(&dir) || !real.is_file() {
                 continue;
             }
-            let bytes = std::fs::read(&real).map_err(|e| {
+            // Without blocking: a file swapped for a FIFO since it was looked at is refused,
+            // not waited on.
+            let (_, bytes) = crate::hook::read_regular(&real).map_err(|e| {
                 error(
                     &real,
                     format!("cannot read what the project's configuration runs: {e}"),
@@ -271,11 +273,15 @@ fn walk(
                 ),
             ));
         }
-        // Opened without following a link, and checked to be the file just looked at: a file
-        // swapped for a link since is refused.
+        // Opened without following a link or blocking, and checked to be the file just looked
+        // at: a file swapped for a link or a FIFO since is refused.
         let mut opened = std::fs::OpenOptions::new()
             .read(true)
-            .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits().cast_signed())
+            .custom_flags(
+                (rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::NONBLOCK)
+                    .bits()
+                    .cast_signed(),
+            )
             .open(&path)
             .map_err(|e| {
                 error(
