@@ -776,7 +776,7 @@ fn a_fork_loop_under_a_timeout_ends_and_leaves_nobody() {
 /// `~/.config/gh` was denied of these, and every row here was read.
 #[test]
 fn credential_stores_in_xdg_directories_and_agent_tokens_are_unreadable_to_an_approved_command() {
-    let (base, dir, ws, home, state) = ws_and_fake_home();
+    let (_base, dir, ws, home, state) = ws_and_fake_home();
     let stores = [
         "xdg-config/gh/hosts.yml",
         "home/.config/git/credentials",
@@ -815,7 +815,7 @@ fn credential_stores_in_xdg_directories_and_agent_tokens_are_unreadable_to_an_ap
 /// readable. Before toolgate read those variables, every row here was read.
 #[test]
 fn credential_stores_their_own_variables_move_are_unreadable_to_an_approved_command() {
-    let (base, dir, ws, home, state) = ws_and_fake_home();
+    let (_base, dir, ws, home, state) = ws_and_fake_home();
     let moved = dir.join("elsewhere");
     let stores = [
         ("GNUPGHOME", "gnupg", "gnupg/private-keys-v1.d/key.key"),
