@@ -567,7 +567,7 @@ pub fn guard(path: &str, is_dir: bool) -> Guard {
     }
     let lower = path.to_ascii_lowercase();
     let components: Vec<&str> = lower.split('/').filter(|c| !c.is_empty()).collect();
-    let Some((name, parents)) = components.split_last() else {
+    let Some((name, _)) = components.split_last() else {
         return Guard::Descend;
     };
     // A `.git` file points to a repository elsewhere: it is guarded whole (its text), and a
@@ -579,12 +579,12 @@ pub fn guard(path: &str, is_dir: bool) -> Guard {
         return inside_git_dir(&inside, is_dir);
     }
     // A walk asks about a directory before what it holds, so only an entry whose last name is
-    // this one's can be this one: a cheap test first, for the many files of a tree.
-    let at_root = parents.is_empty();
+    // this one's can be this one: a cheap test first, for the many files of a tree. An entry
+    // at the root may have several names (`.config/git`): its depth is compared, not whether
+    // this path has parents.
     let guarded = FILES.iter().any(|file| {
         file.at != Anchor::GitDir
             && file.path.rsplit('/').next() == Some(*name)
-            && (file.at == Anchor::Anywhere || at_root)
             && ends_with(&components, file.path)
             && (file.at == Anchor::Anywhere || components.len() == file.path.split('/').count())
     });
@@ -855,6 +855,10 @@ mod tests {
             (".mcp.json", false, Guard::Whole),
             (".bashrc", false, Guard::Whole),
             ("deep/.bashrc", false, Guard::Skip),
+            // A root entry of several names is guarded at the root only.
+            (".config", true, Guard::Descend),
+            (".config/git", true, Guard::Whole),
+            ("deep/.config/git", true, Guard::Descend),
             ("node_modules", true, Guard::Skip),
             ("web/node_modules", true, Guard::Skip),
         ];

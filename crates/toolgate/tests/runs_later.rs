@@ -56,6 +56,7 @@ const WATCHED: &[&str] = &[
     ".npmrc",
     ".bashrc",
     ".gitconfig",
+    ".config/git",
     ".profile",
     "inc.cfg",
     "tools/hooks",
