@@ -559,8 +559,37 @@ fn compare(cases: usize, trusted: bool) -> (usize, usize, Vec<String>) {
     (compared, refused, failures)
 }
 
+/// Runs the test `name` again in a process whose `HOME` and XDG directories are a fresh home
+/// of the test's own, and checks that it passed there; false in that process, which runs the
+/// test itself. The comparison loads settings in this process, and they read the state
+/// directory (the trust records) from the environment: run as a plain `cargo test`, that
+/// would be the user's own.
+fn passed_in_a_home_of_its_own(name: &str) -> bool {
+    const INSIDE: &str = "TOOLGATE_TEST_IN_A_HOME_OF_ITS_OWN";
+    if std::env::var_os(INSIDE).is_some() {
+        return false;
+    }
+    let exe = std::env::current_exe().unwrap();
+    let out = home::isolated(std::process::Command::new(exe))
+        .args([name, "--exact", "--test-threads", "1"])
+        .env(INSIDE, "1")
+        .output()
+        .unwrap();
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{said}");
+    assert!(said.contains("test result: ok. 1 passed"), "{said}");
+    true
+}
+
 #[test]
 fn an_untrusted_project_never_permits_more_than_the_user_alone() {
+    if passed_in_a_home_of_its_own("an_untrusted_project_never_permits_more_than_the_user_alone") {
+        return;
+    }
     let (compared, refused, failures) = compare(CASES, false);
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
     // Most cases compare two running configurations: the test is not vacuous.
@@ -573,6 +602,9 @@ fn an_untrusted_project_never_permits_more_than_the_user_alone() {
 /// The same comparison finds what a trusted project widens: the check can fail.
 #[test]
 fn the_comparison_finds_what_a_trusted_project_widens() {
+    if passed_in_a_home_of_its_own("the_comparison_finds_what_a_trusted_project_widens") {
+        return;
+    }
     let (compared, refused, failures) = compare(CASES / 3, true);
     // A third of no case compared would be none found: the check must find one at least.
     assert!(
