@@ -26,6 +26,7 @@
 
 use std::ffi::OsString;
 use std::net::IpAddr;
+use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
@@ -275,8 +276,11 @@ impl Confinement {
     /// hosts and the network is not unconfined) and, unless the operator turned the sandbox
     /// off, its prepared sandbox. What was made before a failure is undone.
     pub fn start(&self, child: Child) -> Result<Confined, StartError> {
+        // The owner's alone: other users could otherwise read what the child writes there
+        // while it runs (tempfile leaves the mode to the umask, 0755 by default).
         let temp = tempfile::Builder::new()
             .prefix(&child.temp_prefix)
+            .permissions(std::fs::Permissions::from_mode(0o700))
             .tempdir()
             .map_err(StartError::TempDir)?;
         let proxy = if child.hosts.is_empty() || self.unconfined_network {
@@ -525,6 +529,8 @@ mod tests {
         assert_eq!(name, "TMPDIR");
         let temp = PathBuf::from(temp);
         assert!(temp.is_dir());
+        let mode = std::fs::metadata(&temp).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o700, "{mode:o}");
         assert!(confined.prepared().is_none());
         assert_eq!(confined.network(), NetworkMode::None);
         let spec = confined.apply_spec(CommandSpec::new("/bin/true", "/").env(vec![
