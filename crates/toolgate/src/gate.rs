@@ -64,10 +64,11 @@ impl Gate {
                     spec.clone(),
                     Arc::clone(&settings.sandbox.confinement),
                     workspace.root().to_path_buf(),
-                );
-                Arc::new(hook) as Arc<dyn Hook>
+                )
+                .map_err(|detail| settings.error(format!("hook `{}`: {detail}", spec.name)))?;
+                Ok(Arc::new(hook) as Arc<dyn Hook>)
             })
-            .collect();
+            .collect::<Result<_, ConfigError>>()?;
         Ok(Gate {
             settings,
             tools,

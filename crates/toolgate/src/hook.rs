@@ -89,10 +89,18 @@ impl Sealed {
     }
 }
 
+/// The largest file of a hook's that is read (its program, interpreter or a file its command
+/// names, and what a project's configuration runs): a runtime such as node is about 100 MiB.
+/// A file swapped for a larger one (a sparse file of a terabyte) is refused, not read whole
+/// into memory before its digest is compared.
+pub(crate) const MAX_HOOK_FILE_BYTES: u64 = 256 << 20;
+
 /// The metadata and bytes of the regular file at `path`, opened without blocking, so that a
 /// FIFO put in its place cannot hang the caller (a load, a call and every other call of the
 /// hook, which waits for the copies) waiting for a writer: it is refused like any non-file.
-/// Reads of a regular file are unaffected by the flag.
+/// Reads of a regular file are unaffected by the flag. A file over [`MAX_HOOK_FILE_BYTES`]
+/// is refused (`FileTooLarge`): by its size, and by reading at most one byte more than the
+/// limit should it grow while it is read.
 pub(crate) fn read_regular(path: &Path) -> io::Result<(std::fs::Metadata, Vec<u8>)> {
     let mut file = File::options()
         .read(true)
@@ -102,9 +110,34 @@ pub(crate) fn read_regular(path: &Path) -> io::Result<(std::fs::Metadata, Vec<u8
     if !meta.is_file() {
         return Err(io::Error::other("it is not a regular file"));
     }
-    let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
-    file.read_to_end(&mut bytes)?;
+    if meta.len() > MAX_HOOK_FILE_BYTES {
+        return Err(too_large());
+    }
+    let bytes = read_at_most(&mut file, meta.len(), MAX_HOOK_FILE_BYTES)?;
     Ok((meta, bytes))
+}
+
+/// Everything `source` holds, `expected` bytes of it foreseen, if that is at most `limit`
+/// bytes: at most `limit + 1` are read to tell.
+fn read_at_most(source: &mut impl Read, expected: u64, limit: u64) -> io::Result<Vec<u8>> {
+    let mut bytes = Vec::with_capacity(usize::try_from(expected.min(limit)).unwrap_or(0));
+    source
+        .take(limit.saturating_add(1))
+        .read_to_end(&mut bytes)?;
+    if u64::try_from(bytes.len()).unwrap_or(u64::MAX) > limit {
+        return Err(too_large());
+    }
+    Ok(bytes)
+}
+
+fn too_large() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::FileTooLarge,
+        format!(
+            "it is larger than {} MiB, the most toolgate reads of a hook's file",
+            MAX_HOOK_FILE_BYTES >> 20
+        ),
+    )
 }
 
 /// An anonymous file that may be sealed, closed at exec, executable.
@@ -148,14 +181,18 @@ pub struct ProcessHook {
 
 impl ProcessHook {
     /// The hook of `spec` run in `cwd`, whose files named relative to it are digested now.
-    pub fn new(spec: HookSpec, confinement: Arc<Confinement>, cwd: PathBuf) -> Self {
-        ProcessHook {
-            spec: spec.in_directory(&cwd),
+    pub fn new(
+        spec: HookSpec,
+        confinement: Arc<Confinement>,
+        cwd: PathBuf,
+    ) -> Result<Self, String> {
+        Ok(ProcessHook {
+            spec: spec.in_directory(&cwd)?,
             confinement,
             cwd,
             sealed: Mutex::new(Vec::new()),
             idle: Mutex::new(Vec::new()),
-        }
+        })
     }
 
     /// A sealed copy of each of the hook's files whose bytes are those taken at load; a file
@@ -294,6 +331,12 @@ fn check(
         Err(e) if e.kind() == io::ErrorKind::NotFound && program => return Err(missing()),
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
             return Err(changed("is gone since the configuration was loaded"));
+        }
+        // It was digested at load, within the bound: it has changed since.
+        Err(e) if e.kind() == io::ErrorKind::FileTooLarge => {
+            return Err(changed(&format!(
+                "changed since the configuration was loaded: {e}"
+            )));
         }
         Err(e) => {
             return Err(HookFailure::new(
@@ -497,7 +540,7 @@ mod tests {
             mode: HookMode::Enforce,
         };
         let confinement = Arc::new(Confinement::dangerous_unconfined());
-        ProcessHook::new(spec, confinement, dir.to_path_buf())
+        ProcessHook::new(spec, confinement, dir.to_path_buf()).unwrap()
     }
 
     fn answer(
@@ -602,6 +645,49 @@ mod tests {
             .recv_timeout(std::time::Duration::from_secs(5))
             .expect("the load waits for a writer of the FIFO");
         assert_eq!(loaded[0].digest, None, "nothing of a FIFO is digested");
+    }
+
+    /// A hook's file larger than the bound is refused by its size, unread: at load, and when a
+    /// file digested at load has grown past it since (a sparse file: no disk is used). Where
+    /// the size does not tell, at most one byte past the bound is read.
+    #[test]
+    fn a_file_over_the_bound_is_refused_unread() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("guard");
+        executable(&path, ALLOW);
+        let hook = hook(dir.path(), &[&path.display().to_string()]);
+        hook.checked().unwrap();
+        File::options()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_len(MAX_HOOK_FILE_BYTES + 1)
+            .unwrap();
+        let error = Sealed::copy(&path).unwrap_err();
+        assert_eq!(error.kind(), io::ErrorKind::FileTooLarge, "{error}");
+        assert!(error.to_string().contains("larger than 256 MiB"), "{error}");
+        let failure = hook.checked().unwrap_err();
+        assert_eq!(failure.kind, HookFailureKind::Changed, "{failure:?}");
+        assert!(
+            failure.detail.contains("larger than 256 MiB"),
+            "{failure:?}"
+        );
+        let error = command_files(&path, &[]).unwrap_err();
+        assert!(
+            error.contains(&format!("`{}`", path.display())) && error.contains("256 MiB"),
+            "{error}"
+        );
+        let limit = 1000;
+        let mut long = io::repeat(b'x').take(u64::MAX);
+        let error = read_at_most(&mut long, 10, limit).unwrap_err();
+        assert_eq!(error.kind(), io::ErrorKind::FileTooLarge);
+        assert_eq!(
+            long.limit(),
+            u64::MAX - limit - 1,
+            "read the bound and one byte"
+        );
+        let within = read_at_most(&mut io::repeat(b'x').take(limit), 0, limit).unwrap();
+        assert_eq!(within.len(), 1000);
     }
 
     /// An unchanged file is not read again; one whose times changed is, and its bytes are

@@ -74,12 +74,18 @@ pub enum FileRole {
 }
 
 impl HookFile {
-    fn read(path: PathBuf, role: FileRole) -> (HookFile, Option<Vec<u8>>) {
-        let bytes = crate::hook::read_regular(&path)
-            .ok()
-            .map(|(_, bytes)| bytes);
+    /// The file at `path` and its digest; `None` where it is not a regular file that can be
+    /// read (not there, a FIFO): a call then fails. One too large to read is refused now.
+    fn read(path: PathBuf, role: FileRole) -> Result<(HookFile, Option<Vec<u8>>), String> {
+        let bytes = match crate::hook::read_regular(&path) {
+            Ok((_, bytes)) => Some(bytes),
+            Err(e) if e.kind() == std::io::ErrorKind::FileTooLarge => {
+                return Err(format!("`{}`: {e}", path.display()));
+            }
+            Err(_) => None,
+        };
         let digest = bytes.as_deref().map(sha256_digest);
-        (HookFile { path, digest, role }, bytes)
+        Ok((HookFile { path, digest, role }, bytes))
     }
 }
 
@@ -87,16 +93,16 @@ impl HookSpec {
     /// The spec for a hook run in `cwd`: an argument naming a file relative to it (`hooks/guard.py`
     /// in the workspace) is digested as an absolute one is, now, as the hook is set up for the
     /// workspace.
-    pub fn in_directory(mut self, cwd: &Path) -> HookSpec {
+    pub fn in_directory(mut self, cwd: &Path) -> Result<HookSpec, String> {
         for (index, arg) in self.args.iter().enumerate() {
             let path = Path::new(arg);
             if path.is_absolute() || !cwd.join(path).is_file() {
                 continue;
             }
-            let (file, _) = HookFile::read(cwd.join(path), FileRole::Argument(index));
+            let (file, _) = HookFile::read(cwd.join(path), FileRole::Argument(index))?;
             self.files.push(file);
         }
-        self
+        Ok(self)
     }
 }
 
@@ -119,7 +125,7 @@ pub fn shebang(bytes: &[u8]) -> Option<(String, Option<String>)> {
 /// line names (which must be an absolute path), and each argument that is the absolute path of
 /// a file.
 pub(crate) fn command_files(program: &Path, args: &[String]) -> Result<Vec<HookFile>, String> {
-    let (program_file, bytes) = HookFile::read(program.to_path_buf(), FileRole::Program);
+    let (program_file, bytes) = HookFile::read(program.to_path_buf(), FileRole::Program)?;
     let mut files = vec![program_file];
     if let Some((interpreter, arg)) = bytes.as_deref().and_then(shebang) {
         if !Path::new(&interpreter).is_absolute() {
@@ -130,12 +136,12 @@ pub(crate) fn command_files(program: &Path, args: &[String]) -> Result<Vec<HookF
             ));
         }
         let role = FileRole::Interpreter { arg };
-        files.push(HookFile::read(PathBuf::from(interpreter), role).0);
+        files.push(HookFile::read(PathBuf::from(interpreter), role)?.0);
     }
     for (index, arg) in args.iter().enumerate() {
         let path = Path::new(arg);
         if path.is_absolute() && path.is_file() {
-            files.push(HookFile::read(path.to_path_buf(), FileRole::Argument(index)).0);
+            files.push(HookFile::read(path.to_path_buf(), FileRole::Argument(index))?.0);
         }
     }
     Ok(files)
@@ -315,7 +321,8 @@ mod tests {
             mode: HookMode::Enforce,
             files,
         }
-        .in_directory(dir.path());
+        .in_directory(dir.path())
+        .unwrap();
         let last = spec.files.last().unwrap();
         assert_eq!(last.path, dir.path().join("rules.txt"));
         assert_eq!(last.role, FileRole::Argument(0));
