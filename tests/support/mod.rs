@@ -10,6 +10,8 @@ pub mod claude;
 pub mod clients;
 pub mod fixture;
 pub mod home;
+// The console crate's own hand-written request, which its tests use as well.
+#[path = "../../crates/toolgate-console/src/raw_http.rs"]
 pub mod http;
 pub mod procs;
 pub mod served;

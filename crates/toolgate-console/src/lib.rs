@@ -43,6 +43,9 @@ pub mod guard;
 pub mod login;
 pub mod outcomes;
 pub mod project;
+// The console's own tests and the binary's send the same hand-written requests.
+#[cfg(test)]
+mod raw_http;
 pub mod server;
 pub mod standing;
 

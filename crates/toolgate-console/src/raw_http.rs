@@ -1,6 +1,7 @@
 //! One raw HTTP/1.1 request to a console on a loopback port, written and read by hand so the
-//! tests see exactly the bytes a browser or a hostile page would send and get. Shared by the
-//! console crate's own tests and the `toolgate` binary's.
+//! tests see exactly the bytes a browser or a hostile page would send and get. Built only for
+//! this crate's tests; the `toolgate` binary's end-to-end tests include the same file
+//! (`tests/support/mod.rs`), so a served console is asked as this crate's tests ask it.
 
 #![allow(dead_code)]
 

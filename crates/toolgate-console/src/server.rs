@@ -493,15 +493,10 @@ async fn not_found() -> Response {
     (StatusCode::NOT_FOUND, "toolgate console: no such page\n").into_response()
 }
 
-// The console's own tests and the binary's send the same hand-written requests.
-#[cfg(test)]
-#[path = "../../../tests/support/http.rs"]
-mod http;
-
 #[cfg(test)]
 mod tests {
-    use super::http::{Reply, csrf_of, request};
     use super::*;
+    use crate::raw_http::{Reply, csrf_of, request};
 
     #[test]
     fn the_page_inserts_text_only() {

@@ -18,7 +18,7 @@ mod clients;
 mod fixture;
 #[path = "../../../tests/support/home.rs"]
 mod home;
-#[path = "../../../tests/support/http.rs"]
+#[path = "../../toolgate-console/src/raw_http.rs"]
 mod http;
 #[path = "../../../tests/support/served.rs"]
 mod served;
