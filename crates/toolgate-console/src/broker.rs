@@ -126,8 +126,11 @@ pub struct PendingView {
     pub workspace_root: String,
     /// The policies that permitted the call subject to approval.
     pub policies: Vec<String>,
-    /// The hooks that asked for a person about the call, with their reasons: shown first.
+    /// The hooks that asked for a person about the call, with their reasons.
     pub hook_asks: Vec<HookAsk>,
+    /// The sentence naming each of those hooks and its reason, which the card and the form
+    /// both begin with: written here once, shown by the page as it is.
+    pub hook_ask_sentences: Vec<String>,
     /// `each_call` when the tool's entry asks whatever the policies say.
     pub approval_mode: String,
     pub arguments: serde_json::Value,
@@ -167,8 +170,8 @@ impl PendingView {
     /// that allows it.
     pub fn as_text(&self) -> Option<String> {
         let mut text = String::new();
-        for ask in &self.hook_asks {
-            text.push_str(&hook_ask_line(ask));
+        for sentence in &self.hook_ask_sentences {
+            text.push_str(sentence);
             text.push('\n');
         }
         if !text.is_empty() {
@@ -219,7 +222,7 @@ impl PendingView {
 }
 
 /// The sentence that names a hook that asked for a person, and its reason.
-fn hook_ask_line(ask: &HookAsk) -> String {
+fn hook_ask_sentence(ask: &HookAsk) -> String {
     match &ask.reason {
         Some(reason) => format!(
             "The hook `{}` asked for your approval of this call: {reason}",
@@ -424,6 +427,7 @@ impl ConsoleBroker {
             workspace_root: self.options.workspace_root.clone(),
             policies: request.policies.clone(),
             hook_asks: request.hook_asks.clone(),
+            hook_ask_sentences: request.hook_asks.iter().map(hook_ask_sentence).collect(),
             approval_mode: serde_json::to_value(request.approval_mode)
                 .ok()
                 .and_then(|v| v.as_str().map(str::to_owned))

@@ -250,10 +250,8 @@ function card(request) {
   root.dataset.tool = request.tool;
   // A hook of the operator's asked for this approval: said first, with its reason, since the
   // call may be one that no policy would ask about.
-  for (const ask of request.hook_asks || []) {
-    root.appendChild(el('p', 'hook-ask', ask.reason
-      ? 'The hook ' + quoted(ask.name) + ' asked for your approval of this call: ' + ask.reason
-      : 'The hook ' + quoted(ask.name) + ' asked for your approval of this call (it gave no reason).'));
+  for (const sentence of request.hook_ask_sentences || []) {
+    root.appendChild(el('p', 'hook-ask', sentence));
   }
   root.appendChild(el('p', 'summary', summary(request)));
   root.appendChild(el('h3', null, request.tool + ' ' + request.version));
