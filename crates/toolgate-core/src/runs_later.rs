@@ -515,15 +515,16 @@ pub const GIT_DIR: LaterFile = LaterFile {
 /// A path a repository's git configuration names as code git runs or reads later, beyond
 /// the table: what `include.path`, `includeIf.*.path` or `core.hooksPath` names, and a
 /// program inside the workspace that `core.fsmonitor`, `core.sshCommand`, a diff driver's
-/// `textconv` or a filter's `clean`, `smudge` or `process` runs. Which paths those are is read
-/// from the workspace by the caller; this module matches them ([`kind_of_with`],
-/// [`guard_with`]).
+/// `textconv`, a filter's `clean`, `smudge` or `process`, or the `ext::` URL of a remote, a
+/// submodule or an `insteadOf` runs. Which keys those are, and which paths they name, the
+/// caller reads from the workspace (toolgate-tools' one table of git's program keys); this
+/// module matches the paths ([`kind_of_with`], [`guard_with`]).
 pub const NAMED_BY_GIT: LaterFile = LaterFile {
     path: "",
     dir: true,
     at: Anchor::Anywhere,
     kind: "git",
-    runs: "git runs or reads it where a repository's config names it (`include.path`, `core.hooksPath`, `core.fsmonitor`, `core.sshCommand`, a diff driver's `textconv`, a filter's `clean`, `smudge` or `process`)",
+    runs: "git runs or reads it where a repository's config names it (`include.path`, `core.hooksPath`, `core.fsmonitor`, `core.sshCommand`, a diff driver's `textconv`, a filter's `clean`, `smudge` or `process`, the command of an `ext::` remote or submodule URL)",
 };
 
 /// How a snapshot of the files that run later treats one entry of the workspace.

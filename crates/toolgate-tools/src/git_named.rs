@@ -22,6 +22,8 @@ use toolgate_core::runs_later;
 use toolgate_workspace::snapshot::{Kept, Snapshot};
 use toolgate_workspace::{PathError, PathKind, RelPath, Workspace};
 
+use crate::git_keys::{self, Runs, Value};
+
 /// Deepest chain of includes followed: git's own limit.
 const MAX_INCLUDE_DEPTH: usize = 10;
 
@@ -30,54 +32,6 @@ const MAX_CONFIGS: usize = 4096;
 
 /// Largest configuration file read.
 const MAX_CONFIG_BYTES: u64 = 1024 * 1024;
-
-/// What a key of a configuration file names.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Names {
-    /// Another configuration file, relative to this one's directory.
-    Include,
-    /// The hooks directory, relative to the work tree.
-    Hooks,
-    /// A file git reads that selects programs (`core.attributesFile`), relative to the work
-    /// tree.
-    File,
-    /// A command git runs; each word of it that is a path names a program or script,
-    /// relative to the work tree.
-    Program,
-}
-
-/// What `section.key` (with a subsection or not) names, if anything that runs.
-fn names(section: &str, subsection: bool, key: &str, value: &str) -> Option<Names> {
-    let program = match (section, subsection, key) {
-        ("include", _, "path") | ("includeif", true, "path") => return Some(Names::Include),
-        ("core", false, "hookspath") => return Some(Names::Hooks),
-        ("core", false, "attributesfile") => return Some(Names::File),
-        ("core", false, "fsmonitor" | "sshcommand" | "pager" | "editor" | "askpass")
-        | ("core", false, "alternaterefscommand" | "gitproxy")
-        | ("diff", true, "textconv" | "command")
-        | ("diff", false, "external")
-        | ("interactive", false, "difffilter")
-        | ("filter", true, "clean" | "smudge" | "process")
-        | ("merge", true, "driver")
-        | ("mergetool" | "difftool" | "browser" | "man", true, "cmd" | "path")
-        | ("guitool", true, "cmd")
-        | ("credential", _, "helper")
-        | ("gpg", _, "program")
-        | ("gpg", true, "defaultkeycommand")
-        | ("uploadpack", false, "packobjectshook")
-        | ("imap", false, "tunnel")
-        | ("instaweb", false, "httpd")
-        | ("sendemail", _, "sendmailcmd" | "smtpserver" | "tocmd" | "cccmd" | "headercmd")
-        | ("sequence", false, "editor")
-        | ("pager", false, _)
-        | ("remote", true, "uploadpack" | "receivepack")
-        | ("trailer", true, "command" | "cmd") => true,
-        // An alias, or a submodule's update, runs a shell command when it starts with `!`.
-        ("alias", _, _) | ("submodule", true, "update") => value.trim_start().starts_with('!'),
-        _ => false,
-    };
-    program.then_some(Names::Program)
-}
 
 /// The workspace paths the git configuration of the repositories found by `snapshot` (their
 /// `config` and `config.worktree`, which it keeps) names, includes followed.
@@ -310,7 +264,9 @@ impl<'a> Reader<'a> {
     }
 
     /// Gathers what the configuration file `name`, holding `bytes`, of the git directory
-    /// `git_dir`, names; `depth` includes deep.
+    /// `git_dir`, names; `depth` includes deep. A repository's own `config` (not an include,
+    /// nor the user's) brings its work tree's `.gitmodules` with it, whose submodule URLs
+    /// git contacts on `submodule update`.
     fn config(
         &mut self,
         name: &str,
@@ -318,16 +274,7 @@ impl<'a> Reader<'a> {
         git_dir: &[String],
         depth: usize,
     ) -> Result<(), String> {
-        let file = gix::config::File::from_bytes_no_includes(
-            bytes,
-            gix::config::file::Metadata::from(gix::config::Source::Local),
-            gix::config::file::init::Options::default(),
-        )
-        .map_err(|_| {
-            format!(
-                "`{name}` does not parse as git configuration, so what it names cannot be known"
-            )
-        })?;
+        let file = parse(name, bytes)?;
         let here: Vec<String> = name
             .split('/')
             .map(str::to_owned)
@@ -352,10 +299,37 @@ impl<'a> Reader<'a> {
                 }
             }
         }
+        let at = At {
+            name,
+            here: &here,
+            git_dir,
+            work_tree: &work_tree,
+            depth,
+        };
+        self.values(&file, &at, false)?;
+        if depth == 0 && !self.home && !git_dir.is_empty() {
+            let modules = joined(&work_tree, ".gitmodules");
+            if let Some(bytes) = self.read(&modules)? {
+                let file = parse(&modules, &bytes)?;
+                self.values(&file, &at, true)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// What the keys of `file` ([`git_keys::KEYS`]) name; of a `.gitmodules` (`modules`),
+    /// only the URLs, the rest of it being what git ignores there.
+    fn values(
+        &mut self,
+        file: &gix::config::File,
+        at: &At<'_>,
+        modules: bool,
+    ) -> Result<(), String> {
+        let root = self.workspace.root().to_path_buf();
         for section in file.sections() {
             let header = section.header();
-            let section_name = header.name().to_string().to_ascii_lowercase();
-            let subsection = header.subsection_name().is_some();
+            let section_name = header.name().to_string();
+            let subsection = header.subsection_name().map(ToString::to_string);
             let mut keys: Vec<String> = section
                 .value_names()
                 .map(|k| k.to_string().to_ascii_lowercase())
@@ -363,12 +337,17 @@ impl<'a> Reader<'a> {
             keys.sort_unstable();
             keys.dedup();
             for key in keys {
+                let Some(row) = git_keys::lookup(&section_name, subsection.as_deref(), &key) else {
+                    continue;
+                };
+                if modules && row.value != Value::Url {
+                    continue;
+                }
                 for value in section.values(&key) {
                     let value = value.to_string();
-                    match names(&section_name, subsection, &key, &value) {
-                        None => {}
-                        Some(Names::Include) => {
-                            let Some(included) = self.resolve(&here, &value, &root) else {
+                    match row.value {
+                        Value::Include => {
+                            let Some(included) = self.resolve(at.here, &value, &root) else {
                                 continue;
                             };
                             if included.is_empty() {
@@ -376,19 +355,20 @@ impl<'a> Reader<'a> {
                             }
                             let included_name = included.join("/");
                             self.name(included);
-                            if depth + 1 >= MAX_INCLUDE_DEPTH {
+                            if at.depth + 1 >= MAX_INCLUDE_DEPTH {
                                 return Err(format!(
-                                    "includes nested more than {MAX_INCLUDE_DEPTH} deep from `{name}`"
+                                    "includes nested more than {MAX_INCLUDE_DEPTH} deep from `{}`",
+                                    at.name
                                 ));
                             }
                             if let Some(bytes) = self.read(&included_name)? {
-                                self.config(&included_name, &bytes, git_dir, depth + 1)?;
+                                self.config(&included_name, &bytes, at.git_dir, at.depth + 1)?;
                             }
                         }
-                        Some(Names::Hooks) => match self.resolve(&work_tree, &value, &root) {
+                        Value::Hooks => match self.resolve(at.work_tree, &value, &root) {
                             // The work tree itself, or above it: its hooks one by one.
-                            Some(dir) if work_tree.starts_with(&dir) => {
-                                for hook in crate::interpreter::GIT_HOOKS {
+                            Some(dir) if at.work_tree.starts_with(&dir) => {
+                                for hook in git_keys::HOOKS {
                                     let mut path = dir.clone();
                                     path.push((*hook).to_owned());
                                     self.name(path);
@@ -397,38 +377,88 @@ impl<'a> Reader<'a> {
                             Some(dir) => self.name(dir),
                             None => {}
                         },
-                        Some(Names::File) => {
-                            if let Some(file) = self.resolve(&work_tree, &value, &root) {
+                        Value::File => {
+                            if let Some(file) = self.resolve(at.work_tree, &value, &root) {
                                 self.name(file);
                             }
                         }
-                        Some(Names::Program) => {
-                            for word in value
-                                .split(|c: char| c.is_whitespace() || "!;&|()<>`'\"=".contains(c))
-                                .filter(|w| w.contains('/') && !w.contains("://"))
-                            {
-                                if let Some(program) = self.resolve(&work_tree, word, &root) {
-                                    self.name(program);
+                        Value::Program => self.program(&value, at.work_tree, &root),
+                        Value::Bang if value.trim_start().starts_with('!') => {
+                            self.program(&value, at.work_tree, &root);
+                        }
+                        Value::Url | Value::BaseUrl => {
+                            // Whether git may use `ext` is not asked: the user's own
+                            // configuration, or a `-c`, can allow it later.
+                            let url = git_keys::url_of(row, subsection.as_deref(), &value);
+                            if let Some(Runs::Command(words)) = url.and_then(git_keys::url_runs) {
+                                // git starts it without a shell: a word is one argument, a
+                                // path in it named whole (`% ` is a space in it).
+                                for word in words.iter().filter(|w| w.contains('/')) {
+                                    if let Some(path) = self.resolve(at.work_tree, word, &root) {
+                                        self.name(path);
+                                    }
                                 }
-                            }
-                            // A script its commands run by a name without `/` (`python3
-                            // conv.py`), found as a command's preview finds one, where it is a
-                            // file of the work tree.
-                            let text = value.trim_start().trim_start_matches('!');
-                            for (_, word) in crate::interpreter::shell_text(text, "").candidates {
-                                if let Some(script) = self.resolve(&work_tree, &word, &root)
-                                    && self.is_file(&script)
-                                {
-                                    self.name(script);
-                                }
+                                let text = git_keys::shell_text(&words);
+                                self.program(&text, at.work_tree, &root);
                             }
                         }
+                        // A remote helper is found in git's exec path or on `PATH`, not by a
+                        // path; which transports git may use names no file.
+                        Value::Bang | Value::Helper | Value::Allow => {}
                     }
                 }
             }
         }
         Ok(())
     }
+
+    /// Names what the command `value` runs: each word of it that is a path, and a script its
+    /// commands run by a name without `/` (`python3 conv.py`), found as a command's preview
+    /// finds one, where it is a file of the work tree.
+    fn program(&mut self, value: &str, work_tree: &[String], root: &Path) {
+        for word in value
+            .split(|c: char| c.is_whitespace() || "!;&|()<>`'\"=".contains(c))
+            .filter(|w| w.contains('/') && !w.contains("://"))
+        {
+            if let Some(program) = self.resolve(work_tree, word, root) {
+                self.name(program);
+            }
+        }
+        let text = value.trim_start().trim_start_matches('!');
+        for (_, word) in crate::interpreter::shell_text(text, "").candidates {
+            if let Some(script) = self.resolve(work_tree, &word, root)
+                && self.is_file(&script)
+            {
+                self.name(script);
+            }
+        }
+    }
+}
+
+/// Where a configuration file's values are resolved from.
+struct At<'a> {
+    /// The file's workspace-relative name.
+    name: &'a str,
+    /// The directory holding it, which its includes are relative to.
+    here: &'a [String],
+    git_dir: &'a [String],
+    /// What programs and hooks are relative to.
+    work_tree: &'a [String],
+    /// How many includes deep the file is.
+    depth: usize,
+}
+
+/// `bytes`, the file `name`, as git configuration; an error that quotes none of it where it
+/// does not parse.
+fn parse(name: &str, bytes: &[u8]) -> Result<gix::config::File, String> {
+    gix::config::File::from_bytes_no_includes(
+        bytes,
+        gix::config::file::Metadata::from(gix::config::Source::Local),
+        gix::config::file::init::Options::default(),
+    )
+    .map_err(|_| {
+        format!("`{name}` does not parse as git configuration, so what it names cannot be known")
+    })
 }
 
 /// `value`, a path in a configuration file, as workspace components: relative to `base`, or
@@ -508,7 +538,18 @@ mod tests {
                      [sendemail]\n\ttoCmd = ./bin/to\n\tsmtpServer = bin/sendmail\n\
                      [diff \"py\"]\n\ttextconv = python3 conv.py\n\
                      [filter \"lfs\"]\n\tclean = git-lfs clean -- %f\n\
-                     [imap]\n\ttunnel = ./bin/tunnel\n[instaweb]\n\thttpd = bin/httpd -f\n",
+                     [imap]\n\ttunnel = ./bin/tunnel\n[instaweb]\n\thttpd = bin/httpd -f\n\
+                     [remote \"o\"]\n\turl = ext::sh ./bin/ext.sh %S\n\
+                     [Remote \"P\"]\n\tPushURL = \"ext::./bin/push% x.sh %G/r\"\n\
+                     [url \"ext::sh -c bin/iof.sh% %s\"]\n\tinsteadOf = https://h/\n\
+                     [URL \"EXT::bin/piof.sh\"]\n\tpushInsteadOf = https://h/\n\
+                     [remote \"v\"]\n\tvcs = ./bin/vcs\n\turl = hg::./bin/hg\n\
+                     [protocol]\n\tallow = always\n[web]\n\tbrowser = ./bin/web\n",
+                ),
+                (
+                    ".gitmodules",
+                    "[submodule \"s\"]\n\tpath = s\n\turl = ext::bin/sub.sh\n\
+                     \tupdate = !./bin/not-from-gitmodules\n[core]\n\tfsmonitor = ./bin/nor\n",
                 ),
                 (
                     "inc.cfg",
@@ -526,16 +567,26 @@ mod tests {
         );
         let want: Vec<String> = [
             "bin/browse",
+            "bin/ext.sh",
             "bin/gui.sh",
             "bin/httpd",
+            "bin/iof.sh",
+            // An `ext::` command's word is named whole, and its parts too: more than git
+            // runs where it is `sh -c` text, never less.
+            "bin/iof.sh upload-pack",
             "bin/key",
             "bin/man",
             "bin/pager",
+            "bin/piof.sh",
+            "bin/push",
+            "bin/push x.sh",
             "bin/sendmail",
+            "bin/sub.sh",
             "bin/to",
             "bin/tunnel",
             "bin/up",
             "bin/update",
+            "bin/web",
             "conv.py",
             "inc.cfg",
             "meta/attrs",
@@ -551,11 +602,7 @@ mod tests {
         .map(|s| (*s).to_owned())
         .collect();
         let mut with_sub = want.clone();
-        with_sub.extend(
-            crate::interpreter::GIT_HOOKS
-                .iter()
-                .map(|h| format!("sub/{h}")),
-        );
+        with_sub.extend(git_keys::HOOKS.iter().map(|h| format!("sub/{h}")));
         with_sub.sort();
         assert_eq!(all, with_sub);
         // A write at the root's level reads the root's repository only.

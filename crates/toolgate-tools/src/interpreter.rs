@@ -26,6 +26,8 @@
 
 use std::path::Path;
 
+use crate::git_keys::{self, Runs, Value};
+
 /// The environment every process of `run_command` and `run_script` gets, so that npm, npx,
 /// pnpm and yarn started anywhere in the call run only the programs their defaults name.
 /// npm and pnpm rank `npm_config_*` variables above every `.npmrc` (project, user and global),
@@ -623,77 +625,6 @@ const WRAPPERS: &[Wrapper] = &[
     },
 ];
 
-/// Keys' last parts (lower case) of git's configuration that name a program git runs or a
-/// file it reads as configuration.
-const GIT_PROGRAM_KEYS: &[&str] = &[
-    "sshcommand",
-    "pager",
-    "editor",
-    "fsmonitor",
-    "hookspath",
-    "askpass",
-    "gitproxy",
-    "external",
-    "textconv",
-    "command",
-    "clean",
-    "smudge",
-    "process",
-    "driver",
-    "helper",
-    "program",
-    "packobjectshook",
-    "cmd",
-    "path",
-    "uploadpack",
-    "receivepack",
-    "difffilter",
-    "browser",
-    "alternaterefscommand",
-    "defaultkeycommand",
-    "sendmailcmd",
-    "smtpserver",
-    "tocmd",
-    "cccmd",
-    "headercmd",
-    "tunnel",
-    "httpd",
-];
-
-/// The hooks git runs from `core.hooksPath`, as `githooks(5)` names them (git-p4's too): the
-/// preview binds each, and the guard of files that run later names each where a hooks
-/// directory cannot be guarded whole.
-pub(crate) const GIT_HOOKS: &[&str] = &[
-    "applypatch-msg",
-    "pre-applypatch",
-    "post-applypatch",
-    "pre-commit",
-    "pre-merge-commit",
-    "prepare-commit-msg",
-    "commit-msg",
-    "post-commit",
-    "pre-rebase",
-    "post-checkout",
-    "post-merge",
-    "pre-push",
-    "pre-receive",
-    "update",
-    "proc-receive",
-    "post-receive",
-    "post-update",
-    "reference-transaction",
-    "push-to-checkout",
-    "pre-auto-gc",
-    "post-rewrite",
-    "sendemail-validate",
-    "fsmonitor-watchman",
-    "post-index-change",
-    "p4-changelist",
-    "p4-prepare-changelist",
-    "p4-post-changelist",
-    "p4-pre-submit",
-];
-
 /// One argument: the label the preview gives it and its text.
 #[derive(Debug, Clone)]
 struct Arg<'a> {
@@ -992,6 +923,10 @@ fn operand(
                     }
                 }
             }
+            // git's operands may be URLs that make it run a program (`git clone ext::…`).
+            if program.names.contains(&"git") {
+                git_urls(rest, depth, out);
+            }
             if elsewhere && program.scripts != Scripts::None {
                 note(
                     out,
@@ -1284,52 +1219,153 @@ fn module_files(name: &str) -> Vec<String> {
     files
 }
 
-/// `git -c key=value`.
+/// `git -c key=value`: what the key makes git run ([`git_keys::KEYS`]).
 fn config(arg: &Arg<'_>, value: &str, depth: usize, out: &mut Analysis) {
     let Some((key, setting)) = value.split_once('=') else {
         note(out, &arg.label, "git configuration for this run");
         return;
     };
-    let key = key.to_ascii_lowercase();
-    let last = key.rsplit('.').next().unwrap_or_default();
-    if key.starts_with("alias.")
-        && let Some(shell_command) = setting.strip_prefix('!')
-    {
-        note(
-            out,
-            &arg.label,
-            &format!(
-                "a git alias that runs a shell command when the sub-command is `{}`: \
-                 {shell_command:?}; the files it reads or runs are not covered by this \
-                 approval, except those its words name by path in the workspace, bound below",
-                key.strip_prefix("alias.").unwrap_or_default()
-            ),
-        );
-        shell(shell_command, &arg.label, depth, out);
-    } else if GIT_PROGRAM_KEYS.contains(&last) || key.starts_with("pager.") {
-        note(
-            out,
-            &arg.label,
-            &format!(
-                "git configuration `{key}` names a program git runs or a file it reads: \
-                 {setting:?}; a file of that name in the workspace is bound below, what it \
-                 runs in turn is not"
-            ),
-        );
-        // `!cmd` and `cmd args` run through the shell.
-        shell(setting.trim_start_matches('!'), &arg.label, depth, out);
-        if last == "hookspath" {
-            let dir = setting.trim_end_matches('/');
-            for hook in GIT_HOOKS {
-                candidate(out, arg.label.clone(), &format!("{dir}/{hook}"));
+    let shown = key.to_ascii_lowercase();
+    let found = git_keys::split(key).and_then(|(section, subsection, last)| {
+        git_keys::lookup(section, subsection, last).map(|row| (row, subsection))
+    });
+    let plain = format!("git configuration `{shown}` for this run");
+    let Some((row, subsection)) = found else {
+        note(out, &arg.label, &plain);
+        return;
+    };
+    match row.value {
+        Value::Bang => match setting.strip_prefix('!') {
+            Some(shell_command) if shown.starts_with("alias.") => {
+                note(
+                    out,
+                    &arg.label,
+                    &format!(
+                        "a git alias that runs a shell command when the sub-command is `{}`: \
+                         {shell_command:?}; the files it reads or runs are not covered by this \
+                         approval, except those its words name by path in the workspace, bound \
+                         below",
+                        shown.strip_prefix("alias.").unwrap_or_default()
+                    ),
+                );
+                shell(shell_command, &arg.label, depth, out);
+            }
+            Some(shell_command) => {
+                note(
+                    out,
+                    &arg.label,
+                    &format!(
+                        "git configuration `{shown}` is a shell command: {shell_command:?} \
+                         ({}); a file its words name in the workspace is bound below, what it \
+                         runs in turn is not",
+                        row.runs
+                    ),
+                );
+                shell(shell_command, &arg.label, depth, out);
+            }
+            None => note(out, &arg.label, &plain),
+        },
+        Value::Program | Value::Include | Value::File | Value::Hooks => {
+            note(
+                out,
+                &arg.label,
+                &format!(
+                    "git configuration `{shown}` names a program git runs or a file it reads: \
+                     {setting:?}; a file of that name in the workspace is bound below, what it \
+                     runs in turn is not"
+                ),
+            );
+            // `!cmd` and `cmd args` run through the shell.
+            shell(setting.trim_start_matches('!'), &arg.label, depth, out);
+            if row.value == Value::Hooks {
+                let dir = setting.trim_end_matches('/');
+                for hook in git_keys::HOOKS {
+                    candidate(out, arg.label.clone(), &format!("{dir}/{hook}"));
+                }
             }
         }
-    } else {
-        note(
+        Value::Url | Value::BaseUrl => {
+            let url = git_keys::url_of(row, subsection, setting).unwrap_or_default();
+            match git_keys::url_runs(url) {
+                Some(runs) => url_runs(
+                    arg,
+                    &format!("git configuration `{shown}` makes git contact"),
+                    url,
+                    &runs,
+                    depth,
+                    out,
+                ),
+                None => note(out, &arg.label, &plain),
+            }
+        }
+        Value::Helper => note(
             out,
             &arg.label,
-            &format!("git configuration `{key}` for this run"),
-        );
+            &format!(
+                "git configuration `{shown}` makes git run the remote helper \
+                 `git-remote-{}` (from git's exec path or `PATH`, not bound) whenever it \
+                 fetches from or pushes to that remote",
+                setting.trim()
+            ),
+        ),
+        Value::Allow => note(
+            out,
+            &arg.label,
+            &format!(
+                "git configuration `{shown}` = {setting:?} sets which transports git may use: \
+                 {}; with `always`, the `ext::` URL of a remote, a submodule or an \
+                 `insteadOf` makes git run its command",
+                row.runs
+            ),
+        ),
+    }
+}
+
+/// What a URL git contacts makes it run (`what` says where the URL is): the command of an
+/// `ext::` URL, shown and looked into as shell text, or a remote helper.
+fn url_runs(arg: &Arg<'_>, what: &str, url: &str, runs: &Runs, depth: usize, out: &mut Analysis) {
+    match runs {
+        Runs::Command(words) => {
+            let command = git_keys::shell_text(words);
+            note(
+                out,
+                &arg.label,
+                &format!(
+                    "{what} the `ext::` URL {url:?}: on fetch, pull, push, clone, ls-remote, \
+                     submodule update and remote update, git runs its command {command:?} \
+                     where `protocol.ext.allow` (or `protocol.allow`) lets it; a file its words \
+                     name in the workspace is bound below, what it runs in turn is not"
+                ),
+            );
+            // git starts it without a shell: each word is one argument, maybe a path.
+            for word in words.iter().filter(|w| !w.starts_with('-')) {
+                candidate(out, format!("{} word", arg.label), word);
+            }
+            shell(&command, &arg.label, depth, out);
+        }
+        Runs::Helper(helper) => note(
+            out,
+            &arg.label,
+            &format!(
+                "{what} the URL {url:?}, for which git runs the remote helper \
+                 `git-remote-{helper}` (from git's exec path or `PATH`, not bound)"
+            ),
+        ),
+    }
+}
+
+/// A git sub-command's arguments that are URLs making git run a program: `git clone
+/// ext::…`, `git fetch hg::…`, `git archive --remote=ext::…`.
+fn git_urls(args: &[Arg<'_>], depth: usize, out: &mut Analysis) {
+    for arg in args {
+        let text = arg
+            .text
+            .strip_prefix("--")
+            .and_then(|option| option.split_once('='))
+            .map_or(arg.text, |(_, value)| value);
+        if let Some(runs) = git_keys::url_runs(text) {
+            url_runs(arg, "git contacts", text, &runs, depth, out);
+        }
     }
 }
 
@@ -1805,6 +1841,109 @@ mod tests {
                 &["git", "-c", "imap.tunnel=./bin/tunnel", "imap-send"],
                 &["./bin/tunnel"],
                 &["`imap.tunnel` names a program"],
+            ),
+            (
+                &["git", "-c", "remote.o.url=ext::sh ./x.sh %S", "fetch", "o"],
+                &["./x.sh"],
+                &[
+                    "`remote.o.url` makes git contact the `ext::` URL \"ext::sh ./x.sh %S\"",
+                    "git runs its command \"sh ./x.sh git-upload-pack\"",
+                ],
+            ),
+            (
+                &[
+                    "git",
+                    "-c",
+                    "Remote.O.PushURL=ext::./bin/p% q.sh",
+                    "push",
+                    "o",
+                ],
+                &["./bin/p q.sh"],
+                &["git runs its command \"'./bin/p q.sh'\""],
+            ),
+            (
+                &[
+                    "git",
+                    "-c",
+                    "url.ext::sh ./y.sh.insteadOf=https://h/",
+                    "fetch",
+                    "https://h/r",
+                ],
+                &["./y.sh"],
+                &["`url.ext::sh ./y.sh.insteadof` makes git contact the `ext::` URL"],
+            ),
+            (
+                &[
+                    "git",
+                    "-c",
+                    "URL.ext::./y.sh.PushInsteadOf=https://h/",
+                    "push",
+                ],
+                &["./y.sh"],
+                &["git runs its command \"./y.sh\""],
+            ),
+            (
+                &["git", "-c", "protocol.ext.allow=always", "fetch"],
+                &[],
+                &["`protocol.ext.allow` = \"always\" sets which transports git may use"],
+            ),
+            (
+                &["git", "-c", "Protocol.Allow=always", "pull"],
+                &[],
+                &["`protocol.allow` = \"always\" sets which transports git may use"],
+            ),
+            (
+                &["git", "-c", "remote.o.vcs=hg", "fetch", "o"],
+                &[],
+                &["`remote.o.vcs` makes git run the remote helper `git-remote-hg`"],
+            ),
+            (
+                &[
+                    "git",
+                    "-c",
+                    "remote.o.url=hg::https://example.com/r",
+                    "fetch",
+                    "o",
+                ],
+                &[],
+                &["for which git runs the remote helper `git-remote-hg`"],
+            ),
+            (
+                &["git", "clone", "ext::sh -c ./z.sh% >&2", "d"],
+                &["./z.sh"],
+                &["git contacts the `ext::` URL \"ext::sh -c ./z.sh% >&2\""],
+            ),
+            (
+                &["git", "fetch", "hg::https://example.com/r"],
+                &[],
+                &["git runs the remote helper `git-remote-hg`"],
+            ),
+            (
+                &["git", "-C", "d", "archive", "--remote=ext::./a.sh", "HEAD"],
+                &["./a.sh"],
+                &["git runs its command \"./a.sh\""],
+            ),
+            (
+                &[
+                    "git",
+                    "-c",
+                    "submodule.s.url=ext::./s.sh",
+                    "submodule",
+                    "update",
+                ],
+                &["./s.sh"],
+                &["`submodule.s.url` makes git contact the `ext::` URL"],
+            ),
+            (
+                &[
+                    "git",
+                    "-c",
+                    "submodule.s.update=!./u.sh",
+                    "submodule",
+                    "update",
+                ],
+                &["./u.sh"],
+                &["`submodule.s.update` is a shell command"],
             ),
             (
                 &["busybox", "sh", "-c", ". ./x.sh"],

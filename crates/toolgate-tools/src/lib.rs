@@ -45,6 +45,7 @@ mod descriptor;
 mod edit_file;
 mod file_write;
 mod git;
+mod git_keys;
 mod git_named;
 mod interpreter;
 mod later;
