@@ -374,6 +374,11 @@ pub struct RunOutcome {
     pub stderr: Capture,
     /// What nobody can vouch for, in words.
     pub unknowns: Vec<String>,
+    /// Whether every process of the command's tree is known to be gone: false when one did
+    /// not die when killed, one that left the group kept its output open, one was alive at
+    /// the last look (or the last look could not be taken), the leader was never reaped, or
+    /// the call's cgroup was not cleanly ended. Its unknowns say which.
+    pub ended: bool,
     /// What ended the command's tree: the subreaper alone, or also the call's cgroup.
     pub tier: Tier,
 }
@@ -559,6 +564,8 @@ pub fn run(
     };
     let mut state = State::START;
     let mut unknowns = notes;
+    // A process of the tree may still be running (see `RunOutcome::ended`).
+    let mut unended = false;
     let mut chunk = vec![0u8; READ_CHUNK];
     let mut table: Vec<Stat> = Vec::new();
     let mut next_scan = started;
@@ -594,7 +601,10 @@ pub fn run(
         let mut wait = None;
         for action in actions {
             match action {
-                Action::Note(text) => unknowns.push(text.to_owned()),
+                Action::Note(text) => {
+                    unended |= text == unknown::UNKILLABLE || text == unknown::ESCAPED;
+                    unknowns.push(text.to_owned());
+                }
                 Action::Signal(signal) => running.tree.signal(&table, signal),
                 Action::StopThenKill(until) => running.tree.stop_then_kill(until),
                 Action::Wait(time) => wait = Some(time),
@@ -661,6 +671,7 @@ pub fn run(
         None => Tier::Subreaper,
         Some((killed, result)) => {
             if let Err(reason) = result {
+                unended = true;
                 unknowns.push(unknown::call_cgroup_left(&reason));
             }
             if killed {
@@ -689,6 +700,8 @@ pub fn run(
         stdout: stdout.buffer.finish(),
         stderr: stderr.buffer.finish(),
         unknowns,
+        // Set by the last look only when it found nothing alive and the leader reaped.
+        ended: !unended && running.settled,
         tier,
     })
 }

@@ -281,6 +281,7 @@ fn processes_left_behind_by_a_finished_command_are_killed() {
     assert!(outcome.success(), "{outcome:?}");
     assert_eq!(outcome.stdout.text(), "done\n");
     assert_eq!(outcome.unknowns, [unknown::LEFT_RUNNING]);
+    assert!(outcome.ended, "killed, and known to be gone: {outcome:?}");
     assert_none_running(&pidfile);
 }
 

@@ -465,6 +465,7 @@ impl ProcessHook {
             )),
             other => unstarted(other.to_string()),
         })?;
+        unended(outcome.ended, &outcome.unknowns)?;
         let limit = self.spec.timeout.as_millis();
         if outcome.timed_out() || outcome.cancelled() {
             return Err(HookFailure::new(
@@ -502,6 +503,23 @@ impl ProcessHook {
         }
         HookAnswer::parse(outcome.stdout.head(), self.spec.event)
     }
+}
+
+/// The failure of a run after which a process of the hook's tree may still be running (it
+/// would not die when killed, or could not be looked for): its answer is not taken, whatever
+/// it was, since what outlives the answer might still act on the call it was told of. A
+/// process it left that was killed and is gone fails nothing.
+fn unended(ended: bool, unknowns: &[String]) -> Result<(), HookFailure> {
+    if ended {
+        return Ok(());
+    }
+    Err(HookFailure::new(
+        HookFailureKind::Unkillable,
+        format!(
+            "a process it started could not be confirmed dead after it was killed: {}",
+            unknowns.join("; ")
+        ),
+    ))
 }
 
 #[cfg(test)]
@@ -599,6 +617,41 @@ mod tests {
             assert_eq!(failure.kind, HookFailureKind::Changed, "{failure:?}");
             executable(path, ALLOW);
         }
+    }
+
+    /// A run that ended with every process gone gives its answer; one after which a process
+    /// may still be running (here, by its run's word: one that will not die cannot be made in
+    /// a test) fails `unkillable`, and a clean exit with a valid answer does not change that.
+    #[test]
+    fn an_answer_is_not_taken_while_a_process_may_still_run() {
+        let killed = [toolgate_exec::unknown::DETACHED.to_owned()];
+        assert!(unended(true, &[]).is_ok());
+        assert!(unended(true, &killed).is_ok(), "killed and gone");
+        let unknowns = [
+            toolgate_exec::unknown::UNKILLABLE.to_owned(),
+            toolgate_exec::unknown::survivor(4242, "sleep"),
+        ];
+        let failure = unended(false, &unknowns).unwrap_err();
+        assert_eq!(failure.kind, HookFailureKind::Unkillable, "{failure:?}");
+        assert!(
+            failure.detail.contains("could not be confirmed dead")
+                && failure.detail.contains("process 4242 (`sleep`)"),
+            "{failure:?}"
+        );
+        // A hook that answers at once and leaves a child behind: the child is killed, the
+        // run says every process is gone, and the answer stands.
+        let dir = tempfile::tempdir().unwrap();
+        let script = dir.path().join("guard");
+        executable(
+            &script,
+            "#!/bin/sh\ncat >/dev/null\nsleep 30 &\necho '{\"decision\": \"allow\"}'\n",
+        );
+        let hook = hook(dir.path(), &[&script.display().to_string()]);
+        let copies = hook.checked().unwrap();
+        assert_eq!(
+            answer(&hook, &copies).unwrap().decision,
+            Some(HookDecision::Allow)
+        );
     }
 
     /// A sealed copy cannot be written, grown or shrunk, even by whoever holds it writable.

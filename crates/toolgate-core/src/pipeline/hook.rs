@@ -214,6 +214,9 @@ pub enum HookFailureKind {
     Changed,
     /// It could not be started confined.
     Unstarted,
+    /// A process of its tree could not be confirmed dead once it was killed (it would not
+    /// die, or could not be looked for): whatever it answered is not taken.
+    Unkillable,
     /// An in-process hook panicked.
     Panicked,
     /// The hooks kept changing the arguments: a pass over them all changed them again after
@@ -239,6 +242,7 @@ impl HookFailureKind {
             OutputTooLarge => "output_too_large",
             Changed => "changed",
             Unstarted => "unstarted",
+            Unkillable => "unkillable",
             Panicked => "panicked",
             Unsettled => "unsettled",
         }
