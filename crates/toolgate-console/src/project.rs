@@ -36,6 +36,19 @@ pub enum ProjectStatus {
     Error,
 }
 
+impl ProjectStatus {
+    /// The status in words, as the terminal says it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProjectStatus::None => "none",
+            ProjectStatus::Untrusted => "untrusted",
+            ProjectStatus::Trusted => "trusted",
+            ProjectStatus::Changed => "changed since trusted",
+            ProjectStatus::Error => "error",
+        }
+    }
+}
+
 /// One file of the project's closure: every file its configuration reads or runs.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ProjectFile {

@@ -342,7 +342,7 @@ fn check(config: Option<&Path>, workspace: &Path) -> anyhow::Result<u8> {
     let gate = registry_of(config, workspace)?;
     outln!("configuration: {}", gate.settings.display_path());
     if let Some(project) = &gate.settings.project {
-        crate::trust::print_project(project);
+        crate::trust::print_project(&crate::trust::view(project));
     }
     outln!("policies: {} loaded", gate.policy.len());
     for profile in gate.registry.profiles() {

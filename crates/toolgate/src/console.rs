@@ -19,8 +19,8 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 use toolgate_console::{
-    BrokerOptions, Console, ConsoleBroker, ConsoleOptions, Decision, ProjectFile, ProjectItem,
-    ProjectStatus, ProjectTrust, ProjectView, RecentOutcomes, TrustRefusal, grants_ledger,
+    BrokerOptions, Console, ConsoleBroker, ConsoleOptions, Decision, ProjectStatus, ProjectTrust,
+    ProjectView, RecentOutcomes, TrustRefusal, grants_ledger,
 };
 use toolgate_core::{ApprovalBroker, GrantLedger, WorkspaceId};
 use toolgate_mcp::{Answer, ApprovalDesk, Arrivals, NotTaken};
@@ -186,42 +186,7 @@ impl ProjectDesk {
         let Some(project) = project else {
             return (ProjectView::bare(ProjectStatus::None, workspace), None);
         };
-        let items = |items: &[crate::settings::project::Pending]| {
-            items
-                .iter()
-                .map(|item| ProjectItem {
-                    place: item.place.clone(),
-                    what: item.what.clone(),
-                })
-                .collect()
-        };
-        let (status, diff) = match &project.trust {
-            crate::trust::TrustState::Trusted => (ProjectStatus::Trusted, None),
-            crate::trust::TrustState::Untrusted => (ProjectStatus::Untrusted, None),
-            crate::trust::TrustState::Changed { trusted } => (
-                ProjectStatus::Changed,
-                Some(project.closure.diff_from(&trusted.closure)),
-            ),
-        };
-        let view = ProjectView {
-            status,
-            workspace,
-            digest: Some(project.closure.digest()),
-            files: project
-                .closure
-                .files
-                .iter()
-                .map(|(path, file)| ProjectFile {
-                    path: path.clone(),
-                    digest: file.digest.clone(),
-                })
-                .collect(),
-            applied: items(&project.applied),
-            pending: items(&project.pending),
-            ignored: items(&project.ignored),
-            diff,
-            error: None,
-        };
+        let view = crate::trust::view(&project);
         (view, Some(project.closure))
     }
 }

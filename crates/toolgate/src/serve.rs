@@ -100,7 +100,7 @@ pub fn serve(args: &ServeArgs) -> anyhow::Result<u8> {
     if let Some(project) = settings.project.as_ref().filter(|p| !p.pending.is_empty()) {
         errln!(
             "toolgate: the workspace's `.toolgate/` configuration is {}: {} setting(s) that would widen have no effect (`toolgate check` lists them; `toolgate trust` or the console trusts them)",
-            project.trust.as_str(),
+            project.trust.status().as_str(),
             project.pending.len()
         );
     }

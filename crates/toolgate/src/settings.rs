@@ -439,7 +439,7 @@ impl Settings {
                 for withheld in withheld {
                     let file = Path::new(&withheld.file);
                     let file = file.strip_prefix(&source.root).unwrap_or(file);
-                    split.pending.push(project::Pending {
+                    split.pending.push(toolgate_console::ProjectItem {
                         place: format!("{}:{}", file.display(), withheld.line),
                         what: format!("a policy is not loaded: {}", withheld.why),
                     });

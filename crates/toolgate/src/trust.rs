@@ -19,8 +19,10 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 
+use crate::settings::project::ProjectState;
 use crate::terminal::{errln, outln};
 use serde::{Deserialize, Serialize};
+use toolgate_console::{ProjectFile, ProjectStatus, ProjectView};
 use toolgate_core::canonical::sha256_digest;
 
 /// The most text of one file a trust record keeps for the diff shown when it changes.
@@ -112,11 +114,12 @@ pub enum TrustState {
 }
 
 impl TrustState {
-    pub fn as_str(&self) -> &'static str {
+    /// The state as the console and the terminal show it.
+    pub fn status(&self) -> ProjectStatus {
         match self {
-            TrustState::Trusted => "trusted",
-            TrustState::Untrusted => "untrusted",
-            TrustState::Changed { .. } => "changed since trusted",
+            TrustState::Trusted => ProjectStatus::Trusted,
+            TrustState::Untrusted => ProjectStatus::Untrusted,
+            TrustState::Changed { .. } => ProjectStatus::Changed,
         }
     }
 }
@@ -290,7 +293,7 @@ pub fn command(args: &crate::cli::TrustArgs) -> anyhow::Result<u8> {
         );
         return Ok(crate::EXIT_FAILED);
     };
-    print_project(project);
+    print_project(&view(project));
     if project.is_trusted() {
         outln!("already trusted as it stands");
         return Ok(crate::EXIT_COMPLETED);
@@ -313,29 +316,59 @@ pub fn command(args: &crate::cli::TrustArgs) -> anyhow::Result<u8> {
     Ok(crate::EXIT_COMPLETED)
 }
 
-/// What `toolgate check` and `toolgate trust` say of a project's configuration.
-pub fn print_project(project: &crate::settings::project::ProjectState) {
+/// A project's configuration as a person is shown it, in the console (as JSON) and at the
+/// terminal ([`print_project`]): its files, what applies, what is pending until trusted, what is
+/// ignored, and what changed since it was trusted.
+pub fn view(project: &ProjectState) -> ProjectView {
+    let diff = match &project.trust {
+        TrustState::Changed { trusted } => Some(project.closure.diff_from(&trusted.closure)),
+        TrustState::Trusted | TrustState::Untrusted => None,
+    };
+    ProjectView {
+        status: project.trust.status(),
+        workspace: project.root.display().to_string(),
+        digest: Some(project.closure.digest()),
+        files: project
+            .closure
+            .files
+            .iter()
+            .map(|(path, file)| ProjectFile {
+                path: path.clone(),
+                digest: file.digest.clone(),
+            })
+            .collect(),
+        applied: project.applied.clone(),
+        pending: project.pending.clone(),
+        ignored: project.ignored.clone(),
+        diff,
+        error: None,
+    }
+}
+
+/// What `toolgate check` and `toolgate trust` say of a project's configuration ([`view`]).
+pub fn print_project(view: &ProjectView) {
+    let digest = view.digest.as_deref().map(|d| format!("; {d}"));
     outln!(
-        "project configuration: {}/.toolgate ({}; {})",
-        project.root.display(),
-        project.trust.as_str(),
-        project.closure.digest()
+        "project configuration: {}/.toolgate ({}{})",
+        view.workspace,
+        view.status.as_str(),
+        digest.unwrap_or_default()
     );
-    for (path, file) in &project.closure.files {
-        outln!("  file {path}  {}", file.digest);
+    for file in &view.files {
+        outln!("  file {}  {}", file.path, file.digest);
     }
-    for item in &project.applied {
-        outln!("  applies: {item}");
+    for (label, items) in [
+        ("applies", &view.applied),
+        ("pending until trusted", &view.pending),
+        ("ignored", &view.ignored),
+    ] {
+        for item in items {
+            outln!("  {label}: {}: {}", item.place, item.what);
+        }
     }
-    for item in &project.pending {
-        outln!("  pending until trusted: {item}");
-    }
-    for item in &project.ignored {
-        outln!("  ignored: {item}");
-    }
-    if let TrustState::Changed { trusted } = &project.trust {
+    if let Some(diff) = &view.diff {
         outln!("  changed since trusted:");
-        for line in project.closure.diff_from(&trusted.closure).lines() {
+        for line in diff.lines() {
             outln!("    {line}");
         }
     }

@@ -9,10 +9,10 @@
 //! path denied to commands. Everything that would widen — a `permit`, a policy replacing one
 //! by its `@id`, an upstream to start, a hook to run, a profile's tools, a readable or
 //! writable path, a longer time, a tool's description or effect — has no effect and is
-//! listed as [`Pending`]. Sections that steer toolgate itself (`policy`, `default_policy`,
-//! `[serve]`, `[audit]`, `[approval] login_link_secs` and `elicitation`, and `[sandbox]`'s
-//! `mode`, `allow`, `resolve` and `dangerous_*`) are never read from a project, trusted or
-//! not, and are listed as [`ProjectState::ignored`].
+//! listed as [`ProjectState::pending`]. Sections that steer toolgate itself (`policy`,
+//! `default_policy`, `[serve]`, `[audit]`, `[approval] login_link_secs` and `elicitation`,
+//! and `[sandbox]`'s `mode`, `allow`, `resolve` and `dangerous_*`) are never read from a
+//! project, trusted or not, and are listed as [`ProjectState::ignored`].
 //!
 //! The files are read beneath the workspace without following a link: `.toolgate` or any
 //! file in it that is a symbolic link (to elsewhere in the workspace or outside it) stops
@@ -24,6 +24,7 @@ use std::os::unix::fs::{MetadataExt as _, OpenOptionsExt as _};
 use std::path::{Path, PathBuf};
 
 use toml::Spanned;
+use toolgate_console::ProjectItem;
 use toolgate_core::ApprovalMode;
 
 use super::file::{ConfigFile, Located, ToolSection};
@@ -55,20 +56,6 @@ pub(super) struct ProjectSource {
     pub closure: Closure,
 }
 
-/// Something of the project's configuration, at its place.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct Pending {
-    /// `.toolgate/toolgate.toml:12`.
-    pub place: String,
-    pub what: String,
-}
-
-impl std::fmt::Display for Pending {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}: {}", self.place, self.what)
-    }
-}
-
 /// The project's configuration as it applies.
 #[derive(Debug, Clone)]
 pub struct ProjectState {
@@ -77,12 +64,12 @@ pub struct ProjectState {
     pub closure: Closure,
     pub trust: TrustState,
     /// What narrows and applies now.
-    pub applied: Vec<Pending>,
+    pub applied: Vec<ProjectItem>,
     /// What would widen and has no effect until the person trusts the project as it stands
     /// (empty when trusted).
-    pub pending: Vec<Pending>,
+    pub pending: Vec<ProjectItem>,
     /// What a project may never set.
-    pub ignored: Vec<Pending>,
+    pub ignored: Vec<ProjectItem>,
 }
 
 impl ProjectState {
@@ -333,9 +320,9 @@ fn kind(metadata: &std::fs::Metadata) -> &'static str {
 /// widens (pending unless `trusted`) and what a project may never set (ignored). `file` is the
 /// user's, changed in place where the project's `[sandbox]` applies.
 pub(super) struct Split {
-    pub applied: Vec<Pending>,
-    pub pending: Vec<Pending>,
-    pub ignored: Vec<Pending>,
+    pub applied: Vec<ProjectItem>,
+    pub pending: Vec<ProjectItem>,
+    pub ignored: Vec<ProjectItem>,
     /// The project's `[[tool]]` sections as they apply.
     pub tools: Vec<ToolOverride>,
 }
@@ -388,9 +375,9 @@ impl ProjectSource {
         let whole = self.whole();
         let widen = |split: &mut Split, place: String, what: String| {
             if trusted {
-                split.applied.push(Pending { place, what });
+                split.applied.push(ProjectItem { place, what });
             } else {
-                split.pending.push(Pending { place, what });
+                split.pending.push(ProjectItem { place, what });
             }
         };
         // Never from a project: these steer toolgate itself, its state and who approves.
@@ -421,7 +408,7 @@ impl ProjectSource {
         ];
         for (set, what) in never {
             if set {
-                split.ignored.push(Pending {
+                split.ignored.push(ProjectItem {
                     place: whole.clone(),
                     what: format!("{what} is never read from a project's configuration"),
                 });
@@ -454,7 +441,7 @@ impl ProjectSource {
             let what = format!("[limits] {key} = {project}");
             if project <= current {
                 *user = Some(project);
-                split.applied.push(Pending {
+                split.applied.push(ProjectItem {
                     place: whole.clone(),
                     what,
                 });
@@ -483,7 +470,7 @@ impl ProjectSource {
                 user.approval.timeout_secs = Some(Spanned::new(0..0, *secs.get_ref()));
             }
             if *secs.get_ref() <= current {
-                split.applied.push(Pending {
+                split.applied.push(ProjectItem {
                     place: self.place(secs.span()),
                     what,
                 });
@@ -504,7 +491,7 @@ impl ProjectSource {
         };
         for path in &file.sandbox.deny {
             user.sandbox.deny.push(resolved(path)?);
-            split.applied.push(Pending {
+            split.applied.push(ProjectItem {
                 place: self.place(path.span()),
                 what: format!("[sandbox] deny `{}`", path.get_ref()),
             });
@@ -583,7 +570,7 @@ impl ProjectSource {
                 }
                 _ => {
                     *user = Some(project);
-                    split.applied.push(Pending {
+                    split.applied.push(ProjectItem {
                         place: whole.clone(),
                         what,
                     });
@@ -613,7 +600,7 @@ impl ProjectSource {
                 super::tool_override(&self.origin, if trusted { tool } else { &narrowing });
             applied.file = Some(self.origin.display_path());
             applied.narrowing = !trusted;
-            split.applied.push(Pending {
+            split.applied.push(ProjectItem {
                 place,
                 what: format!(
                     "[[tool]] `{}`: {}",
