@@ -51,6 +51,9 @@ const requests = {
   flagged: { ...base, preview_kind: 'text', preview: null, descriptor_flags: [
     { rule: 'instruction-tag', kind: 'instruction', at: '/description', excerpt: '<IMPORTANT>\u200b', explanation: 'markup aimed at the model' },
   ] },
+  hook_ask: { ...base, effect: 'read_only', preview_kind: 'text', preview: null,
+    hook_asks: [{ name: 'guard', reason: 'a.txt is under review\u202e' }],
+    hook_ask_sentences: ['The hook `guard` asked for your approval of this call: a.txt is under review\u202e'] },
 };
 const cards = {};
 for (const [name, request] of Object.entries(requests)) {
@@ -64,6 +67,7 @@ for (const [name, request] of Object.entries(requests)) {
     preview_text: preview ? preview.textContent : null,
     arguments_open: details ? details.open : null,
     flags_text: flags ? flags.textContent : null,
+    first: { class: top[0].className, text: top[0].textContent },
   };
 }
 console.log(JSON.stringify({ cards }));

@@ -1049,7 +1049,8 @@ fn a_form_shows_the_whole_stdin_and_none_is_offered_for_one_it_cannot_hold() {
 
 /// What runs is in a card without a click: a command's preview (its stdin, its script) is a
 /// block of the card itself, and a call with no preview at all — an upstream server's tool,
-/// irreversible by default — has its arguments open, since they are what will run.
+/// irreversible by default — has its arguments open, since they are what will run. A card a
+/// hook asked about opens with the server's sentence naming the hook.
 #[test]
 fn what_will_run_is_open_in_every_kind_of_card() {
     let output = Command::new(node())
@@ -1087,6 +1088,14 @@ fn what_will_run_is_open_in_every_kind_of_card() {
         "{cards}"
     );
     assert_eq!(cards["text"]["flags_text"], Value::Null, "{cards}");
+    // A hook's ask opens the card with the sentence the server wrote, invisible characters
+    // marked; a card nobody hooked opens with its summary.
+    assert_eq!(
+        cards["hook_ask"]["first"],
+        json!({"class": "hook-ask", "text": "The hook `guard` asked for your approval of this call: a.txt is under review<U+202E>"}),
+        "{cards}"
+    );
+    assert_eq!(cards["text"]["first"]["class"], "summary", "{cards}");
 }
 
 #[test]
