@@ -17,7 +17,7 @@ use std::io::{BufRead, IsTerminal, Write};
 use toolgate_core::visible::mark_invisible;
 use toolgate_core::{ApprovalBroker, ApprovalDecision, ApprovalRequest};
 
-use crate::terminal::visible;
+use crate::terminal::{listed_or, visible};
 
 /// Why nobody was asked when the prompt is off; the rejection's message carries it, and its
 /// hint says what else would allow the call.
@@ -61,6 +61,7 @@ impl ApprovalBroker for TerminalBroker {
             };
         }
         let arguments = serde_json::to_string_pretty(&request.arguments).unwrap_or_default();
+        let resources: Vec<String> = request.resources.iter().map(ToString::to_string).collect();
         let mut shown = format!(
             "\ntoolgate: approval needed\n  tool:      {} {}\n  effect:    {}\n  actor:     {} ({})\n  resources: {}\n  arguments: {}\n",
             request.tool,
@@ -68,13 +69,7 @@ impl ApprovalBroker for TerminalBroker {
             request.effect,
             request.actor,
             request.surface,
-            if request.resources.is_empty() {
-                "none".to_owned()
-            } else {
-                let shown: Vec<String> =
-                    request.resources.iter().map(ToString::to_string).collect();
-                shown.join(", ")
-            },
+            listed_or(&resources, "none"),
             arguments.replace('\n', "\n             "),
         );
         if let Some(preview) = &request.preview {

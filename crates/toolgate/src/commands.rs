@@ -353,11 +353,7 @@ fn check(config: Option<&Path>, workspace: &Path) -> anyhow::Result<u8> {
             .collect();
         outln!(
             "profile {profile}: {}",
-            if names.is_empty() {
-                "no tools".to_owned()
-            } else {
-                names.join(", ")
-            }
+            terminal::listed_or(&names, "no tools")
         );
     }
     for upstream in &gate.settings.upstreams {

@@ -128,6 +128,15 @@ impl<W: Write> Write for JsonWriter<W> {
     }
 }
 
+/// `items` joined with `, ` for a person to read, or `none` when there are none.
+pub fn listed_or<S: std::borrow::Borrow<str>>(items: &[S], none: &str) -> String {
+    if items.is_empty() {
+        none.to_owned()
+    } else {
+        items.join(", ")
+    }
+}
+
 /// Writes `text`, made [`visible`], to standard output, with a newline when `line`. A
 /// standard output that is gone (a closed pipe) is not an error worth dying of here.
 pub fn write_out(text: &str, line: bool) {

@@ -22,7 +22,7 @@ use toolgate_upstream::{
 };
 
 use crate::settings::Settings;
-use crate::terminal::{errln, out, outln};
+use crate::terminal::{errln, listed_or, out, outln};
 
 /// One line of the upstream listing.
 struct Row {
@@ -198,11 +198,7 @@ fn print_rows(rows: Vec<Row>) {
             row.upstream,
             row.tool,
             row.digest,
-            if row.hints.is_empty() {
-                "none".to_owned()
-            } else {
-                row.hints.join(", ")
-            }
+            listed_or(&row.hints, "none")
         );
         print_flags(&row.flags, None);
     }
@@ -395,11 +391,7 @@ pub fn admit(
         bail!(
             "no upstream `{upstream}` in `{}`; upstreams: {}",
             path.display(),
-            if known.is_empty() {
-                "none".to_owned()
-            } else {
-                known.join(", ")
-            }
+            listed_or(&known, "none")
         );
     };
     let spec = specs
@@ -519,11 +511,7 @@ fn admitted(
             .collect();
         bail!(
             "no admitted upstream tool `{name}`; admitted: {}",
-            if known.is_empty() {
-                "none".to_owned()
-            } else {
-                known.join(", ")
-            }
+            listed_or(&known, "none")
         );
     };
     let spec = specs
