@@ -75,6 +75,43 @@ pub(crate) fn in_snapshot(
 /// repository at each directory from the root down to it (a `.git` directory, or the one a
 /// `.git` file names inside the workspace), includes followed.
 pub(crate) fn around(workspace: &Workspace, path: &str) -> Result<Vec<String>, String> {
+    Ok(read_around(workspace, path)?.named)
+}
+
+/// What the git configuration of the repository a git command started in `dir`
+/// (workspace-relative) uses makes git run when it contacts a remote: every remote,
+/// submodule and `insteadOf` URL that runs a program, every `remote.*.vcs`, and every
+/// `protocol.*.allow`, read as [`around`] reads them (the user's own configuration where the
+/// workspace holds it, then each repository from the root down, includes followed, each
+/// work tree's `.gitmodules`).
+pub(crate) fn remotes(workspace: &Workspace, dir: &str) -> Result<Vec<Remote>, String> {
+    // `around` reads the repositories of the directories above a path: those of `dir` are
+    // above anything in it.
+    let inside = if dir.is_empty() {
+        "-".to_owned()
+    } else {
+        format!("{dir}/-")
+    };
+    Ok(read_around(workspace, &inside)?.remotes)
+}
+
+/// One setting that makes git run a program when it contacts a remote ([`remotes`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Remote {
+    /// The workspace-relative file that sets it.
+    pub(crate) file: String,
+    /// The key, as `section.subsection.key` (section and key lowercase).
+    pub(crate) key: String,
+    /// Its value.
+    pub(crate) value: String,
+    /// What it makes git run: `None` for a `protocol.*.allow`.
+    pub(crate) runs: Option<Runs>,
+    /// The workspace paths of what it runs (an `ext::` command's files), for the preview to
+    /// bind.
+    pub(crate) paths: Vec<String>,
+}
+
+fn read_around<'a>(workspace: &'a Workspace, path: &str) -> Result<Reader<'a>, String> {
     let mut reader = Reader::new(workspace);
     reader.global()?;
     let components: Vec<&str> = path
@@ -103,7 +140,7 @@ pub(crate) fn around(workspace: &Workspace, path: &str) -> Result<Vec<String>, S
         };
         reader.configs_of(&git_dir)?;
     }
-    Ok(reader.named)
+    Ok(reader)
 }
 
 /// The git directory the `.git` file in `dir` holding `bytes` names (`gitdir: PATH`, relative
@@ -139,6 +176,8 @@ fn config_of_git_dir(name: &str) -> Option<Vec<String>> {
 struct Reader<'a> {
     workspace: &'a Workspace,
     named: Vec<String>,
+    /// What makes git run a program when it contacts a remote ([`remotes`]).
+    remotes: Vec<Remote>,
     read: usize,
     /// Whether the file read is the user's own configuration, whose `~/` is the root.
     home: bool,
@@ -149,6 +188,7 @@ impl<'a> Reader<'a> {
         Reader {
             workspace,
             named: Vec::new(),
+            remotes: Vec::new(),
             read: 0,
             home: false,
         }
@@ -246,21 +286,22 @@ impl<'a> Reader<'a> {
 
     /// Names `path`, and where it leads if a link inside the workspace redirects it: git
     /// follows the link, so the file there is what it reads or runs.
-    fn name(&mut self, path: Vec<String>) {
+    fn name(&mut self, path: Vec<String>) -> Option<String> {
         let path = path.join("/");
         if path.is_empty() {
-            return;
+            return None;
         }
         let target = RelPath::parse(&path)
             .ok()
             .and_then(|rel| self.workspace.resolve(&rel).ok())
             .map(|resolved| resolved.target.to_string())
             .filter(|target| *target != path && !target.is_empty());
-        for path in [Some(path), target].into_iter().flatten() {
+        for path in [Some(path.clone()), target].into_iter().flatten() {
             if !self.named.contains(&path) {
                 self.named.push(path);
             }
         }
+        Some(path)
     }
 
     /// Gathers what the configuration file `name`, holding `bytes`, of the git directory
@@ -311,6 +352,10 @@ impl<'a> Reader<'a> {
             let modules = joined(&work_tree, ".gitmodules");
             if let Some(bytes) = self.read(&modules)? {
                 let file = parse(&modules, &bytes)?;
+                let at = At {
+                    name: &modules,
+                    ..at
+                };
                 self.values(&file, &at, true)?;
             }
         }
@@ -374,7 +419,9 @@ impl<'a> Reader<'a> {
                                     self.name(path);
                                 }
                             }
-                            Some(dir) => self.name(dir),
+                            Some(dir) => {
+                                self.name(dir);
+                            }
                             None => {}
                         },
                         Value::File => {
@@ -386,25 +433,56 @@ impl<'a> Reader<'a> {
                         Value::Bang if value.trim_start().starts_with('!') => {
                             self.program(&value, at.work_tree, &root);
                         }
-                        Value::Url | Value::BaseUrl => {
-                            // Whether git may use `ext` is not asked: the user's own
-                            // configuration, or a `-c`, can allow it later.
-                            let url = git_keys::url_of(row, subsection.as_deref(), &value);
-                            if let Some(Runs::Command(words)) = url.and_then(git_keys::url_runs) {
+                        Value::Url | Value::BaseUrl | Value::Helper | Value::Allow => {
+                            let shown = match subsection.as_deref() {
+                                Some(sub) => {
+                                    format!("{}.{sub}.{key}", section_name.to_ascii_lowercase())
+                                }
+                                None => format!("{}.{key}", section_name.to_ascii_lowercase()),
+                            };
+                            let runs = match row.value {
+                                // Whether git may use `ext` is not asked: the user's own
+                                // configuration, or a `-c`, can allow it later.
+                                Value::Url | Value::BaseUrl => {
+                                    match git_keys::url_of(row, subsection.as_deref(), &value)
+                                        .and_then(git_keys::url_runs)
+                                    {
+                                        Some(runs) => Some(runs),
+                                        None => continue,
+                                    }
+                                }
+                                Value::Helper => Some(Runs::Helper(value.trim().to_owned())),
+                                _ => None,
+                            };
+                            let mut paths = Vec::new();
+                            if let Some(Runs::Command(words)) = &runs {
                                 // git starts it without a shell: a word is one argument, a
                                 // path in it named whole (`% ` is a space in it).
                                 for word in words.iter().filter(|w| w.contains('/')) {
                                     if let Some(path) = self.resolve(at.work_tree, word, &root) {
-                                        self.name(path);
+                                        paths.push(path);
                                     }
                                 }
-                                let text = git_keys::shell_text(&words);
-                                self.program(&text, at.work_tree, &root);
+                                let text = git_keys::shell_text(words);
+                                paths.extend(self.program_paths(&text, at.work_tree, &root));
                             }
+                            let mut named: Vec<String> = Vec::new();
+                            for path in paths {
+                                if let Some(path) = self.name(path)
+                                    && !named.contains(&path)
+                                {
+                                    named.push(path);
+                                }
+                            }
+                            self.remotes.push(Remote {
+                                file: at.name.to_owned(),
+                                key: shown,
+                                value: value.clone(),
+                                runs,
+                                paths: named,
+                            });
                         }
-                        // A remote helper is found in git's exec path or on `PATH`, not by a
-                        // path; which transports git may use names no file.
-                        Value::Bang | Value::Helper | Value::Allow => {}
+                        Value::Bang => {}
                     }
                 }
             }
@@ -412,16 +490,24 @@ impl<'a> Reader<'a> {
         Ok(())
     }
 
-    /// Names what the command `value` runs: each word of it that is a path, and a script its
+    /// Names what the command `value` runs ([`Reader::program_paths`]).
+    fn program(&mut self, value: &str, work_tree: &[String], root: &Path) {
+        for path in self.program_paths(value, work_tree, root) {
+            self.name(path);
+        }
+    }
+
+    /// What the command `value` runs: each word of it that is a path, and a script its
     /// commands run by a name without `/` (`python3 conv.py`), found as a command's preview
     /// finds one, where it is a file of the work tree.
-    fn program(&mut self, value: &str, work_tree: &[String], root: &Path) {
+    fn program_paths(&self, value: &str, work_tree: &[String], root: &Path) -> Vec<Vec<String>> {
+        let mut paths = Vec::new();
         for word in value
             .split(|c: char| c.is_whitespace() || "!;&|()<>`'\"=".contains(c))
             .filter(|w| w.contains('/') && !w.contains("://"))
         {
             if let Some(program) = self.resolve(work_tree, word, root) {
-                self.name(program);
+                paths.push(program);
             }
         }
         let text = value.trim_start().trim_start_matches('!');
@@ -429,9 +515,10 @@ impl<'a> Reader<'a> {
             if let Some(script) = self.resolve(work_tree, &word, root)
                 && self.is_file(&script)
             {
-                self.name(script);
+                paths.push(script);
             }
         }
+        paths
     }
 }
 
@@ -607,6 +694,84 @@ mod tests {
         assert_eq!(all, with_sub);
         // A write at the root's level reads the root's repository only.
         assert_eq!(near, want);
+    }
+
+    #[test]
+    fn the_remotes_a_git_command_contacts_say_what_they_run() {
+        let dir = tempfile::tempdir().unwrap();
+        for (name, text) in [
+            (
+                ".git/config",
+                "[remote \"o\"]\n\turl = https://example.com/r\n\tpushurl = ext::sh ./bin/p.sh\n\
+                 [REMOTE \"V\"]\n\tVCS = evil\n[url \"ext::bin/i.sh\"]\n\tinsteadOf = https://h/\n\
+                 [protocol \"ext\"]\n\tallow = always\n",
+            ),
+            (
+                ".gitmodules",
+                "[submodule \"s\"]\n\turl = ext::./bin/s.sh\n",
+            ),
+            (
+                ".gitconfig",
+                "[url \"hg::https://h/\"]\n\tpushInsteadOf = https://p/\n",
+            ),
+            ("bin/p.sh", "true\n"),
+        ] {
+            let full = dir.path().join(name);
+            fs::create_dir_all(full.parent().unwrap()).unwrap();
+            fs::write(full, text).unwrap();
+        }
+        let workspace = Workspace::open(dir.path()).unwrap();
+        let found: Vec<(String, String, Option<Runs>, Vec<String>)> = remotes(&workspace, "src")
+            .unwrap()
+            .into_iter()
+            .map(|r| (r.file, r.key, r.runs, r.paths))
+            .collect();
+        let words = |s: &str| Some(Runs::Command(s.split(' ').map(str::to_owned).collect()));
+        let want = [
+            (
+                ".gitconfig",
+                "url.hg::https://h/.pushinsteadof",
+                Some(Runs::Helper("hg".to_owned())),
+                vec![],
+            ),
+            (
+                ".git/config",
+                "remote.o.pushurl",
+                words("sh ./bin/p.sh"),
+                vec!["bin/p.sh"],
+            ),
+            (
+                ".git/config",
+                "remote.V.vcs",
+                Some(Runs::Helper("evil".to_owned())),
+                vec![],
+            ),
+            (
+                ".git/config",
+                "url.ext::bin/i.sh.insteadof",
+                words("bin/i.sh"),
+                vec!["bin/i.sh"],
+            ),
+            (".git/config", "protocol.ext.allow", None, vec![]),
+            (
+                ".gitmodules",
+                "submodule.s.url",
+                words("./bin/s.sh"),
+                vec!["bin/s.sh"],
+            ),
+        ];
+        let want: Vec<(String, String, Option<Runs>, Vec<String>)> = want
+            .into_iter()
+            .map(|(file, key, runs, paths)| {
+                (
+                    file.to_owned(),
+                    key.to_owned(),
+                    runs,
+                    paths.into_iter().map(str::to_owned).collect(),
+                )
+            })
+            .collect();
+        assert_eq!(found, want);
     }
 
     #[test]

@@ -124,6 +124,10 @@ pub(crate) struct Analysis {
     /// The package.json scripts that npm, pnpm or yarn commands run, by name, each with the
     /// label of the command: [`show_package_scripts`] shows their text.
     pub(crate) package_scripts: Vec<(String, String)>,
+    /// The label of a git command that contacts a remote in the working directory's
+    /// repository (`git fetch`, `git submodule update`): the caller shows what that
+    /// repository's configuration makes git run there ([`crate::git_named::remotes`]).
+    pub(crate) git_remote: Option<String>,
     /// Whether names were left out past [`MAX_CANDIDATES`] (the notes say so).
     candidates_left_out: bool,
 }
@@ -435,7 +439,7 @@ const PROGRAMS: &[Program] = &[
         project_files: NONE,
         resolves: NONE,
         scripts: Scripts::None,
-        elsewhere: NONE,
+        elsewhere: &["-C", "--git-dir", "--work-tree"],
         reads: "git also reads the repository's own configuration, hooks and attributes, \
                 which may name programs it runs; those are not bound here",
     },
@@ -923,9 +927,23 @@ fn operand(
                     }
                 }
             }
-            // git's operands may be URLs that make it run a program (`git clone ext::…`).
+            // git's operands may be URLs that make it run a program (`git clone ext::…`),
+            // and the remotes it contacts may be configured to.
             if program.names.contains(&"git") {
                 git_urls(rest, depth, out);
+                if GIT_REMOTE_COMMANDS.contains(&arg.text) {
+                    if elsewhere {
+                        note(
+                            out,
+                            &arg.label,
+                            "contacts the remotes of a repository in another directory (an \
+                             option names it): what their URLs make git run is not shown and \
+                             not bound",
+                        );
+                    } else {
+                        out.git_remote = Some(arg.label.clone());
+                    }
+                }
             }
             if elsewhere && program.scripts != Scripts::None {
                 note(
@@ -1353,6 +1371,20 @@ fn url_runs(arg: &Arg<'_>, what: &str, url: &str, runs: &Runs, depth: usize, out
         ),
     }
 }
+
+/// git's sub-commands that contact a remote, whose URLs (and `remote.*.vcs`) may make git
+/// run a program: `clone` reads the user's own configuration (`insteadOf`), `submodule`
+/// the `.gitmodules` URLs, `archive --remote` and `remote update` a remote's.
+const GIT_REMOTE_COMMANDS: &[&str] = &[
+    "fetch",
+    "pull",
+    "push",
+    "clone",
+    "ls-remote",
+    "submodule",
+    "remote",
+    "archive",
+];
 
 /// A git sub-command's arguments that are URLs making git run a program: `git clone
 /// ext::…`, `git fetch hg::…`, `git archive --remote=ext::…`.

@@ -36,7 +36,8 @@ use toolgate_exec::{
 use toolgate_workspace::{PathError, PathKind, RelPath, Workspace};
 
 use crate::confine::{self, Confined, Confinement};
-use crate::{Builtin, interpreter, makefile, path_argument, stopped};
+use crate::git_keys::{self, Runs};
+use crate::{Builtin, git_named, interpreter, makefile, path_argument, stopped};
 
 pub(crate) const NAME: &str = "run_command";
 
@@ -764,6 +765,9 @@ impl Plan {
         if !analysis.package_scripts.is_empty() {
             self.show_package_scripts(workspace, &mut analysis);
         }
+        if let Some(label) = analysis.git_remote.clone() {
+            self.show_git_remotes(workspace, &label, &mut analysis);
+        }
         named.extend(
             analysis
                 .candidates
@@ -815,6 +819,62 @@ impl Plan {
                     "{label}: runs a script of a package.json that toolgate could not read in \
                      the working directory (none there, too large, or not JSON): the package \
                      manager looks in the directories above, whose scripts are not shown"
+                ));
+            }
+        }
+    }
+
+    /// A git command that contacts a remote (`git fetch`, `git submodule update`): what the
+    /// configuration of the repository in `cwd` makes git run then — the command of an
+    /// `ext::` URL (its files bound like arguments), a remote helper, a `protocol.*.allow` —
+    /// into the analysis's notes ([`git_named::remotes`]).
+    fn show_git_remotes(
+        &self,
+        workspace: &Workspace,
+        label: &str,
+        analysis: &mut interpreter::Analysis,
+    ) {
+        let remotes = match git_named::remotes(workspace, self.cwd.as_str()) {
+            Ok(remotes) => remotes,
+            Err(error) => {
+                analysis.notes.push(format!(
+                    "{label}: contacts remotes whose URLs toolgate could not read ({error}): \
+                     what they make git run is not shown and not bound"
+                ));
+                return;
+            }
+        };
+        for remote in remotes {
+            let git_named::Remote {
+                file,
+                key,
+                value,
+                runs,
+                paths,
+            } = remote;
+            let what = match runs {
+                Some(Runs::Command(words)) => format!(
+                    "git runs the command {:?} of this `ext::` URL when it contacts it, where \
+                     `protocol.ext.allow` (or `protocol.allow`) lets it; the files it names in \
+                     the workspace are bound below, what it runs in turn is not",
+                    git_keys::shell_text(&words)
+                ),
+                Some(Runs::Helper(helper)) => format!(
+                    "git runs the remote helper `git-remote-{helper}` (from git's exec path or \
+                     `PATH`, not bound) when it contacts it"
+                ),
+                None => "which transports git may use: with `always`, an `ext::` URL of a \
+                         remote, a submodule or an `insteadOf` runs its command"
+                    .to_owned(),
+            };
+            analysis.notes.push(format!(
+                "{label}: `{file}` sets `{key}` = {value:?}: {what}"
+            ));
+            for path in paths {
+                let full = workspace.root().join(&path);
+                analysis.candidates.push((
+                    format!("{label}, `{key}` in `{file}`"),
+                    full.to_string_lossy().into_owned(),
                 ));
             }
         }
