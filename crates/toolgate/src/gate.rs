@@ -65,7 +65,11 @@ impl Gate {
                     Arc::clone(&settings.sandbox.confinement),
                     workspace.root().to_path_buf(),
                 )
-                .map_err(|detail| settings.error(format!("hook `{}`: {detail}", spec.name)))?;
+                .map_err(|detail| ConfigError {
+                    file: spec.at.0.clone(),
+                    line: spec.at.1,
+                    message: format!("hook `{}`: {detail}", spec.name),
+                })?;
                 Ok(Arc::new(hook) as Arc<dyn Hook>)
             })
             .collect::<Result<_, ConfigError>>()?;

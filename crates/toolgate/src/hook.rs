@@ -180,14 +180,18 @@ pub struct ProcessHook {
 }
 
 impl ProcessHook {
-    /// The hook of `spec` run in `cwd`, whose files named relative to it are digested now.
+    /// The hook of `spec` run in the workspace at `cwd` (its canonical root), whose files
+    /// named relative to it are digested now. A hook that runs or reads a file a command could
+    /// change there is refused (see [`HookSpec::outside_workspace`]).
     pub fn new(
         spec: HookSpec,
         confinement: Arc<Confinement>,
         cwd: PathBuf,
     ) -> Result<Self, String> {
+        let spec = spec.in_directory(&cwd)?;
+        spec.outside_workspace(&cwd)?;
         Ok(ProcessHook {
-            spec: spec.in_directory(&cwd)?,
+            spec,
             confinement,
             cwd,
             sealed: Mutex::new(Vec::new()),
@@ -541,8 +545,9 @@ mod tests {
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
     }
 
-    /// The hook `command` over `dir`, unconfined (the sandbox's part is tried through the
-    /// binary by tests/hooks.rs), its files digested now as at load.
+    /// The hook `command` over the workspace `dir/ws`, unconfined (the sandbox's part is
+    /// tried through the binary by tests/hooks.rs), its files digested now as at load: those
+    /// in `dir` lie outside the workspace.
     fn hook(dir: &Path, command: &[&str]) -> ProcessHook {
         let program = PathBuf::from(command[0]);
         let args: Vec<String> = command[1..].iter().map(|a| (*a).to_owned()).collect();
@@ -556,9 +561,13 @@ mod tests {
             tools_line: 0,
             timeout: std::time::Duration::from_secs(10),
             mode: HookMode::Enforce,
+            at: (String::new(), 0),
+            trusted: std::collections::BTreeMap::new(),
         };
         let confinement = Arc::new(Confinement::dangerous_unconfined());
-        ProcessHook::new(spec, confinement, dir.to_path_buf()).unwrap()
+        let ws = dir.join("ws");
+        std::fs::create_dir_all(&ws).unwrap();
+        ProcessHook::new(spec, confinement, ws.canonicalize().unwrap()).unwrap()
     }
 
     fn answer(
@@ -783,14 +792,16 @@ mod tests {
     #[test]
     fn a_relative_file_argument_is_checked() {
         let dir = tempfile::tempdir().unwrap();
-        executable(&dir.path().join("guard.sh"), ALLOW);
-        let hook = hook(dir.path(), &["/bin/sh", "guard.sh"]);
+        let script = dir.path().join("ws/.toolgate/guard.sh");
+        std::fs::create_dir_all(script.parent().unwrap()).unwrap();
+        executable(&script, ALLOW);
+        let hook = hook(dir.path(), &["/bin/sh", ".toolgate/guard.sh"]);
         let copies = hook.checked().unwrap();
         assert_eq!(
             answer(&hook, &copies).unwrap().decision,
             Some(HookDecision::Allow)
         );
-        std::fs::write(dir.path().join("guard.sh"), DENY).unwrap();
+        std::fs::write(&script, DENY).unwrap();
         assert_eq!(hook.checked().unwrap_err().kind, HookFailureKind::Changed);
     }
 

@@ -446,8 +446,14 @@ impl Settings {
                 }
                 if trust == crate::trust::TrustState::Trusted {
                     let dir = source.root.join(project::PROJECT_DIR);
-                    for hook in hooks::hook_specs(&source.origin, &source.file.hooks, &dir)? {
+                    for mut hook in hooks::hook_specs(&source.origin, &source.file.hooks, &dir)? {
                         source.check_trusted_files(&hook)?;
+                        hook.trusted = source
+                            .closure
+                            .files
+                            .iter()
+                            .map(|(shown, kept)| (source.root.join(shown), kept.digest.clone()))
+                            .collect();
                         if hooks.iter().any(|h| h.name == hook.name) {
                             return Err(source.origin.error(format!(
                                 "hook `{}` is configured by the user too",

@@ -220,8 +220,8 @@ fn answer(lines: &mut impl BufRead, id: u64) -> Value {
 
 /// A hook's script whose bytes change after `toolgate serve` loaded its configuration fails
 /// the next call it would judge (`changed`); nothing runs. Named by its absolute path, or
-/// relative to the hook's working directory, the workspace, where a command the person
-/// approved could write it.
+/// relative to the hook's working directory, the workspace (in its `.toolgate/`, the one place
+/// there a hook's file may be: see `a_hook_file_a_command_could_change_is_refused_at_start`).
 #[test]
 fn a_program_changed_after_loading_fails_its_hook() {
     for relative in [false, true] {
@@ -232,13 +232,14 @@ fn a_program_changed_after_loading_fails_its_hook() {
 fn program_changed_after_loading(relative: bool) {
     let setup = Setup::new("");
     let script = if relative {
-        setup.ws.join("guard.sh")
+        setup.ws.join(".toolgate/guard.sh")
     } else {
         home::fresh().join("guard.sh")
     };
+    std::fs::create_dir_all(script.parent().unwrap()).unwrap();
     std::fs::write(&script, "#!/bin/sh\necho '{\"decision\": \"allow\"}'\n").unwrap();
     let named = if relative {
-        "guard.sh".to_owned()
+        ".toolgate/guard.sh".to_owned()
     } else {
         script.display().to_string()
     };
@@ -292,6 +293,138 @@ fn program_changed_after_loading(relative: bool) {
     assert!(!text.contains("alpha"), "{text}");
     drop(stdin);
     server.wait().unwrap();
+}
+
+/// A hook whose program or script lies in the workspace, outside its `.toolgate/`, stops
+/// toolgate at start, naming the hook, the file and where to put it: a command or write the
+/// person approved could change it, and the next start would run its new bytes as the
+/// operator's hook. Where the file really is decides, and every place its path passes through:
+/// a link in the workspace pointing out could be pointed elsewhere, a link outside pointing in
+/// leads to a file of the workspace. In `.toolgate/` (kept from commands as a file that runs
+/// later) and outside the workspace, the hook loads and judges.
+#[test]
+fn a_hook_file_a_command_could_change_is_refused_at_start() {
+    const GUARD: &str = "#!/bin/sh\ncat >/dev/null\necho '{\"decision\": \"allow\"}'\n";
+    // (the script as the hook names it, the file it leads to, refused: what the error says)
+    let rows: [(&str, Option<&str>); 7] = [
+        (
+            "{ws}/hooks/guard.sh",
+            Some("`{ws}/hooks/guard.sh` is inside the workspace `{ws}`"),
+        ),
+        (
+            "hooks/guard.sh",
+            Some("`{ws}/hooks/guard.sh` is inside the workspace `{ws}`"),
+        ),
+        (
+            "{ws}/out-link",
+            Some("`{ws}/out-link` is inside the workspace `{ws}`"),
+        ),
+        (
+            "{out}/in-link",
+            Some("`{out}/in-link` leads to `{ws}/hooks/guard.sh`, inside the workspace `{ws}`"),
+        ),
+        (".toolgate/guard.sh", None),
+        ("{ws}/.toolgate/guard.sh", None),
+        ("{out}/guard.sh", None),
+    ];
+    let mut problems = Vec::new();
+    for (named, refused) in rows {
+        let setup = Setup::new("");
+        let ws = setup.ws.canonicalize().unwrap();
+        let out = setup.home.join("outside").canonicalize().ok();
+        let out = out.unwrap_or_else(|| {
+            std::fs::create_dir_all(setup.home.join("outside")).unwrap();
+            setup.home.join("outside").canonicalize().unwrap()
+        });
+        for dir in [ws.join("hooks"), ws.join(".toolgate")] {
+            std::fs::create_dir_all(dir).unwrap();
+        }
+        for file in [
+            ws.join("hooks/guard.sh"),
+            ws.join(".toolgate/guard.sh"),
+            out.join("guard.sh"),
+        ] {
+            std::fs::write(file, GUARD).unwrap();
+        }
+        std::os::unix::fs::symlink(out.join("guard.sh"), ws.join("out-link")).unwrap();
+        std::os::unix::fs::symlink(ws.join("hooks/guard.sh"), out.join("in-link")).unwrap();
+        let fill = |text: &str| {
+            text.replace("{ws}", &ws.display().to_string())
+                .replace("{out}", &out.display().to_string())
+        };
+        let hook = format!(
+            "[[hook]]\nname = \"guard\"\nevent = \"pre_call\"\ncommand = [\"/bin/sh\", \"{}\"]\n",
+            fill(named)
+        );
+        std::fs::write(&setup.config, hook).unwrap();
+        let output = setup
+            .toolgate()
+            .args(["call", "--json", "--workspace"])
+            .arg(&setup.ws)
+            .args(["--tool", "read_file", "--args", r#"{"path": "a.txt"}"#])
+            .arg("--config")
+            .arg(&setup.config)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        match refused {
+            Some(says) => {
+                let says = format!("hook `guard`: {}", fill(says));
+                let fix = fill("move it outside the workspace or into `{ws}/.toolgate/`");
+                if output.status.success() || !stderr.contains(&says) || !stderr.contains(&fix) {
+                    problems.push(format!(
+                        "{named}: not refused with `{says}`: {stderr}{stdout}"
+                    ));
+                }
+                if stdout.contains("alpha") {
+                    problems.push(format!("{named}: the call ran: {stdout}"));
+                }
+            }
+            None if !output.status.success() || !stdout.contains("alpha") => {
+                problems.push(format!("{named}: did not load and allow: {stderr}{stdout}"));
+            }
+            None => {
+                let records = setup.audit();
+                let hooks = &records.last().unwrap()["call"]["hooks"];
+                if hooks[0]["name"] != "guard" || hooks[0]["decision"] != "allow" {
+                    problems.push(format!("{named}: the hook did not judge: {hooks}"));
+                }
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+
+    // `toolgate serve` stops at start too, before it answers anything.
+    let setup = Setup::new("");
+    let script = setup.ws.canonicalize().unwrap().join("hooks/guard.sh");
+    std::fs::create_dir_all(script.parent().unwrap()).unwrap();
+    std::fs::write(&script, GUARD).unwrap();
+    let hook = format!(
+        "[[hook]]\nname = \"guard\"\nevent = \"pre_call\"\ncommand = [\"/bin/sh\", \"{}\"]\n",
+        script.display()
+    );
+    std::fs::write(&setup.config, hook).unwrap();
+    let output = setup
+        .toolgate()
+        .args(["serve", "--no-console", "--workspace"])
+        .arg(&setup.ws)
+        .arg("--config")
+        .arg(&setup.config)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "hook `guard`: `{}` is inside the workspace",
+            script.display()
+        )),
+        "{stderr}"
+    );
+    assert!(output.stdout.is_empty(), "{output:?}");
 }
 
 /// `toolgate serve` over a workspace holding `a.txt` (`alpha`), in a home of its own, with one

@@ -2,8 +2,9 @@
 //! command names taken as the configuration is loaded, so that a program swapped afterwards is
 //! a failed hook, not a different one.
 
-use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::collections::{BTreeMap, BTreeSet};
+use std::ffi::OsString;
+use std::path::{Component, Path, PathBuf};
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -52,6 +53,14 @@ pub struct HookSpec {
     /// names a file, each with the digest of its bytes when the configuration was loaded
     /// (`None`: not there). What runs is a sealed copy of exactly these bytes.
     pub files: Vec<HookFile>,
+    /// The configuration file that configures it, as shown, and the line of its `command`:
+    /// where an error found once the workspace is known points.
+    pub at: (String, usize),
+    /// For a hook of a trusted project's configuration, the files inside the workspace (by
+    /// real path) whose bytes the person's trust binds, with their digests as trusted: a byte
+    /// changed there makes the trust pending, and the hook is not loaded. Empty for the user's
+    /// hooks.
+    pub trusted: BTreeMap<PathBuf, String>,
 }
 
 /// A file a hook's command runs or reads, and its digest at load.
@@ -104,6 +113,97 @@ impl HookSpec {
         }
         Ok(self)
     }
+
+    /// Refuses a hook that runs or reads a file inside the workspace at `root` (canonical),
+    /// outside its `.toolgate/`: an approved command or write could change that file, and
+    /// toolgate would run its new bytes as this hook when next started. What decides is where
+    /// the file really is and every place its path passes through on the way (a link in the
+    /// workspace pointing out can be pointed elsewhere; a link outside pointing in leads to a
+    /// file of the workspace). `.toolgate/` is kept from commands and writes as a file that
+    /// runs later; the files a trusted project's configuration runs are bound by the trust.
+    pub fn outside_workspace(&self, root: &Path) -> Result<(), String> {
+        let guarded = root.join(super::project::PROJECT_DIR);
+        let exposed =
+            |place: &Path| place != root && place.starts_with(root) && !place.starts_with(&guarded);
+        for file in &self.files {
+            let (real, passed) = resolve(&file.path);
+            let bound = self.trusted.get(&real).is_some_and(|trusted| {
+                file.digest.as_ref().map(ToString::to_string).as_ref() == Some(trusted)
+            });
+            if bound {
+                continue;
+            }
+            let Some(place) = [&real]
+                .into_iter()
+                .chain(&passed)
+                .find(|place| exposed(place))
+            else {
+                continue;
+            };
+            let what = if *place == file.path {
+                format!("`{}` is inside", place.display())
+            } else {
+                format!(
+                    "`{}` leads to `{}`, inside",
+                    file.path.display(),
+                    place.display()
+                )
+            };
+            return Err(format!(
+                "{what} the workspace `{}`: a command or write approved there could change it, \
+                 and toolgate would run the new bytes as this hook when next started; move it \
+                 outside the workspace or into `{}/`",
+                root.display(),
+                guarded.display()
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Where `path` (absolute) really is, following every link as the kernel would (as far as it
+/// exists, then as written), and every place it passes through on the way: each directory and
+/// link stepped into, with the link's own location.
+fn resolve(path: &Path) -> (PathBuf, Vec<PathBuf>) {
+    // More links than the kernel follows: it would not open the file either.
+    const MAX_LINKS: usize = 40;
+    let mut pending: Vec<OsString> = Vec::new();
+    let push = |pending: &mut Vec<OsString>, path: &Path| {
+        for part in path.components().rev() {
+            match part {
+                Component::Normal(name) => pending.push(name.to_owned()),
+                Component::ParentDir => pending.push("..".into()),
+                Component::RootDir | Component::CurDir | Component::Prefix(_) => {}
+            }
+        }
+    };
+    push(&mut pending, path);
+    let mut real = PathBuf::from("/");
+    let mut passed = Vec::new();
+    let mut links = 0;
+    while let Some(name) = pending.pop() {
+        if name == ".." {
+            real.pop();
+            continue;
+        }
+        let next = real.join(&name);
+        passed.push(next.clone());
+        let target = std::fs::symlink_metadata(&next)
+            .ok()
+            .filter(|meta| meta.file_type().is_symlink() && links < MAX_LINKS)
+            .and_then(|_| std::fs::read_link(&next).ok());
+        match target {
+            Some(target) => {
+                links += 1;
+                if target.is_absolute() {
+                    real = PathBuf::from("/");
+                }
+                push(&mut pending, &target);
+            }
+            None => real = next,
+        }
+    }
+    (real, passed)
 }
 
 /// The interpreter and its one argument that the `#!` line at the start of `bytes` names, as
@@ -232,6 +332,8 @@ pub(super) fn hook_specs(
             timeout: Duration::from_millis(timeout_ms),
             mode: section.mode,
             files,
+            at: (origin.display_path(), origin.line(section.command.span())),
+            trusted: BTreeMap::new(),
         });
     }
     Ok(specs)
@@ -320,6 +422,8 @@ mod tests {
             timeout: Duration::from_secs(1),
             mode: HookMode::Enforce,
             files,
+            at: (String::new(), 0),
+            trusted: BTreeMap::new(),
         }
         .in_directory(dir.path())
         .unwrap();
@@ -334,6 +438,146 @@ mod tests {
             error.contains("`sh`") && error.contains("not an absolute path"),
             "{error}"
         );
+    }
+
+    /// A hook whose files a command in the workspace could change is refused, by where each
+    /// really is and every place its path passes through; `.toolgate/`, outside the workspace,
+    /// and a trusted project's file with the bytes trusted are not.
+    #[test]
+    fn a_hook_file_in_the_workspace_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let top = dir.path().canonicalize().unwrap();
+        let (ws, out) = (top.join("ws"), top.join("out"));
+        for sub in ["hooks", ".toolgate", "bin"] {
+            std::fs::create_dir_all(ws.join(sub)).unwrap();
+        }
+        std::fs::create_dir_all(&out).unwrap();
+        for file in [
+            ws.join("hooks/guard.sh"),
+            ws.join(".toolgate/guard.sh"),
+            ws.join("bin/interp"),
+            out.join("guard.sh"),
+        ] {
+            std::fs::write(file, "echo\n").unwrap();
+        }
+        std::fs::write(
+            out.join("guard"),
+            format!("#!{}\n", ws.join("bin/interp").display()),
+        )
+        .unwrap();
+        std::os::unix::fs::symlink(out.join("guard.sh"), ws.join("out-link")).unwrap();
+        std::os::unix::fs::symlink(ws.join("hooks/guard.sh"), out.join("in-link")).unwrap();
+        std::os::unix::fs::symlink("../hooks/guard.sh", ws.join(".toolgate/in-link")).unwrap();
+        let (w, o) = (ws.display().to_string(), out.display().to_string());
+        let refused = |file: &str| format!("`{file}` is inside the workspace `{w}`");
+        let leads = |file: &str, place: &str| format!("`{file}` leads to `{place}`, inside");
+        let rows: Vec<(Vec<String>, Option<String>)> = vec![
+            (
+                vec![format!("{w}/hooks/guard.sh")],
+                Some(refused(&format!("{w}/hooks/guard.sh"))),
+            ),
+            (
+                vec![format!("{w}/hooks/missing")],
+                Some(refused(&format!("{w}/hooks/missing"))),
+            ),
+            (
+                vec!["/bin/sh".into(), format!("{w}/hooks/guard.sh")],
+                Some(refused(&format!("{w}/hooks/guard.sh"))),
+            ),
+            (
+                vec!["/bin/sh".into(), "hooks/guard.sh".into()],
+                Some(refused(&format!("{w}/hooks/guard.sh"))),
+            ),
+            (
+                vec!["/bin/sh".into(), format!("{w}/out-link")],
+                Some(refused(&format!("{w}/out-link"))),
+            ),
+            (
+                vec!["/bin/sh".into(), format!("{o}/in-link")],
+                Some(leads(
+                    &format!("{o}/in-link"),
+                    &format!("{w}/hooks/guard.sh"),
+                )),
+            ),
+            (
+                vec!["/bin/sh".into(), format!("{w}/.toolgate/in-link")],
+                Some(leads(
+                    &format!("{w}/.toolgate/in-link"),
+                    &format!("{w}/hooks/guard.sh"),
+                )),
+            ),
+            (
+                vec!["/bin/sh".into(), format!("{w}/.toolgate/../hooks/guard.sh")],
+                Some(leads(
+                    &format!("{w}/.toolgate/../hooks/guard.sh"),
+                    &format!("{w}/hooks/guard.sh"),
+                )),
+            ),
+            (
+                vec!["/bin/sh".into(), format!("{w}/hooks/../../out/guard.sh")],
+                Some(leads(
+                    &format!("{w}/hooks/../../out/guard.sh"),
+                    &format!("{w}/hooks"),
+                )),
+            ),
+            (
+                vec![format!("{o}/guard")],
+                Some(refused(&format!("{w}/bin/interp"))),
+            ),
+            (vec!["/bin/sh".into(), ".toolgate/guard.sh".into()], None),
+            (
+                vec!["/bin/sh".into(), format!("{w}/.toolgate/guard.sh")],
+                None,
+            ),
+            (vec!["/bin/sh".into(), format!("{o}/guard.sh")], None),
+            (
+                vec![format!("{w}/.toolgate/guard.sh"), "--strict".into()],
+                None,
+            ),
+        ];
+        let spec = |command: &[String]| {
+            let program = PathBuf::from(&command[0]);
+            let args = command[1..].to_vec();
+            HookSpec {
+                name: "g".to_owned(),
+                event: HookEvent::PreCall,
+                files: command_files(&program, &args).unwrap(),
+                program,
+                args,
+                tools: None,
+                tools_line: 0,
+                timeout: Duration::from_secs(1),
+                mode: HookMode::Enforce,
+                at: (String::new(), 0),
+                trusted: BTreeMap::new(),
+            }
+            .in_directory(&ws)
+            .unwrap()
+        };
+        for (command, expected) in rows {
+            let checked = spec(&command).outside_workspace(&ws);
+            match (checked, expected) {
+                (Ok(()), None) => {}
+                (Err(error), Some(says)) => {
+                    assert!(error.contains(&says), "{command:?}: {error}");
+                    assert!(
+                        error.contains(&format!(
+                            "move it outside the workspace or into `{w}/.toolgate/`"
+                        )),
+                        "{error}"
+                    );
+                }
+                (checked, expected) => panic!("{command:?}: {checked:?}, expected {expected:?}"),
+            }
+        }
+        // A trusted project's file is bound by the trust while it holds the bytes trusted.
+        let command = ["/bin/sh".to_owned(), "hooks/guard.sh".to_owned()];
+        let mut trusted = spec(&command);
+        let digest = sha256_digest(b"echo\n").to_string();
+        trusted.trusted = BTreeMap::from([(ws.join("hooks/guard.sh"), digest)]);
+        assert_eq!(trusted.outside_workspace(&ws), Ok(()));
+        trusted.trusted = BTreeMap::from([(ws.join("hooks/guard.sh"), "sha256:0".to_owned())]);
+        assert!(trusted.outside_workspace(&ws).is_err());
     }
 
     #[test]
