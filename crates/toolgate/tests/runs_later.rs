@@ -61,6 +61,9 @@ const WATCHED: &[&str] = &[
     "inc.cfg",
     "tools/hooks",
     "scripts/f.sh",
+    "scripts/fetch.sh",
+    "tools/iof.sh",
+    "tools/mod.sh",
     "wt/.git",
     "store/wt.git/config",
     "store/wt.git/hooks",
@@ -122,11 +125,14 @@ fn layout() -> Layout {
     git(&ws, &["init", "-q"]);
     // Files the repository's own configuration names, which git reads or runs later: an
     // include beside the repository (absent: git skips it until someone makes it), a hooks
-    // directory of the project's (absent too), and a filter's program.
+    // directory of the project's (absent too), a filter's program, and the programs of two
+    // `ext::` URLs, a remote's and one an `insteadOf` puts in place of another (absent).
     for (key, value) in [
         ("include.path", "../inc.cfg"),
         ("core.hooksPath", "tools/hooks"),
         ("filter.x.clean", "./scripts/f.sh"),
+        ("remote.up.url", "ext::sh ./scripts/fetch.sh %S"),
+        ("url.ext::tools/iof.sh.insteadOf", "https://iof.example/"),
     ] {
         git(&ws, &["config", key, value]);
     }
@@ -155,6 +161,18 @@ fn layout() -> Layout {
         &ws,
         &["submodule", "add", "-q", lib.to_str().unwrap(), "lib"],
     );
+    // A submodule whose `.gitmodules` URL is an `ext::` one, its program absent.
+    git(
+        &ws,
+        &[
+            "config",
+            "-f",
+            ".gitmodules",
+            "submodule.extmod.url",
+            "ext::sh tools/mod.sh",
+        ],
+    );
+    git(&ws, &["add", ".gitmodules"]);
     git(&ws, &["commit", "-q", "-m", "lib"]);
     // A repository whose git directory lies elsewhere in the workspace, named by its `.git`
     // file.
@@ -241,6 +259,14 @@ fn the_user_goes_on(layout: &Layout) {
                 "--allow-empty",
                 "-m",
                 "next",
+            ],
+            // The remotes whose `ext::` URLs run a program, where the user allows `ext`.
+            vec!["-c", "protocol.ext.allow=always", "ls-remote", "up"],
+            vec![
+                "-c",
+                "protocol.ext.allow=always",
+                "ls-remote",
+                "https://iof.example/",
             ],
         ] {
             // Whether git succeeds is not the point; whether it runs the command's programs is.
