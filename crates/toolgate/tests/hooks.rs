@@ -222,14 +222,16 @@ fn answer(lines: &mut impl BufRead, id: u64) -> Value {
 /// the next call it would judge (`changed`); nothing runs. Named by its absolute path, or
 /// relative to the hook's working directory, the workspace (in its `.toolgate/`, the one place
 /// there a hook's file may be: see `a_hook_file_a_command_could_change_is_refused_at_start`).
+/// So does a word among its arguments that names no file at load and then comes to name one
+/// in the workspace (as a command could make it), which the hook would open by that name.
 #[test]
 fn a_program_changed_after_loading_fails_its_hook() {
-    for relative in [false, true] {
-        program_changed_after_loading(relative);
+    for (relative, appears) in [(false, false), (true, false), (false, true)] {
+        program_changed_after_loading(relative, appears);
     }
 }
 
-fn program_changed_after_loading(relative: bool) {
+fn program_changed_after_loading(relative: bool, appears: bool) {
     let setup = Setup::new("");
     let script = if relative {
         setup.ws.join(".toolgate/guard.sh")
@@ -244,7 +246,7 @@ fn program_changed_after_loading(relative: bool) {
         script.display().to_string()
     };
     let hook = format!(
-        "[[hook]]\nname = \"guard\"\nevent = \"pre_call\"\ncommand = [\"/bin/sh\", \"{named}\"]\n"
+        "[[hook]]\nname = \"guard\"\nevent = \"pre_call\"\ncommand = [\"/bin/sh\", \"{named}\", \"verdict\"]\n"
     );
     std::fs::write(&setup.config, hook).unwrap();
     let mut server = setup
@@ -278,17 +280,21 @@ fn program_changed_after_loading(relative: bool) {
     send(call(2));
     let first = answer(&mut lines, 2);
     assert!(first.to_string().contains("alpha"), "{first}");
-    std::fs::write(
-        &script,
-        "#!/bin/sh\necho '{\"decision\": \"allow\"}' # swapped\n",
-    )
-    .unwrap();
+    if appears {
+        std::fs::write(setup.ws.join("verdict"), "allow\n").unwrap();
+    } else {
+        std::fs::write(
+            &script,
+            "#!/bin/sh\necho '{\"decision\": \"allow\"}' # swapped\n",
+        )
+        .unwrap();
+    }
     send(call(3));
     let second = answer(&mut lines, 3);
     let text = second.to_string();
     assert!(
         text.contains("hook_failed") && text.contains("(changed)"),
-        "relative: {relative}: {text}"
+        "relative: {relative}, appears: {appears}: {text}"
     );
     assert!(!text.contains("alpha"), "{text}");
     drop(stdin);

@@ -105,11 +105,14 @@ impl HookSpec {
     pub fn in_directory(mut self, cwd: &Path) -> Result<HookSpec, String> {
         for (index, arg) in self.args.iter().enumerate() {
             let path = Path::new(arg);
-            if path.is_absolute() || !cwd.join(path).is_file() {
+            if path.is_absolute() {
                 continue;
             }
-            let (file, _) = HookFile::read(cwd.join(path), FileRole::Argument(index))?;
-            self.files.push(file);
+            let path = cwd.join(path);
+            if path.is_file() || names_nothing(arg, &path) {
+                let (file, _) = HookFile::read(path, FileRole::Argument(index))?;
+                self.files.push(file);
+            }
         }
         Ok(self)
     }
@@ -126,6 +129,15 @@ impl HookSpec {
         let exposed =
             |place: &Path| place != root && place.starts_with(root) && !place.starts_with(&guarded);
         for file in &self.files {
+            // A word that names no file yet (`allow`) is not refused for being a name in the
+            // workspace: a call fails if it ever comes to name one.
+            let word = match file.role {
+                FileRole::Argument(index) => self.args.get(index).is_some_and(|a| !a.contains('/')),
+                FileRole::Program | FileRole::Interpreter { .. } => false,
+            };
+            if file.digest.is_none() && word {
+                continue;
+            }
             let (real, passed) = resolve(&file.path);
             let bound = self.trusted.get(&real).is_some_and(|trusted| {
                 file.digest.as_ref().map(ToString::to_string).as_ref() == Some(trusted)
@@ -240,11 +252,19 @@ pub(crate) fn command_files(program: &Path, args: &[String]) -> Result<Vec<HookF
     }
     for (index, arg) in args.iter().enumerate() {
         let path = Path::new(arg);
-        if path.is_absolute() && path.is_file() {
+        if path.is_absolute() && (path.is_file() || names_nothing(arg, path)) {
             files.push(HookFile::read(path.to_path_buf(), FileRole::Argument(index))?.0);
         }
     }
     Ok(files)
+}
+
+/// Whether the argument `arg`, at `path`, names nothing now but could come to name a file
+/// the hook would then open by that name: not an option, and nothing there (a link leading
+/// nowhere included). It is kept with no digest, so that a call fails once it appears.
+fn names_nothing(arg: &str, path: &Path) -> bool {
+    !arg.starts_with('-')
+        && std::fs::metadata(path).is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound)
 }
 
 /// Every `[[hook]]`, checked: a unique name, a command whose program is a path (absolute, or
@@ -534,6 +554,18 @@ mod tests {
                 vec![format!("{w}/.toolgate/guard.sh"), "--strict".into()],
                 None,
             ),
+            // Not there yet: a command could make it, and the hook would open it by name.
+            (
+                vec!["/bin/sh".into(), "hooks/later.sh".into()],
+                Some(refused(&format!("{w}/hooks/later.sh"))),
+            ),
+            (
+                vec!["/bin/sh".into(), format!("{w}/later.sh")],
+                Some(refused(&format!("{w}/later.sh"))),
+            ),
+            (vec!["/bin/sh".into(), ".toolgate/later.sh".into()], None),
+            // A word names nothing now; a call fails if it comes to (see `hook.rs`).
+            (vec!["/bin/sh".into(), "allow".into()], None),
         ];
         let spec = |command: &[String]| {
             let program = PathBuf::from(&command[0]);
