@@ -84,7 +84,7 @@ pub(crate) fn around(workspace: &Workspace, path: &str) -> Result<Vec<String>, S
 /// `protocol.*.allow`, read as [`around`] reads them (the user's own configuration where the
 /// workspace holds it, then each repository from the root down, includes followed, each
 /// work tree's `.gitmodules`).
-pub(crate) fn remotes(workspace: &Workspace, dir: &str) -> Result<Vec<Remote>, String> {
+pub(crate) fn remotes(workspace: &Workspace, dir: &str) -> Result<Remotes, String> {
     // `around` reads the repositories of the directories above a path: those of `dir` are
     // above anything in it.
     let inside = if dir.is_empty() {
@@ -92,7 +92,19 @@ pub(crate) fn remotes(workspace: &Workspace, dir: &str) -> Result<Vec<Remote>, S
     } else {
         format!("{dir}/-")
     };
-    Ok(read_around(workspace, &inside)?.remotes)
+    let reader = read_around(workspace, &inside)?;
+    Ok(Remotes {
+        remotes: reader.remotes,
+        read: reader.sources,
+    })
+}
+
+/// What [`remotes`] found, and the files it read to find it (workspace-relative), which the
+/// preview binds: a change to one could change what git runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Remotes {
+    pub(crate) remotes: Vec<Remote>,
+    pub(crate) read: Vec<String>,
 }
 
 /// One setting that makes git run a program when it contacts a remote ([`remotes`]).
@@ -178,6 +190,8 @@ struct Reader<'a> {
     named: Vec<String>,
     /// What makes git run a program when it contacts a remote ([`remotes`]).
     remotes: Vec<Remote>,
+    /// The files read, in order: what was found depends on each.
+    sources: Vec<String>,
     read: usize,
     /// Whether the file read is the user's own configuration, whose `~/` is the root.
     home: bool,
@@ -189,6 +203,7 @@ impl<'a> Reader<'a> {
             workspace,
             named: Vec::new(),
             remotes: Vec::new(),
+            sources: Vec::new(),
             read: 0,
             home: false,
         }
@@ -229,8 +244,19 @@ impl<'a> Reader<'a> {
         let Ok(rel) = RelPath::parse(name) else {
             return Ok(None);
         };
-        match self.workspace.read_file(&rel, MAX_CONFIG_BYTES) {
-            Ok((bytes, _)) => Ok(Some(bytes)),
+        match self.workspace.read_file(&rel, MAX_CONFIG_BYTES + 1) {
+            // git reads all of it: a key past what is read would go unseen.
+            Ok((bytes, total))
+                if total > MAX_CONFIG_BYTES || bytes.len() as u64 > MAX_CONFIG_BYTES =>
+            {
+                Err(format!(
+                    "`{name}` is larger than {MAX_CONFIG_BYTES} bytes, so what it names cannot be known"
+                ))
+            }
+            Ok((bytes, _)) => {
+                self.sources.push(name.to_owned());
+                Ok(Some(bytes))
+            }
             Err(PathError::NotFound { .. } | PathError::NotAFile { .. }) => Ok(None),
             Err(PathError::Outside { .. }) => Ok(None),
             Err(e) => Err(format!("cannot read `{name}`: {e}")),
@@ -721,8 +747,10 @@ mod tests {
             fs::write(full, text).unwrap();
         }
         let workspace = Workspace::open(dir.path()).unwrap();
-        let found: Vec<(String, String, Option<Runs>, Vec<String>)> = remotes(&workspace, "src")
-            .unwrap()
+        let all = remotes(&workspace, "src").unwrap();
+        assert_eq!(all.read, [".gitconfig", ".git/config", ".gitmodules"]);
+        let found: Vec<(String, String, Option<Runs>, Vec<String>)> = all
+            .remotes
             .into_iter()
             .map(|r| (r.file, r.key, r.runs, r.paths))
             .collect();
@@ -886,5 +914,11 @@ mod tests {
         let error = around(&workspace, "a.txt").unwrap_err();
         assert!(error.contains("does not parse"), "{error}");
         assert!(!error.contains("secret"), "{error}");
+        // A key past what would be read is not passed over: git reads the whole file.
+        let mut big = "#".repeat(usize::try_from(MAX_CONFIG_BYTES).unwrap());
+        big.push_str("\n[core]\n\tfsmonitor = ./mon.sh\n");
+        fs::write(dir.path().join(".git/config"), big).unwrap();
+        let error = around(&workspace, "a.txt").unwrap_err();
+        assert!(error.contains("larger than"), "{error}");
     }
 }

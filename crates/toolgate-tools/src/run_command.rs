@@ -834,16 +834,29 @@ impl Plan {
         label: &str,
         analysis: &mut interpreter::Analysis,
     ) {
-        let remotes = match git_named::remotes(workspace, self.cwd.as_str()) {
-            Ok(remotes) => remotes,
-            Err(error) => {
-                analysis.notes.push(format!(
-                    "{label}: contacts remotes whose URLs toolgate could not read ({error}): \
+        let git_named::Remotes { remotes, read } =
+            match git_named::remotes(workspace, self.cwd.as_str()) {
+                Ok(found) => found,
+                Err(error) => {
+                    analysis.notes.push(format!(
+                        "{label}: contacts remotes whose URLs toolgate could not read ({error}): \
                      what they make git run is not shown and not bound"
-                ));
-                return;
-            }
-        };
+                    ));
+                    return;
+                }
+            };
+        // What was read decides what was found: bound, so that what git runs is what this
+        // shows. A git directory's own files are not: binding one would make the call one
+        // that reads git's internals, which policy forbids; commands cannot change them
+        // unnoticed (they run later, and are guarded as such).
+        let internal = |file: &str| file.split('/').any(|c| c.eq_ignore_ascii_case(".git"));
+        for file in read.into_iter().filter(|file| !internal(file)) {
+            let full = workspace.root().join(&file);
+            analysis.candidates.push((
+                format!("{label} reads git configuration"),
+                full.to_string_lossy().into_owned(),
+            ));
+        }
         for remote in remotes {
             let git_named::Remote {
                 file,
