@@ -657,7 +657,9 @@ mod tests {
                      [url \"ext::sh -c bin/iof.sh% %s\"]\n\tinsteadOf = https://h/\n\
                      [URL \"EXT::bin/piof.sh\"]\n\tpushInsteadOf = https://h/\n\
                      [remote \"v\"]\n\tvcs = ./bin/vcs\n\turl = hg::./bin/hg\n\
-                     [protocol]\n\tallow = always\n[web]\n\tbrowser = ./bin/web\n",
+                     [protocol]\n\tallow = always\n[web]\n\tbrowser = ./bin/web\n\
+                     [remote.Legacy]\n\tURL = ext::./bin/legacy.sh\n\
+                     [remote \"q\"]\n\turl = \"ext::sh -c \\\"./bin/q.sh\\\"\"\n",
                 ),
                 (
                     ".gitmodules",
@@ -679,20 +681,23 @@ mod tests {
             "src/a.rs",
         );
         let want: Vec<String> = [
+            // An `ext::` command's word is named whole, quotes and all, and what the shell
+            // would make of it too: more than git runs, never less.
+            "\"./bin/q.sh\"",
             "bin/browse",
             "bin/ext.sh",
             "bin/gui.sh",
             "bin/httpd",
             "bin/iof.sh",
-            // An `ext::` command's word is named whole, and its parts too: more than git
-            // runs where it is `sh -c` text, never less.
             "bin/iof.sh upload-pack",
             "bin/key",
+            "bin/legacy.sh",
             "bin/man",
             "bin/pager",
             "bin/piof.sh",
             "bin/push",
             "bin/push x.sh",
+            "bin/q.sh",
             "bin/sendmail",
             "bin/sub.sh",
             "bin/to",

@@ -1941,6 +1941,17 @@ mod tests {
                 &["for which git runs the remote helper `git-remote-hg`"],
             ),
             (
+                &[
+                    "git",
+                    "-c",
+                    "remote.o.url=ext::sh -c \"./q.sh\"",
+                    "fetch",
+                    "o",
+                ],
+                &["./q.sh"],
+                &["git runs its command \"sh -c '\\\"./q.sh\\\"'\""],
+            ),
+            (
                 &["git", "clone", "ext::sh -c ./z.sh% >&2", "d"],
                 &["./z.sh"],
                 &["git contacts the `ext::` URL \"ext::sh -c ./z.sh% >&2\""],
