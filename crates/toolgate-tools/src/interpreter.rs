@@ -1571,6 +1571,10 @@ const LOADING_VARIABLES: &[&str] = &[
     "GIT_CONFIG_GLOBAL",
     "GIT_CONFIG_SYSTEM",
     "GIT_EXEC_PATH",
+    "GIT_ALLOW_PROTOCOL",
+    "GIT_PROTOCOL_FROM_USER",
+    "GIT_ASKPASS",
+    "GIT_EXTERNAL_DIFF",
     "GIT_SSH",
     "GIT_SSH_COMMAND",
     "GIT_PAGER",
@@ -1603,6 +1607,24 @@ fn assignment(label: &str, text: &str, out: &mut Analysis) {
     }
     for word in words(value) {
         candidate(out, label.to_owned(), word);
+    }
+    // `GIT_CONFIG_VALUE_0=ext::…` (with `GIT_CONFIG_KEY_0=remote.o.url`): the command git
+    // runs for the URL, looked into one level.
+    if name.starts_with("GIT_CONFIG_")
+        && let Some(runs) = git_keys::url_runs(value)
+    {
+        let arg = Arg {
+            label: label.to_owned(),
+            text,
+        };
+        url_runs(
+            &arg,
+            &format!("`{name}` may make git contact"),
+            value,
+            &runs,
+            MAX_DEPTH - 1,
+            out,
+        );
     }
 }
 
@@ -1950,6 +1972,23 @@ mod tests {
                 ],
                 &["./q.sh"],
                 &["git runs its command \"sh -c '\\\"./q.sh\\\"'\""],
+            ),
+            (
+                &[
+                    "env",
+                    "GIT_ALLOW_PROTOCOL=ext",
+                    "GIT_CONFIG_COUNT=1",
+                    "GIT_CONFIG_KEY_0=remote.o.url",
+                    "GIT_CONFIG_VALUE_0=ext::sh ./e.sh",
+                    "git",
+                    "fetch",
+                    "o",
+                ],
+                &["./e.sh"],
+                &[
+                    "sets `GIT_ALLOW_PROTOCOL`",
+                    "`GIT_CONFIG_VALUE_0` may make git contact the `ext::` URL",
+                ],
             ),
             (
                 &["git", "clone", "ext::sh -c ./z.sh% >&2", "d"],
