@@ -584,6 +584,9 @@ when { context.runs_later.contains("agent_config") && !(context.paths == [".vsco
         write(".zshrc"),
         write("tools/hooks/pre-commit"),
         write("inc.cfg"),
+        write("scripts/fetch.sh"),
+        write("tools/iof.sh"),
+        write("tools/mod.sh"),
         write(".vscode/settings.json"),
     ]));
     let mut asked = Vec::new();
@@ -596,16 +599,22 @@ when { context.runs_later.contains("agent_config") && !(context.paths == [".vsco
         results[0]["isError"], false,
         "the standing grant covers an ordinary file"
     );
-    for (result, rule) in results[1..8].iter().zip([
+    let rules = [
         "runs-later-agent-config",
         "runs-later-agent-config",
         "runs-later-build-config",
         "runs-later-git",
         "runs-later-shell-startup",
-        // Named by the repository's `.git/config`: `core.hooksPath`, `include.path`.
+        // Named by the repository's `.git/config`: `core.hooksPath`, `include.path`, the
+        // `ext::` URLs of a remote and an `insteadOf`; and by its `.gitmodules`.
         "runs-later-git",
         "runs-later-git",
-    ]) {
+        "runs-later-git",
+        "runs-later-git",
+        "runs-later-git",
+    ];
+    let lifted = rules.len() + 1;
+    for (result, rule) in results[1..lifted].iter().zip(rules) {
         assert_eq!(
             result["structured"]["rejection"]["code"], "policy_denied",
             "{result}"
@@ -615,7 +624,7 @@ when { context.runs_later.contains("agent_config") && !(context.paths == [".vsco
             .unwrap();
         assert!(message.contains(rule), "{rule}: {message}");
     }
-    assert_eq!(results[8]["isError"], false, "{}", results[8]);
+    assert_eq!(results[lifted]["isError"], false, "{}", results[lifted]);
     assert_eq!(
         asked,
         [".vscode/settings.json"],
