@@ -441,7 +441,9 @@ const PROGRAMS: &[Program] = &[
         scripts: Scripts::None,
         elsewhere: &["-C", "--git-dir", "--work-tree"],
         reads: "git also reads the repository's own configuration, hooks and attributes, \
-                which may name programs it runs; those are not bound here",
+                which may name programs it runs; those are not bound here, but for a \
+                sub-command that contacts a remote (fetch, pull, push, submodule, …) what \
+                the remotes' URLs make git run is shown and bound below",
     },
     Program {
         names: &["npm"],
