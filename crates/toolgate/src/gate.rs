@@ -73,6 +73,25 @@ impl Gate {
                 Ok(Arc::new(hook) as Arc<dyn Hook>)
             })
             .collect::<Result<_, ConfigError>>()?;
+        for spec in &settings.upstreams {
+            let origin = settings.upstream_origins.get(&spec.name);
+            crate::settings::upstream_files::outside_workspace(
+                spec,
+                origin.unwrap_or(&Default::default()),
+                workspace.root(),
+            )
+            .map_err(|detail| {
+                let message = format!("upstream `{}`: {detail}", spec.name);
+                match origin {
+                    Some(origin) => ConfigError {
+                        file: origin.at.0.clone(),
+                        line: origin.at.1,
+                        message,
+                    },
+                    None => settings.error(message),
+                }
+            })?;
+        }
         Ok(Gate {
             settings,
             tools,

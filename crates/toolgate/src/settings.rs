@@ -26,6 +26,7 @@ mod file;
 pub mod hooks;
 pub mod project;
 mod tools;
+pub mod upstream_files;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -96,6 +97,9 @@ pub struct Settings {
     pub audit: AuditSettings,
     /// The `[[upstream]]` servers, checked, each with the confinement `[sandbox]` asks for.
     pub upstreams: Vec<UpstreamSpec>,
+    /// Where each of `upstreams` is configured, by name (see
+    /// [`upstream_files::outside_workspace`]).
+    pub upstream_origins: std::collections::BTreeMap<String, upstream_files::UpstreamOrigin>,
     pub sandbox: SandboxSettings,
     /// The `[[hook]]` sections, checked, with the digests of their files at load.
     pub hooks: Vec<hooks::HookSpec>,
@@ -416,8 +420,14 @@ impl Settings {
         )?;
         // The environment commands start from, read once here: no library crate reads it.
         confinement.set_environment(std::env::vars_os());
-        let mut upstreams =
-            upstream_specs(&origin, &file.upstreams, &file.sandbox, &base, &confinement)?;
+        let (mut upstreams, mut upstream_origins): (Vec<_>, std::collections::BTreeMap<_, _>) =
+            upstream_specs(&origin, &file.upstreams, &file.sandbox, &base, &confinement)?
+                .into_iter()
+                .map(|(spec, origin)| {
+                    let name = spec.name.clone();
+                    (spec, (name, origin))
+                })
+                .unzip();
         let project_policies = project.as_ref().map(|(source, trust, _)| {
             (
                 source.policies.as_slice(),
@@ -448,12 +458,7 @@ impl Settings {
                     let dir = source.root.join(project::PROJECT_DIR);
                     for mut hook in hooks::hook_specs(&source.origin, &source.file.hooks, &dir)? {
                         source.check_trusted_files(&hook)?;
-                        hook.trusted = source
-                            .closure
-                            .files
-                            .iter()
-                            .map(|(shown, kept)| (source.root.join(shown), kept.digest.clone()))
-                            .collect();
+                        hook.trusted = source.trusted_files();
                         if hooks.iter().any(|h| h.name == hook.name) {
                             return Err(source.origin.error(format!(
                                 "hook `{}` is configured by the user too",
@@ -462,7 +467,7 @@ impl Settings {
                         }
                         hooks.push(hook);
                     }
-                    for spec in upstream_specs(
+                    for (spec, mut origin) in upstream_specs(
                         &source.origin,
                         &source.file.upstreams,
                         &file.sandbox,
@@ -475,6 +480,8 @@ impl Settings {
                                 spec.name
                             )));
                         }
+                        origin.trusted = source.trusted_files();
+                        upstream_origins.insert(spec.name.clone(), origin);
                         upstreams.push(spec);
                     }
                     for mut profile in self::profiles(&source.origin, &source.file)? {
@@ -524,6 +531,7 @@ impl Settings {
             approval,
             audit,
             upstreams,
+            upstream_origins,
             sandbox: SandboxSettings {
                 mode,
                 confinement: Arc::new(confinement),
@@ -777,14 +785,15 @@ fn policies(
 }
 
 /// The `[[upstream]]` sections, checked, with their environment read from toolgate's own
-/// and the confinement `[sandbox]` asks for (see [`upstream_confinement`]).
+/// and the confinement `[sandbox]` asks for (see [`upstream_confinement`]), each with where
+/// it is configured.
 fn upstream_specs(
     origin: &Located,
     sections: &[Spanned<toolgate_upstream::UpstreamSection>],
     sandbox: &file::SandboxSection,
     base: &Path,
     commands: &Confinement,
-) -> Result<Vec<UpstreamSpec>, ConfigError> {
+) -> Result<Vec<(UpstreamSpec, upstream_files::UpstreamOrigin)>, ConfigError> {
     if sections.is_empty() {
         return Ok(Vec::new());
     }
@@ -795,6 +804,16 @@ fn upstream_specs(
             section
                 .get_ref()
                 .check(base, |name| std::env::var(name).ok(), confinement.clone())
+                .map(|spec| {
+                    let at = (origin.display_path(), origin.line(section.span()));
+                    (
+                        spec,
+                        upstream_files::UpstreamOrigin {
+                            at,
+                            ..Default::default()
+                        },
+                    )
+                })
                 .map_err(|e| origin.error_at(section.span(), e.to_string()))
         })
         .collect()

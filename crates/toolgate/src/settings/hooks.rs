@@ -118,16 +118,9 @@ impl HookSpec {
     }
 
     /// Refuses a hook that runs or reads a file inside the workspace at `root` (canonical),
-    /// outside its `.toolgate/`: an approved command or write could change that file, and
-    /// toolgate would run its new bytes as this hook when next started. What decides is where
-    /// the file really is and every place its path passes through on the way (a link in the
-    /// workspace pointing out can be pointed elsewhere; a link outside pointing in leads to a
-    /// file of the workspace). `.toolgate/` is kept from commands and writes as a file that
-    /// runs later; the files a trusted project's configuration runs are bound by the trust.
+    /// outside its `.toolgate/` (see [`refuse_in_workspace`]); the files a trusted project's
+    /// configuration runs are bound by the trust.
     pub fn outside_workspace(&self, root: &Path) -> Result<(), String> {
-        let guarded = root.join(super::project::PROJECT_DIR);
-        let exposed =
-            |place: &Path| place != root && place.starts_with(root) && !place.starts_with(&guarded);
         for file in &self.files {
             // A word that names no file yet (`allow`) is not refused for being a name in the
             // workspace: a call fails if it ever comes to name one.
@@ -138,39 +131,73 @@ impl HookSpec {
             if file.digest.is_none() && word {
                 continue;
             }
-            let (real, passed) = resolve(&file.path);
-            let bound = self.trusted.get(&real).is_some_and(|trusted| {
-                file.digest.as_ref().map(ToString::to_string).as_ref() == Some(trusted)
-            });
-            if bound {
-                continue;
-            }
-            let Some(place) = [&real]
-                .into_iter()
-                .chain(&passed)
-                .find(|place| exposed(place))
-            else {
-                continue;
-            };
-            let what = if *place == file.path {
-                format!("`{}` is inside", place.display())
-            } else {
-                format!(
-                    "`{}` leads to `{}`, inside",
-                    file.path.display(),
-                    place.display()
-                )
-            };
-            return Err(format!(
-                "{what} the workspace `{}`: a command or write approved there could change it, \
-                 and toolgate would run the new bytes as this hook when next started; move it \
-                 outside the workspace or into `{}/`",
-                root.display(),
-                guarded.display()
-            ));
+            let digest = file.digest.as_ref().map(ToString::to_string);
+            refuse_in_workspace(root, &file.path, "this hook", |real| {
+                self.trusted
+                    .get(real)
+                    .is_some_and(|trusted| digest.as_ref() == Some(trusted))
+            })?;
         }
         Ok(())
     }
+}
+
+/// Refuses the file at `path` (absolute, as named) that toolgate runs, or has a program it
+/// starts read, as `runs` (`this hook`) when next started, where that file really is or a
+/// place its path passes through lies inside the workspace at `root` (canonical) outside its
+/// `.toolgate/`: an approved command or write could change it there. A link in the workspace
+/// pointing out can be pointed elsewhere; a link outside pointing in leads to a file of the
+/// workspace. `.toolgate/` is kept from commands and writes as a file that runs later.
+/// `bound` is asked, with the real path, whether a trusted project's record binds the file
+/// with the bytes it holds: then it runs as trusted.
+pub(crate) fn refuse_in_workspace(
+    root: &Path,
+    path: &Path,
+    runs: &str,
+    bound: impl FnOnce(&Path) -> bool,
+) -> Result<(), String> {
+    let (real, passed) = resolve(path);
+    let Some(place) = [&real]
+        .into_iter()
+        .chain(&passed)
+        .find(|place| *place != root && exposed(root, place))
+    else {
+        return Ok(());
+    };
+    if bound(&real) {
+        return Ok(());
+    }
+    let what = if *place == path {
+        format!("`{}` is inside", place.display())
+    } else {
+        format!(
+            "`{}` leads to `{}`, inside",
+            path.display(),
+            place.display()
+        )
+    };
+    Err(format!(
+        "{what} the workspace `{}`: a command or write approved there could change it, and \
+         toolgate would run the new bytes as {runs} when next started; move it outside the \
+         workspace or into `{}/`",
+        root.display(),
+        root.join(super::project::PROJECT_DIR).display()
+    ))
+}
+
+/// Whether `place` is the workspace at `root` or inside it, outside its `.toolgate/`.
+fn exposed(root: &Path, place: &Path) -> bool {
+    place.starts_with(root) && !place.starts_with(root.join(super::project::PROJECT_DIR))
+}
+
+/// Whether the directory `dir` (absolute) really is the workspace at `root` or inside it
+/// outside its `.toolgate/`, or its path passes through such a place inside.
+pub(crate) fn dir_in_workspace(root: &Path, dir: &Path) -> bool {
+    let (real, passed) = resolve(dir);
+    exposed(root, &real)
+        || passed
+            .iter()
+            .any(|place| place != root && exposed(root, place))
 }
 
 /// Where `path` (absolute) really is, following every link as the kernel would (as far as it
@@ -262,7 +289,7 @@ pub(crate) fn command_files(program: &Path, args: &[String]) -> Result<Vec<HookF
 /// Whether the argument `arg`, at `path`, names nothing now but could come to name a file
 /// the hook would then open by that name: not an option, and nothing there (a link leading
 /// nowhere included). It is kept with no digest, so that a call fails once it appears.
-fn names_nothing(arg: &str, path: &Path) -> bool {
+pub(super) fn names_nothing(arg: &str, path: &Path) -> bool {
     !arg.starts_with('-')
         && std::fs::metadata(path).is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound)
 }

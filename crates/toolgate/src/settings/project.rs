@@ -350,6 +350,16 @@ impl ProjectSource {
         Ok(())
     }
 
+    /// The files of the closure by their real paths, with their digests as read: what a
+    /// trusted configuration's hooks and upstreams may run inside the workspace.
+    pub fn trusted_files(&self) -> std::collections::BTreeMap<PathBuf, String> {
+        self.closure
+            .files
+            .iter()
+            .map(|(shown, kept)| (self.root.join(shown), kept.digest.clone()))
+            .collect()
+    }
+
     fn place(&self, span: std::ops::Range<usize>) -> String {
         format!("{PROJECT_DIR}/{PROJECT_FILE}:{}", self.origin.line(span))
     }

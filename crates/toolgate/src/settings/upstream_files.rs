@@ -1,0 +1,448 @@
+//! The files an `[[upstream]]` command runs or has its program read, found as the process
+//! would find them, and the rule that none lies where a command or write approved in the
+//! workspace could change it (see [`refuse_in_workspace`]): toolgate would run the new bytes
+//! as the upstream when next started, with the secrets its `env` passes, the hosts and the
+//! paths it is granted.
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::PermissionsExt as _;
+use std::path::{Path, PathBuf};
+
+use toolgate_core::sha256_digest;
+use toolgate_upstream::{Endpoint, UpstreamSpec};
+
+use super::hooks::{dir_in_workspace, names_nothing, refuse_in_workspace, shebang};
+
+/// Where an `[[upstream]]` is configured, for an error found once the workspace is known.
+#[derive(Debug, Clone, Default)]
+pub struct UpstreamOrigin {
+    /// The configuration file, as shown, and the line of its `[[upstream]]`.
+    pub at: (String, usize),
+    /// For a trusted project's upstream, the files inside the workspace (by real path) whose
+    /// bytes the person's trust binds, with their digests as trusted. Empty for the user's.
+    pub trusted: BTreeMap<PathBuf, String>,
+}
+
+/// The directories execvp searches when the environment has no `PATH` (glibc's).
+const DEFAULT_PATH: &str = "/bin:/usr/bin";
+
+/// Every file starting `program` with `args` in `cwd` (absolute) runs or has read, with
+/// `path` (the process's `PATH`): the program (named with a `/`: relative to `cwd`; else
+/// every place the `PATH` search looks, up to the first executable file), the interpreter
+/// its `#!` line names (a `/usr/bin/env NAME` line: every place `NAME` is looked for too),
+/// and each argument that names a file (absolute, or relative to `cwd`), or names nothing
+/// yet and has a `/` (a command could create it). Options and directories are not files it
+/// runs.
+pub(super) fn command_files(
+    program: &str,
+    args: &[String],
+    cwd: &Path,
+    path: Option<&str>,
+) -> Vec<PathBuf> {
+    let path = path.unwrap_or(DEFAULT_PATH);
+    let (mut files, found) = looked_up(program, path, cwd);
+    let line = found
+        .and_then(|found| crate::hook::read_regular(&found).ok())
+        .and_then(|(_, bytes)| shebang(&bytes));
+    if let Some((interpreter, arg)) = line {
+        let named = cwd.join(&interpreter);
+        let env = named.file_name().is_some_and(|name| name == "env");
+        files.push(named);
+        let word = arg.as_deref().and_then(|arg| arg.split([' ', '\t']).next());
+        if let Some(word) = word.filter(|word| env && !word.starts_with('-')) {
+            files.extend(looked_up(word, path, cwd).0);
+        }
+    }
+    for arg in args {
+        let file = cwd.join(arg);
+        let names_file = file.is_file()
+            || ((arg.contains('/') || file.is_symlink()) && names_nothing(arg, &file));
+        if !arg.starts_with('-') && names_file {
+            files.push(file);
+        }
+    }
+    files
+}
+
+/// Where the program `name` is looked for: `cwd` joined with it when it has a `/`; else each
+/// directory of `path` in turn (an empty or relative one from `cwd`), up to the first that
+/// holds an executable file, which is returned too; every one when none does, as a command
+/// could create the program in any of them.
+fn looked_up(name: &str, path: &str, cwd: &Path) -> (Vec<PathBuf>, Option<PathBuf>) {
+    if name.contains('/') {
+        let file = cwd.join(name);
+        return (vec![file.clone()], Some(file));
+    }
+    let mut places = Vec::new();
+    for dir in path.split(':') {
+        let file = cwd.join(dir).join(name);
+        places.push(file.clone());
+        let executable = std::fs::metadata(&file)
+            .is_ok_and(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0);
+        if executable {
+            return (places, Some(file));
+        }
+    }
+    (places, None)
+}
+
+/// The option a Python interpreter is given that imports from its working directory first
+/// (`-m MODULE` and `-c CODE` put it at the head of `sys.path`), unless `-I` or `-P` keeps it
+/// off (or `PYTHONSAFEPATH` is set). `None` for any other program.
+fn imports_from_cwd(program: &str, args: &[String], safe_path: bool) -> Option<char> {
+    let name = Path::new(program).file_name()?.to_str()?;
+    if !name.starts_with("python") || safe_path {
+        return None;
+    }
+    let mut args = args.iter();
+    while let Some(arg) = args.next() {
+        let flags = arg.strip_prefix('-')?;
+        // `-` (the script on standard input) and `--` end the options.
+        if flags.is_empty() || flags == "-" {
+            return None;
+        }
+        if flags.starts_with('-') {
+            continue;
+        }
+        for (at, flag) in flags.char_indices() {
+            match flag {
+                'I' | 'P' => return None,
+                'm' | 'c' => return Some(flag),
+                'W' | 'X' => {
+                    // Its value is the rest of the word, or the next one.
+                    if flags.len() == at + 1 {
+                        args.next();
+                    }
+                    break;
+                }
+                _ => {}
+            }
+        }
+    }
+    None
+}
+
+/// Refuses the upstream of `spec`, configured as `origin` says, when its program, the
+/// interpreter that runs it or a file its arguments name lies inside the workspace at `root`
+/// (canonical) outside `.toolgate/` (see [`refuse_in_workspace`]), or when it is a Python
+/// interpreter importing from its working directory there. A file a trusted project's record
+/// binds, holding the bytes trusted, may be run. A `url` upstream runs nothing here.
+pub fn outside_workspace(
+    spec: &UpstreamSpec,
+    origin: &UpstreamOrigin,
+    root: &Path,
+) -> Result<(), String> {
+    let Endpoint::Command { program, args } = &spec.endpoint else {
+        return Ok(());
+    };
+    let cwd = match &spec.cwd {
+        Some(cwd) => cwd.clone(),
+        // Where it is started (see `Connection::spawn`).
+        None => std::env::current_dir()
+            .map_err(|e| format!("no working directory to check its command in: {e}"))?,
+    };
+    let variable = |name: &str| {
+        spec.env
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, value)| value.as_str())
+    };
+    let runs = "this upstream, with its environment, hosts and grants,";
+    let cwd_exposed = dir_in_workspace(root, &cwd);
+    for file in command_files(program, args, &cwd, variable("PATH")) {
+        refuse_in_workspace(root, &file, runs, |real| {
+            let now = crate::hook::read_regular(real)
+                .ok()
+                .map(|(_, bytes)| sha256_digest(&bytes).to_string());
+            origin
+                .trusted
+                .get(real)
+                .is_some_and(|trusted| now.as_ref() == Some(trusted))
+        })
+        .map_err(|error| {
+            // Found from where it runs: another `cwd` finds it elsewhere.
+            if cwd_exposed && file.starts_with(&cwd) {
+                format!(
+                    "{error}, or set the upstream's `cwd` outside the workspace (it is found \
+                     from `{}`)",
+                    cwd.display()
+                )
+            } else {
+                error
+            }
+        })?;
+    }
+    let safe_path = variable("PYTHONSAFEPATH").is_some_and(|v| !v.is_empty());
+    if let Some(flag) = imports_from_cwd(program, args, safe_path)
+        && cwd_exposed
+    {
+        return Err(format!(
+            "`{program} -{flag}` runs in `{}`, in the workspace `{}`: Python imports modules \
+             from its working directory first, where a command or write approved there could \
+             put one, and toolgate would run it as {runs} when next started; set the \
+             upstream's `cwd` outside the workspace, or give Python `-P` before `-{flag}`",
+            cwd.display(),
+            root.display()
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use toolgate_upstream::{UpstreamConfinement, UpstreamSection};
+
+    /// The upstream `command`, run in `cwd` with `PATH` = `path` (and `PYTHONSAFEPATH` when
+    /// `safe`).
+    fn spec(command: &[String], cwd: &Path, path: &str, safe: bool) -> UpstreamSpec {
+        let section = serde_json::json!({
+            "name": "fs",
+            "command": command,
+            "cwd": cwd,
+            "env": ["PYTHONSAFEPATH"],
+        });
+        let section: UpstreamSection = serde_json::from_value(section).unwrap();
+        section
+            .check(
+                Path::new("/etc/toolgate"),
+                |name| match name {
+                    "PATH" => Some(path.to_owned()),
+                    "PYTHONSAFEPATH" => safe.then(|| "1".to_owned()),
+                    _ => None,
+                },
+                UpstreamConfinement::dangerous_unconfined(),
+            )
+            .unwrap()
+    }
+
+    fn write(path: &Path, text: &str, mode: u32) {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+
+    /// An upstream whose program, interpreter, `PATH` search or file argument a command in
+    /// the workspace could change is refused, naming the file; one whose files lie outside
+    /// the workspace or in `.toolgate/`, or that only names the workspace as a directory, is
+    /// not. A Python interpreter importing from a working directory in the workspace is
+    /// refused too.
+    #[test]
+    fn an_upstream_file_in_the_workspace_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let top = dir.path().canonicalize().unwrap();
+        let (ws, out) = (top.join("ws"), top.join("out"));
+        let (w, o) = (ws.display().to_string(), out.display().to_string());
+        write(&ws.join("server.py"), "print()\n", 0o644);
+        write(&ws.join(".toolgate/server.py"), "print()\n", 0o644);
+        write(&ws.join("bin/tool"), "#!/bin/sh\n", 0o755);
+        write(&out.join("server.py"), "print()\n", 0o644);
+        write(&out.join("bin/tool"), "#!/bin/sh\n", 0o755);
+        write(&out.join("script"), &format!("#!{w}/bin/tool -x\n"), 0o755);
+        write(&out.join("by-env"), "#!/usr/bin/env tool\n", 0o755);
+        std::os::unix::fs::symlink(ws.join("server.py"), out.join("in-link")).unwrap();
+        let inside = |file: &str| format!("`{file}` is inside the workspace `{w}`");
+        let leads = |file: &str, place: &str| format!("`{file}` leads to `{place}`, inside");
+        let python = "`python3 -m` runs in";
+        let (sys, ws_bin, out_bin) = ("/usr/bin:/bin", format!("{w}/bin"), format!("{o}/bin"));
+        let cmd =
+            |words: &[&str]| -> Vec<String> { words.iter().map(|w| (*w).to_owned()).collect() };
+        let guarded = ws.join(".toolgate");
+        let rows: Vec<(Vec<String>, &Path, String, Option<String>)> = vec![
+            // A script relative to where it runs, absolute, or not there yet.
+            (
+                cmd(&["python3", "server.py"]),
+                &ws,
+                sys.into(),
+                Some(inside(&format!("{w}/server.py"))),
+            ),
+            (
+                cmd(&["/bin/sh", "./later.sh"]),
+                &ws,
+                sys.into(),
+                Some(inside(&format!("{w}/later.sh"))),
+            ),
+            (
+                cmd(&["/bin/sh", &format!("{w}/server.py")]),
+                &out,
+                sys.into(),
+                Some(inside(&format!("{w}/server.py"))),
+            ),
+            (
+                cmd(&["/bin/sh", &format!("{o}/in-link")]),
+                &out,
+                sys.into(),
+                Some(leads(&format!("{o}/in-link"), &format!("{w}/server.py"))),
+            ),
+            (
+                cmd(&["/bin/sh", "../ws/server.py"]),
+                &out,
+                sys.into(),
+                Some(leads(
+                    &format!("{o}/../ws/server.py"),
+                    &format!("{w}/server.py"),
+                )),
+            ),
+            // The program: relative, absolute, found on PATH, or looked for there first.
+            (
+                cmd(&["bin/tool"]),
+                &ws,
+                sys.into(),
+                Some(inside(&format!("{w}/bin/tool"))),
+            ),
+            (
+                cmd(&[&format!("{w}/bin/tool")]),
+                &out,
+                sys.into(),
+                Some(inside(&format!("{w}/bin/tool"))),
+            ),
+            (
+                cmd(&["tool"]),
+                &out,
+                format!("{ws_bin}:{out_bin}"),
+                Some(inside(&format!("{w}/bin/tool"))),
+            ),
+            (
+                cmd(&["tool"]),
+                &out,
+                format!("{w}/none:{out_bin}"),
+                Some(inside(&format!("{w}/none/tool"))),
+            ),
+            (
+                cmd(&["tool"]),
+                &ws,
+                format!(":{out_bin}"),
+                Some(inside(&format!("{w}/tool"))),
+            ),
+            (
+                cmd(&["tool"]),
+                &ws,
+                format!("bin:{out_bin}"),
+                Some(inside(&format!("{w}/bin/tool"))),
+            ),
+            // The interpreter a `#!` line names, or the program `env` looks up.
+            (
+                cmd(&[&format!("{o}/script")]),
+                &out,
+                sys.into(),
+                Some(inside(&format!("{w}/bin/tool"))),
+            ),
+            (
+                cmd(&[&format!("{o}/by-env")]),
+                &out,
+                format!("{ws_bin}:{sys}"),
+                Some(inside(&format!("{w}/bin/tool"))),
+            ),
+            // Python importing from a working directory in the workspace.
+            (
+                cmd(&["python3", "-m", "server"]),
+                &ws,
+                sys.into(),
+                Some(python.into()),
+            ),
+            (
+                cmd(&["python3", "-u", "-W", "ignore", "-m", "server"]),
+                &ws,
+                sys.into(),
+                Some(python.into()),
+            ),
+            (
+                cmd(&["/usr/bin/python3", "-c", "import server"]),
+                &ws,
+                sys.into(),
+                Some("`/usr/bin/python3 -c` runs in".into()),
+            ),
+            (
+                cmd(&["python3", "-uc", "import server"]),
+                &ws,
+                sys.into(),
+                Some("`python3 -c` runs in".into()),
+            ),
+            // What may start.
+            (cmd(&["python3", "server.py"]), &out, sys.into(), None),
+            (
+                cmd(&["/bin/sh", ".toolgate/server.py"]),
+                &ws,
+                sys.into(),
+                None,
+            ),
+            (
+                cmd(&["/bin/sh", &format!("{w}/.toolgate/server.py")]),
+                &out,
+                sys.into(),
+                None,
+            ),
+            (cmd(&["/bin/sh", "later.sh"]), &ws, sys.into(), None),
+            (
+                cmd(&["/bin/sh", "-x", &w, "--root=./later"]),
+                &ws,
+                sys.into(),
+                None,
+            ),
+            (cmd(&["tool"]), &ws, format!("{out_bin}:{ws_bin}"), None),
+            (
+                cmd(&[&format!("{o}/by-env")]),
+                &out,
+                format!("{out_bin}:{ws_bin}"),
+                None,
+            ),
+            (cmd(&["python3", "-m", "server"]), &out, sys.into(), None),
+            (
+                cmd(&["python3", "-P", "-m", "server"]),
+                &ws,
+                sys.into(),
+                None,
+            ),
+            (cmd(&["python3", "-Im", "server"]), &ws, sys.into(), None),
+            (
+                cmd(&["python3", "-m", "server"]),
+                &guarded,
+                sys.into(),
+                None,
+            ),
+            (cmd(&["node", "-m"]), &ws, sys.into(), None),
+        ];
+        for (command, cwd, path, expected) in rows {
+            let spec = spec(&command, cwd, &path, false);
+            let checked = outside_workspace(&spec, &UpstreamOrigin::default(), &ws);
+            match (checked, expected) {
+                (Ok(()), None) => {}
+                (Err(error), Some(says)) => {
+                    assert!(error.contains(&says), "{command:?}: {error}");
+                    assert!(
+                        error.contains("as this upstream, with its environment"),
+                        "{error}"
+                    );
+                }
+                (checked, expected) => {
+                    panic!("{command:?} in {cwd:?}: {checked:?}, expected {expected:?}")
+                }
+            }
+        }
+        let relative = spec(&cmd(&["/bin/sh", "server.py"]), &ws, sys, false);
+        let error = outside_workspace(&relative, &UpstreamOrigin::default(), &ws).unwrap_err();
+        assert!(
+            error.ends_with(&format!(
+                "or set the upstream's `cwd` outside the workspace (it is found from `{w}`)"
+            )),
+            "{error}"
+        );
+        let python = ["python3".to_owned(), "-m".to_owned(), "server".to_owned()];
+        let safe = spec(&python, &ws, sys, true);
+        assert_eq!(
+            outside_workspace(&safe, &UpstreamOrigin::default(), &ws),
+            Ok(())
+        );
+        // A trusted project's file is run while it holds the bytes trusted.
+        let command = ["/bin/sh".to_owned(), "server.py".to_owned()];
+        let spec = spec(&command, &ws, sys, false);
+        let digest = sha256_digest(b"print()\n").to_string();
+        let mut origin = UpstreamOrigin {
+            trusted: BTreeMap::from([(ws.join("server.py"), digest)]),
+            ..UpstreamOrigin::default()
+        };
+        assert_eq!(outside_workspace(&spec, &origin, &ws), Ok(()));
+        origin.trusted = BTreeMap::from([(ws.join("server.py"), "sha256:0".to_owned())]);
+        assert!(outside_workspace(&spec, &origin, &ws).is_err());
+    }
+}
