@@ -113,6 +113,10 @@ pub enum ToolErrorCode {
     /// A process changed files that another program runs later, which the approval did not
     /// name: they were put back, and the call failed.
     RunsLaterChanged,
+    /// A process the call started could not be confirmed ended once it was killed: what it
+    /// does after the call's last look is nobody's to vouch for, so the call fails whatever
+    /// the command's own result.
+    Unkillable,
     // Git.
     NotARepository,
     RepositoryOutsideWorkspace,
@@ -170,6 +174,7 @@ impl ToolErrorCode {
             C::CwdChanged => "cwd_changed",
             C::ScriptChanged => "script_changed",
             C::RunsLaterChanged => "runs_later_changed",
+            C::Unkillable => "unkillable",
             C::NotARepository => "not_a_repository",
             C::RepositoryOutsideWorkspace => "repository_outside_workspace",
             C::GitError => "git_error",
@@ -190,7 +195,7 @@ impl ToolErrorCode {
     }
 
     /// Every code, for tests that hold the spellings to serde's.
-    pub const ALL: [ToolErrorCode; 42] = {
+    pub const ALL: [ToolErrorCode; 43] = {
         use ToolErrorCode as C;
         [
             C::NotFound,
@@ -219,6 +224,7 @@ impl ToolErrorCode {
             C::CwdChanged,
             C::ScriptChanged,
             C::RunsLaterChanged,
+            C::Unkillable,
             C::NotARepository,
             C::RepositoryOutsideWorkspace,
             C::GitError,

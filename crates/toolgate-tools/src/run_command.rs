@@ -655,31 +655,42 @@ impl Plan {
     }
 
     fn outcome(&self, outcome: RunOutcome, timeout: Duration) -> Result<ToolOutput, ToolError> {
-        if let Some(reason) = outcome.stopped {
-            let (code, what) = match reason {
-                StopReason::Timeout => (
-                    ToolErrorCode::Timeout,
-                    format!("did not finish within {} ms", timeout.as_millis()),
-                ),
-                StopReason::Cancelled => (ToolErrorCode::Cancelled, "was cancelled".to_owned()),
-            };
-            let summary = |name: &str, capture: &toolgate_exec::Capture| {
-                format!(
-                    "{name} ({} bytes) ended with: {:?}",
-                    capture.total_bytes(),
-                    capture.last_text(SUMMARY_BYTES)
-                )
-            };
+        let stopped = outcome.stopped.map(|reason| match reason {
+            StopReason::Timeout => (
+                ToolErrorCode::Timeout,
+                format!("did not finish within {} ms", timeout.as_millis()),
+            ),
+            StopReason::Cancelled => (ToolErrorCode::Cancelled, "was cancelled".to_owned()),
+        });
+        let summary = |name: &str, capture: &toolgate_exec::Capture| {
+            format!(
+                "{name} ({} bytes) ended with: {:?}",
+                capture.total_bytes(),
+                capture.last_text(SUMMARY_BYTES)
+            )
+        };
+        let tails = format!(
+            "{}; {}",
+            summary("stdout", &outcome.stdout),
+            summary("stderr", &outcome.stderr)
+        );
+        let how = match (&stopped, outcome.exit) {
+            (Some((_, what)), _) => what.clone(),
+            (None, Exit::Code(code)) => format!("exited with status {code}"),
+            (None, Exit::Signal(signal)) => format!("was ended by signal {signal}"),
+            (None, Exit::Unknown) => "did not die when killed".to_owned(),
+        };
+        let ran = format!("`{}` {how}", self.program_text());
+        let unknowns = confine::ended(outcome.ended, &ran, &tails, outcome.unknowns)?;
+        if let Some((code, what)) = stopped {
             let mut error = ToolError::new(
                 code,
                 format!(
-                    "`{}` {what}; it and every process it started were killed. {}; {}",
+                    "`{}` {what}; it and every process it started were killed. {tails}",
                     self.program_text(),
-                    summary("stdout", &outcome.stdout),
-                    summary("stderr", &outcome.stderr),
                 ),
             );
-            error.unknowns = outcome.unknowns;
+            error.unknowns = unknowns;
             return Err(error);
         }
         let (exit_code, signal) = match outcome.exit {
@@ -704,7 +715,7 @@ impl Plan {
             "stderr_elided": outcome.stderr.elided_bytes(),
         });
         let mut output = ToolOutput::new(value).truncated(truncated);
-        output.unknowns = outcome.unknowns;
+        output.unknowns = unknowns;
         Ok(output)
     }
 }
