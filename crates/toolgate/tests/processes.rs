@@ -125,6 +125,11 @@ fn nothing_an_approved_command_starts_outlives_its_call() {
         if !text.contains(expected) || text.contains("still running when the call ended") {
             failures.push(format!("{}: unknowns: {text}", row.name));
         }
+        // Killed and known to be gone: the call keeps the command's own result, never
+        // `unkillable`.
+        if (row.timeout_ms.is_none() && result["isError"] != false) || text.contains("unkillable") {
+            failures.push(format!("{}: not the command's result: {text}", row.name));
+        }
     }
     assert!(
         finished.elapsed() < Duration::from_secs(10),
