@@ -893,12 +893,16 @@ fn reference_servers_behind_the_gateway() {
     fs::write(repo.path().join("tracked.txt"), "two\n").unwrap();
 
     let modules = test_dep("node/node_modules/@modelcontextprotocol");
+    // `python -m` imports from its working directory first, which may not be the workspace
+    // (`tools discover` takes the current directory as one): the git server runs in its
+    // repository.
     let toml = format!(
         "[[upstream]]\nname = \"fs\"\ncommand = [{node}, {fs}, {files}]\n\
          [upstream.sandbox]\nwrite = [{files}]\n{read}\n\
          [[upstream]]\nname = \"everything\"\ncommand = [{node}, {everything}]\n\
          [upstream.sandbox]\n{read}\n\
          [[upstream]]\nname = \"git\"\ncommand = [{python}, \"-m\", \"mcp_server_git\", \"--repository\", {repo}]\n\
+         cwd = {repo}\n\
          [upstream.sandbox]\nread = [{repo}, {root}]\n",
         read = repo_read(),
         root = quoted(&root()),
@@ -1281,4 +1285,123 @@ fn upstreams_and_their_children_die_with_a_gateway_that_is_killed() {
     serve.kill().unwrap();
     serve.wait().unwrap();
     wait_until_the_upstream_is_gone(state);
+}
+
+/// An upstream whose script lies in the workspace outside `.toolgate/` (named absolutely,
+/// relative to a working directory there, through a link) or whose Python imports from a
+/// working directory there is refused by `check` and `serve`, naming the upstream, the file
+/// and the fix, and nothing of it runs: an approved command could rewrite the script, and the
+/// next start would run it with the upstream's environment and grants. The same script
+/// outside the workspace or in `.toolgate/` starts.
+#[test]
+fn an_upstream_script_in_the_workspace_is_refused_at_start() {
+    // Under the repository, which the confined upstream may read (not /tmp).
+    let base = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let base = base.path().canonicalize().unwrap();
+    let (ws, out) = (base.join("ws"), base.join("out"));
+    let server = root().join("tests/upstream/test_upstream.py");
+    for dir in [ws.join(".toolgate"), out.clone()] {
+        fs::create_dir_all(&dir).unwrap();
+    }
+    for script in [ws.join("server.py"), ws.join(".toolgate/server.py")] {
+        fs::copy(&server, script).unwrap();
+    }
+    fs::copy(&server, out.join("server.py")).unwrap();
+    std::os::unix::fs::symlink(ws.join("server.py"), out.join("link.py")).unwrap();
+    let w = ws.display().to_string();
+    let inside = format!("`{w}/server.py` is inside the workspace `{w}`");
+    // (the upstream's `cwd` and command after the interpreter, what the refusal says)
+    let rows: Vec<(&str, Vec<String>, Option<String>)> = vec![
+        ("", vec![format!("{w}/server.py")], Some(inside.clone())),
+        (
+            "ws",
+            vec!["server.py".to_owned()],
+            Some(format!(
+                "{inside}: a command or write approved there could change it, and toolgate would \
+                 run the new bytes as this upstream, with its environment, hosts and grants, when \
+                 next started; move it outside the workspace or into `{w}/.toolgate/`, or set the \
+                 upstream's `cwd` outside the workspace (it is found from `{w}`)"
+            )),
+        ),
+        (
+            "",
+            vec![out.join("link.py").display().to_string()],
+            Some(format!(
+                "`{}` leads to `{w}/server.py`, inside",
+                out.join("link.py").display()
+            )),
+        ),
+        (
+            "ws",
+            vec!["-m".to_owned(), "server".to_owned()],
+            Some(format!(
+                " -m` runs in `{w}`, in the workspace `{w}`: Python imports modules from its \
+                 working directory first"
+            )),
+        ),
+        ("", vec![format!("{w}/.toolgate/server.py")], None),
+        ("ws", vec![".toolgate/server.py".to_owned()], None),
+        ("out", vec!["server.py".to_owned()], None),
+    ];
+    for (n, (cwd, args, refused)) in rows.into_iter().enumerate() {
+        let state = base.join(format!("state-{n}"));
+        fs::create_dir(&state).unwrap();
+        let mut command = vec![quoted(&python())];
+        command.extend(args.iter().map(|a| toml_string(a)));
+        command.push(quoted(&state));
+        let cwd = if cwd.is_empty() {
+            String::new()
+        } else {
+            format!("cwd = {}\n", toml_string(cwd))
+        };
+        let config = base.join("toolgate.toml");
+        fs::write(
+            &config,
+            format!(
+                "[[upstream]]\nname = \"t\"\ncommand = [{}]\n{cwd}\n[upstream.sandbox]\nwrite = [{}]\n{}",
+                command.join(", "),
+                quoted(&state),
+                repo_read(),
+            ),
+        )
+        .unwrap();
+        let check = home::toolgate()
+            .args(["check", "--workspace"])
+            .arg(&ws)
+            .arg("--config")
+            .arg(&config)
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&check.stderr).into_owned();
+        let Some(refused) = refused else {
+            assert!(check.status.success(), "{args:?}: {check:?}");
+            let mut serve = serve_stdio(&ws, &config)
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .unwrap();
+            wait_until("the upstream started", Duration::from_secs(30), || {
+                fs::read_to_string(state.join("grandchild")).is_ok_and(|p| !p.trim().is_empty())
+            });
+            drop(serve.stdin.take());
+            serve.wait().unwrap();
+            wait_until_the_upstream_is_gone(&state);
+            continue;
+        };
+        assert_eq!(check.status.code(), Some(3), "{args:?}: {check:?}");
+        let at = format!("{}:1: upstream `t`: ", config.display());
+        assert!(
+            said.contains(&at) && said.contains(&refused),
+            "{args:?}: {said}"
+        );
+        let serve = serve_stdio(&ws, &config)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&serve.stderr);
+        assert_eq!(serve.status.code(), Some(3), "{args:?}: {serve:?}");
+        assert!(said.contains(&refused), "{args:?}: {said}");
+        assert!(!state.join("pid").exists(), "{args:?}: the upstream ran");
+    }
 }

@@ -31,8 +31,8 @@ const DEFAULT_PATH: &str = "/bin:/usr/bin";
 /// every place the `PATH` search looks, up to the first executable file), the interpreter
 /// its `#!` line names (a `/usr/bin/env NAME` line: every place `NAME` is looked for too),
 /// and each argument that names a file (absolute, or relative to `cwd`), or names nothing
-/// yet and has a `/` (a command could create it). Options and directories are not files it
-/// runs.
+/// yet and has a `/` (a command could create it). Options, directories and the code after
+/// `-c` or `-e` are not files it runs.
 pub(super) fn command_files(
     program: &str,
     args: &[String],
@@ -53,13 +53,17 @@ pub(super) fn command_files(
             files.extend(looked_up(word, path, cwd).0);
         }
     }
+    let mut after = "";
     for arg in args {
         let file = cwd.join(arg);
-        let names_file = file.is_file()
-            || ((arg.contains('/') || file.is_symlink()) && names_nothing(arg, &file));
-        if !arg.starts_with('-') && names_file {
+        // The word after `-c` or `-e` is most often code (`sh -c 'touch /x'`), not a name:
+        // it counts only when it names a file.
+        let code = after == "-c" || after == "-e";
+        let named = (arg.contains('/') || file.is_symlink()) && names_nothing(arg, &file);
+        if !arg.starts_with('-') && (file.is_file() || (named && !code)) {
             files.push(file);
         }
+        after = arg;
     }
     files
 }
@@ -378,6 +382,18 @@ mod tests {
                 &ws,
                 sys.into(),
                 None,
+            ),
+            (
+                cmd(&["/bin/sh", "-c", "touch ./later; exec sleep 30"]),
+                &ws,
+                sys.into(),
+                None,
+            ),
+            (
+                cmd(&["/bin/sh", "-c", "server.py"]),
+                &ws,
+                sys.into(),
+                Some(inside(&format!("{w}/server.py"))),
             ),
             (cmd(&["tool"]), &ws, format!("{out_bin}:{ws_bin}"), None),
             (
