@@ -105,6 +105,11 @@ pub struct UpstreamSpec {
     pub cwd: Option<PathBuf>,
     /// The environment the command gets, resolved from the gateway's own.
     pub env: Vec<(String, String)>,
+    /// Files of the workspace its command runs that a person's trust in the project binds,
+    /// each with its digest as trusted (`sha256:…`): the process is not started, a restart
+    /// included, while one holds other bytes (see [`crate::connection::Connection::spawn`]).
+    /// Set by the caller; empty for an upstream of the operator's own.
+    pub bound_files: Vec<(PathBuf, String)>,
     pub startup_timeout: Duration,
     pub call_timeout: Duration,
     pub refresh: Option<Duration>,
@@ -222,6 +227,7 @@ impl UpstreamSection {
             ca_file,
             cwd: self.cwd.as_ref().map(|cwd| base.join(cwd)),
             env,
+            bound_files: Vec::new(),
             startup_timeout: Duration::from_millis(
                 self.startup_timeout_ms
                     .unwrap_or(DEFAULT_STARTUP_TIMEOUT_MS),

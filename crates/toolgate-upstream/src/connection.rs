@@ -488,6 +488,7 @@ impl Connection {
                 spec.name
             )));
         };
+        still_as_trusted(spec)?;
         let mut command = Command::new(program);
         command
             .args(args)
@@ -1308,9 +1309,85 @@ pub(crate) fn find_id(fragment: &[u8]) -> Option<u64> {
     digits.parse().ok()
 }
 
+/// The largest file of [`UpstreamSpec::bound_files`] read to compare: as large as a hook's.
+const MAX_BOUND_FILE_BYTES: u64 = 256 << 20;
+
+/// Refuses to start `spec` while a file of the workspace its command runs, bound by the
+/// person's trust, holds other bytes than those trusted (or is gone, not a regular file, or
+/// too large): a command approved since toolgate started could have rewritten it, and a
+/// restart would run what nobody trusted. Opened without blocking, so that a FIFO put there
+/// is refused rather than waited on.
+fn still_as_trusted(spec: &UpstreamSpec) -> Result<(), Fault> {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    for (path, trusted) in &spec.bound_files {
+        let read = || -> std::io::Result<Vec<u8>> {
+            let file = std::fs::File::options()
+                .read(true)
+                .custom_flags(rustix::fs::OFlags::NONBLOCK.bits().cast_signed())
+                .open(path)?;
+            let meta = file.metadata()?;
+            if !meta.is_file() || meta.len() > MAX_BOUND_FILE_BYTES {
+                return Err(std::io::Error::other("not a regular file within bounds"));
+            }
+            let mut bytes = Vec::new();
+            file.take(MAX_BOUND_FILE_BYTES + 1)
+                .read_to_end(&mut bytes)?;
+            Ok(bytes)
+        };
+        let now = read().map(|bytes| toolgate_core::sha256_digest(&bytes).to_string());
+        if now.as_ref().ok() != Some(trusted) {
+            return Err(Fault::Unavailable(format!(
+                "upstream `{}` was not started: `{}` is not as its project was trusted; \
+                 toolgate shows the trust pending when next started",
+                spec.name,
+                path.display()
+            )));
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An upstream whose trusted file changed, vanished or became a FIFO is not started; one
+    /// whose file holds the bytes trusted is.
+    #[test]
+    fn a_bound_file_changed_since_trust_stops_the_start() {
+        let dir = tempfile::tempdir().unwrap();
+        let script = dir.path().join("server.sh");
+        std::fs::write(&script, "exit 0\n").unwrap();
+        let fifo = dir.path().join("fifo");
+        rustix::fs::mkfifoat(rustix::fs::CWD, &fifo, rustix::fs::Mode::RUSR).unwrap();
+        let section: crate::UpstreamSection =
+            serde_json::from_value(json!({"name": "t", "command": ["/bin/sh", "server.sh"]}))
+                .unwrap();
+        let mut spec = section
+            .check(
+                dir.path(),
+                |_| None,
+                crate::UpstreamConfinement::dangerous_unconfined(),
+            )
+            .unwrap();
+        let trusted = toolgate_core::sha256_digest(b"exit 0\n").to_string();
+        spec.bound_files = vec![(script.clone(), trusted.clone())];
+        assert!(still_as_trusted(&spec).is_ok());
+        std::fs::write(&script, "touch canary\n").unwrap();
+        for bound in [script.clone(), dir.path().join("gone"), fifo] {
+            spec.bound_files = vec![(bound.clone(), trusted.clone())];
+            let Err(Fault::Unavailable(said)) = still_as_trusted(&spec) else {
+                panic!("{bound:?} was started");
+            };
+            assert!(
+                said.contains(&format!(
+                    "`{}` is not as its project was trusted",
+                    bound.display()
+                )),
+                "{said}"
+            );
+        }
+    }
 
     /// Reads `bytes` a few at a time, as a pipe may deliver them.
     struct Trickle<'a>(&'a [u8], usize);

@@ -481,6 +481,8 @@ impl Settings {
                             )));
                         }
                         origin.trusted = source.trusted_files();
+                        let mut spec = spec;
+                        spec.bound_files = upstream_files::bound_files(&spec, &origin.trusted);
                         upstream_origins.insert(spec.name.clone(), origin);
                         upstreams.push(spec);
                     }

@@ -126,6 +126,37 @@ fn imports_from_cwd(program: &str, args: &[String], safe_path: bool) -> Option<c
     None
 }
 
+/// The value of the variable `name` in the environment `spec`'s process is given.
+fn variable<'a>(spec: &'a UpstreamSpec, name: &str) -> Option<&'a str> {
+    spec.env
+        .iter()
+        .find(|(n, _)| n == name)
+        .map(|(_, value)| value.as_str())
+}
+
+/// The files `spec`'s command runs whose real paths `trusted` (a trusted project's closure)
+/// binds, each by the path the process opens, with its digest as trusted: what
+/// [`UpstreamSpec::bound_files`] holds, so that a restart after one changed (or after a link
+/// on its way was pointed elsewhere) starts nothing.
+pub fn bound_files(
+    spec: &UpstreamSpec,
+    trusted: &BTreeMap<PathBuf, String>,
+) -> Vec<(PathBuf, String)> {
+    let Endpoint::Command { program, args } = &spec.endpoint else {
+        return Vec::new();
+    };
+    let Some(cwd) = spec.cwd.clone().or_else(|| std::env::current_dir().ok()) else {
+        return Vec::new();
+    };
+    command_files(program, args, &cwd, variable(spec, "PATH"))
+        .into_iter()
+        .filter_map(|file| {
+            let real = std::fs::canonicalize(&file).ok()?;
+            Some((file, trusted.get(&real)?.clone()))
+        })
+        .collect()
+}
+
 /// Refuses the upstream of `spec`, configured as `origin` says, when its program, the
 /// interpreter that runs it or a file its arguments name lies inside the workspace at `root`
 /// (canonical) outside `.toolgate/` (see [`refuse_in_workspace`]), or when it is a Python
@@ -145,12 +176,7 @@ pub fn outside_workspace(
         None => std::env::current_dir()
             .map_err(|e| format!("no working directory to check its command in: {e}"))?,
     };
-    let variable = |name: &str| {
-        spec.env
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, value)| value.as_str())
-    };
+    let variable = |name: &str| variable(spec, name);
     let runs = "this upstream, with its environment, hosts and grants,";
     let cwd_exposed = dir_in_workspace(root, &cwd);
     for file in command_files(program, args, &cwd, variable("PATH")) {
@@ -451,14 +477,24 @@ mod tests {
         );
         // A trusted project's file is run while it holds the bytes trusted.
         let command = ["/bin/sh".to_owned(), "server.py".to_owned()];
-        let spec = spec(&command, &ws, sys, false);
+        let trusted = spec(&command, &ws, sys, false);
         let digest = sha256_digest(b"print()\n").to_string();
         let mut origin = UpstreamOrigin {
             trusted: BTreeMap::from([(ws.join("server.py"), digest)]),
             ..UpstreamOrigin::default()
         };
-        assert_eq!(outside_workspace(&spec, &origin, &ws), Ok(()));
+        assert_eq!(outside_workspace(&trusted, &origin, &ws), Ok(()));
+        std::os::unix::fs::symlink("server.py", ws.join("link.py")).unwrap();
+        let linked = spec(&cmd(&["/bin/sh", "link.py"]), &ws, sys, false);
+        assert_eq!(
+            bound_files(&linked, &origin.trusted),
+            [(
+                ws.join("link.py"),
+                origin.trusted[&ws.join("server.py")].clone()
+            )],
+            "bound by the path the process opens"
+        );
         origin.trusted = BTreeMap::from([(ws.join("server.py"), "sha256:0".to_owned())]);
-        assert!(outside_workspace(&spec, &origin, &ws).is_err());
+        assert!(outside_workspace(&trusted, &origin, &ws).is_err());
     }
 }
