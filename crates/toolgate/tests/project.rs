@@ -928,3 +928,41 @@ fn trust_makes_what_was_pending_apply_until_a_byte_changes() {
         text(&listed)
     );
 }
+
+/// A trusted project's upstream script in the workspace, rewritten while toolgate serves (as
+/// an approved command could), is not run by the restart after the upstream exits: the file
+/// is not as the person trusted it, and the start stops there.
+#[test]
+fn a_trusted_upstream_script_rewritten_while_serving_is_not_restarted() {
+    let mut scene = Scene::new();
+    let ws = scene.ws.clone();
+    let files = json!({
+        ".toolgate/toolgate.toml": "[[upstream]]\nname = \"team\"\ncommand = [\"/bin/sh\", \"server.sh\"]\ncwd = \".\"\nstartup_timeout_ms = 1000\n",
+        "server.sh": "exit 1\n",
+    });
+    scene.make(&ws, files.as_object().unwrap());
+    scene.trust();
+    let mut serve = scene
+        .toolgate()
+        .args(["serve", "--no-console", "--workspace"])
+        .arg(&ws)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Started once and exited; restarted every 250 ms, doubling.
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(serve.try_wait().unwrap().is_none(), "toolgate serves");
+    let rewritten = json!({"server.sh": "exec /bin/sh -c 'sleep 30; true' {marker}\n"});
+    scene.make(&ws, rewritten.as_object().unwrap());
+    let deadline = Instant::now() + Duration::from_secs(8);
+    let mut ran = Vec::new();
+    while Instant::now() < deadline && ran.is_empty() {
+        std::thread::sleep(Duration::from_millis(100));
+        ran = processes_with(&scene.marker);
+    }
+    drop(serve.stdin.take());
+    let _ = serve.wait();
+    assert_eq!(ran, Vec::<String>::new(), "the rewritten script ran");
+}
