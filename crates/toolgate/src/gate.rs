@@ -74,23 +74,7 @@ impl Gate {
             })
             .collect::<Result<_, ConfigError>>()?;
         for spec in &settings.upstreams {
-            let origin = settings.upstream_origins.get(&spec.name);
-            crate::settings::upstream_files::outside_workspace(
-                spec,
-                origin.unwrap_or(&Default::default()),
-                workspace.root(),
-            )
-            .map_err(|detail| {
-                let message = format!("upstream `{}`: {detail}", spec.name);
-                match origin {
-                    Some(origin) => ConfigError {
-                        file: origin.at.0.clone(),
-                        line: origin.at.1,
-                        message,
-                    },
-                    None => settings.error(message),
-                }
-            })?;
+            upstream_files_outside(&settings, spec, workspace.root())?;
         }
         Ok(Gate {
             settings,
@@ -235,6 +219,32 @@ fn assemble(
         .prepare(&registry)
         .map_err(|e| settings.error(e.to_string()))?;
     Ok((registry, policy))
+}
+
+/// Refuses the upstream of `spec` when a file it runs lies in the workspace at `root`, by
+/// [`crate::settings::upstream_files::outside_workspace`], located where it is configured.
+pub(crate) fn upstream_files_outside(
+    settings: &Settings,
+    spec: &toolgate_upstream::UpstreamSpec,
+    root: &Path,
+) -> Result<(), ConfigError> {
+    let origin = settings.upstream_origins.get(&spec.name);
+    crate::settings::upstream_files::outside_workspace(
+        spec,
+        origin.unwrap_or(&Default::default()),
+        root,
+    )
+    .map_err(|detail| {
+        let message = format!("upstream `{}`: {detail}", spec.name);
+        match origin {
+            Some(origin) => ConfigError {
+                file: origin.at.0.clone(),
+                line: origin.at.1,
+                message,
+            },
+            None => settings.error(message),
+        }
+    })
 }
 
 /// Opens `root` as a workspace, as a configuration-level error.

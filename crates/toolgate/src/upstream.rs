@@ -362,8 +362,11 @@ pub(crate) fn start_upstreams(specs: Vec<UpstreamSpec>) -> anyhow::Result<Upstre
     )?)
 }
 
-/// Starts one upstream and waits for its tool list.
-fn listed(spec: UpstreamSpec) -> anyhow::Result<(Upstreams, Vec<Descriptor>)> {
+/// Starts one upstream and waits for its tool list. As for `tools discover`, the current
+/// directory is the workspace: an upstream that runs a file of it is not started.
+fn listed(settings: &Settings, spec: UpstreamSpec) -> anyhow::Result<(Upstreams, Vec<Descriptor>)> {
+    let workspace = crate::gate::open_workspace(Path::new("."))?;
+    crate::gate::upstream_files_outside(settings, &spec, workspace.root())?;
     let name = spec.name.clone();
     let upstreams = start_upstreams(vec![spec])?;
     upstreams.wait_started();
@@ -412,7 +415,7 @@ pub fn admit(
             existing.entry.name
         );
     }
-    let (_running, tools) = listed(spec)?;
+    let (_running, tools) = listed(&settings, spec)?;
     let Some(descriptor) = tools.iter().find(|d| d.name == tool) else {
         let known: Vec<String> = tools.iter().map(|d| format!("`{}`", d.name)).collect();
         bail!(
@@ -518,7 +521,7 @@ fn admitted(
         .into_iter()
         .nth(index)
         .ok_or_else(|| anyhow!("upstream of `{name}` vanished"))?;
-    let (running, tools) = listed(spec)?;
+    let (running, tools) = listed(settings, spec)?;
     let current = tools.into_iter().find(|d| d.name == admission.tool);
     Ok((index, admission, current, running))
 }

@@ -1402,6 +1402,16 @@ fn an_upstream_script_in_the_workspace_is_refused_at_start() {
         let said = String::from_utf8_lossy(&serve.stderr);
         assert_eq!(serve.status.code(), Some(3), "{args:?}: {serve:?}");
         assert!(said.contains(&refused), "{args:?}: {said}");
+        // `tools admit`, run in the workspace, takes it as the workspace `tools discover` does.
+        let admit = home::toolgate()
+            .current_dir(&ws)
+            .args(["tools", "admit", "t", "echo", "--config"])
+            .arg(&config)
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&admit.stderr);
+        assert_eq!(admit.status.code(), Some(3), "{args:?}: {admit:?}");
+        assert!(said.contains(&refused), "{args:?}: {said}");
         assert!(!state.join("pid").exists(), "{args:?}: the upstream ran");
     }
 }
