@@ -30,6 +30,10 @@
 //! `waitpid(-1)`, which would steal the status of a child that a `std::process::Child`
 //! elsewhere in toolgate is waiting for.
 //!
+//! A server's tree ([`crate::ServerTree`]) is a call too, open for as long as it serves; while
+//! it serves it leaves an orphan to any command that started before the orphan did (the
+//! command claims it and kills it with its call), and takes it only once it is being ended.
+//!
 //! A host that embeds this crate and spawns children of its own while commands run must spawn
 //! them with [`crate::spawn_group_leader`], or hold [`spawning`] from before the spawn until
 //! it has registered the child with [`own_child`]; otherwise they count as a command's. Its
@@ -67,6 +71,9 @@ struct Register {
     claimed: BTreeMap<ProcessId, CallId>,
     /// Running calls and the start of their leaders.
     calls: BTreeMap<CallId, ProcessId>,
+    /// The calls that are servers still serving ([`crate::ServerTree`]): an orphan that a
+    /// command running beside one may have left is that command's to claim, not theirs.
+    serving: BTreeSet<CallId>,
     /// Adopted processes nobody has placed yet, and when each was first seen.
     unplaced: BTreeMap<ProcessId, Instant>,
     /// Spawns under way: each from before its `fork` until its child is registered.
@@ -78,6 +85,7 @@ static REGISTER: Mutex<Register> = Mutex::new(Register {
     own: BTreeMap::new(),
     claimed: BTreeMap::new(),
     calls: BTreeMap::new(),
+    serving: BTreeSet::new(),
     unplaced: BTreeMap::new(),
     spawning: 0,
     next_call: 0,
@@ -148,10 +156,25 @@ pub(crate) fn open_call(leader: ProcessId) -> CallId {
     call
 }
 
+/// Marks `call` as a server's that is still serving (`true`) or being ended (`false`).
+/// While it serves, it claims an orphan nothing proves its own only where no command call
+/// (one that is not a serving server's) started before the orphan: such an orphan may be that
+/// command's, which claims it and ends it with its call. Once it is being ended, it claims
+/// every orphan as a command's call does.
+pub(crate) fn serving(call: CallId, serving: bool) {
+    let mut register = register();
+    if serving {
+        register.serving.insert(call);
+    } else {
+        register.serving.remove(&call);
+    }
+}
+
 /// Ends `call`: whatever it claimed is released (it is dead, or named in the call's unknowns).
 pub(crate) fn close_call(call: CallId) {
     let mut register = register();
     register.calls.remove(&call);
+    register.serving.remove(&call);
     register.claimed.retain(|_, owner| *owner != call);
 }
 
@@ -221,6 +244,7 @@ fn sort_adopted(
         own,
         claimed,
         calls,
+        serving,
         unplaced,
         ..
     } = register;
@@ -232,6 +256,13 @@ fn sort_adopted(
     let Some(leader) = calls.get(&call) else {
         return found;
     };
+    // A serving server yields to every command that started before the orphan did.
+    let yields = serving.contains(&call);
+    let commands: Vec<u64> = calls
+        .iter()
+        .filter(|(other, _)| yields && !serving.contains(other))
+        .map(|(_, leader)| leader.start)
+        .collect();
     for stat in table.iter().filter(|s| s.ppid == me) {
         let id = stat.id();
         if own.contains_key(&id) || claimed.contains_key(&id) {
@@ -255,6 +286,9 @@ fn sort_adopted(
         }
         let leads_group = stat.pgid == stat.pid;
         let waited = now.saturating_duration_since(since) >= UNPLACED_GRACE;
+        if commands.iter().any(|start| *start <= id.start) {
+            continue;
+        }
         if !in_my_session || !(leads_group || in_my_group) || !spawning || waited {
             found.orphans.push(id);
         } else {
@@ -365,6 +399,54 @@ mod tests {
         );
         close_call(call);
         assert!(!register().claimed.values().any(|owner| *owner == call));
+    }
+
+    #[test]
+    fn a_serving_server_leaves_to_a_command_what_the_command_may_have_left() {
+        let me = me();
+        let mine = crate::procs::read(me).unwrap();
+        let (server, command): (CallId, CallId) = (7, 8);
+        let mut register = Register::default();
+        register.calls.insert(
+            server,
+            ProcessId {
+                pid: 999_970,
+                start: 5,
+            },
+        );
+        register.calls.insert(
+            command,
+            ProcessId {
+                pid: 999_971,
+                start: 20,
+            },
+        );
+        register.serving.insert(server);
+        let orphan = |pid: i32, start: u64| Stat {
+            pid,
+            comm: "probe".to_owned(),
+            state: 'S',
+            ppid: me,
+            pgid: pid,
+            sid: pid,
+            start,
+        };
+        // One adopted before the command started, one after.
+        let table = vec![mine, orphan(999_972, 10), orphan(999_973, 30)];
+        let pids = |found: Unplaced| found.orphans.iter().map(|id| id.pid).collect::<Vec<_>>();
+        let now = Instant::now();
+        let serving = sort_adopted(&mut register, server, &table, now, false);
+        assert_eq!(
+            pids(serving),
+            [999_972],
+            "the later one may be the command's"
+        );
+        let commanding = sort_adopted(&mut register, command, &table, now, false);
+        assert_eq!(pids(commanding), [999_973]);
+        // Being ended, the server takes every orphan, as a command's call does.
+        register.serving.remove(&server);
+        let ending = sort_adopted(&mut register, server, &table, now, false);
+        assert_eq!(pids(ending), [999_972, 999_973]);
     }
 
     #[test]

@@ -19,6 +19,9 @@
 //! ended with `cgroup.kill` when the call ends ([`cgroup_tier`] says whether; the subreaper
 //! path stays the guarantee, see `cgroup`); [`RunOutcome::tier`] says what ended the tree.
 //!
+//! A child that serves for long (an upstream MCP server) is started as a [`ServerTree`]: the
+//! same subreaper, register, cgroup and observer, its tree looked for and ended when it stops.
+//!
 //! [`resolve_program`] turns an `argv[0]` into the canonical path that a person approves and
 //! that then runs.
 //!
@@ -53,6 +56,7 @@ mod household;
 mod machine;
 mod procs;
 mod program;
+mod serving;
 mod tree;
 pub mod watchdog;
 
@@ -76,6 +80,7 @@ pub use env::{is_allowed, is_denied, scrub_env, utf8_env};
 pub use household::{Spawning, become_subreaper, no_unregistered_children, own_child, spawning};
 pub use procs::ProcessId;
 pub use program::resolve_program;
+pub use serving::{ServerEnd, ServerPipes, ServerTree};
 pub use tree::{TreeObserver, observe_every_command};
 pub use watchdog::{Watchdog, run_watchdog};
 

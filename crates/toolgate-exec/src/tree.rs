@@ -268,6 +268,12 @@ impl Tree {
         household::reap_adopted(table, now);
     }
 
+    /// Marks the tree as a server's still serving, or being ended (see
+    /// [`household::serving`]).
+    pub(crate) fn serving(&self, serving: bool) {
+        household::serving(self.call, serving);
+    }
+
     /// Whether `process` was ever seen in the tree.
     pub(crate) fn knows(&self, process: ProcessId) -> bool {
         self.members.known.contains(&process)
@@ -312,8 +318,11 @@ impl Tree {
         let mut trees = [self.members.clone()];
         let look = || procs::family(household::me());
         stop_then_kill(&mut trees, deadline, look, |members, table| {
-            let (pending, stirring) =
-                adopt(call, members, observer.as_deref(), table, Instant::now());
+            let now = Instant::now();
+            let (pending, stirring) = adopt(call, members, observer.as_deref(), table, now);
+            // A tree that forks and exits leaves zombies, each a slower look than the last:
+            // reaped as they are placed, so that the looks keep pace with the forks.
+            household::reap_adopted(table, now);
             for stat in members.live(table) {
                 if stat.id() != leader {
                     left = Some(left.unwrap_or(false) || stat.pgid != leader.pid);

@@ -1,0 +1,241 @@
+//! A child that serves for long — an upstream MCP server — whose whole tree ends with it, as a
+//! command's tree ends with its call.
+//!
+//! A process group is not a tree: what a server starts can leave the group (`setsid`,
+//! `setpgid`, a double fork into a new session) and outlive a `SIGKILL` sent to the group,
+//! keeping the server's sandbox but watched by nobody. So a [`ServerTree`] is started the way
+//! [`crate::run`] starts a command: this process is the subreaper first, so that nothing the
+//! server leaves is adopted by init; the leader of a new group, registered as toolgate's own
+//! child; moved into a cgroup of its own where toolgate's cgroup is delegated to it
+//! ([`crate::cgroup_tier`]); its tree told to the observer (the watchdog).
+//!
+//! While it serves, a thread of its own looks at the tree every [`FOLLOW`]: what it starts is
+//! claimed and told to the observer (so the watchdog can end it should toolgate be killed),
+//! and the zombies of what it left are reaped (toolgate adopts them as the subreaper). An
+//! orphan nothing proves the server's is left to a command running beside it that may have
+//! made it (see [`crate::household`]). [`ServerTree::end`] stops that thread and looks for the
+//! tree, from the leader down while every parent is still alive to prove descent, stops it
+//! until a look finds nothing new, kills it, ends the cgroup with `cgroup.kill`, reaps the
+//! leader and looks once more. [`ServerEnd::ended`] is true only when that last look found
+//! nothing alive; what kept it from being sure is in [`ServerEnd::unknowns`].
+
+use std::io;
+use std::process::{ChildStderr, ChildStdin, ChildStdout, Command};
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crate::cgroup::{CallCgroup, Tier};
+use crate::household::become_subreaper;
+use crate::machine::KILL_BOUND;
+use crate::tree::{TreeObserver, default_observer};
+use crate::{Running, household, procs, spawn_group_leader};
+
+/// Survivors named one by one; more are counted.
+const NAMED: usize = 8;
+
+/// How often a serving server's tree is looked at.
+pub(crate) const FOLLOW: Duration = Duration::from_millis(100);
+
+/// A running server and its tree; ended (killed, with everything it started) by
+/// [`ServerTree::end`], or when dropped.
+#[derive(Debug)]
+pub struct ServerTree {
+    running: Arc<Mutex<Running>>,
+    /// The leader's pid.
+    pid: u32,
+    /// The thread that follows the tree while it serves, and the way to stop it.
+    follower: Option<(mpsc::Sender<()>, JoinHandle<()>)>,
+    /// What was known to be missing before it ran (no cgroup of its own, say).
+    notes: Vec<String>,
+    /// How it ended, once it did: asked again, the same answer.
+    end: Option<ServerEnd>,
+}
+
+/// The standard streams of a [`ServerTree`]'s leader, as its command asked for them.
+#[derive(Debug)]
+pub struct ServerPipes {
+    pub stdin: Option<ChildStdin>,
+    pub stdout: Option<ChildStdout>,
+    pub stderr: Option<ChildStderr>,
+}
+
+/// How a server's tree ended.
+#[derive(Debug, Clone)]
+pub struct ServerEnd {
+    /// Every process of the tree is known to be gone: the last look found none alive and the
+    /// leader was reaped. Otherwise something it started may still run, and `unknowns` says
+    /// what.
+    pub ended: bool,
+    /// What nobody can vouch for, in words (process names are the processes' own: escape them
+    /// before they reach a terminal).
+    pub unknowns: Vec<String>,
+    /// What ended the tree: the subreaper alone, or also a cgroup of its own.
+    pub tier: Tier,
+}
+
+impl ServerTree {
+    /// Spawns `command` (its pipes, environment and confinement set by the caller) as a
+    /// server whose tree ends with it. `observer` hears of its tree as a command's observer
+    /// does (`None`: the one [`crate::observe_every_command`] set, if any); a tree it cannot
+    /// be told of is not started. Fails when this process cannot be the subreaper: without it
+    /// the tree could not be followed.
+    pub fn spawn(
+        command: &mut Command,
+        observer: Option<Arc<dyn TreeObserver>>,
+    ) -> io::Result<(ServerTree, ServerPipes)> {
+        become_subreaper()
+            .map_err(|e| io::Error::other(format!("cannot follow the processes it starts: {e}")))?;
+        let mut notes = Vec::new();
+        // Made before the spawn, so that the leader can be moved in the moment it exists.
+        let cgroup = CallCgroup::create().unwrap_or_else(|reason| {
+            notes.push(no_cgroup(&reason));
+            None
+        });
+        let mut child = spawn_group_leader(command)?;
+        let cgroup = cgroup.and_then(|cgroup| match cgroup.enter(child.id()) {
+            Ok(()) => Some(cgroup),
+            Err(e) => {
+                notes.push(no_cgroup(&format!(
+                    "cannot move it into `{}`: {e}",
+                    cgroup.path().display()
+                )));
+                None
+            }
+        });
+        let pipes = ServerPipes {
+            stdin: child.stdin.take(),
+            stdout: child.stdout.take(),
+            stderr: child.stderr.take(),
+        };
+        let observer = observer.or_else(default_observer);
+        let pid = child.id();
+        // On an error the group is killed and the leader reaped.
+        let running = Running::new(child, observer, cgroup)?;
+        running.tree.serving(true);
+        let running = Arc::new(Mutex::new(running));
+        let (stop, stopped) = mpsc::channel();
+        let followed = Arc::clone(&running);
+        let follower = std::thread::Builder::new()
+            .name(format!("follow-{pid}"))
+            .spawn(move || follow(&followed, &stopped));
+        // Dropping the tree kills what was started.
+        let follower = Some((stop, follower?));
+        Ok((
+            ServerTree {
+                running,
+                pid,
+                follower,
+                notes,
+                end: None,
+            },
+            pipes,
+        ))
+    }
+
+    /// The leader's pid: its process group too. It stays the leader's until [`ServerTree::end`]
+    /// reaps it.
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// Ends the tree: stopped while every parent still proves descent, then killed, the
+    /// cgroup ended, the leader and the adopted zombies reaped, a last look taken. Takes up to
+    /// a few seconds for a tree that will not die. Called again, says the same.
+    pub fn end(&mut self) -> ServerEnd {
+        if let Some(end) = &self.end {
+            return end.clone();
+        }
+        if let Some((stop, thread)) = self.follower.take() {
+            let _ = stop.send(());
+            let _ = thread.join();
+        }
+        let mut unknowns = std::mem::take(&mut self.notes);
+        let mut unended = false;
+        let mut running = lock(&self.running);
+        running.tree.serving(false);
+        running.tree.stop_then_kill(Instant::now() + KILL_BOUND / 2);
+        // What the look missed but stayed in the cgroup dies with this one write.
+        let tier = match running.end_cgroup() {
+            None => Tier::Subreaper,
+            Some((killed, result)) => {
+                if let Err(reason) = result {
+                    unended = true;
+                    unknowns.push(format!("its cgroup was not cleanly ended: {reason}"));
+                }
+                if killed {
+                    Tier::SubreaperAndCgroup
+                } else {
+                    Tier::Subreaper
+                }
+            }
+        };
+        // Already killed with its tree; this is for a leader the look did not show.
+        let _ = running.child.kill();
+        let survivors = running.finish();
+        for stat in survivors.iter().take(NAMED) {
+            unknowns.push(format!(
+                "process {} (`{}`) it started was still running after it was killed",
+                stat.pid, stat.comm
+            ));
+        }
+        if survivors.len() > NAMED {
+            unknowns.push(format!(
+                "{} more processes it started were still running after it was killed",
+                survivors.len() - NAMED
+            ));
+        }
+        if !running.settled && survivors.is_empty() {
+            unknowns.push(
+                "the last look for the processes it started could not be taken, or it could \
+                 not be reaped"
+                    .to_owned(),
+            );
+        }
+        let end = ServerEnd {
+            ended: !unended && running.settled,
+            unknowns,
+            tier,
+        };
+        self.end = Some(end.clone());
+        end
+    }
+}
+
+impl Drop for ServerTree {
+    fn drop(&mut self) {
+        // The tree is killed by `Running`'s own drop once the follower has let go of it.
+        if let Some((stop, thread)) = self.follower.take() {
+            let _ = stop.send(());
+            let _ = thread.join();
+        }
+    }
+}
+
+/// The follower: a look at the tree every [`FOLLOW`] until told to stop.
+fn follow(running: &Mutex<Running>, stop: &mpsc::Receiver<()>) {
+    loop {
+        match stop.recv_timeout(FOLLOW) {
+            Err(RecvTimeoutError::Timeout) => {}
+            Ok(()) | Err(RecvTimeoutError::Disconnected) => return,
+        }
+        // A look that cannot be taken now may be taken next time; the end looks again.
+        let Ok(table) = procs::family(household::me()) else {
+            continue;
+        };
+        lock(running).tree.update(&table, Instant::now());
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// It ran without a cgroup of its own although toolgate's cgroup is delegated to it.
+fn no_cgroup(reason: &str) -> String {
+    format!(
+        "it ran without a cgroup of its own ({reason}); its tree was followed and ended by the \
+         subreaper alone"
+    )
+}
