@@ -549,20 +549,10 @@ mod tests {
     /// tried through the binary by tests/hooks.rs), its files digested now as at load: those
     /// in `dir` lie outside the workspace.
     fn hook(dir: &Path, command: &[&str]) -> ProcessHook {
-        let program = PathBuf::from(command[0]);
-        let args: Vec<String> = command[1..].iter().map(|a| (*a).to_owned()).collect();
+        let command: Vec<String> = command.iter().map(|a| (*a).to_owned()).collect();
         let spec = HookSpec {
-            name: "guard".to_owned(),
-            event: HookEvent::PreCall,
-            files: command_files(&program, &args).unwrap(),
-            program,
-            args,
-            tools: None,
-            tools_line: 0,
             timeout: std::time::Duration::from_secs(10),
-            mode: HookMode::Enforce,
-            at: (String::new(), 0),
-            trusted: std::collections::BTreeMap::new(),
+            ..HookSpec::of_command(&command)
         };
         let confinement = Arc::new(Confinement::dangerous_unconfined());
         let ws = dir.join("ws");

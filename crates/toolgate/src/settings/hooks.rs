@@ -387,6 +387,29 @@ pub(super) fn hook_specs(
 }
 
 #[cfg(test)]
+impl HookSpec {
+    /// The enforcing `pre_call` hook `guard` on every tool, running `command` (the program
+    /// first), its files digested now as at load.
+    pub(crate) fn of_command(command: &[String]) -> HookSpec {
+        let program = PathBuf::from(&command[0]);
+        let args = command[1..].to_vec();
+        HookSpec {
+            name: "guard".to_owned(),
+            event: HookEvent::PreCall,
+            files: command_files(&program, &args).unwrap(),
+            program,
+            args,
+            tools: None,
+            tools_line: 0,
+            timeout: Duration::from_secs(1),
+            mode: HookMode::Enforce,
+            at: (String::new(), 0),
+            trusted: BTreeMap::new(),
+        }
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
@@ -459,21 +482,12 @@ mod tests {
                 ),
             ]
         );
-        let spec = HookSpec {
-            name: "g".to_owned(),
-            event: HookEvent::PreCall,
-            program: script.clone(),
-            args: args.to_vec(),
-            tools: None,
-            tools_line: 0,
-            timeout: Duration::from_secs(1),
-            mode: HookMode::Enforce,
-            files,
-            at: (String::new(), 0),
-            trusted: BTreeMap::new(),
-        }
-        .in_directory(dir.path())
-        .unwrap();
+        let command: Vec<String> = std::iter::once(script.display().to_string())
+            .chain(args.iter().cloned())
+            .collect();
+        let spec = HookSpec::of_command(&command)
+            .in_directory(dir.path())
+            .unwrap();
         let last = spec.files.last().unwrap();
         assert_eq!(last.path, dir.path().join("rules.txt"));
         assert_eq!(last.role, FileRole::Argument(0));
@@ -594,25 +608,7 @@ mod tests {
             // A word names nothing now; a call fails if it comes to (see `hook.rs`).
             (vec!["/bin/sh".into(), "allow".into()], None),
         ];
-        let spec = |command: &[String]| {
-            let program = PathBuf::from(&command[0]);
-            let args = command[1..].to_vec();
-            HookSpec {
-                name: "g".to_owned(),
-                event: HookEvent::PreCall,
-                files: command_files(&program, &args).unwrap(),
-                program,
-                args,
-                tools: None,
-                tools_line: 0,
-                timeout: Duration::from_secs(1),
-                mode: HookMode::Enforce,
-                at: (String::new(), 0),
-                trusted: BTreeMap::new(),
-            }
-            .in_directory(&ws)
-            .unwrap()
-        };
+        let spec = |command: &[String]| HookSpec::of_command(command).in_directory(&ws).unwrap();
         for (command, expected) in rows {
             let checked = spec(&command).outside_workspace(&ws);
             match (checked, expected) {
