@@ -1,15 +1,15 @@
 //! The watchdog: a small process that outlives toolgate to kill what toolgate started.
 //!
-//! Upstream servers run in process groups of their own, and each command's tree is followed
-//! as it runs (see [`crate::run`]); toolgate ends both itself. A toolgate killed outright
+//! Each command's tree and each upstream server's are followed as they run (see [`crate::run`]
+//! and [`crate::ServerTree`]); toolgate ends both itself. A toolgate killed outright
 //! (SIGKILL, a crash, the out-of-memory killer) cannot, and an approved command — or a daemon
 //! it left — would live on unwatched. So toolgate starts a watchdog ([`Watchdog::start`]; in
 //! toolgate, the binary itself run as `toolgate upstream-watchdog`) in a process group of its
 //! own, out of reach of a terminal's Ctrl-C, and tells it on a pipe, one line each:
 //!
-//! - `+PGID` / `-PGID`: an upstream's process group started / killed;
-//! - `c CALL PID START`: command `CALL` started, its leader `PID` (also its group) with start
-//!   time `START` (field 22 of `/proc/PID/stat`);
+//! - `+PGID` / `-PGID`: a process group started / killed;
+//! - `c CALL PID START`: command (or server) `CALL` started, its leader `PID` (also its
+//!   group) with start time `START` (field 22 of `/proc/PID/stat`);
 //! - `p CALL PID START`: a process seen in `CALL`'s tree;
 //! - `g CALL PATH`: `CALL`'s leader is in the call cgroup at `PATH` (only where toolgate's
 //!   cgroup is delegated to it; the rest of the line is the path);

@@ -4,15 +4,23 @@
 //! SDK client does not give: lines are read with a cap, so a 100 MB line is never held; a
 //! response whose id nobody is waiting for, or a line that is not JSON-RPC, is a protocol
 //! fault that fails every waiting call at once instead of being dropped while the calls time
-//! out; and the process runs in its own process group, which is killed whole.
+//! out; and the process runs as a [`ServerTree`]: everything it starts, in its group or out of
+//! it (`setsid`, `setpgid`, a double fork), is followed and ended with it, as a command's tree
+//! is with its call.
 //!
 //! A connection is never repaired. Any fault that leaves the stream in doubt (garbage, a wrong
-//! id, an oversized line nobody can be blamed for, the process exiting) kills the group, fails
+//! id, an oversized line nobody can be blamed for, the process exiting) ends the tree, fails
 //! every pending call with the fault, and tells the supervisor, which starts a new one.
+//!
+//! The files that run later are compared (and what changed put back) once the tree is known
+//! to be gone, since a process still running could change them after the comparison. When
+//! that cannot be known, they are compared all the same, and the connection says so
+//! ([`Rpc::unended`]) for the supervisor to record and tell the operator: the stop is never
+//! reported clean.
 
 use std::collections::{HashMap, VecDeque};
 use std::io::{BufRead, BufReader, Read, Write};
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::{ChildStdin, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -21,6 +29,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use toolgate_core::{Notice, ToolErrorCode};
 use toolgate_edge::lines::{Line, read_line};
+use toolgate_exec::{ServerTree, TreeObserver};
 
 use crate::config::UpstreamSpec;
 use crate::relay::{Heard, Relay, heard, request_message};
@@ -217,6 +226,13 @@ pub trait Rpc: Send + Sync + std::fmt::Debug {
         None
     }
 
+    /// Once [`Rpc::kill`] has returned: why the process's stop is not clean — something it
+    /// started may still be running, with its sandbox, and change a file that runs later after
+    /// the last comparison. Said once; `None` after a clean stop (or before any).
+    fn unended(&self) -> Option<String> {
+        None
+    }
+
     fn request_reporting(
         &self,
         method: &str,
@@ -258,7 +274,7 @@ pub trait Rpc: Send + Sync + std::fmt::Debug {
     /// Whether the connection was found broken; a dead one is replaced, never repaired.
     fn is_dead(&self) -> bool;
 
-    /// Ends the connection (and for a process, kills its group).
+    /// Ends the connection (and for a process, ends its whole tree: see [`Rpc::unended`]).
     fn kill(&self);
 
     /// The MCP handshake: `initialize`, then `notifications/initialized`.
@@ -463,19 +479,20 @@ pub struct Connection {
     pending: Mutex<HashMap<u64, Waiter>>,
     abandoned: Mutex<VecDeque<u64>>,
     next_id: AtomicU64,
-    child: Mutex<Child>,
-    /// The upstream's process group until it is killed; taken then, so that it is signalled
-    /// once, while its leader is not yet reaped and the number cannot belong to anyone else.
-    group: Mutex<Option<rustix::process::Pid>>,
-    /// Told of the group, to kill it if the gateway dies without doing so.
-    watchdog: Option<Arc<Watchdog>>,
+    /// The process and everything it starts, ended by [`Rpc::kill`]; the watchdog is told of
+    /// them, to end them should the gateway die without doing so.
+    tree: Mutex<ServerTree>,
+    /// The leader's pid, which stays its own until the tree is ended.
+    pid: u32,
     /// The process's sandbox, temporary directory and proxy; ended once the process is gone.
     confined: Mutex<Option<Confined>>,
+    /// Why the last stop was not clean, until the supervisor takes it ([`Rpc::unended`]).
+    unended: Mutex<Option<String>>,
     dead: AtomicBool,
 }
 
 impl Connection {
-    /// Starts the upstream in its own process group and a thread that reads what it writes.
+    /// Starts the upstream as a [`ServerTree`] and a thread that reads what it writes.
     /// Nothing is sent yet; see [`Connection::initialize`].
     pub fn spawn(
         spec: &UpstreamSpec,
@@ -512,27 +529,21 @@ impl Connection {
         };
         let confined = spec.confinement.start(&spec.name, &spec.sandbox, &cwd)?;
         confined.apply(&mut command);
-        let mut child = toolgate_exec::spawn_group_leader(&mut command).map_err(|e| {
-            Fault::Unavailable(format!(
-                "upstream `{}` could not start `{program}`: {e}",
-                spec.name
-            ))
-        })?;
-        let group = i32::try_from(child.id())
-            .ok()
-            .filter(|pid| *pid > 1)
-            .and_then(rustix::process::Pid::from_raw);
-        if let (Some(watchdog), Some(group)) = (&watchdog, group) {
-            watchdog.watch(group);
-        }
-        let stderr = child.stderr.take();
-        let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
-            if let (Some(watchdog), Some(group)) = (&watchdog, group) {
-                watchdog.release(group);
+        let observer = watchdog.map(|w| w as Arc<dyn TreeObserver>);
+        let (mut tree, pipes) = match ServerTree::spawn(&mut command, observer) {
+            Ok(spawned) => spawned,
+            Err(e) => {
+                // Nothing runs: a spawn that failed after its fork has killed what it started.
+                confined.end();
+                return Err(Fault::Unavailable(format!(
+                    "upstream `{}` could not start `{program}`: {e}",
+                    spec.name
+                )));
             }
-            let _ = child.kill();
-            let _ = child.wait();
-            confined.end();
+        };
+        let stderr = pipes.stderr;
+        let (Some(stdin), Some(stdout)) = (pipes.stdin, pipes.stdout) else {
+            end_at_start(&mut tree, confined);
             return Err(Fault::Unavailable(format!(
                 "upstream `{}` started without pipes",
                 spec.name
@@ -544,9 +555,7 @@ impl Connection {
             rustix::fs::fcntl_setfl(&stdin, flags | rustix::fs::OFlags::NONBLOCK)
         });
         if let Err(e) = nonblocking {
-            let _ = child.kill();
-            let _ = child.wait();
-            confined.end();
+            end_at_start(&mut tree, confined);
             return Err(Fault::Unavailable(format!(
                 "cannot set up the input of upstream `{}`: {e}",
                 spec.name
@@ -563,10 +572,10 @@ impl Connection {
             pending: Mutex::new(HashMap::new()),
             abandoned: Mutex::new(VecDeque::new()),
             next_id: AtomicU64::new(1),
-            child: Mutex::new(child),
-            group: Mutex::new(group),
-            watchdog,
+            pid: tree.pid(),
+            tree: Mutex::new(tree),
             confined: Mutex::new(Some(confined)),
+            unended: Mutex::new(None),
             dead: AtomicBool::new(false),
         });
         let writer = Arc::clone(&connection);
@@ -600,6 +609,60 @@ impl Connection {
                 })?;
         }
         Ok(connection)
+    }
+
+    /// Ends the confinement of a process whose tree was ended as `end` says: compared (and
+    /// put back) when the tree is known to be gone; otherwise compared all the same, and the
+    /// stop kept as not clean, with what the comparison found, for [`Rpc::unended`].
+    fn conclude(&self, mut confined: Confined, end: &toolgate_exec::ServerEnd) {
+        if end.ended {
+            confined.end();
+            return;
+        }
+        let found = confined.undo_later_changes();
+        let sandboxed = confined.prepared().is_some();
+        // Its temporary directory and proxy end as they would: nothing else may use them.
+        let _ = confined.stop();
+        *lock(&self.unended) = unended_sentence(&self.upstream, end, found, sandboxed);
+    }
+}
+
+/// What is said of the stop of upstream `upstream` whose tree ended as `end` says, after its
+/// files that run later were compared (`found`: what was put back) — `None` for a clean stop.
+fn unended_sentence(
+    upstream: &str,
+    end: &toolgate_exec::ServerEnd,
+    found: Option<String>,
+    sandboxed: bool,
+) -> Option<String> {
+    if end.ended {
+        return None;
+    }
+    let found = found.map_or_else(
+        || "nothing had changed".to_owned(),
+        |undone| format!("put back: {undone}"),
+    );
+    let keeps = if sandboxed {
+        "keeps the upstream's sandbox"
+    } else {
+        "runs with all of the user's authority (`dangerous-unconfined`)"
+    };
+    Some(format!(
+        "upstream `{upstream}` was stopped, but not every process it started is known to be \
+         gone ({}); the files that run later in what it may write were compared ({found}), and \
+         a change made after that is not caught; what may still run {keeps}",
+        end.unknowns.join("; ")
+    ))
+}
+
+/// Ends the tree of a process that failed to start right, and its confinement.
+fn end_at_start(tree: &mut ServerTree, confined: Confined) {
+    if tree.end().ended {
+        confined.end();
+    } else {
+        let mut confined = confined;
+        let _ = confined.undo_later_changes();
+        let _ = confined.stop();
     }
 }
 
@@ -660,6 +723,10 @@ fn decoded(bytes: &[u8]) -> (String, &[u8]) {
 impl Rpc for Connection {
     fn undo_later_changes(&self) -> Option<String> {
         lock(&self.confined).as_mut()?.undo_later_changes()
+    }
+
+    fn unended(&self) -> Option<String> {
+        lock(&self.unended).take()
     }
 
     fn upstream(&self) -> &str {
@@ -737,22 +804,14 @@ impl Rpc for Connection {
 
     fn kill(&self) {
         self.dead.store(true, Ordering::SeqCst);
-        // The group is signalled before anything else: a process that stopped reading its
-        // input keeps the writer thread blocked on the pipe until the process is gone. It is
-        // signalled and released before the leader is reaped: until then, its number is ours.
-        if let Some(group) = lock(&self.group).take() {
-            let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
-            if let Some(watchdog) = &self.watchdog {
-                watchdog.release(group);
-            }
-        }
-        let mut child = lock(&self.child);
-        let _ = child.kill();
-        let _ = child.wait();
-        drop(child);
-        // The process is gone: its temporary directory and proxy go with it.
+        // The tree is ended before anything else: a process that stopped reading its input
+        // keeps the writer thread blocked on the pipe until the process is gone. A second
+        // caller waits for the first one's end and is told the same.
+        let end = lock(&self.tree).end();
+        // Its files that run later are compared once the tree is gone, not before; its
+        // temporary directory and proxy go with it.
         if let Some(confined) = lock(&self.confined).take() {
-            confined.end();
+            self.conclude(confined, &end);
         }
         // Closing the queue ends the writer thread once it is no longer blocked.
         drop(lock(&self.stdin).take());
@@ -1103,7 +1162,7 @@ impl Connection {
     fn exit_status(&self) -> String {
         use rustix::event::{PollFd, PollFlags, Timespec, poll};
         use rustix::process::{PidfdFlags, WaitId, WaitIdOptions, pidfd_open, waitid};
-        let pid = i32::try_from(lock(&self.child).id())
+        let pid = i32::try_from(self.pid)
             .ok()
             .and_then(rustix::process::Pid::from_raw);
         let Some(pid) = pid else {
@@ -1417,6 +1476,37 @@ mod tests {
         let mut out = Vec::new();
         forward_stderr(Trickle(b"a\x9bb\xe2\x80", 64), &mut out);
         assert_eq!(String::from_utf8(out).unwrap(), "a\u{FFFD}b\u{FFFD}");
+    }
+
+    /// A stop after which a process may still run is never said to be clean: the sentence
+    /// names the upstream, what is not known, what the comparison found and that a later
+    /// change is not caught. A clean stop says nothing.
+    #[test]
+    fn a_stop_not_known_to_be_clean_says_so() {
+        let mut end = toolgate_exec::ServerEnd {
+            ended: false,
+            unknowns: vec!["process 4242 (`sleep`) it started was still running".to_owned()],
+            tier: toolgate_exec::Tier::Subreaper,
+        };
+        let said =
+            unended_sentence("fs", &end, Some("`.envrc` was created".to_owned()), true).unwrap();
+        for part in [
+            "upstream `fs` was stopped, but not every process it started is known to be gone",
+            "process 4242 (`sleep`)",
+            "compared (put back: `.envrc` was created)",
+            "a change made after that is not caught",
+            "keeps the upstream's sandbox",
+        ] {
+            assert!(said.contains(part), "{part}: {said}");
+        }
+        let unconfined = unended_sentence("fs", &end, None, false).unwrap();
+        assert!(unconfined.contains("(nothing had changed)"), "{unconfined}");
+        assert!(
+            unconfined.contains("all of the user's authority"),
+            "{unconfined}"
+        );
+        end.ended = true;
+        assert_eq!(unended_sentence("fs", &end, None, true), None);
     }
 
     /// A line larger than the pipe holds is written whole into the non-blocking end, waiting

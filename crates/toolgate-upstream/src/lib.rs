@@ -1,8 +1,9 @@
 //! Upstream MCP servers as tool sources: candidates until admitted, pinned, quarantined when
 //! they change.
 //!
-//! toolgate is an MCP *client* here. Each `[[upstream]]` is a child process in its own
-//! process group, kept running by a [`supervisor`] thread that shakes hands, lists every page
+//! toolgate is an MCP *client* here. Each `[[upstream]]` is a child process whose whole tree
+//! — what it starts, in its process group or out of it — is followed and ended with it, as an
+//! approved command's is (see [`connection`]), kept running by a [`supervisor`] thread that shakes hands, lists every page
 //! of tools, listens for `notifications/tools/list_changed` (coalesced and paced, so a flood
 //! of them costs a handful of refreshes), refreshes periodically, and restarts the process
 //! with exponential backoff when it dies. What an upstream reports about a call while it runs,
@@ -54,7 +55,7 @@ pub use config::{Admission, AdmittedSection, Endpoint, UpstreamSection, Upstream
 pub use descriptor::{MalformedTool, descriptor_of, diff, hints};
 pub use executor::UpstreamExecutor;
 pub use sandbox::{SandboxSection, UpstreamConfinement, UpstreamSandbox};
-pub use supervisor::{OnChange, REFRESHES_PER_MINUTE, UpstreamStatus};
+pub use supervisor::{OnChange, OnUnended, REFRESHES_PER_MINUTE, UpstreamStatus};
 pub use watchdog::{Watchdog, run_watchdog};
 
 use crate::supervisor::Supervisor;
@@ -92,8 +93,8 @@ pub struct UpstreamTools {
     pub candidates: Vec<Descriptor>,
 }
 
-/// The running upstreams of one gateway. Dropping it stops them and kills their process
-/// groups.
+/// The running upstreams of one gateway. Dropping it stops them and ends their process
+/// trees.
 #[derive(Debug)]
 pub struct Upstreams {
     supervisors: Vec<Arc<Supervisor>>,
@@ -106,7 +107,7 @@ impl Upstreams {
         Upstreams::start_watched(specs, None)
     }
 
-    /// As [`Upstreams::start`], telling `watchdog` of every upstream process group, so that
+    /// As [`Upstreams::start`], telling `watchdog` of every upstream process tree, so that
     /// they are killed even when the gateway is (see [`watchdog`]).
     pub fn start_watched(
         specs: Vec<UpstreamSpec>,
@@ -124,6 +125,15 @@ impl Upstreams {
             lock(&upstreams.threads).push(thread);
         }
         Ok(upstreams)
+    }
+
+    /// Calls `on_unended` with a sentence whenever an upstream process is stopped and not
+    /// everything it started is known to be gone; without it, the sentence is written to
+    /// standard error. Either way it is recorded among the upstream's events.
+    pub fn on_unended(&self, on_unended: OnUnended) {
+        for supervisor in &self.supervisors {
+            supervisor.set_on_unended(Arc::clone(&on_unended));
+        }
     }
 
     /// Calls `on_change` whenever an upstream's tool list changes.
@@ -203,7 +213,7 @@ impl Upstreams {
         })
     }
 
-    /// Stops every upstream and kills its process group.
+    /// Stops every upstream and ends its process tree.
     pub fn shutdown(&self) {
         for supervisor in &self.supervisors {
             supervisor.shutdown();

@@ -87,6 +87,10 @@ impl Pace {
 /// Called on the supervisor's thread when an upstream's tool list changed.
 pub type OnChange = Arc<dyn Fn() + Send + Sync>;
 
+/// Told, in a sentence naming the upstream, that an upstream process was stopped but not
+/// everything it started is known to be gone (see [`crate::connection::Rpc::unended`]).
+pub type OnUnended = Arc<dyn Fn(&str) + Send + Sync>;
+
 /// Why [`Supervisor::connection_for`] gave no connection.
 #[derive(Debug)]
 pub(crate) enum Stale {
@@ -139,6 +143,7 @@ pub struct Supervisor {
     started: Condvar,
     events: Events,
     on_change: Mutex<Option<OnChange>>,
+    on_unended: Mutex<Option<OnUnended>>,
     watchdog: Option<Arc<Watchdog>>,
     /// Whether a `ping` probe is out: calls that time out together start one between them.
     probing: std::sync::atomic::AtomicBool,
@@ -171,6 +176,7 @@ impl Supervisor {
             started: Condvar::new(),
             events: Events::new(tx),
             on_change: Mutex::new(None),
+            on_unended: Mutex::new(None),
             watchdog,
             probing: std::sync::atomic::AtomicBool::new(false),
         });
@@ -183,6 +189,28 @@ impl Supervisor {
 
     pub(crate) fn set_on_change(&self, on_change: OnChange) {
         *lock(&self.on_change) = Some(on_change);
+    }
+
+    pub(crate) fn set_on_unended(&self, on_unended: OnUnended) {
+        *lock(&self.on_unended) = Some(on_unended);
+    }
+
+    /// After `connection` was killed: a stop that is not clean is recorded among the
+    /// upstream's events (which the outcomes of its calls and `tools discover` show) and told
+    /// to the operator — through the hook toolgate set, or else on standard error, escaped.
+    fn after_kill(&self, connection: &dyn Rpc) {
+        let Some(unended) = connection.unended() else {
+            return;
+        };
+        self.record(format!("stopped, not cleanly: {unended}"));
+        let hook = lock(&self.on_unended).clone();
+        match hook {
+            Some(hook) => hook(&unended),
+            None => eprintln!(
+                "toolgate: {}",
+                toolgate_core::visible::escape_invisible(&unended)
+            ),
+        }
     }
 
     /// Waits until the first start attempt ended, at most `limit`.
@@ -291,6 +319,7 @@ impl Supervisor {
         let connection = lock(&self.state).connection.take();
         if let Some(connection) = connection {
             connection.kill();
+            self.after_kill(connection.as_ref());
         }
     }
 
@@ -302,6 +331,7 @@ impl Supervisor {
                     backoff = FIRST_BACKOFF;
                     if !self.serve(&connection, events) {
                         connection.kill();
+                        self.after_kill(connection.as_ref());
                         return;
                     }
                 }
@@ -357,6 +387,7 @@ impl Supervisor {
             Ok(changed) => changed,
             Err(fault) => {
                 connection.kill();
+                self.after_kill(connection.as_ref());
                 return Err(fault);
             }
         };
@@ -419,6 +450,9 @@ impl Supervisor {
                     state
                         .status
                         .record(format!("stopped: {reason}; restarting"));
+                    drop(state);
+                    // Killed by whoever saw it die, before the event was sent.
+                    self.after_kill(connection.as_ref());
                     return true;
                 }
                 Ok(Event::Shutdown) | Err(RecvTimeoutError::Disconnected) => return false,

@@ -353,13 +353,13 @@ fn config_file(explicit: Option<&Path>) -> anyhow::Result<(Settings, PathBuf)> {
     Ok((settings, path))
 }
 
-/// Starts the upstreams `specs` describe, with the watchdog that kills their process groups
-/// should toolgate be killed (see [`crate::serve::watchdog`]).
+/// Starts the upstreams `specs` describe, with the watchdog that ends their process trees
+/// should toolgate be killed (see [`crate::serve::watchdog`]). An upstream stopped without
+/// everything it started known to be gone is said on standard error, whatever the command.
 pub(crate) fn start_upstreams(specs: Vec<UpstreamSpec>) -> anyhow::Result<Upstreams> {
-    Ok(Upstreams::start_watched(
-        specs,
-        Some(crate::serve::watchdog()?),
-    )?)
+    let upstreams = Upstreams::start_watched(specs, Some(crate::serve::watchdog()?))?;
+    upstreams.on_unended(Arc::new(|unended: &str| errln!("toolgate: {unended}")));
+    Ok(upstreams)
 }
 
 /// Starts one upstream and waits for its tool list. As for `tools discover`, the current
