@@ -11,6 +11,9 @@
 //! its pid) must be gone, the marker never written, and toolgate must not have said that the
 //! stop was not clean. Before upstreams' trees were ended whole, only the server's process
 //! group was killed, and every row's process lived on and wrote its marker.
+//!
+//! A toolgate killed outright ends nothing itself: the watchdog ends what it was told of, and
+//! the look toolgate takes at an upstream's tree while it serves tells it of what left.
 
 #![allow(
     clippy::unwrap_used,
@@ -299,5 +302,49 @@ fn nothing_an_upstream_leaves_outlives_its_stop() {
         );
         let said = serving.hang_up();
         assert_ended(row, &setup, name, pid, left_at, &said);
+    }
+}
+
+/// A toolgate killed outright (SIGKILL) ends nothing itself: what the upstream left, seen by
+/// the look at its tree while it served, is ended by the watchdog.
+#[test]
+fn nothing_an_upstream_leaves_outlives_a_toolgate_killed_outright() {
+    for row in ROWS.iter().filter(|row| !row.at_start) {
+        let setup = Setup::new(row);
+        let admit = home::toolgate()
+            .args([
+                "tools",
+                "admit",
+                "survivor",
+                "leave",
+                "--effect",
+                "read_only",
+            ])
+            .arg("--config")
+            .arg(&setup.config)
+            .output()
+            .unwrap();
+        assert!(admit.status.success(), "admit: {admit:?}");
+        let mut serving = Serving::start(&setup);
+        serving.send(
+            &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+            "name": "survivor__leave",
+            "arguments": {"how": row.how, "name": row.how, "seconds": SLEEP_SECONDS}}}),
+        );
+        let answer = serving.answer(1);
+        assert_eq!(answer["result"]["isError"], false, "{answer}");
+        let left_at = Instant::now();
+        let pid = setup.pid(row.how);
+        let _reaped = Reaped(pid);
+        // A few looks at the upstream's tree (one every 100 ms) have been taken.
+        std::thread::sleep(Duration::from_millis(500));
+        serving.child.kill().unwrap();
+        serving.child.wait().unwrap();
+        wait_until(
+            &format!("{}: the watchdog ends process {pid}", row.how),
+            Duration::from_secs(10),
+            || !procs::running(pid),
+        );
+        assert_ended(row, &setup, row.how, pid, left_at, "");
     }
 }
