@@ -9,7 +9,8 @@
 //! child; moved into a cgroup of its own where toolgate's cgroup is delegated to it
 //! ([`crate::cgroup_tier`]); its tree told to the observer (the watchdog).
 //!
-//! While it serves, a thread of its own looks at the tree every [`FOLLOW`]: what it starts is
+//! While it serves, a thread of its own looks at the tree (every [`FOLLOW`] while it changes,
+//! backing off to [`FOLLOW_QUIET`] while it does not): what it starts is
 //! claimed and told to the observer (so the watchdog can end it should toolgate be killed),
 //! and the zombies of what it left are reaped (toolgate adopts them as the subreaper). An
 //! orphan nothing proves the server's is left to a command running beside it that may have
@@ -35,8 +36,13 @@ use crate::{Running, household, procs, spawn_group_leader};
 /// Survivors named one by one; more are counted.
 const NAMED: usize = 8;
 
-/// How often a serving server's tree is looked at.
+/// How often a serving server's tree is looked at after it changed: each look reads every
+/// process's `stat` in `/proc`, so a quiet tree is looked at less and less often, up to
+/// [`FOLLOW_QUIET`], and again every `FOLLOW` from the first look that finds a process new.
 pub(crate) const FOLLOW: Duration = Duration::from_millis(100);
+
+/// The longest wait between two looks at a tree in which nothing new appeared.
+pub(crate) const FOLLOW_QUIET: Duration = Duration::from_millis(1600);
 
 /// A running server and its tree; ended (killed, with everything it started) by
 /// [`ServerTree::end`], or when dropped.
@@ -213,18 +219,34 @@ impl Drop for ServerTree {
     }
 }
 
-/// The follower: a look at the tree every [`FOLLOW`] until told to stop.
+/// The follower: looks at the tree until told to stop, every [`FOLLOW`] after a look found a
+/// process new, twice as long after each that found none, up to [`FOLLOW_QUIET`].
 fn follow(running: &Mutex<Running>, stop: &mpsc::Receiver<()>) {
+    let mut every = FOLLOW;
     loop {
-        match stop.recv_timeout(FOLLOW) {
+        match stop.recv_timeout(every) {
             Err(RecvTimeoutError::Timeout) => {}
             Ok(()) | Err(RecvTimeoutError::Disconnected) => return,
         }
         // A look that cannot be taken now may be taken next time; the end looks again.
         let Ok(table) = procs::family(household::me()) else {
+            every = FOLLOW;
             continue;
         };
-        lock(running).tree.update(&table, Instant::now());
+        let mut running = lock(running);
+        let known = running.tree.known_count();
+        running.tree.update(&table, Instant::now());
+        every = next_look(every, running.tree.known_count() != known);
+    }
+}
+
+/// The wait before the next look: [`FOLLOW`] when the last found a process new, else twice
+/// the last wait, at most [`FOLLOW_QUIET`].
+fn next_look(last: Duration, found_new: bool) -> Duration {
+    if found_new {
+        FOLLOW
+    } else {
+        (last * 2).min(FOLLOW_QUIET)
     }
 }
 
@@ -238,4 +260,23 @@ fn no_cgroup(reason: &str) -> String {
         "it ran without a cgroup of its own ({reason}); its tree was followed and ended by the \
          subreaper alone"
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A quiet tree is looked at twice as late each time, up to the bound; a look that finds
+    /// a process new brings the next one back to the shortest wait.
+    #[test]
+    fn a_quiet_tree_is_looked_at_less_often_until_it_changes() {
+        let mut every = FOLLOW;
+        let mut waits = Vec::new();
+        for _ in 0..6 {
+            every = next_look(every, false);
+            waits.push(every.as_millis());
+        }
+        assert_eq!(waits, [200, 400, 800, 1600, 1600, 1600]);
+        assert_eq!(next_look(FOLLOW_QUIET, true), FOLLOW);
+    }
 }

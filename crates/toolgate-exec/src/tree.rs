@@ -274,6 +274,11 @@ impl Tree {
         household::serving(self.call, serving);
     }
 
+    /// How many processes were ever seen in the tree.
+    pub(crate) fn known_count(&self) -> usize {
+        self.members.known.len()
+    }
+
     /// Whether `process` was ever seen in the tree.
     pub(crate) fn knows(&self, process: ProcessId) -> bool {
         self.members.known.contains(&process)
