@@ -122,10 +122,14 @@ impl HookSpec {
     /// configuration runs are bound by the trust.
     pub fn outside_workspace(&self, root: &Path) -> Result<(), String> {
         for file in &self.files {
-            // A word that names no file yet (`allow`) is not refused for being a name in the
-            // workspace: a call fails if it ever comes to name one.
+            // A word that names no file yet (`allow`), or the code after `-c` (`sh -c 'jq …
+            // >/dev/null'`), is not refused for being a name in the workspace: a call fails if
+            // it ever comes to name one.
             let word = match file.role {
-                FileRole::Argument(index) => self.args.get(index).is_some_and(|a| !a.contains('/')),
+                FileRole::Argument(index) => self
+                    .args
+                    .get(index)
+                    .is_some_and(|a| !a.contains('/') || is_code(&self.args, index)),
                 FileRole::Program | FileRole::Interpreter { .. } => false,
             };
             if file.digest.is_none() && word {
@@ -292,6 +296,15 @@ pub(crate) fn command_files(program: &Path, args: &[String]) -> Result<Vec<HookF
 pub(super) fn names_nothing(arg: &str, path: &Path) -> bool {
     !arg.starts_with('-')
         && std::fs::metadata(path).is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound)
+}
+
+/// Whether the argument at `index` of `args` follows `-c` or `-e`: most often code
+/// (`sh -c 'touch /x'`), not a name, so it counts as a file only when it names one.
+pub(super) fn is_code(args: &[String], index: usize) -> bool {
+    index
+        .checked_sub(1)
+        .and_then(|before| args.get(before))
+        .is_some_and(|before| before == "-c" || before == "-e")
 }
 
 /// Every `[[hook]]`, checked: a unique name, a command whose program is a path (absolute, or
@@ -607,6 +620,19 @@ mod tests {
             (vec!["/bin/sh".into(), ".toolgate/later.sh".into()], None),
             // A word names nothing now; a call fails if it comes to (see `hook.rs`).
             (vec!["/bin/sh".into(), "allow".into()], None),
+            // Code after `-c` or `-e` is a file only when it names one.
+            (
+                vec!["/bin/sh".into(), "-c".into(), "jq -e . >/dev/null".into()],
+                None,
+            ),
+            (
+                vec!["/usr/bin/node".into(), "-e".into(), "require('./x')".into()],
+                None,
+            ),
+            (
+                vec!["/bin/sh".into(), "-c".into(), "hooks/guard.sh".into()],
+                Some(refused(&format!("{w}/hooks/guard.sh"))),
+            ),
         ];
         let spec = |command: &[String]| HookSpec::of_command(command).in_directory(&ws).unwrap();
         for (command, expected) in rows {

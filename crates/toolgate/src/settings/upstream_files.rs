@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use toolgate_core::sha256_digest;
 use toolgate_upstream::{Endpoint, UpstreamSpec};
 
-use super::hooks::{dir_in_workspace, names_nothing, refuse_in_workspace, shebang};
+use super::hooks::{dir_in_workspace, is_code, names_nothing, refuse_in_workspace, shebang};
 
 /// Where an `[[upstream]]` is configured, for an error found once the workspace is known.
 #[derive(Debug, Clone, Default)]
@@ -53,17 +53,12 @@ pub(super) fn command_files(
             files.extend(looked_up(word, path, cwd).0);
         }
     }
-    let mut after = "";
-    for arg in args {
+    for (index, arg) in args.iter().enumerate() {
         let file = cwd.join(arg);
-        // The word after `-c` or `-e` is most often code (`sh -c 'touch /x'`), not a name:
-        // it counts only when it names a file.
-        let code = after == "-c" || after == "-e";
         let named = (arg.contains('/') || file.is_symlink()) && names_nothing(arg, &file);
-        if !arg.starts_with('-') && (file.is_file() || (named && !code)) {
+        if !arg.starts_with('-') && (file.is_file() || (named && !is_code(args, index))) {
             files.push(file);
         }
-        after = arg;
     }
     files
 }
