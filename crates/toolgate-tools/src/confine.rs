@@ -299,18 +299,18 @@ impl Confined {
 /// else the call's failure (`unkillable`). A process that would not die when killed, kept
 /// its output open from outside the tree, was alive at the last look (or could not be looked
 /// for), or a cgroup not cleanly ended, may still write in the workspace after the files that
-/// run later are compared, so the comparison cannot be the call's clean bill. `ran` says how
-/// the command ended, `tails` the last of its output: what it wrote to toolgate's pipes while
-/// it ran, which a timeout's error gives too, and no more.
+/// run later are compared, so the comparison cannot be the call's clean bill. `said` gives,
+/// only then, how the command ended and the last of its output: what it wrote to toolgate's
+/// pipes while it ran, which a timeout's error gives too, and no more.
 pub(crate) fn ended(
     ended: bool,
-    ran: &str,
-    tails: &str,
+    said: impl FnOnce() -> (String, String),
     unknowns: Vec<String>,
 ) -> Result<Vec<String>, ToolError> {
     if ended {
         return Ok(unknowns);
     }
+    let (ran, tails) = said();
     let mut error = ToolError::new(
         ToolErrorCode::Unkillable,
         format!(
@@ -398,16 +398,21 @@ mod tests {
     /// was killed included); one after which a process may still run (here by the run's word:
     /// one that will not die cannot be made in a test) fails `unkillable`, naming it, whatever
     /// the command's own exit.
+    /// How a run ended and the last of its output, as [`ended`] asks for them.
+    fn said<'a>(ran: &'a str, tails: &'a str) -> impl FnOnce() -> (String, String) + 'a {
+        move || (ran.to_owned(), tails.to_owned())
+    }
+
     #[test]
     fn a_run_that_did_not_end_fails_the_call() {
         let killed = vec![toolgate_exec::unknown::DETACHED.to_owned()];
         assert!(
-            ended(true, "`sh` exited with status 0", "", Vec::new())
+            ended(true, said("`sh` exited with status 0", ""), Vec::new())
                 .unwrap()
                 .is_empty()
         );
         assert_eq!(
-            ended(true, "`sh` exited with status 0", "", killed.clone()).unwrap(),
+            ended(true, said("`sh` exited with status 0", ""), killed.clone()).unwrap(),
             killed,
             "killed and gone"
         );
@@ -417,8 +422,10 @@ mod tests {
         ];
         let error = ended(
             false,
-            "`sh` exited with status 0",
-            "stdout (2 bytes) ended with: \"ok\"",
+            said(
+                "`sh` exited with status 0",
+                "stdout (2 bytes) ended with: \"ok\"",
+            ),
             unknowns.clone(),
         )
         .unwrap_err();
@@ -442,8 +449,14 @@ mod tests {
         let ws = tempfile::tempdir().unwrap();
         let root = ws.path().canonicalize().unwrap();
         let confinement = Confinement::dangerous_unconfined();
-        let unkillable =
-            || ended(false, "`sh` exited with status 0", "", vec!["x".to_owned()]).unwrap_err();
+        let unkillable = || {
+            ended(
+                false,
+                said("`sh` exited with status 0", ""),
+                vec!["x".to_owned()],
+            )
+            .unwrap_err()
+        };
 
         let confined = start(&confinement, &root, &[], &[]).unwrap();
         let temp = confined.child.env()[0].1.clone();

@@ -669,25 +669,31 @@ impl Plan {
                 capture.last_text(SUMMARY_BYTES)
             )
         };
-        let tails = format!(
-            "{}; {}",
-            summary("stdout", &outcome.stdout),
-            summary("stderr", &outcome.stderr)
-        );
-        let how = match (&stopped, outcome.exit) {
-            (Some((_, what)), _) => what.clone(),
-            (None, Exit::Code(code)) => format!("exited with status {code}"),
-            (None, Exit::Signal(signal)) => format!("was ended by signal {signal}"),
-            (None, Exit::Unknown) => "did not die when killed".to_owned(),
+        // Written only for a call that fails: not on the path of every call.
+        let tails = || {
+            format!(
+                "{}; {}",
+                summary("stdout", &outcome.stdout),
+                summary("stderr", &outcome.stderr)
+            )
         };
-        let ran = format!("`{}` {how}", self.program_text());
-        let unknowns = confine::ended(outcome.ended, &ran, &tails, outcome.unknowns)?;
+        let said = || {
+            let how = match (&stopped, outcome.exit) {
+                (Some((_, what)), _) => what.clone(),
+                (None, Exit::Code(code)) => format!("exited with status {code}"),
+                (None, Exit::Signal(signal)) => format!("was ended by signal {signal}"),
+                (None, Exit::Unknown) => "did not die when killed".to_owned(),
+            };
+            (format!("`{}` {how}", self.program_text()), tails())
+        };
+        let unknowns = confine::ended(outcome.ended, said, outcome.unknowns)?;
         if let Some((code, what)) = stopped {
             let mut error = ToolError::new(
                 code,
                 format!(
-                    "`{}` {what}; it and every process it started were killed. {tails}",
+                    "`{}` {what}; it and every process it started were killed. {}",
                     self.program_text(),
+                    tails()
                 ),
             );
             error.unknowns = unknowns;
