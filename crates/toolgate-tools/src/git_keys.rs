@@ -161,11 +161,26 @@ pub(crate) const KEYS: &[GitKey] = &[
         runs: "git gui runs it",
     },
     GitKey {
-        sections: &["web"],
+        sections: &["web", "help"],
         sub: Sub::No,
         keys: &["browser"],
         value: Value::Program,
         runs: "git runs the browser on `help --web` and `instaweb`",
+    },
+    GitKey {
+        sections: &["hook"],
+        sub: Sub::Yes,
+        keys: &["command"],
+        value: Value::Program,
+        runs: "git runs it on the events `hook.NAME.event` names, as it runs a hook",
+    },
+    GitKey {
+        sections: &["init"],
+        sub: Sub::No,
+        keys: &["templatedir"],
+        value: Value::File,
+        runs: "git copies the directory into the repository it makes on `init` and `clone`, \
+               its `hooks/` among it, which then run",
     },
     GitKey {
         sections: &["credential"],
@@ -494,6 +509,12 @@ mod tests {
             ("Protocol.ext.Allow", Some(Value::Allow)),
             ("submodule.s.url", Some(Value::Url)),
             ("web.browser", Some(Value::Program)),
+            ("Help.Browser", Some(Value::Program)),
+            ("hook.lint.command", Some(Value::Program)),
+            ("HOOK.Lint.Command", Some(Value::Program)),
+            ("hook.command", None),
+            ("init.templateDir", Some(Value::File)),
+            ("init.x.templatedir", None),
             ("user.name", None),
         ];
         for (dotted, want) in table {
