@@ -193,6 +193,9 @@ struct Program {
     preload: &'static [&'static str],
     /// Options whose value is `key=value` configuration (`git -c`).
     config: &'static [&'static str],
+    /// Options whose value is `key=VARIABLE`, configuration taken from the environment
+    /// (`git --config-env`).
+    config_env: &'static [&'static str],
     /// Options whose value is a file the program runs instead of an operand (`awk -f`).
     script: &'static [&'static str],
     /// Other options that take a value, skipped with it.
@@ -225,6 +228,7 @@ const PROGRAMS: &[Program] = &[
         module: &["-m"],
         preload: NONE,
         config: NONE,
+        config_env: NONE,
         script: NONE,
         valued: &["-W", "-X", "-Q", "--check-hash-based-pycs"],
         ends_at_code: true,
@@ -251,6 +255,7 @@ const PROGRAMS: &[Program] = &[
             "--experimental-loader",
         ],
         config: NONE,
+        config_env: NONE,
         script: NONE,
         valued: &[
             "--env-file",
@@ -276,6 +281,7 @@ const PROGRAMS: &[Program] = &[
         module: NONE,
         preload: &["-M", "-m"],
         config: NONE,
+        config_env: NONE,
         script: NONE,
         valued: &["-I"],
         ends_at_code: false,
@@ -295,6 +301,7 @@ const PROGRAMS: &[Program] = &[
         module: NONE,
         preload: &["-r"],
         config: NONE,
+        config_env: NONE,
         script: NONE,
         valued: &["-I", "-C", "-E", "--encoding"],
         ends_at_code: false,
@@ -313,6 +320,7 @@ const PROGRAMS: &[Program] = &[
         module: NONE,
         preload: NONE,
         config: NONE,
+        config_env: NONE,
         script: &["-f"],
         valued: &["-c", "-d", "-z"],
         ends_at_code: false,
@@ -331,6 +339,7 @@ const PROGRAMS: &[Program] = &[
         module: NONE,
         preload: &["-l"],
         config: NONE,
+        config_env: NONE,
         script: NONE,
         valued: NONE,
         ends_at_code: false,
@@ -350,6 +359,7 @@ const PROGRAMS: &[Program] = &[
         module: NONE,
         preload: NONE,
         config: NONE,
+        config_env: NONE,
         script: NONE,
         valued: &["-o", "+o", "-O", "+O", "--rcfile", "--init-file"],
         ends_at_code: false,
@@ -369,6 +379,7 @@ const PROGRAMS: &[Program] = &[
         module: NONE,
         preload: NONE,
         config: NONE,
+        config_env: NONE,
         script: NONE,
         valued: &["-d", "--debug", "-o", "--debug-output", "--features"],
         ends_at_code: false,
@@ -388,6 +399,7 @@ const PROGRAMS: &[Program] = &[
         module: NONE,
         preload: &["-L", "--load"],
         config: NONE,
+        config_env: NONE,
         script: NONE,
         valued: &["--project", "-J", "--sysimage", "-t", "--threads"],
         ends_at_code: false,
@@ -407,6 +419,7 @@ const PROGRAMS: &[Program] = &[
         module: NONE,
         preload: &["-i", "--include", "-l", "--load"],
         config: NONE,
+        config_env: NONE,
         script: &["-f", "--file"],
         valued: &["-v", "-F", "--assign", "--field-separator"],
         ends_at_code: false,
@@ -425,13 +438,13 @@ const PROGRAMS: &[Program] = &[
         module: NONE,
         preload: NONE,
         config: &["-c"],
+        config_env: &["--config-env"],
         script: NONE,
         valued: &[
             "-C",
             "--git-dir",
             "--work-tree",
             "--namespace",
-            "--config-env",
             "--exec-path",
         ],
         ends_at_code: false,
@@ -453,6 +466,7 @@ const PROGRAMS: &[Program] = &[
         module: NONE,
         preload: NONE,
         config: NONE,
+        config_env: NONE,
         script: NONE,
         valued: &["--prefix", "-C", "-w", "--workspace", "-p", "--package"],
         ends_at_code: false,
@@ -473,6 +487,7 @@ const PROGRAMS: &[Program] = &[
         module: NONE,
         preload: &["-r", "--preload"],
         config: NONE,
+        config_env: NONE,
         script: NONE,
         valued: &["--cwd", "--config", "-c"],
         ends_at_code: false,
@@ -494,6 +509,7 @@ const PROGRAMS: &[Program] = &[
         module: NONE,
         preload: NONE,
         config: NONE,
+        config_env: NONE,
         script: NONE,
         valued: &["-p", "--package", "--prefix", "-w", "--workspace"],
         ends_at_code: false,
@@ -513,6 +529,7 @@ const PROGRAMS: &[Program] = &[
         module: NONE,
         preload: NONE,
         config: NONE,
+        config_env: NONE,
         script: NONE,
         valued: &["-C", "--dir", "--filter", "-F"],
         ends_at_code: false,
@@ -538,6 +555,7 @@ const PROGRAMS: &[Program] = &[
         module: NONE,
         preload: NONE,
         config: NONE,
+        config_env: NONE,
         script: NONE,
         valued: &["--cwd"],
         ends_at_code: false,
@@ -697,6 +715,7 @@ enum Kind {
     Module,
     Preload,
     Config,
+    ConfigEnv,
     Script,
     Valued,
 }
@@ -708,6 +727,7 @@ impl Program {
             (self.module, Kind::Module),
             (self.preload, Kind::Preload),
             (self.config, Kind::Config),
+            (self.config_env, Kind::ConfigEnv),
             (self.script, Kind::Script),
             (self.valued, Kind::Valued),
         ]
@@ -858,6 +878,10 @@ fn option(
         }
         Kind::Config => {
             config(arg, value, depth, out);
+            false
+        }
+        Kind::ConfigEnv => {
+            config_env(arg, value, out);
             false
         }
         Kind::Script => {
@@ -1339,6 +1363,36 @@ fn config(arg: &Arg<'_>, value: &str, depth: usize, out: &mut Analysis) {
             ),
         ),
     }
+}
+
+/// `git --config-env key=VARIABLE`: a key of [`git_keys::KEYS`] whose value git takes from
+/// the environment, which this line does not show: named, so that a person sees that what
+/// git runs is what the variable holds.
+fn config_env(arg: &Arg<'_>, value: &str, out: &mut Analysis) {
+    let Some((key, variable)) = value.split_once('=') else {
+        note(
+            out,
+            &arg.label,
+            "git configuration from the environment for this run",
+        );
+        return;
+    };
+    let shown = key.to_ascii_lowercase();
+    let row = git_keys::split(key)
+        .and_then(|(section, subsection, last)| git_keys::lookup(section, subsection, last));
+    let text = match row {
+        Some(row) => format!(
+            "git configuration `{shown}` takes its value from the environment variable \
+             `{variable}`, not shown here ({}): what git runs is what that variable holds, \
+             which is not bound",
+            row.runs
+        ),
+        None => format!(
+            "git configuration `{shown}` for this run, from the environment variable \
+             `{variable}`"
+        ),
+    };
+    note(out, &arg.label, &text);
 }
 
 /// What a URL git contacts makes it run (`what` says where the URL is): the command of an
@@ -1882,6 +1936,26 @@ mod tests {
                 &["git", "-c", "core.hooksPath=hooks", "commit"],
                 &["hooks/pre-commit", "hooks/commit-msg"],
                 &["`core.hookspath` names a program"],
+            ),
+            (
+                &["git", "--config-env=Core.HooksPath=H", "commit"],
+                &[],
+                &["`core.hookspath` takes its value from the environment variable `H`"],
+            ),
+            (
+                &["git", "--config-env", "alias.t=A", "t"],
+                &[],
+                &["`alias.t` takes its value from the environment variable `A`"],
+            ),
+            (
+                &["git", "-c", "hook.lint.command=./bin/lint", "commit"],
+                &["./bin/lint"],
+                &["`hook.lint.command` names a program"],
+            ),
+            (
+                &["git", "-c", "init.templateDir=./tpl", "clone", "u", "d"],
+                &["./tpl"],
+                &["`init.templatedir` names a program"],
             ),
             (
                 &["git", "-c", "gpg.ssh.defaultKeyCommand=./bin/key", "commit"],
