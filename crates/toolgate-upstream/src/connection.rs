@@ -805,14 +805,18 @@ impl Rpc for Connection {
     fn kill(&self) {
         self.dead.store(true, Ordering::SeqCst);
         // The tree is ended before anything else: a process that stopped reading its input
-        // keeps the writer thread blocked on the pipe until the process is gone. A second
-        // caller waits for the first one's end and is told the same.
-        let end = lock(&self.tree).end();
+        // keeps the writer thread blocked on the pipe until the process is gone.
+        let mut tree = lock(&self.tree);
+        let end = tree.end();
         // Its files that run later are compared once the tree is gone, not before; its
-        // temporary directory and proxy go with it.
+        // temporary directory and proxy go with it. The tree stays locked until then, so
+        // that a second caller returns only once the first has concluded, and finds what
+        // it said in `unended` (otherwise it could take `None` there first, and a stop
+        // that was not clean would be said to nobody).
         if let Some(confined) = lock(&self.confined).take() {
             self.conclude(confined, &end);
         }
+        drop(tree);
         // Closing the queue ends the writer thread once it is no longer blocked.
         drop(lock(&self.stdin).take());
     }
