@@ -48,9 +48,8 @@ pub(super) fn command_files(
         let named = cwd.join(&interpreter);
         let env = named.file_name().is_some_and(|name| name == "env");
         files.push(named);
-        let word = arg.as_deref().and_then(|arg| arg.split([' ', '\t']).next());
-        if let Some(word) = word.filter(|word| env && !word.starts_with('-')) {
-            files.extend(looked_up(word, path, cwd).0);
+        if env {
+            files.extend(env_looks_up(arg.as_deref().unwrap_or_default(), path, cwd));
         }
     }
     for (index, arg) in args.iter().enumerate() {
@@ -61,6 +60,46 @@ pub(super) fn command_files(
         }
     }
     files
+}
+
+/// Every place `/usr/bin/env` given `arg` (the rest of a `#!` line) looks for its program:
+/// `-S` (alone, joined to its value as in `-iStool`, or `--split-string=`) splits the line
+/// into words; the value of `-u`, `-C` or `-a` is skipped, and so are other options and
+/// `NAME=VALUE` words; each word left may be the program or one it is given (at worst a
+/// place too many), found in the `PATH` a `PATH=` word before it sets, else `path`.
+fn env_looks_up(arg: &str, path: &str, cwd: &Path) -> Vec<PathBuf> {
+    let mut path = path;
+    let mut places = Vec::new();
+    let mut value_next = false;
+    for word in arg.split([' ', '\t']).filter(|word| !word.is_empty()) {
+        if std::mem::take(&mut value_next) {
+            continue;
+        }
+        let word = if let Some(long) = word.strip_prefix("--") {
+            value_next = matches!(long, "unset" | "chdir" | "argv0");
+            long.strip_prefix("split-string=").unwrap_or_default()
+        } else if let Some(short) = word.strip_prefix('-') {
+            // The first option of a cluster that takes a value takes the rest of the word,
+            // or the next word when nothing is left.
+            match short.find(['S', 'u', 'C', 'a']) {
+                Some(at) if short[at..].starts_with('S') => &short[at + 1..],
+                Some(at) => {
+                    value_next = short.len() == at + 1;
+                    ""
+                }
+                None => "",
+            }
+        } else {
+            word
+        };
+        match word.split_once('=') {
+            _ if word.is_empty() => {}
+            Some(("PATH", set)) => path = set,
+            Some(_) => {}
+            None => places.extend(looked_up(word, path, cwd).0),
+        }
+    }
+    places
 }
 
 /// Where the program `name` is looked for: `cwd` joined with it when it has a `/`; else each
@@ -265,6 +304,18 @@ mod tests {
         write(&out.join("bin/tool"), "#!/bin/sh\n", 0o755);
         write(&out.join("script"), &format!("#!{w}/bin/tool -x\n"), 0o755);
         write(&out.join("by-env"), "#!/usr/bin/env tool\n", 0o755);
+        write(&out.join("env-s"), "#!/usr/bin/env -S tool -x\n", 0o755);
+        write(&out.join("env-is"), "#!/usr/bin/env -iStool\n", 0o755);
+        write(
+            &out.join("env-u"),
+            "#!/usr/bin/env -S -u HOME tool\n",
+            0o755,
+        );
+        write(
+            &out.join("env-path"),
+            &format!("#!/usr/bin/env -S PATH={w}/bin tool\n"),
+            0o755,
+        );
         std::os::unix::fs::symlink(ws.join("server.py"), out.join("in-link")).unwrap();
         let inside = |file: &str| format!("`{file}` is inside the workspace `{w}`");
         let leads = |file: &str, place: &str| format!("`{file}` leads to `{place}`, inside");
@@ -358,6 +409,31 @@ mod tests {
                 format!("{ws_bin}:{sys}"),
                 Some(inside(&format!("{w}/bin/tool"))),
             ),
+            // What `env -S` looks up, past its options, or in the `PATH` it sets.
+            (
+                cmd(&[&format!("{o}/env-s")]),
+                &out,
+                format!("{ws_bin}:{sys}"),
+                Some(inside(&format!("{w}/bin/tool"))),
+            ),
+            (
+                cmd(&[&format!("{o}/env-is")]),
+                &out,
+                format!("{ws_bin}:{sys}"),
+                Some(inside(&format!("{w}/bin/tool"))),
+            ),
+            (
+                cmd(&[&format!("{o}/env-u")]),
+                &out,
+                format!("{ws_bin}:{sys}"),
+                Some(inside(&format!("{w}/bin/tool"))),
+            ),
+            (
+                cmd(&[&format!("{o}/env-path")]),
+                &out,
+                format!("{out_bin}:{sys}"),
+                Some(inside(&format!("{w}/bin/tool"))),
+            ),
             // Python importing from a working directory in the workspace.
             (
                 cmd(&["python3", "-m", "server"]),
@@ -417,6 +493,12 @@ mod tests {
                 Some(inside(&format!("{w}/server.py"))),
             ),
             (cmd(&["tool"]), &ws, format!("{out_bin}:{ws_bin}"), None),
+            (
+                cmd(&[&format!("{o}/env-s")]),
+                &out,
+                format!("{out_bin}:{ws_bin}"),
+                None,
+            ),
             (
                 cmd(&[&format!("{o}/by-env")]),
                 &out,
