@@ -80,7 +80,7 @@ pub use env::{is_allowed, is_denied, scrub_env, utf8_env};
 pub use household::{Spawning, become_subreaper, no_unregistered_children, own_child, spawning};
 pub use procs::ProcessId;
 pub use program::resolve_program;
-pub use serving::{ServerEnd, ServerPipes, ServerTree};
+pub use serving::{Busy, ServerEnd, ServerPipes, ServerTree};
 pub use tree::{TreeObserver, observe_every_command};
 pub use watchdog::{Watchdog, run_watchdog};
 

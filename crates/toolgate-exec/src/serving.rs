@@ -9,8 +9,9 @@
 //! child; moved into a cgroup of its own where toolgate's cgroup is delegated to it
 //! ([`crate::cgroup_tier`]); its tree told to the observer (the watchdog).
 //!
-//! While it serves, a thread of its own looks at the tree (every [`FOLLOW`] while it changes,
-//! backing off to [`FOLLOW_QUIET`] while it does not): what it starts is
+//! While it serves, a thread of its own looks at the tree (every [`FOLLOW`] while it changes
+//! or is given work ([`Busy`]), backing off to [`FOLLOW_QUIET`] while it does not): what it
+//! starts is
 //! claimed and told to the observer (so the watchdog can end it should toolgate be killed),
 //! and the zombies of what it left are reaped (toolgate adopts them as the subreaper). An
 //! orphan nothing proves the server's is left to a command running beside it that may have
@@ -51,12 +52,35 @@ pub struct ServerTree {
     running: Arc<Mutex<Running>>,
     /// The leader's pid.
     pid: u32,
-    /// The thread that follows the tree while it serves, and the way to stop it.
-    follower: Option<(mpsc::Sender<()>, JoinHandle<()>)>,
+    /// The thread that follows the tree while it serves, and the way to tell it.
+    follower: Option<(mpsc::Sender<Tell>, JoinHandle<()>)>,
     /// What was known to be missing before it ran (no cgroup of its own, say).
     notes: Vec<String>,
     /// How it ended, once it did: asked again, the same answer.
     end: Option<ServerEnd>,
+}
+
+/// What a [`ServerTree`]'s follower is told.
+#[derive(Debug)]
+enum Tell {
+    /// The server was given work: look again within [`FOLLOW`].
+    Busy,
+    /// The tree is being ended or dropped.
+    Stop,
+}
+
+/// Tells a [`ServerTree`]'s follower that the server was just given work (a request), on
+/// which it may start processes: the next look comes within [`FOLLOW`], however quiet the
+/// tree was, so that what the work started is known to the observer (the watchdog) soon
+/// rather than after up to [`FOLLOW_QUIET`].
+#[derive(Debug, Clone)]
+pub struct Busy(mpsc::Sender<Tell>);
+
+impl Busy {
+    /// One message on a channel: nothing is looked at here.
+    pub fn tell(&self) {
+        let _ = self.0.send(Tell::Busy);
+    }
 }
 
 /// The standard streams of a [`ServerTree`]'s leader, as its command asked for them.
@@ -121,13 +145,13 @@ impl ServerTree {
         let running = Running::new(child, observer, cgroup)?;
         running.tree.serving(true);
         let running = Arc::new(Mutex::new(running));
-        let (stop, stopped) = mpsc::channel();
+        let (tell, told) = mpsc::channel();
         let followed = Arc::clone(&running);
         let follower = std::thread::Builder::new()
             .name(format!("follow-{pid}"))
-            .spawn(move || follow(&followed, &stopped));
+            .spawn(move || follow(&followed, &told));
         // Dropping the tree kills what was started.
-        let follower = Some((stop, follower?));
+        let follower = Some((tell, follower?));
         Ok((
             ServerTree {
                 running,
@@ -138,6 +162,11 @@ impl ServerTree {
             },
             pipes,
         ))
+    }
+
+    /// The handle that tells the follower the server was given work; `None` once ended.
+    pub fn busy(&self) -> Option<Busy> {
+        self.follower.as_ref().map(|(tell, _)| Busy(tell.clone()))
     }
 
     /// The leader's pid: its process group too. It stays the leader's until [`ServerTree::end`]
@@ -153,8 +182,8 @@ impl ServerTree {
         if let Some(end) = &self.end {
             return end.clone();
         }
-        if let Some((stop, thread)) = self.follower.take() {
-            let _ = stop.send(());
+        if let Some((tell, thread)) = self.follower.take() {
+            let _ = tell.send(Tell::Stop);
             let _ = thread.join();
         }
         let mut unknowns = std::mem::take(&mut self.notes);
@@ -212,31 +241,42 @@ impl ServerTree {
 impl Drop for ServerTree {
     fn drop(&mut self) {
         // The tree is killed by `Running`'s own drop once the follower has let go of it.
-        if let Some((stop, thread)) = self.follower.take() {
-            let _ = stop.send(());
+        if let Some((tell, thread)) = self.follower.take() {
+            let _ = tell.send(Tell::Stop);
             let _ = thread.join();
         }
     }
 }
 
 /// The follower: looks at the tree until told to stop, every [`FOLLOW`] after a look found a
-/// process new, twice as long after each that found none, up to [`FOLLOW_QUIET`].
-fn follow(running: &Mutex<Running>, stop: &mpsc::Receiver<()>) {
+/// process new or the server was given work, twice as long after each that found none, up to
+/// [`FOLLOW_QUIET`].
+fn follow(running: &Mutex<Running>, told: &mpsc::Receiver<Tell>) {
     let mut every = FOLLOW;
+    let mut next = Instant::now() + every;
     loop {
-        match stop.recv_timeout(every) {
+        match told.recv_timeout(next.saturating_duration_since(Instant::now())) {
             Err(RecvTimeoutError::Timeout) => {}
-            Ok(()) | Err(RecvTimeoutError::Disconnected) => return,
+            // Brought nearer, never put off: work given more often than every `FOLLOW`
+            // cannot keep the look from being taken.
+            Ok(Tell::Busy) => {
+                every = FOLLOW;
+                next = next.min(Instant::now() + FOLLOW);
+                continue;
+            }
+            Ok(Tell::Stop) | Err(RecvTimeoutError::Disconnected) => return,
         }
         // A look that cannot be taken now may be taken next time; the end looks again.
         let Ok(table) = procs::family(household::me()) else {
             every = FOLLOW;
+            next = Instant::now() + every;
             continue;
         };
         let mut running = lock(running);
         let known = running.tree.known_count();
         running.tree.update(&table, Instant::now());
         every = next_look(every, running.tree.known_count() != known);
+        next = Instant::now() + every;
     }
 }
 

@@ -110,3 +110,79 @@ fn nothing_a_server_starts_outlives_its_end() {
         assert!(late.is_empty(), "{name}: running later: {late:?}");
     }
 }
+
+/// Records when each process of a tree was told of, as the watchdog is told.
+#[derive(Debug, Default)]
+struct Told(std::sync::Mutex<Vec<(i32, Instant)>>);
+
+impl toolgate_exec::TreeObserver for Told {
+    fn started(&self, _call: u64, _leader: toolgate_exec::ProcessId) -> std::io::Result<()> {
+        Ok(())
+    }
+    fn saw(&self, _call: u64, process: toolgate_exec::ProcessId) {
+        self.0.lock().unwrap().push((process.pid, Instant::now()));
+    }
+    fn ended(&self, _call: u64) {}
+}
+
+/// A server given work after a long quiet spell (its tree looked at only every 1.6 s by then)
+/// is looked at again within 100 ms of being told so: what the work started is told to the
+/// observer — the watchdog, which ends it should toolgate be killed — at once, not up to
+/// 1.6 s later.
+#[test]
+fn a_server_given_work_is_looked_at_soon() {
+    use std::io::Write as _;
+    let dir = tempfile::tempdir().unwrap();
+    let mut command = Command::new(system_program("sh"));
+    command
+        .args(["-c", "read x; sleep 30 & echo $! > pid; read y"])
+        .current_dir(dir.path())
+        .env_clear()
+        .envs(env())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let told = std::sync::Arc::new(Told::default());
+    let observer: std::sync::Arc<dyn toolgate_exec::TreeObserver> = told.clone();
+    let started = Instant::now();
+    let (mut server, pipes) = ServerTree::spawn(&mut command, Some(observer)).unwrap();
+    let mut stdin = pipes.stdin.unwrap();
+    // Quiet since it started: looked at 0.1, 0.3, 0.7, 1.5 and 3.1 s in, next at 4.7 s.
+    std::thread::sleep(Duration::from_millis(3300).saturating_sub(started.elapsed()));
+    let given = Instant::now();
+    stdin.write_all(b"work\n").unwrap();
+    server.busy().unwrap().tell();
+    let pid_file = dir.path().join("pid");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !pid_file.exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let pid: i32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let deadline = given + Duration::from_secs(3);
+    let seen = loop {
+        let seen = told
+            .0
+            .lock()
+            .unwrap()
+            .iter()
+            .find(|(p, _)| *p == pid)
+            .map(|(_, at)| *at);
+        if seen.is_some() || Instant::now() >= deadline {
+            break seen;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    let end = server.end();
+    kill_left(&[u32::try_from(pid).unwrap()]);
+    let seen = seen.expect("the process the work started was never told of");
+    assert!(
+        seen.saturating_duration_since(given) < Duration::from_millis(700),
+        "told of {:?} after the work was given",
+        seen.saturating_duration_since(given)
+    );
+    assert!(end.ended, "{end:?}");
+}

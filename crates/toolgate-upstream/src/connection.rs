@@ -484,6 +484,9 @@ pub struct Connection {
     tree: Mutex<ServerTree>,
     /// The leader's pid, which stays its own until the tree is ended.
     pid: u32,
+    /// Tells the look at the tree that the process was given work, on which it may start
+    /// processes: looked at soon, the watchdog knows them should toolgate be killed.
+    busy: Option<toolgate_exec::Busy>,
     /// The process's sandbox, temporary directory and proxy; ended once the process is gone.
     confined: Mutex<Option<Confined>>,
     /// Why the last stop was not clean, until the supervisor takes it ([`Rpc::unended`]).
@@ -573,6 +576,7 @@ impl Connection {
             abandoned: Mutex::new(VecDeque::new()),
             next_id: AtomicU64::new(1),
             pid: tree.pid(),
+            busy: tree.busy(),
             tree: Mutex::new(tree),
             confined: Mutex::new(Some(confined)),
             unended: Mutex::new(None),
@@ -963,7 +967,12 @@ impl Connection {
             tokio::pin!(room);
             room.as_mut().enable();
             line = match self.offer(&queue, line, deadline, cancel)? {
-                None => return Ok(()),
+                None => {
+                    if let Some(busy) = &self.busy {
+                        busy.tell();
+                    }
+                    return Ok(());
+                }
                 Some(back) => back,
             };
             tokio::select! {

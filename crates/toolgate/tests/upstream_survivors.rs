@@ -336,7 +336,8 @@ fn nothing_an_upstream_leaves_outlives_a_toolgate_killed_outright() {
         let left_at = Instant::now();
         let pid = setup.pid(row.how);
         let _reaped = Reaped(pid);
-        // A few looks at the upstream's tree (one every 100 ms) have been taken.
+        // A few looks at the upstream's tree have been taken: the call brought the next one
+        // within 100 ms, and they follow 200 and 400 ms after that.
         std::thread::sleep(Duration::from_millis(500));
         serving.child.kill().unwrap();
         serving.child.wait().unwrap();
