@@ -7,10 +7,11 @@ use std::sync::Arc;
 
 use serde_json::json;
 use toolgate_core::{NormalizeBounds, RawArguments, RawCall, Status};
+use toolgate_workspace::Workspace;
 
 use crate::cli::{self, CallArgs, Cli, Command, ProposedCall, ToolsCommand};
 use crate::gate::{Gate, open_workspace};
-use crate::settings::Settings;
+use crate::settings::{ConfigError, Settings};
 use crate::terminal::{self, errln, outln};
 use crate::{approve, audit, console, sandbox, serve, upstream};
 
@@ -163,15 +164,20 @@ fn explain(args: &ProposedCall) -> anyhow::Result<u8> {
 /// The registry as configured, over the current directory. Listing starts nothing: no
 /// upstream, no command.
 fn registry_for_listing(config: Option<&Path>) -> anyhow::Result<Gate> {
-    registry_of(config, Path::new("."))
+    registry_of(config, Path::new("."), Gate::listed)
 }
 
-/// The registry as configured over `workspace`, its project configuration applied as far as
-/// it is trusted. Starts nothing.
-fn registry_of(config: Option<&Path>, workspace: &Path) -> anyhow::Result<Gate> {
+/// The registry as configured over `workspace` by `gate` ([`Gate::configured`] or
+/// [`Gate::listed`]), its project configuration applied as far as it is trusted. Starts
+/// nothing.
+fn registry_of(
+    config: Option<&Path>,
+    workspace: &Path,
+    gate: fn(Arc<Settings>, Arc<Workspace>) -> Result<Gate, ConfigError>,
+) -> anyhow::Result<Gate> {
     let workspace = open_workspace(workspace)?;
     let settings = Arc::new(Settings::load_for(config, workspace.root())?);
-    Ok(Gate::configured(settings, workspace)?)
+    Ok(gate(settings, workspace)?)
 }
 
 fn tools_list(
@@ -339,7 +345,7 @@ fn summary_lines(head: &str, description: &str, width: Option<usize>) -> String 
 }
 
 fn check(config: Option<&Path>, workspace: &Path) -> anyhow::Result<u8> {
-    let gate = registry_of(config, workspace)?;
+    let gate = registry_of(config, workspace, Gate::configured)?;
     outln!("configuration: {}", gate.settings.display_path());
     if let Some(project) = &gate.settings.project {
         crate::trust::print_project(&crate::trust::view(project));

@@ -46,9 +46,31 @@ impl Gate {
     /// The registry and policy `settings` describe over `workspace`, with nothing started:
     /// admitted upstream tools are registered from their pins, and no upstream lists
     /// candidates.
+    ///
+    /// A hook or upstream that runs a file a command could change in the workspace is refused
+    /// here (see [`HookSpec::outside_workspace`](crate::settings::hooks::HookSpec::outside_workspace) and
+    /// [`upstream_files_outside`]).
     pub fn configured(
         settings: Arc<Settings>,
         workspace: Arc<Workspace>,
+    ) -> Result<Gate, ConfigError> {
+        Gate::assembled(settings, workspace, true)
+    }
+
+    /// As [`Gate::configured`], for a listing of its tools that runs nothing over the current
+    /// directory (`tools list`, the lint's tool names): it is not taken for a workspace a hook
+    /// or upstream runs in, so one whose files lie there is not refused. Its pipelines are
+    /// never run.
+    pub fn listed(settings: Arc<Settings>, workspace: Arc<Workspace>) -> Result<Gate, ConfigError> {
+        Gate::assembled(settings, workspace, false)
+    }
+
+    /// The gate of `settings` over `workspace`; `runs`: its hooks and upstreams will run there,
+    /// so none may run a file of it a command could change.
+    fn assembled(
+        settings: Arc<Settings>,
+        workspace: Arc<Workspace>,
+        runs: bool,
     ) -> Result<Gate, ConfigError> {
         let tools = settings.configured_tools(toolgate_tools::builtin_confined(
             Arc::clone(&workspace),
@@ -65,6 +87,12 @@ impl Gate {
                     Arc::clone(&settings.sandbox.confinement),
                     workspace.root().to_path_buf(),
                 )
+                .and_then(|hook| {
+                    if runs {
+                        hook.outside_workspace()?;
+                    }
+                    Ok(hook)
+                })
                 .map_err(|detail| ConfigError {
                     file: spec.at.0.clone(),
                     line: spec.at.1,
@@ -73,7 +101,7 @@ impl Gate {
                 Ok(Arc::new(hook) as Arc<dyn Hook>)
             })
             .collect::<Result<_, ConfigError>>()?;
-        for spec in &settings.upstreams {
+        for spec in settings.upstreams.iter().filter(|_| runs) {
             upstream_files_outside(&settings, spec, workspace.root())?;
         }
         Ok(Gate {

@@ -181,15 +181,14 @@ pub struct ProcessHook {
 
 impl ProcessHook {
     /// The hook of `spec` run in the workspace at `cwd` (its canonical root), whose files
-    /// named relative to it are digested now. A hook that runs or reads a file a command could
-    /// change there is refused (see [`HookSpec::outside_workspace`]).
+    /// named relative to it are digested now. Before it runs, [`ProcessHook::outside_workspace`]
+    /// must pass.
     pub fn new(
         spec: HookSpec,
         confinement: Arc<Confinement>,
         cwd: PathBuf,
     ) -> Result<Self, String> {
         let spec = spec.in_directory(&cwd)?;
-        spec.outside_workspace(&cwd)?;
         Ok(ProcessHook {
             spec,
             confinement,
@@ -197,6 +196,12 @@ impl ProcessHook {
             sealed: Mutex::new(Vec::new()),
             idle: Mutex::new(Vec::new()),
         })
+    }
+
+    /// Refuses the hook when it runs or reads a file a command could change in its workspace
+    /// (see [`HookSpec::outside_workspace`]).
+    pub fn outside_workspace(&self) -> Result<(), String> {
+        self.spec.outside_workspace(&self.cwd)
     }
 
     /// A sealed copy of each of the hook's files whose bytes are those taken at load; a file
@@ -557,7 +562,9 @@ mod tests {
         let confinement = Arc::new(Confinement::dangerous_unconfined());
         let ws = dir.join("ws");
         std::fs::create_dir_all(&ws).unwrap();
-        ProcessHook::new(spec, confinement, ws.canonicalize().unwrap()).unwrap()
+        let hook = ProcessHook::new(spec, confinement, ws.canonicalize().unwrap()).unwrap();
+        hook.outside_workspace().unwrap();
+        hook
     }
 
     fn answer(

@@ -476,7 +476,7 @@ fn gate_tool_names(settings: &Arc<Settings>) -> Vec<String> {
     let Ok(workspace) = crate::gate::open_workspace(Path::new(".")) else {
         return Vec::new();
     };
-    match crate::gate::Gate::configured(Arc::clone(settings), workspace) {
+    match crate::gate::Gate::listed(Arc::clone(settings), workspace) {
         Ok(gate) => gate
             .registry
             .tools()

@@ -431,6 +431,22 @@ fn a_hook_file_a_command_could_change_is_refused_at_start() {
         "{stderr}"
     );
     assert!(output.stdout.is_empty(), "{output:?}");
+
+    // `toolgate tools list` runs nothing: run from the directory holding the hook, or the one
+    // above it, it lists the tools and takes neither for a workspace the hook runs in.
+    for dir in [script.parent().unwrap(), setup.ws.as_path()] {
+        let output = setup
+            .toolgate()
+            .args(["tools", "list", "--config"])
+            .arg(&setup.config)
+            .current_dir(dir)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert!(output.status.success(), "{dir:?}: {output:?}");
+        assert!(stdout.contains("read_file"), "{stdout}");
+    }
 }
 
 /// `toolgate serve` over a workspace holding `a.txt` (`alpha`), in a home of its own, with one
