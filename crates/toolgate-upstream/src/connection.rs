@@ -546,9 +546,9 @@ impl Connection {
         };
         let stderr = pipes.stderr;
         let (Some(stdin), Some(stdout)) = (pipes.stdin, pipes.stdout) else {
-            end_at_start(&mut tree, confined);
+            let unended = end_at_start(&spec.name, &mut tree, confined);
             return Err(Fault::Unavailable(format!(
-                "upstream `{}` started without pipes",
+                "upstream `{}` started without pipes{unended}",
                 spec.name
             )));
         };
@@ -558,9 +558,9 @@ impl Connection {
             rustix::fs::fcntl_setfl(&stdin, flags | rustix::fs::OFlags::NONBLOCK)
         });
         if let Err(e) = nonblocking {
-            end_at_start(&mut tree, confined);
+            let unended = end_at_start(&spec.name, &mut tree, confined);
             return Err(Fault::Unavailable(format!(
-                "cannot set up the input of upstream `{}`: {e}",
+                "cannot set up the input of upstream `{}`: {e}{unended}",
                 spec.name
             )));
         }
@@ -614,21 +614,25 @@ impl Connection {
         }
         Ok(connection)
     }
+}
 
-    /// Ends the confinement of a process whose tree was ended as `end` says: compared (and
-    /// put back) when the tree is known to be gone; otherwise compared all the same, and the
-    /// stop kept as not clean, with what the comparison found, for [`Rpc::unended`].
-    fn conclude(&self, mut confined: Confined, end: &toolgate_exec::ServerEnd) {
-        if end.ended {
-            confined.end();
-            return;
-        }
-        let found = confined.undo_later_changes();
-        let sandboxed = confined.prepared().is_some();
-        // Its temporary directory and proxy end as they would: nothing else may use them.
-        let _ = confined.stop();
-        *lock(&self.unended) = unended_sentence(&self.upstream, end, found, sandboxed);
+/// Ends the confinement of upstream `upstream`'s process whose tree was ended as `end` says:
+/// compared (and put back) when the tree is known to be gone; otherwise compared all the same,
+/// and what is said of a stop that was not clean returned, with what the comparison found.
+fn conclude(
+    upstream: &str,
+    mut confined: Confined,
+    end: &toolgate_exec::ServerEnd,
+) -> Option<String> {
+    if end.ended {
+        confined.end();
+        return None;
     }
+    let found = confined.undo_later_changes();
+    let sandboxed = confined.prepared().is_some();
+    // Its temporary directory and proxy end as they would: nothing else may use them.
+    let _ = confined.stop();
+    unended_sentence(upstream, end, found, sandboxed)
 }
 
 /// What is said of the stop of upstream `upstream` whose tree ended as `end` says, after its
@@ -659,15 +663,12 @@ fn unended_sentence(
     ))
 }
 
-/// Ends the tree of a process that failed to start right, and its confinement.
-fn end_at_start(tree: &mut ServerTree, confined: Confined) {
-    if tree.end().ended {
-        confined.end();
-    } else {
-        let mut confined = confined;
-        let _ = confined.undo_later_changes();
-        let _ = confined.stop();
-    }
+/// Ends the tree of a process that failed to start right, and its confinement: what is said
+/// of a stop that was not clean, to be added to the start's failure (before, it was said to
+/// nobody), or nothing.
+fn end_at_start(upstream: &str, tree: &mut ServerTree, confined: Confined) -> String {
+    conclude(upstream, confined, &tree.end())
+        .map_or_else(String::new, |unended| format!("; {unended}"))
 }
 
 /// Copies what an upstream writes to its standard error onto toolgate's, with every control
@@ -818,7 +819,7 @@ impl Rpc for Connection {
         // it said in `unended` (otherwise it could take `None` there first, and a stop
         // that was not clean would be said to nobody).
         if let Some(confined) = lock(&self.confined).take() {
-            self.conclude(confined, &end);
+            *lock(&self.unended) = conclude(&self.upstream, confined, &end);
         }
         drop(tree);
         // Closing the queue ends the writer thread once it is no longer blocked.
