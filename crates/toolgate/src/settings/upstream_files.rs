@@ -29,28 +29,59 @@ const DEFAULT_PATH: &str = "/bin:/usr/bin";
 /// Every file starting `program` with `args` in `cwd` (absolute) runs or has read, with
 /// `path` (the process's `PATH`): the program (named with a `/`: relative to `cwd`; else
 /// every place the `PATH` search looks, up to the first executable file), the interpreter
-/// its `#!` line names (a `/usr/bin/env NAME` line: every place `NAME` is looked for too),
-/// and each argument that names a file (absolute, or relative to `cwd`), or names nothing
-/// yet and has a `/` (a command could create it). Options, directories and the code after
-/// `-c` or `-e` are not files it runs.
+/// its `#!` line names, and each argument that names a file (absolute, or relative to
+/// `cwd`), or names nothing yet and has a `/` (a command could create it). Options,
+/// directories and the code after `-c` or `-e` are not files it runs. Where the program or
+/// the interpreter is `env`, the files of the command it runs (see [`past_env`]) instead.
 pub(super) fn command_files(
     program: &str,
     args: &[String],
     cwd: &Path,
     path: Option<&str>,
 ) -> Vec<PathBuf> {
-    let path = path.unwrap_or(DEFAULT_PATH);
-    let (mut files, found) = looked_up(program, path, cwd);
+    let mut files = Vec::new();
+    started(
+        program,
+        args,
+        cwd,
+        path.unwrap_or(DEFAULT_PATH),
+        MAX_ENV,
+        &mut files,
+    );
+    files
+}
+
+/// How many `env` in a row are followed (`env env tool`, a `#!/usr/bin/env` script run by
+/// one), so that a script whose `#!` line runs itself ends.
+const MAX_ENV: usize = 8;
+
+/// [`command_files`] into `files`, `depth` more `env` followed.
+fn started(
+    program: &str,
+    args: &[String],
+    cwd: &Path,
+    path: &str,
+    depth: usize,
+    files: &mut Vec<PathBuf>,
+) {
+    let (places, found) = looked_up(program, path, cwd);
+    files.extend(places);
     let line = found
         .and_then(|found| crate::hook::read_regular(&found).ok())
         .and_then(|(_, bytes)| shebang(&bytes));
     if let Some((interpreter, arg)) = line {
-        let named = cwd.join(&interpreter);
-        let env = named.file_name().is_some_and(|name| name == "env");
-        files.push(named);
-        if env {
-            files.extend(env_looks_up(arg.as_deref().unwrap_or_default(), path, cwd));
-        }
+        files.push(cwd.join(&interpreter));
+        // Linux gives env the line's rest as one word, which it splits only after `-S`:
+        // split always, at worst a place too many.
+        let words: Vec<String> = arg
+            .iter()
+            .flat_map(|arg| arg.split_whitespace())
+            .map(str::to_owned)
+            .collect();
+        through_env(&interpreter, &words, cwd, path, depth, files);
+    }
+    if through_env(program, args, cwd, path, depth, files) {
+        return;
     }
     for (index, arg) in args.iter().enumerate() {
         let file = cwd.join(arg);
@@ -59,47 +90,92 @@ pub(super) fn command_files(
             files.push(file);
         }
     }
-    files
 }
 
-/// Every place `/usr/bin/env` given `arg` (the rest of a `#!` line) looks for its program:
-/// `-S` (alone, joined to its value as in `-iStool`, or `--split-string=`) splits the line
-/// into words; the value of `-u`, `-C` or `-a` is skipped, and so are other options and
-/// `NAME=VALUE` words; each word left may be the program or one it is given (at worst a
-/// place too many), found in the `PATH` a `PATH=` word before it sets, else `path`.
-fn env_looks_up(arg: &str, path: &str, cwd: &Path) -> Vec<PathBuf> {
-    let mut path = path;
-    let mut places = Vec::new();
-    let mut value_next = false;
-    for word in arg.split([' ', '\t']).filter(|word| !word.is_empty()) {
-        if std::mem::take(&mut value_next) {
+/// Whether `program` is `env` run with `args`, and then the files of the command it runs
+/// into `files`.
+fn through_env(
+    program: &str,
+    args: &[String],
+    cwd: &Path,
+    path: &str,
+    depth: usize,
+    files: &mut Vec<PathBuf>,
+) -> bool {
+    if !is_env(program) || depth == 0 {
+        return false;
+    }
+    if let Some((inner, inner_args, set)) = past_env(args) {
+        let path = set.as_deref().unwrap_or(path);
+        started(&inner, &inner_args, cwd, path, depth - 1, files);
+    }
+    true
+}
+
+fn is_env(program: &str) -> bool {
+    Path::new(program)
+        .file_name()
+        .is_some_and(|name| name == "env")
+}
+
+/// The program `env` given `args` runs, its arguments, and the `PATH` a `PATH=` word sets:
+/// past its options (the value of `-u`, `-C` and `-a` skipped; that of `-S`, alone, joined as
+/// in `-iStool`, or `--split-string=`, split into words) and its `NAME=VALUE` words.
+fn past_env(args: &[String]) -> Option<(String, Vec<String>, Option<String>)> {
+    let mut words: std::collections::VecDeque<String> = args.iter().cloned().collect();
+    let mut path = None;
+    let split = |words: &mut std::collections::VecDeque<String>, value: &str| {
+        for word in value.split_whitespace().rev() {
+            words.push_front(word.to_owned());
+        }
+    };
+    while let Some(word) = words.pop_front() {
+        if word == "--" {
             continue;
         }
-        let word = if let Some(long) = word.strip_prefix("--") {
-            value_next = matches!(long, "unset" | "chdir" | "argv0");
-            long.strip_prefix("split-string=").unwrap_or_default()
+        if let Some(long) = word.strip_prefix("--") {
+            match long.split_once('=') {
+                Some(("split-string", value)) => split(&mut words, value),
+                Some(_) => {}
+                None if matches!(long, "unset" | "chdir" | "argv0") => {
+                    words.pop_front();
+                }
+                None => {}
+            }
         } else if let Some(short) = word.strip_prefix('-') {
             // The first option of a cluster that takes a value takes the rest of the word,
             // or the next word when nothing is left.
-            match short.find(['S', 'u', 'C', 'a']) {
-                Some(at) if short[at..].starts_with('S') => &short[at + 1..],
-                Some(at) => {
-                    value_next = short.len() == at + 1;
-                    ""
+            if let Some(at) = short.find(['S', 'u', 'C', 'a']) {
+                let rest = &short[at + 1..];
+                let value = match rest {
+                    "" => words.pop_front().unwrap_or_default(),
+                    rest => rest.to_owned(),
+                };
+                if short[at..].starts_with('S') {
+                    split(&mut words, &value);
                 }
-                None => "",
+            }
+        } else if let Some((name, value)) = word.split_once('=') {
+            if name == "PATH" {
+                path = Some(value.to_owned());
             }
         } else {
-            word
-        };
-        match word.split_once('=') {
-            _ if word.is_empty() => {}
-            Some(("PATH", set)) => path = set,
-            Some(_) => {}
-            None => places.extend(looked_up(word, path, cwd).0),
+            return Some((word, words.into(), path));
         }
     }
-    places
+    None
+}
+
+/// `program` with `args`, or the command the `env` it is runs (as often as [`MAX_ENV`]).
+fn past_envs(program: &str, args: &[String]) -> (String, Vec<String>) {
+    let mut command = (program.to_owned(), args.to_vec());
+    for _ in 0..MAX_ENV {
+        match past_env(&command.1).filter(|_| is_env(&command.0)) {
+            Some((inner, inner_args, _)) => command = (inner, inner_args),
+            None => break,
+        }
+    }
+    command
 }
 
 /// Where the program `name` is looked for: `cwd` joined with it when it has a `/`; else each
@@ -236,10 +312,14 @@ pub fn outside_workspace(
             }
         })?;
     }
-    let safe_path = variable("PYTHONSAFEPATH").is_some_and(|v| !v.is_empty());
-    if let Some(flag) = imports_from_cwd(program, args, safe_path)
+    // Through `env` (which may clear the environment) only `-P` or `-I` keeps it off.
+    let (python, python_args) = past_envs(program, args);
+    let safe_path =
+        variable("PYTHONSAFEPATH").is_some_and(|v| !v.is_empty()) && python == program.as_str();
+    if let Some(flag) = imports_from_cwd(&python, &python_args, safe_path)
         && cwd_exposed
     {
+        let program = python;
         return Err(format!(
             "`{program} -{flag}` runs in `{}`, in the workspace `{}`: Python imports modules \
              from its working directory first, where a command or write approved there could \
@@ -434,6 +514,37 @@ mod tests {
                 format!("{out_bin}:{sys}"),
                 Some(inside(&format!("{w}/bin/tool"))),
             ),
+            // The command an upstream run by `env` runs.
+            (
+                cmd(&["/usr/bin/env", "tool"]),
+                &out,
+                format!("{ws_bin}:{sys}"),
+                Some(inside(&format!("{w}/bin/tool"))),
+            ),
+            (
+                cmd(&[
+                    "/usr/bin/env",
+                    "-u",
+                    "HOME",
+                    &format!("PATH={w}/bin"),
+                    "tool",
+                ]),
+                &out,
+                format!("{out_bin}:{sys}"),
+                Some(inside(&format!("{w}/bin/tool"))),
+            ),
+            (
+                cmd(&["/usr/bin/env", "-S", "/bin/sh server.py"]),
+                &ws,
+                sys.into(),
+                Some(inside(&format!("{w}/server.py"))),
+            ),
+            (
+                cmd(&["/usr/bin/env", "-i", "python3", "-m", "server"]),
+                &ws,
+                sys.into(),
+                Some(python.into()),
+            ),
             // Python importing from a working directory in the workspace.
             (
                 cmd(&["python3", "-m", "server"]),
@@ -506,6 +617,18 @@ mod tests {
                 None,
             ),
             (cmd(&["python3", "-m", "server"]), &out, sys.into(), None),
+            (
+                cmd(&["/usr/bin/env", "tool", "-x"]),
+                &out,
+                format!("{out_bin}:{ws_bin}"),
+                None,
+            ),
+            (
+                cmd(&["/usr/bin/env", "python3", "-P", "-m", "server"]),
+                &ws,
+                sys.into(),
+                None,
+            ),
             (
                 cmd(&["python3", "-P", "-m", "server"]),
                 &ws,
