@@ -881,7 +881,7 @@ fn option(
             false
         }
         Kind::ConfigEnv => {
-            config_env(arg, value, out);
+            config_env(arg, value, depth, out);
             false
         }
         Kind::Script => {
@@ -1367,9 +1367,10 @@ fn config(arg: &Arg<'_>, value: &str, depth: usize, out: &mut Analysis) {
 
 /// `git --config-env key=VARIABLE`: a key of [`git_keys::KEYS`] whose value git takes from
 /// the environment, which this line does not show: named, so that a person sees that what
-/// git runs is what the variable holds.
-fn config_env(arg: &Arg<'_>, value: &str, out: &mut Analysis) {
-    let Some((key, variable)) = value.split_once('=') else {
+/// git runs is what the variable holds. The URL of `url.URL.insteadOf` is on the line, and
+/// looked into as for `-c`. git splits at the last `=`, as a subsection may hold one.
+fn config_env(arg: &Arg<'_>, value: &str, depth: usize, out: &mut Analysis) {
+    let Some((key, variable)) = value.rsplit_once('=') else {
         note(
             out,
             &arg.label,
@@ -1378,15 +1379,24 @@ fn config_env(arg: &Arg<'_>, value: &str, out: &mut Analysis) {
         return;
     };
     let shown = key.to_ascii_lowercase();
-    let row = git_keys::split(key)
-        .and_then(|(section, subsection, last)| git_keys::lookup(section, subsection, last));
-    let text = match row {
-        Some(row) => format!(
-            "git configuration `{shown}` takes its value from the environment variable \
-             `{variable}`, not shown here ({}): what git runs is what that variable holds, \
-             which is not bound",
-            row.runs
-        ),
+    let found = git_keys::split(key).and_then(|(section, subsection, last)| {
+        git_keys::lookup(section, subsection, last).map(|row| (row, subsection))
+    });
+    let text = match found {
+        Some((row, subsection)) => {
+            if let Some(url) = git_keys::url_of(row, subsection, "")
+                && let Some(runs) = git_keys::url_runs(url)
+            {
+                let what = format!("git configuration `{shown}` makes git contact");
+                url_runs(arg, &what, url, &runs, depth, out);
+            }
+            format!(
+                "git configuration `{shown}` takes its value from the environment variable \
+                 `{variable}`, not shown here ({}): what git runs is what that variable \
+                 holds, which is not bound",
+                row.runs
+            )
+        }
         None => format!(
             "git configuration `{shown}` for this run, from the environment variable \
              `{variable}`"
@@ -1946,6 +1956,18 @@ mod tests {
                 &["git", "--config-env", "alias.t=A", "t"],
                 &[],
                 &["`alias.t` takes its value from the environment variable `A`"],
+            ),
+            (
+                &[
+                    "git",
+                    "--config-env=url.ext::sh ./i.sh a=b.insteadOf=V",
+                    "fetch",
+                ],
+                &["./i.sh"],
+                &[
+                    "takes its value from the environment variable `V`",
+                    "git runs its command \"sh ./i.sh a=b\"",
+                ],
             ),
             (
                 &["git", "-c", "hook.lint.command=./bin/lint", "commit"],
