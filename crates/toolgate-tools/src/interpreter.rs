@@ -1469,6 +1469,7 @@ fn git_urls(args: &[Arg<'_>], depth: usize, out: &mut Analysis) {
 
 /// A wrapper's arguments: its own options, then the command it starts.
 fn wrapped(wrapper: &Wrapper, args: &[Arg<'_>], depth: usize, out: &mut Analysis) {
+    let keys = git_config_keys(args.iter().map(|arg| arg.text));
     let mut rest = args.iter();
     let mut skip = wrapper.skip;
     while let Some(arg) = rest.next() {
@@ -1513,6 +1514,7 @@ fn wrapped(wrapper: &Wrapper, args: &[Arg<'_>], depth: usize, out: &mut Analysis
         }
         if wrapper.assignments && is_assignment(text) {
             assignment(&arg.label, text, out);
+            git_config_pair(arg, &keys, depth, out);
             continue;
         }
         if skip > 0 {
@@ -1553,6 +1555,7 @@ fn shell_commands(text: &str, label: &str, depth: usize, out: &mut Analysis) {
     for command_text in text.split(['\n', ';', '&', '|', '(', ')', '`', '{', '}']) {
         let mut tokens = shell_words(command_text).into_iter().peekable();
         // Assignments and the words that only prefix a command.
+        let mut prefix = Vec::new();
         while let Some(token) = tokens.next_if(|t| {
             is_assignment(t)
                 || matches!(
@@ -1560,9 +1563,16 @@ fn shell_commands(text: &str, label: &str, depth: usize, out: &mut Analysis) {
                     "!" | "if" | "then" | "else" | "elif" | "do" | "while" | "until"
                 )
         }) {
-            if is_assignment(&token) {
-                assignment(&format!("{label}, in its text {token:?}"), &token, out);
-            }
+            prefix.push(token);
+        }
+        let keys = git_config_keys(prefix.iter().map(String::as_str));
+        for token in prefix.iter().filter(|token| is_assignment(token)) {
+            let arg = Arg {
+                label: format!("{label}, in its text {token:?}"),
+                text: token,
+            };
+            assignment(&arg.label, token, out);
+            git_config_pair(&arg, &keys, depth, out);
         }
         let tokens: Vec<String> = tokens.collect();
         let Some((first, args)) = tokens.split_first() else {
@@ -1691,6 +1701,28 @@ fn assignment(label: &str, text: &str, out: &mut Analysis) {
             MAX_DEPTH - 1,
             out,
         );
+    }
+}
+
+/// Each `n` of a `GIT_CONFIG_KEY_n=KEY` among `texts`, with its key.
+fn git_config_keys<'a>(texts: impl Iterator<Item = &'a str>) -> Vec<(&'a str, &'a str)> {
+    texts
+        .filter_map(|text| text.strip_prefix("GIT_CONFIG_KEY_")?.split_once('='))
+        .collect()
+}
+
+/// `GIT_CONFIG_VALUE_n=VALUE` given beside its `GIT_CONFIG_KEY_n` (in `keys`): git takes
+/// the pair as `git -c KEY=VALUE`, and so is it looked into ([`config`]).
+fn git_config_pair(arg: &Arg<'_>, keys: &[(&str, &str)], depth: usize, out: &mut Analysis) {
+    let Some((n, value)) = arg
+        .text
+        .strip_prefix("GIT_CONFIG_VALUE_")
+        .and_then(|rest| rest.split_once('='))
+    else {
+        return;
+    };
+    if let Some((_, key)) = keys.iter().find(|(number, _)| *number == n) {
+        config(arg, &format!("{key}={value}"), depth, out);
     }
 }
 
@@ -1968,6 +2000,28 @@ mod tests {
                     "takes its value from the environment variable `V`",
                     "git runs its command \"sh ./i.sh a=b\"",
                 ],
+            ),
+            (
+                &[
+                    "env",
+                    "GIT_CONFIG_COUNT=1",
+                    "GIT_CONFIG_KEY_0=alias.t",
+                    "GIT_CONFIG_VALUE_0=!sh -c \"python3 -m job\"",
+                    "git",
+                    "t",
+                ],
+                &["job.py"],
+                &["a git alias that runs a shell command when the sub-command is `t`"],
+            ),
+            (
+                &[
+                    "sh",
+                    "-c",
+                    "GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=Core.HooksPath GIT_CONFIG_VALUE_0=hk \
+                     git commit",
+                ],
+                &["hk/pre-commit"],
+                &["`core.hookspath` names a program"],
             ),
             (
                 &["git", "-c", "hook.lint.command=./bin/lint", "commit"],
