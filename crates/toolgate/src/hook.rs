@@ -20,11 +20,14 @@ use toolgate_exec::{CancelToken, CommandSpec, ExecError, Exit, PreExec};
 
 use crate::settings::hooks::{FileRole, HookFile, HookSpec};
 
+/// The fixed search path of a hook's environment.
+pub(crate) const HOOK_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
+
 /// What a hook's environment holds besides `TMPDIR`: a fixed search path and locale, nothing
 /// of the user's variables (tokens, toolgate's own settings).
 fn hook_env() -> Vec<(String, String)> {
     vec![
-        ("PATH".to_owned(), "/usr/local/bin:/usr/bin:/bin".to_owned()),
+        ("PATH".to_owned(), HOOK_PATH.to_owned()),
         ("LANG".to_owned(), "C.UTF-8".to_owned()),
     ]
 }

@@ -142,6 +142,18 @@ impl HookSpec {
                     .is_some_and(|trusted| digest.as_ref() == Some(trusted))
             })?;
         }
+        let line = self.files.iter().find_map(|file| match &file.role {
+            FileRole::Interpreter { arg } => Some((file.path.to_string_lossy(), arg.as_deref())),
+            FileRole::Program | FileRole::Argument(_) => None,
+        });
+        let line = line.as_ref().map(|(path, arg)| (path.as_ref(), *arg));
+        let program = self.program.to_string_lossy();
+        let path = crate::hook::HOOK_PATH;
+        for file in super::upstream_files::env_runs(&program, &self.args, line, root, path) {
+            refuse_in_workspace(root, &file, "this hook", |real| {
+                holds_trusted(&self.trusted, real)
+            })?;
+        }
         Ok(())
     }
 }
@@ -296,6 +308,17 @@ pub(crate) fn command_files(program: &Path, args: &[String]) -> Result<Vec<HookF
 pub(super) fn names_nothing(arg: &str, path: &Path) -> bool {
     !arg.starts_with('-')
         && std::fs::metadata(path).is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound)
+}
+
+/// Whether the file at `real` is one of `trusted` (a trusted project's files by real path)
+/// and holds the bytes trusted now.
+pub(super) fn holds_trusted(trusted: &BTreeMap<PathBuf, String>, real: &Path) -> bool {
+    let now = crate::hook::read_regular(real)
+        .ok()
+        .map(|(_, bytes)| sha256_digest(&bytes).to_string());
+    trusted
+        .get(real)
+        .is_some_and(|trusted| now.as_ref() == Some(trusted))
 }
 
 /// Whether the argument at `index` of `args` follows `-c` or `-e`: most often code
@@ -539,6 +562,11 @@ mod tests {
             format!("#!{}\n", ws.join("bin/interp").display()),
         )
         .unwrap();
+        std::fs::write(
+            out.join("env-guard"),
+            format!("#!/usr/bin/env -S PATH={}/bin interp\n", ws.display()),
+        )
+        .unwrap();
         std::os::unix::fs::symlink(out.join("guard.sh"), ws.join("out-link")).unwrap();
         std::os::unix::fs::symlink(ws.join("hooks/guard.sh"), out.join("in-link")).unwrap();
         std::os::unix::fs::symlink("../hooks/guard.sh", ws.join(".toolgate/in-link")).unwrap();
@@ -620,6 +648,17 @@ mod tests {
             (vec!["/bin/sh".into(), ".toolgate/later.sh".into()], None),
             // A word names nothing now; a call fails if it comes to (see `hook.rs`).
             (vec!["/bin/sh".into(), "allow".into()], None),
+            // What `env` runs is looked up as the hook starts: from the workspace, in the
+            // `PATH` a word sets.
+            (
+                vec!["/usr/bin/env".into(), "PATH=bin".into(), "interp".into()],
+                Some(refused(&format!("{w}/bin/interp"))),
+            ),
+            (
+                vec![format!("{o}/env-guard")],
+                Some(refused(&format!("{w}/bin/interp"))),
+            ),
+            (vec!["/usr/bin/env".into(), "true".into()], None),
             // Code after `-c` or `-e` is a file only when it names one.
             (
                 vec!["/bin/sh".into(), "-c".into(), "jq -e . >/dev/null".into()],

@@ -8,10 +8,11 @@ use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 
-use toolgate_core::sha256_digest;
 use toolgate_upstream::{Endpoint, UpstreamSpec};
 
-use super::hooks::{dir_in_workspace, is_code, names_nothing, refuse_in_workspace, shebang};
+use super::hooks::{
+    dir_in_workspace, holds_trusted, is_code, names_nothing, refuse_in_workspace, shebang,
+};
 
 /// Where an `[[upstream]]` is configured, for an error found once the workspace is known.
 #[derive(Debug, Clone, Default)]
@@ -71,14 +72,14 @@ fn started(
         .and_then(|(_, bytes)| shebang(&bytes));
     if let Some((interpreter, arg)) = line {
         files.push(cwd.join(&interpreter));
-        // Linux gives env the line's rest as one word, which it splits only after `-S`:
-        // split always, at worst a place too many.
-        let words: Vec<String> = arg
-            .iter()
-            .flat_map(|arg| arg.split_whitespace())
-            .map(str::to_owned)
-            .collect();
-        through_env(&interpreter, &words, cwd, path, depth, files);
+        through_env(
+            &interpreter,
+            &line_words(arg.as_deref()),
+            cwd,
+            path,
+            depth,
+            files,
+        );
     }
     if through_env(program, args, cwd, path, depth, files) {
         return;
@@ -110,6 +111,40 @@ fn through_env(
         started(&inner, &inner_args, cwd, path, depth - 1, files);
     }
     true
+}
+
+/// The words of a `#!` line's argument: Linux gives env the line's rest as one word, which
+/// it splits only after `-S`; split always, at worst a place too many.
+fn line_words(arg: Option<&str>) -> Vec<String> {
+    arg.iter()
+        .flat_map(|arg| arg.split_whitespace())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Where the hook's `program` (with `args`) or the interpreter its `#!` `line` names (with
+/// the line's argument) is `env`, the files of the command it runs, found from `cwd` with
+/// `path`: looked up as the hook starts, not sealed with its files.
+pub(super) fn env_runs(
+    program: &str,
+    args: &[String],
+    line: Option<(&str, Option<&str>)>,
+    cwd: &Path,
+    path: &str,
+) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    if let Some((interpreter, arg)) = line {
+        through_env(
+            interpreter,
+            &line_words(arg),
+            cwd,
+            path,
+            MAX_ENV,
+            &mut files,
+        );
+    }
+    through_env(program, args, cwd, path, MAX_ENV, &mut files);
+    files
 }
 
 fn is_env(program: &str) -> bool {
@@ -291,13 +326,7 @@ pub fn outside_workspace(
     let cwd_exposed = dir_in_workspace(root, &cwd);
     for file in command_files(program, args, &cwd, variable("PATH")) {
         refuse_in_workspace(root, &file, runs, |real| {
-            let now = crate::hook::read_regular(real)
-                .ok()
-                .map(|(_, bytes)| sha256_digest(&bytes).to_string());
-            origin
-                .trusted
-                .get(real)
-                .is_some_and(|trusted| now.as_ref() == Some(trusted))
+            holds_trusted(&origin.trusted, real)
         })
         .map_err(|error| {
             // Found from where it runs: another `cwd` finds it elsewhere.
@@ -335,6 +364,7 @@ pub fn outside_workspace(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use toolgate_core::sha256_digest;
     use toolgate_upstream::{UpstreamConfinement, UpstreamSection};
 
     /// The upstream `command`, run in `cwd` with `PATH` = `path` (and `PYTHONSAFEPATH` when
