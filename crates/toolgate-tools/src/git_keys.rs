@@ -282,6 +282,23 @@ pub(crate) const KEYS: &[GitKey] = &[
                `TRANSPORT::` URL names, on fetch, pull, push, ls-remote and remote update",
     },
     GitKey {
+        sections: &["branch"],
+        sub: Sub::Yes,
+        keys: &["remote", "pushremote"],
+        value: Value::Url,
+        runs: "git takes a value that names no configured remote as a URL, on fetch, pull \
+               and push from that branch: an `ext::` one runs its command, a `TRANSPORT::` \
+               one its remote helper",
+    },
+    GitKey {
+        sections: &["remote"],
+        sub: Sub::No,
+        keys: &["pushdefault"],
+        value: Value::Url,
+        runs: "git takes a value that names no configured remote as a URL, on push: an \
+               `ext::` one runs its command, a `TRANSPORT::` one its remote helper",
+    },
+    GitKey {
         sections: &["submodule"],
         sub: Sub::Yes,
         keys: &["url"],
@@ -508,6 +525,10 @@ mod tests {
             ("protocol.allow", Some(Value::Allow)),
             ("Protocol.ext.Allow", Some(Value::Allow)),
             ("submodule.s.url", Some(Value::Url)),
+            ("branch.main.remote", Some(Value::Url)),
+            ("Branch.Main.PushRemote", Some(Value::Url)),
+            ("remote.pushDefault", Some(Value::Url)),
+            ("branch.remote", None),
             ("web.browser", Some(Value::Program)),
             ("Help.Browser", Some(Value::Program)),
             ("hook.lint.command", Some(Value::Program)),

@@ -659,7 +659,9 @@ mod tests {
                      [remote \"v\"]\n\tvcs = ./bin/vcs\n\turl = hg::./bin/hg\n\
                      [protocol]\n\tallow = always\n[web]\n\tbrowser = ./bin/web\n\
                      [remote.Legacy]\n\tURL = ext::./bin/legacy.sh\n\
-                     [remote \"q\"]\n\turl = \"ext::sh -c \\\"./bin/q.sh\\\"\"\n",
+                     [remote \"q\"]\n\turl = \"ext::sh -c \\\"./bin/q.sh\\\"\"\n\
+                     [Branch \"main\"]\n\tPushRemote = ext::./bin/branch.sh\n\
+                     [hook \"lint\"]\n\tcommand = ./bin/lint\n[init]\n\ttemplateDir = tpl\n",
                 ),
                 (
                     ".gitmodules",
@@ -684,6 +686,7 @@ mod tests {
             // An `ext::` command's word is named whole, quotes and all, and what the shell
             // would make of it too: more than git runs, never less.
             "\"./bin/q.sh\"",
+            "bin/branch.sh",
             "bin/browse",
             "bin/ext.sh",
             "bin/gui.sh",
@@ -692,6 +695,7 @@ mod tests {
             "bin/iof.sh upload-pack",
             "bin/key",
             "bin/legacy.sh",
+            "bin/lint",
             "bin/man",
             "bin/pager",
             "bin/piof.sh",
@@ -715,6 +719,7 @@ mod tests {
             "ssh/config",
             "tools/hooks",
             "tools/mon.sh",
+            "tpl",
         ]
         .iter()
         .map(|s| (*s).to_owned())

@@ -2024,6 +2024,11 @@ mod tests {
                 &["`core.hookspath` names a program"],
             ),
             (
+                &["git", "-c", "branch.main.remote=ext::sh ./b.sh", "pull"],
+                &["./b.sh"],
+                &["git runs its command \"sh ./b.sh\""],
+            ),
+            (
                 &["git", "-c", "hook.lint.command=./bin/lint", "commit"],
                 &["./bin/lint"],
                 &["`hook.lint.command` names a program"],
