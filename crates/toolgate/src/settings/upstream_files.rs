@@ -271,6 +271,20 @@ fn imports_from_cwd(program: &str, args: &[String], safe_path: bool) -> Option<c
     None
 }
 
+/// The variables an upstream's `env` may pass whose value lists the places (`:` between
+/// them) a runtime or the dynamic loader loads code from first: one in the workspace is where
+/// a command could put a module, a library or a class the upstream would load.
+const LOAD_PATHS: [&str; 8] = [
+    "PYTHONPATH",
+    "NODE_PATH",
+    "PERL5LIB",
+    "RUBYLIB",
+    "GEM_PATH",
+    "CLASSPATH",
+    "LD_LIBRARY_PATH",
+    "LD_PRELOAD",
+];
+
 /// The value of the variable `name` in the environment `spec`'s process is given.
 fn variable<'a>(spec: &'a UpstreamSpec, name: &str) -> Option<&'a str> {
     spec.env
@@ -340,6 +354,24 @@ pub fn outside_workspace(
                 error
             }
         })?;
+    }
+    for name in LOAD_PATHS {
+        // An empty or relative entry is taken from the working directory.
+        for dir in variable(name)
+            .into_iter()
+            .flat_map(|value| value.split(':'))
+        {
+            let dir = cwd.join(dir);
+            if dir_in_workspace(root, &dir) {
+                return Err(format!(
+                    "`{name}` names `{}`, in the workspace `{}`: code is loaded from there, \
+                     where a command or write approved there could put some, and toolgate would \
+                     run it as {runs} when next started; pass `{name}` without it",
+                    dir.display(),
+                    root.display()
+                ));
+            }
+        }
     }
     // Through `env` (which may clear the environment) only `-P` or `-I` keeps it off.
     let (python, python_args) = past_envs(program, args);
@@ -699,6 +731,30 @@ mod tests {
             )),
             "{error}"
         );
+        // A place code is loaded from, in the workspace (relative or empty: from `cwd`).
+        for (name, value, cwd) in [
+            ("PYTHONPATH", format!("{o}:{w}/lib"), &out),
+            ("NODE_PATH", "lib".to_owned(), &ws),
+            ("LD_LIBRARY_PATH", format!("{o}:"), &ws),
+            ("LD_PRELOAD", format!("{w}/hook.so"), &out),
+        ] {
+            let command = cmd(&["python3", &format!("{o}/server.py")]);
+            let mut loads = spec(&command, cwd, sys, false);
+            assert_eq!(
+                outside_workspace(&loads, &UpstreamOrigin::default(), &ws),
+                Ok(())
+            );
+            loads.env.push((name.to_owned(), value.clone()));
+            let error = outside_workspace(&loads, &UpstreamOrigin::default(), &ws).unwrap_err();
+            assert!(
+                error.starts_with(&format!("`{name}` names `"))
+                    && error.contains(&format!("in the workspace `{w}`: code is loaded")),
+                "{name}={value}: {error}"
+            );
+            loads.env.last_mut().unwrap().1 = format!("{o}:{w}/.toolgate/lib");
+            let checked = outside_workspace(&loads, &UpstreamOrigin::default(), &ws);
+            assert_eq!(checked, Ok(()), "{name}");
+        }
         let python = ["python3".to_owned(), "-m".to_owned(), "server".to_owned()];
         let safe = spec(&python, &ws, sys, true);
         assert_eq!(
