@@ -106,9 +106,12 @@ fn through_env(
     if !is_env(program) || depth == 0 {
         return false;
     }
-    if let Some((inner, inner_args, set)) = past_env(args) {
-        let path = set.as_deref().unwrap_or(path);
-        started(&inner, &inner_args, cwd, path, depth - 1, files);
+    if let Some(env) = past_env(args) {
+        let path = env.path.as_deref().unwrap_or(path);
+        let cwd = env
+            .dir
+            .map_or_else(|| cwd.to_path_buf(), |dir| cwd.join(dir));
+        started(&env.program, &env.args, &cwd, path, depth - 1, files);
     }
     true
 }
@@ -153,12 +156,22 @@ fn is_env(program: &str) -> bool {
         .is_some_and(|name| name == "env")
 }
 
-/// The program `env` given `args` runs, its arguments, and the `PATH` a `PATH=` word sets:
-/// past its options (the value of `-u`, `-C` and `-a` skipped; that of `-S`, alone, joined as
-/// in `-iStool`, or `--split-string=`, split into words) and its `NAME=VALUE` words.
-fn past_env(args: &[String]) -> Option<(String, Vec<String>, Option<String>)> {
+/// The command `env` runs, as [`past_env`] finds it.
+struct EnvCommand {
+    program: String,
+    args: Vec<String>,
+    /// The `PATH` a `PATH=` word sets.
+    path: Option<String>,
+    /// The directory `-C` changes to (from the one `env` runs in).
+    dir: Option<String>,
+}
+
+/// The command `env` given `args` runs: past its options (the value of `-u` and `-a`
+/// skipped, that of `-C` kept, that of `-S`, alone, joined as in `-iStool`, or
+/// `--split-string=`, split into words) and its `NAME=VALUE` words.
+fn past_env(args: &[String]) -> Option<EnvCommand> {
     let mut words: std::collections::VecDeque<String> = args.iter().cloned().collect();
-    let mut path = None;
+    let (mut path, mut dir) = (None, None);
     let split = |words: &mut std::collections::VecDeque<String>, value: &str| {
         for word in value.split_whitespace().rev() {
             words.push_front(word.to_owned());
@@ -171,8 +184,10 @@ fn past_env(args: &[String]) -> Option<(String, Vec<String>, Option<String>)> {
         if let Some(long) = word.strip_prefix("--") {
             match long.split_once('=') {
                 Some(("split-string", value)) => split(&mut words, value),
+                Some(("chdir", value)) => dir = Some(value.to_owned()),
                 Some(_) => {}
-                None if matches!(long, "unset" | "chdir" | "argv0") => {
+                None if long == "chdir" => dir = words.pop_front(),
+                None if matches!(long, "unset" | "argv0") => {
                     words.pop_front();
                 }
                 None => {}
@@ -186,8 +201,10 @@ fn past_env(args: &[String]) -> Option<(String, Vec<String>, Option<String>)> {
                     "" => words.pop_front().unwrap_or_default(),
                     rest => rest.to_owned(),
                 };
-                if short[at..].starts_with('S') {
-                    split(&mut words, &value);
+                match short[at..].chars().next() {
+                    Some('S') => split(&mut words, &value),
+                    Some('C') => dir = Some(value),
+                    _ => {}
                 }
             }
         } else if let Some((name, value)) = word.split_once('=') {
@@ -195,18 +212,30 @@ fn past_env(args: &[String]) -> Option<(String, Vec<String>, Option<String>)> {
                 path = Some(value.to_owned());
             }
         } else {
-            return Some((word, words.into(), path));
+            return Some(EnvCommand {
+                program: word,
+                args: words.into(),
+                path,
+                dir,
+            });
         }
     }
     None
 }
 
-/// `program` with `args`, or the command the `env` it is runs (as often as [`MAX_ENV`]).
-fn past_envs(program: &str, args: &[String]) -> (String, Vec<String>) {
-    let mut command = (program.to_owned(), args.to_vec());
+/// `program` with `args` in `cwd`, or the command the `env` it is runs and where (as often as
+/// [`MAX_ENV`]).
+fn past_envs(program: &str, args: &[String], cwd: &Path) -> (String, Vec<String>, PathBuf) {
+    let mut command = (program.to_owned(), args.to_vec(), cwd.to_path_buf());
     for _ in 0..MAX_ENV {
         match past_env(&command.1).filter(|_| is_env(&command.0)) {
-            Some((inner, inner_args, _)) => command = (inner, inner_args),
+            Some(env) => {
+                let cwd = match env.dir {
+                    Some(dir) => command.2.join(dir),
+                    None => command.2,
+                };
+                command = (env.program, env.args, cwd);
+            }
             None => break,
         }
     }
@@ -357,10 +386,14 @@ pub fn outside_workspace(
     }
     for name in LOAD_PATHS {
         // An empty or relative entry is taken from the working directory.
-        for dir in variable(name)
-            .into_iter()
-            .flat_map(|value| value.split(':'))
-        {
+        let places = variable(name).into_iter().flat_map(|value| {
+            // `LD_PRELOAD` takes spaces between its files too, and looks a name without a
+            // `/` up where libraries are looked for, not in the working directory.
+            value
+                .split(move |c| c == ':' || (c == ' ' && name == "LD_PRELOAD"))
+                .filter(move |place| name != "LD_PRELOAD" || place.contains('/'))
+        });
+        for dir in places {
             let dir = cwd.join(dir);
             if dir_in_workspace(root, &dir) {
                 return Err(format!(
@@ -374,13 +407,13 @@ pub fn outside_workspace(
         }
     }
     // Through `env` (which may clear the environment) only `-P` or `-I` keeps it off.
-    let (python, python_args) = past_envs(program, args);
+    let (python, python_args, python_cwd) = past_envs(program, args, &cwd);
     let safe_path =
         variable("PYTHONSAFEPATH").is_some_and(|v| !v.is_empty()) && python == program.as_str();
     if let Some(flag) = imports_from_cwd(&python, &python_args, safe_path)
-        && cwd_exposed
+        && (cwd_exposed || dir_in_workspace(root, &python_cwd))
     {
-        let program = python;
+        let (program, cwd) = (python, python_cwd);
         return Err(format!(
             "`{program} -{flag}` runs in `{}`, in the workspace `{}`: Python imports modules \
              from its working directory first, where a command or write approved there could \
@@ -607,6 +640,18 @@ mod tests {
                 sys.into(),
                 Some(python.into()),
             ),
+            (
+                cmd(&["/usr/bin/env", "-C", &w, "python3", "-m", "server"]),
+                &out,
+                sys.into(),
+                Some(python.into()),
+            ),
+            (
+                cmd(&["/usr/bin/env", &format!("--chdir={w}"), "bin/tool"]),
+                &out,
+                sys.into(),
+                Some(inside(&format!("{w}/bin/tool"))),
+            ),
             // Python importing from a working directory in the workspace.
             (
                 cmd(&["python3", "-m", "server"]),
@@ -737,6 +782,7 @@ mod tests {
             ("NODE_PATH", "lib".to_owned(), &ws),
             ("LD_LIBRARY_PATH", format!("{o}:"), &ws),
             ("LD_PRELOAD", format!("{w}/hook.so"), &out),
+            ("LD_PRELOAD", format!("libc.so.6 {w}/hook.so"), &out),
         ] {
             let command = cmd(&["python3", &format!("{o}/server.py")]);
             let mut loads = spec(&command, cwd, sys, false);
