@@ -314,6 +314,15 @@ const LOAD_PATHS: [&str; 8] = [
     "LD_PRELOAD",
 ];
 
+/// The scoped npm package (`@scope/name`) that `file`, taken as a path from `cwd`, is when
+/// `program` is a package runner: what it names is a package, looked up first where it runs.
+fn scoped_package(program: &str, file: &Path, cwd: &Path) -> Option<String> {
+    const RUNNERS: [&str; 7] = ["npx", "pnpx", "bunx", "npm", "pnpm", "yarn", "bun"];
+    let name = Path::new(program).file_name()?.to_str()?;
+    let package = file.strip_prefix(cwd).ok()?.to_str()?;
+    (RUNNERS.contains(&name) && package.starts_with('@')).then(|| package.to_owned())
+}
+
 /// The value of the variable `name` in the environment `spec`'s process is given.
 fn variable<'a>(spec: &'a UpstreamSpec, name: &str) -> Option<&'a str> {
     spec.env
@@ -372,6 +381,16 @@ pub fn outside_workspace(
             holds_trusted(&origin.trusted, real)
         })
         .map_err(|error| {
+            if let Some(package) = scoped_package(program, &file, &cwd) {
+                return format!(
+                    "`{package}` is a package `{program}` takes from the `node_modules` of its \
+                     working directory `{}` first, in the workspace `{}`, where a command or \
+                     write approved there could put another: set the upstream's `cwd` outside \
+                     the workspace",
+                    cwd.display(),
+                    root.display()
+                );
+            }
             // Found from where it runs: another `cwd` finds it elsewhere.
             if cwd_exposed && file.starts_with(&cwd) {
                 format!(
@@ -768,6 +787,22 @@ mod tests {
                 }
             }
         }
+        // A scoped package given to npx is a package name, looked up in the workspace first.
+        let npx = spec(&cmd(&["npx", "-y", "@scope/server"]), &ws, sys, false);
+        let error = outside_workspace(&npx, &UpstreamOrigin::default(), &ws).unwrap_err();
+        assert_eq!(
+            error,
+            format!(
+                "`@scope/server` is a package `npx` takes from the `node_modules` of its working \
+                 directory `{w}` first, in the workspace `{w}`, where a command or write approved \
+                 there could put another: set the upstream's `cwd` outside the workspace"
+            )
+        );
+        let npx = spec(&cmd(&["npx", "-y", "@scope/server"]), &out, sys, false);
+        assert_eq!(
+            outside_workspace(&npx, &UpstreamOrigin::default(), &ws),
+            Ok(())
+        );
         let relative = spec(&cmd(&["/bin/sh", "server.py"]), &ws, sys, false);
         let error = outside_workspace(&relative, &UpstreamOrigin::default(), &ws).unwrap_err();
         assert!(
