@@ -201,10 +201,12 @@ impl Gate {
     }
 
     /// The configuration and policy files, where they live inside `workspace`, join the
-    /// sensitive paths: a model must not rewrite the rules it runs under. So does toolgate's
-    /// state directory, with all it holds or will hold, when it lies inside the workspace (a
-    /// workspace at `$HOME`): a model that read the console's token could approve its own
-    /// calls, and one that wrote a grants file could grant them.
+    /// sensitive paths: a model must not rewrite the rules it runs under. So do toolgate's
+    /// state and configuration directories, with all they hold or will hold, when they lie
+    /// inside the workspace (a workspace at `$HOME`): a model that read the console's token
+    /// could approve its own calls, one that wrote a grants file could grant them, and one
+    /// that wrote a hook or policy kept beside the configuration would judge its own calls.
+    /// Commands are denied both directories already.
     fn sensitivity(&self, workspace: &Workspace) -> Sensitivity {
         let files = self
             .settings
@@ -218,17 +220,25 @@ impl Gate {
             Some(rel.to_str()?.to_owned())
         });
         let sensitivity = Sensitivity::with_config_paths(inside.collect::<Vec<_>>());
-        match self
-            .settings
-            .state_dir
-            .resolved
-            .as_deref()
-            .and_then(|dir| dir.strip_prefix(workspace.root()).ok())
-            .and_then(Path::to_str)
-        {
-            Some(rel) => sensitivity.with_config_dir(rel),
-            None => sensitivity,
-        }
+        let dirs = [
+            self.settings.state_dir.resolved.as_deref(),
+            self.settings.config_dir.as_deref(),
+        ];
+        dirs.into_iter()
+            .flatten()
+            .filter_map(|dir| {
+                // As the sandbox denies it: by where it really is.
+                let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+                Some(
+                    dir.strip_prefix(workspace.root())
+                        .ok()?
+                        .to_str()?
+                        .to_owned(),
+                )
+            })
+            .fold(sensitivity, |sensitivity, rel| {
+                sensitivity.with_config_dir(&rel)
+            })
     }
 }
 

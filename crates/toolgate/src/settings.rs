@@ -106,6 +106,9 @@ pub struct Settings {
     /// toolgate's state directory: the console's token file, the standing grants, and the
     /// audit log unless `[audit] path` says otherwise.
     pub state_dir: StateDir,
+    /// toolgate's configuration directory (`$XDG_CONFIG_HOME/toolgate`), denied to every
+    /// command as the state directory is.
+    pub config_dir: Option<PathBuf>,
     /// The workspace's `.toolgate/` configuration, when it has one (see [`project`]).
     pub project: Option<project::ProjectState>,
 }
@@ -542,6 +545,7 @@ impl Settings {
             },
             hooks,
             state_dir,
+            config_dir: user_config_dir(),
             project,
             origin,
         })

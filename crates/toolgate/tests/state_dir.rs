@@ -280,3 +280,52 @@ fn a_state_directory_in_a_workspace_at_home_is_out_of_every_tools_sight() {
 fn a_state_directory_under_an_ignored_target_is_out_of_every_tools_sight() {
     Scene::new(Layout::IgnoredTarget).check();
 }
+
+/// With the workspace at `$HOME`, toolgate's configuration directory is out of the write
+/// tools' reach as it is out of commands': a model that wrote a hook, a policy or a file the
+/// configuration will name beside it would judge its own calls. Each write is refused by
+/// the sensitive-path rule itself, not left to an approval.
+#[test]
+fn the_configuration_directory_in_a_workspace_at_home_is_not_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().canonicalize().unwrap();
+    fs::create_dir_all(ws.join(".config/toolgate/hooks")).unwrap();
+    fs::write(ws.join(".config/toolgate/hooks/guard.sh"), "#!/bin/sh\n").unwrap();
+    fs::create_dir_all(ws.join("src")).unwrap();
+    for (tool, args) in [
+        (
+            "write_file",
+            json!({"path": ".config/toolgate/hooks/next.sh", "content": "exit 0\n"}),
+        ),
+        (
+            "write_file",
+            json!({"path": ".config/toolgate/policies/extra.cedar", "content": "permit(principal, action, resource);\n"}),
+        ),
+        (
+            "read_file",
+            json!({"path": ".config/toolgate/hooks/guard.sh"}),
+        ),
+    ] {
+        let output = home::toolgate_at(&ws)
+            .args(["call", "--json", "--workspace"])
+            .arg(&ws)
+            .args(["--tool", tool, "--args", &args.to_string()])
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8(output.stdout).unwrap();
+        let outcome: Value = serde_json::from_str(&stdout)
+            .unwrap_or_else(|e| panic!("{e}: {stdout}{}", String::from_utf8_lossy(&output.stderr)));
+        assert_eq!(outcome["status"], "rejected", "{tool} {args}: {outcome}");
+        assert_eq!(
+            outcome["rejection"]["policies"],
+            json!(["sensitive-toolgate-config"]),
+            "{tool} {args}: {outcome}"
+        );
+    }
+    assert_eq!(
+        fs::read_to_string(ws.join(".config/toolgate/hooks/guard.sh")).unwrap(),
+        "#!/bin/sh\n"
+    );
+    assert!(!ws.join(".config/toolgate/hooks/next.sh").exists());
+    assert!(!ws.join(".config/toolgate/policies").exists());
+}
