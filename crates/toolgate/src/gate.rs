@@ -261,7 +261,7 @@ fn assemble(
 
 /// Refuses the upstream of `spec` when a file it runs lies in the workspace at `root`, by
 /// [`crate::settings::upstream_files::outside_workspace`], located where it is configured.
-pub(crate) fn upstream_files_outside(
+fn upstream_files_outside(
     settings: &Settings,
     spec: &toolgate_upstream::UpstreamSpec,
     root: &Path,

@@ -267,8 +267,11 @@ pub fn print_listing(upstreams: &Upstreams, also: &[String]) {
 /// what each serves against the admissions, and stops them.
 pub fn discover(config: Option<&Path>, as_json: bool) -> anyhow::Result<u8> {
     let settings = Arc::new(Settings::load(config)?);
+    // No workspace is served: the current directory (often `$HOME`, which holds the
+    // programs of nvm, pipx or cargo) is not taken for one a hook or upstream runs in.
+    // `serve`, `call` and `check` judge the files an upstream runs against theirs.
     let workspace = crate::gate::open_workspace(Path::new("."))?;
-    let gate = crate::gate::Gate::running(settings, workspace)?;
+    let gate = crate::gate::Gate::listed(settings, workspace)?.start()?;
     let Some(upstreams) = &gate.upstreams else {
         if as_json {
             crate::terminal::write_out(
@@ -362,11 +365,9 @@ pub(crate) fn start_upstreams(specs: Vec<UpstreamSpec>) -> anyhow::Result<Upstre
     Ok(upstreams)
 }
 
-/// Starts one upstream and waits for its tool list. As for `tools discover`, the current
-/// directory is the workspace: an upstream that runs a file of it is not started.
-fn listed(settings: &Settings, spec: UpstreamSpec) -> anyhow::Result<(Upstreams, Vec<Descriptor>)> {
-    let workspace = crate::gate::open_workspace(Path::new("."))?;
-    crate::gate::upstream_files_outside(settings, &spec, workspace.root())?;
+/// Starts one upstream and waits for its tool list. No workspace is served here, so the
+/// current directory is not taken for one (see [`discover`]).
+fn listed(spec: UpstreamSpec) -> anyhow::Result<(Upstreams, Vec<Descriptor>)> {
     let name = spec.name.clone();
     let upstreams = start_upstreams(vec![spec])?;
     upstreams.wait_started();
@@ -415,7 +416,7 @@ pub fn admit(
             existing.entry.name
         );
     }
-    let (_running, tools) = listed(&settings, spec)?;
+    let (_running, tools) = listed(spec)?;
     let Some(descriptor) = tools.iter().find(|d| d.name == tool) else {
         let known: Vec<String> = tools.iter().map(|d| format!("`{}`", d.name)).collect();
         bail!(
@@ -521,7 +522,7 @@ fn admitted(
         .into_iter()
         .nth(index)
         .ok_or_else(|| anyhow!("upstream of `{name}` vanished"))?;
-    let (running, tools) = listed(settings, spec)?;
+    let (running, tools) = listed(spec)?;
     let current = tools.into_iter().find(|d| d.name == admission.tool);
     Ok((index, admission, current, running))
 }

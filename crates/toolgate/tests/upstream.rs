@@ -1402,16 +1402,24 @@ fn an_upstream_script_in_the_workspace_is_refused_at_start() {
         let said = String::from_utf8_lossy(&serve.stderr);
         assert_eq!(serve.status.code(), Some(3), "{args:?}: {serve:?}");
         assert!(said.contains(&refused), "{args:?}: {said}");
-        // `tools admit`, run in the workspace, takes it as the workspace `tools discover` does.
-        let admit = home::toolgate()
-            .current_dir(&ws)
-            .args(["tools", "admit", "t", "echo", "--config"])
-            .arg(&config)
-            .output()
-            .unwrap();
-        let said = String::from_utf8_lossy(&admit.stderr);
-        assert_eq!(admit.status.code(), Some(3), "{args:?}: {admit:?}");
-        assert!(said.contains(&refused), "{args:?}: {said}");
         assert!(!state.join("pid").exists(), "{args:?}: the upstream ran");
+        // `tools discover` and `tools admit` serve no workspace: run from the directory that
+        // holds the script (as from a `$HOME` holding nvm's node), they start the upstream.
+        for tools in [&["discover"][..], &["admit", "t", "echo"]] {
+            let listed = home::toolgate()
+                .current_dir(&ws)
+                .arg("tools")
+                .args(tools)
+                .arg("--config")
+                .arg(&config)
+                .output()
+                .unwrap();
+            assert!(listed.status.success(), "{tools:?} {args:?}: {listed:?}");
+            assert!(
+                String::from_utf8_lossy(&listed.stdout).contains("echo"),
+                "{tools:?} {args:?}: {listed:?}"
+            );
+            wait_until_the_upstream_is_gone(&state);
+        }
     }
 }
