@@ -56,8 +56,21 @@ fn kill_left(pids: &[u32]) {
     }
 }
 
+/// Held by each test for its whole run: one server at a time in this process. An orphan
+/// whose parent died before any look proves it a server's is left to another tree running
+/// beside it (see `toolgate_exec::household`), which would end it instead; each row here is
+/// about one server's own tree.
+static ALONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn alone() -> std::sync::MutexGuard<'static, ()> {
+    ALONE
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 #[test]
 fn nothing_a_server_starts_outlives_its_end() {
+    let _alone = alone();
     // `ESCAPE_ROW=name` runs one row alone.
     let only = std::env::var("ESCAPE_ROW").ok();
     for (name, argv) in escapes() {
@@ -132,6 +145,7 @@ impl toolgate_exec::TreeObserver for Told {
 #[test]
 fn a_server_given_work_is_looked_at_soon() {
     use std::io::Write as _;
+    let _alone = alone();
     let dir = tempfile::tempdir().unwrap();
     let mut command = Command::new(system_program("sh"));
     command
