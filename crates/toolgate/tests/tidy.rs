@@ -517,8 +517,16 @@ fn homeless_spawns(text: &str) -> Vec<(usize, &'static str)> {
             functions.push((name, i..lines.len()));
         }
     }
-    let homed =
-        |range: &std::ops::Range<usize>| lines[range.clone()].iter().any(|l| l.contains("home::"));
+    // A function gives a home when its code (not a comment) makes a command with one
+    // (`home::isolated`, or `home::vars` set on it): a mere `home::fresh()` for a directory
+    // gives none.
+    let uncommented = |l: &&str| l.split("//").next().unwrap_or("").to_owned();
+    let homed = |range: &std::ops::Range<usize>| {
+        lines[range.clone()]
+            .iter()
+            .map(uncommented)
+            .any(|c| c.contains("home::isolated") || c.contains("home::vars("))
+    };
     let homed_helpers: Vec<&str> = functions
         .iter()
         .filter(|(_, range)| homed(range))
@@ -529,13 +537,22 @@ fn homeless_spawns(text: &str) -> Vec<(usize, &'static str)> {
     let near = |i: usize, what: &str| {
         lines[i.saturating_sub(12)..(i + 4).min(lines.len())]
             .iter()
-            .any(|l| l.contains(what))
+            .map(uncommented)
+            .any(|c| c.contains(what))
             || functions
                 .iter()
                 .any(|(_, range)| range.contains(&i) && homed(range))
             || homed_helpers
                 .iter()
                 .any(|name| lines[i].contains(&format!(".{name}(")))
+    };
+    // The statement from line `i` on, up to its `;`.
+    let rest_of_statement = |i: usize| {
+        let mut end = i;
+        while end + 1 < lines.len() && !lines[end].trim_end().ends_with(';') {
+            end += 1;
+        }
+        &lines[i..=end]
     };
     let mut found = Vec::new();
     for (i, line) in lines.iter().enumerate() {
@@ -546,22 +563,38 @@ fn homeless_spawns(text: &str) -> Vec<(usize, &'static str)> {
         if code.starts_with("//") || code.starts_with("use ") || definition {
             continue;
         }
-        // The binary itself, run directly: only `home::toolgate` may.
-        let direct = ["toolgate_bin())", "CARGO_BIN_EXE_toolgate\"))"]
-            .iter()
-            .any(|s| line.contains(&format!("Command::new({s}")))
-            || line.contains("Command::new(super::clients::toolgate_bin())")
-            || line.contains("cargo_bin(\"toolgate\")");
+        // The binary itself, run directly, by whatever path: only `home::toolgate` may.
+        let direct = line.split("Command::new(").skip(1).any(|argument| {
+            let called =
+                argument.trim_start_matches(|c: char| c.is_alphanumeric() || "_:".contains(c));
+            let name = &argument[..argument.len() - called.len()];
+            (name.ends_with("toolgate_bin") && called.starts_with("())"))
+                || argument.starts_with("env!(\"CARGO_BIN_EXE_toolgate\"))")
+        }) || line.contains("cargo_bin(\"toolgate\")");
         if direct {
             found.push((i + 1, "runs the binary without `home::toolgate`"));
             continue;
         }
+        // A home given and then cleared away: `env_clear` after `home::isolated` or
+        // `home::toolgate` drops the home unless `home::vars` sets it again.
+        if line.contains(".env_clear()")
+            && lines[i.saturating_sub(12)..i]
+                .iter()
+                .any(|l| l.contains("home::isolated") || l.contains("home::toolgate"))
+            && !rest_of_statement(i)
+                .iter()
+                .any(|l| l.contains("home::vars("))
+        {
+            found.push((i + 1, "clears the home it was given"));
+        }
         let names_binary =
             line.contains("toolgate_bin()") || line.contains("env!(\"CARGO_BIN_EXE_toolgate\")");
         // A plan's or a client's server entry: drive.py, listen.py and Claude Code start it,
-        // and each is itself given a home that it passes on (checked below).
+        // and each is itself given a home that it passes on (checked below); a row's
+        // `{toolgate}` is run by toolgate itself, with the home it was given.
         let entry = line.contains("\"command\": toolgate_bin()")
-            || line.contains("toolgate_bin().to_owned()");
+            || line.contains("toolgate_bin().to_owned()")
+            || line.contains(".replace(\"{toolgate}\", ");
         if names_binary && !entry && !near(i, "home::isolated") {
             found.push((
                 i + 1,
@@ -601,18 +634,24 @@ fn the_home_check_sees_every_spelling() {
         let b = Command::new(env!(\"CARGO_BIN_EXE_toolgate\"));\n\
         let c = Command::cargo_bin(\"toolgate\").unwrap();\n\
         let d = Command::new(\"strace\")\n    .arg(toolgate_bin())\n    .output();\n\
-        let e = Command::new(python())\n    .arg(root().join(\"tests/mcp/drive.py\"))\n    .spawn();\n";
+        let e = Command::new(python())\n    .arg(root().join(\"tests/mcp/drive.py\"))\n    .spawn();\n\
+        let f = Command::new(clients::toolgate_bin()).output();\n\
+        let g = Command::new(support::clients::toolgate_bin());\n\
+        let h = home::toolgate()\n    .env_clear()\n    .output();\n\
+        fn i() {\n    let dir = home::fresh();\n    Command::new(\"strace\").arg(toolgate_bin()).output();\n}\n\
+        fn j() {\n    // not home::isolated\n    Command::new(\"strace\").arg(toolgate_bin()).output();\n}\n";
     assert_eq!(
         homeless_spawns(homeless)
             .iter()
             .map(|(l, _)| *l)
             .collect::<Vec<_>>(),
-        [1, 2, 3, 5, 7]
+        [1, 2, 3, 5, 7, 10, 11, 13, 17, 21]
     );
     let housed = "let a = home::toolgate().output();\n\
         let d = home::isolated(Command::new(\"strace\"))\n    .arg(toolgate_bin())\n    .output();\n\
         let e = home::isolated(Command::new(python()))\n    .arg(root().join(\"tests/mcp/drive.py\"))\n    .spawn();\n\
-        json!({\"command\": toolgate_bin(), \"args\": args});\n";
+        json!({\"command\": toolgate_bin(), \"args\": args});\n\
+        let f = home::isolated(Command::new(claude_bin()))\n    .env_clear()\n    .envs(home::vars(&home))\n    .spawn();\n";
     assert_eq!(homeless_spawns(housed), []);
 }
 
