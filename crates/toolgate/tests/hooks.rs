@@ -50,8 +50,13 @@ impl Setup {
 
     /// `read_file` of `a.txt` by `toolgate call --json`: the outcome.
     fn call(&self) -> Value {
-        let output = self
-            .toolgate()
+        let output = self.called();
+        serde_json::from_slice(&output.stdout).unwrap_or_else(|_| panic!("{output:?}"))
+    }
+
+    /// `read_file` of `a.txt` by `toolgate call --json`, as the process ended.
+    fn called(&self) -> std::process::Output {
+        self.toolgate()
             .args(["call", "--json", "--workspace"])
             .arg(&self.ws)
             .args(["--tool", "read_file", "--args", r#"{"path": "a.txt"}"#])
@@ -59,8 +64,7 @@ impl Setup {
             .arg(&self.config)
             .stdin(Stdio::null())
             .output()
-            .unwrap();
-        serde_json::from_slice(&output.stdout).unwrap_or_else(|_| panic!("{output:?}"))
+            .unwrap()
     }
 
     /// The audit log's records.
@@ -363,16 +367,7 @@ fn a_hook_file_a_command_could_change_is_refused_at_start() {
             fill(named)
         );
         std::fs::write(&setup.config, hook).unwrap();
-        let output = setup
-            .toolgate()
-            .args(["call", "--json", "--workspace"])
-            .arg(&setup.ws)
-            .args(["--tool", "read_file", "--args", r#"{"path": "a.txt"}"#])
-            .arg("--config")
-            .arg(&setup.config)
-            .stdin(Stdio::null())
-            .output()
-            .unwrap();
+        let output = setup.called();
         let stdout = String::from_utf8_lossy(&output.stdout);
         let stderr = String::from_utf8_lossy(&output.stderr);
         match refused {
