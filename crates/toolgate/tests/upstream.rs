@@ -827,6 +827,21 @@ fn pid_in(state: &Path, name: &str) -> u32 {
 
 /// Waits until the test upstream and the child it started, as it wrote their pids to `state`,
 /// are gone: the upstream's process group ends with it.
+/// `toolgate serve` over `ws` with `config`, its input held open, once the test upstream it
+/// starts has written its grandchild's pid to `state`.
+fn serving(ws: &Path, config: &Path, state: &Path) -> std::process::Child {
+    let serve = serve_stdio(ws, config)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_until("the upstream started", Duration::from_secs(30), || {
+        fs::read_to_string(state.join("grandchild")).is_ok_and(|pid| !pid.trim().is_empty())
+    });
+    serve
+}
+
 fn wait_until_the_upstream_is_gone(state: &Path) {
     let pids = [pid_in(state, "pid"), pid_in(state, "grandchild")];
     wait_until("the upstream is gone", Duration::from_secs(10), || {
@@ -1271,15 +1286,7 @@ fn upstreams_and_their_children_die_with_a_gateway_that_is_killed() {
     let state_dir = tempfile::tempdir().unwrap();
     let state = state_dir.path();
     let setup = Setup::new(&test_upstream("test", state, ""));
-    let mut serve = serve_stdio(&setup.ws(), &setup.config)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    wait_until("the upstream started", Duration::from_secs(30), || {
-        fs::read_to_string(state.join("grandchild")).is_ok_and(|pid| !pid.trim().is_empty())
-    });
+    let mut serve = serving(&setup.ws(), &setup.config, state);
     assert!(running(pid_in(state, "pid")) && running(pid_in(state, "grandchild")));
     // No shutdown of its own: the gateway is gone at once.
     serve.kill().unwrap();
@@ -1375,15 +1382,7 @@ fn an_upstream_script_in_the_workspace_is_refused_at_start() {
         let said = String::from_utf8_lossy(&check.stderr).into_owned();
         let Some(refused) = refused else {
             assert!(check.status.success(), "{args:?}: {check:?}");
-            let mut serve = serve_stdio(&ws, &config)
-                .stdin(std::process::Stdio::piped())
-                .stdout(std::process::Stdio::null())
-                .stderr(std::process::Stdio::null())
-                .spawn()
-                .unwrap();
-            wait_until("the upstream started", Duration::from_secs(30), || {
-                fs::read_to_string(state.join("grandchild")).is_ok_and(|p| !p.trim().is_empty())
-            });
+            let mut serve = serving(&ws, &config, &state);
             drop(serve.stdin.take());
             serve.wait().unwrap();
             wait_until_the_upstream_is_gone(&state);
