@@ -314,13 +314,14 @@ const LOAD_PATHS: [&str; 8] = [
     "LD_PRELOAD",
 ];
 
-/// The scoped npm package (`@scope/name`) that `file`, taken as a path from `cwd`, is when
-/// `program` is a package runner: what it names is a package, looked up first where it runs.
-fn scoped_package(program: &str, file: &Path, cwd: &Path) -> Option<String> {
+/// Whether `program` is a package runner: the package it runs (scoped or not) and the
+/// scripts of `package.json` are taken from its working directory's `node_modules` first.
+fn is_package_runner(program: &str) -> bool {
     const RUNNERS: [&str; 7] = ["npx", "pnpx", "bunx", "npm", "pnpm", "yarn", "bun"];
-    let name = Path::new(program).file_name()?.to_str()?;
-    let package = file.strip_prefix(cwd).ok()?.to_str()?;
-    (RUNNERS.contains(&name) && package.starts_with('@')).then(|| package.to_owned())
+    Path::new(program)
+        .file_name()
+        .and_then(|name| name.to_str())
+        .is_some_and(|name| RUNNERS.contains(&name))
 }
 
 /// The value of the variable `name` in the environment `spec`'s process is given.
@@ -376,21 +377,23 @@ pub fn outside_workspace(
     let variable = |name: &str| variable(spec, name);
     let runs = "this upstream, with its environment, hosts and grants,";
     let cwd_exposed = dir_in_workspace(root, &cwd);
+    // Through `env` (which may clear the environment), what runs and where.
+    let (run, run_args, run_cwd) = past_envs(program, args, &cwd);
+    let runs_in_workspace = cwd_exposed || dir_in_workspace(root, &run_cwd);
+    if is_package_runner(&run) && runs_in_workspace {
+        return Err(format!(
+            "`{run}` takes the package it runs from the `node_modules` of its working directory \
+             `{}` first, in the workspace `{}`, where a command or write approved there could \
+             put another: set the upstream's `cwd` outside the workspace",
+            run_cwd.display(),
+            root.display()
+        ));
+    }
     for file in command_files(program, args, &cwd, variable("PATH")) {
         refuse_in_workspace(root, &file, runs, |real| {
             holds_trusted(&origin.trusted, real)
         })
         .map_err(|error| {
-            if let Some(package) = scoped_package(program, &file, &cwd) {
-                return format!(
-                    "`{package}` is a package `{program}` takes from the `node_modules` of its \
-                     working directory `{}` first, in the workspace `{}`, where a command or \
-                     write approved there could put another: set the upstream's `cwd` outside \
-                     the workspace",
-                    cwd.display(),
-                    root.display()
-                );
-            }
             // Found from where it runs: another `cwd` finds it elsewhere.
             if cwd_exposed && file.starts_with(&cwd) {
                 format!(
@@ -426,13 +429,12 @@ pub fn outside_workspace(
         }
     }
     // Through `env` (which may clear the environment) only `-P` or `-I` keeps it off.
-    let (python, python_args, python_cwd) = past_envs(program, args, &cwd);
     let safe_path =
-        variable("PYTHONSAFEPATH").is_some_and(|v| !v.is_empty()) && python == program.as_str();
-    if let Some(flag) = imports_from_cwd(&python, &python_args, safe_path)
-        && (cwd_exposed || dir_in_workspace(root, &python_cwd))
+        variable("PYTHONSAFEPATH").is_some_and(|v| !v.is_empty()) && run == program.as_str();
+    if let Some(flag) = imports_from_cwd(&run, &run_args, safe_path)
+        && runs_in_workspace
     {
-        let (program, cwd) = (python, python_cwd);
+        let (program, cwd) = (run, run_cwd);
         return Err(format!(
             "`{program} -{flag}` runs in `{}`, in the workspace `{}`: Python imports modules \
              from its working directory first, where a command or write approved there could \
@@ -787,22 +789,34 @@ mod tests {
                 }
             }
         }
-        // A scoped package given to npx is a package name, looked up in the workspace first.
-        let npx = spec(&cmd(&["npx", "-y", "@scope/server"]), &ws, sys, false);
-        let error = outside_workspace(&npx, &UpstreamOrigin::default(), &ws).unwrap_err();
-        assert_eq!(
-            error,
-            format!(
-                "`@scope/server` is a package `npx` takes from the `node_modules` of its working \
-                 directory `{w}` first, in the workspace `{w}`, where a command or write approved \
-                 there could put another: set the upstream's `cwd` outside the workspace"
-            )
-        );
-        let npx = spec(&cmd(&["npx", "-y", "@scope/server"]), &out, sys, false);
-        assert_eq!(
-            outside_workspace(&npx, &UpstreamOrigin::default(), &ws),
-            Ok(())
-        );
+        // A package runner takes the package it runs, scoped or not, from the `node_modules`
+        // of a working directory in the workspace first.
+        for (words, cwd) in [
+            (&["npx", "-y", "@scope/server"][..], &ws),
+            (&["npx", "-y", "server"], &ws),
+            (&["/usr/bin/env", "-C", &w, "npx", "-y", "server"], &out),
+        ] {
+            let npx = spec(&cmd(words), cwd, sys, false);
+            let error = outside_workspace(&npx, &UpstreamOrigin::default(), &ws).unwrap_err();
+            assert_eq!(
+                error,
+                format!(
+                    "`npx` takes the package it runs from the `node_modules` of its working \
+                     directory `{w}` first, in the workspace `{w}`, where a command or write \
+                     approved there could put another: set the upstream's `cwd` outside the \
+                     workspace"
+                ),
+                "{words:?}"
+            );
+        }
+        for words in [
+            &["npx", "-y", "@scope/server"][..],
+            &["npx", "-y", "server"],
+        ] {
+            let npx = spec(&cmd(words), &out, sys, false);
+            let checked = outside_workspace(&npx, &UpstreamOrigin::default(), &ws);
+            assert_eq!(checked, Ok(()), "{words:?}");
+        }
         let relative = spec(&cmd(&["/bin/sh", "server.py"]), &ws, sys, false);
         let error = outside_workspace(&relative, &UpstreamOrigin::default(), &ws).unwrap_err();
         assert!(
