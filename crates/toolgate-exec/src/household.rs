@@ -33,6 +33,8 @@
 //! A server's tree ([`crate::ServerTree`]) is a call too, open for as long as it serves; while
 //! it serves it leaves an orphan to any command that started before the orphan did (the
 //! command claims it and kills it with its call), and takes it only once it is being ended.
+//! An orphan one call takes without proof may be another's: that other's end finds it still
+//! alive ([`held_elsewhere`]) and says so rather than report its tree gone.
 //!
 //! A host that embeds this crate and spawns children of its own while commands run must spawn
 //! them with [`crate::spawn_group_leader`], or hold [`spawning`] from before the spawn until
@@ -74,6 +76,10 @@ struct Register {
     /// The calls that are servers still serving ([`crate::ServerTree`]): an orphan that a
     /// command running beside one may have left is that command's to claim, not theirs.
     serving: BTreeSet<CallId>,
+    /// Orphans a call claimed without proof, and what it claimed as descending from one, with
+    /// the call and the start of that orphan: each may have come from the tree of another call
+    /// whose leader started no later, which did not end it.
+    guessed: BTreeMap<ProcessId, (CallId, u64)>,
     /// Adopted processes nobody has placed yet, and when each was first seen.
     unplaced: BTreeMap<ProcessId, Instant>,
     /// Spawns under way: each from before its `fork` until its child is registered.
@@ -86,6 +92,7 @@ static REGISTER: Mutex<Register> = Mutex::new(Register {
     claimed: BTreeMap::new(),
     calls: BTreeMap::new(),
     serving: BTreeSet::new(),
+    guessed: BTreeMap::new(),
     unplaced: BTreeMap::new(),
     spawning: 0,
     next_call: 0,
@@ -175,6 +182,7 @@ pub(crate) fn close_call(call: CallId) {
     let mut register = register();
     register.calls.remove(&call);
     register.serving.remove(&call);
+    register.guessed.retain(|_, (owner, _)| *owner != call);
     register.claimed.retain(|_, owner| *owner != call);
 }
 
@@ -189,6 +197,59 @@ pub(crate) fn claim(call: CallId, process: ProcessId) -> bool {
             true
         }
     }
+}
+
+/// Records that `call` claims `orphan`, an adopted process that nothing proves its own (see
+/// [`unplaced`]). Returns false if another call already has it.
+pub(crate) fn claim_orphan(call: CallId, orphan: ProcessId) -> bool {
+    let claimed = claim(call, orphan);
+    if claimed {
+        register().guessed.insert(orphan, (call, orphan.start));
+    }
+    claimed
+}
+
+/// Marks what `call` has just claimed as descending from its tree (`grown`, found in
+/// `table`) as guessed too where its parent, session or group is a guessed process's.
+pub(crate) fn inherit_guess(call: CallId, grown: &[ProcessId], table: &[Stat]) {
+    let mut register = register();
+    if grown.is_empty() || !register.guessed.values().any(|(owner, _)| *owner == call) {
+        return;
+    }
+    for stat in table.iter().filter(|s| grown.contains(&s.id())) {
+        let root = register
+            .guessed
+            .iter()
+            .find(|(guessed, (owner, _))| {
+                *owner == call
+                    && guessed.start <= stat.start
+                    && [stat.ppid, stat.sid, stat.pgid].contains(&guessed.pid)
+            })
+            .map(|(_, (_, root))| *root);
+        if let Some(root) = root {
+            register.guessed.insert(stat.id(), (call, root));
+        }
+    }
+}
+
+/// The live processes of `table` that may be `call`'s but that another call holds without
+/// proof: an orphan it guessed that started no earlier than `call`'s leader, or what descends
+/// from one. Ending `call` did not end them; the call that holds them ends them when it ends.
+pub(crate) fn held_elsewhere(call: CallId, table: &[Stat]) -> Vec<&Stat> {
+    let register = register();
+    let Some(leader) = register.calls.get(&call) else {
+        return Vec::new();
+    };
+    table
+        .iter()
+        .filter(|s| s.is_live())
+        .filter(|s| {
+            register
+                .guessed
+                .get(&s.id())
+                .is_some_and(|(owner, root)| *owner != call && *root >= leader.start)
+        })
+        .collect()
 }
 
 /// What [`unplaced`] found for one call.
@@ -447,6 +508,40 @@ mod tests {
         register.serving.remove(&server);
         let ending = sort_adopted(&mut register, server, &table, now, false);
         assert_eq!(pids(ending), [999_972, 999_973]);
+    }
+
+    #[test]
+    fn what_descends_from_a_guessed_orphan_is_held_from_every_call_it_may_be() {
+        let call = |pid: i32, start: u64| open_call(ProcessId { pid, start });
+        let (holder, earlier, later) = (call(999_980, 1), call(999_981, 10), call(999_984, 25));
+        let stat = |pid: i32, ppid: i32, start: u64| Stat {
+            pid,
+            comm: "probe".to_owned(),
+            state: 'S',
+            ppid,
+            pgid: pid,
+            sid: pid,
+            start,
+        };
+        let orphan = stat(999_982, me(), 20);
+        let child = stat(999_983, orphan.pid, 30);
+        let table = vec![orphan.clone(), child.clone()];
+        assert!(claim_orphan(holder, orphan.id()));
+        assert!(claim(holder, child.id()));
+        inherit_guess(holder, &[child.id()], &table);
+        let held = |call| {
+            held_elsewhere(call, &table)
+                .iter()
+                .map(|s| s.pid)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(held(earlier), [orphan.pid, child.pid]);
+        assert!(held(holder).is_empty(), "the holder ends them itself");
+        assert!(held(later).is_empty(), "started before its leader: not its");
+        close_call(holder);
+        assert!(held(earlier).is_empty(), "released with the holder");
+        close_call(earlier);
+        close_call(later);
     }
 
     #[test]

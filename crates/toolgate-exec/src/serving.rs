@@ -19,7 +19,8 @@
 //! tree, from the leader down while every parent is still alive to prove descent, stops it
 //! until a look finds nothing new, kills it, ends the cgroup with `cgroup.kill`, reaps the
 //! leader and looks once more. [`ServerEnd::ended`] is true only when that last look found
-//! nothing alive; what kept it from being sure is in [`ServerEnd::unknowns`].
+//! nothing alive, nor an orphan that may be the server's held without proof by another tree;
+//! what kept it from being sure is in [`ServerEnd::unknowns`].
 
 use std::io;
 use std::process::{ChildStderr, ChildStdin, ChildStdout, Command};
@@ -220,6 +221,35 @@ impl ServerTree {
                 "{} more processes it started were still running after it was killed",
                 survivors.len() - NAMED
             ));
+        }
+        // An orphan that no look proved this tree's may have been taken by another tree
+        // running beside it (see `household`): alive, it is not known to be gone.
+        match procs::family(household::me()) {
+            Ok(table) => {
+                let held = running.tree.held_elsewhere(&table);
+                for stat in held.iter().take(NAMED) {
+                    unended = true;
+                    unknowns.push(format!(
+                        "process {} (`{}`), which it may have started, was still running, held \
+                         by another process tree of toolgate's that ends it when it ends",
+                        stat.pid, stat.comm
+                    ));
+                }
+                if held.len() > NAMED {
+                    unknowns.push(format!(
+                        "{} more processes it may have started were still running, held by \
+                         another process tree of toolgate's",
+                        held.len() - NAMED
+                    ));
+                }
+            }
+            Err(e) => {
+                unended = true;
+                unknowns.push(format!(
+                    "whether another process tree of toolgate's holds a process it started \
+                     could not be looked at: {e}"
+                ));
+            }
         }
         if !running.settled && survivors.is_empty() {
             unknowns.push(

@@ -294,6 +294,12 @@ impl Tree {
             .collect()
     }
 
+    /// The live processes that may be this tree's but that another tree holds without proof
+    /// (see [`household::held_elsewhere`]).
+    pub(crate) fn held_elsewhere<'t>(&self, table: &'t [Stat]) -> Vec<&'t Stat> {
+        household::held_elsewhere(self.call, table)
+    }
+
     /// Whether some live process of the tree, other than the leader, is outside its group.
     pub(crate) fn detached(&self, table: &[Stat]) -> bool {
         self.others(table)
@@ -386,11 +392,13 @@ fn adopt(
     let unplaced = household::unplaced(call, table, now);
     let mut added = Vec::new();
     for orphan in unplaced.orphans {
-        if household::claim(call, orphan) && members.known.insert(orphan) {
+        if household::claim_orphan(call, orphan) && members.known.insert(orphan) {
             added.push(orphan);
         }
     }
-    added.extend(members.grow(table, |id| household::claim(call, id)));
+    let grown = members.grow(table, |id| household::claim(call, id));
+    household::inherit_guess(call, &grown, table);
+    added.extend(grown);
     if let Some(observer) = observer {
         for id in added {
             observer.saw(call, id);

@@ -200,3 +200,52 @@ fn a_server_given_work_is_looked_at_soon() {
     );
     assert!(end.ended, "{end:?}");
 }
+
+/// Two servers alive at once: what one leaves as an orphan before any look proved it the
+/// server's may be taken by the other (whichever looks first). Ending the first then either
+/// ends that orphan or says it is not known to be gone, never `ended` with it still running.
+#[test]
+fn an_orphan_another_server_holds_keeps_an_end_from_being_sure() {
+    let _alone = alone();
+    let spawn = |dir: &Path, script: &str| {
+        let mut command = Command::new(system_program("sh"));
+        command
+            .args(["-c", script])
+            .current_dir(dir)
+            .env_clear()
+            .envs(env())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        ServerTree::spawn(&mut command, None).unwrap().0
+    };
+    let dir = tempfile::tempdir().unwrap();
+    // Started first, it looks first: the orphan the second leaves is its to take.
+    let mut other = spawn(dir.path(), "sleep 30");
+    std::thread::sleep(Duration::from_millis(50));
+    // The orphan's parent exits at once: no look sees it as the server's child.
+    let mut server = spawn(
+        dir.path(),
+        "sh -c 'setsid sleep 30 & echo $! > pids'; sleep 30",
+    );
+    std::thread::sleep(Duration::from_millis(600));
+    let noted = pids(&dir.path().join("pids"));
+    assert!(!noted.is_empty(), "no pid noted");
+    let end = server.end();
+    let alive: Vec<u32> = noted.iter().copied().filter(|&p| running(p)).collect();
+    let other_end = other.end();
+    kill_left(&noted);
+    assert!(
+        alive.is_empty() || !end.ended,
+        "ended with {alive:?} still running: {end:?}"
+    );
+    assert!(
+        alive.is_empty()
+            || end
+                .unknowns
+                .iter()
+                .any(|u| u.contains("held by another process tree")),
+        "{end:?}"
+    );
+    assert!(other_end.ended, "{other_end:?}");
+}
