@@ -4,9 +4,11 @@
 // Usage: node project.mjs PLAN.json
 //
 // PLAN is {"url": LOGIN_LINK, "screenshots": DIR, "node_modules": DIR, "chromium": PATH,
-// "change": {"path": FILE, "text": TEXT}}. The report, printed as JSON, holds what the panel
-// showed before and after the button was clicked, and after FILE was then written with TEXT
-// and the panel read again (status, status line, files, items, whether the button is offered,
+// "change": {"path": FILE, "text": TEXT}, "swaps": [{"path": FILE, "text": TEXT, "status":
+// STATUS}]}. The report, printed as JSON, holds what the panel showed before and after the
+// button was clicked, after FILE was then written with TEXT and the panel read again, and
+// after each swap was written and the panel's own poll showed it with STATUS (`swapped`)
+// (status, status line, files, items, whether the button is offered,
 // the note, the diff's lines and their kinds, how many elements other than the page's own the
 // panel holds), and every console error. A screenshot of each is saved as
 // `project-STATUS.png`. The
@@ -61,6 +63,20 @@ try {
   await page.waitForSelector('#project-status[data-status="changed"]', { timeout: 10000 });
   report.changed = await panel(page);
   await page.screenshot({ path: join(plan.screenshots, 'project-changed.png'), fullPage: true });
+  // Another process swaps the files while they are shown: unreadable first, then readable
+  // again with other text, each found by the panel's own poll, without Read.
+  report.swapped = [];
+  for (const swap of plan.swaps || []) {
+    const shown = await page.evaluate(() => document.getElementById('project-body').textContent);
+    writeFileSync(swap.path, swap.text);
+    await page.waitForFunction(
+      ([before, status]) => document.getElementById('project-body').textContent !== before
+        && document.getElementById('project-status').dataset.status === status,
+      [shown, swap.status],
+      { timeout: 20000 },
+    );
+    report.swapped.push(await panel(page));
+  }
 } finally {
   await browser.close();
 }

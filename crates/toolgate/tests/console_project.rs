@@ -278,6 +278,13 @@ fn the_project_panel_shows_what_waits_and_trusts_what_it_showed_in_chromium() {
                 "path": ws.join(".toolgate").join(markup),
                 "text": format!("notes\n{markup}\n"),
             },
+            "swaps": [
+                {"path": ws.join(".toolgate/toolgate.toml"), "text": "[[tool]]\nname = 1\n",
+                 "status": "error"},
+                {"path": ws.join(".toolgate/toolgate.toml"),
+                 "text": "[[tool]]\nname = \"run_command\"\napproval = \"each_call\"\n# swapped\n",
+                 "status": "changed"},
+            ],
         }),
     );
 
@@ -324,6 +331,20 @@ fn the_project_panel_shows_what_waits_and_trusts_what_it_showed_in_chromium() {
             .contains(&json!(["add", format!("+{markup}")])),
         "{seen}"
     );
+    // Files swapped while shown, found by a poll: the button is taken back until the person
+    // presses Read, even once the files read again (as other files than were looked at).
+    let swapped = seen["swapped"].as_array().unwrap();
+    assert_eq!(swapped.len(), 2, "{seen}");
+    for view in swapped {
+        assert_eq!(view["trust_button"], false, "{seen}");
+        assert!(
+            view["message"]
+                .as_str()
+                .unwrap()
+                .contains("changed while they were shown"),
+            "{seen}"
+        );
+    }
     for view in [before, after, changed] {
         assert_eq!(view["foreign_elements"], 0, "{seen}");
     }

@@ -418,10 +418,11 @@ const PROJECT_STATUS = {
   error: 'It cannot be read, and nothing of it can be trusted: ',
 };
 let projectShown = null;
-// The digest the trust button was last offered for: a poll that finds other files takes the
-// offer back until the person reads them again (the button would trust files they may not have
-// looked at).
+// The digest the trust button was last offered for: a poll that finds other files (or none
+// that can be read) takes the offer back until the person presses Read again, however the
+// files change after (the button would trust files they may not have looked at).
 let projectOffered = null;
+let projectStale = false;
 
 function itemList(title, items) {
   const box = el('div', 'project-items');
@@ -436,7 +437,7 @@ function renderProject(view, polled) {
   const text = JSON.stringify(view);
   if (text === projectShown) return;
   projectShown = text;
-  const swapped = polled && projectOffered !== null && view.digest !== projectOffered;
+  if (polled && projectOffered !== null && view.digest !== projectOffered) projectStale = true;
   projectOffered = view.digest || null;
   // A workspace without `.toolgate/` has nothing to show or trust.
   document.getElementById('project').hidden = view.status === 'none';
@@ -465,9 +466,9 @@ function renderProject(view, polled) {
   if (view.ignored.length) body.appendChild(itemList('Ignored: a project may never set these', view.ignored));
   const trust = document.getElementById('project-trust');
   trust.hidden = !view.digest || view.status === 'trusted';
-  trust.disabled = swapped;
+  trust.disabled = projectStale;
   trust.dataset.digest = view.digest || '';
-  if (swapped) {
+  if (projectStale) {
     setText(document.getElementById('project-message'),
       'The files changed while they were shown; what is shown now is different. Look at them again, then press Read again to trust them.');
   }
@@ -516,6 +517,7 @@ document.getElementById('project-trust').addEventListener('click', trustProject)
 document.getElementById('project-reload').addEventListener('click', () => {
   projectShown = null;
   projectOffered = null;
+  projectStale = false;
   setText(document.getElementById('project-message'), '');
   refreshProject(false);
 });
