@@ -520,25 +520,26 @@ mod tests {
         let cmd =
             |words: &[&str]| -> Vec<String> { words.iter().map(|w| (*w).to_owned()).collect() };
         let guarded = ws.join(".toolgate");
+        let in_ws = |file: &str| Some(inside(&format!("{w}/{file}")));
         let rows: Vec<(Vec<String>, &Path, String, Option<String>)> = vec![
             // A script relative to where it runs, absolute, or not there yet.
             (
                 cmd(&["python3", "server.py"]),
                 &ws,
                 sys.into(),
-                Some(inside(&format!("{w}/server.py"))),
+                in_ws("server.py"),
             ),
             (
                 cmd(&["/bin/sh", "./later.sh"]),
                 &ws,
                 sys.into(),
-                Some(inside(&format!("{w}/later.sh"))),
+                in_ws("later.sh"),
             ),
             (
                 cmd(&["/bin/sh", &format!("{w}/server.py")]),
                 &out,
                 sys.into(),
-                Some(inside(&format!("{w}/server.py"))),
+                in_ws("server.py"),
             ),
             (
                 cmd(&["/bin/sh", &format!("{o}/in-link")]),
@@ -556,86 +557,76 @@ mod tests {
                 )),
             ),
             // The program: relative, absolute, found on PATH, or looked for there first.
-            (
-                cmd(&["bin/tool"]),
-                &ws,
-                sys.into(),
-                Some(inside(&format!("{w}/bin/tool"))),
-            ),
+            (cmd(&["bin/tool"]), &ws, sys.into(), in_ws("bin/tool")),
             (
                 cmd(&[&format!("{w}/bin/tool")]),
                 &out,
                 sys.into(),
-                Some(inside(&format!("{w}/bin/tool"))),
+                in_ws("bin/tool"),
             ),
             (
                 cmd(&["tool"]),
                 &out,
                 format!("{ws_bin}:{out_bin}"),
-                Some(inside(&format!("{w}/bin/tool"))),
+                in_ws("bin/tool"),
             ),
             (
                 cmd(&["tool"]),
                 &out,
                 format!("{w}/none:{out_bin}"),
-                Some(inside(&format!("{w}/none/tool"))),
+                in_ws("none/tool"),
             ),
-            (
-                cmd(&["tool"]),
-                &ws,
-                format!(":{out_bin}"),
-                Some(inside(&format!("{w}/tool"))),
-            ),
+            (cmd(&["tool"]), &ws, format!(":{out_bin}"), in_ws("tool")),
             (
                 cmd(&["tool"]),
                 &ws,
                 format!("bin:{out_bin}"),
-                Some(inside(&format!("{w}/bin/tool"))),
+                in_ws("bin/tool"),
             ),
             // The interpreter a `#!` line names, or the program `env` looks up.
             (
                 cmd(&[&format!("{o}/script")]),
                 &out,
                 sys.into(),
-                Some(inside(&format!("{w}/bin/tool"))),
+                in_ws("bin/tool"),
             ),
             (
                 cmd(&[&format!("{o}/by-env")]),
                 &out,
                 format!("{ws_bin}:{sys}"),
-                Some(inside(&format!("{w}/bin/tool"))),
+                in_ws("bin/tool"),
             ),
             // What `env -S` looks up, past its options, or in the `PATH` it sets.
             (
                 cmd(&[&format!("{o}/env-s")]),
                 &out,
                 format!("{ws_bin}:{sys}"),
-                Some(inside(&format!("{w}/bin/tool"))),
+                in_ws("bin/tool"),
             ),
             (
                 cmd(&[&format!("{o}/env-is")]),
                 &out,
                 format!("{ws_bin}:{sys}"),
-                Some(inside(&format!("{w}/bin/tool"))),
+                in_ws("bin/tool"),
             ),
             (
                 cmd(&[&format!("{o}/env-u")]),
                 &out,
                 format!("{ws_bin}:{sys}"),
-                Some(inside(&format!("{w}/bin/tool"))),
+                in_ws("bin/tool"),
             ),
             (
                 cmd(&[&format!("{o}/env-path")]),
                 &out,
                 format!("{out_bin}:{sys}"),
-                Some(inside(&format!("{w}/bin/tool"))),
+                in_ws("bin/tool"),
             ),
             // The command an upstream run by `env` runs.
             (
                 cmd(&["/usr/bin/env", "tool"]),
                 &out,
                 format!("{ws_bin}:{sys}"),
-                Some(inside(&format!("{w}/bin/tool"))),
+                in_ws("bin/tool"),
             ),
             (
                 cmd(&[
@@ -647,13 +638,13 @@ mod tests {
                 ]),
                 &out,
                 format!("{out_bin}:{sys}"),
-                Some(inside(&format!("{w}/bin/tool"))),
+                in_ws("bin/tool"),
             ),
             (
                 cmd(&["/usr/bin/env", "-S", "/bin/sh server.py"]),
                 &ws,
                 sys.into(),
-                Some(inside(&format!("{w}/server.py"))),
+                in_ws("server.py"),
             ),
             (
                 cmd(&["/usr/bin/env", "-i", "python3", "-m", "server"]),
@@ -671,7 +662,7 @@ mod tests {
                 cmd(&["/usr/bin/env", &format!("--chdir={w}"), "bin/tool"]),
                 &out,
                 sys.into(),
-                Some(inside(&format!("{w}/bin/tool"))),
+                in_ws("bin/tool"),
             ),
             // Python importing from a working directory in the workspace.
             (
@@ -729,7 +720,7 @@ mod tests {
                 cmd(&["/bin/sh", "-c", "server.py"]),
                 &ws,
                 sys.into(),
-                Some(inside(&format!("{w}/server.py"))),
+                in_ws("server.py"),
             ),
             (cmd(&["tool"]), &ws, format!("{out_bin}:{ws_bin}"), None),
             (
