@@ -139,6 +139,26 @@ impl Setup {
         self.state.join(format!("{name}.marker"))
     }
 
+    /// `toolgate tools admit` of the server's `leave`, which starts the server to list its
+    /// tools and stops it; its output.
+    fn admit(&self) -> std::process::Output {
+        let admit = home::toolgate()
+            .args([
+                "tools",
+                "admit",
+                "survivor",
+                "leave",
+                "--effect",
+                "read_only",
+            ])
+            .arg("--config")
+            .arg(&self.config)
+            .output()
+            .unwrap();
+        assert!(admit.status.success(), "admit: {admit:?}");
+        admit
+    }
+
     /// Forgets what a process left at start noted, before the server starts again.
     fn forget(&self, name: &str) {
         let _ = fs::remove_file(self.state.join(format!("{name}.pid")));
@@ -208,6 +228,17 @@ impl Serving {
         }
     }
 
+    /// Calls the server's `leave`, which leaves a process `row.how`, named so too.
+    fn leave(&mut self, row: &Row) {
+        self.send(
+            &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+            "name": "survivor__leave",
+            "arguments": {"how": row.how, "name": row.how, "seconds": SLEEP_SECONDS}}}),
+        );
+        let answer = self.answer(1);
+        assert_eq!(answer["result"]["isError"], false, "{answer}");
+    }
+
     /// Hangs up, as a client that is done, and waits for toolgate to exit; what it wrote to
     /// standard error.
     fn hang_up(mut self) -> String {
@@ -258,20 +289,7 @@ fn nothing_an_upstream_leaves_outlives_its_stop() {
         let setup = Setup::new(row);
         // `tools admit` starts the server to list its tools, and stops it.
         let admitting = Instant::now();
-        let admit = home::toolgate()
-            .args([
-                "tools",
-                "admit",
-                "survivor",
-                "leave",
-                "--effect",
-                "read_only",
-            ])
-            .arg("--config")
-            .arg(&setup.config)
-            .output()
-            .unwrap();
-        assert!(admit.status.success(), "admit: {admit:?}");
+        let admit = setup.admit();
         if row.at_start {
             let pid = setup.pid("start");
             let _reaped = Reaped(pid);
@@ -284,13 +302,7 @@ fn nothing_an_upstream_leaves_outlives_its_stop() {
         let (name, left_at) = if row.at_start {
             ("start", Instant::now())
         } else {
-            serving.send(
-                &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
-                "name": "survivor__leave",
-                "arguments": {"how": row.how, "name": row.how, "seconds": SLEEP_SECONDS}}}),
-            );
-            let answer = serving.answer(1);
-            assert_eq!(answer["result"]["isError"], false, "{answer}");
+            serving.leave(row);
             (row.how, Instant::now())
         };
         let pid = setup.pid(name);
@@ -311,28 +323,9 @@ fn nothing_an_upstream_leaves_outlives_its_stop() {
 fn nothing_an_upstream_leaves_outlives_a_toolgate_killed_outright() {
     for row in ROWS.iter().filter(|row| !row.at_start) {
         let setup = Setup::new(row);
-        let admit = home::toolgate()
-            .args([
-                "tools",
-                "admit",
-                "survivor",
-                "leave",
-                "--effect",
-                "read_only",
-            ])
-            .arg("--config")
-            .arg(&setup.config)
-            .output()
-            .unwrap();
-        assert!(admit.status.success(), "admit: {admit:?}");
+        setup.admit();
         let mut serving = Serving::start(&setup);
-        serving.send(
-            &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
-            "name": "survivor__leave",
-            "arguments": {"how": row.how, "name": row.how, "seconds": SLEEP_SECONDS}}}),
-        );
-        let answer = serving.answer(1);
-        assert_eq!(answer["result"]["isError"], false, "{answer}");
+        serving.leave(row);
         let left_at = Instant::now();
         let pid = setup.pid(row.how);
         let _reaped = Reaped(pid);
