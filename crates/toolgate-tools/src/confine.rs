@@ -394,15 +394,15 @@ pub(crate) fn sandbox_error_code(error: &SandboxError) -> ToolErrorCode {
 mod tests {
     use super::*;
 
-    /// A run after which every process is known gone gives its unknowns back (a leftover that
-    /// was killed included); one after which a process may still run (here by the run's word:
-    /// one that will not die cannot be made in a test) fails `unkillable`, naming it, whatever
-    /// the command's own exit.
     /// How a run ended and the last of its output, as [`ended`] asks for them.
     fn said<'a>(ran: &'a str, tails: &'a str) -> impl FnOnce() -> (String, String) + 'a {
         move || (ran.to_owned(), tails.to_owned())
     }
 
+    /// A run after which every process is known gone gives its unknowns back (a leftover that
+    /// was killed included); one after which a process may still run (here by the run's word:
+    /// one that will not die cannot be made in a test) fails `unkillable`, naming it, whatever
+    /// the command's own exit.
     #[test]
     fn a_run_that_did_not_end_fails_the_call() {
         let killed = vec![toolgate_exec::unknown::DETACHED.to_owned()];
