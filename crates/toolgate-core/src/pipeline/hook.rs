@@ -793,6 +793,11 @@ mod tests {
         outcome.rejection().map(|r| r.code())
     }
 
+    /// The message of a call that must have been refused.
+    fn message(outcome: &Outcome) -> &str {
+        outcome.rejection().unwrap().message()
+    }
+
     #[test]
     fn an_allow_lets_the_call_run_and_is_recorded() {
         let echo = Arc::new(Echo::default());
@@ -828,11 +833,8 @@ mod tests {
         assert_eq!(code(&outcome), Some(RejectCode::HookDenied));
         assert_eq!(outcome.rejection().unwrap().stage(), Stage::Hook);
         assert!(
-            outcome
-                .rejection()
-                .unwrap()
-                .message()
-                .contains("no writes on Fridays")
+            message(&outcome).contains("no writes on Fridays"),
+            "{outcome:?}"
         );
         assert!(echo.0.lock().unwrap().is_empty());
     }
@@ -855,7 +857,7 @@ mod tests {
                 continue;
             }
             assert_eq!(code(&outcome), Some(RejectCode::HookFailed), "{outcome:?}");
-            let message = outcome.rejection().unwrap().message();
+            let message = message(&outcome);
             assert!(message.contains(&format!("({kind})")), "{message}");
             let record = &outcome.evidence().hooks[0];
             assert_eq!(record.failure.map(HookFailureKind::as_str), Some(kind));
@@ -887,13 +889,7 @@ mod tests {
             vec![guard.clone(), rewriter],
         ));
         assert_eq!(code(&outcome), Some(RejectCode::HookDenied), "{outcome:?}");
-        assert!(
-            outcome
-                .rejection()
-                .unwrap()
-                .message()
-                .contains("not that file")
-        );
+        assert!(message(&outcome).contains("not that file"), "{outcome:?}");
         assert_eq!(guard.seen.lock().unwrap().len(), 2, "asked again");
         assert!(echo.0.lock().unwrap().is_empty(), "nothing ran");
 
@@ -910,7 +906,7 @@ mod tests {
         });
         let outcome = call(&pipeline(&echo, Arc::new(HeadlessBroker), vec![flip]));
         assert_eq!(code(&outcome), Some(RejectCode::HookFailed), "{outcome:?}");
-        let message = outcome.rejection().unwrap().message();
+        let message = message(&outcome);
         assert!(message.contains("(unsettled)"), "{message}");
         assert!(echo.0.lock().unwrap().is_empty(), "nothing ran");
     }
@@ -939,11 +935,8 @@ mod tests {
         let outcome = call(&pipeline(&echo, Arc::new(HeadlessBroker), vec![guard]));
         assert_eq!(code(&outcome), Some(RejectCode::HookFailed), "{outcome:?}");
         assert!(
-            outcome
-                .rejection()
-                .unwrap()
-                .message()
-                .contains("(invalid_arguments)")
+            message(&outcome).contains("(invalid_arguments)"),
+            "{outcome:?}"
         );
         assert_eq!(
             outcome.evidence().hooks[0].failure,
