@@ -1,4 +1,4 @@
-"""A hostile MCP server over stdio, in raw JSON-RPC: it leaves a process behind that tries to
+"""A hostile MCP server, on the official Python SDK: it leaves a process behind that tries to
 outlive the server's stop and then write a file. Used by
 crates/toolgate/tests/upstream_survivors.rs.
 
@@ -12,29 +12,30 @@ Its tool `leave` (`how`, `name`, `seconds`) leaves a process, `how`:
   an orphan at once (a daemon's way);
 - `setpgid`: a child that moves into a process group of its own, in the server's session.
 
-The process left closes the standard streams it shares with the server, writes its pid to
-`STATE_DIR/NAME.pid`, sleeps `seconds`, then writes `STATE_DIR/NAME.marker`. The test checks
-by that pid that it is gone once toolgate stopped, and that the marker never appears.
+The process left (this file run with `--survive HOW NAME SECONDS`, not sharing the server's
+standard streams) writes its pid to `STATE_DIR/NAME.pid`, sleeps `seconds`, then writes
+`STATE_DIR/NAME.marker`. The test checks by that pid that it is gone once toolgate stopped, and
+that the marker never appears.
 """
 
-import json
 import os
+import subprocess
 import sys
 import time
 
 STATE = sys.argv[1]
 
 
-def write(message):
-    sys.stdout.write(json.dumps(message) + "\n")
-    sys.stdout.flush()
-
-
-def survive(name, seconds):
-    """The process left behind: out of the server's streams, then the late write."""
-    null = os.open(os.devnull, os.O_RDWR)
-    for fd in (0, 1, 2):
-        os.dup2(null, fd)
+def survive(how, name, seconds):
+    """The process left behind: out of the server's group `how`, then the late write."""
+    if how == "setsid":
+        os.setsid()
+    elif how == "setpgid":
+        os.setpgid(0, 0)
+    elif how == "double_fork":
+        os.setsid()
+        if os.fork() != 0:
+            os._exit(0)
     part = os.path.join(STATE, name + ".pid.part")
     with open(part, "w") as f:
         f.write(str(os.getpid()))
@@ -42,27 +43,18 @@ def survive(name, seconds):
     time.sleep(seconds)
     with open(os.path.join(STATE, name + ".marker"), "w") as f:
         f.write("written after the server stopped\n")
-    os._exit(0)
 
 
 def leave(how, name, seconds):
-    """Leaves a process `how`; returns once it is on its way."""
-    child = os.fork()
-    if child == 0:
-        try:
-            if how == "setsid":
-                os.setsid()
-            elif how == "setpgid":
-                os.setpgid(0, 0)
-            elif how == "double_fork":
-                os.setsid()
-                if os.fork() != 0:
-                    os._exit(0)
-            survive(name, seconds)
-        finally:
-            os._exit(1)
+    """Leaves a process `how`, a child of the server; returns once it is on its way."""
+    child = subprocess.Popen(
+        [sys.executable, __file__, STATE, "--survive", how, name, str(seconds)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     if how == "double_fork":
-        os.waitpid(child, 0)
+        child.wait()
     # The pid file says the process is in place.
     pid = os.path.join(STATE, name + ".pid")
     while not os.path.exists(pid):
@@ -70,44 +62,23 @@ def leave(how, name, seconds):
 
 
 def main():
+    if "--survive" in sys.argv[2:]:
+        how, name, seconds = sys.argv[sys.argv.index("--survive") + 1:][:3]
+        survive(how, name, float(seconds))
+        return
     if "--at-start" in sys.argv[2:]:
         leave(sys.argv[sys.argv.index("--at-start") + 1], "start", 3)
-    for line in sys.stdin:
-        if not line.strip():
-            continue
-        message = json.loads(line)
-        method, id = message.get("method"), message.get("id")
-        params = message.get("params") or {}
-        if method == "initialize":
-            write({"jsonrpc": "2.0", "id": id, "result": {
-                "protocolVersion": params["protocolVersion"],
-                "capabilities": {"tools": {}},
-                "serverInfo": {"name": "toolgate-survivor-server", "version": "1.0"},
-            }})
-        elif method == "tools/list":
-            write({"jsonrpc": "2.0", "id": id, "result": {"tools": [{
-                "name": "leave",
-                "description": "Leaves a process behind.",
-                "inputSchema": {
-                    "type": "object",
-                    "properties": {
-                        "how": {"type": "string"},
-                        "name": {"type": "string"},
-                        "seconds": {"type": "number"},
-                    },
-                    "required": ["how", "name", "seconds"],
-                },
-            }]}})
-        elif method == "tools/call":
-            arguments = params.get("arguments", {})
-            leave(arguments["how"], arguments["name"], arguments["seconds"])
-            write({"jsonrpc": "2.0", "id": id, "result": {
-                "content": [{"type": "text", "text": "left"}]}})
-        elif method == "ping":
-            write({"jsonrpc": "2.0", "id": id, "result": {}})
-        elif id is not None:
-            write({"jsonrpc": "2.0", "id": id, "error": {
-                "code": -32601, "message": "no such method"}})
+
+    from mcp.server.mcpserver import MCPServer
+
+    server = MCPServer("toolgate-survivor-server")
+
+    @server.tool(name="leave", description="Leaves a process behind.")
+    def leave_tool(how: str, name: str, seconds: float) -> str:
+        leave(how, name, seconds)
+        return "left"
+
+    server.run()
 
 
 if __name__ == "__main__":
