@@ -47,6 +47,21 @@ fn system_program(name: &str) -> PathBuf {
     resolve_program(name, Some("/usr/bin:/bin"), Path::new("/")).unwrap()
 }
 
+/// A server's command: the system's `program` with `args`, in `dir`, with the tests' own
+/// environment and no standard streams.
+fn server_command(program: &str, args: &[String], dir: &Path) -> Command {
+    let mut command = Command::new(system_program(program));
+    command
+        .args(args)
+        .current_dir(dir)
+        .env_clear()
+        .envs(env())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    command
+}
+
 /// Kills, by pid, whatever a failed row left, so that one failure does not leak.
 fn kill_left(pids: &[u32]) {
     for pid in pids {
@@ -78,15 +93,7 @@ fn nothing_a_server_starts_outlives_its_end() {
             continue;
         }
         let dir = tempfile::tempdir().unwrap();
-        let mut command = Command::new(system_program(&argv[0]));
-        command
-            .args(&argv[1..])
-            .current_dir(dir.path())
-            .env_clear()
-            .envs(env())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
+        let mut command = server_command(&argv[0], &argv[1..], dir.path());
         let started = Instant::now();
         let (mut server, _pipes) = ServerTree::spawn(&mut command, None).unwrap();
         // A server keeps running while what it left waits: the escape is made by then.
@@ -147,15 +154,9 @@ fn a_server_given_work_is_looked_at_soon() {
     use std::io::Write as _;
     let _alone = alone();
     let dir = tempfile::tempdir().unwrap();
-    let mut command = Command::new(system_program("sh"));
-    command
-        .args(["-c", "read x; sleep 30 & echo $! > pid; read y"])
-        .current_dir(dir.path())
-        .env_clear()
-        .envs(env())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
+    let script = "read x; sleep 30 & echo $! > pid; read y".to_owned();
+    let mut command = server_command("sh", &["-c".to_owned(), script], dir.path());
+    command.stdin(Stdio::piped());
     let told = std::sync::Arc::new(Told::default());
     let observer: std::sync::Arc<dyn toolgate_exec::TreeObserver> = told.clone();
     let started = Instant::now();
@@ -208,15 +209,7 @@ fn a_server_given_work_is_looked_at_soon() {
 fn an_orphan_another_server_holds_keeps_an_end_from_being_sure() {
     let _alone = alone();
     let spawn = |dir: &Path, script: &str| {
-        let mut command = Command::new(system_program("sh"));
-        command
-            .args(["-c", script])
-            .current_dir(dir)
-            .env_clear()
-            .envs(env())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
+        let mut command = server_command("sh", &["-c".to_owned(), script.to_owned()], dir);
         ServerTree::spawn(&mut command, None).unwrap().0
     };
     let dir = tempfile::tempdir().unwrap();
