@@ -1,15 +1,15 @@
 //! Upstream MCP servers as tool sources: candidates until admitted, pinned, quarantined when
 //! they change.
 //!
-//! toolgate is an MCP *client* here. Each `[[upstream]]` is a child process whose whole tree
-//! — what it starts, in its process group or out of it — is followed and ended with it, as an
-//! approved command's is (see [`connection`]), kept running by a [`supervisor`] thread that shakes hands, lists every page
-//! of tools, listens for `notifications/tools/list_changed` (coalesced and paced, so a flood
-//! of them costs a handful of refreshes), refreshes periodically, and restarts the process
-//! with exponential backoff when it dies. What an upstream reports about a call while it runs,
-//! its progress and log notifications, is relayed as that call's own (see [`relay`]). The process runs confined, in
-//! the same sandbox as approved commands, with what its `[upstream.sandbox]` grants (see
-//! [`sandbox`]).
+//! toolgate is an MCP *client* here. Each `[[upstream]]` is a child process whose whole tree —
+//! what it starts, in its process group or out of it — is followed and ended with it, as an
+//! approved command's is (see [`connection`]), kept running by a [`supervisor`] thread that
+//! shakes hands, lists every page of tools, listens for `notifications/tools/list_changed`
+//! (coalesced and paced, so a flood of them costs a handful of refreshes), refreshes
+//! periodically, and restarts the process with exponential backoff when it dies. What an
+//! upstream reports about a call while it runs, its progress and log notifications, is relayed
+//! as that call's own (see [`relay`]). The process runs confined, in the same sandbox as
+//! approved commands, with what its `[upstream.sandbox]` grants (see [`sandbox`]).
 //!
 //! What an upstream lists is only a *candidate*. A tool becomes callable when the operator
 //! admits it (`[[upstream.tool]]`), under the name `<upstream>__<tool>`, with an effect class
