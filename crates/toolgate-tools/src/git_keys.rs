@@ -352,12 +352,19 @@ pub(crate) fn lookup(
 
 /// A dotted key as `git -c` takes it (`remote.o.url`, `url.ext::sh x.insteadOf`): its
 /// section (to the first `.`), subsection (between) and last part (after the last `.`).
-pub(crate) fn split(dotted: &str) -> Option<(&str, Option<&str>, &str)> {
+fn split(dotted: &str) -> Option<(&str, Option<&str>, &str)> {
     let (section, rest) = dotted.split_once('.')?;
     Some(match rest.rsplit_once('.') {
         Some((subsection, key)) => (section, Some(subsection), key),
         None => (section, None, rest),
     })
+}
+
+/// The row of [`KEYS`] for a dotted key as `git -c` and `--config-env` take it, with its
+/// subsection.
+pub(crate) fn lookup_dotted(dotted: &str) -> Option<(&'static GitKey, Option<&str>)> {
+    let (section, subsection, key) = split(dotted)?;
+    lookup(section, subsection, key).map(|row| (row, subsection))
 }
 
 /// The URL a value of `row` makes git contact, if any: the value of a [`Value::Url`], the

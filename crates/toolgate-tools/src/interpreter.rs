@@ -1270,9 +1270,7 @@ fn config(arg: &Arg<'_>, value: &str, depth: usize, out: &mut Analysis) {
         return;
     };
     let shown = key.to_ascii_lowercase();
-    let found = git_keys::split(key).and_then(|(section, subsection, last)| {
-        git_keys::lookup(section, subsection, last).map(|row| (row, subsection))
-    });
+    let found = git_keys::lookup_dotted(key);
     let plain = format!("git configuration `{shown}` for this run");
     let Some((row, subsection)) = found else {
         note(out, &arg.label, &plain);
@@ -1379,9 +1377,7 @@ fn config_env(arg: &Arg<'_>, value: &str, depth: usize, out: &mut Analysis) {
         return;
     };
     let shown = key.to_ascii_lowercase();
-    let found = git_keys::split(key).and_then(|(section, subsection, last)| {
-        git_keys::lookup(section, subsection, last).map(|row| (row, subsection))
-    });
+    let found = git_keys::lookup_dotted(key);
     let text = match found {
         Some((row, subsection)) => {
             if let Some(url) = git_keys::url_of(row, subsection, "")
