@@ -954,21 +954,21 @@ fn operand(
                 }
             }
             // git's operands may be URLs that make it run a program (`git clone ext::…`),
-            // and the remotes it contacts may be configured to.
+            // and the remotes it may contact may be configured to. Any sub-command may
+            // contact one: `fetch` and its kin, an alias of them (`[alias] f = fetch`),
+            // `maintenance run --task=prefetch`, any object read in a partial clone.
             if program.names.contains(&"git") {
                 git_urls(rest, depth, out);
-                if GIT_REMOTE_COMMANDS.contains(&arg.text) {
-                    if elsewhere {
-                        note(
-                            out,
-                            &arg.label,
-                            "contacts the remotes of a repository in another directory (an \
-                             option names it): what their URLs make git run is not shown and \
-                             not bound",
-                        );
-                    } else {
-                        out.git_remote = Some(arg.label.clone());
-                    }
+                if elsewhere {
+                    note(
+                        out,
+                        &arg.label,
+                        "may contact the remotes of a repository in another directory (an \
+                         option names it): what their URLs make git run is not shown and not \
+                         bound",
+                    );
+                } else {
+                    out.git_remote = Some(arg.label.clone());
                 }
             }
             if elsewhere && program.scripts != Scripts::None {
@@ -1433,20 +1433,6 @@ fn url_runs(arg: &Arg<'_>, what: &str, url: &str, runs: &Runs, depth: usize, out
         ),
     }
 }
-
-/// git's sub-commands that contact a remote, whose URLs (and `remote.*.vcs`) may make git
-/// run a program: `clone` reads the user's own configuration (`insteadOf`), `submodule`
-/// the `.gitmodules` URLs, `archive --remote` and `remote update` a remote's.
-const GIT_REMOTE_COMMANDS: &[&str] = &[
-    "fetch",
-    "pull",
-    "push",
-    "clone",
-    "ls-remote",
-    "submodule",
-    "remote",
-    "archive",
-];
 
 /// A git sub-command's arguments that are URLs making git run a program: `git clone
 /// ext::…`, `git fetch hg::…`, `git archive --remote=ext::…`.
